@@ -1,0 +1,104 @@
+"""The ``ascend-device-plugin`` command: run, simulate, version.
+
+Flags of ``run`` are generated from the settings fields, so a new setting is a
+flag, an environment variable and a config-file key at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from ascend_plugin import __version__
+from ascend_plugin.settings import ENV_PREFIX, Settings, SettingsError, flag_name, load_settings
+
+EXIT_BAD_SETTINGS = 2
+
+log = logging.getLogger(__name__)
+
+
+def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    for name, info in Settings.model_fields.items():
+        help_text = f"{info.description} (env {ENV_PREFIX}{name.upper()})"
+        if info.annotation is bool:
+            parser.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            parser.add_argument(flag_name(name), dest=name, metavar="VALUE", help=help_text)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="ascend-device-plugin",
+        description="Kubernetes device plugin for Huawei Ascend NPUs (310, 310B, 310P, 910).",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run the device plugin daemon")
+    _add_settings_flags(run)
+    simulate = commands.add_parser(
+        "simulate", help="demo: the plugin on a fake 310B node with a built-in kubelet stand-in"
+    )
+    simulate.add_argument("--log-level", default="ERROR", help="log level of the plugin's own lines")
+    commands.add_parser("version", help="print the version")
+    return parser
+
+
+def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(namespace, name) for name in Settings.model_fields if getattr(namespace, name, None) is not None}
+
+
+def run_daemon(settings: Settings) -> int:
+    """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
+    from ascend_plugin.app import PluginApp
+
+    async def main() -> None:
+        app = PluginApp(settings)
+        async with anyio.create_task_group() as tasks:
+
+            async def stop_on_signal() -> None:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                    async for received in signals:
+                        log.info("received %s; shutting down", signal.Signals(received).name)
+                        app.stop()
+                        return
+
+            tasks.start_soon(stop_on_signal)
+            await app.run()
+            tasks.cancel_scope.cancel()
+
+    log.info(
+        "ascend-device-plugin %s starting",
+        __version__,
+        extra={"settings": settings.model_dump(mode="json")},
+    )
+    anyio.run(main)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script."""
+    args = build_parser().parse_args(argv)
+    if args.command == "version":
+        print(__version__)
+        return 0
+    if args.command == "simulate":
+        from ascend_plugin.logs import setup_logging
+        from ascend_plugin.simulate import simulate
+
+        setup_logging(args.log_level.upper(), "text")
+        return simulate()
+    try:
+        settings = load_settings(_settings_values(args))
+    except SettingsError as error:
+        print(f"ascend-device-plugin: {error}", file=sys.stderr)
+        return EXIT_BAD_SETTINGS
+    from ascend_plugin.logs import setup_logging
+
+    setup_logging(settings.log_level, settings.log_format)
+    return run_daemon(settings)

@@ -1,0 +1,298 @@
+"""A kubelet stand-in, on grpcio, for the demo, the tests and the benchmarks.
+
+It behaves like the kubelet's device manager where a plugin can tell:
+
+* serves ``Registration.Register`` on ``<dir>/kubelet.sock`` and checks the
+  request as the kubelet does (API version, extended resource name, endpoint);
+* dials back synchronously inside Register and calls GetDevicePluginOptions
+  (10 s timeout) before answering, so a plugin that is not serving yet fails;
+* consumes ListAndWatch in a thread per registration; capacity is every
+  device, allocatable the healthy ones; when the stream ends every device
+  becomes unhealthy; a new registration for the same resource cancels the
+  old stream;
+* on :meth:`restart`, deletes every socket in the directory (not other files)
+  and re-creates ``kubelet.sock``, which the file system usually gives the
+  inode number the old one had.
+
+It runs on grpcio, a different gRPC stack from the plugin's grpclib, so that
+wire-level mistakes cannot cancel out. Use it from async code through
+``anyio.to_thread.run_sync(standin.wait_until, ...)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from ascend_plugin.kubelet_api.v1beta1 import (
+    AllocateRequest,
+    AllocateResponse,
+    ContainerAllocateRequest,
+    ContainerPreferredAllocationRequest,
+    DevicePluginOptions,
+    Empty,
+    ListAndWatchResponse,
+    PreferredAllocationRequest,
+    PreferredAllocationResponse,
+    RegisterRequest,
+)
+from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH, extended_resource_problem
+
+KUBELET_SOCKET = "kubelet.sock"
+DIAL_TIMEOUT = 10.0
+_PLUGIN = "/v1beta1.DevicePlugin/"
+
+
+@dataclass
+class ResourceView:
+    """What the stand-in knows of one registered resource."""
+
+    resource_name: str
+    endpoint: str
+    options: DevicePluginOptions
+    devices: dict[str, str] = field(default_factory=dict)  # ID -> "Healthy" / "Unhealthy"
+    updates: int = 0
+    stream_open: bool = False
+    stream_end: str = ""  # how the last stream ended: "" while open, "OK", or the gRPC status
+
+    @property
+    def capacity(self) -> int:
+        return len(self.devices)
+
+    @property
+    def allocatable(self) -> int:
+        return sum(1 for health in self.devices.values() if health == "Healthy")
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One successful Register call."""
+
+    resource_name: str
+    endpoint: str
+    at: float  # time.monotonic()
+
+
+@dataclass(frozen=True)
+class Restart:
+    """What a :meth:`KubeletStandIn.restart` did."""
+
+    deleted_sockets: tuple[str, ...]
+    same_inode: bool
+    at: float
+
+
+class RegisterRefused(Exception):
+    """Register failed a kubelet check; the message is what the kubelet would say."""
+
+
+class KubeletStandIn:
+    """A kubelet device manager on ``directory``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.socket = directory / KUBELET_SOCKET
+        self.resources: dict[str, ResourceView] = {}
+        self.registrations: list[Registration] = []
+        self.refusals: list[str] = []
+        self.restarts: list[Restart] = []
+        self._server: grpc.Server | None = None
+        self._streams: dict[str, grpc.Future] = {}
+        self._channels: dict[str, grpc.Channel] = {}
+        self._changed = threading.Condition()
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> None:
+        """Listen on kubelet.sock."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+        handler = grpc.method_handlers_generic_handler(
+            "v1beta1.Registration",
+            {
+                "Register": grpc.unary_unary_rpc_method_handler(
+                    self._register, request_deserializer=RegisterRequest.parse, response_serializer=bytes
+                )
+            },
+        )
+        server.add_generic_rpc_handlers((handler,))
+        server.add_insecure_port(f"unix:{self.socket}")
+        server.start()
+        self._server = server
+
+    def stop(self) -> None:
+        """Stop serving and drop every plugin connection (the sockets stay)."""
+        if self._server is not None:
+            self._server.stop(grace=None).wait()
+            self._server = None
+        for resource in list(self._streams):
+            self._end_stream(resource)
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+
+    def restart(self) -> Restart:
+        """What a kubelet restart does to the directory: every socket goes, kubelet.sock comes back."""
+        before = os.stat(self.socket).st_ino if self.socket.exists() else None
+        self.stop()
+        deleted = []
+        for entry in self.directory.iterdir():
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISSOCK(entry.lstat().st_mode):
+                    entry.unlink()
+                    deleted.append(entry.name)
+        self.start()
+        restart = Restart(tuple(sorted(deleted)), os.stat(self.socket).st_ino == before, time.monotonic())
+        with self._changed:
+            self.restarts.append(restart)
+            self._changed.notify_all()
+        return restart
+
+    # -- Registration service ------------------------------------------------------------
+
+    def _register(self, request: RegisterRequest, context: grpc.ServicerContext) -> bytes:
+        try:
+            self._check(request)
+            options, channel = self._dial_back(request.endpoint)
+        except RegisterRefused as refused:
+            with self._changed:
+                self.refusals.append(str(refused))
+                self._changed.notify_all()
+            context.abort(grpc.StatusCode.UNKNOWN, str(refused))
+        self._end_stream(request.resource_name)  # a re-registration replaces the old endpoint
+        self._channels[request.resource_name] = channel
+        view = ResourceView(request.resource_name, request.endpoint, options)
+        with self._changed:
+            self.resources[request.resource_name] = view
+            self.registrations.append(Registration(request.resource_name, request.endpoint, time.monotonic()))
+            self._changed.notify_all()
+        self._open_stream(view)
+        return bytes(Empty())
+
+    @staticmethod
+    def _check(request: RegisterRequest) -> None:
+        if request.version != "v1beta1":
+            raise RegisterRefused(f"Requested device plugin version {request.version!r} is not supported")
+        if problem := extended_resource_problem(request.resource_name):
+            raise RegisterRefused(f"invalid resource name {request.resource_name!r}: {problem}")
+        if not request.endpoint or "/" in request.endpoint:
+            raise RegisterRefused(f"invalid endpoint {request.endpoint!r}")
+
+    def _dial_back(self, endpoint: str) -> tuple[DevicePluginOptions, grpc.Channel]:
+        channel = grpc.insecure_channel(f"unix:{self.directory / endpoint}")
+        try:
+            grpc.channel_ready_future(channel).result(timeout=DIAL_TIMEOUT)
+            call = channel.unary_unary(
+                _PLUGIN + "GetDevicePluginOptions",
+                request_serializer=bytes,
+                response_deserializer=DevicePluginOptions.parse,
+            )
+            options: DevicePluginOptions = call(Empty(), timeout=DIAL_TIMEOUT)
+        except (grpc.FutureTimeoutError, grpc.RpcError) as error:
+            channel.close()
+            raise RegisterRefused(f"failed to dial device plugin {endpoint}: {error}") from None
+        return options, channel
+
+    # -- ListAndWatch consumption -------------------------------------------------------
+
+    def _open_stream(self, view: ResourceView) -> None:
+        stream = self._channels[view.resource_name].unary_stream(
+            _PLUGIN + "ListAndWatch", request_serializer=bytes, response_deserializer=ListAndWatchResponse.parse
+        )(Empty())
+        self._streams[view.resource_name] = stream
+        view.stream_open = True
+        threading.Thread(target=self._consume, args=(view, stream), daemon=True).start()
+
+    def _consume(self, view: ResourceView, stream: Any) -> None:
+        end = "OK"
+        try:
+            for message in stream:
+                with self._changed:
+                    view.devices = {
+                        device.id: device.health
+                        for device in message.devices
+                        if len(device.id) <= MAX_DEVICE_ID_LENGTH
+                    }
+                    view.updates += 1
+                    self._changed.notify_all()
+        except grpc.RpcError as error:
+            end = error.code().name
+        with self._changed:
+            # The kubelet's reaction to a lost plugin: nothing is allocatable any more.
+            view.devices = dict.fromkeys(view.devices, "Unhealthy")
+            view.stream_open = False
+            view.stream_end = end
+            self._changed.notify_all()
+
+    def _end_stream(self, resource_name: str) -> None:
+        stream = self._streams.pop(resource_name, None)
+        if stream is not None:
+            stream.cancel()
+        channel = self._channels.pop(resource_name, None)
+        if channel is not None:
+            channel.close()
+
+    # -- what a pod admission does ---------------------------------------------------------------
+
+    def _unary(self, resource_name: str, method: str, response: Any) -> Callable[..., Any]:
+        view = self.resources[resource_name]
+        channel = grpc.insecure_channel(f"unix:{self.directory / view.endpoint}")
+        call = channel.unary_unary(_PLUGIN + method, request_serializer=bytes, response_deserializer=response.parse)
+
+        def invoke(request: Any) -> Any:
+            try:
+                return call(request, timeout=DIAL_TIMEOUT)
+            finally:
+                channel.close()
+
+        return invoke
+
+    def allocate(self, resource_name: str, device_ids: Sequence[str]) -> AllocateResponse:
+        """Allocate for one container, as the kubelet does at pod admission (raises grpc.RpcError)."""
+        request = AllocateRequest(container_requests=[ContainerAllocateRequest(devices_ids=list(device_ids))])
+        response: AllocateResponse = self._unary(resource_name, "Allocate", AllocateResponse)(request)
+        return response
+
+    def preferred_allocation(
+        self, resource_name: str, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> list[str]:
+        """The plugin's preferred devices for one container."""
+        request = PreferredAllocationRequest(
+            container_requests=[
+                ContainerPreferredAllocationRequest(
+                    available_deviceIDs=list(available),
+                    must_include_deviceIDs=list(must_include),
+                    allocation_size=size,
+                )
+            ]
+        )
+        response: PreferredAllocationResponse = self._unary(
+            resource_name, "GetPreferredAllocation", PreferredAllocationResponse
+        )(request)
+        return list(response.container_responses[0].device_i_ds)
+
+    # -- waiting ------------------------------------------------------------------------------
+
+    def wait_until(self, condition: Callable[[KubeletStandIn], bool], timeout: float, what: str = "") -> None:
+        """Block until ``condition(self)`` holds; TimeoutError (naming ``what``) after ``timeout`` s."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while not condition(self):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise TimeoutError(f"kubelet stand-in: not within {timeout:g} s: {what or condition}")
+                self._changed.wait(remaining)
+
+    def health(self, resource_name: str) -> dict[str, str]:
+        """The devices of a resource and their health, as last listed."""
+        view = self.resources.get(resource_name)
+        return dict(view.devices) if view else {}

@@ -1,0 +1,225 @@
+"""The plugin's settings: defaults < config file < environment < command line.
+
+Every field here is also a command-line flag (``health_interval`` ->
+``--health-interval``) and an environment variable (``ASCEND_DP_HEALTH_INTERVAL``),
+so the Helm chart, a config file and a developer's shell all speak the same
+names. Invalid values raise :class:`SettingsError`, which names the field, the
+value and what is allowed; the CLI turns it into exit code 2.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    InitSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from ascend_plugin.naming import extended_resource_problem
+
+ENV_PREFIX = "ASCEND_DP_"
+
+
+class SettingsError(Exception):
+    """Settings that cannot be used; the message says which and why."""
+
+
+def _split_list(value: object) -> object:
+    """Lists come as YAML/JSON lists from files and as "a,b,c" from flags and env."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+PathList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_split_list)]
+Seconds = Annotated[float, Field(gt=0, le=3600)]
+
+
+class Settings(BaseSettings):
+    """Everything an operator can tune."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+    )
+
+    config_file: Path | None = Field(
+        default=None, description="YAML or JSON file with settings (keys as the field names)"
+    )
+
+    # -- chips ----------------------------------------------------------------
+    backend: Literal["dcmi", "fake"] = Field(
+        default="dcmi", description="dcmi: Huawei's libdcmi.so; fake: a scenario file"
+    )
+    fake_scenario: Path | None = Field(default=None, description="scenario file of the fake backend")
+    dcmi_library: Path | None = Field(
+        default=None, description="path of libdcmi.so; default: LD_LIBRARY_PATH, then the known install paths"
+    )
+    dcmi_allow_untrusted_library: bool = Field(
+        default=False,
+        description="accept a libdcmi.so not owned by root or writable by others (development only)",
+    )
+    dcmi_call_timeout: Seconds = Field(
+        default=5.0, description="seconds a DCMI call may take before its chips count as hung"
+    )
+    chip_family: Literal["310", "310B", "310P", "910"] | None = Field(
+        default=None, description="force the chip family instead of detecting it from the chip name"
+    )
+
+    # -- family table overrides ----------------------------------------------------
+    resource_name: str | None = Field(default=None, description="extended resource name, e.g. huawei.com/Ascend310")
+    device_id_prefix: str | None = Field(
+        default=None, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,40}$", description="device ID prefix, e.g. Ascend310"
+    )
+    ai_core_min: float | None = Field(default=None, ge=0, description="lowest plausible AI-core count per chip")
+    ai_core_max: float | None = Field(default=None, ge=0, description="highest plausible AI-core count per chip")
+    manager_nodes: PathList | None = Field(
+        default=None, description="manager device node candidates, best first (comma-separated)"
+    )
+    shared_nodes: PathList | None = Field(
+        default=None, description="shared device nodes handed over when present (comma-separated)"
+    )
+    driver_mounts: PathList | None = Field(
+        default=None, description="host paths mounted read-only in device mode when present (comma-separated)"
+    )
+
+    # -- kubelet ----------------------------------------------------------------------
+    device_plugin_path: Path = Field(
+        default=Path("/var/lib/kubelet/device-plugins"), description="the kubelet's device-plugin directory"
+    )
+    socket_name: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]*\.sock$",
+        description="our socket's file name in that directory; default: <resource>.sock",
+    )
+    kubelet_watch_interval: Annotated[float, Field(gt=0, le=5)] = Field(
+        default=0.1, description="seconds between checks for a kubelet restart"
+    )
+    allocate_mode: Literal["auto", "device", "runtime"] = Field(
+        default="auto",
+        description="auto: runtime if ASCEND_DOCKER_RUNTIME=True in our own env, else device",
+    )
+    host_root: Path = Field(default=Path("/"), description="where the host's file system is visible")
+
+    # -- health -------------------------------------------------------------------------
+    health_interval: Seconds = Field(default=1.0, description="seconds between health polls of each chip")
+    health_failure_threshold: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=3, description="consecutive failed health queries before a chip counts as unhealthy"
+    )
+    health_flap_threshold: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=3, description="unhealthy spells within health_flap_window that make a chip a flapper"
+    )
+    health_flap_window: Seconds = Field(default=60.0, description="seconds over which spells are counted")
+    health_flap_hold: Annotated[float, Field(ge=0, le=86400)] = Field(
+        default=30.0, description="seconds a flapping chip must stay clean before it is healthy again"
+    )
+    fault_levels_file: Path | None = Field(
+        default=None, description="JSON file of fault code levels that extends or overrides the built-in table"
+    )
+
+    # -- logs -----------------------------------------------------------------------------
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="log level")
+    log_format: Literal["text", "json"] = Field(default="text", description="text for people, json for machines")
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("resource_name")
+    @classmethod
+    def _valid_resource_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := extended_resource_problem(value)):
+            raise ValueError(problem)
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Settings:
+        if self.backend == "fake" and self.fake_scenario is None:
+            raise ValueError("backend 'fake' needs fake_scenario (--fake-scenario PATH)")
+        if self.ai_core_min is not None and self.ai_core_max is not None and self.ai_core_min > self.ai_core_max:
+            raise ValueError(f"ai_core_min {self.ai_core_min} is above ai_core_max {self.ai_core_max}")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """Command line (init kwargs) beats the environment, which beats the config file."""
+        assert isinstance(init_settings, InitSettingsSource)
+        path = init_settings.init_kwargs.get("config_file") or os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
+        file_values = read_config_file(Path(path)) if path else {}
+        return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_values))
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """The settings in a YAML (or JSON) file, as a mapping."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise SettingsError(f"cannot read config file {path}: {error.strerror}") from error
+    except yaml.YAMLError as error:
+        raise SettingsError(f"config file {path} is not valid YAML: {error}") from error
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SettingsError(f"config file {path} must hold a mapping of setting names, not {type(data).__name__}")
+    return {str(key).replace("-", "_"): value for key, value in data.items()}
+
+
+def flag_name(field: str) -> str:
+    """The command-line flag of a settings field."""
+    return "--" + field.replace("_", "-")
+
+
+def describe_validation_error(error: ValidationError) -> str:
+    """One line per problem: field, its flag and env names, the value, and what is allowed."""
+    lines = []
+    for item in error.errors():
+        field = str(item["loc"][0]) if item["loc"] else ""
+        value = item.get("input")
+        if field and field in Settings.model_fields:
+            where = f"{field} ({flag_name(field)} / {ENV_PREFIX}{field.upper()})"
+            shown = value if not isinstance(value, dict) else "(missing)"
+            lines.append(f"invalid setting {where}: got {shown!r}: {item['msg']}")
+        else:
+            lines.append(f"invalid settings: {item['msg'].removeprefix('Value error, ')}")
+    return "\n".join(lines)
+
+
+def load_settings(cli_values: dict[str, Any] | None = None) -> Settings:
+    """Build the settings from every source; raise SettingsError when they are invalid."""
+    values = {key: value for key, value in (cli_values or {}).items() if value is not None}
+    try:
+        return Settings(**values)
+    except ValidationError as error:
+        raise SettingsError(describe_validation_error(error)) from error
+
+
+def family_overrides(settings: Settings) -> dict[str, object]:
+    """The FamilyTable fields the operator overrode (None means keep the family's value)."""
+    return {
+        "resource_name": settings.resource_name,
+        "device_id_prefix": settings.device_id_prefix,
+        "ai_core_min": settings.ai_core_min,
+        "ai_core_max": settings.ai_core_max,
+        "manager_nodes": settings.manager_nodes,
+        "shared_nodes": settings.shared_nodes,
+        "driver_mounts": settings.driver_mounts,
+    }
+
