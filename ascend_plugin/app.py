@@ -13,21 +13,23 @@ release the library.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 import anyio
+from anyio.abc import TaskGroup
+from pydantic import ValidationError
 
 from ascend_plugin.allocation import Allocator, resolve_mode
 from ascend_plugin.backoff import Backoff
 from ascend_plugin.chip_calls import ChipCaller, ChipCallError
 from ascend_plugin.endpoint import PluginEndpoint
-from ascend_plugin.faults import load_table
+from ascend_plugin.faults import FaultTable, load_table
 from ascend_plugin.health import HealthMonitor, HealthPolicy
 from ascend_plugin.registrar import KubeletRegistrar
 from ascend_plugin.registry import DeviceRegistry, DeviceState
 from ascend_plugin.service import DevicePluginService
-from ascend_plugin.settings import Settings, family_overrides
+from ascend_plugin.settings import Settings, SettingsError, describe_validation_error, family_overrides
 from backends.base import Chip, ChipBackend, enumerate_chips
 from backends.errors import BackendError, NoChips
 from backends.families import family_for, family_named
@@ -53,10 +55,30 @@ def open_library(settings: Settings) -> DeviceLibrary:
 
 @dataclass(frozen=True)
 class Node:
-    """What bring-up found: the family's backend and the chips."""
+    """What bring-up found: the family's backend, the chips, and facts about them."""
 
     backend: ChipBackend
     chips: list[Chip]
+    driver_version: str = ""
+    ai_cores: Mapping[int, float] = field(default_factory=dict)  # phy id -> AI-core count
+
+    @property
+    def chip_name(self) -> str:
+        """The first chip's name, e.g. 310B1 (nodes hold one kind of chip)."""
+        return self.chips[0].info.chip_name if self.chips else ""
+
+
+# Settings an operator may change while the plugin runs (config ConfigMap).
+RELOADABLE = frozenset(
+    {
+        "health_interval",
+        "health_failure_threshold",
+        "health_flap_threshold",
+        "health_flap_window",
+        "health_flap_hold",
+        "log_level",
+    }
+)
 
 
 def health_policy(settings: Settings) -> HealthPolicy:
@@ -84,6 +106,7 @@ class PluginApp:
         self.monitor: HealthMonitor | None = None
         self.endpoint: PluginEndpoint | None = None
         self.stop_requested = anyio.Event()
+        self.registered_once = anyio.Event()
 
     @property
     def ready(self) -> bool:
@@ -105,10 +128,9 @@ class PluginApp:
         finally:
             self.caller.shutdown()
 
-    async def _serve(self, tasks: anyio.abc.TaskGroup) -> None:
-        node = await self._bring_up()
+    async def _serve(self, tasks: TaskGroup) -> None:
+        node = await self._gather_facts(await self._bring_up())
         backend = node.backend
-        await self._check_ai_cores(node)
         registry = DeviceRegistry(
             backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in node.chips]
         )
@@ -129,8 +151,60 @@ class PluginApp:
             extra={"devices": [device.id for device in registry.devices()], "family": backend.table.family},
         )
         await monitor.poll_once()  # the kubelet's first list already carries real health
+        registrar.on_registered(self.registered_once.set)
         tasks.start_soon(supervise, "kubelet registrar", registrar.run)
         tasks.start_soon(supervise, "health monitor", monitor.run)
+        if self.settings.node_name:
+            tasks.start_soon(self._run_kube)
+        else:
+            log.warning(
+                "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
+                "are off (the Helm chart sets NODE_NAME from the downward API)"
+            )
+
+    async def _run_kube(self) -> None:
+        """The Kubernetes side, started only after the first registration.
+
+        kubernetes-asyncio costs tens of MB and most of a second to import, so it
+        is never imported before the kubelet has its devices, nor at all when
+        the kube features are off.
+        """
+        await self.registered_once.wait()
+        from ascend_plugin.kube import run_kube
+
+        await supervise("kubernetes", lambda: run_kube(self))
+
+    def reconfigure(self, overrides: Mapping[str, object]) -> list[str]:
+        """Apply run-time overrides atomically; return the names of the settings that changed.
+
+        Raises SettingsError (and changes nothing) when a key may not change at
+        run time or a value is invalid.
+        """
+        refused = sorted(set(overrides) - RELOADABLE)
+        if refused:
+            raise SettingsError(
+                f"settings {', '.join(refused)} cannot change at run time; allowed: {', '.join(sorted(RELOADABLE))}"
+            )
+        try:
+            updated = Settings.model_validate({**self.settings.model_dump(), **overrides})
+        except ValidationError as error:
+            raise SettingsError(describe_validation_error(error)) from error
+        changed = [name for name in sorted(overrides) if getattr(updated, name) != getattr(self.settings, name)]
+        self.settings = updated
+        logging.getLogger().setLevel(updated.log_level)
+        if self.monitor is not None:
+            self.monitor.policy = health_policy(updated)
+            self.monitor.wake()
+        if changed:
+            log.info("settings changed at run time: %s", ", ".join(changed), extra={"changed": changed})
+        return changed
+
+    def replace_fault_table(self, table: FaultTable) -> None:
+        """Use a new fault-level table from the next health round on."""
+        self.fault_table = table
+        if self.monitor is not None:
+            self.monitor.table = table
+            self.monitor.wake()
 
     async def _bring_up(self) -> Node:
         """Open the library and find the chips, retrying until it works."""
@@ -180,15 +254,26 @@ class PluginApp:
         )
         return Node(backend, sorted(chips, key=lambda chip: chip.phy_id))
 
-    async def _check_ai_cores(self, node: Node) -> None:
-        """Warn, chip by chip, about AI-core figures outside the family's bounds; never refuse a chip."""
+    async def _gather_facts(self, node: Node) -> Node:
+        """Driver version and AI-core counts; warn about figures outside the family's bounds.
+
+        An implausible figure is a warning, never a refused chip: Huawei's plugin
+        exits on a 310B1's 1.0 AI cores and takes every healthy chip off the node.
+        """
         table = node.backend.table
+        try:
+            driver_version = await self.caller.call("driver_version", node.backend.library.driver_version)
+        except (BackendError, ChipCallError) as error:
+            log.warning("cannot read the driver version: %s", error)
+            driver_version = ""
+        ai_cores: dict[int, float] = {}
         for chip in node.chips:
             try:
                 figure = await self.caller.call("ai_cores", node.backend.ai_cores, chip)
             except (BackendError, ChipCallError) as error:
                 log.warning("cannot read the AI-core count of %s: %s", chip.label, error)
                 continue
+            ai_cores[chip.phy_id] = figure.value
             if node.backend.ai_cores_in_bounds(figure):
                 continue
             log.warning(
@@ -204,6 +289,7 @@ class PluginApp:
                 table.ai_core_max,
                 extra={"chip": chip.phy_id, "family": table.family, "ai_cores": figure.value},
             )
+        return replace(node, driver_version=driver_version, ai_cores=ai_cores)
 
     async def _shutdown(self) -> None:
         if self.registry is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anyio
@@ -59,7 +60,12 @@ class KubeletRegistrar:
         self.registrations = 0
         self.last_error = ""
         self._stream_dropped_at: float | None = None
+        self._registered_listeners: list[Callable[[], None]] = []
         service.on_stream_closed(self._stream_closed)
+
+    def on_registered(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every successful registration."""
+        self._registered_listeners.append(listener)
 
     async def run(self) -> None:
         """Register, watch, re-register; forever."""
@@ -99,6 +105,8 @@ class KubeletRegistrar:
             self.registrations += 1
             self.last_error = ""
             self._stream_dropped_at = None
+            for listener in self._registered_listeners:
+                listener()
             log.info(
                 "registered %s with the kubelet",
                 self.resource_name,

@@ -127,6 +127,53 @@ class Settings(BaseSettings):
         default=None, description="JSON file of fault code levels that extends or overrides the built-in table"
     )
 
+    # -- Kubernetes API -------------------------------------------------------------------
+    node_name: str | None = Field(
+        default_factory=lambda: os.environ.get("NODE_NAME") or None,
+        description="this node's name (the chart sets NODE_NAME from the downward API); unset turns kube features off",
+    )
+    host_ip: str | None = Field(
+        default_factory=lambda: os.environ.get("HOST_IP") or None,
+        description="this node's IP (the chart sets HOST_IP from status.hostIP)",
+    )
+    pod_namespace: str = Field(
+        default_factory=lambda: os.environ.get("POD_NAMESPACE") or "kube-system",
+        description="namespace the plugin runs in (the chart sets POD_NAMESPACE)",
+    )
+    kubeconfig: Path | None = Field(
+        default=None, description="kubeconfig for development; default: the in-cluster service account"
+    )
+    node_labels: bool = Field(default=True, description="keep this node's Ascend labels current")
+    label_prefix: str = Field(
+        default="ascend-device-plugin.io",
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="DNS prefix of the plugin's own node labels (AI cores, chip count)",
+    )
+    device_info_configmap: bool = Field(
+        default=True, description="write Huawei's device-info ConfigMap (read by Volcano) for this node"
+    )
+    device_info_namespace: str = Field(default="kube-system", description="namespace of the device-info ConfigMap")
+    device_info_name_prefix: str = Field(
+        default="mindx-dl-deviceinfo-", description="device-info ConfigMap name = prefix + node name"
+    )
+    device_info_refresh: Annotated[float, Field(ge=1, le=3600)] = Field(
+        default=300.0, description="seconds between rewrites of the device-info ConfigMap when nothing changed"
+    )
+    config_configmap: str | None = Field(
+        default=None, description="name of a ConfigMap whose keys override settings at run time"
+    )
+    config_configmap_namespace: str | None = Field(
+        default=None, description="namespace of that ConfigMap; default: pod_namespace"
+    )
+    node_events: bool = Field(default=True, description="post a Kubernetes Event on the node per health transition")
+
+    # -- operations -------------------------------------------------------------------
+    http_address: str = Field(
+        default="0.0.0.0:11251",
+        pattern=r"^$|^(\[[0-9A-Fa-f:.]+\]|[^:\s]*):[0-9]{1,5}$",
+        description="host:port of /healthz, /readyz and /metrics; empty turns the endpoint off",
+    )
+
     # -- logs -----------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="log level")
     log_format: Literal["text", "json"] = Field(default="text", description="text for people, json for machines")

@@ -1,0 +1,54 @@
+"""Automation: ``nox -s tests`` is the test command of the README and of CI."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["tests", "lint", "typecheck"]
+nox.options.default_venv_backend = "venv"
+
+SOURCES = ["ascend_plugin", "backends", "tests", "bench", "proto", "noxfile.py"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The whole test suite (fake libdcmi.so is compiled with the system C compiler)."""
+    session.install("-e", ".[test]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("-e", ".[dev]")
+    session.run("ruff", "check", *SOURCES)
+    session.run("ruff", "format", "--check", *SOURCES)
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy --strict on our code."""
+    session.install("-e", ".[dev]")
+    session.run("mypy")
+
+
+@nox.session
+def proto(session: nox.Session) -> None:
+    """Regenerate ascend_plugin/kubelet_api from proto/."""
+    session.install("-e", ".[dev]")
+    session.run("python", "proto/generate.py")
+
+
+@nox.session
+def cffi(session: nox.Session) -> None:
+    """Regenerate the committed cffi module of the DCMI binding."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "backends.dcmi.build_ffi")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run every benchmark and print its figures."""
+    session.install("-e", ".[test]")
+    for script in ("bench/kubelet_path.py",):
+        session.run("python", script, *session.posargs)
