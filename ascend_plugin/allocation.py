@@ -52,7 +52,9 @@ class AllocationRefused(Exception):
 class Allocator:
     """Turns validated device IDs into container responses."""
 
-    def __init__(self, registry: DeviceRegistry, backend: ChipBackend, mode: AllocateMode, host_root: Path) -> None:
+    def __init__(
+        self, registry: DeviceRegistry, backend: ChipBackend, mode: AllocateMode, host_root: Path
+    ) -> None:
         self.registry = registry
         self.backend = backend
         self.mode = mode
@@ -71,7 +73,8 @@ class Allocator:
                 raise AllocationRefused(
                     Status.INVALID_ARGUMENT,
                     f"device ID {device_id[:80]!r} is malformed; expected "
-                    f"'{self.backend.table.device_id_prefix}-<physical id>' for {self.registry.resource_name}",
+                    f"'{self.backend.table.device_id_prefix}-<physical id>' "
+                    f"for {self.registry.resource_name}",
                 )
             if device_id in seen:
                 raise AllocationRefused(Status.INVALID_ARGUMENT, f"device ID {device_id!r} appears twice")
@@ -97,11 +100,15 @@ class Allocator:
             return ContainerAllocateResponse(envs=self.backend.runtime_env(phy_ids))
         return ContainerAllocateResponse(
             devices=[
-                DeviceSpec(container_path=node.container_path, host_path=node.host_path, permissions=node.permissions)
+                DeviceSpec(
+                    container_path=node.container_path, host_path=node.host_path, permissions=node.permissions
+                )
                 for node in self.backend.device_nodes(phy_ids, self.host_root)
             ],
             mounts=[
-                Mount(container_path=mount.container_path, host_path=mount.host_path, read_only=mount.read_only)
+                Mount(
+                    container_path=mount.container_path, host_path=mount.host_path, read_only=mount.read_only
+                )
                 for mount in self.backend.driver_mounts(self.host_root)
             ],
         )

@@ -134,12 +134,18 @@ class PluginApp:
         registry = DeviceRegistry(
             backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in node.chips]
         )
-        allocator = Allocator(registry, backend, resolve_mode(self.settings.allocate_mode), self.settings.host_root)
+        allocator = Allocator(
+            registry, backend, resolve_mode(self.settings.allocate_mode), self.settings.host_root
+        )
         service = DevicePluginService(registry, allocator)
-        monitor = HealthMonitor(backend, self.caller, registry, self.fault_table, health_policy(self.settings))
+        monitor = HealthMonitor(
+            backend, self.caller, registry, table=self.fault_table, policy=health_policy(self.settings)
+        )
         socket_name = self.settings.socket_name or backend.table.resource_name.rsplit("/", 1)[-1] + ".sock"
         endpoint = PluginEndpoint(service, self.settings.device_plugin_path, socket_name)
-        registrar = KubeletRegistrar(endpoint, service, backend.table.resource_name, self.settings.kubelet_watch_interval)
+        registrar = KubeletRegistrar(
+            endpoint, service, backend.table.resource_name, self.settings.kubelet_watch_interval
+        )
         self.node, self.registry, self.service = node, registry, service
         self.monitor, self.endpoint, self.registrar = monitor, endpoint, registrar
         log.info(
@@ -182,14 +188,17 @@ class PluginApp:
         """
         refused = sorted(set(overrides) - RELOADABLE)
         if refused:
+            allowed = ", ".join(sorted(RELOADABLE))
             raise SettingsError(
-                f"settings {', '.join(refused)} cannot change at run time; allowed: {', '.join(sorted(RELOADABLE))}"
+                f"settings {', '.join(refused)} cannot change at run time; allowed: {allowed}"
             )
         try:
             updated = Settings.model_validate({**self.settings.model_dump(), **overrides})
         except ValidationError as error:
             raise SettingsError(describe_validation_error(error)) from error
-        changed = [name for name in sorted(overrides) if getattr(updated, name) != getattr(self.settings, name)]
+        changed = [
+            name for name in sorted(overrides) if getattr(updated, name) != getattr(self.settings, name)
+        ]
         self.settings = updated
         logging.getLogger().setLevel(updated.log_level)
         if self.monitor is not None:
@@ -219,7 +228,13 @@ class PluginApp:
                 problem = str(error)
                 # One clear line per distinct problem; repeats only at debug level.
                 level = logging.DEBUG if problem == last_problem else logging.ERROR
-                log.log(level, "chips not available: %s; retrying in %.0f s", problem, delay, extra={"attempt": attempt})
+                log.log(
+                    level,
+                    "chips not available: %s; retrying in %.0f s",
+                    problem,
+                    delay,
+                    extra={"attempt": attempt},
+                )
                 last_problem = problem
                 await anyio.sleep(delay)
 
@@ -296,8 +311,7 @@ class PluginApp:
             self.registry.close()
         if self.service is not None:
             with anyio.move_on_after(2):
-                while self.service.open_streams:
-                    await anyio.sleep(0.01)
+                await self.service.streams_ended()
         if self.endpoint is not None:
             await self.endpoint.stop()
         if self.node is not None and self.caller.stuck is None:

@@ -14,4 +14,4 @@ class Backoff:
 
     def after(self, attempt: int) -> float:
         """The delay after failed attempt number ``attempt`` (1-based)."""
-        return min(self.first * 2 ** max(attempt - 1, 0), self.cap)
+        return float(min(self.first * 2.0 ** max(attempt - 1, 0), self.cap))

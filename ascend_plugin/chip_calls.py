@@ -63,9 +63,9 @@ class _WorkerThread:
     """
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[object], Callable[[], object]] | None] = (
-            queue.SimpleQueue()
-        )
+        self._jobs: queue.SimpleQueue[
+            tuple[concurrent.futures.Future[object], Callable[[], object]] | None
+        ] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="dcmi-calls", daemon=True)
         self._thread.start()
 

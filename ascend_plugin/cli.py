@@ -27,7 +27,9 @@ def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
     for name, info in Settings.model_fields.items():
         help_text = f"{info.description} (env {ENV_PREFIX}{name.upper()})"
         if info.annotation is bool:
-            parser.add_argument(flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text)
+            parser.add_argument(
+                flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
+            )
         else:
             parser.add_argument(flag_name(name), dest=name, metavar="VALUE", help=help_text)
 
@@ -50,7 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(namespace, name) for name in Settings.model_fields if getattr(namespace, name, None) is not None}
+    return {
+        name: getattr(namespace, name)
+        for name in Settings.model_fields
+        if getattr(namespace, name, None) is not None
+    }
 
 
 def run_daemon(settings: Settings) -> int:

@@ -101,7 +101,9 @@ def parse_levels(data: object, source: str) -> dict[int, FaultLevel]:
             try:
                 code = int(str(text), 16)
             except ValueError:
-                raise FaultTableError(f"{source}: {name}: {text!r} is not a hex fault code like '80E01801'") from None
+                raise FaultTableError(
+                    f"{source}: {name}: {text!r} is not a hex fault code like '80E01801'"
+                ) from None
             if not 0 <= code <= 0xFFFFFFFFF:
                 raise FaultTableError(f"{source}: {name}: {text!r} is out of range")
             result[code] = FaultLevel[name]

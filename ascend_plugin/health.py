@@ -78,6 +78,7 @@ class HealthMonitor:
         backend: ChipBackend,
         caller: ChipCaller,
         registry: DeviceRegistry,
+        *,
         table: FaultTable,
         policy: HealthPolicy,
         clock: Callable[[], float] = time.monotonic,
@@ -121,7 +122,9 @@ class HealthMonitor:
             loop.call_soon_threadsafe(self.on_fault_event, event)
 
         try:
-            await self.caller.call("dcmi_subscribe_fault_event", self.backend.library.subscribe_faults, handler)
+            await self.caller.call(
+                "dcmi_subscribe_fault_event", self.backend.library.subscribe_faults, handler
+            )
         except (BackendError, ChipCallTimeout, ChipCallsBlocked) as error:
             log.info("fault events unavailable (%s); polling only", error)
             return
@@ -190,7 +193,10 @@ class HealthMonitor:
         severity_hint = reading.value if reading.value in _HEALTH_VALUES else None
         faults = tuple(
             sorted(
-                {Fault(code, self.table.level_of(code, self._severities.get(code, severity_hint))) for code in reading.codes},
+                {
+                    Fault(code, self.table.level_of(code, self._severities.get(code, severity_hint)))
+                    for code in reading.codes
+                },
                 key=lambda fault: (-fault.level, fault.code),
             )
         )

@@ -106,6 +106,8 @@ class KubeletStandIn:
         self.registrations: list[Registration] = []
         self.refusals: list[str] = []
         self.restarts: list[Restart] = []
+        self._refusals_left = 0
+        self._refusal_message = ""
         self._server: grpc.Server | None = None
         self._streams: dict[str, grpc.Future] = {}
         self._channels: dict[str, grpc.Channel] = {}
@@ -159,8 +161,22 @@ class KubeletStandIn:
 
     # -- Registration service ------------------------------------------------------------
 
+    def refuse_registrations(self, count: int, message: str) -> None:
+        """Fail the next ``count`` Register calls with ``message`` (a kubelet having a bad moment)."""
+        with self._changed:
+            self._refusals_left = count
+            self._refusal_message = message
+
+    def drop_stream(self, resource_name: str) -> None:
+        """End a resource's ListAndWatch stream from the kubelet's side, without restarting."""
+        self._end_stream(resource_name)
+
     def _register(self, request: RegisterRequest, context: grpc.ServicerContext) -> bytes:
         try:
+            with self._changed:
+                if self._refusals_left > 0:
+                    self._refusals_left -= 1
+                    raise RegisterRefused(self._refusal_message)
             self._check(request)
             options, channel = self._dial_back(request.endpoint)
         except RegisterRefused as refused:
@@ -206,7 +222,9 @@ class KubeletStandIn:
 
     def _open_stream(self, view: ResourceView) -> None:
         stream = self._channels[view.resource_name].unary_stream(
-            _PLUGIN + "ListAndWatch", request_serializer=bytes, response_deserializer=ListAndWatchResponse.parse
+            _PLUGIN + "ListAndWatch",
+            request_serializer=bytes,
+            response_deserializer=ListAndWatchResponse.parse,
         )(Empty())
         self._streams[view.resource_name] = stream
         view.stream_open = True
@@ -246,7 +264,9 @@ class KubeletStandIn:
     def _unary(self, resource_name: str, method: str, response: Any) -> Callable[..., Any]:
         view = self.resources[resource_name]
         channel = grpc.insecure_channel(f"unix:{self.directory / view.endpoint}")
-        call = channel.unary_unary(_PLUGIN + method, request_serializer=bytes, response_deserializer=response.parse)
+        call = channel.unary_unary(
+            _PLUGIN + method, request_serializer=bytes, response_deserializer=response.parse
+        )
 
         def invoke(request: Any) -> Any:
             try:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import anyio
 from grpclib import GRPCError
@@ -37,6 +36,7 @@ REGISTER_TIMEOUT = 15.0
 # How long a dropped ListAndWatch stream may go without a successor before we
 # re-register (the kubelet closes the old stream when a plugin re-registers).
 STREAM_GRACE = 0.5
+REGISTER_BACKOFF = Backoff(0.2, 10.0)
 
 
 class KubeletRegistrar:
@@ -48,7 +48,7 @@ class KubeletRegistrar:
         service: DevicePluginService,
         resource_name: str,
         watch_interval: float,
-        register_backoff: Backoff = Backoff(0.2, 10.0),
+        register_backoff: Backoff = REGISTER_BACKOFF,
     ) -> None:
         self.endpoint = endpoint
         self.service = service
@@ -142,7 +142,8 @@ class KubeletRegistrar:
     async def _sleep_unless_kubelet_changes(self, delay: float, stamp: FileStamp) -> None:
         """Back off, but retry at once if a new kubelet appears meanwhile."""
         with anyio.move_on_after(delay):
-            while file_stamp(self.kubelet_socket) == stamp:
+            # Polling a stat() is the portable way to see a file change here (no inotify in the stdlib).
+            while file_stamp(self.kubelet_socket) == stamp:  # noqa: ASYNC110
                 await anyio.sleep(self.watch_interval)
 
     # -- watching ---------------------------------------------------------------------

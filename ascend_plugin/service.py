@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 
+import anyio
 from grpclib import GRPCError
 from grpclib.const import Status
 
@@ -41,6 +42,8 @@ class DevicePluginService(DevicePluginBase):
         self.allocator = allocator
         self.open_streams = 0
         self.updates_sent = 0
+        self._no_streams = anyio.Event()
+        self._no_streams.set()
         self._stream_closed_listeners: list[Callable[[], None]] = []
 
     def on_stream_closed(self, listener: Callable[[], None]) -> None:
@@ -56,6 +59,10 @@ class DevicePluginService(DevicePluginBase):
             ]
         )
 
+    async def streams_ended(self) -> None:
+        """Return once no ListAndWatch stream is open."""
+        await self._no_streams.wait()
+
     async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
         return OPTIONS
 
@@ -66,6 +73,8 @@ class DevicePluginService(DevicePluginBase):
         once the registry is closed (shutdown).
         """
         self.open_streams += 1
+        if self._no_streams.is_set():
+            self._no_streams = anyio.Event()
         log.info("kubelet opened ListAndWatch", extra={"streams": self.open_streams})
         try:
             version = self.registry.version
@@ -81,12 +90,18 @@ class DevicePluginService(DevicePluginBase):
                 version = await self.registry.wait_for_change(version)
         finally:
             self.open_streams -= 1
+            if self.open_streams == 0:
+                self._no_streams.set()
             if not self.registry.closed:
-                log.warning("ListAndWatch stream dropped by the kubelet", extra={"streams": self.open_streams})
+                log.warning(
+                    "ListAndWatch stream dropped by the kubelet", extra={"streams": self.open_streams}
+                )
                 for listener in self._stream_closed_listeners:
                     listener()
 
-    async def get_preferred_allocation(self, message: PreferredAllocationRequest) -> PreferredAllocationResponse:
+    async def get_preferred_allocation(
+        self, message: PreferredAllocationRequest
+    ) -> PreferredAllocationResponse:
         return PreferredAllocationResponse(
             container_responses=[
                 ContainerPreferredAllocationResponse(

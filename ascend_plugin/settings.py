@@ -77,12 +77,20 @@ class Settings(BaseSettings):
     )
 
     # -- family table overrides ----------------------------------------------------
-    resource_name: str | None = Field(default=None, description="extended resource name, e.g. huawei.com/Ascend310")
-    device_id_prefix: str | None = Field(
-        default=None, pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,40}$", description="device ID prefix, e.g. Ascend310"
+    resource_name: str | None = Field(
+        default=None, description="extended resource name, e.g. huawei.com/Ascend310"
     )
-    ai_core_min: float | None = Field(default=None, ge=0, description="lowest plausible AI-core count per chip")
-    ai_core_max: float | None = Field(default=None, ge=0, description="highest plausible AI-core count per chip")
+    device_id_prefix: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9][-A-Za-z0-9_.]{0,40}$",
+        description="device ID prefix, e.g. Ascend310",
+    )
+    ai_core_min: float | None = Field(
+        default=None, ge=0, description="lowest plausible AI-core count per chip"
+    )
+    ai_core_max: float | None = Field(
+        default=None, ge=0, description="highest plausible AI-core count per chip"
+    )
     manager_nodes: PathList | None = Field(
         default=None, description="manager device node candidates, best first (comma-separated)"
     )
@@ -124,13 +132,15 @@ class Settings(BaseSettings):
         default=30.0, description="seconds a flapping chip must stay clean before it is healthy again"
     )
     fault_levels_file: Path | None = Field(
-        default=None, description="JSON file of fault code levels that extends or overrides the built-in table"
+        default=None,
+        description="JSON file of fault code levels that extends or overrides the built-in table",
     )
 
     # -- Kubernetes API -------------------------------------------------------------------
     node_name: str | None = Field(
         default_factory=lambda: os.environ.get("NODE_NAME") or None,
-        description="this node's name (the chart sets NODE_NAME from the downward API); unset turns kube features off",
+        description="this node's name (the chart sets NODE_NAME from the downward API); "
+        "unset turns the Kubernetes features off",
     )
     host_ip: str | None = Field(
         default_factory=lambda: os.environ.get("HOST_IP") or None,
@@ -152,12 +162,15 @@ class Settings(BaseSettings):
     device_info_configmap: bool = Field(
         default=True, description="write Huawei's device-info ConfigMap (read by Volcano) for this node"
     )
-    device_info_namespace: str = Field(default="kube-system", description="namespace of the device-info ConfigMap")
+    device_info_namespace: str = Field(
+        default="kube-system", description="namespace of the device-info ConfigMap"
+    )
     device_info_name_prefix: str = Field(
         default="mindx-dl-deviceinfo-", description="device-info ConfigMap name = prefix + node name"
     )
     device_info_refresh: Annotated[float, Field(ge=1, le=3600)] = Field(
-        default=300.0, description="seconds between rewrites of the device-info ConfigMap when nothing changed"
+        default=300.0,
+        description="seconds between rewrites of the device-info ConfigMap when nothing changed",
     )
     config_configmap: str | None = Field(
         default=None, description="name of a ConfigMap whose keys override settings at run time"
@@ -165,7 +178,9 @@ class Settings(BaseSettings):
     config_configmap_namespace: str | None = Field(
         default=None, description="namespace of that ConfigMap; default: pod_namespace"
     )
-    node_events: bool = Field(default=True, description="post a Kubernetes Event on the node per health transition")
+    node_events: bool = Field(
+        default=True, description="post a Kubernetes Event on the node per health transition"
+    )
 
     # -- operations -------------------------------------------------------------------
     http_address: str = Field(
@@ -176,7 +191,9 @@ class Settings(BaseSettings):
 
     # -- logs -----------------------------------------------------------------------------
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="log level")
-    log_format: Literal["text", "json"] = Field(default="text", description="text for people, json for machines")
+    log_format: Literal["text", "json"] = Field(
+        default="text", description="text for people, json for machines"
+    )
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -194,7 +211,11 @@ class Settings(BaseSettings):
     def _consistent(self) -> Settings:
         if self.backend == "fake" and self.fake_scenario is None:
             raise ValueError("backend 'fake' needs fake_scenario (--fake-scenario PATH)")
-        if self.ai_core_min is not None and self.ai_core_max is not None and self.ai_core_min > self.ai_core_max:
+        if (
+            self.ai_core_min is not None
+            and self.ai_core_max is not None
+            and self.ai_core_min > self.ai_core_max
+        ):
             raise ValueError(f"ai_core_min {self.ai_core_min} is above ai_core_max {self.ai_core_max}")
         return self
 
@@ -225,7 +246,9 @@ def read_config_file(path: Path) -> dict[str, Any]:
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise SettingsError(f"config file {path} must hold a mapping of setting names, not {type(data).__name__}")
+        raise SettingsError(
+            f"config file {path} must hold a mapping of setting names, not {type(data).__name__}"
+        )
     return {str(key).replace("-", "_"): value for key, value in data.items()}
 
 
@@ -269,4 +292,3 @@ def family_overrides(settings: Settings) -> dict[str, object]:
         "shared_nodes": settings.shared_nodes,
         "driver_mounts": settings.driver_mounts,
     }
-

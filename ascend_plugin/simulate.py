@@ -98,7 +98,8 @@ async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Calla
         tasks.start_soon(app.run)
         await wait(lambda k: RESOURCE in k.resources and k.resources[RESOURCE].updates > 0, "registration")
         view = kubelet.resources[RESOURCE]
-        say(f"registered {RESOURCE} on endpoint {view.endpoint} (1 AI core accepted: family 310B bounds [1, 1])")
+        say(f"registered {RESOURCE} on endpoint {view.endpoint}")
+        say("the chip's 1 AI core is within the 310B family's bounds [1, 1]: no exit, no warning")
         say(f"devices: {kubelet.health(RESOURCE)}  capacity={view.capacity} allocatable={view.allocatable}")
 
         response = await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, [DEVICE])

@@ -77,7 +77,9 @@ class FakeChip(BaseModel):
     @model_validator(mode="after")
     def _health_is_dcmi_value(self) -> FakeChip:
         if self.health not in (0, 1, 2, 3, HEALTH_ABSENT):
-            raise ValueError(f"health {self.health} is not a DCMI health value; allowed: 0, 1, 2, 3, 4294967295")
+            raise ValueError(
+                f"health {self.health} is not a DCMI health value; allowed: 0, 1, 2, 3, 4294967295"
+            )
         return self
 
 
@@ -105,7 +107,9 @@ class FakeScenario(BaseModel):
     aicore: float | None = Field(default=None, description="computing.aic of VDEV_MNG; default by chip name")
     aicore_cnt: int = Field(default=0, ge=0, description="chip-info aicore_cnt")
     memory_mb: int = Field(default=8192, ge=0)
-    subscribe: bool | None = Field(default=None, description="fault subscription supported; default: 910 only")
+    subscribe: bool | None = Field(
+        default=None, description="fault subscription supported; default: 910 only"
+    )
     latency_ms: float = Field(default=0.0, ge=0, le=60_000)
     errors: dict[Operation, DcmiCode] = Field(default_factory=dict)
     hang: tuple[Operation, ...] = ()
@@ -114,12 +118,13 @@ class FakeScenario(BaseModel):
     @model_validator(mode="after")
     def _ids_unique(self) -> FakeScenario:
         placed = self.placed()
-        for what, values in (
-            ("phy_id", [p.chip.phy_id for p in placed]),
-            ("logic_id", [p.logic_id for p in placed]),
-            ("(card_id, device_id)", [(p.card_id, p.device_id) for p in placed]),
-        ):
-            duplicates = sorted({str(v) for v in values if values.count(v) > 1})
+        keys: tuple[tuple[str, list[str]], ...] = (
+            ("phy_id", [str(p.chip.phy_id) for p in placed]),
+            ("logic_id", [str(p.logic_id) for p in placed]),
+            ("(card_id, device_id)", [f"({p.card_id}, {p.device_id})" for p in placed]),
+        )
+        for what, values in keys:
+            duplicates = sorted({v for v in values if values.count(v) > 1})
             if duplicates:
                 raise ValueError(f"{what} must be unique across chips; repeated: {', '.join(duplicates)}")
         return self

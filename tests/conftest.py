@@ -1,0 +1,61 @@
+"""Shared fixtures: a short temporary directory, a kubelet stand-in, a fake node."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from plugin_harness import FakeNode
+
+from ascend_plugin.kubelet_standin import KubeletStandIn
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """grpclib runs on asyncio, so the whole plugin does."""
+    return "asyncio"
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary directory with a short path: unix socket paths are limited to 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="adp-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def plugin_dir(short_tmp: Path) -> Path:
+    """The kubelet's device-plugin directory for one test."""
+    path = short_tmp / "dp"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def kubelet(plugin_dir: Path) -> Iterator[KubeletStandIn]:
+    """A running kubelet stand-in on ``plugin_dir``."""
+    standin = KubeletStandIn(plugin_dir)
+    standin.start()
+    yield standin
+    standin.stop()
+
+
+@pytest.fixture
+def node(short_tmp: Path) -> FakeNode:
+    """A fake Atlas 200I A2: one healthy 310B1, its /dev nodes under a fake host root."""
+    fake = FakeNode(short_tmp / "node.json", short_tmp / "host")
+    fake.write({"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": []}]})
+    fake.add_host_paths(
+        "/dev/davinci0",
+        "/dev/davinci_manager",
+        "/dev/davinci_manager_docker",
+        "/dev/hisi_hdc",
+        "/dev/devmm_svm",
+        "/dev/svm0",
+        "/dev/vpc",
+    )
+    return fake

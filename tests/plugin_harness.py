@@ -1,0 +1,103 @@
+"""Helpers to drive a real plugin in tests: settings, a running PluginApp, waiting on the kubelet.
+
+The plugin runs in-process (same event loop as the test); the kubelet stand-in
+runs on grpcio's threads, so waiting on it goes through a worker thread and
+never blocks the loop the plugin needs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ascend_plugin.app import PluginApp
+from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.settings import Settings
+
+WAIT = 15.0  # generous: a condition normally holds within milliseconds
+
+
+@dataclass
+class FakeNode:
+    """A scenario file for the fake backend and a fake host root for device nodes."""
+
+    scenario: Path
+    host_root: Path
+
+    def write(self, scenario: dict[str, Any]) -> None:
+        """Replace the scenario atomically (the plugin never reads half a file)."""
+        temporary = self.scenario.with_suffix(".tmp")
+        temporary.write_text(json.dumps(scenario), encoding="utf-8")
+        temporary.replace(self.scenario)
+
+    def add_host_paths(self, *paths: str) -> None:
+        """Make ``paths`` exist under the host root (device nodes are plain files here)."""
+        for path in paths:
+            target = self.host_root / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+
+    def settings(self, plugin_dir: Path, **overrides: Any) -> Settings:
+        """Settings for a plugin on this node, fast intervals, no HTTP endpoint."""
+        values: dict[str, Any] = {
+            "backend": "fake",
+            "fake_scenario": self.scenario,
+            "device_plugin_path": plugin_dir,
+            "host_root": self.host_root,
+            "health_interval": 0.05,
+            "kubelet_watch_interval": 0.02,
+            "allocate_mode": "device",
+            "http_address": "",
+            "node_name": None,
+        }
+        values.update(overrides)
+        return Settings(**values)
+
+
+@asynccontextmanager
+async def running_plugin(settings: Settings) -> AsyncIterator[PluginApp]:
+    """A PluginApp running in the background for the duration of the block."""
+    app = PluginApp(settings)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app.run)
+        try:
+            yield app
+        finally:
+            app.stop()
+
+
+async def wait_for(kubelet: KubeletStandIn, condition: Callable[[KubeletStandIn], bool], what: str) -> None:
+    """Wait (off the event loop) until the stand-in satisfies ``condition``."""
+    await anyio.to_thread.run_sync(kubelet.wait_until, condition, WAIT, what)
+
+
+async def until(predicate: Callable[[], bool], what: str) -> None:
+    """Poll an in-process condition every few milliseconds; TimeoutError after WAIT seconds."""
+    with anyio.move_on_after(WAIT) as scope:
+        while not predicate():  # noqa: ASYNC110 - the conditions are plain state, not events
+            await anyio.sleep(0.005)
+    if scope.cancelled_caught:
+        raise TimeoutError(f"not within {WAIT:g} s: {what}")
+
+
+def health_of(resource: str, device: str) -> Callable[[KubeletStandIn], str | None]:
+    """A reader of one device's health as the kubelet last saw it."""
+    return lambda kubelet: kubelet.health(resource).get(device)
+
+
+def registered(resource: str, times: int = 1) -> Callable[[KubeletStandIn], bool]:
+    """Condition: ``resource`` registered at least ``times`` times and its devices listed."""
+
+    def condition(kubelet: KubeletStandIn) -> bool:
+        count = sum(1 for r in kubelet.registrations if r.resource_name == resource)
+        view = kubelet.resources.get(resource)
+        return count >= times and view is not None and view.updates > 0 and view.stream_open
+
+    return condition
