@@ -83,14 +83,10 @@ default_message_pool.register_message("v1beta1", "CDIDevice", CdiDevice)
 
 @dataclass(eq=False, repr=False)
 class ContainerAllocateRequest(betterproto2.Message):
-    devices_ids: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    devices_ids: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
 
 
-default_message_pool.register_message(
-    "v1beta1", "ContainerAllocateRequest", ContainerAllocateRequest
-)
+default_message_pool.register_message("v1beta1", "ContainerAllocateRequest", ContainerAllocateRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -102,49 +98,33 @@ class ContainerAllocateResponse(betterproto2.Message):
     envs: "dict[str, str]" = betterproto2.field(
         1,
         betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
-        ),
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
     )
 
-    mounts: "list[Mount]" = betterproto2.field(
-        2, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    mounts: "list[Mount]" = betterproto2.field(2, betterproto2.TYPE_MESSAGE, repeated=True)
 
-    devices: "list[DeviceSpec]" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    devices: "list[DeviceSpec]" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, repeated=True)
 
     annotations: "dict[str, str]" = betterproto2.field(
         4,
         betterproto2.TYPE_MAP,
-        map_meta=betterproto2.map_meta(
-            betterproto2.TYPE_STRING, betterproto2.TYPE_STRING
-        ),
+        map_meta=betterproto2.map_meta(betterproto2.TYPE_STRING, betterproto2.TYPE_STRING),
     )
 
-    cdi_devices: "list[CdiDevice]" = betterproto2.field(
-        5, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    cdi_devices: "list[CdiDevice]" = betterproto2.field(5, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
-default_message_pool.register_message(
-    "v1beta1", "ContainerAllocateResponse", ContainerAllocateResponse
-)
+default_message_pool.register_message("v1beta1", "ContainerAllocateResponse", ContainerAllocateResponse)
 
 
 @dataclass(eq=False, repr=False)
 class ContainerPreferredAllocationRequest(betterproto2.Message):
-    available_deviceIDs: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    available_deviceIDs: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
     """
     Devices the kubelet may choose from.
     """
 
-    must_include_deviceIDs: "list[str]" = betterproto2.field(
-        2, betterproto2.TYPE_STRING, repeated=True
-    )
+    must_include_deviceIDs: "list[str]" = betterproto2.field(2, betterproto2.TYPE_STRING, repeated=True)
     """
     Devices that must be part of the answer.
     """
@@ -156,23 +136,17 @@ class ContainerPreferredAllocationRequest(betterproto2.Message):
 
 
 default_message_pool.register_message(
-    "v1beta1",
-    "ContainerPreferredAllocationRequest",
-    ContainerPreferredAllocationRequest,
+    "v1beta1", "ContainerPreferredAllocationRequest", ContainerPreferredAllocationRequest
 )
 
 
 @dataclass(eq=False, repr=False)
 class ContainerPreferredAllocationResponse(betterproto2.Message):
-    device_i_ds: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    device_i_ds: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
 
 
 default_message_pool.register_message(
-    "v1beta1",
-    "ContainerPreferredAllocationResponse",
-    ContainerPreferredAllocationResponse,
+    "v1beta1", "ContainerPreferredAllocationResponse", ContainerPreferredAllocationResponse
 )
 
 
@@ -192,9 +166,7 @@ class Device(betterproto2.Message):
     "Healthy" or "Unhealthy".
     """
 
-    topology: "TopologyInfo | None" = betterproto2.field(
-        3, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    topology: "TopologyInfo | None" = betterproto2.field(3, betterproto2.TYPE_MESSAGE, optional=True)
     """
     NUMA affinity for the Topology Manager; empty means no preference.
     """
@@ -215,17 +187,13 @@ class DevicePluginOptions(betterproto2.Message):
     The kubelet calls PreStartContainer before starting each container.
     """
 
-    get_preferred_allocation_available: "bool" = betterproto2.field(
-        2, betterproto2.TYPE_BOOL
-    )
+    get_preferred_allocation_available: "bool" = betterproto2.field(2, betterproto2.TYPE_BOOL)
     """
     The kubelet calls GetPreferredAllocation before Allocate.
     """
 
 
-default_message_pool.register_message(
-    "v1beta1", "DevicePluginOptions", DevicePluginOptions
-)
+default_message_pool.register_message("v1beta1", "DevicePluginOptions", DevicePluginOptions)
 
 
 @dataclass(eq=False, repr=False)
@@ -257,14 +225,10 @@ class ListAndWatchResponse(betterproto2.Message):
     One full snapshot of the resource's devices; each message replaces the last.
     """
 
-    devices: "list[Device]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    devices: "list[Device]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
-default_message_pool.register_message(
-    "v1beta1", "ListAndWatchResponse", ListAndWatchResponse
-)
+default_message_pool.register_message("v1beta1", "ListAndWatchResponse", ListAndWatchResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -289,38 +253,30 @@ default_message_pool.register_message("v1beta1", "NUMANode", NumaNode)
 
 @dataclass(eq=False, repr=False)
 class PreferredAllocationRequest(betterproto2.Message):
-    container_requests: "list[ContainerPreferredAllocationRequest]" = (
-        betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    container_requests: "list[ContainerPreferredAllocationRequest]" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
 
-default_message_pool.register_message(
-    "v1beta1", "PreferredAllocationRequest", PreferredAllocationRequest
-)
+default_message_pool.register_message("v1beta1", "PreferredAllocationRequest", PreferredAllocationRequest)
 
 
 @dataclass(eq=False, repr=False)
 class PreferredAllocationResponse(betterproto2.Message):
-    container_responses: "list[ContainerPreferredAllocationResponse]" = (
-        betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
+    container_responses: "list[ContainerPreferredAllocationResponse]" = betterproto2.field(
+        1, betterproto2.TYPE_MESSAGE, repeated=True
     )
 
 
-default_message_pool.register_message(
-    "v1beta1", "PreferredAllocationResponse", PreferredAllocationResponse
-)
+default_message_pool.register_message("v1beta1", "PreferredAllocationResponse", PreferredAllocationResponse)
 
 
 @dataclass(eq=False, repr=False)
 class PreStartContainerRequest(betterproto2.Message):
-    devices_ids: "list[str]" = betterproto2.field(
-        1, betterproto2.TYPE_STRING, repeated=True
-    )
+    devices_ids: "list[str]" = betterproto2.field(1, betterproto2.TYPE_STRING, repeated=True)
 
 
-default_message_pool.register_message(
-    "v1beta1", "PreStartContainerRequest", PreStartContainerRequest
-)
+default_message_pool.register_message("v1beta1", "PreStartContainerRequest", PreStartContainerRequest)
 
 
 @dataclass(eq=False, repr=False)
@@ -328,9 +284,7 @@ class PreStartContainerResponse(betterproto2.Message):
     pass
 
 
-default_message_pool.register_message(
-    "v1beta1", "PreStartContainerResponse", PreStartContainerResponse
-)
+default_message_pool.register_message("v1beta1", "PreStartContainerResponse", PreStartContainerResponse)
 
 
 @dataclass(eq=False, repr=False)
@@ -354,9 +308,7 @@ class RegisterRequest(betterproto2.Message):
     Extended resource name, e.g. "huawei.com/Ascend310".
     """
 
-    options: "DevicePluginOptions | None" = betterproto2.field(
-        4, betterproto2.TYPE_MESSAGE, optional=True
-    )
+    options: "DevicePluginOptions | None" = betterproto2.field(4, betterproto2.TYPE_MESSAGE, optional=True)
 
 
 default_message_pool.register_message("v1beta1", "RegisterRequest", RegisterRequest)
@@ -364,9 +316,7 @@ default_message_pool.register_message("v1beta1", "RegisterRequest", RegisterRequ
 
 @dataclass(eq=False, repr=False)
 class TopologyInfo(betterproto2.Message):
-    nodes: "list[NumaNode]" = betterproto2.field(
-        1, betterproto2.TYPE_MESSAGE, repeated=True
-    )
+    nodes: "list[NumaNode]" = betterproto2.field(1, betterproto2.TYPE_MESSAGE, repeated=True)
 
 
 default_message_pool.register_message("v1beta1", "TopologyInfo", TopologyInfo)
@@ -504,15 +454,11 @@ class DevicePluginBase(betterproto2_grpclib.ServiceBase):
     Served by each device plugin on its own socket in the device-plugin dir.
     """
 
-    async def get_device_plugin_options(
-        self, message: "Empty"
-    ) -> "DevicePluginOptions":
+    async def get_device_plugin_options(self, message: "Empty") -> "DevicePluginOptions":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
-    async def list_and_watch(
-        self, message: "Empty"
-    ) -> "AsyncIterator[ListAndWatchResponse]":
+    async def list_and_watch(self, message: "Empty") -> "AsyncIterator[ListAndWatchResponse]":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
         yield ListAndWatchResponse()
@@ -527,9 +473,7 @@ class DevicePluginBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
-    async def pre_start_container(
-        self, message: "PreStartContainerRequest"
-    ) -> "PreStartContainerResponse":
+    async def pre_start_container(self, message: "PreStartContainerRequest") -> "PreStartContainerResponse":
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
@@ -553,8 +497,7 @@ class DevicePluginBase(betterproto2_grpclib.ServiceBase):
         )
 
     async def __rpc_get_preferred_allocation(
-        self,
-        stream: "grpclib.server.Stream[PreferredAllocationRequest, PreferredAllocationResponse]",
+        self, stream: "grpclib.server.Stream[PreferredAllocationRequest, PreferredAllocationResponse]"
     ) -> None:
         request = await stream.recv_message()
         assert request is not None
@@ -570,8 +513,7 @@ class DevicePluginBase(betterproto2_grpclib.ServiceBase):
         await stream.send_message(response)
 
     async def __rpc_pre_start_container(
-        self,
-        stream: "grpclib.server.Stream[PreStartContainerRequest, PreStartContainerResponse]",
+        self, stream: "grpclib.server.Stream[PreStartContainerRequest, PreStartContainerResponse]"
     ) -> None:
         request = await stream.recv_message()
         assert request is not None
@@ -622,9 +564,7 @@ class RegistrationBase(betterproto2_grpclib.ServiceBase):
 
         raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
 
-    async def __rpc_register(
-        self, stream: "grpclib.server.Stream[RegisterRequest, Empty]"
-    ) -> None:
+    async def __rpc_register(self, stream: "grpclib.server.Stream[RegisterRequest, Empty]") -> None:
         request = await stream.recv_message()
         assert request is not None
         response = await self.register(request)

@@ -1,0 +1,68 @@
+"""Re-registration: after a kubelet restart, a deleted socket, or a dropped stream."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio.to_thread
+import pytest
+from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
+
+from ascend_plugin.kubelet_standin import KubeletStandIn
+
+pytestmark = pytest.mark.anyio
+
+RESOURCE = "huawei.com/Ascend310"
+
+
+async def test_survives_several_kubelet_restarts_in_a_row(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
+    async with running_plugin(node.settings(plugin_dir)) as app:
+        await wait_for(kubelet, registered(RESOURCE), "first registration")
+        for round_ in range(2, 6):
+            restart = await anyio.to_thread.run_sync(kubelet.restart)
+            # The new kubelet wiped every socket, ours included ...
+            assert "Ascend310.sock" in restart.deleted_sockets
+            await wait_for(kubelet, registered(RESOURCE, times=round_), f"registration {round_}")
+            # ... and the plugin came back on a fresh one, with its devices.
+            assert (plugin_dir / "Ascend310.sock").is_socket()
+            assert kubelet.resources[RESOURCE].devices == {"Ascend310-0": "Healthy"}
+        assert app.registrar is not None
+        assert app.registrar.registrations == 5
+    # The restart must be detectable without relying on a new inode number:
+    # on this file system the new kubelet.sock reuses the old one.
+    assert any(restart.same_inode for restart in kubelet.restarts)
+
+
+async def test_our_socket_deleted_alone_brings_a_new_socket_and_registration(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
+    async with running_plugin(node.settings(plugin_dir)):
+        await wait_for(kubelet, registered(RESOURCE), "first registration")
+        (plugin_dir / "Ascend310.sock").unlink()
+        await wait_for(kubelet, registered(RESOURCE, times=2), "re-registration")
+        assert (plugin_dir / "Ascend310.sock").is_socket()
+
+
+async def test_a_dropped_stream_brings_a_registration(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
+    async with running_plugin(node.settings(plugin_dir)):
+        await wait_for(kubelet, registered(RESOURCE), "first registration")
+        kubelet.drop_stream(RESOURCE)
+        await wait_for(kubelet, registered(RESOURCE, times=2), "re-registration after the stream dropped")
+        assert kubelet.resources[RESOURCE].devices == {"Ascend310-0": "Healthy"}
+
+
+async def test_kubelet_gone_for_a_while_then_back(kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path) -> None:
+    async with running_plugin(node.settings(plugin_dir)) as app:
+        await wait_for(kubelet, registered(RESOURCE), "first registration")
+        assert app.registrar is not None
+        registrar = app.registrar
+        kubelet.stop()
+        await until(lambda: not registrar.registered, "the plugin notices the kubelet is gone")
+        assert app.ready is False
+        kubelet.start()
+        await wait_for(kubelet, registered(RESOURCE, times=2), "registration with the returning kubelet")
+        await until(lambda: registrar.registered, "registered again")
