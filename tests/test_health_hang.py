@@ -1,0 +1,48 @@
+"""A driver call that hangs marks only its chip unhealthy; the kubelet path keeps answering."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio.to_thread
+import pytest
+from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
+
+from ascend_plugin.kubelet_standin import KubeletStandIn
+
+pytestmark = pytest.mark.anyio
+
+RESOURCE = "huawei.com/Ascend310P"
+
+
+def _pair(hang_chip_0: bool) -> dict[str, object]:
+    return {
+        "chip_name": "310P3",
+        "chips": [
+            {"phy_id": 0, "card_id": 4, "hang": ["health"] if hang_chip_0 else []},
+            {"phy_id": 1, "card_id": 4},
+        ],
+    }
+
+
+async def test_a_hung_health_call_marks_only_that_chip_and_recovers(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
+    node.write(_pair(hang_chip_0=False))
+    settings = node.settings(plugin_dir, dcmi_call_timeout=0.3)
+    async with running_plugin(settings) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        node.write(_pair(hang_chip_0=True))
+        await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Unhealthy", "hung chip out")
+        assert app.registry is not None
+        assert app.registry.devices()[0].reason == "driver call read_health did not return within 0.3 s"
+        # The other chip keeps its state and the kubelet path keeps answering while the call hangs.
+        assert kubelet.health(RESOURCE)["Ascend310P-1"] == "Healthy"
+        response = await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, ["Ascend310P-1"])
+        assert response.container_responses[0].devices[0].host_path == "/dev/davinci1"
+        assert app.caller.stuck is not None
+        assert not app.ready  # readiness reports the stuck driver
+        # The call returns once the scenario stops hanging it; everything recovers by itself.
+        node.write(_pair(hang_chip_0=False))
+        await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Healthy", "recovered")
+        await until(lambda: app.ready, "ready again")
