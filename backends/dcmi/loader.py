@@ -1,0 +1,127 @@
+"""Finding, trusting and opening libdcmi.so.
+
+The plugin runs as root with every NPU of the node in reach, and whatever
+library it opens runs inside it. So, like Huawei's own plugin, it refuses a
+library that anyone but root could have replaced: the file and every directory
+above it must be owned by root and writable by nobody else. The
+``dcmi_allow_untrusted_library`` setting lifts the check for development and for
+the tests' fake library.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from backends.dcmi._dcmi_cffi import ffi
+from backends.errors import LibraryUnavailable
+
+LIBRARY_NAME: Final = "libdcmi.so"
+
+# Where Huawei's installers put the library: servers and PCIe cards; the
+# separate DCMI package; Atlas 200I A2 / 500 A2 boards (310B SoC).
+KNOWN_PATHS: Final = (
+    Path("/usr/local/Ascend/driver/lib64/driver/libdcmi.so"),
+    Path("/usr/local/dcmi/libdcmi.so"),
+    Path("/usr/lib64/libdcmi.so"),
+)
+
+_SETTING: Final = "dcmi_library (--dcmi-library, ASCEND_DP_DCMI_LIBRARY)"
+_RELAX: Final = "dcmi_allow_untrusted_library (--dcmi-allow-untrusted-library)"
+
+
+class LibraryNotFound(LibraryUnavailable):
+    """No libdcmi.so where the settings, LD_LIBRARY_PATH or the install paths say."""
+
+
+class UntrustedLibrary(LibraryUnavailable):
+    """The library, or a directory above it, could have been replaced by someone other than root."""
+
+    def __init__(self, path: Path, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(
+            f"refusing to load {path}: {problem}; a library that a non-root user can replace would run "
+            f"with this plugin's privileges. Make it root-owned and writable only by root, or set {_RELAX} "
+            "for development only"
+        )
+
+
+def candidates(environ: Mapping[str, str], known: Sequence[Path] = KNOWN_PATHS) -> list[Path]:
+    """Where to look, in order: each LD_LIBRARY_PATH entry, then the known install paths."""
+    # An empty entry means "the current directory" to the dynamic loader; never look there.
+    entries = [entry for entry in environ.get("LD_LIBRARY_PATH", "").split(":") if entry]
+    return [Path(entry) / LIBRARY_NAME for entry in entries] + list(known)
+
+
+def locate(
+    configured: Path | None,
+    environ: Mapping[str, str] = os.environ,
+    known: Sequence[Path] = KNOWN_PATHS,
+) -> Path:
+    """The library to open: the configured path, else the first candidate that exists.
+
+    The result is absolute: a bare name would send dlopen on its own search.
+    """
+    if configured is not None:
+        if not configured.is_file():
+            raise LibraryNotFound(f"the configured DCMI library {configured} does not exist ({_SETTING})")
+        return configured.absolute()
+    searched = candidates(environ, known)
+    found = next((path for path in searched if path.is_file()), None)
+    if found is None:
+        raise LibraryNotFound(
+            f"{LIBRARY_NAME} not found; looked in {', '.join(str(path) for path in searched)}. "
+            f"Is the Ascend driver installed and mounted into this container? Or set {_SETTING}"
+        )
+    return found.absolute()
+
+
+def check_trusted(path: Path) -> None:
+    """Raise UntrustedLibrary unless ``path`` and every directory above it are root's alone.
+
+    Both the path as given and the file it resolves to are checked, so a
+    symbolic link cannot lead through a directory others may write.
+    """
+    for item in _chain(path):
+        try:
+            info = item.stat()
+        except OSError as error:
+            raise UntrustedLibrary(path, f"cannot check {item}: {error.strerror}") from error
+        kind = "directory" if stat.S_ISDIR(info.st_mode) else "file"
+        if info.st_uid != 0:
+            raise UntrustedLibrary(path, f"{kind} {item} is owned by uid {info.st_uid}, not root")
+        writers = [
+            who for who, bit in (("group", stat.S_IWGRP), ("others", stat.S_IWOTH)) if info.st_mode & bit
+        ]
+        if writers:
+            mode = stat.S_IMODE(info.st_mode)
+            raise UntrustedLibrary(
+                path, f"{kind} {item} is writable by {' and '.join(writers)} (mode {mode:04o})"
+            )
+
+
+def _chain(path: Path) -> Iterator[Path]:
+    """The file, then the directories above it nearest first; the resolved file's chain after that."""
+    seen: set[Path] = set()
+    for start in (path.absolute(), Path(os.path.realpath(path))):
+        for item in (start, *start.parents):
+            if item not in seen:
+                seen.add(item)
+                yield item
+
+
+def open_library(path: Path) -> Any:
+    """dlopen ``path``; its own missing dependencies show up here rather than at the first call.
+
+    RTLD_NOW (cffi's default) resolves every symbol the library itself needs
+    at load time, so a broken driver install is a clear error now instead of a
+    process killed by the dynamic loader in the middle of a call.
+    """
+    try:
+        return ffi.dlopen(str(path))
+    except OSError as error:
+        raise LibraryUnavailable(f"cannot load {path}: {error}") from error
