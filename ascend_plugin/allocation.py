@@ -43,8 +43,9 @@ def resolve_mode(setting: str, environ: Mapping[str, str] = os.environ) -> Alloc
 class AllocationRefused(Exception):
     """The request names a device the plugin cannot hand out; ``status`` is the gRPC status."""
 
-    def __init__(self, status: Status, message: str) -> None:
+    def __init__(self, status: Status, kind: str, message: str) -> None:
         self.status = status
+        self.kind = kind  # empty, malformed, duplicate, unknown or unhealthy: a metrics label
         self.reason = message
         super().__init__(message)
 
@@ -65,30 +66,36 @@ class Allocator:
     def check(self, device_ids: Sequence[str]) -> list[DeviceState]:
         """The devices named, in order; AllocationRefused names the first bad ID and why."""
         if not device_ids:
-            raise AllocationRefused(Status.INVALID_ARGUMENT, "the request names no device IDs")
+            raise AllocationRefused(Status.INVALID_ARGUMENT, "empty", "the request names no device IDs")
         seen: set[str] = set()
         devices = []
         for device_id in device_ids:
             if len(device_id) > MAX_DEVICE_ID_LENGTH or not self._id_pattern.match(device_id):
                 raise AllocationRefused(
                     Status.INVALID_ARGUMENT,
+                    "malformed",
                     f"device ID {device_id[:80]!r} is malformed; expected "
                     f"'{self.backend.table.device_id_prefix}-<physical id>' "
                     f"for {self.registry.resource_name}",
                 )
             if device_id in seen:
-                raise AllocationRefused(Status.INVALID_ARGUMENT, f"device ID {device_id!r} appears twice")
+                raise AllocationRefused(
+                    Status.INVALID_ARGUMENT, "duplicate", f"device ID {device_id!r} appears twice"
+                )
             seen.add(device_id)
             device = self.registry.get(device_id)
             if device is None:
                 known = ", ".join(d.id for d in self.registry.devices()) or "none"
                 raise AllocationRefused(
                     Status.INVALID_ARGUMENT,
+                    "unknown",
                     f"device ID {device_id!r} is not on this node; known devices: {known}",
                 )
             if not device.healthy:
                 raise AllocationRefused(
-                    Status.FAILED_PRECONDITION, f"device {device_id} is unhealthy: {device.reason}"
+                    Status.FAILED_PRECONDITION,
+                    "unhealthy",
+                    f"device {device_id} is unhealthy: {device.reason}",
                 )
             devices.append(device)
         return devices

@@ -13,6 +13,7 @@ release the library.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -26,6 +27,8 @@ from ascend_plugin.chip_calls import ChipCaller, ChipCallError
 from ascend_plugin.endpoint import PluginEndpoint
 from ascend_plugin.faults import FaultTable, load_table
 from ascend_plugin.health import HealthMonitor, HealthPolicy
+from ascend_plugin.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
+from ascend_plugin.metrics import PluginMetrics
 from ascend_plugin.registrar import KubeletRegistrar
 from ascend_plugin.registry import DeviceRegistry, DeviceState
 from ascend_plugin.service import DevicePluginService
@@ -107,11 +110,39 @@ class PluginApp:
         self.endpoint: PluginEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
+        self.bring_up_problem = "starting"
+        self.http: HttpEndpoint | None = None
+        self.metrics = PluginMetrics(self)
+        self.caller.on_call_done(self.metrics.observe_call)
 
     @property
     def ready(self) -> bool:
         """Registered with the kubelet and the chip library answering."""
         return bool(self.registrar and self.registrar.registered and self.caller.stuck is None)
+
+    def liveness(self) -> Probe:
+        """Alive unless a driver call has been stuck so long that only a restart can help."""
+        stuck = self.caller.stuck
+        if stuck is not None and (stuck_for := time.monotonic() - stuck.since) > STUCK_IS_DEAD:
+            return Probe(False, f"driver call {stuck.name} stuck for {stuck_for:.0f} s")
+        return Probe(True, "ok")
+
+    def readiness(self) -> Probe:
+        """Ready when registered with the kubelet and the driver answering; otherwise why not."""
+        if self.node is None or self.registry is None:
+            return Probe(False, f"chips not available: {self.bring_up_problem}")
+        if (stuck := self.caller.stuck) is not None:
+            return Probe(False, f"driver call {stuck.name} is stuck")
+        if self.registrar is None or not self.registrar.registered:
+            why = (
+                self.registrar.last_error
+                if self.registrar and self.registrar.last_error
+                else "waiting for it"
+            )
+            return Probe(False, f"not registered with the kubelet: {why}")
+        devices = self.registry.devices()
+        healthy = sum(1 for device in devices if device.healthy)
+        return Probe(True, f"ready: {healthy} of {len(devices)} devices healthy")
 
     def stop(self) -> None:
         """Ask :meth:`run` to shut down cleanly."""
@@ -121,6 +152,10 @@ class PluginApp:
         """Run until :meth:`stop`; returns after a clean shutdown."""
         try:
             async with anyio.create_task_group() as tasks:
+                if self.settings.http_address:
+                    routes = Routes(self.liveness, self.readiness, self.metrics.render)
+                    self.http = HttpEndpoint(self.settings.http_address, routes)
+                    tasks.start_soon(supervise, "operations endpoint", self.http.serve_forever)
                 tasks.start_soon(self._serve, tasks)
                 await self.stop_requested.wait()
                 await self._shutdown()
@@ -156,6 +191,7 @@ class PluginApp:
             allocator.mode.value,
             extra={"devices": [device.id for device in registry.devices()], "family": backend.table.family},
         )
+        monitor.on_round(self.metrics.round_seconds.observe)
         await monitor.poll_once()  # the kubelet's first list already carries real health
         registrar.on_registered(self.registered_once.set)
         tasks.start_soon(supervise, "kubelet registrar", registrar.run)
@@ -236,6 +272,7 @@ class PluginApp:
                     extra={"attempt": attempt},
                 )
                 last_problem = problem
+                self.bring_up_problem = problem
                 await anyio.sleep(delay)
 
     async def _try_bring_up(self) -> Node:

@@ -25,6 +25,9 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 
+CallObserver = Callable[[str, float, str], None]
+
+
 @dataclass(frozen=True)
 class StuckCall:
     """A call that overran its timeout and has not returned yet."""
@@ -97,6 +100,7 @@ class ChipCaller:
         self._lock = asyncio.Lock()
         self._stuck: StuckCall | None = None
         self._listeners: list[Callable[[StuckCall | None], None]] = []
+        self._observers: list[CallObserver] = []
 
     @property
     def stuck(self) -> StuckCall | None:
@@ -106,6 +110,14 @@ class ChipCaller:
     def on_circuit_change(self, listener: Callable[[StuckCall | None], None]) -> None:
         """Call ``listener(stuck)`` when a call gets stuck and ``listener(None)`` when it returns."""
         self._listeners.append(listener)
+
+    def on_call_done(self, observer: CallObserver) -> None:
+        """Call ``observer(name, seconds, outcome)`` after every call (for metrics).
+
+        ``outcome`` is "ok", the DCMI code of a failed call, "timeout", or the
+        exception's class name.
+        """
+        self._observers.append(observer)
 
     async def call(
         self,
@@ -137,9 +149,11 @@ class ChipCaller:
             started = time.monotonic()
             future = self._worker.submit(lambda: function(*args, **kwargs))
             wrapped = asyncio.wrap_future(future, loop=loop)
+            outcome = "ok"
             try:
                 return await asyncio.wait_for(asyncio.shield(wrapped), self.timeout)
             except TimeoutError:
+                outcome = "timeout"
                 stuck = StuckCall(name, concerns, started)
                 self._stuck = stuck
                 log.error(
@@ -152,6 +166,14 @@ class ChipCaller:
                 future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._returned, stuck))
                 self._notify(stuck)
                 raise ChipCallTimeout(name, self.timeout) from None
+            except Exception as error:
+                code = getattr(error, "code", None)
+                outcome = str(code) if isinstance(code, int) else type(error).__name__
+                raise
+            finally:
+                elapsed = time.monotonic() - started
+                for observer in self._observers:
+                    observer(name, elapsed, outcome)
 
     def _returned(self, stuck: StuckCall) -> None:
         if self._stuck is stuck:

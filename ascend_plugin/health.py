@@ -95,7 +95,12 @@ class HealthMonitor:
         self._tracks = {device.id: _ChipTrack() for device in registry.devices()}
         self._severities: dict[int, int] = {}  # fault code -> last severity an event gave it
         self._wake = anyio.Event()
+        self._round_listeners: list[Callable[[float], None]] = []
         caller.on_circuit_change(self._circuit_changed)
+
+    def on_round(self, listener: Callable[[float], None]) -> None:
+        """Call ``listener(seconds)`` after every health round (for metrics)."""
+        self._round_listeners.append(listener)
 
     # -- running ---------------------------------------------------------------
 
@@ -156,6 +161,8 @@ class HealthMonitor:
                 self._apply(device, verdict)
         self.rounds += 1
         self.last_round_seconds = time.monotonic() - started
+        for listener in self._round_listeners:
+            listener(self.last_round_seconds)
 
     async def _look(self, device: DeviceState) -> Verdict | None:
         """The verdict for one chip, or None to keep its current state."""

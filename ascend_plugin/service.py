@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 from collections.abc import AsyncIterator, Callable
 
@@ -42,6 +43,8 @@ class DevicePluginService(DevicePluginBase):
         self.allocator = allocator
         self.open_streams = 0
         self.updates_sent = 0
+        self.allocations = 0
+        self.allocation_errors: collections.Counter[str] = collections.Counter()
         self._no_streams = anyio.Event()
         self._no_streams.set()
         self._stream_closed_listeners: list[Callable[[], None]] = []
@@ -119,11 +122,13 @@ class DevicePluginService(DevicePluginBase):
         try:
             checked = [self.allocator.check(request.devices_ids) for request in message.container_requests]
         except AllocationRefused as refused:
+            self.allocation_errors[refused.kind] += 1
             log.warning("allocation refused: %s", refused.reason, extra={"reason": refused.reason})
             raise GRPCError(refused.status, refused.reason) from None
         response = AllocateResponse(
             container_responses=[self.allocator.container_response(devices) for devices in checked]
         )
+        self.allocations += len(checked)
         for devices in checked:
             log.info(
                 "allocated %s",
