@@ -1,0 +1,110 @@
+"""The cdef's struct layouts are DCMI's: every size and offset of dcmi-abi.md section 3.10 (LP64).
+
+cffi's ABI mode computes layouts from the cdef alone and nothing compares it
+with the vendor header, so a wrong field type would silently shift every
+field after it. These figures were measured with gcc on the DCMI header.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from backends.dcmi._dcmi_cffi import ffi
+
+SIZES = {
+    "dcmi_chip_info": 100,
+    "dcmi_chip_info_v2": 132,
+    "dcmi_board_info": 16,
+    "dcmi_die_id": 20,
+    "dcmi_pcie_info_all": 64,
+    "dcmi_hbm_info": 32,
+    "dcmi_get_memory_info_stru": 112,
+    "dcmi_ip_addr": 20,
+    "dcmi_proc_mem_info": 16,
+    "dcmi_multi_utilization_info": 48,
+    "dcmi_base_resource": 64,
+    "dcmi_computing_resource": 96,
+    "dcmi_media_resource": 56,
+    "dcmi_create_vdev_res_stru": 104,
+    "dcmi_create_vdev_out": 52,
+    "dcmi_vdev_query_info": 256,
+    "dcmi_vdev_query_stru": 264,
+    "dcmi_soc_free_resource": 224,
+    "dcmi_soc_total_resource": 360,
+    "dcmi_dms_fault_event": 352,
+    "dcmi_event": 360,
+    "dcmi_event_filter": 48,
+}
+
+OFFSETS = [
+    ("dcmi_chip_info", "aicore_cnt", 96),
+    ("dcmi_chip_info_v2", "npu_name", 100),
+    ("dcmi_hbm_info", "freq", 8),
+    ("dcmi_hbm_info", "memory_usage", 16),
+    ("dcmi_hbm_info", "temp", 24),
+    ("dcmi_hbm_info", "bandwith_util_rate", 28),
+    ("dcmi_get_memory_info_stru", "memory_available", 8),
+    ("dcmi_get_memory_info_stru", "freq", 16),
+    ("dcmi_get_memory_info_stru", "hugepagesize", 24),
+    ("dcmi_get_memory_info_stru", "hugepages_total", 32),
+    ("dcmi_get_memory_info_stru", "hugepages_free", 40),
+    ("dcmi_get_memory_info_stru", "utiliza", 48),
+    ("dcmi_get_memory_info_stru", "reserve", 52),
+    ("dcmi_ip_addr", "ip_type", 16),
+    ("dcmi_proc_mem_info", "proc_mem_usage", 8),
+    ("dcmi_computing_resource", "aic", 0),
+    ("dcmi_computing_resource", "aiv", 4),
+    ("dcmi_computing_resource", "memory_size", 24),
+    ("dcmi_computing_resource", "event_id", 32),
+    ("dcmi_computing_resource", "topic_schedule_aicpu", 48),
+    ("dcmi_computing_resource", "vdev_aicore_utilization", 60),
+    ("dcmi_computing_resource", "vdev_memory_total", 64),
+    ("dcmi_computing_resource", "vdev_memory_free", 72),
+    ("dcmi_computing_resource", "reserved", 80),
+    ("dcmi_vdev_query_info", "container_id", 32),
+    ("dcmi_vdev_query_info", "base", 40),
+    ("dcmi_vdev_query_info", "computing", 104),
+    ("dcmi_vdev_query_info", "media", 200),
+    ("dcmi_vdev_query_stru", "query_info", 8),
+    ("dcmi_soc_free_resource", "base", 8),
+    ("dcmi_soc_free_resource", "computing", 72),
+    ("dcmi_soc_free_resource", "media", 168),
+    ("dcmi_soc_total_resource", "vfg_num", 132),
+    ("dcmi_soc_total_resource", "base", 144),
+    ("dcmi_soc_total_resource", "computing", 208),
+    ("dcmi_soc_total_resource", "media", 304),
+    ("dcmi_dms_fault_event", "deviceid", 4),
+    ("dcmi_dms_fault_event", "severity", 10),
+    ("dcmi_dms_fault_event", "assertion", 11),
+    ("dcmi_dms_fault_event", "event_serial_num", 12),
+    ("dcmi_dms_fault_event", "alarm_raised_time", 24),
+    ("dcmi_dms_fault_event", "event_name", 32),
+    ("dcmi_dms_fault_event", "additional_info", 288),
+    ("dcmi_dms_fault_event", "resv", 320),
+    ("dcmi_event", "event_t", 8),
+    ("dcmi_event_filter", "event_id", 8),
+    ("dcmi_event_filter", "severity", 12),
+    ("dcmi_event_filter", "node_type", 13),
+    ("dcmi_event_filter", "resv", 14),
+]
+
+
+@pytest.mark.parametrize(("struct", "size"), SIZES.items())
+def test_struct_size(struct: str, size: int) -> None:
+    assert ffi.sizeof(f"struct {struct}") == size
+
+
+@pytest.mark.parametrize(("struct", "field", "offset"), OFFSETS)
+def test_field_offset(struct: str, field: str, offset: int) -> None:
+    assert ffi.offsetof(f"struct {struct}", field) == offset
+
+
+def test_the_total_resource_ai_core_figure_is_a_float_at_byte_208() -> None:
+    # The one field the plugin reads from VDEV_MNG: computing.aic, a float.
+    assert ffi.offsetof("struct dcmi_soc_total_resource", "computing", "aic") == 208
+    assert ffi.typeof("struct dcmi_computing_resource").fields[0][1].type is ffi.typeof("float")
+
+
+def test_enums_are_four_bytes() -> None:
+    for enum in ("enum dcmi_main_cmd", "enum dcmi_event_type", "enum dcmi_ip_addr_type", "DCMI_VDEV_MNG_SUB_CMD"):
+        assert ffi.sizeof(enum) == 4, enum

@@ -1,0 +1,83 @@
+"""A node described once answers the same on the pure-Python fake and on the C fake through the binding.
+
+That is what lets every other test pick either fake: the C fake exercises the
+real cffi binding, the Python fake is quick to drive, and neither drifts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from fake_dcmi.players import CFakePlayer, PythonFakePlayer
+
+from backends.errors import DcmiError
+from backends.fake import FakeScenario
+from backends.library import DeviceLibrary
+
+NODES = {
+    "atlas-200i-a2": {"chip_name": "310B1", "memory_mb": 4096, "chips": [{"phy_id": 0}]},
+    "atlas-300i-duo": {
+        "chip_name": "310P3",
+        "chips": [{"phy_id": 0, "card_id": 0}, {"phy_id": 1, "card_id": 0, "fault_codes": ["80E18005"]}],
+    },
+    "atlas-300i-310": {
+        "chip_name": "310",
+        "aicore_cnt": 2,
+        "chips": [{"phy_id": p, "card_id": 3, "logic_id": 3 - p, "health": p % 4} for p in range(4)],
+    },
+    "910b-slots": {
+        "chip_name": "910B3",
+        "memory_mb": 65536,
+        "errors": {"hbm_info": -8006},
+        "chips": [
+            {"phy_id": p, "card_id": 10 + 2 * p, "errors": {"health": -8012} if p == 5 else {}}
+            for p in range(8)
+        ],
+    },
+    "a3": {
+        "chip_name": "Ascend910",
+        "npu_name": "9391",
+        "chips": [{"phy_id": 0}, {"phy_id": 1, "card_id": 0}],
+    },
+}
+
+
+def _answer(call: Callable[..., Any], *args: int) -> object:
+    try:
+        return call(*args)
+    except DcmiError as error:
+        return (type(error).__name__, error.function, error.code)
+
+
+def _everything(library: DeviceLibrary) -> dict[str, object]:
+    """Every answer the plugin could ask this node for, errors included."""
+    answers: dict[str, object] = {"driver": library.driver_version(), "cards": library.card_list()}
+    for card in library.card_list():
+        count = library.device_count(card)
+        answers[f"{card} count"] = count
+        answers[f"{card} mcu"] = _answer(library.logic_id, card, count)
+        for device in range(count):
+            logic = library.logic_id(card, device)
+            answers[f"{card}/{device} logic"] = logic
+            answers[f"{card}/{device} phy"] = _answer(library.phy_id, logic)
+            for call in (
+                library.chip_info,
+                library.total_aicore,
+                library.health,
+                library.error_codes,
+                library.hbm_info,
+                library.memory_info,
+            ):
+                answers[f"{card}/{device} {call.__name__}"] = _answer(call, card, device)
+    answers["unknown card"] = _answer(library.device_count, 9999)
+    return answers
+
+
+@pytest.mark.parametrize("node", NODES.values(), ids=NODES.keys())
+def test_both_fakes_answer_alike(
+    node: dict[str, Any], python_fake: PythonFakePlayer, c_fake: CFakePlayer
+) -> None:
+    scenario = FakeScenario.model_validate(node)
+    assert _everything(c_fake.open(scenario)) == _everything(python_fake.open(scenario))
