@@ -6,8 +6,12 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fake_dcmi.build import build_fake_library
+from fake_dcmi.players import CFakePlayer, PythonFakePlayer, ScenarioPlayer
+from fake_dcmi.scenario_file import SCENARIO_ENV
 from plugin_harness import FakeNode
 
 from ascend_plugin.kubelet_standin import KubeletStandIn
@@ -59,3 +63,36 @@ def node(short_tmp: Path) -> FakeNode:
         "/dev/vpc",
     )
     return fake
+
+
+# -- the fake libdcmi.so and the scenario players (tests/fake_dcmi) ---------------------
+
+
+@pytest.fixture(scope="session")
+def fake_dcmi_library() -> Path:
+    """The fake libdcmi.so, compiled at most once per content (cached under tests/_build/)."""
+    return build_fake_library()
+
+
+@pytest.fixture
+def c_fake(fake_dcmi_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CFakePlayer]:
+    """FakeScenarios played by the C fake, through the real DcmiLibrary binding."""
+    player = CFakePlayer(tmp_path / "scenario.txt", fake_dcmi_library)
+    monkeypatch.setenv(SCENARIO_ENV, str(player.scenario_path))
+    yield player
+    player.close_all()
+
+
+@pytest.fixture
+def python_fake(tmp_path: Path) -> Iterator[PythonFakePlayer]:
+    """FakeScenarios played by the pure-Python FakeLibrary."""
+    player = PythonFakePlayer(tmp_path / "scenario.json")
+    yield player
+    player.close_all()
+
+
+@pytest.fixture(params=["python_fake", "c_fake"])
+def any_fake(request: pytest.FixtureRequest) -> ScenarioPlayer[Any]:
+    """The same test on both fakes: a node described once behaves the same on each."""
+    player: ScenarioPlayer[Any] = request.getfixturevalue(request.param)
+    return player
