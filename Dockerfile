@@ -1,0 +1,60 @@
+# syntax=docker/dockerfile:1
+#
+# The ascend-device-plugin image, for linux/arm64 (Atlas 200I A2 boards, Kunpeng
+# servers) and linux/amd64 alike; nothing below depends on the architecture:
+#
+#   docker buildx build --platform linux/arm64,linux/amd64 -t <registry>/ascend-device-plugin:0.1.0 --push .
+#
+# Base images come from BASE_REGISTRY: where Docker Hub is slow or unreachable
+# (field report pitfall 8), point it at a mirror, e.g. --build-arg BASE_REGISTRY=<mirror host>.
+# PIP_INDEX_URL likewise points the builder at a Python package index mirror.
+#
+# Why this base (field report pitfall 4): libdcmi.so and the driver libraries are
+# the host's, built against the host's glibc, and they load into this image's
+# Python. They run on any glibc at least as new as the one they were built for,
+# so the image needs a glibc no older than the hosts'. Debian bookworm has 2.36
+# (Ubuntu 22.04, the field report's base: 2.35; openEuler 22.03: 2.34).
+
+ARG PYTHON_VERSION=3.11
+ARG BASE_REGISTRY=docker.io
+
+# -- Builder: our wheel and every dependency as wheels, built without root ----------
+FROM ${BASE_REGISTRY}/library/python:${PYTHON_VERSION}-slim-bookworm AS builder
+ARG PIP_INDEX_URL
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+RUN useradd --create-home --uid 10001 builder
+USER 10001
+WORKDIR /home/builder/src
+COPY --chown=10001 pyproject.toml README.md ./
+COPY --chown=10001 ascend_plugin ascend_plugin
+COPY --chown=10001 backends backends
+RUN python -m pip wheel --wheel-dir /home/builder/wheels .
+
+# -- Runtime ------------------------------------------------------------------------
+FROM ${BASE_REGISTRY}/library/python:${PYTHON_VERSION}-slim-bookworm
+LABEL org.opencontainers.image.title="ascend-device-plugin" \
+      org.opencontainers.image.description="Kubernetes device plugin for Huawei Ascend NPUs (310, 310B, 310P, 910)" \
+      org.opencontainers.image.licenses="Apache-2.0"
+# Byte code is compiled at install time, so the plugin never writes into the
+# image (the chart runs it with a read-only root file system).
+# LD_LIBRARY_PATH: where the driver keeps libdcmi.so's dependencies on servers
+# and cards (the chart's libraryPath sets the same).
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/lib64/common
+# Installed from the builder's wheels only: no index is reached in this stage,
+# and no wheel stays behind in a layer.
+RUN --mount=type=bind,from=builder,source=/home/builder/wheels,target=/wheels \
+    python -m pip install --no-cache-dir --no-index --find-links=/wheels /wheels/ascend_device_plugin-*.whl \
+    && ascend-device-plugin version
+# Root, deliberately: the plugin opens the NPU device nodes through libdcmi,
+# creates its socket in the kubelet's root-owned device-plugin directory, and
+# the driver's files and device nodes on the host belong to root. Everything that can run without
+# root does: the build above runs as an unprivileged user, and the image's
+# files are read-only to the plugin at run time.
+# hadolint ignore=DL3002
+USER 0:0
+EXPOSE 11251
+ENTRYPOINT ["ascend-device-plugin"]
+CMD ["run"]
