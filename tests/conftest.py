@@ -96,3 +96,24 @@ def any_fake(request: pytest.FixtureRequest) -> ScenarioPlayer[Any]:
     """The same test on both fakes: a node described once behaves the same on each."""
     player: ScenarioPlayer[Any] = request.getfixturevalue(request.param)
     return player
+
+
+# -- Helm chart (tests/test_chart_*.py) ---------------------------------------------------
+# Appended below the shared fixtures; chart_harness loads Helm's 75 MB library only
+# when the chart fixture runs, so the rest of the suite never pays for it.
+from chart_harness import CHART_DIR, VALUES_FILES, ChartRenderer, Rendering  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def chart() -> Iterator[ChartRenderer]:
+    """The chart, loaded once per session by Helm's own engine."""
+    import helm_python as helm
+
+    with helm.Chart.load(CHART_DIR) as loaded:
+        yield ChartRenderer(loaded)
+
+
+@pytest.fixture(scope="session")
+def renderings(chart: ChartRenderer) -> dict[str, Rendering]:
+    """The defaults and each family values file, rendered once per session, by file name."""
+    return {name: chart.render_file(name) for name in VALUES_FILES}
