@@ -4,17 +4,22 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 import pytest
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.players import CFakePlayer, PythonFakePlayer, ScenarioPlayer
 from fake_dcmi.scenario_file import SCENARIO_ENV
+from kube_apiserver import FakeApiServer
 from plugin_harness import FakeNode
 
 from ascend_plugin.kubelet_standin import KubeletStandIn
+
+if TYPE_CHECKING:  # imported lazily: kubernetes-asyncio is heavy and most tests never need it
+    from ascend_plugin.kube.client import Kube
 
 
 @pytest.fixture
@@ -75,9 +80,17 @@ def fake_dcmi_library() -> Path:
 
 
 @pytest.fixture
-def c_fake(fake_dcmi_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[CFakePlayer]:
-    """FakeScenarios played by the C fake, through the real DcmiLibrary binding."""
-    player = CFakePlayer(tmp_path / "scenario.txt", fake_dcmi_library)
+def c_fake(
+    request: pytest.FixtureRequest, fake_dcmi_library: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[CFakePlayer]:
+    """FakeScenarios played by the C fake, through the real DcmiLibrary binding.
+
+    Parametrize it indirectly with function names to play a driver that lacks them.
+    """
+    hidden: tuple[str, ...] = getattr(request, "param", ())
+    player = CFakePlayer(
+        tmp_path / "scenario.txt", build_fake_library(hidden) if hidden else fake_dcmi_library
+    )
     monkeypatch.setenv(SCENARIO_ENV, str(player.scenario_path))
     yield player
     player.close_all()
@@ -117,3 +130,29 @@ def chart() -> Iterator[ChartRenderer]:
 def renderings(chart: ChartRenderer) -> dict[str, Rendering]:
     """The defaults and each family values file, rendered once per session, by file name."""
     return {name: chart.render_file(name) for name in VALUES_FILES}
+
+
+# -- Kubernetes API (the plugin's kube side): a fake API server on loopback -----------------
+
+
+@pytest.fixture
+async def apiserver() -> AsyncIterator[FakeApiServer]:
+    """A fake Kubernetes API server on 127.0.0.1, running for one test."""
+    async with FakeApiServer() as server:
+        yield server
+
+
+@pytest.fixture
+def kubeconfig(apiserver: FakeApiServer, short_tmp: Path) -> Path:
+    """A kubeconfig pointing at ``apiserver`` with its bearer token."""
+    return apiserver.write_kubeconfig(short_tmp / "kubeconfig")
+
+
+@pytest.fixture
+async def kube(kubeconfig: Path) -> AsyncIterator[Kube]:
+    """The plugin's real API client (kubernetes-asyncio underneath), connected to ``apiserver``."""
+    from ascend_plugin.kube.client import connect
+
+    client = await connect(kubeconfig)
+    yield client
+    await client.close()

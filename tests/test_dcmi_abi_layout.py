@@ -106,5 +106,10 @@ def test_the_total_resource_ai_core_figure_is_a_float_at_byte_208() -> None:
 
 
 def test_enums_are_four_bytes() -> None:
-    for enum in ("enum dcmi_main_cmd", "enum dcmi_event_type", "enum dcmi_ip_addr_type", "DCMI_VDEV_MNG_SUB_CMD"):
+    for enum in (
+        "enum dcmi_main_cmd",
+        "enum dcmi_event_type",
+        "enum dcmi_ip_addr_type",
+        "DCMI_VDEV_MNG_SUB_CMD",
+    ):
         assert ffi.sizeof(enum) == 4, enum

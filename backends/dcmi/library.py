@@ -93,7 +93,7 @@ class DcmiLibrary:
             raise DcmiError.for_code(name, NOT_INITIALISED)
         try:
             return getattr(self._lib, name)
-        except AttributeError as error:
+        except ffi.error as error:  # cffi's "symbol not found in library"
             raise SymbolMissing(name, str(self._path)) from error
 
     def _call(self, name: str, *args: Any) -> None:

@@ -83,8 +83,9 @@ def locate(
 def check_trusted(path: Path) -> None:
     """Raise UntrustedLibrary unless ``path`` and every directory above it are root's alone.
 
-    Both the path as given and the file it resolves to are checked, so a
-    symbolic link cannot lead through a directory others may write.
+    Both the file the path resolves to and the path as given are checked, so a
+    symbolic link cannot lead through a directory others may write. The first
+    problem found, nearest the file, is the one reported.
     """
     for item in _chain(path):
         try:
@@ -105,9 +106,9 @@ def check_trusted(path: Path) -> None:
 
 
 def _chain(path: Path) -> Iterator[Path]:
-    """The file, then the directories above it nearest first; the resolved file's chain after that."""
+    """The resolved file and the directories above it, nearest first; then the same for the path as given."""
     seen: set[Path] = set()
-    for start in (path.absolute(), Path(os.path.realpath(path))):
+    for start in (Path(os.path.realpath(path)), path.absolute()):
         for item in (start, *start.parents):
             if item not in seen:
                 seen.add(item)

@@ -422,12 +422,14 @@ int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_m
 
 /* ---- fault events: a library thread, like the driver's --------------------------------- */
 
-static dcmi_fault_event_callback handler;
-static int subscribed_card, subscribed_device;
+enum { MAX_SUBSCRIBERS = 8 };
+static struct { dcmi_fault_event_callback callback; int card, device; } subscribers[MAX_SUBSCRIBERS];
+static int nsubscribers;
 static pthread_t watcher;
 static int watching, stopping;
 static struct { int logic, nfaults; unsigned int faults[MAX_FAULTS]; } seen[MAX_CHIPS];
 static int nseen;
+struct pending { int card, device; struct dcmi_event event; };
 
 static int contains(const unsigned int *codes, int n, unsigned int code) {
     for (int i = 0; i < n; i++)
@@ -444,12 +446,14 @@ static void remember_faults(void) {
     }
 }
 
-static void add_event(struct dcmi_event **events, int *n, const struct chip *chip, unsigned int code, int raised) {
+static void add_event(struct pending **events, int *n, const struct chip *chip, unsigned int code, int raised) {
     *events = realloc(*events, (size_t)(*n + 1) * sizeof **events);
-    struct dcmi_event *event = &(*events)[(*n)++];
-    memset(event, 0, sizeof *event);
-    event->type = DCMI_DMS_FAULT_EVENT;
-    struct dcmi_dms_fault_event *fault = &event->event_t.dms_event;
+    struct pending *pending = &(*events)[(*n)++];
+    memset(pending, 0, sizeof *pending);
+    pending->card = chip->card;
+    pending->device = chip->device;
+    pending->event.type = DCMI_DMS_FAULT_EVENT;
+    struct dcmi_dms_fault_event *fault = &pending->event.event_t.dms_event;
     fault->event_id = code;
     fault->deviceid = (unsigned short)chip->logic;
     fault->severity = chip->severity;
@@ -459,11 +463,10 @@ static void add_event(struct dcmi_event **events, int *n, const struct chip *chi
 }
 
 /* With the lock held: the events between what was seen and the scenario now. */
-static int collect_events(struct dcmi_event **events) {
+static int collect_events(struct pending **events) {
     int n = 0;
     for (int i = 0; i < now.nchips; i++) {
         const struct chip *chip = &now.chips[i];
-        if (subscribed_card >= 0 && (chip->card != subscribed_card || chip->device != subscribed_device)) continue;
         const unsigned int *before = NULL;
         int nbefore = 0;
         for (int j = 0; j < nseen; j++)
@@ -477,16 +480,26 @@ static int collect_events(struct dcmi_event **events) {
     return n;
 }
 
+/* Every subscriber whose card and device match (-1 = all), in the order they subscribed. */
+static void deliver(struct pending *events, int n, int count) {
+    for (int i = 0; i < n; i++)
+        for (int s = 0; s < count; s++) {
+            int all = subscribers[s].card < 0 && subscribers[s].device < 0;
+            if (all || (subscribers[s].card == events[i].card && subscribers[s].device == events[i].device))
+                subscribers[s].callback(&events[i].event);
+        }
+}
+
 static void *watch(void *unused) {
     (void)unused;
     pthread_mutex_lock(&lock);
     while (!stopping) {
         pause_unlocked(POLL_US);
-        struct dcmi_event *events = NULL;
+        struct pending *events = NULL;
         int n = collect_events(&events);
-        dcmi_fault_event_callback deliver = handler;
-        pthread_mutex_unlock(&lock); /* the callback may call back into the library */
-        for (int i = 0; i < n; i++) deliver(&events[i]);
+        int count = nsubscribers; /* subscribers are only ever added */
+        pthread_mutex_unlock(&lock); /* a callback may call into the library */
+        deliver(events, n, count);
         free(events);
         pthread_mutex_lock(&lock);
     }
@@ -495,17 +508,21 @@ static void *watch(void *unused) {
 }
 
 int dcmi_subscribe_fault_event(int card_id, int device_id, struct dcmi_event_filter filter,
-                               dcmi_fault_event_callback callback) {
+                               dcmi_fault_event_callback handler) {
     (void)filter; /* the plugin subscribes to everything */
     ENTER(OP_SUBSCRIBE_FAULTS, NO_CHIP);
-    if (!callback) return leave(INVALID_PARAMETER);
+    if (!handler) return leave(INVALID_PARAMETER);
     if (!now.subscribe) return leave(NOT_SUPPORT);
-    handler = callback;
-    subscribed_card = card_id;
-    subscribed_device = device_id;
-    remember_faults();
-    if (!watching && pthread_create(&watcher, NULL, watch, NULL) != 0) return leave(INNER_ERR);
-    watching = 1;
+    if (nsubscribers == MAX_SUBSCRIBERS) return leave(INNER_ERR);
+    if (!watching) {
+        remember_faults();
+        if (pthread_create(&watcher, NULL, watch, NULL) != 0) return leave(INNER_ERR);
+        watching = 1;
+    }
+    subscribers[nsubscribers].callback = handler;
+    subscribers[nsubscribers].card = card_id;
+    subscribers[nsubscribers].device = device_id;
+    nsubscribers++;
     return leave(OK);
 }
 
