@@ -1,0 +1,428 @@
+"""A small Kubernetes API server on loopback, for testing the plugin's Kubernetes side.
+
+It speaks the REST the real one does for the objects the plugin touches, closely
+enough that the real kubernetes-asyncio client talks to it unmodified:
+
+* nodes: get, list, watch, patch (strategic merge), update;
+* configmaps: get, list, watch, create, update, patch, delete;
+* events: create, list;
+* a resourceVersion on every write; update with a stale one is 409 Conflict,
+  create of an existing name 409 AlreadyExists; lists and watches take a field
+  selector ``metadata.name=<name>``; a watch from a version older than the
+  last :meth:`FakeApiServer.expire_watches` gets a 410 ERROR event;
+* bearer-token authentication (401 without the token);
+* switches for the failures a plugin must survive: :meth:`inject` answers
+  chosen requests with 403, 500, 410 or any status; :meth:`stop` takes the
+  server down (connections refused) and :meth:`start` brings it back on the
+  same port.
+
+Every request is recorded (:attr:`requests`) so tests can count writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import itertools
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+TOKEN = "test-token"
+RESOURCES = ("nodes", "configmaps", "events")
+KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One request the server received."""
+
+    verb: str  # get, list, watch, create, update, patch, delete
+    resource: str
+    namespace: str
+    name: str
+    body: Any
+    at: float  # time.monotonic()
+
+
+@dataclass
+class Injection:
+    """Answer matching requests with ``status`` (``times`` of them, or all while None)."""
+
+    status: int
+    verb: str | None = None
+    resource: str | None = None
+    times: int | None = None
+    hits: int = 0
+
+    def matches(self, verb: str, resource: str) -> bool:
+        return (
+            (self.times is None or self.hits < self.times)
+            and self.verb in (None, verb)
+            and self.resource in (None, resource)
+        )
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the watch history."""
+
+    version: int
+    resource: str
+    namespace: str
+    type: str  # ADDED, MODIFIED, DELETED
+    object: dict[str, Any]
+
+
+_REASONS = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Expired",
+    415: "UnsupportedMediaType",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
+
+
+def status_body(code: int, message: str, reason: str | None = None) -> dict[str, Any]:
+    """A metav1.Status as the API server sends with an error."""
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason or _REASONS.get(code, "Unknown"),
+        "code": code,
+    }
+
+
+def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Strategic merge as far as plain objects go: maps merge, null deletes, the rest replaces."""
+    result = copy.deepcopy(target)
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(result.get(key), dict):
+            result[key] = merge_patch(result[key], value)
+        else:
+            result[key] = copy.deepcopy(value)
+    return result
+
+
+class ApiFailure(Exception):
+    """An error answer; the handler turns it into a Status response."""
+
+    def __init__(self, code: int, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass
+class FakeApiServer:
+    """The fake API server; use ``async with`` or :meth:`start` / :meth:`stop`."""
+
+    token: str = TOKEN
+    port: int = 0
+    namespaces: set[str] = field(default_factory=lambda: {"default", "kube-system"})
+    objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
+    history: list[Change] = field(default_factory=list)
+    requests: list[Recorded] = field(default_factory=list)
+    injections: list[Injection] = field(default_factory=list)
+    version: int = 1000
+    oldest_watchable: int = 0  # watches from before this version get 410
+
+    def __post_init__(self) -> None:
+        self._runner: web.AppRunner | None = None
+        self._changed = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self._names = itertools.count(1)
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    async def __aenter__(self) -> FakeApiServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        """Listen (again) on 127.0.0.1, on the same port as before if there was one."""
+        app = web.Application()
+        app.router.add_route("*", "/api/v1/{resource}", self._handle)
+        app.router.add_route("*", "/api/v1/{resource}/{name}", self._handle)
+        app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}", self._handle)
+        app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}/{name}", self._handle)
+        self._stopping = asyncio.Event()
+        runner = web.AppRunner(app, handle_signals=False)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
+        await site.start()
+        self._runner = runner
+        if not self.port:
+            self.port = runner.addresses[0][1]
+
+    async def stop(self) -> None:
+        """Go down: open watches end, new connections are refused."""
+        if self._runner is None:
+            return
+        self._stopping.set()
+        runner, self._runner = self._runner, None
+        await runner.cleanup()
+
+    def write_kubeconfig(self, path: Path) -> Path:
+        """A kubeconfig for this server with its bearer token (JSON is YAML too)."""
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "fake", "cluster": {"server": self.url}}],
+            "users": [{"name": "plugin", "user": {"token": self.token}}],
+            "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "plugin"}}],
+            "current-context": "fake",
+        }
+        path.write_text(json.dumps(config), encoding="utf-8")
+        return path
+
+    # -- switches ----------------------------------------------------------------------------
+
+    def inject(
+        self, status: int, verb: str | None = None, resource: str | None = None, times: int | None = None
+    ) -> Injection:
+        """Answer matching requests with ``status`` from now on (a watch gets it as an ERROR event)."""
+        injection = Injection(status, verb, resource, times)
+        self.injections.append(injection)
+        return injection
+
+    def clear_injections(self) -> None:
+        self.injections.clear()
+
+    def expire_watches(self) -> None:
+        """Compact the history: open watches end, and resuming them from their version gets 410."""
+        self.oldest_watchable = self.version + 1
+        self._notify()
+
+    # -- state, as another client would change it --------------------------------------------
+
+    def get(self, resource: str, name: str, namespace: str = "") -> dict[str, Any] | None:
+        found = self.objects.get((resource, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    def put(self, resource: str, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create or overwrite an object directly (as kubectl would), bumping its resourceVersion."""
+        metadata = obj.setdefault("metadata", {})
+        key = (resource, metadata.get("namespace", ""), metadata["name"])
+        return self._store(key, obj, "MODIFIED" if key in self.objects else "ADDED")
+
+    def delete(self, resource: str, name: str, namespace: str = "") -> None:
+        key = (resource, namespace, name)
+        removed = self.objects.pop(key)
+        self._record_change(key, "DELETED", removed)
+
+    def add_node(self, name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return self.put(
+            "nodes",
+            {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})}},
+        )
+
+    def node_labels(self, name: str) -> dict[str, str]:
+        node = self.get("nodes", name)
+        return dict(node["metadata"].get("labels", {})) if node else {}
+
+    def events(self) -> list[dict[str, Any]]:
+        return [obj for (resource, _, _), obj in self.objects.items() if resource == "events"]
+
+    def requests_of(self, verb: str, resource: str) -> list[Recorded]:
+        return [r for r in self.requests if r.verb == verb and r.resource == resource]
+
+    # -- internals ---------------------------------------------------------------------------------
+
+    def _notify(self) -> None:
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    def _record_change(self, key: tuple[str, str, str], kind: str, obj: dict[str, Any]) -> None:
+        self.version += 1
+        if kind == "DELETED":
+            obj = copy.deepcopy(obj)
+            obj["metadata"]["resourceVersion"] = str(self.version)
+        self.history.append(Change(self.version, key[0], key[1], kind, copy.deepcopy(obj)))
+        self._notify()
+
+    def _store(self, key: tuple[str, str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
+        resource, namespace, name = key
+        obj = copy.deepcopy(obj)
+        obj.setdefault("apiVersion", "v1")
+        obj.setdefault("kind", KINDS[resource])
+        metadata = obj.setdefault("metadata", {})
+        metadata["name"] = name
+        if namespace:
+            metadata["namespace"] = namespace
+        previous = self.objects.get(key)
+        metadata["uid"] = previous["metadata"]["uid"] if previous else f"uid-{resource}-{name}"
+        metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        metadata["resourceVersion"] = str(self.version + 1)
+        self.objects[key] = obj
+        self._record_change(key, kind, obj)
+        return copy.deepcopy(obj)
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        resource = request.match_info["resource"]
+        namespace = request.match_info.get("namespace", "")
+        name = request.match_info.get("name", "")
+        verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
+        body = await request.json() if request.can_read_body else None
+        self.requests.append(Recorded(verb, resource, namespace, name, body, time.monotonic()))
+        try:
+            if request.headers.get("Authorization") != f"Bearer {self.token}":
+                raise ApiFailure(401, "Unauthorized")
+            if resource not in RESOURCES:
+                raise ApiFailure(404, f"the server could not find the requested resource ({resource})")
+            for injection in self.injections:
+                if injection.matches(verb, resource):
+                    injection.hits += 1
+                    if verb == "watch":
+                        return await self._watch_error(request, injection.status)
+                    raise ApiFailure(injection.status, f"injected {injection.status} for {verb} {resource}")
+            if verb == "watch":
+                return await self._watch(request, resource, namespace)
+            result, code = self._dispatch(request, verb, (resource, namespace, name), body)
+            return web.json_response(result, status=code)
+        except ApiFailure as failure:
+            return web.json_response(
+                status_body(failure.code, str(failure), failure.reason), status=failure.code
+            )
+
+    @staticmethod
+    def _verb(method: str, named: bool, watch: bool) -> str:
+        if method == "GET":
+            return "get" if named else ("watch" if watch else "list")
+        return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+
+    def _dispatch(
+        self, request: web.Request, verb: str, key: tuple[str, str, str], body: Any
+    ) -> tuple[dict[str, Any], int]:
+        resource, namespace, name = key
+        if namespace and namespace not in self.namespaces:
+            raise ApiFailure(404, f'namespaces "{namespace}" not found')
+        current = self.objects.get(key)
+        if verb == "list":
+            return self._list(request, resource, namespace), 200
+        if verb == "create":
+            return self._create(resource, namespace, body), 201
+        if current is None:
+            raise ApiFailure(404, f'{resource} "{name}" not found')
+        if verb == "get":
+            return copy.deepcopy(current), 200
+        if verb == "update":
+            sent = body.get("metadata", {}).get("resourceVersion")
+            if sent and sent != current["metadata"]["resourceVersion"]:
+                raise ApiFailure(
+                    409,
+                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again",
+                )
+            return self._store(key, body, "MODIFIED"), 200
+        if verb == "patch":
+            if "json-patch" in request.content_type:
+                raise ApiFailure(415, "only merge patches are supported here")
+            return self._store(key, merge_patch(current, body), "MODIFIED"), 200
+        self.delete(resource, name, namespace)
+        return status_body(200, "deleted", "Deleted") | {"status": "Success"}, 200
+
+    def _create(self, resource: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        metadata = body.setdefault("metadata", {})
+        name = metadata.get("name") or f"{metadata.get('generateName', 'object-')}{next(self._names):05d}"
+        key = (resource, namespace, name)
+        if key in self.objects:
+            raise ApiFailure(409, f'{resource} "{name}" already exists', "AlreadyExists")
+        return self._store(key, body, "ADDED")
+
+    def _selected(
+        self, request: web.Request, resource: str, namespace: str, key: tuple[str, str, str]
+    ) -> bool:
+        selector = request.query.get("fieldSelector", "")
+        if selector and not selector.startswith("metadata.name="):
+            raise ApiFailure(400, f"field selector {selector!r} is not supported here")
+        wanted = selector.removeprefix("metadata.name=")
+        return (
+            key[0] == resource and (not namespace or key[1] == namespace) and (not wanted or key[2] == wanted)
+        )
+
+    def _list(self, request: web.Request, resource: str, namespace: str) -> dict[str, Any]:
+        items = [
+            copy.deepcopy(obj)
+            for key, obj in self.objects.items()
+            if self._selected(request, resource, namespace, key)
+        ]
+        return {
+            "kind": f"{KINDS[resource]}List",
+            "apiVersion": "v1",
+            "metadata": {"resourceVersion": str(self.version)},
+            "items": items,
+        }
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        await response.prepare(request)
+        return response
+
+    async def _watch_error(self, request: web.Request, code: int) -> web.StreamResponse:
+        response = await self._stream(request)
+        message = "too old resource version" if code == 410 else f"injected {code} for watch"
+        await response.write(
+            json.dumps({"type": "ERROR", "object": status_body(code, message)}).encode() + b"\n"
+        )
+        return response
+
+    async def _watch(self, request: web.Request, resource: str, namespace: str) -> web.StreamResponse:
+        start = request.query.get("resourceVersion", "")
+        timeout = float(request.query.get("timeoutSeconds", "300"))
+        since = int(start) if start not in ("", "0") else self.version
+        if since < self.oldest_watchable:
+            return await self._watch_error(request, 410)
+        response = await self._stream(request)
+        if start in ("", "0"):
+            for key, obj in list(self.objects.items()):
+                if self._selected(request, resource, namespace, key):
+                    await response.write(json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n")
+        deadline = asyncio.get_running_loop().time() + timeout
+        stopping = self._stopping
+        while not stopping.is_set() and since >= self.oldest_watchable:
+            for change in [c for c in self.history if c.version > since]:
+                since = change.version
+                if self._selected(
+                    request,
+                    resource,
+                    namespace,
+                    (change.resource, change.namespace, change.object["metadata"]["name"]),
+                ):
+                    await response.write(
+                        json.dumps({"type": change.type, "object": change.object}).encode() + b"\n"
+                    )
+            changed = self._changed
+            remaining = deadline - asyncio.get_running_loop().time()
+            if remaining <= 0:
+                break
+            waiters = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(stopping.wait())]
+            _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in pending:
+                waiter.cancel()
+        return response
