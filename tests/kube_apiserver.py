@@ -25,6 +25,7 @@ import asyncio
 import copy
 import itertools
 import json
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ _REASONS = {
     409: "Conflict",
     410: "Expired",
     415: "UnsupportedMediaType",
+    422: "Invalid",
     500: "InternalError",
     503: "ServiceUnavailable",
 }
@@ -116,6 +118,17 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, A
         else:
             result[key] = copy.deepcopy(value)
     return result
+
+
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+
+
+def label_problem(labels: Mapping[str, Any]) -> str | None:
+    """Why the API server would refuse these labels (values only: the plugin's keys are fixed)."""
+    for value in labels.values():
+        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
+            return f"metadata.labels: Invalid value: {value!r}: a valid label must be an empty string or ..."
+    return None
 
 
 class ApiFailure(Exception):
@@ -268,6 +281,9 @@ class FakeApiServer:
 
     def _store(self, key: tuple[str, str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
         resource, namespace, name = key
+        problem = label_problem(obj.get("metadata", {}).get("labels") or {})
+        if problem:
+            raise ApiFailure(422, f'{KINDS[resource]} "{name}" is invalid: {problem}')
         obj = copy.deepcopy(obj)
         obj.setdefault("apiVersion", "v1")
         obj.setdefault("kind", KINDS[resource])

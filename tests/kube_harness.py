@@ -10,8 +10,12 @@ test drives the whole plugin instead.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
+
+import anyio
 
 from ascend_plugin.app import Node
 from ascend_plugin.faults import Fault, FaultLevel
@@ -59,3 +63,13 @@ def set_faults(registry: DeviceRegistry, device_id: str, *faults: tuple[int, Fau
     healthy = not found or found[0].level.healthy
     reason = "" if healthy else f"fault {found[0]}"
     registry.update(device_id, faults=found, healthy=healthy, reason=reason)
+
+
+@asynccontextmanager
+async def running(*parts: Callable[[], Coroutine[Any, Any, None]]) -> AsyncIterator[None]:
+    """Run ``parts`` in the background for the duration of the block, then cancel them."""
+    async with anyio.create_task_group() as tasks:
+        for part in parts:
+            tasks.start_soon(part)
+        yield
+        tasks.cancel_scope.cancel()
