@@ -1,0 +1,127 @@
+"""RBAC: every request the plugin makes is allowed, and nothing else (pitfalls 5 and 6).
+
+The rendered Roles and bindings are evaluated the way the API server's RBAC
+authorizer does (chart_harness.Rendering.allows), for the plugin's service
+account, so a wrong binding subject or namespace fails as surely as a missing verb.
+"""
+
+from __future__ import annotations
+
+import pytest
+from chart_harness import DEFAULTS, VALUES_FILES, ChartRenderer, Rendering
+
+# (verb, API group, resource, namespace or None for cluster scope) of each call the plugin makes.
+Request = tuple[str, str, str, str | None]
+
+
+def plugin_requests(release_namespace: str, device_info_namespace: str = "kube-system") -> list[Request]:
+    return [
+        # Node labels: read and follow our Node, patch its labels (pitfall 5).
+        *[(verb, "", "nodes", None) for verb in ("get", "list", "watch", "patch")],
+        # Device-info ConfigMap for Volcano, and the config ConfigMap (pitfall 6).
+        *[
+            (verb, "", "configmaps", namespace)
+            for namespace in (device_info_namespace, release_namespace)
+            for verb in ("get", "list", "watch", "create", "update", "patch")
+        ],
+        # Node events go to "default", like the kubelet's own.
+        ("create", "", "events", "default"),
+        ("create", "events.k8s.io", "events", "default"),
+        # `doctor` checks all of the above with SelfSubjectAccessReviews.
+        ("create", "authorization.k8s.io", "selfsubjectaccessreviews", None),
+    ]
+
+
+# Requests a compromised or buggy plugin must not be able to make.
+FORBIDDEN: list[Request] = [
+    ("get", "", "configmaps", "default"),
+    ("update", "", "configmaps", "monitoring"),
+    ("list", "", "configmaps", None),
+    ("get", "", "secrets", "kube-system"),
+    ("delete", "", "configmaps", "kube-system"),
+    ("delete", "", "nodes", None),
+    ("update", "", "nodes", None),
+    ("patch", "", "nodes/status", None),
+    ("list", "", "pods", None),
+    ("create", "", "pods", "kube-system"),
+    ("list", "", "events", "default"),
+]
+
+
+@pytest.fixture(scope="module")
+def elsewhere(chart: ChartRenderer) -> Rendering:
+    """A release outside kube-system, where the device-info ConfigMap still lives."""
+    return chart.render({}, namespace="npu-system")
+
+
+@pytest.mark.parametrize("values_file", VALUES_FILES)
+@pytest.mark.parametrize("request_", plugin_requests("kube-system"), ids=str)
+def test_every_plugin_request_is_allowed(
+    renderings: dict[str, Rendering], values_file: str, request_: Request
+) -> None:
+    assert renderings[values_file].allows(*request_)
+
+
+@pytest.mark.parametrize("request_", plugin_requests("npu-system"), ids=str)
+def test_every_plugin_request_is_allowed_outside_kube_system(elsewhere: Rendering, request_: Request) -> None:
+    assert elsewhere.allows(*request_)
+
+
+@pytest.mark.parametrize("request_", FORBIDDEN, ids=str)
+def test_nothing_beyond_what_the_plugin_does(
+    renderings: dict[str, Rendering], elsewhere: Rendering, request_: Request
+) -> None:
+    assert not renderings[DEFAULTS].allows(*request_)
+    assert not elsewhere.allows(*request_)
+
+
+def test_rules_are_exactly_the_plugins_verbs(renderings: dict[str, Rendering]) -> None:
+    """Every granted (group, resource, verb) is one the plugin uses; no wildcards, no resourceNames."""
+    rendering = renderings[DEFAULTS]
+    granted = {
+        (group, resource, verb)
+        for role in rendering.of_kind("ClusterRole") + rendering.of_kind("Role")
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    used = {(group, resource, verb) for verb, group, resource, _ in plugin_requests("kube-system")}
+    assert granted == used
+
+
+def test_configmap_access_follows_the_device_info_namespace(chart: ChartRenderer) -> None:
+    rendering = chart.render({"settings": {"deviceInfoNamespace": "volcano-system"}}, namespace="npu-system")
+    for request_ in plugin_requests("npu-system", "volcano-system"):
+        assert rendering.allows(*request_), request_
+    assert not rendering.allows("update", "", "configmaps", "kube-system")
+
+
+def test_no_device_info_no_access_to_its_namespace(chart: ChartRenderer) -> None:
+    rendering = chart.render({"settings": {"deviceInfoConfigmap": False}}, namespace="npu-system")
+    assert rendering.allows("update", "", "configmaps", "npu-system"), "the config ConfigMap stays readable"
+    assert not rendering.allows("get", "", "configmaps", "kube-system")
+
+
+def test_one_role_when_both_configmaps_share_a_namespace(renderings: dict[str, Rendering]) -> None:
+    assert [role["metadata"]["namespace"] for role in renderings[DEFAULTS].of_kind("Role")] == ["kube-system"]
+
+
+def test_rbac_can_be_brought_by_the_operator(chart: ChartRenderer) -> None:
+    rendering = chart.render(
+        {"rbac": {"create": False}, "serviceAccount": {"create": False, "name": "npu-agent"}}
+    )
+    assert not [
+        m
+        for m in rendering.manifests
+        if m["kind"] in {"ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+    ]
+    assert not rendering.of_kind("ServiceAccount")
+    assert rendering.pod_spec["serviceAccountName"] == "npu-agent"
+
+
+def test_the_pod_runs_as_the_bound_service_account(renderings: dict[str, Rendering]) -> None:
+    rendering = renderings[DEFAULTS]
+    account = rendering.one("ServiceAccount")
+    assert rendering.pod_spec["serviceAccountName"] == account["metadata"]["name"]
+    assert account["metadata"]["namespace"] == rendering.namespace
