@@ -39,16 +39,17 @@ RESOURCES = ("nodes", "configmaps", "events")
 KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
 
 
-@dataclass(frozen=True)
+@dataclass
 class Recorded:
-    """One request the server received."""
+    """One request the server received, and the status it was answered with."""
 
     verb: str  # get, list, watch, create, update, patch, delete
     resource: str
     namespace: str
     name: str
     body: Any
-    at: float  # time.monotonic()
+    at: float  # time.monotonic() when it arrived
+    status: int = 0
 
 
 @dataclass
@@ -262,8 +263,13 @@ class FakeApiServer:
     def events(self) -> list[dict[str, Any]]:
         return [obj for (resource, _, _), obj in self.objects.items() if resource == "events"]
 
-    def requests_of(self, verb: str, resource: str) -> list[Recorded]:
-        return [r for r in self.requests if r.verb == verb and r.resource == resource]
+    def requests_of(self, verb: str, resource: str, status: int | None = None) -> list[Recorded]:
+        """The requests of ``verb`` on ``resource`` so far (only those answered ``status``, if given)."""
+        return [
+            r
+            for r in self.requests
+            if r.verb == verb and r.resource == resource and (status is None or r.status == status)
+        ]
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -305,7 +311,14 @@ class FakeApiServer:
         name = request.match_info.get("name", "")
         verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
         body = await request.json() if request.can_read_body else None
-        self.requests.append(Recorded(verb, resource, namespace, name, body, time.monotonic()))
+        recorded = Recorded(verb, resource, namespace, name, body, time.monotonic())
+        self.requests.append(recorded)
+        response = await self._answer(request, recorded)
+        recorded.status = response.status
+        return response
+
+    async def _answer(self, request: web.Request, recorded: Recorded) -> web.StreamResponse:
+        verb, resource, namespace, name = recorded.verb, recorded.resource, recorded.namespace, recorded.name
         try:
             if request.headers.get("Authorization") != f"Bearer {self.token}":
                 raise ApiFailure(401, "Unauthorized")
@@ -319,7 +332,7 @@ class FakeApiServer:
                     raise ApiFailure(injection.status, f"injected {injection.status} for {verb} {resource}")
             if verb == "watch":
                 return await self._watch(request, resource, namespace)
-            result, code = self._dispatch(request, verb, (resource, namespace, name), body)
+            result, code = self._dispatch(request, verb, (resource, namespace, name), recorded.body)
             return web.json_response(result, status=code)
         except ApiFailure as failure:
             return web.json_response(
