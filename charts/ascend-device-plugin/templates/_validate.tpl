@@ -31,12 +31,12 @@ Included once, from daemonset.yaml.
 {{- else if or (eq $domain "kubernetes.io") (hasSuffix ".kubernetes.io" $domain) }}
 {{- $problem = "must not be in the kubernetes.io domain" }}
 {{- else if or (gt (len $domain) 253) (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$" $domain)) }}
-{{- $problem = printf "domain %q is not a DNS subdomain" $domain }}
+{{- $problem = printf "domain '%s' is not a DNS subdomain" $domain }}
 {{- else if or (gt (len $short) 63) (not (regexMatch "^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$" $short)) }}
-{{- $problem = printf "name %q must be 1-63 characters of [A-Za-z0-9_.-], alphanumeric at both ends" $short }}
+{{- $problem = printf "name '%s' must be 1-63 characters of [A-Za-z0-9_.-], alphanumeric at both ends" $short }}
 {{- end }}
 {{- if $problem }}
-{{- fail (printf "settings.resourceName %q is not an extended resource name the kubelet accepts: %s" . $problem) }}
+{{- fail (printf "settings.resourceName '%s' is not an extended resource name the kubelet accepts: %s" . $problem) }}
 {{- end }}
 {{- end }}
 
