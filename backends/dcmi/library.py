@@ -10,7 +10,6 @@ one function fails that call alone (:class:`SymbolMissing`), not the plugin.
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 from typing import Any, Final
 
@@ -63,7 +62,6 @@ class _FaultSubscription:
 # unmapping the library or freeing the callback under it would crash the
 # process. They stay here for the life of the process.
 _KEPT_FOR_SUBSCRIPTIONS: list[tuple[Any, tuple[_FaultSubscription, ...]]] = []
-_kept_lock = threading.Lock()
 
 
 class DcmiLibrary:
@@ -193,5 +191,4 @@ class DcmiLibrary:
             return
         for subscription in subscriptions:
             subscription.stop()
-        with _kept_lock:
-            _KEPT_FOR_SUBSCRIPTIONS.append((lib, tuple(subscriptions)))
+        _KEPT_FOR_SUBSCRIPTIONS.append((lib, tuple(subscriptions)))
