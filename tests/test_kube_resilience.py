@@ -1,0 +1,191 @@
+"""The API server's bad days: 403, 409, 410, 500, wrong credentials, no config, or not there at all.
+
+Each part retries with backoff and says clearly what is wrong; none of it ever
+reaches the kubelet side.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from kube_apiserver import FakeApiServer
+from kube_harness import NODE, make_node, make_registry, running, set_faults
+from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
+
+from ascend_plugin.faults import FaultLevel
+from ascend_plugin.kube.client import Kube, connect
+from ascend_plugin.kube.device_info import DeviceInfoPublisher
+from ascend_plugin.kube.labels import NodeLabeller, plan_labels
+from ascend_plugin.kubelet_standin import KubeletStandIn
+
+pytestmark = pytest.mark.anyio
+
+RESOURCE = "huawei.com/Ascend310"
+CONFIGMAP = f"mindx-dl-deviceinfo-{NODE}"
+
+
+def labeller(kube: Kube, short_tmp: Path) -> NodeLabeller:
+    return NodeLabeller(kube, NODE, plan_labels(make_node(short_tmp), "ascend-device-plugin.io"))
+
+
+async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ascend_plugin.kube")
+    apiserver.add_node(NODE)
+    forbidden = apiserver.inject(403, "patch", "nodes")
+    async with running(labeller(kube, short_tmp).run):
+        await until(lambda: "403 Forbidden" in caplog.text, "the refusal logged")
+        record = next(r for r in caplog.records if "403 Forbidden" in r.getMessage())
+        assert record.levelno == logging.ERROR
+        message = record.getMessage()
+        assert "the API server refused to patch nodes npu-node-1" in message
+        rule = '{apiGroups: [""], resources: ["nodes"], verbs: ["patch"]}'
+        assert f"Add this rule to the plugin's ClusterRole: {rule}" in message
+        assert "docs/kubernetes.md#rbac" in message
+        # Granted (the injection is spent): the next attempt goes through.
+        forbidden.times = forbidden.hits
+        await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend310", "labels")
+    assert "node labels: the API server answers again" in caplog.text
+
+
+async def test_forbidden_configmap_writes_name_their_verb(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.inject(403, "create", "configmaps", times=1)
+    registry = make_registry(make_node(short_tmp))
+    async with running(DeviceInfoPublisher(kube, registry, "kube-system", CONFIGMAP, 300).run):
+        await until(
+            lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
+        )
+    assert 'resources: ["configmaps"], verbs: ["create"]' in caplog.text
+
+
+async def test_server_errors_are_retried(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.inject(500, "get", "configmaps", times=2)
+    registry = make_registry(make_node(short_tmp))
+    async with running(DeviceInfoPublisher(kube, registry, "kube-system", CONFIGMAP, 300).run):
+        await until(
+            lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
+        )
+    assert len(apiserver.requests_of("get", "configmaps", 500)) == 2
+    warning = next(r for r in caplog.records if "HTTP 500" in r.getMessage())
+    assert warning.levelno == logging.WARNING
+    assert "retrying in" in warning.getMessage()
+
+
+async def test_repeated_conflicts_end_in_a_write(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path
+) -> None:
+    registry = make_registry(make_node(short_tmp))
+    async with running(DeviceInfoPublisher(kube, registry, "kube-system", CONFIGMAP, 300).run):
+        await until(
+            lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
+        )
+        apiserver.inject(409, "update", "configmaps", times=3)
+        set_faults(registry, "Ascend310-0", (0x80E01801, FaultLevel.SeparateNPU))
+        await until(lambda: bool(apiserver.requests_of("update", "configmaps", 200)), "the update")
+    assert len(apiserver.requests_of("update", "configmaps", 409)) == 3
+
+
+async def test_an_expired_watch_lists_again_and_misses_nothing(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path
+) -> None:
+    apiserver.add_node(NODE)
+    async with running(labeller(kube, short_tmp).run):
+        await until(lambda: "accelerator" in apiserver.node_labels(NODE), "labels")
+        lists = len(apiserver.requests_of("list", "nodes"))
+        apiserver.expire_watches()
+        await until(lambda: len(apiserver.requests_of("list", "nodes")) > lists, "a new list after 410")
+        assert any(r.verb == "watch" and r.resource == "nodes" for r in apiserver.requests)
+
+        node = apiserver.get("nodes", NODE)
+        assert node is not None
+        del node["metadata"]["labels"]["accelerator"]
+        apiserver.put("nodes", node)
+        await until(
+            lambda: "accelerator" in apiserver.node_labels(NODE), "the label put back after the relist"
+        )
+
+
+async def test_an_injected_watch_error_410_leads_to_a_relist(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path
+) -> None:
+    apiserver.add_node(NODE)
+    apiserver.inject(410, "watch", "nodes", times=1)
+    async with running(labeller(kube, short_tmp).run):
+        await until(lambda: len(apiserver.requests_of("list", "nodes")) >= 2, "the relist")
+        node = apiserver.get("nodes", NODE)
+        assert node is not None
+        node["metadata"]["labels"]["accelerator"] = "someone-else"
+        apiserver.put("nodes", node)
+        await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend310", "put back")
+
+
+async def test_wrong_credentials_are_an_error_not_a_crash(
+    apiserver: FakeApiServer, short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.add_node(NODE)
+    impostor = FakeApiServer(token="not-the-token", port=apiserver.port)
+    kube = await connect(impostor.write_kubeconfig(short_tmp / "impostor.kubeconfig"))
+    try:
+        async with running(labeller(kube, short_tmp).run):
+            await until(lambda: "HTTP 401" in caplog.text, "the 401 logged")
+    finally:
+        await kube.close()
+    assert next(r for r in caplog.records if "HTTP 401" in r.getMessage()).levelno == logging.ERROR
+    assert not apiserver.requests_of("patch", "nodes")
+
+
+async def test_api_server_absent_the_kubelet_side_carries_on_and_catches_up(
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    kubelet: KubeletStandIn,
+    node: FakeNode,
+    *,
+    plugin_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    apiserver.add_node(NODE)
+    await apiserver.stop()
+    settings = node.settings(plugin_dir, node_name=NODE, kubeconfig=kubeconfig)
+    async with running_plugin(settings) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await until(lambda: "cannot reach the API server" in caplog.text, "the kube side noticing")
+        # The kubelet side works as ever: health changes reach the kubelet.
+        node.write({"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": ["80E01801"]}]})
+        await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310-0")(k) == "Unhealthy", "unhealthy")
+        assert app.ready
+        assert kubelet.resources[RESOURCE].stream_open
+
+        await apiserver.start()
+        await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend310", "labels")
+        await until(
+            lambda: (
+                "Ascend310-0"
+                in (apiserver.get("configmaps", CONFIGMAP, "kube-system") or {})
+                .get("data", {})
+                .get("DeviceInfoCfg", "")
+            ),
+            "the ConfigMap",
+        )
+    assert len(kubelet.registrations) == 1
+
+
+async def test_no_cluster_config_is_explained_and_the_plugin_serves_anyway(
+    kubelet: KubeletStandIn,
+    node: FakeNode,
+    plugin_dir: Path,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    async with running_plugin(node.settings(plugin_dir, node_name=NODE)) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await until(lambda: "cannot load the in-cluster configuration" in caplog.text, "the explanation")
+        assert app.ready
+    assert "--kubeconfig" in caplog.text
