@@ -116,6 +116,19 @@ def test_impossible_combination_is_refused(
             },
             id="extra mount",
         ),
+        pytest.param(
+            {
+                "hostDirectories": ["/usr/lib64"],
+                "extraVolumes": [
+                    {"name": "hal", "hostPath": {"path": "/usr/lib64/libascend_hal.so", "type": "File"}}
+                ],
+                "extraVolumeMounts": [
+                    {"name": "hal", "mountPath": "/opt/host-lib/libascend_hal.so", "readOnly": True}
+                ],
+                "libraryPath": ["/opt/host-lib", "/usr/local/Ascend/driver/lib64"],
+            },
+            id="host libraries one by one, without the host's glibc (docs/deployment.md)",
+        ),
         pytest.param({"settings": {"aiCoreMin": 1, "aiCoreMax": 1}}, id="equal ai core bounds"),
         pytest.param({"hostDirectories": ["/usr/local/lib64"]}, id="sibling of the python directory"),
     ],
