@@ -90,7 +90,12 @@ def test_a_hung_call_returns_once_the_scenario_lets_it(c_fake: CFakePlayer) -> N
     library = c_fake.open(TWO_CARDS)
     c_fake.update(TWO_CARDS.model_copy(update={"hang": ("health",)}))
     answered = threading.Event()
-    caller = threading.Thread(target=lambda: (library.health(1, 0), answered.set()), daemon=True)
+
+    def ask() -> None:
+        library.health(1, 0)
+        answered.set()
+
+    caller = threading.Thread(target=ask, daemon=True)
     caller.start()
     assert not answered.wait(0.2)  # still blocked (a fake that did not hang would have answered)
     c_fake.update(TWO_CARDS)
