@@ -24,6 +24,7 @@ NODES = {
     },
     "atlas-300i-310": {
         "chip_name": "310",
+        "latency_ms": 1,
         "aicore_cnt": 2,
         "chips": [{"phy_id": p, "card_id": 3, "logic_id": 3 - p, "health": p % 4} for p in range(4)],
     },
