@@ -113,3 +113,18 @@ def test_token_bucket_refills_at_its_rate() -> None:
     assert bucket.take()
     now[0] = 100.0  # never more than the burst
     assert [bucket.take() for _ in range(3)] == [True, True, False]
+
+
+async def test_an_event_the_api_server_rejects_is_dropped_not_retried_forever(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    apiserver.add_node(NODE)
+    apiserver.inject(422, "create", "events", times=1)
+    registry = make_registry(make_node(short_tmp))
+    events = wired(kube, registry)
+    async with running(events.run):
+        set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+        set_faults(registry, "Ascend310-0")
+        await until(lambda: reasons(apiserver) == ["NPUHealthy"], "the second event")
+    assert "node event dropped, the API server rejects it" in caplog.text
+    assert len(apiserver.requests_of("create", "events")) == 2

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 import anyio
 
 from ascend_plugin.kube.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
-from ascend_plugin.kube.errors import KubeError
+from ascend_plugin.kube.errors import ApiError, KubeError
 from ascend_plugin.kube.retry import Retrier
 from ascend_plugin.registry import DeviceState
 
@@ -35,6 +35,7 @@ COMPONENT = "ascend-device-plugin"
 EVENT_NAMESPACE = "default"
 MAX_MESSAGE = 1024
 QUEUE_LIMIT = 100
+_REJECTED = (400, 422)  # a malformed Event: retrying cannot help
 
 
 class TokenBucket:
@@ -142,10 +143,19 @@ class NodeEvents:
                 continue
             try:
                 await self._post(event)
+            except ApiError as error:
+                if error.status not in _REJECTED:
+                    await retry.failed(error)
+                    continue
+                # The API server will never take this one; do not let it hold up the rest.
+                log.error(
+                    "node event dropped, the API server rejects it: %s", error, extra={"reason": event.reason}
+                )
             except KubeError as error:
                 await retry.failed(error)
                 continue
-            retry.succeeded()
+            else:
+                retry.succeeded()
             self._queue.popleft()
 
     def _summary(self) -> PendingEvent:

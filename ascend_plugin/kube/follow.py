@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from ascend_plugin.kube.client import WATCH_TIMEOUT, JsonObject, Kube, Resource
 from ascend_plugin.kube.errors import Gone
@@ -34,10 +35,12 @@ async def follow(
         version = listing.resource_version
         try:
             while True:
-                async for event in kube.watch(resource, namespace, selector, version, watch_timeout):
-                    version = event.resource_version or version
-                    if event.type == "BOOKMARK":
-                        continue
-                    yield None if event.type == "DELETED" else event.object
+                stream = kube.watch(resource, namespace, selector, version, watch_timeout)
+                async with aclosing(stream) as events:
+                    async for event in events:
+                        version = event.resource_version or version
+                        if event.type == "BOOKMARK":
+                            continue
+                        yield None if event.type == "DELETED" else event.object
         except Gone:
             log.debug("watch of %s %s expired (410 Gone); listing again", resource.plural, name)
