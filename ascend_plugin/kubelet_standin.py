@@ -262,19 +262,11 @@ class KubeletStandIn:
     # -- what a pod admission does ---------------------------------------------------------------
 
     def _unary(self, resource_name: str, method: str, response: Any) -> Callable[..., Any]:
-        view = self.resources[resource_name]
-        channel = grpc.insecure_channel(f"unix:{self.directory / view.endpoint}")
-        call = channel.unary_unary(
+        # Like the kubelet, reuse the connection opened when the plugin registered.
+        call = self._channels[resource_name].unary_unary(
             _PLUGIN + method, request_serializer=bytes, response_deserializer=response.parse
         )
-
-        def invoke(request: Any) -> Any:
-            try:
-                return call(request, timeout=DIAL_TIMEOUT)
-            finally:
-                channel.close()
-
-        return invoke
+        return lambda request: call(request, timeout=DIAL_TIMEOUT)
 
     def allocate(self, resource_name: str, device_ids: Sequence[str]) -> AllocateResponse:
         """Allocate for one container, as the kubelet does at pod admission (raises grpc.RpcError)."""

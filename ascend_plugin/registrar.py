@@ -21,6 +21,7 @@ from collections.abc import Callable
 import anyio
 from grpclib import GRPCError
 from grpclib.client import Channel
+from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from ascend_plugin.backoff import Backoff
 from ascend_plugin.endpoint import FileStamp, PluginEndpoint, file_stamp
@@ -89,7 +90,7 @@ class KubeletRegistrar:
                 await self.endpoint.start()
             try:
                 await self._register()
-            except (GRPCError, OSError, TimeoutError) as error:
+            except (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError) as error:
                 attempt += 1
                 self.last_error = _describe(error)
                 delay = self.register_backoff.after(attempt)
@@ -178,6 +179,8 @@ def _describe(error: BaseException) -> str:
         return "kubelet.sock disappeared"
     if isinstance(error, ConnectionRefusedError):
         return "kubelet.sock refuses connections"
+    if isinstance(error, StreamTerminatedError | ProtocolError):
+        return f"the kubelet closed the connection during Register ({error})"
     if isinstance(error, TimeoutError):
         return f"no answer within {REGISTER_TIMEOUT:g} s"
     return f"{type(error).__name__}: {error}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
 from ascend_plugin.chip_calls import ChipCaller
 from ascend_plugin.faults import FaultTable, builtin_table
 from ascend_plugin.health import HealthMonitor, HealthPolicy

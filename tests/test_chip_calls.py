@@ -1,4 +1,4 @@
-"""The chip caller: one worker thread, a timeout per call, a circuit that opens on a hang and closes on return."""
+"""The chip caller: one worker thread, a timeout per call, a circuit that opens on a hang."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ async def test_a_hung_call_opens_the_circuit_until_it_returns() -> None:
     changes: list[StuckCall | None] = []
     caller.on_circuit_change(changes.append)
     release = threading.Event()
-    with pytest.raises(ChipCallTimeout, match="driver call health did not return within 0.05 s"):
+    with pytest.raises(ChipCallTimeout, match=r"driver call health did not return within 0\.05 s"):
         await caller.call_for(("Ascend910-3",), "health", release.wait)
     assert caller.stuck is not None
     assert caller.stuck.concerns == ("Ascend910-3",)

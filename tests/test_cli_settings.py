@@ -18,7 +18,9 @@ def test_each_source_overrides_the_one_below(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("ASCEND_DP_CONFIG_FILE", str(config))
     monkeypatch.setenv("ASCEND_DP_LOG_LEVEL", "warning")
     monkeypatch.setenv("ASCEND_DP_RESOURCE_NAME", "env.example/npu")
-    settings = load_settings({"backend": "fake", "fake_scenario": "/s.json", "resource_name": "cli.example/npu"})
+    settings = load_settings(
+        {"backend": "fake", "fake_scenario": "/s.json", "resource_name": "cli.example/npu"}
+    )
     assert settings.health_interval == 2.5  # file beats default
     assert settings.log_level == "WARNING"  # env beats file
     assert settings.resource_name == "cli.example/npu"  # command line beats env

@@ -81,7 +81,11 @@ def test_edits_are_picked_up_and_bad_edits_keep_the_last_good_scenario(node: Fak
 def test_injected_errors_are_typed_by_retryability(node: FakeNode) -> None:
     library = _library(
         node,
-        {"chip_name": "310P3", "errors": {"health": -8006}, "chips": [{"phy_id": 0, "errors": {"error_codes": -8001}}]},
+        {
+            "chip_name": "310P3",
+            "errors": {"health": -8006},
+            "chips": [{"phy_id": 0, "errors": {"error_codes": -8001}}],
+        },
     )
     with pytest.raises(DcmiTemporaryError, match="timed out"):
         library.health(0, 0)

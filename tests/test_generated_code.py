@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def _load_generator() -> object:
     spec = importlib.util.spec_from_file_location("proto_generate", ROOT / "proto" / "generate.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

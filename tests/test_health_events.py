@@ -19,13 +19,20 @@ def _server(codes: list[str], severity: int = 2) -> dict[str, object]:
     return {
         "chip_name": "910B3",
         "chips": [
-            {"phy_id": n, "card_id": 2 * n + 1, "fault_codes": codes if n == 3 else [], "fault_severity": severity}
+            {
+                "phy_id": n,
+                "card_id": 2 * n + 1,
+                "fault_codes": codes if n == 3 else [],
+                "fault_severity": severity,
+            }
             for n in range(4)
         ],
     }
 
 
-async def test_an_event_flips_health_between_polls(kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path) -> None:
+async def test_an_event_flips_health_between_polls(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
     node.write(_server([]))
     # Polls are an hour apart: only the event can bring the news in time.
     async with running_plugin(node.settings(plugin_dir, health_interval=3600)) as app:

@@ -33,7 +33,9 @@ async def test_a_hung_health_call_marks_only_that_chip_and_recovers(
     async with running_plugin(settings) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration")
         node.write(_pair(hang_chip_0=True))
-        await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Unhealthy", "hung chip out")
+        await wait_for(
+            kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Unhealthy", "hung chip out"
+        )
         assert app.registry is not None
         assert app.registry.devices()[0].reason == "driver call read_health did not return within 0.3 s"
         # The other chip keeps its state and the kubelet path keeps answering while the call hangs.

@@ -1,4 +1,4 @@
-"""Fault levels decide health: Normal, NotHandle and SubHealth keep a chip; every worse level takes it away."""
+"""Fault levels decide health: Normal, NotHandle and SubHealth keep a chip; worse levels take it away."""
 
 from __future__ import annotations
 
@@ -68,9 +68,7 @@ async def test_a_major_alarm_without_a_code_is_unhealthy(node: FakeNode) -> None
 
 
 async def test_a_dropped_card_is_unhealthy_with_the_card_drop_code(node: FakeNode) -> None:
-    node.write(
-        {"chip_name": "310P3", "chips": [{"phy_id": 0, "errors": {"health": -8012}}, {"phy_id": 1}]}
-    )
+    node.write({"chip_name": "310P3", "chips": [{"phy_id": 0, "errors": {"health": -8012}}, {"phy_id": 1}]})
     watched = monitored(FakeLibrary(node.scenario))
     await watched.monitor.poll_once()
     dropped, other = watched.device("Ascend310P-0"), watched.device("Ascend310P-1")

@@ -39,7 +39,9 @@ async def test_a_cleared_fault_recovers_at_once(node: FakeNode, watched: Monitor
     assert watched.device(DEVICE).faults == ()
 
 
-async def test_a_flapping_chip_is_held_until_clean_for_the_hold_time(node: FakeNode, watched: Monitored) -> None:
+async def test_a_flapping_chip_is_held_until_clean_for_the_hold_time(
+    node: FakeNode, watched: Monitored
+) -> None:
     for _ in range(2):  # two spells: still allowed to recover at once
         assert not await _poll(watched, node, fault_codes=["80E01801"])
         watched.clock.advance(1)
@@ -76,7 +78,9 @@ async def test_spells_outside_the_window_do_not_count(node: FakeNode, watched: M
         assert await _poll(watched, node, fault_codes=[])
 
 
-async def test_failed_queries_count_as_unhealthy_only_after_the_threshold(node: FakeNode, watched: Monitored) -> None:
+async def test_failed_queries_count_as_unhealthy_only_after_the_threshold(
+    node: FakeNode, watched: Monitored
+) -> None:
     assert await _poll(watched, node, errors={"health": -8010})
     assert await _poll(watched, node, errors={"health": -8010})
     assert not await _poll(watched, node, errors={"health": -8010})

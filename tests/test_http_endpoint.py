@@ -36,7 +36,9 @@ async def _serving(app: PluginApp) -> None:
     await until(lambda: app.http is not None and app.http.port != 0, "endpoint listening")
 
 
-async def test_metrics_follow_a_fault_injection(kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path) -> None:
+async def test_metrics_follow_a_fault_injection(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
     async with running_plugin(node.settings(plugin_dir, http_address="127.0.0.1:0")) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration")
         await _serving(app)

@@ -25,13 +25,14 @@ async def test_registers_its_resource_and_lists_the_devices(
         assert view.devices == {"Ascend310-0": "Healthy"}
         assert view.options.get_preferred_allocation_available
         assert not view.options.pre_start_required
-        assert app.ready
+        # The kubelet records a registration before its answer reaches the plugin.
+        await until(lambda: app.ready, "the plugin sees its registration answered")
 
 
 async def test_waits_for_a_kubelet_that_is_not_there_yet(node: FakeNode, plugin_dir: Path) -> None:
     async with running_plugin(node.settings(plugin_dir)) as app:
         # Our own socket comes up (the kubelet must be able to dial back) ...
-        await until(lambda: (plugin_dir / "Ascend310.sock").is_socket(), "our socket")
+        await until((plugin_dir / "Ascend310.sock").is_socket, "our socket")
         assert not app.ready
         # ... and registration follows as soon as the kubelet starts.
         kubelet = KubeletStandIn(plugin_dir)
@@ -42,14 +43,18 @@ async def test_waits_for_a_kubelet_that_is_not_there_yet(node: FakeNode, plugin_
             kubelet.stop()
 
 
-async def test_retries_when_the_kubelet_refuses(kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path) -> None:
+async def test_retries_when_the_kubelet_refuses(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
     kubelet.refuse_registrations(2, "the kubelet is not ready")
     async with running_plugin(node.settings(plugin_dir)) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration after two refusals")
         assert kubelet.refusals == ["the kubelet is not ready"] * 2
-        assert app.registrar is not None
-        assert app.registrar.registrations == 1
-        assert app.registrar.last_error == ""
+        registrar = app.registrar
+        assert registrar is not None
+        await until(lambda: registrar.registered, "the plugin sees its registration answered")
+        assert registrar.registrations == 1
+        assert registrar.last_error == ""
 
 
 async def test_resource_name_override_is_registered(

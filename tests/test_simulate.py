@@ -8,7 +8,11 @@ import sys
 
 def test_simulate_prints_the_timeline_and_exits_0() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ascend_plugin", "simulate"], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "ascend_plugin", "simulate"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     for step in (

@@ -106,7 +106,7 @@ class DcmiLibrary:
             path = loader.locate(self._configured)
             if not self._allow_untrusted:
                 loader.check_trusted(path)
-            self._lib = loader.open_library(path)
+            self._lib = loader.open_library(path, trusted_only=not self._allow_untrusted)
             self._path = path
         self._call("dcmi_init")
 

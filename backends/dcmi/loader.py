@@ -11,6 +11,7 @@ the tests' fake library.
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
@@ -115,14 +116,50 @@ def _chain(path: Path) -> Iterator[Path]:
                 yield item
 
 
-def open_library(path: Path) -> Any:
-    """dlopen ``path``; its own missing dependencies show up here rather than at the first call.
+# dlerror()'s wording when a needed library is not on the loader's search path.
+_MISSING = re.compile(r"(?P<name>[^\s:/]+\.so[^\s:/]*): cannot open shared object file")
+# Never take these from the driver's directory: they come with the container's own C library.
+_C_LIBRARY = re.compile(r"^(libc|libm|libdl|libpthread|librt|libresolv|ld-linux[-\w]*)\.so")
+# Handles of dependencies loaded on the library's behalf; they must outlive it.
+_DEPENDENCIES: list[Any] = []
 
-    RTLD_NOW (cffi's default) resolves every symbol the library itself needs
-    at load time, so a broken driver install is a clear error now instead of a
-    process killed by the dynamic loader in the middle of a call.
+
+def open_library(path: Path, *, trusted_only: bool = True) -> Any:
+    """dlopen ``path``, loading its missing dependencies from its own directory.
+
+    On Atlas 200I A2 boards libdcmi.so lives in /usr/lib64 beside the driver
+    libraries it needs (libascend_hal.so ...), a directory the image's dynamic
+    loader does not search, and LD_LIBRARY_PATH cannot point there without also
+    putting the host's C library in front of the container's. So when dlopen
+    names a missing dependency that sits next to the library, that file is
+    loaded first (RTLD_GLOBAL, so the loader finds it by its soname) and the
+    open is retried; the C library itself is never taken from there.
+
+    RTLD_NOW (cffi's default) resolves every symbol the library needs at load
+    time, so a broken driver install is a clear error now instead of a process
+    killed by the dynamic loader in the middle of a call.
     """
-    try:
-        return ffi.dlopen(str(path))
-    except OSError as error:
-        raise LibraryUnavailable(f"cannot load {path}: {error}") from error
+    return _open(path, path.parent, trusted_only, ffi.RTLD_NOW)
+
+
+def _open(path: Path, directory: Path, trusted_only: bool, flags: int) -> Any:
+    tried: set[str] = set()
+    while True:
+        try:
+            return ffi.dlopen(str(path), flags)
+        except OSError as error:
+            found = _MISSING.search(str(error))
+            name = found.group("name") if found else None
+            dependency = directory / name if name else None
+            if (
+                name is None
+                or dependency is None
+                or name in tried
+                or _C_LIBRARY.match(name)
+                or not dependency.is_file()
+            ):
+                raise LibraryUnavailable(f"cannot load {path}: {error}") from error
+            tried.add(name)
+            if trusted_only:
+                check_trusted(dependency)
+            _DEPENDENCIES.append(_open(dependency, directory, trusted_only, ffi.RTLD_NOW | ffi.RTLD_GLOBAL))

@@ -1,0 +1,93 @@
+"""Shared by the benchmarks: a fake node on disk, a plugin process, figures printed the same way."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def percentile(values: Sequence[float], fraction: float) -> float:
+    """The value below which ``fraction`` of ``values`` lie (nearest rank)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
+
+
+def describe_ms(name: str, seconds: Sequence[float]) -> str:
+    """One line of latency figures in milliseconds."""
+    ms = [value * 1000 for value in seconds]
+    return (
+        f"{name}: n={len(ms)} p50={statistics.median(ms):.3f} ms p90={percentile(ms, 0.9):.3f} ms "
+        f"p99={percentile(ms, 0.99):.3f} ms max={max(ms):.3f} ms"
+    )
+
+
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process, in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+@dataclass
+class Workspace:
+    """A temporary directory holding a scenario, a host root and the device-plugin directory."""
+
+    root: Path
+
+    @classmethod
+    def create(cls) -> Workspace:
+        return cls(Path(tempfile.mkdtemp(prefix="adp-bench-", dir="/tmp")))
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.root / "dp"
+
+    @property
+    def scenario(self) -> Path:
+        return self.root / "node.json"
+
+    @property
+    def host_root(self) -> Path:
+        return self.root / "host"
+
+    def write_scenario(self, scenario: dict[str, Any]) -> None:
+        temporary = self.scenario.with_suffix(".tmp")
+        temporary.write_text(json.dumps(scenario))
+        temporary.replace(self.scenario)
+
+    def start_plugin(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """The plugin as a real process on this workspace (fake backend)."""
+        for node in ("davinci0", "davinci_manager", "hisi_hdc", "devmm_svm"):
+            path = self.host_root / "dev" / node
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        command = [
+            sys.executable, "-m", "ascend_plugin", "run",
+            "--backend", "fake", "--fake-scenario", str(self.scenario),
+            "--device-plugin-path", str(self.plugin_dir), "--host-root", str(self.host_root),
+            "--http-address", "", "--log-level", "WARNING", *extra,
+        ]  # fmt: skip
+        return subprocess.Popen(command, env={**os.environ, **(env or {})})
+
+
+def print_command() -> None:
+    """Say how the figures were produced."""
+    print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
+    print(f"machine: {os.cpu_count()} CPUs, {os.uname().machine}, Python {sys.version.split()[0]}")
