@@ -49,6 +49,7 @@ class Recorded:
     name: str
     body: Any
     at: float  # time.monotonic() when it arrived
+    content_type: str = ""
     status: int = 0
 
 
@@ -311,7 +312,7 @@ class FakeApiServer:
         name = request.match_info.get("name", "")
         verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
         body = await request.json() if request.can_read_body else None
-        recorded = Recorded(verb, resource, namespace, name, body, time.monotonic())
+        recorded = Recorded(verb, resource, namespace, name, body, time.monotonic(), request.content_type)
         self.requests.append(recorded)
         response = await self._answer(request, recorded)
         recorded.status = response.status

@@ -50,6 +50,7 @@ async def test_a_310b_node_gets_its_labels_and_keeps_others(
     assert patches(apiserver) == [EXPECTED_310B]
     request = apiserver.requests_of("patch", "nodes")[0]
     assert request.name == NODE
+    assert request.content_type == "application/strategic-merge-patch+json"
 
 
 async def test_a_removed_or_changed_label_is_put_back(
