@@ -1,6 +1,6 @@
 """The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
 
-kubernetes-asyncio is untyped and turns every object into a generated model
+kubernetes-asyncio is largely untyped and turns every object into a generated model
 class; the plugin needs a handful of fields from three kinds of object. So each
 call asks the client for the raw response (``_preload_content=False``), checks
 the status itself and hands back plain JSON objects, and every failure leaves
@@ -280,6 +280,8 @@ async def connect(kubeconfig: Path | None) -> Kube:
             load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
         else:
             await load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    # A missing file, a missing token, or a kubeconfig of the wrong shape (which
+    # the loader reports as whatever its parsing tripped over).
     except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
         where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
         hint = (
