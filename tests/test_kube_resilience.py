@@ -17,6 +17,7 @@ from plugin_harness import FakeNode, health_of, registered, running_plugin, unti
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kube.client import Kube, connect
 from ascend_plugin.kube.device_info import DeviceInfoPublisher
+from ascend_plugin.kube.errors import KubeConfigError
 from ascend_plugin.kube.labels import NodeLabeller, plan_labels
 from ascend_plugin.kubelet_standin import KubeletStandIn
 
@@ -189,3 +190,12 @@ async def test_no_cluster_config_is_explained_and_the_plugin_serves_anyway(
         await until(lambda: "cannot load the in-cluster configuration" in caplog.text, "the explanation")
         assert app.ready
     assert "--kubeconfig" in caplog.text
+
+
+async def test_a_broken_kubeconfig_is_a_typed_error_naming_the_file(short_tmp: Path) -> None:
+    broken = short_tmp / "broken.kubeconfig"
+    broken.write_text("clusters: [", encoding="utf-8")
+    with pytest.raises(KubeConfigError, match=f"cannot load the kubeconfig {broken}"):
+        await connect(broken)
+    with pytest.raises(KubeConfigError, match="cannot load the kubeconfig"):
+        await connect(short_tmp / "missing.kubeconfig")

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
@@ -282,7 +283,7 @@ async def connect(kubeconfig: Path | None) -> Kube:
             await load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     # A missing file, a missing token, or a kubeconfig of the wrong shape (which
     # the loader reports as whatever its parsing tripped over).
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as error:
         where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
         hint = (
             ""
