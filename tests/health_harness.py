@@ -48,8 +48,7 @@ def monitored(
     table: FaultTable | None = None,
     timeout: float = 5.0,
 ) -> Monitored:
-    """Initialise ``library``, discover its chips and build a monitor (call inside the event loop)."""
-    library.init()
+    """Discover the chips of an initialised ``library`` and build a monitor (call inside the event loop)."""
     found = enumerate_chips(library)
     backend = family_for(found[0].info)(library)
     registry = DeviceRegistry(

@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from fake_dcmi.players import CFakePlayer, ScenarioPlayer
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.kubelet_standin import KubeletStandIn
@@ -45,20 +46,40 @@ class FakeNode:
             target.touch()
 
     def settings(self, plugin_dir: Path, **overrides: Any) -> Settings:
-        """Settings for a plugin on this node, fast intervals, no HTTP endpoint."""
-        values: dict[str, Any] = {
-            "backend": "fake",
-            "fake_scenario": self.scenario,
-            "device_plugin_path": plugin_dir,
-            "host_root": self.host_root,
-            "health_interval": 0.05,
-            "kubelet_watch_interval": 0.02,
-            "allocate_mode": "device",
-            "http_address": "",
-            "node_name": None,
+        """Settings for a plugin on this node's Python fake, fast intervals, no HTTP endpoint."""
+        return fast_settings(
+            plugin_dir, self.host_root, backend="fake", fake_scenario=self.scenario, **overrides
+        )
+
+
+def fast_settings(plugin_dir: Path, host_root: Path, **overrides: Any) -> Settings:
+    """Settings for a plugin under test: fast intervals, device mode, no HTTP endpoint, no kube side."""
+    values: dict[str, Any] = {
+        "device_plugin_path": plugin_dir,
+        "host_root": host_root,
+        "health_interval": 0.05,
+        "kubelet_watch_interval": 0.02,
+        "allocate_mode": "device",
+        "http_address": "",
+        "node_name": None,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def player_settings(
+    player: ScenarioPlayer[Any], plugin_dir: Path, host_root: Path, **overrides: Any
+) -> Settings:
+    """Settings for a plugin on whichever fake ``player`` plays: the Python fake or the C libdcmi.so."""
+    if isinstance(player, CFakePlayer):
+        backend: dict[str, Any] = {
+            "backend": "dcmi",
+            "dcmi_library": player.library_path,
+            "dcmi_allow_untrusted_library": True,
         }
-        values.update(overrides)
-        return Settings(**values)
+    else:
+        backend = {"backend": "fake", "fake_scenario": player.scenario_path}
+    return fast_settings(plugin_dir, host_root, **backend, **overrides)
 
 
 @asynccontextmanager

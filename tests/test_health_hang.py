@@ -3,36 +3,42 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import anyio.to_thread
 import pytest
-from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
+from fake_dcmi.players import ScenarioPlayer
+from plugin_harness import health_of, player_settings, registered, running_plugin, until, wait_for
 
 from ascend_plugin.kubelet_standin import KubeletStandIn
+from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
 
 RESOURCE = "huawei.com/Ascend310P"
 
 
-def _pair(hang_chip_0: bool) -> dict[str, object]:
-    return {
-        "chip_name": "310P3",
-        "chips": [
-            {"phy_id": 0, "card_id": 4, "hang": ["health"] if hang_chip_0 else []},
-            {"phy_id": 1, "card_id": 4},
-        ],
-    }
+def _pair(hang_chip_0: bool) -> FakeScenario:
+    return FakeScenario.model_validate(
+        {
+            "chip_name": "310P3",
+            "chips": [
+                {"phy_id": 0, "card_id": 4, "hang": ["health"] if hang_chip_0 else []},
+                {"phy_id": 1, "card_id": 4},
+            ],
+        }
+    )
 
 
 async def test_a_hung_health_call_marks_only_that_chip_and_recovers(
-    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+    kubelet: KubeletStandIn, any_fake: ScenarioPlayer[Any], plugin_dir: Path, short_tmp: Path
 ) -> None:
-    node.write(_pair(hang_chip_0=False))
-    settings = node.settings(plugin_dir, dcmi_call_timeout=0.3)
+    node = any_fake
+    node.update(_pair(hang_chip_0=False))
+    settings = player_settings(node, plugin_dir, short_tmp, dcmi_call_timeout=0.3)
     async with running_plugin(settings) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration")
-        node.write(_pair(hang_chip_0=True))
+        node.update(_pair(hang_chip_0=True))
         await wait_for(
             kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Unhealthy", "hung chip out"
         )
@@ -45,6 +51,6 @@ async def test_a_hung_health_call_marks_only_that_chip_and_recovers(
         assert app.caller.stuck is not None
         assert not app.ready  # readiness reports the stuck driver
         # The call returns once the scenario stops hanging it; everything recovers by itself.
-        node.write(_pair(hang_chip_0=False))
+        node.update(_pair(hang_chip_0=False))
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Healthy", "recovered")
         await until(lambda: app.ready, "ready again")

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from fake_dcmi.players import ScenarioPlayer
 from health_harness import monitored
-from plugin_harness import FakeNode
 
 from ascend_plugin.faults import FaultLevel, FaultTableError, builtin_table, load_table
-from backends.fake import FakeLibrary
+from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
 
@@ -24,8 +25,10 @@ CUSTOM = {
 }
 
 
-def _one_chip(node: FakeNode, codes: list[str], health: int = 0) -> None:
-    node.write({"chip_name": "310P3", "chips": [{"phy_id": 0, "health": health, "fault_codes": codes}]})
+def _one_chip(codes: list[str], health: int = 0) -> FakeScenario:
+    return FakeScenario.model_validate(
+        {"chip_name": "310P3", "chips": [{"phy_id": 0, "health": health, "fault_codes": codes}]}
+    )
 
 
 @pytest.mark.parametrize(
@@ -46,30 +49,36 @@ def _one_chip(node: FakeNode, codes: list[str], health: int = 0) -> None:
     ],
 )
 async def test_level_decides_health(
-    node: FakeNode, short_tmp: Path, codes: list[str], health: int, healthy: bool, worst: FaultLevel
+    any_fake: ScenarioPlayer[Any],
+    tmp_path: Path,
+    codes: list[str],
+    health: int,
+    healthy: bool,
+    worst: FaultLevel,
 ) -> None:
-    table_file = short_tmp / "levels.json"
+    table_file = tmp_path / "levels.json"
     table_file.write_text(json.dumps({level: [code] for level, code in CUSTOM.items()}))
-    _one_chip(node, codes, health)
-    watched = monitored(FakeLibrary(node.scenario), table=load_table(table_file))
+    watched = monitored(any_fake.open(_one_chip(codes, health)), table=load_table(table_file))
     await watched.monitor.poll_once()
     device = watched.device("Ascend310P-0")
     assert device.healthy is healthy, device.reason
     assert device.worst_level is worst
 
 
-async def test_a_major_alarm_without_a_code_is_unhealthy(node: FakeNode) -> None:
-    _one_chip(node, [], health=2)
-    watched = monitored(FakeLibrary(node.scenario))
+async def test_a_major_alarm_without_a_code_is_unhealthy(any_fake: ScenarioPlayer[Any]) -> None:
+    watched = monitored(any_fake.open(_one_chip([], health=2)))
     await watched.monitor.poll_once()
     device = watched.device("Ascend310P-0")
     assert not device.healthy
     assert device.reason == "health value 2 (major alarm) without a fault code"
 
 
-async def test_a_dropped_card_is_unhealthy_with_the_card_drop_code(node: FakeNode) -> None:
-    node.write({"chip_name": "310P3", "chips": [{"phy_id": 0, "errors": {"health": -8012}}, {"phy_id": 1}]})
-    watched = monitored(FakeLibrary(node.scenario))
+async def test_a_dropped_card_is_unhealthy_with_the_card_drop_code(any_fake: ScenarioPlayer[Any]) -> None:
+    dropped_card = {
+        "chip_name": "310P3",
+        "chips": [{"phy_id": 0, "errors": {"health": -8012}}, {"phy_id": 1}],
+    }
+    watched = monitored(any_fake.open(FakeScenario.model_validate(dropped_card)))
     await watched.monitor.poll_once()
     dropped, other = watched.device("Ascend310P-0"), watched.device("Ascend310P-1")
     assert not dropped.healthy

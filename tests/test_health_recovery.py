@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
+from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
-from plugin_harness import FakeNode
 
 from ascend_plugin.health import HealthPolicy
-from backends.fake import FakeLibrary
+from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
 
@@ -15,83 +17,88 @@ DEVICE = "Ascend310P-0"
 POLICY = HealthPolicy(failure_threshold=3, flap_threshold=3, flap_window=60.0, flap_hold=30.0)
 
 
-def _chip(node: FakeNode, **chip: object) -> None:
-    node.write({"chip_name": "310P3", "chips": [{"phy_id": 0, **chip}]})
+def _chip(**chip: object) -> FakeScenario:
+    return FakeScenario.model_validate({"chip_name": "310P3", "chips": [{"phy_id": 0, **chip}]})
 
 
 @pytest.fixture
-def watched(node: FakeNode, anyio_backend: str) -> Monitored:
-    """A 310P3 chip under a monitor with a hand-moved clock."""
-    _chip(node)
-    return monitored(FakeLibrary(node.scenario), policy=POLICY)
+def watched(any_fake: ScenarioPlayer[Any], anyio_backend: str) -> Monitored:
+    """A 310P3 chip, on either fake, under a monitor with a hand-moved clock."""
+    return monitored(any_fake.open(_chip()), policy=POLICY)
 
 
-async def _poll(watched: Monitored, node: FakeNode, **chip: object) -> bool:
-    _chip(node, **chip)
+async def _poll(watched: Monitored, node: ScenarioPlayer[Any], **chip: object) -> bool:
+    node.update(_chip(**chip))
     await watched.monitor.poll_once()
     return watched.device(DEVICE).healthy
 
 
-async def test_a_cleared_fault_recovers_at_once(node: FakeNode, watched: Monitored) -> None:
-    assert not await _poll(watched, node, fault_codes=["80E01801"])
-    assert await _poll(watched, node, fault_codes=[])
+async def test_a_cleared_fault_recovers_at_once(any_fake: ScenarioPlayer[Any], watched: Monitored) -> None:
+    assert not await _poll(watched, any_fake, fault_codes=["80E01801"])
+    assert await _poll(watched, any_fake, fault_codes=[])
     assert watched.device(DEVICE).reason == ""
     assert watched.device(DEVICE).faults == ()
 
 
 async def test_a_flapping_chip_is_held_until_clean_for_the_hold_time(
-    node: FakeNode, watched: Monitored
+    any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
     for _ in range(2):  # two spells: still allowed to recover at once
-        assert not await _poll(watched, node, fault_codes=["80E01801"])
+        assert not await _poll(watched, any_fake, fault_codes=["80E01801"])
         watched.clock.advance(1)
-        assert await _poll(watched, node, fault_codes=[])
+        assert await _poll(watched, any_fake, fault_codes=[])
         watched.clock.advance(1)
-    assert not await _poll(watched, node, fault_codes=["80E01801"])  # third spell: a flapper
+    assert not await _poll(watched, any_fake, fault_codes=["80E01801"])  # third spell: a flapper
     watched.clock.advance(1)
-    assert not await _poll(watched, node, fault_codes=[])
+    assert not await _poll(watched, any_fake, fault_codes=[])
     assert watched.device(DEVICE).reason.startswith("flapping (3 unhealthy spells within 60 s)")
     watched.clock.advance(29)
-    assert not await _poll(watched, node, fault_codes=[])
+    assert not await _poll(watched, any_fake, fault_codes=[])
     watched.clock.advance(1.5)
-    assert await _poll(watched, node, fault_codes=[])
+    assert await _poll(watched, any_fake, fault_codes=[])
 
 
-async def test_a_fault_during_the_hold_restarts_the_clean_period(node: FakeNode, watched: Monitored) -> None:
+async def test_a_fault_during_the_hold_restarts_the_clean_period(
+    any_fake: ScenarioPlayer[Any], watched: Monitored
+) -> None:
     for _ in range(3):
-        await _poll(watched, node, fault_codes=["80E01801"])
-        await _poll(watched, node, fault_codes=[])
+        await _poll(watched, any_fake, fault_codes=["80E01801"])
+        await _poll(watched, any_fake, fault_codes=[])
     watched.clock.advance(25)
-    assert not await _poll(watched, node, fault_codes=["80E01801"])
+    assert not await _poll(watched, any_fake, fault_codes=["80E01801"])
     watched.clock.advance(10)
-    assert not await _poll(watched, node, fault_codes=[])  # clean again only just now
+    assert not await _poll(watched, any_fake, fault_codes=[])  # clean again only just now
     watched.clock.advance(29)
-    assert not await _poll(watched, node, fault_codes=[])
+    assert not await _poll(watched, any_fake, fault_codes=[])
     watched.clock.advance(2)
-    assert await _poll(watched, node, fault_codes=[])
+    assert await _poll(watched, any_fake, fault_codes=[])
 
 
-async def test_spells_outside_the_window_do_not_count(node: FakeNode, watched: Monitored) -> None:
+async def test_spells_outside_the_window_do_not_count(
+    any_fake: ScenarioPlayer[Any], watched: Monitored
+) -> None:
     for _ in range(3):
-        await _poll(watched, node, fault_codes=["80E01801"])
+        await _poll(watched, any_fake, fault_codes=["80E01801"])
         watched.clock.advance(40)  # spells 40 s apart: never three within 60 s
-        assert await _poll(watched, node, fault_codes=[])
+        assert await _poll(watched, any_fake, fault_codes=[])
 
 
 async def test_failed_queries_count_as_unhealthy_only_after_the_threshold(
-    node: FakeNode, watched: Monitored
+    any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
-    assert await _poll(watched, node, errors={"health": -8010})
-    assert await _poll(watched, node, errors={"health": -8010})
-    assert not await _poll(watched, node, errors={"health": -8010})
+    assert await _poll(watched, any_fake, errors={"health": -8010})
+    assert await _poll(watched, any_fake, errors={"health": -8010})
+    assert not await _poll(watched, any_fake, errors={"health": -8010})
     assert watched.device(DEVICE).reason == (
         "health query failed 3 times in a row: dcmi_get_device_health returned -8010 (send message failed)"
     )
-    assert await _poll(watched, node)  # one good answer is enough to recover
+    assert await _poll(watched, any_fake)  # one good answer is enough to recover
 
 
-async def test_a_success_between_failures_resets_the_count(node: FakeNode, watched: Monitored) -> None:
+async def test_a_success_between_failures_resets_the_count(
+    any_fake: ScenarioPlayer[Any], watched: Monitored
+) -> None:
     for _ in range(3):
-        assert await _poll(watched, node, errors={"error_codes": -8006})
-        assert await _poll(watched, node, errors={"error_codes": -8006})
-        assert await _poll(watched, node)
+        assert await _poll(watched, any_fake, errors={"error_codes": -8006})
+        assert await _poll(watched, any_fake, errors={"error_codes": -8006})
+        assert await _poll(watched, any_fake)
