@@ -75,9 +75,14 @@ class DeviceRegistry:
         """The device with this ID, if the node has it."""
         return self._devices.get(device_id)
 
-    def on_transition(self, listener: Transition) -> None:
-        """Call ``listener(old, new)`` whenever a device's health flips."""
+    def on_transition(self, listener: Transition) -> Callable[[], None]:
+        """Call ``listener(old, new)`` whenever a device's health flips; return the way to stop it.
+
+        Parts that subscribe can be restarted by their supervisor, so each must
+        be able to take its listener back rather than pile up duplicates.
+        """
         self._transition_listeners.append(listener)
+        return lambda: self._transition_listeners.remove(listener)
 
     def update(self, device_id: str, **changes: object) -> bool:
         """Change fields of one device; return True if anything changed."""

@@ -14,6 +14,7 @@ or break the kubelet side, which never waits on anything here.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 
@@ -42,6 +43,7 @@ async def run_kube(app: PluginApp) -> None:
         raise NotServing("the Kubernetes side starts only once the plugin serves its chips on a named node")
     node, registry, node_name = app.node, app.registry, settings.node_name
     kube = await _connect(app)
+    unsubscribe: list[Callable[[], None]] = []
     try:
         async with anyio.create_task_group() as tasks:
             if settings.node_labels:
@@ -62,9 +64,11 @@ async def run_kube(app: PluginApp) -> None:
                 tasks.start_soon(supervise, "config ConfigMap", watcher.run)
             if settings.node_events:
                 events = NodeEvents(kube, node_name)
-                registry.on_transition(events.on_transition)
+                unsubscribe.append(registry.on_transition(events.on_transition))
                 tasks.start_soon(supervise, "node events", events.run)
     finally:
+        for stop_listening in unsubscribe:
+            stop_listening()
         with anyio.CancelScope(shield=True):
             await kube.close()
 
