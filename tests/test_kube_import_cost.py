@@ -85,19 +85,8 @@ def test_no_module_outside_the_kube_package_imports_kubernetes_asyncio() -> None
 
 
 def plugin_values(node: FakeNode, plugin_dir: Path, **overrides: object) -> str:
-    values: dict[str, object] = {
-        "backend": "fake",
-        "fake_scenario": str(node.scenario),
-        "device_plugin_path": str(plugin_dir),
-        "host_root": str(node.host_root),
-        "health_interval": 0.05,
-        "kubelet_watch_interval": 0.02,
-        "allocate_mode": "device",
-        "http_address": "",
-        "node_name": None,
-    }
-    values.update(overrides)
-    return json.dumps(values)
+    """The test settings of an in-process plugin, as JSON for the child interpreter."""
+    return node.settings(plugin_dir, **overrides).model_dump_json()
 
 
 def test_a_plugin_without_node_name_never_imports_it(node: FakeNode, plugin_dir: Path) -> None:
