@@ -1,10 +1,10 @@
 """PluginApp: bring the chips up, then run every part of the plugin until told to stop.
 
-Start-up: open the device library and find the chips (retrying with backoff
-until they appear, never exiting), pick the family, check each chip's AI-core
-figure against the family's bounds (a warning, never an exit), read health
-once, then serve the kubelet and keep registering with it. Each long-running
-part runs supervised: a part that fails is logged and restarted with backoff.
+Start-up: find the chips (:mod:`ascend_plugin.bring_up`, retrying until they
+appear, never exiting), read their health once, then serve the kubelet and keep
+registering with it; the Kubernetes side follows the first registration. Each
+long-running part runs supervised: a part that fails is logged and restarted
+with backoff.
 
 Shutdown: end every ListAndWatch stream, close the server, remove the socket,
 release the library.
@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
 
 import anyio
 from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
 from ascend_plugin.allocation import Allocator, resolve_mode
-from ascend_plugin.backoff import Backoff
+from ascend_plugin.bring_up import BringUp, Node
 from ascend_plugin.chip_calls import ChipCaller, ChipCallError
 from ascend_plugin.endpoint import PluginEndpoint
 from ascend_plugin.faults import FaultTable, load_table
@@ -32,44 +31,11 @@ from ascend_plugin.metrics import PluginMetrics
 from ascend_plugin.registrar import KubeletRegistrar
 from ascend_plugin.registry import DeviceRegistry, DeviceState
 from ascend_plugin.service import DevicePluginService
-from ascend_plugin.settings import Settings, SettingsError, describe_validation_error, family_overrides
-from backends.base import Chip, ChipBackend, enumerate_chips
-from backends.errors import BackendError, NoChips
-from backends.families import family_for, family_named
-from backends.library import DeviceLibrary
+from ascend_plugin.settings import Settings, SettingsError, describe_validation_error
+from ascend_plugin.supervise import supervise
+from backends.errors import BackendError
 
 log = logging.getLogger(__name__)
-
-BRING_UP_BACKOFF = Backoff(1.0, 30.0)
-PART_BACKOFF = Backoff(0.5, 30.0)
-HEALTHY_RUN = 60.0  # seconds a part must run before its failures count as new
-
-
-def open_library(settings: Settings) -> DeviceLibrary:
-    """The device library the settings ask for (not initialised yet)."""
-    if settings.backend == "fake":
-        from backends.fake import FakeLibrary
-
-        assert settings.fake_scenario is not None  # enforced by Settings
-        return FakeLibrary(settings.fake_scenario)
-    from backends.dcmi import DcmiLibrary
-
-    return DcmiLibrary(settings.dcmi_library, allow_untrusted=settings.dcmi_allow_untrusted_library)
-
-
-@dataclass(frozen=True)
-class Node:
-    """What bring-up found: the family's backend, the chips, and facts about them."""
-
-    backend: ChipBackend
-    chips: list[Chip]
-    driver_version: str = ""
-    ai_cores: Mapping[int, float] = field(default_factory=dict)  # phy id -> AI-core count
-
-    @property
-    def chip_name(self) -> str:
-        """The first chip's name, e.g. 310B1 (nodes hold one kind of chip)."""
-        return self.chips[0].info.chip_name if self.chips else ""
 
 
 # Settings an operator may change while the plugin runs (config ConfigMap).
@@ -111,7 +77,7 @@ class PluginApp:
         self.endpoint: PluginEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
-        self.bring_up_problem = "starting"
+        self.bring_up = BringUp(settings, self.caller)
         self.http: HttpEndpoint | None = None
         self.metrics = PluginMetrics(self)
         self.caller.on_call_done(self.metrics.observe_call)
@@ -119,7 +85,7 @@ class PluginApp:
     @property
     def ready(self) -> bool:
         """Registered with the kubelet and the chip library answering."""
-        return bool(self.registrar and self.registrar.registered and self.caller.stuck is None)
+        return self.readiness().ok
 
     def liveness(self) -> Probe:
         """Alive unless a driver call has been stuck so long that only a restart can help."""
@@ -131,7 +97,7 @@ class PluginApp:
     def readiness(self) -> Probe:
         """Ready when registered with the kubelet and the driver answering; otherwise why not."""
         if self.node is None or self.registry is None:
-            return Probe(False, f"chips not available: {self.bring_up_problem}")
+            return Probe(False, f"chips not available: {self.bring_up.problem}")
         if (stuck := self.caller.stuck) is not None:
             return Probe(False, f"driver call {stuck.name} is stuck")
         if self.registrar is None or not self.registrar.registered:
@@ -165,7 +131,7 @@ class PluginApp:
             self.caller.shutdown()
 
     async def _serve(self, tasks: TaskGroup) -> None:
-        node = await self._gather_facts(await self._bring_up())
+        node = await self.bring_up.run()
         backend = node.backend
         registry = DeviceRegistry(
             backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in node.chips]
@@ -252,98 +218,6 @@ class PluginApp:
             self.monitor.table = table
             self.monitor.wake()
 
-    async def _bring_up(self) -> Node:
-        """Open the library and find the chips, retrying until it works."""
-        attempt = 0
-        last_problem = ""
-        while True:
-            try:
-                return await self._try_bring_up()
-            except (BackendError, ChipCallError, OSError) as error:
-                attempt += 1
-                delay = BRING_UP_BACKOFF.after(attempt)
-                problem = str(error)
-                # One clear line per distinct problem; repeats only at debug level.
-                level = logging.DEBUG if problem == last_problem else logging.ERROR
-                log.log(
-                    level,
-                    "chips not available: %s; retrying in %.0f s",
-                    problem,
-                    delay,
-                    extra={"attempt": attempt},
-                )
-                last_problem = problem
-                self.bring_up_problem = problem
-                await anyio.sleep(delay)
-
-    async def _try_bring_up(self) -> Node:
-        library = open_library(self.settings)
-        try:
-            await self.caller.call("dcmi_init", library.init)
-            chips = await self.caller.call("enumerate chips", enumerate_chips, library)
-            if not chips:
-                raise NoChips(f"{library.description} reports no NPU chips")
-            if self.settings.chip_family:
-                family = family_named(self.settings.chip_family)
-            else:
-                family = family_for(chips[0].info)
-        except BaseException:
-            if self.caller.stuck is None:
-                await self.caller.call("close", library.close)
-            raise
-        others = sorted({chip.info.chip_name for chip in chips if not family.claims(chip.info)})
-        if others:
-            log.warning(
-                "chips of another family are served as %s too: %s", family.TABLE.family, ", ".join(others)
-            )
-        table = family.TABLE.with_overrides(**family_overrides(self.settings))
-        backend = family(library, table)
-        log.info(
-            "found %d chip(s) of family %s (%s) via %s",
-            len(chips),
-            table.family,
-            chips[0].info.chip_name,
-            library.description,
-        )
-        return Node(backend, sorted(chips, key=lambda chip: chip.phy_id))
-
-    async def _gather_facts(self, node: Node) -> Node:
-        """Driver version and AI-core counts; warn about figures outside the family's bounds.
-
-        An implausible figure is a warning, never a refused chip: Huawei's plugin
-        exits on a 310B1's 1.0 AI cores and takes every healthy chip off the node.
-        """
-        table = node.backend.table
-        try:
-            driver_version = await self.caller.call("driver_version", node.backend.library.driver_version)
-        except (BackendError, ChipCallError) as error:
-            log.warning("cannot read the driver version: %s", error)
-            driver_version = ""
-        ai_cores: dict[int, float] = {}
-        for chip in node.chips:
-            try:
-                figure = await self.caller.call("ai_cores", node.backend.ai_cores, chip)
-            except (BackendError, ChipCallError) as error:
-                log.warning("cannot read the AI-core count of %s: %s", chip.label, error)
-                continue
-            ai_cores[chip.phy_id] = figure.value
-            if node.backend.ai_cores_in_bounds(figure):
-                continue
-            log.warning(
-                "%s of family %s reports %g AI cores (from %s), outside the family's bounds [%g, %g]; "
-                "the chip is served anyway. If this figure is right for your hardware, set "
-                "ai_core_min/ai_core_max (--ai-core-min/--ai-core-max, ASCEND_DP_AI_CORE_MIN/_MAX, "
-                "or the Helm values settings.aiCoreMin/aiCoreMax)",
-                chip.label,
-                table.family,
-                figure.value,
-                figure.source,
-                table.ai_core_min,
-                table.ai_core_max,
-                extra={"chip": chip.phy_id, "family": table.family, "ai_cores": figure.value},
-            )
-        return replace(node, driver_version=driver_version, ai_cores=ai_cores)
-
     async def _shutdown(self) -> None:
         if self.registry is not None:
             self.registry.close()
@@ -358,24 +232,3 @@ class PluginApp:
             except (BackendError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")
-
-
-async def supervise(name: str, part: Callable[[], Awaitable[None]], backoff: Backoff = PART_BACKOFF) -> None:
-    """Run ``part`` until it returns; log and restart it with backoff whenever it fails.
-
-    A part that ran for a good while before failing starts again from the
-    shortest delay: the backoff is for crash loops, not for rare failures.
-    """
-    attempt = 0
-    while True:
-        started = time.monotonic()
-        try:
-            await part()
-            return
-        except Exception:
-            if time.monotonic() - started > HEALTHY_RUN:
-                attempt = 0
-            attempt += 1
-            delay = backoff.after(attempt)
-            log.exception("%s failed; restarting it in %.1f s", name, delay, extra={"part": name})
-            await anyio.sleep(delay)

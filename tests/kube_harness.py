@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 
-from ascend_plugin.app import Node
+from ascend_plugin.bring_up import Node
 from ascend_plugin.faults import Fault, FaultLevel
 from ascend_plugin.registry import DeviceRegistry, DeviceState
 from backends.base import Chip, ChipBackend

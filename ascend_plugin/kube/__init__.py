@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 import anyio
 
-from ascend_plugin.app import PluginApp, supervise
+from ascend_plugin.app import PluginApp
 from ascend_plugin.kube.client import Kube, connect
 from ascend_plugin.kube.config_watch import ConfigWatcher
 from ascend_plugin.kube.device_info import DeviceInfoPublisher
@@ -26,6 +26,7 @@ from ascend_plugin.kube.errors import KubeError
 from ascend_plugin.kube.events import NodeEvents
 from ascend_plugin.kube.labels import NodeLabeller, plan_labels
 from ascend_plugin.kube.retry import Retrier
+from ascend_plugin.supervise import supervise
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from ascend_plugin.app import Node
+from ascend_plugin.bring_up import Node
 from ascend_plugin.kube.client import NODES, Kube, labels_of
 from ascend_plugin.kube.errors import KubeError
 from ascend_plugin.kube.follow import follow
