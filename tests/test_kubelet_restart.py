@@ -34,9 +34,26 @@ async def test_survives_several_kubelet_restarts_in_a_row(
             assert (plugin_dir / "Ascend310.sock").is_socket()
             assert kubelet.resources[RESOURCE].devices == {"Ascend310-0": "Healthy"}
             assert len(kubelet.registrations) == round_
-    # The restart must be detectable without relying on a new inode number:
-    # on this file system the new kubelet.sock reuses the old one.
-    assert any(restart.same_inode for restart in kubelet.restarts)
+
+
+async def test_a_kubelet_sock_with_the_same_inode_but_a_new_ctime_is_a_restart(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+) -> None:
+    """A re-created kubelet.sock may reuse the old inode number (ext4 often does; tmpfs never).
+
+    Whether the file system reuses it here is luck, so this test makes the
+    same-inode case certain: the file stays, only its ctime moves (chmod), and
+    the plugin must still take it for a new kubelet. Our own socket is left
+    alone, so nothing else can give the change away.
+    """
+    async with running_plugin(node.settings(plugin_dir)):
+        await wait_for(kubelet, registered(RESOURCE), "first registration")
+        socket = plugin_dir / "kubelet.sock"
+        before = socket.stat()
+        socket.chmod(before.st_mode & 0o7777)
+        assert socket.stat().st_ino == before.st_ino
+        assert socket.stat().st_ctime_ns != before.st_ctime_ns
+        await wait_for(kubelet, registered(RESOURCE, times=2), "re-registration on the changed kubelet.sock")
 
 
 async def test_our_socket_deleted_alone_brings_a_new_socket_and_registration(
