@@ -1,4 +1,4 @@
-"""The ``ascend-device-plugin`` command: run, simulate, version.
+"""The ``ascend-device-plugin`` command: run, doctor, simulate, version.
 
 Flags of ``run`` are generated from the settings fields, so a new setting is a
 flag, an environment variable and a config-file key at once.
@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 
 from ascend_plugin import __version__
+from ascend_plugin.doctor import add_arguments as add_doctor_arguments
 from ascend_plugin.settings import ENV_PREFIX, Settings, SettingsError, flag_name, load_settings
 
 EXIT_BAD_SETTINGS = 2
@@ -43,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the device plugin daemon")
     _add_settings_flags(run)
+    doctor = commands.add_parser(
+        "doctor", help="check this node's preconditions and say how to fix each problem"
+    )
+    _add_settings_flags(doctor)
+    add_doctor_arguments(doctor)
     simulate = commands.add_parser(
         "simulate", help="demo: the plugin on a fake 310B node with a built-in kubelet stand-in"
     )
@@ -104,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"ascend-device-plugin: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
+    if args.command == "doctor":
+        from ascend_plugin.doctor.runner import run_doctor
+
+        return run_doctor(settings, args.root, args.format)
     from ascend_plugin.logs import setup_logging
 
     setup_logging(settings.log_level, settings.log_format)

@@ -1,0 +1,33 @@
+"""``ascend-device-plugin doctor``: check a node's preconditions, and say how to fix each that fails.
+
+Every check reproduces one step the plugin depends on (the library, the chips,
+the host's files and device nodes, the kubelet, the Kubernetes identity and
+permissions) and reports ok, problem or skipped, with the fix and, where the
+field report of deploying on an Atlas 200I A2 met it, the number of its
+pitfall. See docs/operations.md.
+
+Only the command-line options live here, so that building the CLI parser
+imports nothing of the checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The doctor's own options (the settings flags are added beside them, as for ``run``)."""
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=Path("/"),
+        help="where the host's file system is seen: every host path checked is taken under it "
+        "(default /; e.g. /host in a debug pod with the host mounted there)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people; json for scripts (keys: name, status, detail, fix, pitfall)",
+    )

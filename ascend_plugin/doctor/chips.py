@@ -1,0 +1,166 @@
+"""Checks of the chips through the library: dcmi_init, enumeration, family, AI-core figures.
+
+The same calls the plugin's bring-up makes, on the same worker thread with the
+same per-call timeout (a wedged driver must not hang the doctor either).
+The AI-core check is the field report's headline (pitfall 1): Huawei's plugin
+exits on a 310B1's 1.0 AI cores; this one serves the chip with a warning, and
+the doctor says which setting makes the warning go away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Finding, Unmet, check, how_to_set, listing
+from backends.base import AiCoreFigure, Chip, enumerate_chips
+from backends.errors import BackendError, UnknownChipFamily
+from backends.families import FAMILY_NAMES, family_for, family_named
+from backends.library import DeviceLibrary
+
+INIT = "dcmi-init"
+CHIPS = "chips"
+FAMILY = "chip-family"
+AI_CORES = "ai-cores"
+
+_DRIVER_FIX = (
+    "`npu-smi info` on the host must list the NPUs first. On 310B boards DCMI also needs /etc/hdcBasic.cfg "
+    "and the DMP daemon's files in the host's /dev/shm (see the host-file and dev-shm findings). "
+    "docs/dcmi.md explains the DCMI codes"
+)
+
+
+def _open(context: Context) -> DeviceLibrary:
+    """The library the settings select, not initialised yet."""
+    settings = context.settings
+    if settings.backend == "fake":
+        from backends.fake import FakeLibrary
+
+        assert settings.fake_scenario is not None  # enforced by Settings
+        return FakeLibrary(settings.fake_scenario)
+    if not context.library_loads:
+        raise Unmet("dcmi-library-loads")
+    from backends.dcmi import DcmiLibrary
+
+    return DcmiLibrary(context.library_path, allow_untrusted=settings.dcmi_allow_untrusted_library)
+
+
+def _named(chips: Sequence[Chip]) -> str:
+    return listing([chip.label for chip in chips])
+
+
+@check(INIT)
+async def dcmi_init(context: Context) -> Finding:
+    """``dcmi_init`` answers 0; the driver version is read on the way."""
+    try:
+        library = _open(context)
+    except BackendError as error:  # a fake scenario that cannot be read
+        return Finding.problem(INIT, str(error), fix="fix the file named (docs/dcmi.md, fake scenarios)")
+    try:
+        await context.caller.call("dcmi_init", library.init)
+        version = await context.caller.call("driver_version", library.driver_version)
+    except (BackendError, ChipCallError) as error:
+        await context.release(library)
+        return Finding.problem(INIT, f"dcmi_init on {library.description} failed: {error}", fix=_DRIVER_FIX)
+    context.library = library
+    return Finding.ok(INIT, f"dcmi_init succeeded on {library.description}; driver {version}")
+
+
+@check(CHIPS)
+async def chips(context: Context) -> Finding:
+    """The chips enumerate (cards, NPUs per card, logic and physical ids, chip info)."""
+    library = context.need(context.library, INIT)
+    try:
+        found = await context.caller.call("enumerate chips", enumerate_chips, library)
+    except (BackendError, ChipCallError) as error:
+        return Finding.problem(CHIPS, f"enumerating the chips failed: {error}", fix=_DRIVER_FIX)
+    if not found:
+        return Finding.problem(CHIPS, f"{library.description} reports no NPU chips", fix=_DRIVER_FIX)
+    context.chips = sorted(found, key=lambda chip: chip.phy_id)
+    return Finding.ok(CHIPS, f"{len(found)} chip(s): {_named(context.chips)}")
+
+
+@check(FAMILY)
+async def chip_family(context: Context) -> Finding:
+    """The family from the chip name (Huawei's order), or the one the chip_family setting forces."""
+    forced = context.settings.chip_family
+    if forced is not None:
+        context.family = family_named(forced)
+        return Finding.ok(FAMILY, f"{forced}, forced by the chip_family setting")
+    found = context.need(context.chips, CHIPS)
+    first = found[0].info
+    try:
+        family = family_for(first)
+    except UnknownChipFamily as error:
+        return Finding.problem(
+            FAMILY,
+            str(error),
+            fix=f"if the chip belongs to one of {', '.join(FAMILY_NAMES)}, "
+            f"set {how_to_set('chip_family', '<family>')}",
+        )
+    context.family = family
+    others = sorted({chip.info.chip_name for chip in found if not family.claims(chip.info)})
+    mixed = f"; chips of another family are served as {family.TABLE.family} too: {', '.join(others)}"
+    table = context.table
+    return Finding.ok(
+        FAMILY,
+        f"chip name {first.chip_name} -> family {table.family}, resource {table.resource_name}"
+        + (mixed if others else ""),
+    )
+
+
+@check(AI_CORES)
+async def ai_cores(context: Context) -> Finding:
+    """Each chip's AI-core figure lies within the family's bounds (after the operator's overrides)."""
+    found = context.need(context.chips, CHIPS)
+    library = context.need(context.library, INIT)
+    family = context.need(context.family, FAMILY)
+    table = context.table
+    backend = family(library, table)
+    figures: list[tuple[Chip, AiCoreFigure]] = []
+    for chip in found:
+        try:
+            figures.append((chip, await context.caller.call("ai_cores", backend.ai_cores, chip)))
+        except (BackendError, ChipCallError) as error:
+            return Finding.problem(
+                AI_CORES, f"cannot read the AI-core figure of {chip.label}: {error}", fix=_DRIVER_FIX
+            )
+    bounds = f"the {table.family} family's bounds [{table.ai_core_min:g}, {table.ai_core_max:g}]"
+    low = [(chip, figure) for chip, figure in figures if figure.value < table.ai_core_min]
+    high = [(chip, figure) for chip, figure in figures if figure.value > table.ai_core_max]
+    if not low and not high:
+        values = ", ".join(sorted({f"{figure.value:g} (from {figure.source})" for _, figure in figures}))
+        return Finding.ok(AI_CORES, f"AI cores per chip: {values}, within {bounds}")
+    details, fixes = [], []
+    for setting, outside, pick in (("ai_core_min", low, min), ("ai_core_max", high, max)):
+        if outside:
+            details.append(_outside(outside, bounds))
+            fixes.append(_bound_fix(context, setting, pick(figure.value for _, figure in outside)))
+    return Finding.problem(
+        AI_CORES,
+        "; ".join(details) + ". The plugin serves these chips anyway, with a warning "
+        "(Huawei's plugin exits here: 'invalid ai core num')",
+        fix="; ".join(fixes),
+        pitfall=1,
+    )
+
+
+def _outside(outside: Sequence[tuple[Chip, AiCoreFigure]], bounds: str) -> str:
+    values = ", ".join(sorted({f"{figure.value:g}" for _, figure in outside}))
+    return f"{_named([chip for chip, _ in outside])} report(s) {values} AI cores, outside {bounds}"
+
+
+def _bound_fix(context: Context, setting: str, value: float) -> str:
+    """Set the bound to the figure; when the operator's own override is the cause, say so."""
+    fix = f"if {value:g} is right for this hardware, set {how_to_set(setting, f'{value:g}')}"
+    override = getattr(context.settings, setting)
+    family = context.need(context.family, FAMILY)
+    if override is not None:
+        default = getattr(family.TABLE, setting)
+        fix += (
+            f". {setting} is overridden to {override:g} here, but the {family.TABLE.family} family's own "
+            f"value is {default:g}: removing the override (and any copy of Huawei's global [8, 36]) may be "
+            "all it takes"
+        )
+    return fix

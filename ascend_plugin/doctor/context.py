@@ -1,0 +1,83 @@
+"""What the checks share: the settings, the root they look under, and what earlier checks found.
+
+The doctor inspects a host file system that may be mounted somewhere else
+(``--root /host`` in a debug pod, a fake root in the tests), so every host
+path goes through :meth:`Context.host`. The library, the chips and the family
+are found once, by the checks that report on them, and reused by the checks
+after them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import TypeVar
+
+from ascend_plugin.chip_calls import ChipCaller, ChipCallError
+from ascend_plugin.doctor.findings import Unmet
+from ascend_plugin.settings import Settings, family_overrides
+from backends.base import Chip, ChipBackend, FamilyTable
+from backends.errors import BackendError
+from backends.library import DeviceLibrary
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass
+class Context:
+    """One doctor run's inputs and the facts its checks establish."""
+
+    settings: Settings
+    root: Path
+    environ: Mapping[str, str]
+    caller: ChipCaller
+    # Established by the library checks ...
+    library_path: Path | None = None
+    library_may_load: bool = False  # trusted, or the operator allows untrusted libraries
+    library_loads: bool = False
+    # ... and by the chip checks.
+    library: DeviceLibrary | None = None
+    chips: list[Chip] | None = None
+    family: type[ChipBackend] | None = None
+
+    def host(self, path: str | PurePosixPath) -> Path:
+        """Where the host's ``path`` is seen from here (absolute paths are placed under the root)."""
+        posix = PurePosixPath(path)
+        if not posix.is_absolute():
+            return Path(posix)
+        return self.root.joinpath(*posix.parts[1:])
+
+    @staticmethod
+    def need(value: T | None, step: str) -> T:
+        """``value``, or :class:`Unmet` naming the step that should have produced it."""
+        if value is None:
+            raise Unmet(step)
+        return value
+
+    @property
+    def table(self) -> FamilyTable:
+        """The family's table with the operator's overrides, as the plugin would use it."""
+        family = self.need(self.family, "chip-family")
+        return family.TABLE.with_overrides(**family_overrides(self.settings))
+
+    async def release(self, library: DeviceLibrary) -> None:
+        """Close ``library``, unless a call into it is stuck (closing would wait behind that call)."""
+        if self.caller.stuck is not None:
+            return
+        try:
+            await self.caller.call("close", library.close)
+        except (BackendError, ChipCallError) as error:
+            log.warning("closing the chip library failed: %s", error)
+
+    async def close(self) -> None:
+        """Release the chip library and the caller's thread."""
+        library, self.library = self.library, None
+        try:
+            if library is not None:
+                await self.release(library)
+        finally:
+            self.caller.shutdown()

@@ -1,0 +1,133 @@
+"""What a check reports, and how checks are declared.
+
+Every check yields :class:`Finding` values with the same five fields, so the
+text report, the JSON report and the exit code are computed the same way for
+all of them, and a JSON consumer can rely on the keys without knowing the
+checks.
+
+Checks run in a fixed order and later ones build on what earlier ones found
+(the chips need the library, the device nodes need the chips). A check whose
+groundwork failed raises :class:`Unmet`, one that does not apply here raises
+:class:`NotApplicable`; either is reported as skipped with the reason, so one
+root cause shows up as one problem rather than a cascade of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from ascend_plugin.settings import ENV_PREFIX, flag_name
+
+if TYPE_CHECKING:
+    from ascend_plugin.doctor.context import Context
+
+
+class Status(StrEnum):
+    """How a check came out; the JSON report carries the value."""
+
+    OK = "ok"
+    PROBLEM = "problem"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One line of the report: what was checked, how it came out, and how to fix it."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+    pitfall: int | None = None  # number in the field report's table of eight pitfalls
+
+    @classmethod
+    def ok(cls, name: str, detail: str) -> Finding:
+        return cls(name, Status.OK, detail)
+
+    @classmethod
+    def problem(cls, name: str, detail: str, fix: str, pitfall: int | None = None) -> Finding:
+        return cls(name, Status.PROBLEM, detail, fix, pitfall)
+
+    @classmethod
+    def skipped(cls, name: str, detail: str) -> Finding:
+        return cls(name, Status.SKIPPED, detail)
+
+    def as_json(self) -> dict[str, Any]:
+        """The stable JSON form: always these five keys."""
+        return {
+            "name": self.name,
+            "status": self.status.value,
+            "detail": self.detail,
+            "fix": self.fix,
+            "pitfall": self.pitfall,
+        }
+
+
+class NotApplicable(Exception):
+    """The check does not apply here (another backend, another family); the message says why."""
+
+
+class Unmet(NotApplicable):
+    """A check cannot run because an earlier step did not pass."""
+
+    def __init__(self, step: str) -> None:
+        self.step = step
+        super().__init__(f"not checked: {step} did not pass")
+
+
+Findings = Finding | Sequence[Finding]
+CheckFunction = Callable[["Context"], Awaitable[Findings]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """A named check; the name is what a skipped finding reports."""
+
+    name: str
+    function: CheckFunction
+
+    async def run(self, context: Context) -> list[Finding]:
+        """The check's findings; one skipped finding when its groundwork is missing."""
+        try:
+            result = await self.function(context)
+        except NotApplicable as reason:
+            return [Finding.skipped(self.name, str(reason))]
+        return [result] if isinstance(result, Finding) else list(result)
+
+
+def check(name: str) -> Callable[[CheckFunction], Check]:
+    """Declare a check function under ``name``."""
+
+    def declare(function: CheckFunction) -> Check:
+        return Check(name, function)
+
+    return declare
+
+
+def listing(items: Sequence[str], shown: int = 8) -> str:
+    """``a, b, c and 5 more``: a 256-chip node must not make a finding 256 names long."""
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
+def how_to_set(name: str, value: object, *, helm: bool = True) -> str:
+    """Every way to give a setting a value, e.g. for ``ai_core_min``, 1:
+
+    ``ai_core_min=1 (--ai-core-min 1, ASCEND_DP_AI_CORE_MIN=1, Helm settings.aiCoreMin: 1)``.
+    A fix that names all of them works wherever the plugin is started from.
+    ``helm=False`` for the few settings the chart sets itself from other values.
+    """
+    first, *rest = name.split("_")
+    if isinstance(value, bool):
+        text = str(value).lower()
+        flag = flag_name(name) if value else flag_name(f"no_{name}")
+    else:
+        text = str(value)
+        flag = f"{flag_name(name)} {text}"
+    ways = [flag, f"{ENV_PREFIX}{name.upper()}={text}"]
+    if helm:
+        ways.append(f"Helm settings.{first}{''.join(part.capitalize() for part in rest)}: {text}")
+    return f"{name}={text} ({', '.join(ways)})"

@@ -1,0 +1,121 @@
+"""Checks of what the driver's user space needs from the host: its files and its shared memory.
+
+On 310B boards (Atlas 200I A2 and friends) the driver runs on the SoC itself
+and DCMI talks to daemons of the board: it reads a few of the board's files
+and exchanges messages through the host's /dev/shm. The field report lost
+hours to each (pitfalls 2 and 3). The lists here are the ones values-310b.yaml
+mounts; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Finding, NotApplicable, check
+
+HOST_FILES_CHECK = "host-files"
+SHM = "dev-shm"
+
+
+@dataclass(frozen=True)
+class HostFile:
+    """A host file the driver needs, and what it is for."""
+
+    path: str
+    role: str
+
+
+HOST_FILES: Final[Mapping[str, tuple[HostFile, ...]]] = MappingProxyType(
+    {
+        "310B": (
+            HostFile(
+                "/etc/hdcBasic.cfg", "HDC's configuration; without it HDC, and so DCMI, fails to initialise"
+            ),
+            HostFile("/etc/sys_version.conf", "the board's system version, read by the driver"),
+            HostFile("/etc/ascend_install.info", "where the driver is installed, read by the driver"),
+            HostFile("/var/slogd", "the driver's log daemon, an executable"),
+            HostFile("/var/dmp_daemon", "the device-management daemon, an executable"),
+            HostFile("/var/queue_schedule", "the queue scheduler, an executable"),
+        ),
+    }
+)
+
+# Where dmp_daemon keeps its message files; DCMI finds them only in the host's /dev/shm.
+SHARED_MEMORY: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
+    {"310B": ("/dev/shm/dmp", "/dev/shm/iam")}
+)
+
+_DIRECTORY_FIX = (
+    "mount it into the pod as a hostPath of type File, read-only (Helm hostFiles; values-310b.yaml lists "
+    "all six). If the host itself has an empty directory there, a hostPath mounted without type: File "
+    "created it: remove it (rmdir) and restore the driver's file"
+)
+_MISSING_FIX = (
+    "mount it from the host as a hostPath of type File (Helm hostFiles). If the host lacks it, the driver "
+    "install is incomplete; if this board has no such file at all, remove it from hostFiles, or the pod's "
+    "MountVolume fails"
+)
+
+
+def _family(context: Context) -> str:
+    if context.family is None:
+        raise NotApplicable(
+            "not checked: the chip family is unknown (chip-family did not pass); "
+            "--chip-family 310B checks a 310B board's files regardless"
+        )
+    return context.family.TABLE.family
+
+
+@check(HOST_FILES_CHECK)
+async def host_files(context: Context) -> list[Finding]:
+    """Each host file the family needs is a regular file (pitfall 2: never a directory)."""
+    family = _family(context)
+    wanted = HOST_FILES.get(family)
+    if not wanted:
+        raise NotApplicable(f"the {family} family needs no host files")
+    return [_host_file(context, item) for item in wanted]
+
+
+def _host_file(context: Context, item: HostFile) -> Finding:
+    name = f"host-file:{item.path}"
+    path = context.host(item.path)
+    if path.is_file():
+        return Finding.ok(name, f"{path} is a file ({item.role})")
+    if path.is_dir():
+        return Finding.problem(
+            name,
+            f"{path} is a directory, not the file the driver needs ({item.role}); a hostPath volume of the "
+            "wrong type shows up as an empty directory",
+            fix=_DIRECTORY_FIX,
+            pitfall=2,
+        )
+    if path.exists():
+        return Finding.problem(
+            name, f"{path} is not a regular file ({item.role})", fix=_DIRECTORY_FIX, pitfall=2
+        )
+    return Finding.problem(name, f"{path} does not exist ({item.role})", fix=_MISSING_FIX, pitfall=2)
+
+
+@check(SHM)
+async def shared_memory(context: Context) -> Finding:
+    """The host's /dev/shm, recognised by dmp_daemon's files in it (pitfall 3: an emptyDir has none)."""
+    family = _family(context)
+    wanted = SHARED_MEMORY.get(family)
+    if not wanted:
+        raise NotApplicable(f"the {family} family's driver keeps nothing in /dev/shm")
+    missing = [path for path in wanted if not context.host(path).exists()]
+    if missing:
+        return Finding.problem(
+            SHM,
+            f"{', '.join(str(context.host(path)) for path in missing)} not found: this is not the host's "
+            "/dev/shm, or dmp_daemon is not running; DCMI then fails with 'dm_send_msg fail:2'",
+            fix="mount the host's /dev/shm into the pod as a hostPath, never an emptyDir (the chart always "
+            "does); on the host, check that dmp_daemon runs (`ps -e | grep dmp_daemon`): it creates them",
+            pitfall=3,
+        )
+    shown = " and ".join(str(context.host(path)) for path in wanted)
+    return Finding.ok(SHM, f"the host's /dev/shm: dmp_daemon's {shown} are visible")

@@ -1,0 +1,61 @@
+"""Checks of what the pod must be told about its node: NODE_NAME and HOST_IP (pitfall 7).
+
+The chart takes both from the downward API. Without NODE_NAME the plugin still
+serves the kubelet but keeps none of its Kubernetes objects (labels, device-info
+ConfigMap, config reload, Events); a missing or malformed HOST_IP is what the
+field report met as "host ip is invalid".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Finding, check
+
+NODE_NAME = "node-name"
+HOST_IP = "host-ip"
+_PITFALL = 7
+
+
+@check("node-identity")
+async def node_identity(context: Context) -> list[Finding]:
+    """NODE_NAME is set; HOST_IP is set and an IP address."""
+    return [_node_name(context.settings.node_name), _host_ip(context.settings.host_ip)]
+
+
+def _node_name(value: str | None) -> Finding:
+    if value:
+        return Finding.ok(NODE_NAME, f"NODE_NAME={value}")
+    return Finding.problem(
+        NODE_NAME,
+        "NODE_NAME is not set: the plugin serves the kubelet, but keeps no node labels, no device-info "
+        "ConfigMap, no config reload and no node Events",
+        fix="the chart sets it from the downward API (fieldRef spec.nodeName); by hand: "
+        "env NODE_NAME=<node name> or --node-name",
+        pitfall=_PITFALL,
+    )
+
+
+def _host_ip(value: str | None) -> Finding:
+    fix = (
+        "the chart sets it from the downward API (fieldRef status.hostIP); by hand: "
+        "env HOST_IP=<node IP> or --host-ip"
+    )
+    if not value:
+        return Finding.problem(
+            HOST_IP,
+            "HOST_IP is not set: the node's address is unknown ('host ip is invalid')",
+            fix=fix,
+            pitfall=_PITFALL,
+        )
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        return Finding.problem(
+            HOST_IP,
+            f"HOST_IP={value!r} is not an IP address ('host ip is invalid')",
+            fix=fix,
+            pitfall=_PITFALL,
+        )
+    return Finding.ok(HOST_IP, f"HOST_IP={address}")

@@ -1,0 +1,205 @@
+"""Check of the plugin's permissions, asked of the API server itself (pitfalls 5 and 6).
+
+One SelfSubjectAccessReview per verb the enabled features need answers what
+the API server would decide for this process's own credentials (in the pod:
+the plugin's ServiceAccount), whatever mix of ClusterRoles, Roles and
+aggregation grants it. The permissions asked for are the ones the plugin's
+code uses, per feature (the table in docs/kubernetes.md#rbac); a feature that
+is off needs none.
+
+kubernetes-asyncio is imported only inside the functions that talk to the API
+server: it costs tens of MB and most of a second, and most checks never need it.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Finding, NotApplicable, check
+from ascend_plugin.settings import Settings
+
+if TYPE_CHECKING:
+    from ascend_plugin.kube.client import Kube
+
+RBAC = "rbac"
+_CHART_FIX = "the chart's rbac.create=true (the default) grants every one of them"
+_VERB_ORDER: Final = ("get", "list", "watch", "create", "update", "patch")
+
+
+@dataclass(frozen=True)
+class Permission:
+    """Verbs on one resource in one place (namespace None: cluster-scoped or cluster-wide)."""
+
+    resource: str
+    namespace: str | None
+    verbs: tuple[str, ...]
+    role: str  # where the chart grants it
+    features: tuple[str, ...]
+    pitfall: int
+
+    @property
+    def name(self) -> str:
+        return f"rbac:{self.resource}" + (f"/{self.namespace}" if self.namespace else "")
+
+    @property
+    def where(self) -> str:
+        return f"in namespace {self.namespace}" if self.namespace else "cluster-wide"
+
+
+def needed_permissions(settings: Settings, event_namespace: str) -> list[Permission]:
+    """What the enabled Kubernetes features need, merged per resource and namespace."""
+    config_namespace = settings.config_configmap_namespace or settings.pod_namespace
+    wanted = [
+        ("node_labels", settings.node_labels, "nodes", None, ("list", "watch", "patch")),
+        ("node_events", settings.node_events, "nodes", None, ("get",)),
+        ("node_events", settings.node_events, "events", event_namespace, ("create",)),
+        (
+            "device_info_configmap",
+            settings.device_info_configmap,
+            "configmaps",
+            settings.device_info_namespace,
+            ("get", "create", "update"),
+        ),
+        (
+            "config_configmap",
+            bool(settings.config_configmap),
+            "configmaps",
+            config_namespace,
+            ("list", "watch"),
+        ),
+    ]
+    merged: dict[tuple[str, str | None], Permission] = {}
+    for feature, enabled, resource, namespace, verbs in wanted:
+        if not enabled:
+            continue
+        earlier = merged.get((resource, namespace))
+        all_verbs = set(verbs) | set(earlier.verbs if earlier else ())
+        features = (*(earlier.features if earlier else ()), feature)
+        merged[(resource, namespace)] = Permission(
+            resource,
+            namespace,
+            tuple(verb for verb in _VERB_ORDER if verb in all_verbs),
+            "Role in namespace " + namespace if resource == "configmaps" and namespace else "ClusterRole",
+            tuple(dict.fromkeys(features)),
+            6 if resource == "configmaps" else 5,
+        )
+    return list(merged.values())
+
+
+class ReviewFailed(Exception):
+    """The API server could not be asked, or did not answer a review."""
+
+
+@check(RBAC)
+async def permissions(context: Context) -> list[Finding]:
+    """Every verb the enabled features need is allowed, by the API server's own reckoning."""
+    settings = context.settings
+    if not settings.node_name:
+        raise NotApplicable("the Kubernetes features are off while NODE_NAME is unset (see node-name)")
+    if settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" not in context.environ:
+        raise NotApplicable(
+            "no cluster credentials: not in a pod, and no kubeconfig given (--kubeconfig PATH checks the "
+            "permissions of that kubeconfig's user)"
+        )
+    from ascend_plugin.kube.client import connect
+    from ascend_plugin.kube.errors import KubeConfigError
+    from ascend_plugin.kube.events import EVENT_NAMESPACE
+
+    wanted = needed_permissions(settings, EVENT_NAMESPACE)
+    if not wanted:
+        raise NotApplicable("every Kubernetes feature is off in the settings")
+    try:
+        kube = await connect(settings.kubeconfig)
+    except KubeConfigError as error:
+        return [
+            Finding.problem(
+                RBAC,
+                str(error),
+                fix="in the pod, mount its service-account token (automountServiceAccountToken must not be "
+                "false); outside, pass a working --kubeconfig",
+            )
+        ]
+    try:
+        return [await _reviewed(kube, permission) for permission in wanted]
+    except ReviewFailed as error:
+        return [
+            Finding.problem(
+                RBAC,
+                str(error),
+                fix="the API server must be reachable from the pod; creating selfsubjectaccessreviews is "
+                f"granted to every authenticated user by default, and {_CHART_FIX}",
+            )
+        ]
+    finally:
+        await kube.close()
+
+
+async def _reviewed(kube: Kube, permission: Permission) -> Finding:
+    denied = [verb for verb in permission.verbs if not await access_allowed(kube, verb, permission)]
+    asked = ", ".join(permission.verbs)
+    if not denied:
+        return Finding.ok(permission.name, f"allowed: {asked} {permission.resource} {permission.where}")
+    verbs = ", ".join(denied)
+    listed = ", ".join(json.dumps(verb) for verb in denied)
+    rule = f'{{apiGroups: [""], resources: ["{permission.resource}"], verbs: [{listed}]}}'
+    namespace = f" -n {permission.namespace}" if permission.namespace else ""
+    return Finding.problem(
+        permission.name,
+        f"denied: {verbs} {permission.resource} {permission.where}, which {', '.join(permission.features)} "
+        f"need(s); the plugin logs 403 Forbidden ('cannot {denied[0]} resource \"{permission.resource}\"')",
+        fix=f"add the rule {rule} to the plugin's {permission.role} ({_CHART_FIX}); check with "
+        f"`kubectl auth can-i {denied[0]} {permission.resource}{namespace} "
+        "--as=system:serviceaccount:<namespace>:<serviceaccount>`",
+        pitfall=permission.pitfall,
+    )
+
+
+async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
+    """One SelfSubjectAccessReview: may these credentials ``verb`` the permission's resource there?"""
+    import aiohttp
+    from kubernetes_asyncio.client import AuthorizationV1Api
+
+    from ascend_plugin.kube.client import REQUEST_TIMEOUT
+
+    attributes: dict[str, str] = {"verb": verb, "group": "", "resource": permission.resource}
+    if permission.namespace:
+        attributes["namespace"] = permission.namespace
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": attributes},
+    }
+    # Kube keeps its ApiClient to itself; the review is the one call it has no method for.
+    # Typed as Any: with _preload_content=False the call returns the raw response, not the model.
+    api: Any = AuthorizationV1Api(kube._api_client)
+    try:
+        response = await api.create_self_subject_access_review(
+            body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT
+        )
+        try:
+            raw = await response.read()
+        finally:
+            response.release()
+    except (aiohttp.ClientError, OSError, TimeoutError) as error:
+        raise ReviewFailed(
+            f"cannot reach the API server at {kube.host}: {error or type(error).__name__}"
+        ) from error
+    answer = _json(raw)
+    if not 200 <= response.status < 300:
+        message = answer.get("message") or raw[:200].decode("utf-8", "replace")
+        raise ReviewFailed(
+            f"the API server refused a SelfSubjectAccessReview (HTTP {response.status}): {message}"
+        )
+    status = answer.get("status")
+    return isinstance(status, dict) and status.get("allowed") is True
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}

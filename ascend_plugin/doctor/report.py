@@ -1,0 +1,63 @@
+"""The report: aligned text for a person at a terminal, or JSON for a script.
+
+The JSON form is a contract: ``findings`` is a list of objects with exactly the
+keys name, status (ok / problem / skipped), detail, fix and pitfall (null when
+none), and ``passed`` is what the exit code says.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from ascend_plugin import __version__
+from ascend_plugin.doctor.findings import Finding, Status
+
+EXIT_PASSED = 0
+EXIT_PROBLEMS = 1
+_FIELD_REPORT = "the field report's pitfall"
+
+
+def passed(findings: Sequence[Finding]) -> bool:
+    """True when nothing is a problem (skipped checks do not fail the run)."""
+    return all(finding.status is not Status.PROBLEM for finding in findings)
+
+
+def exit_code(findings: Sequence[Finding]) -> int:
+    return EXIT_PASSED if passed(findings) else EXIT_PROBLEMS
+
+
+def render_json(findings: Sequence[Finding], root: Path) -> str:
+    document = {
+        "version": __version__,
+        "root": str(root),
+        "passed": passed(findings),
+        "findings": [finding.as_json() for finding in findings],
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+
+
+def render_text(findings: Sequence[Finding], root: Path) -> str:
+    width = max((len(finding.name) for finding in findings), default=0)
+    indent = " " * (9 + width + 2)
+    lines = [f"ascend-device-plugin {__version__} doctor, host root {root}", ""]
+    for finding in findings:
+        label = "PROBLEM" if finding.status is Status.PROBLEM else finding.status.value
+        lines.append(f"{label:<9}{finding.name:<{width}}  {finding.detail}")
+        if finding.pitfall is not None:
+            lines.append(f"{indent}({_FIELD_REPORT} {finding.pitfall})")
+        if finding.fix:
+            lines.append(f"{indent}fix: {finding.fix}")
+    counts = {status: sum(1 for f in findings if f.status is status) for status in Status}
+    lines += [
+        "",
+        f"{len(findings)} checked: {counts[Status.OK]} ok, {counts[Status.PROBLEM]} problem(s), "
+        f"{counts[Status.SKIPPED]} skipped",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render(findings: Sequence[Finding], root: Path, fmt: str) -> str:
+    """The report in ``fmt`` ("text" or "json")."""
+    return render_json(findings, root) if fmt == "json" else render_text(findings, root)

@@ -1,0 +1,72 @@
+"""Run every check in order and report.
+
+The order is the plugin's own bring-up order (library, chips, host, kubelet,
+Kubernetes), so the first problem in the report is usually the one to fix
+first, and the checks after it build on what the earlier ones found.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TextIO
+
+import anyio
+
+from ascend_plugin.chip_calls import ChipCaller
+from ascend_plugin.doctor import chips, devices, host_files, identity, kubelet, library, rbac
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Check, Finding
+from ascend_plugin.doctor.report import exit_code, render
+from ascend_plugin.logs import setup_logging
+from ascend_plugin.settings import Settings
+
+CHECKS: tuple[Check, ...] = (
+    library.library_found,
+    library.library_trusted,
+    library.library_glibc,
+    library.library_loads,
+    chips.dcmi_init,
+    chips.chips,
+    chips.chip_family,
+    chips.ai_cores,
+    host_files.host_files,
+    host_files.shared_memory,
+    devices.device_nodes,
+    kubelet.kubelet,
+    identity.node_identity,
+    rbac.permissions,
+)
+
+
+async def diagnose(
+    settings: Settings,
+    root: Path,
+    environ: Mapping[str, str] = os.environ,
+    checks: Sequence[Check] = CHECKS,
+) -> list[Finding]:
+    """Every check's findings, in order; the chip library is released at the end."""
+    context = Context(settings, root, environ, ChipCaller(settings.dcmi_call_timeout))
+    findings: list[Finding] = []
+    try:
+        for each in checks:
+            findings.extend(await each.run(context))
+    finally:
+        await context.close()
+    return findings
+
+
+def run_doctor(settings: Settings, root: Path, fmt: str, out: TextIO = sys.stdout) -> int:
+    """The ``doctor`` subcommand: print the report, return 0 if nothing is a problem, else 1.
+
+    The plugin's own log lines (a timed-out driver call, the API server's
+    address) go to stderr, at WARNING and above unless a log level is asked for:
+    at INFO they would bury the report.
+    """
+    level = settings.log_level if "log_level" in settings.model_fields_set else "WARNING"
+    setup_logging(level, settings.log_format)
+    findings = anyio.run(diagnose, settings, root)
+    out.write(render(findings, root, fmt))
+    return exit_code(findings)
