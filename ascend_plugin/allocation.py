@@ -1,13 +1,15 @@
 """Allocate and GetPreferredAllocation: check the kubelet's IDs, say what a container needs.
 
-Two ways to hand NPUs to a container, picked once at start-up:
+Three ways to hand NPUs to a container, picked once at start-up:
 
 * device mode: the plugin lists the device nodes (``/dev/davinci<phy>`` and the
   family's shared nodes present on the host) and mounts the driver read-only;
 * runtime mode: the Ascend Docker Runtime does the mounting, the plugin only
   sets ``ASCEND_VISIBLE_DEVICES`` and friends. It is chosen automatically when
   the plugin's own container was started by that runtime
-  (``ASCEND_DOCKER_RUNTIME=True`` in its environment).
+  (``ASCEND_DOCKER_RUNTIME=True`` in its environment);
+* CDI mode: the container runtime edits the container from the node's CDI
+  spec (:mod:`ascend_plugin.cdi`); the plugin answers with CDI device names.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from grpclib.const import Status
 
+from ascend_plugin.cdi import CdiSpec
 from ascend_plugin.kubelet_api.v1beta1 import ContainerAllocateResponse, DeviceSpec, Mount
 from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH
 from ascend_plugin.registry import DeviceRegistry, DeviceState
@@ -31,6 +34,7 @@ class AllocateMode(enum.Enum):
 
     DEVICE = "device"
     RUNTIME = "runtime"
+    CDI = "cdi"
 
 
 def resolve_mode(setting: str, environ: Mapping[str, str] = os.environ) -> AllocateMode:
@@ -54,8 +58,16 @@ class Allocator:
     """Turns validated device IDs into container responses."""
 
     def __init__(
-        self, registry: DeviceRegistry, backend: ChipBackend, mode: AllocateMode, host_root: Path
+        self,
+        registry: DeviceRegistry,
+        backend: ChipBackend,
+        mode: AllocateMode,
+        host_root: Path,
+        cdi: CdiSpec | None = None,
     ) -> None:
+        if mode is AllocateMode.CDI and cdi is None:
+            raise ValueError("CDI mode needs the node's CDI spec")
+        self.cdi = cdi
         self.registry = registry
         self.backend = backend
         self.mode = mode
@@ -105,6 +117,8 @@ class Allocator:
         phy_ids = [device.chip.phy_id for device in devices]
         if self.mode is AllocateMode.RUNTIME:
             return ContainerAllocateResponse(envs=self.backend.runtime_env(phy_ids))
+        if self.cdi is not None and self.mode is AllocateMode.CDI:
+            return self.cdi.response(phy_ids, [device.id for device in devices])
         return ContainerAllocateResponse(
             devices=[
                 DeviceSpec(

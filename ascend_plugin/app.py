@@ -20,8 +20,9 @@ import anyio
 from anyio.abc import TaskGroup
 from pydantic import ValidationError
 
-from ascend_plugin.allocation import Allocator, resolve_mode
+from ascend_plugin.allocation import AllocateMode, Allocator, resolve_mode
 from ascend_plugin.bring_up import BringUp, Node
+from ascend_plugin.cdi import CdiSpec
 from ascend_plugin.chip_calls import ChipCaller, ChipCallError
 from ascend_plugin.endpoint import PluginEndpoint
 from ascend_plugin.faults import FaultTable, load_table
@@ -136,9 +137,9 @@ class PluginApp:
         registry = DeviceRegistry(
             backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in node.chips]
         )
-        allocator = Allocator(
-            registry, backend, resolve_mode(self.settings.allocate_mode), self.settings.host_root
-        )
+        mode = resolve_mode(self.settings.allocate_mode)
+        cdi = self._write_cdi_spec(node) if mode is AllocateMode.CDI else None
+        allocator = Allocator(registry, backend, mode, self.settings.host_root, cdi)
         service = DevicePluginService(registry, allocator)
         monitor = HealthMonitor(
             backend, self.caller, registry, table=self.fault_table, policy=health_policy(self.settings)
@@ -170,6 +171,31 @@ class PluginApp:
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
                 "are off (the Helm chart sets NODE_NAME from the downward API)"
             )
+
+    def _write_cdi_spec(self, node: Node) -> CdiSpec:
+        """The node's CDI spec, written where the runtime looks; a failure is logged, not fatal.
+
+        Without the spec, containers given NPUs fail to start; the kubelet side
+        still serves, so the log line (and the fix it names) is what matters.
+        """
+        spec = CdiSpec(
+            self.settings.cdi_kind,
+            self.settings.cdi_spec_dir,
+            node.backend,
+            node.chips,
+            self.settings.host_root,
+        )
+        try:
+            spec.write()
+            log.info("wrote the CDI spec", extra={"path": str(spec.path), "kind": spec.kind})
+        except OSError as error:
+            log.error(
+                "cannot write the CDI spec %s: %s; containers given NPUs will not start until it exists. "
+                "Mount the runtime's CDI directory (/var/run/cdi) writable, or set cdi_spec_dir",
+                spec.path,
+                error.strerror,
+            )
+        return spec
 
     async def _run_kube(self) -> None:
         """The Kubernetes side, started only after the first registration.

@@ -113,9 +113,19 @@ class Settings(BaseSettings):
     kubelet_watch_interval: Annotated[float, Field(gt=0, le=5)] = Field(
         default=0.1, description="seconds between checks for a kubelet restart"
     )
-    allocate_mode: Literal["auto", "device", "runtime"] = Field(
+    allocate_mode: Literal["auto", "device", "runtime", "cdi"] = Field(
         default="auto",
-        description="auto: runtime if ASCEND_DOCKER_RUNTIME=True in our own env, else device",
+        description="auto: runtime if ASCEND_DOCKER_RUNTIME=True in our own env, else device; "
+        "cdi: CDI device names, from a spec written to cdi_spec_dir",
+    )
+    cdi_spec_dir: Path = Field(
+        default=Path("/var/run/cdi"),
+        description="where the CDI spec is written in cdi mode (the runtime's dynamic dir)",
+    )
+    cdi_kind: str = Field(
+        default="huawei.com/npu",
+        pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?$",
+        description="CDI kind (vendor/class) of the devices; names are <kind>=<physical id>",
     )
     host_root: Path = Field(default=Path("/"), description="where the host's file system is visible")
 

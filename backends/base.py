@@ -195,7 +195,20 @@ class ChipBackend(ABC):
         The per-chip ``/dev/davinci<phy>`` nodes are always included; the shared
         nodes only when they exist under ``host_root``.
         """
-        nodes = [DeviceNode(f"/dev/davinci{phy}", f"/dev/davinci{phy}") for phy in phy_ids]
+        return self.chip_nodes(phy_ids) + self.shared_device_nodes(host_root)
+
+    @staticmethod
+    def chip_nodes(phy_ids: Iterable[int]) -> list[DeviceNode]:
+        """The node of each chip, ``/dev/davinci<phy>``, the same path inside."""
+        return [DeviceNode(f"/dev/davinci{phy}", f"/dev/davinci{phy}") for phy in phy_ids]
+
+    def shared_device_nodes(self, host_root: Path) -> list[DeviceNode]:
+        """The nodes every NPU container needs besides its chips, those present on the host.
+
+        The first manager node found is seen as /dev/davinci_manager inside (the
+        310B's /dev/davinci_manager_docker is preferred where it exists).
+        """
+        nodes = []
         manager = next((path for path in self.table.manager_nodes if _exists(host_root, path)), None)
         if manager is not None:
             nodes.append(DeviceNode(manager, "/dev/davinci_manager"))

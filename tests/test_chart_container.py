@@ -65,3 +65,18 @@ def test_extra_environment_comes_after_the_charts(chart: ChartRenderer) -> None:
     rendering = chart.render({"extraEnv": [{"name": "TZ", "value": "Asia/Shanghai"}]})
     assert rendering.plain_env["TZ"] == "Asia/Shanghai"
     assert list(rendering.env)[-1] == "TZ"
+
+
+@pytest.mark.parametrize("spec_dir", [None, "/run/cdi-specs"])
+def test_cdi_mode_mounts_the_runtimes_cdi_directory_writable(
+    chart: ChartRenderer, spec_dir: str | None
+) -> None:
+    rendering = chart.render({"settings": {"allocateMode": "cdi", "cdiSpecDir": spec_dir}})
+    mount, source = rendering.host_paths()["/var/run/cdi"]
+    assert mount["mountPath"] == (spec_dir or "/var/run/cdi")
+    assert not mount.get("readOnly")
+    assert source["type"] == "DirectoryOrCreate"
+
+
+def test_other_modes_leave_the_cdi_directory_alone(renderings: dict[str, Rendering]) -> None:
+    assert "/var/run/cdi" not in renderings[DEFAULTS].host_paths()

@@ -54,6 +54,8 @@ EVERY_SETTING: dict[str, Any] = {
     "socketName": "npu.sock",
     "kubeletWatchInterval": 0.5,
     "allocateMode": "device",
+    "cdiSpecDir": "/var/run/cdi",
+    "cdiKind": "example.com/npu",
     "hostRoot": "/host",
     "healthInterval": 2,
     "healthFailureThreshold": 5,

@@ -1,0 +1,25 @@
+"""The README documents every setting and carries the two set-up commands CI relies on."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ascend_plugin.settings import Settings, flag_name
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("field", sorted(Settings.model_fields))
+def test_every_setting_is_in_the_configuration_table(field: str) -> None:
+    assert f"`{flag_name(field)}" in README
+
+
+def test_ci_runs_the_readmes_test_command() -> None:
+    command = "python3 -m pip install nox && python3 -m nox -s tests"
+    assert command in README
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "python3 -m pip install --quiet nox" in ci
+    assert "python3 -m nox -s tests" in ci
