@@ -155,3 +155,133 @@ async def kube(kubeconfig: Path) -> AsyncIterator[Kube]:
     client = await connect(kubeconfig)
     yield client
     await client.close()
+
+
+# -- doctor (tests/test_doctor_*.py): fake host roots ----------------------------------------
+# Imports of this section stay here, beside what uses them (the file is appended to, never rearranged).
+import socket  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+
+from fake_dcmi.scenario_file import write_scenario  # noqa: E402
+
+from ascend_plugin.doctor.findings import Finding  # noqa: E402
+from ascend_plugin.doctor.runner import diagnose  # noqa: E402
+from ascend_plugin.settings import Settings  # noqa: E402
+from backends.fake import FakeScenario  # noqa: E402
+
+
+@dataclass
+class DoctorRoot:
+    """A host file system under a temporary directory, as ``doctor --root`` sees it.
+
+    Built healthy: a 310B board (the field report's Atlas 200I A2) with its six
+    host files, dmp_daemon's /dev/shm entries, device nodes and a kubelet. Each
+    test breaks the one thing it is about. ``backend`` says who plays the chips:
+    "python" (the fake backend) or "c" (the real binding over the C fake,
+    installed as the board's /usr/lib64/libdcmi.so).
+    """
+
+    path: Path
+    scenario: Path
+    backend: str
+    kubelet_socket: socket.socket | None = None
+
+    HOST_FILES = (
+        "/etc/hdcBasic.cfg",
+        "/etc/sys_version.conf",
+        "/etc/ascend_install.info",
+        "/var/slogd",
+        "/var/dmp_daemon",
+        "/var/queue_schedule",
+    )
+    DEVICE_NODES = ("/dev/davinci0", "/dev/davinci_manager_docker", "/dev/hisi_hdc", "/dev/devmm_svm")
+    PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
+    LIBRARY = "/usr/lib64/libdcmi.so"
+
+    def host(self, path: str) -> Path:
+        return self.path / path.lstrip("/")
+
+    def add_files(self, *paths: str, content: bytes = b"") -> None:
+        for path in paths:
+            target = self.host(path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+
+    def add_directories(self, *paths: str) -> None:
+        for path in paths:
+            self.host(path).mkdir(parents=True, exist_ok=True)
+
+    def remove(self, path: str) -> None:
+        target = self.host(path)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
+
+    def build_healthy(self) -> None:
+        self.add_files(*self.HOST_FILES, *self.DEVICE_NODES)
+        self.add_directories("/dev/shm/dmp", "/dev/shm/iam", self.PLUGIN_DIR)
+        self.kubelet_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.kubelet_socket.bind(str(self.host(f"{self.PLUGIN_DIR}/kubelet.sock")))
+        self.write_scenario(FakeScenario.model_validate({"chip_name": "310B1", "chips": [{"phy_id": 0}]}))
+
+    def write_scenario(self, scenario: FakeScenario) -> None:
+        if self.backend == "c":
+            write_scenario(self.scenario, scenario)
+        else:
+            self.scenario.write_text(scenario.model_dump_json(), encoding="utf-8")
+
+    def settings(self, **overrides: Any) -> Settings:
+        """Settings as ``doctor`` builds them from flags; no NODE_NAME or kubeconfig unless given."""
+        values: dict[str, Any] = {"node_name": "node-1", "host_ip": "192.0.2.10", "kubeconfig": None}
+        if self.backend == "c":
+            values |= {"dcmi_library": Path(self.LIBRARY), "dcmi_allow_untrusted_library": True}
+        else:
+            values |= {"backend": "fake", "fake_scenario": self.scenario}
+        return Settings(**(values | overrides))
+
+    async def run(self, environ: Mapping[str, str] | None = None, **overrides: Any) -> dict[str, Finding]:
+        """Run every check on this root; the findings by name."""
+        findings = await diagnose(self.settings(**overrides), self.path, environ or {})
+        return {finding.name: finding for finding in findings}
+
+    def close(self) -> None:
+        if self.kubelet_socket is not None:
+            self.kubelet_socket.close()
+
+
+def _doctor_root(
+    backend: str, short_tmp: Path, library: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DoctorRoot]:
+    root = DoctorRoot(short_tmp / "host", short_tmp / "scenario", backend)
+    if backend == "c":
+        root.add_files(DoctorRoot.LIBRARY, content=library.read_bytes())
+        monkeypatch.setenv(SCENARIO_ENV, str(root.scenario))
+    root.build_healthy()
+    yield root
+    root.close()
+
+
+@pytest.fixture(params=["python", "c"])
+def doctor_root(
+    request: pytest.FixtureRequest, short_tmp: Path, fake_dcmi_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DoctorRoot]:
+    """A healthy 310B host root, its chips played by each fake in turn."""
+    yield from _doctor_root(request.param, short_tmp, fake_dcmi_library, monkeypatch)
+
+
+@pytest.fixture
+def doctor_c_root(
+    short_tmp: Path, fake_dcmi_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DoctorRoot]:
+    """A healthy 310B host root whose /usr/lib64/libdcmi.so is the C fake (the real binding's path)."""
+    yield from _doctor_root("c", short_tmp, fake_dcmi_library, monkeypatch)
+
+
+@pytest.fixture
+def doctor_py_root(
+    short_tmp: Path, fake_dcmi_library: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[DoctorRoot]:
+    """A healthy 310B host root with the pure-Python fake backend (for checks that do not load a library)."""
+    yield from _doctor_root("python", short_tmp, fake_dcmi_library, monkeypatch)

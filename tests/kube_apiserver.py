@@ -11,6 +11,10 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   selector ``metadata.name=<name>``; a watch from a version older than the
   last :meth:`FakeApiServer.expire_watches` gets a 410 ERROR event;
 * bearer-token authentication (401 without the token);
+* authorization: everything is allowed until :meth:`FakeApiServer.deny` takes
+  a permission away; a request it covers gets the real server's 403, and a
+  SelfSubjectAccessReview (POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews)
+  answers whether the permission is held;
 * switches for the failures a plugin must survive: :meth:`inject` answers
   chosen requests with 403, 500, 410 or any status; :meth:`stop` takes the
   server down (connections refused) and :meth:`start` brings it back on the
@@ -35,7 +39,9 @@ from typing import Any
 from aiohttp import web
 
 TOKEN = "test-token"
+USER = "system:serviceaccount:kube-system:ascend-device-plugin"  # whom the token stands for
 RESOURCES = ("nodes", "configmaps", "events")
+REVIEWS = "selfsubjectaccessreviews"
 KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
 
 
@@ -69,6 +75,18 @@ class Injection:
             and self.verb in (None, verb)
             and self.resource in (None, resource)
         )
+
+
+@dataclass(frozen=True)
+class Denial:
+    """A permission the token does not have: ``verb`` on ``resource`` in ``namespace`` (None: anywhere)."""
+
+    verb: str
+    resource: str
+    namespace: str | None = None
+
+    def covers(self, verb: str, resource: str, namespace: str) -> bool:
+        return (self.verb, self.resource) == (verb, resource) and self.namespace in (None, namespace)
 
 
 @dataclass(frozen=True)
@@ -153,6 +171,7 @@ class FakeApiServer:
     history: list[Change] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)
+    denials: list[Denial] = field(default_factory=list)
     version: int = 1000
     oldest_watchable: int = 0  # watches from before this version get 410
 
@@ -186,6 +205,7 @@ class FakeApiServer:
         app.router.add_route("*", "/api/v1/{resource}/{name}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}/{name}", self._handle)
+        app.router.add_route("POST", "/apis/authorization.k8s.io/v1/{resource}", self._handle)
         self._stopping = asyncio.Event()
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
@@ -228,6 +248,15 @@ class FakeApiServer:
 
     def clear_injections(self) -> None:
         self.injections.clear()
+
+    def deny(self, verb: str, resource: str, namespace: str | None = None) -> Denial:
+        """Take away the permission to ``verb`` ``resource`` (in ``namespace``, or anywhere)."""
+        denial = Denial(verb, resource, namespace)
+        self.denials.append(denial)
+        return denial
+
+    def allows(self, verb: str, resource: str, namespace: str = "") -> bool:
+        return not any(denial.covers(verb, resource, namespace) for denial in self.denials)
 
     def expire_watches(self) -> None:
         """Compact the history: open watches end, and resuming them from their version gets 410."""
@@ -323,7 +352,7 @@ class FakeApiServer:
         try:
             if request.headers.get("Authorization") != f"Bearer {self.token}":
                 raise ApiFailure(401, "Unauthorized")
-            if resource not in RESOURCES:
+            if resource not in (*RESOURCES, REVIEWS):
                 raise ApiFailure(404, f"the server could not find the requested resource ({resource})")
             for injection in self.injections:
                 if injection.matches(verb, resource):
@@ -331,6 +360,10 @@ class FakeApiServer:
                     if verb == "watch":
                         return await self._watch_error(request, injection.status)
                     raise ApiFailure(injection.status, f"injected {injection.status} for {verb} {resource}")
+            if resource == REVIEWS:
+                return web.json_response(self._review(recorded.body), status=201)
+            if not self.allows(verb, resource, namespace):
+                raise ApiFailure(403, self._forbidden(verb, resource, namespace, name))
             if verb == "watch":
                 return await self._watch(request, resource, namespace)
             result, code = self._dispatch(request, verb, (resource, namespace, name), recorded.body)
@@ -339,6 +372,29 @@ class FakeApiServer:
             return web.json_response(
                 status_body(failure.code, str(failure), failure.reason), status=failure.code
             )
+
+    def _review(self, body: Any) -> dict[str, Any]:
+        """A SelfSubjectAccessReview, answered from the denials."""
+        spec = body.get("spec", {}) if isinstance(body, dict) else {}
+        attributes = spec.get("resourceAttributes") or {}
+        allowed = self.allows(
+            attributes.get("verb", ""), attributes.get("resource", ""), attributes.get("namespace", "")
+        )
+        return {
+            "apiVersion": "authorization.k8s.io/v1",
+            "kind": "SelfSubjectAccessReview",
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": {"allowed": allowed} | ({"reason": "RBAC: allowed by the fake"} if allowed else {}),
+        }
+
+    @staticmethod
+    def _forbidden(verb: str, resource: str, namespace: str, name: str) -> str:
+        """The real API server's wording of a 403."""
+        target = f'{resource} "{name}"' if name else resource
+        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
+        who = f'User "{USER}"'
+        return f'{target} is forbidden: {who} cannot {verb} resource "{resource}" in API group "" {scope}'
 
     @staticmethod
     def _verb(method: str, named: bool, watch: bool) -> str:

@@ -29,7 +29,7 @@ async def device_nodes(context: Context) -> Finding:
     absent = [node for node in table.shared_nodes if not context.host(node).exists()]
     present = len(table.shared_nodes) - len(absent)
     shared = f"{present} of {len(table.shared_nodes)} shared nodes present" + (
-        f" (absent, so not handed over: {', '.join(absent)})" if absent else ""
+        f" (absent, so not handed over: {listing(absent)})" if absent else ""
     )
     problems = []
     if missing:
