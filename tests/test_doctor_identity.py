@@ -1,0 +1,41 @@
+"""doctor, the node's identity: NODE_NAME and HOST_IP from the downward API (pitfall 7)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DoctorRoot
+
+from ascend_plugin.doctor.findings import Status
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_pitfall_7_unset_node_name_and_host_ip_name_the_downward_api(
+    doctor_py_root: DoctorRoot,
+) -> None:
+    found = await doctor_py_root.run(node_name=None, host_ip=None)
+    node_name, host_ip = found["node-name"], found["host-ip"]
+    assert (node_name.status, node_name.pitfall) == (Status.PROBLEM, 7)
+    assert node_name.detail.startswith("NODE_NAME is not set")
+    assert node_name.fix is not None
+    assert "fieldRef spec.nodeName" in node_name.fix
+    assert (host_ip.status, host_ip.pitfall) == (Status.PROBLEM, 7)
+    assert "'host ip is invalid'" in host_ip.detail
+    assert host_ip.fix is not None
+    assert "fieldRef status.hostIP" in host_ip.fix
+    # Without a node name the plugin talks to no API server, so its permissions do not matter yet.
+    assert found["rbac"].detail == "the Kubernetes features are off while NODE_NAME is unset (see node-name)"
+
+
+@pytest.mark.parametrize("address", ["300.1.2.3", "node-1", "10.0.0.1/24"])
+async def test_a_host_ip_that_is_no_address_is_a_problem(doctor_py_root: DoctorRoot, address: str) -> None:
+    host_ip = (await doctor_py_root.run(host_ip=address))["host-ip"]
+    assert host_ip.status is Status.PROBLEM
+    assert host_ip.detail.startswith(f"HOST_IP={address!r} is not an IP address")
+
+
+@pytest.mark.parametrize("address", ["192.0.2.10", "2001:db8::1"])
+async def test_set_identity_passes(doctor_py_root: DoctorRoot, address: str) -> None:
+    found = await doctor_py_root.run(node_name="edge-7", host_ip=address)
+    assert (found["node-name"].status, found["node-name"].detail) == (Status.OK, "NODE_NAME=edge-7")
+    assert (found["host-ip"].status, found["host-ip"].detail) == (Status.OK, f"HOST_IP={address}")

@@ -1,0 +1,100 @@
+"""``ascend-device-plugin doctor`` as a command: exit codes, the JSON contract, the text report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import DoctorRoot
+
+from ascend_plugin.doctor.findings import Finding
+from ascend_plugin.doctor.report import render_text
+
+KEYS = {"name", "status", "detail", "fix", "pitfall"}
+
+
+def _doctor(
+    root: DoctorRoot, *argv: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """The real command, in a clean environment: no identity, no cluster, no plugin settings."""
+    clean = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("ASCEND_DP_", "KUBERNETES_")) and key not in ("NODE_NAME", "HOST_IP")
+    }
+    if root.backend == "c":
+        backend = ["--dcmi-library", DoctorRoot.LIBRARY, "--dcmi-allow-untrusted-library"]
+        clean["FAKE_DCMI_SCENARIO"] = str(root.scenario)
+    else:
+        backend = ["--backend", "fake", "--fake-scenario", str(root.scenario)]
+    command = [sys.executable, "-m", "ascend_plugin", "doctor", "--root", str(root.path), *backend, *argv]
+    return subprocess.run(command, capture_output=True, text=True, env=clean | (env or {}), check=False)
+
+
+def test_a_healthy_board_passes_with_exit_0(doctor_c_root: DoctorRoot) -> None:
+    result = _doctor(doctor_c_root, "--format", "json", env={"NODE_NAME": "edge-1", "HOST_IP": "192.0.2.7"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert report["passed"] is True
+    assert report["root"] == str(doctor_c_root.path)
+    statuses = {finding["name"]: finding["status"] for finding in report["findings"]}
+    assert statuses["ai-cores"] == statuses["dcmi-library-loads"] == statuses["node-name"] == "ok"
+    assert statuses["rbac"] == "skipped"  # no cluster here
+    assert "problem" not in statuses.values()
+
+
+def test_the_json_findings_keep_their_keys(doctor_py_root: DoctorRoot) -> None:
+    doctor_py_root.remove("/var/slogd")
+    doctor_py_root.add_directories("/var/slogd")
+    result = _doctor(doctor_py_root, "--format", "json", "--ai-core-min", "8", "--ai-core-max", "36")
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert report["passed"] is False
+    for finding in report["findings"]:
+        assert set(finding) == KEYS
+        assert finding["status"] in ("ok", "problem", "skipped")
+        assert isinstance(finding["detail"], str)
+        assert (finding["fix"] is None) == (finding["status"] != "problem")
+    pitfalls = {finding["name"]: finding["pitfall"] for finding in report["findings"] if finding["pitfall"]}
+    assert pitfalls == {"ai-cores": 1, "host-file:/var/slogd": 2, "node-name": 7, "host-ip": 7}
+
+
+def test_the_text_report_shows_problems_their_pitfall_and_fix(doctor_py_root: DoctorRoot) -> None:
+    doctor_py_root.remove("/dev/shm/iam")
+    result = _doctor(doctor_py_root, "--node-name", "edge-1", "--host-ip", "192.0.2.7")
+    assert result.returncode == 1
+    lines = result.stdout.splitlines()
+    [problem] = [index for index, line in enumerate(lines) if line.startswith("PROBLEM")]
+    assert lines[problem].split()[1] == "dev-shm"
+    assert lines[problem + 1].strip() == "(the field report's pitfall 3)"
+    assert lines[problem + 2].strip().startswith("fix: mount the host's /dev/shm")
+    assert lines[-1].endswith("1 problem(s), 5 skipped")
+
+
+def test_bad_settings_exit_2(doctor_py_root: DoctorRoot) -> None:
+    result = _doctor(doctor_py_root, "--ai-core-min", "-1")
+    assert result.returncode == 2
+    assert "invalid setting ai_core_min (--ai-core-min / ASCEND_DP_AI_CORE_MIN)" in result.stderr
+
+
+def test_the_text_report_aligns_details_under_each_other() -> None:
+    findings = [
+        Finding.ok("a", "fine"),
+        Finding.skipped("longer-name", "not here"),
+        Finding.problem("b", "broken", fix="mend it", pitfall=2),
+    ]
+    lines = render_text(findings, Path("/host")).splitlines()
+    assert lines[0].endswith("doctor, host root /host")
+    assert lines[1:] == [
+        "",
+        "ok       a            fine",
+        "skipped  longer-name  not here",
+        "PROBLEM  b            broken",
+        "                      (the field report's pitfall 2)",
+        "                      fix: mend it",
+        "",
+        "3 checked: 1 ok, 1 problem(s), 1 skipped",
+    ]
