@@ -74,7 +74,6 @@ class Unmet(NotApplicable):
     """A check cannot run because an earlier step did not pass."""
 
     def __init__(self, step: str) -> None:
-        self.step = step
         super().__init__(f"not checked: {step} did not pass")
 
 

@@ -47,7 +47,7 @@ async def library_found(context: Context) -> Finding:
             path = loader.locate(context.host(str(configured)))
             how = "the dcmi_library setting"
         else:
-            searched = [context.host(str(path)) for path in loader.candidates(context.environ)]
+            searched = [context.host(str(candidate)) for candidate in loader.candidates(context.environ)]
             path = loader.locate(None, environ={}, known=searched)
             how = "the binding's search: LD_LIBRARY_PATH, then the install paths"
     except loader.LibraryNotFound as error:
