@@ -174,7 +174,7 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
     }
     # Kube keeps its ApiClient to itself; the review is the one call it has no method for.
     # Typed as Any: with _preload_content=False the call returns the raw response, not the model.
-    api: Any = AuthorizationV1Api(kube._api_client)
+    api: Any = AuthorizationV1Api(kube.api_client)
     try:
         response = await api.create_self_subject_access_review(
             body, _preload_content=False, _request_timeout=REQUEST_TIMEOUT

@@ -147,13 +147,13 @@ class Kube:
     """Typed JSON calls to one API server."""
 
     def __init__(self, api_client: Any) -> None:
-        self._api_client = api_client
+        self.api_client = api_client  # for the few calls without a typed wrapper here (doctor's RBAC review)
         self._core = CoreV1Api(api_client)
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
         """Close the client's connection pool."""
-        await self._api_client.close()
+        await self.api_client.close()
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
         """Read one object."""

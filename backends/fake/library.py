@@ -113,10 +113,7 @@ class FakeLibrary:
 
     @staticmethod
     def _find(scenario: FakeScenario, card_id: int, device_id: int) -> PlacedChip | None:
-        return next(
-            (p for p in scenario.placed() if p.card_id == card_id and p.device_id == device_id),
-            None,
-        )
+        return scenario.by_address.get((card_id, device_id))
 
     def _chip(self, op: Operation, card_id: int, device_id: int) -> PlacedChip:
         placed = self._find(self.scenario(), card_id, device_id)
@@ -137,11 +134,11 @@ class FakeLibrary:
         return self._call("driver_version", None, lambda s: s.driver_version)
 
     def card_list(self) -> list[int]:
-        return self._call("card_list", None, lambda s: sorted({p.card_id for p in s.placed()}))
+        return self._call("card_list", None, lambda s: sorted({p.card_id for p in s.placed}))
 
     def device_count(self, card_id: int) -> int:
         def body(scenario: FakeScenario) -> int:
-            on_card = [p for p in scenario.placed() if p.card_id == card_id]
+            on_card = [p for p in scenario.placed if p.card_id == card_id]
             if not on_card:
                 raise DcmiError.for_code(DCMI_FUNCTIONS["device_count"], INVALID_PARAMETER)
             return len(on_card)
@@ -150,7 +147,7 @@ class FakeLibrary:
 
     def logic_id(self, card_id: int, device_id: int) -> int:
         def body(scenario: FakeScenario) -> int:
-            on_card = [p for p in scenario.placed() if p.card_id == card_id]
+            on_card = [p for p in scenario.placed if p.card_id == card_id]
             placed = self._find(scenario, card_id, device_id)
             if placed is not None:
                 return placed.logic_id
@@ -162,7 +159,7 @@ class FakeLibrary:
 
     def phy_id(self, logic_id: int) -> int:
         def body(scenario: FakeScenario) -> int:
-            for placed in scenario.placed():
+            for placed in scenario.placed:
                 if placed.logic_id == logic_id:
                     return placed.chip.phy_id
             raise DcmiError.for_code(DCMI_FUNCTIONS["phy_id"], INVALID_PARAMETER)
@@ -247,10 +244,10 @@ class FakeLibrary:
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
         """Library thread: raise an event for each fault code that appears or clears."""
-        known = {p.logic_id: set(p.chip.fault_codes) for p in scenario.placed()}
+        known = {p.logic_id: set(p.chip.fault_codes) for p in scenario.placed}
         while not self._closed.wait(self._poll_seconds):
             current = self.scenario()
-            for placed in current.placed():
+            for placed in current.placed:
                 now = set(placed.chip.fault_codes)
                 before = known.get(placed.logic_id, set())
                 stamp = int(time.time())

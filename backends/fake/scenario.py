@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -117,7 +118,7 @@ class FakeScenario(BaseModel):
 
     @model_validator(mode="after")
     def _ids_unique(self) -> FakeScenario:
-        placed = self.placed()
+        placed = self.placed
         keys: tuple[tuple[str, list[str]], ...] = (
             ("phy_id", [str(p.chip.phy_id) for p in placed]),
             ("logic_id", [str(p.logic_id) for p in placed]),
@@ -129,8 +130,9 @@ class FakeScenario(BaseModel):
                 raise ValueError(f"{what} must be unique across chips; repeated: {', '.join(duplicates)}")
         return self
 
+    @cached_property
     def placed(self) -> list[PlacedChip]:
-        """Chips with card, device and logic ids filled in.
+        """Chips with card, device and logic ids filled in (worked out once per scenario).
 
         Defaults: a chip without a card id sits alone on card ``<index>``; chips
         sharing a card id get device ids 0, 1, ... in list order; logic ids
@@ -145,6 +147,11 @@ class FakeScenario(BaseModel):
             logic = chip.logic_id if chip.logic_id is not None else index
             result.append(PlacedChip(chip=chip, card_id=card, device_id=device, logic_id=logic))
         return result
+
+    @cached_property
+    def by_address(self) -> dict[tuple[int, int], PlacedChip]:
+        """Chips by (card_id, device_id): every DCMI call names one."""
+        return {(placed.card_id, placed.device_id): placed for placed in self.placed}
 
     def chip_name_of(self, chip: FakeChip) -> str:
         """The chip name reported for ``chip``."""

@@ -68,7 +68,7 @@ def render(scenario: FakeScenario) -> str:
             },
         ),
     ]
-    for placed in scenario.placed():
+    for placed in scenario.placed:
         chip = placed.chip
         fields: dict[str, object] = {
             "card": placed.card_id,
