@@ -74,9 +74,15 @@ class FaultTable:
             return FaultLevel.NotHandleFault
         return FaultLevel.SeparateNPU
 
-    def classify(self, codes: Iterable[int], severity: int | None) -> tuple[Fault, ...]:
-        """Each code with its level, most severe first."""
-        faults = {Fault(code, self.level_of(code, severity)) for code in codes}
+    def classify(
+        self, codes: Iterable[int], severities: Mapping[int, int], default_severity: int | None
+    ) -> tuple[Fault, ...]:
+        """Each code with its level, most severe first.
+
+        An unlisted code is judged by its own severity where one is known (from
+        a fault event), else by ``default_severity``.
+        """
+        faults = {Fault(code, self.level_of(code, severities.get(code, default_severity))) for code in codes}
         return tuple(sorted(faults, key=lambda fault: (-fault.level, fault.code)))
 
     def merged(self, overrides: Mapping[int, FaultLevel]) -> FaultTable:

@@ -194,19 +194,11 @@ class HealthMonitor:
 
     def judge(self, reading: HealthReading) -> Verdict:
         """Healthy or not, from a reading alone (no damping)."""
+        # Without an event's severity, the chip's health value (0-3) stands in for it.
+        hint = reading.value if reading.value in _HEALTH_VALUES else None
+        faults = self.table.classify(reading.codes, self._severities, hint)
         if reading.dropped:
-            faults = self.table.classify(reading.codes, severity=None)
             return Verdict(False, "card dropped off the bus (no health answer)", faults)
-        severity_hint = reading.value if reading.value in _HEALTH_VALUES else None
-        faults = tuple(
-            sorted(
-                {
-                    Fault(code, self.table.level_of(code, self._severities.get(code, severity_hint)))
-                    for code in reading.codes
-                },
-                key=lambda fault: (-fault.level, fault.code),
-            )
-        )
         bad = [fault for fault in faults if not fault.level.healthy]
         if bad:
             return Verdict(False, "fault " + ", ".join(str(fault) for fault in bad), faults)
