@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +11,7 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from plugin_harness import health_of, player_settings, registered, running_plugin, until, wait_for
 
+from ascend_plugin.app import PluginApp
 from ascend_plugin.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
@@ -31,32 +34,38 @@ def _server(codes: list[str], severity: int = 2) -> FakeScenario:
     return FakeScenario.model_validate({"chip_name": "910B3", "chips": chips})
 
 
+@asynccontextmanager
+async def subscribed_plugin(
+    kubelet: KubeletStandIn, node: ScenarioPlayer[Any], plugin_dir: Path, host_root: Path
+) -> AsyncIterator[PluginApp]:
+    """A plugin on a healthy 910B3 server, subscribed, with polls an hour apart.
+
+    Only an event can bring news within the test's patience.
+    """
+    node.update(_server([]))
+    async with running_plugin(player_settings(node, plugin_dir, host_root, health_interval=3600)) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await until(lambda: app.monitor is not None and app.monitor.subscribed, "subscription")
+        yield app
+
+
 async def test_an_event_flips_health_between_polls(
     kubelet: KubeletStandIn, any_fake: ScenarioPlayer[Any], plugin_dir: Path, short_tmp: Path
 ) -> None:
-    node = any_fake
-    node.update(_server([]))
-    # Polls are an hour apart: only the event can bring the news in time.
-    async with running_plugin(player_settings(node, plugin_dir, short_tmp, health_interval=3600)) as app:
-        await wait_for(kubelet, registered(RESOURCE), "registration")
-        await until(lambda: app.monitor is not None and app.monitor.subscribed, "subscription")
-        node.update(_server(["80E01801"]))
+    async with subscribed_plugin(kubelet, any_fake, plugin_dir, short_tmp):
+        any_fake.update(_server(["80E01801"]))
         await wait_for(kubelet, lambda k: HEALTH(k) == "Unhealthy", "unhealthy from the event")
-        node.update(_server([]))
+        any_fake.update(_server([]))
         await wait_for(kubelet, lambda k: HEALTH(k) == "Healthy", "healthy from the recovery event")
 
 
 async def test_the_event_severity_classifies_an_unknown_code(
     kubelet: KubeletStandIn, any_fake: ScenarioPlayer[Any], plugin_dir: Path, short_tmp: Path
 ) -> None:
-    node = any_fake
-    node.update(_server([]))
-    async with running_plugin(player_settings(node, plugin_dir, short_tmp, health_interval=3600)) as app:
-        await wait_for(kubelet, registered(RESOURCE), "registration")
-        await until(lambda: app.monitor is not None and app.monitor.subscribed, "subscription")
+    async with subscribed_plugin(kubelet, any_fake, plugin_dir, short_tmp) as app:
         # The chip's health value stays 0 (it alone would say "minor at most"); the
         # event says critical, so the unknown code counts as SeparateNPU.
-        node.update(_server(["12345678"], severity=3))
+        any_fake.update(_server(["12345678"], severity=3))
         await wait_for(kubelet, lambda k: HEALTH(k) == "Unhealthy", "unhealthy by the event's severity")
         assert app.registry is not None
         assert app.registry.devices()[3].reason == "fault 12345678:SeparateNPU"
