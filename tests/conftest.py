@@ -15,6 +15,7 @@ from fake_dcmi.scenario_file import SCENARIO_ENV
 from kube_apiserver import FakeApiServer
 from plugin_harness import FakeNode
 
+from ascend_plugin.doctor.host_files import HOST_FILES as DOCTOR_HOST_FILES
 from ascend_plugin.kubelet_standin import KubeletStandIn
 
 if TYPE_CHECKING:  # imported lazily: kubernetes-asyncio is heavy and most tests never need it
@@ -187,14 +188,8 @@ class DoctorRoot:
     backend: str
     kubelet_socket: socket.socket | None = None
 
-    HOST_FILES = (
-        "/etc/hdcBasic.cfg",
-        "/etc/sys_version.conf",
-        "/etc/ascend_install.info",
-        "/var/slogd",
-        "/var/dmp_daemon",
-        "/var/queue_schedule",
-    )
+    # What doctor checks on a 310B board; a doctor test ties this list to values-310b.yaml.
+    HOST_FILES = tuple(item.path for item in DOCTOR_HOST_FILES["310B"])
     DEVICE_NODES = ("/dev/davinci0", "/dev/davinci_manager_docker", "/dev/hisi_hdc", "/dev/devmm_svm")
     PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
     LIBRARY = "/usr/lib64/libdcmi.so"
