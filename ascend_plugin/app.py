@@ -1,12 +1,14 @@
-"""PluginApp: bring the chips up, then run every part of the plugin until told to stop.
+"""PluginApp: wiring only. It builds each part with exactly what it needs and runs them.
 
-Start-up: find the chips (:mod:`ascend_plugin.bring_up`, retrying until they
-appear, never exiting), read their health once, then serve the kubelet and keep
-registering with it; the Kubernetes side follows the first registration. Each
-long-running part runs supervised: a part that fails is logged and restarted
-with backoff.
+Start-up: discovery finds the chips (retrying until they appear, never
+exiting), the health monitor looks at every chip once, and then the parts run
+side by side as named, supervised root tasks: the health monitor, the
+device-plugin face (one server and registrar per offered resource), the CDI
+spec in cdi mode, and the Kubernetes publishers once the kubelet has its
+devices. A part that fails is logged and restarted with backoff; nothing a chip
+library raises can end the process.
 
-Shutdown: end every ListAndWatch stream, close the server, remove the socket,
+Shutdown: end every ListAndWatch stream, close the servers, remove the sockets,
 release the library.
 """
 
@@ -14,53 +16,29 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Sequence
 
 import anyio
-from anyio.abc import TaskGroup
-from pydantic import ValidationError
 
-from ascend_plugin.allocation import AllocateMode, Allocator, resolve_mode
-from ascend_plugin.bring_up import BringUp, Node
-from ascend_plugin.cdi import CdiSpec
-from ascend_plugin.chip_calls import ChipCaller, ChipCallError
-from ascend_plugin.endpoint import PluginEndpoint
-from ascend_plugin.faults import FaultTable, load_table
-from ascend_plugin.health import HealthMonitor, HealthPolicy
-from ascend_plugin.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
-from ascend_plugin.metrics import PluginMetrics
-from ascend_plugin.registrar import KubeletRegistrar
-from ascend_plugin.registry import DeviceRegistry, DeviceState
-from ascend_plugin.service import DevicePluginService
-from ascend_plugin.settings import Settings, SettingsError, describe_validation_error
-from ascend_plugin.supervise import supervise
-from backends.errors import BackendError
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
+from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
+from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
+from ascend_plugin.faces.operations.metrics import ChipMetric, KubeletCounters, PluginMetrics
+from ascend_plugin.faults import load_table
+from ascend_plugin.handover.cdi import CdiSpec
+from ascend_plugin.handover.host_devices import HostDevices
+from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
+from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
+from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
+from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
+from ascend_plugin.settings import Settings
+from backends.errors import ChipError
 
 log = logging.getLogger(__name__)
-
-
-# Settings an operator may change while the plugin runs (config ConfigMap).
-RELOADABLE = frozenset(
-    {
-        "health_interval",
-        "health_failure_threshold",
-        "health_flap_threshold",
-        "health_flap_window",
-        "health_flap_hold",
-        "log_level",
-    }
-)
-
-
-def health_policy(settings: Settings) -> HealthPolicy:
-    """The health knobs of the settings."""
-    return HealthPolicy(
-        interval=settings.health_interval,
-        failure_threshold=settings.health_failure_threshold,
-        flap_threshold=settings.health_flap_threshold,
-        flap_window=settings.health_flap_window,
-        flap_hold=settings.health_flap_hold,
-    )
 
 
 class PluginApp:
@@ -68,20 +46,26 @@ class PluginApp:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.caller = ChipCaller(settings.dcmi_call_timeout)
-        self.fault_table = load_table(settings.fault_levels_file)
+        self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
+        self.calls = ChipCalls(settings.dcmi_call_timeout)
+        self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
         self.node: Node | None = None
-        self.registry: DeviceRegistry | None = None
-        self.service: DevicePluginService | None = None
-        self.registrar: KubeletRegistrar | None = None
         self.monitor: HealthMonitor | None = None
-        self.endpoint: PluginEndpoint | None = None
+        self.book: OfferBook | None = None
+        self.face: DevicePluginFace | None = None
+        self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
-        self.bring_up = BringUp(settings, self.caller)
-        self.http: HttpEndpoint | None = None
-        self.metrics = PluginMetrics(self)
-        self.caller.on_call_done(self.metrics.observe_call)
+        self.metrics = PluginMetrics(_MetricsView(self))
+        self.calls.on_call_done(self.metrics.observe_call)
+        self.config.on_change(self._config_changed)
+
+    @property
+    def inventory(self) -> Inventory | None:
+        """The node's chips, once discovery found them."""
+        return self.node.inventory if self.node is not None else None
+
+    # -- probes --------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
@@ -89,28 +73,31 @@ class PluginApp:
         return self.readiness().ok
 
     def liveness(self) -> Probe:
-        """Alive unless a driver call has been stuck so long that only a restart can help."""
-        stuck = self.caller.stuck
-        if stuck is not None and (stuck_for := time.monotonic() - stuck.since) > STUCK_IS_DEAD:
-            return Probe(False, f"driver call {stuck.name} stuck for {stuck_for:.0f} s")
+        """Alive unless a node-wide driver call has been stuck so long that only a restart can help."""
+        stuck = self.calls.stuck(None)
+        if stuck is not None and stuck.stuck_for(time.monotonic()) > STUCK_IS_DEAD:
+            return Probe(False, stuck.describe(time.monotonic()))
         return Probe(True, "ok")
 
     def readiness(self) -> Probe:
         """Ready when registered with the kubelet and the driver answering; otherwise why not."""
-        if self.node is None or self.registry is None:
-            return Probe(False, f"chips not available: {self.bring_up.problem}")
-        if (stuck := self.caller.stuck) is not None:
-            return Probe(False, f"driver call {stuck.name} is stuck")
-        if self.registrar is None or not self.registrar.registered:
-            why = (
-                self.registrar.last_error
-                if self.registrar and self.registrar.last_error
-                else "waiting for it"
-            )
+        now = time.monotonic()
+        if self.node is None:
+            return Probe(False, f"chips not available: {self.discovery.problem}")
+        if (stuck := self.calls.stuck(None)) is not None:
+            return Probe(False, stuck.describe(now))
+        if self.face is None or not self.face.registered:
+            why = self.face.last_error if self.face is not None and self.face.last_error else "waiting for it"
             return Probe(False, f"not registered with the kubelet: {why}")
-        devices = self.registry.devices()
-        healthy = sum(1 for device in devices if device.healthy)
-        return Probe(True, f"ready: {healthy} of {len(devices)} devices healthy")
+        chips = self.node.inventory.chips()
+        healthy = sum(1 for state in chips if state.healthy)
+        detail = f"ready: {healthy} of {len(chips)} chips healthy"
+        stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
+        if stuck_chips:
+            detail += "; " + "; ".join(stuck_chips)
+        return Probe(True, detail)
+
+    # -- running -------------------------------------------------------------------------
 
     def stop(self) -> None:
         """Ask :meth:`run` to shut down cleanly."""
@@ -118,86 +105,72 @@ class PluginApp:
 
     async def run(self) -> None:
         """Run until :meth:`stop`; returns after a clean shutdown."""
+        tasks = [RootTask("plugin", self._serve)]
+        if self.settings.http_address:
+            routes = Routes(self.liveness, self.readiness, self.metrics.render)
+            self.http = HttpEndpoint(self.settings.http_address, routes)
+            tasks.append(RootTask("operations endpoint", self.http.serve_forever))
         try:
-            async with anyio.create_task_group() as tasks:
-                if self.settings.http_address:
-                    routes = Routes(self.liveness, self.readiness, self.metrics.render)
-                    self.http = HttpEndpoint(self.settings.http_address, routes)
-                    tasks.start_soon(supervise, "operations endpoint", self.http.serve_forever)
-                tasks.start_soon(self._serve, tasks)
+            async with anyio.create_task_group() as group:
+                group.start_soon(run_root_tasks, tasks)
                 await self.stop_requested.wait()
                 await self._shutdown()
-                tasks.cancel_scope.cancel()
+                group.cancel_scope.cancel()
         finally:
-            self.caller.shutdown()
+            self.calls.shutdown()
 
-    async def _serve(self, tasks: TaskGroup) -> None:
-        node = await self.bring_up.run()
-        backend = node.backend
-        registry = DeviceRegistry(
-            backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in node.chips]
-        )
-        mode = resolve_mode(self.settings.allocate_mode)
-        cdi = self._write_cdi_spec(node) if mode is AllocateMode.CDI else None
-        allocator = Allocator(registry, backend, mode, self.settings.host_root, cdi)
-        service = DevicePluginService(registry, allocator)
+    async def _serve(self) -> None:
+        settings = self.settings
+        node = await self.discovery.run()
+        inventory = node.inventory
         monitor = HealthMonitor(
-            backend, self.caller, registry, table=self.fault_table, policy=health_policy(self.settings)
+            node.backend,
+            self.calls,
+            inventory,
+            policy=lambda: health_policy(self.config.settings),
+            fault_table=lambda: self.config.fault_table,
         )
-        socket_name = self.settings.socket_name or backend.table.resource_name.rsplit("/", 1)[-1] + ".sock"
-        endpoint = PluginEndpoint(service, self.settings.device_plugin_path, socket_name)
-        registrar = KubeletRegistrar(
-            endpoint, service, backend.table.resource_name, self.settings.kubelet_watch_interval
+        await monitor.poll_all()  # the kubelet's first list already carries real verdicts
+        book = OfferBook(inventory, [WholeChips()])
+        mode = resolve_mode(settings.allocate_mode)
+        host = HostDevices(inventory.table, settings.host_root)
+        cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
+        handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
+        face = DevicePluginFace(
+            book,
+            handover,
+            FaceSettings(
+                settings.device_plugin_path,
+                inventory.table.resource_name,
+                settings.socket_name,
+                settings.kubelet_watch_interval,
+            ),
         )
-        self.node, self.registry, self.service = node, registry, service
-        self.monitor, self.endpoint, self.registrar = monitor, endpoint, registrar
+        face.on_registered(self.registered_once.set)
+        self.node, self.monitor, self.book, self.face = node, monitor, book, face
         log.info(
-            "serving %d %s device(s) as %s in %s mode",
-            len(node.chips),
-            backend.table.family,
-            backend.table.resource_name,
-            allocator.mode.value,
-            extra={"devices": [device.id for device in registry.devices()], "family": backend.table.family},
+            "serving %d %s chip(s) as %s in %s mode",
+            len(inventory.chips()),
+            inventory.table.family,
+            ", ".join(book.resources()),
+            mode.value,
+            extra={
+                "resources": {name: [d.id for d in devices] for name, devices in book.resources().items()}
+            },
         )
-        monitor.on_round(self.metrics.round_seconds.observe)
-        await monitor.poll_once()  # the kubelet's first list already carries real health
-        registrar.on_registered(self.registered_once.set)
-        tasks.start_soon(supervise, "kubelet registrar", registrar.run)
-        tasks.start_soon(supervise, "health monitor", monitor.run)
-        if self.settings.node_name:
-            tasks.start_soon(self._run_kube)
+        tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
+        if mode is HandoverMode.CDI:
+            tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
+        if settings.node_name:
+            tasks.append(RootTask("kubernetes", lambda: self._run_kube(settings.node_name or "", inventory)))
         else:
             log.warning(
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
                 "are off (the Helm chart sets NODE_NAME from the downward API)"
             )
+        await run_root_tasks(tasks)
 
-    def _write_cdi_spec(self, node: Node) -> CdiSpec:
-        """The node's CDI spec, written where the runtime looks; a failure is logged, not fatal.
-
-        Without the spec, containers given NPUs fail to start; the kubelet side
-        still serves, so the log line (and the fix it names) is what matters.
-        """
-        spec = CdiSpec(
-            self.settings.cdi_kind,
-            self.settings.cdi_spec_dir,
-            node.backend,
-            node.chips,
-            self.settings.host_root,
-        )
-        try:
-            spec.write()
-            log.info("wrote the CDI spec", extra={"path": str(spec.path), "kind": spec.kind})
-        except OSError as error:
-            log.error(
-                "cannot write the CDI spec %s: %s; containers given NPUs will not start until it exists. "
-                "Mount the runtime's CDI directory (/var/run/cdi) writable, or set cdi_spec_dir",
-                spec.path,
-                error.strerror,
-            )
-        return spec
-
-    async def _run_kube(self) -> None:
+    async def _run_kube(self, node_name: str, inventory: Inventory) -> None:
         """The Kubernetes side, started only after the first registration.
 
         kubernetes-asyncio costs tens of MB and most of a second to import, so it
@@ -205,56 +178,70 @@ class PluginApp:
         the kube features are off.
         """
         await self.registered_once.wait()
-        from ascend_plugin.kube import run_kube
+        from ascend_plugin.faces.kube.publishers import KubeInputs
+        from ascend_plugin.faces.kube.run import run_kube
 
-        await supervise("kubernetes", lambda: run_kube(self))
+        inputs = KubeInputs(self.settings, node_name, self.config, inventory)
+        await supervise("kubernetes", lambda: run_kube(inputs))
 
-    def reconfigure(self, overrides: Mapping[str, object]) -> list[str]:
-        """Apply run-time overrides atomically; return the names of the settings that changed.
-
-        Raises SettingsError (and changes nothing) when a key may not change at
-        run time or a value is invalid.
-        """
-        refused = sorted(set(overrides) - RELOADABLE)
-        if refused:
-            allowed = ", ".join(sorted(RELOADABLE))
-            raise SettingsError(
-                f"settings {', '.join(refused)} cannot change at run time; allowed: {allowed}"
-            )
-        try:
-            updated = Settings.model_validate({**self.settings.model_dump(), **overrides})
-        except ValidationError as error:
-            raise SettingsError(describe_validation_error(error)) from error
-        changed = [
-            name for name in sorted(overrides) if getattr(updated, name) != getattr(self.settings, name)
-        ]
-        self.settings = updated
-        logging.getLogger().setLevel(updated.log_level)
+    def _config_changed(self, changed: list[str]) -> None:
+        if "log_level" in changed:
+            logging.getLogger().setLevel(self.config.settings.log_level)
         if self.monitor is not None:
-            self.monitor.policy = health_policy(updated)
-            self.monitor.wake()
-        if changed:
-            log.info("settings changed at run time: %s", ", ".join(changed), extra={"changed": changed})
-        return changed
-
-    def replace_fault_table(self, table: FaultTable) -> None:
-        """Use a new fault-level table from the next health round on."""
-        self.fault_table = table
-        if self.monitor is not None:
-            self.monitor.table = table
             self.monitor.wake()
 
     async def _shutdown(self) -> None:
-        if self.registry is not None:
-            self.registry.close()
-        if self.service is not None:
-            with anyio.move_on_after(2):
-                await self.service.streams_ended()
-        if self.endpoint is not None:
-            await self.endpoint.stop()
-        if self.node is not None and self.caller.stuck is None:
+        if self.node is None:
+            return
+        self.node.inventory.close()
+        if self.face is not None:
+            await self.face.stop()
+        if self.calls.stuck(None) is None:
             try:
-                await self.caller.call("close", self.node.backend.library.close)
-            except (BackendError, ChipCallError) as error:
+                await self.calls.node("close", self.node.backend.close)
+            except (ChipError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")
+
+
+class _MetricsView:
+    """What the metrics read of the app (the MetricsSource protocol)."""
+
+    def __init__(self, app: PluginApp) -> None:
+        self.app = app
+
+    def chip_metrics(self) -> Sequence[ChipMetric]:
+        inventory = self.app.inventory
+        if inventory is None:
+            return []
+        return [
+            ChipMetric(
+                inventory.table.chip_id(state.phy_id),
+                state.healthy,
+                state.health.worst_level.name,
+                int(state.health.worst_level),
+                state.ai_cores,
+            )
+            for state in inventory.chips()
+        ]
+
+    def kubelet_counters(self) -> KubeletCounters:
+        face = self.app.face
+        if face is None:
+            return KubeletCounters()
+        stats = face.stats
+        return KubeletCounters(
+            stats.allocations, dict(stats.allocation_errors), stats.updates_sent, face.registrations
+        )
+
+    def ready(self) -> bool:
+        return self.app.ready
+
+    def stuck_calls(self) -> Sequence[StuckCall]:
+        return self.app.calls.stuck_calls()
+
+    def abandoned_threads(self) -> int:
+        return self.app.calls.abandoned_threads
+
+    def now(self) -> float:
+        return time.monotonic()

@@ -1,31 +1,59 @@
-"""Every chip-library call runs here: one worker thread, one call at a time, each with a timeout.
+"""Every chip-library call runs here: one worker thread per lane, every call with a timeout.
 
-DCMI is not thread-safe and its calls can block for seconds, or forever when a
-card wedges. Running them on one dedicated thread keeps the event loop (and so
-the kubelet path) free. A call that overruns its timeout opens the circuit:
-it is recorded as stuck, later calls fail at once instead of queuing behind it,
-and the circuit closes by itself when the stuck call finally returns.
+DCMI calls block, for seconds or forever when a card wedges, so none runs on
+the event loop. Calls go through *lanes*: one per chip (keyed by its physical
+id) and one for node-wide calls (init, the card list, the fault subscription).
+Calls on one lane run in order, on that lane's worker thread; lanes run side by
+side. A call that hangs therefore holds up its own lane only: every other chip
+keeps being polled at its normal pace.
+
+A call that overruns the timeout makes its lane *stuck*. Its thread is
+abandoned (it is still inside the library; nothing can take it back) and the
+lane refuses further calls with :class:`LaneStuck` until a retry is due. Retries
+back off (1 s, 2 s, 4 s ... up to a minute) and each runs on a fresh thread, but
+only while the lane and the whole process hold fewer abandoned threads than
+their caps: a wedged driver costs a bounded number of threads, never one per
+poll. When an abandoned call finally returns, or a retry succeeds, the lane is
+free again and the listeners hear of it, so the chip recovers by the normal
+path.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import itertools
 import logging
 import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
+
+from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
 
+LaneKey = int | None  # a chip's physical id; None for node-wide calls
+NODE: LaneKey = None
 
+# A call observer: (function name, seconds, outcome), outcome "ok", a DCMI code,
+# "timeout", "stuck", or an exception class name.
 CallObserver = Callable[[str, float, str], None]
+LaneListener = Callable[[LaneKey, "StuckCall | None"], None]
+
+RETRY_BACKOFF = Backoff(1.0, 60.0)
+MAX_ABANDONED_PER_LANE = 2
+MAX_ABANDONED = 32
+
+
+def lane_name(key: LaneKey) -> str:
+    """How logs and metrics name a lane."""
+    return "node" if key is None else f"chip {key}"
 
 
 @dataclass(frozen=True)
@@ -33,43 +61,64 @@ class StuckCall:
     """A call that overran its timeout and has not returned yet."""
 
     name: str
-    concerns: tuple[str, ...]  # device IDs the call was about; empty = the whole node
-    since: float  # time.monotonic() when it started
+    lane: LaneKey
+    since: float  # time.monotonic() when the first call that hung started
+    retry_at: float  # time.monotonic() when the lane may try again
+    attempts: int  # calls that hung since the lane was last free
+    timeout: float  # the timeout it overran
+
+    def stuck_for(self, now: float) -> float:
+        """Seconds since the call that hung started."""
+        return now - self.since
+
+    @property
+    def overran(self) -> str:
+        """``driver call read_health did not return within 5 s``: what a stuck chip's verdict says."""
+        return f"driver call {self.name} did not return within {self.timeout:g} s"
+
+    def describe(self, now: float) -> str:
+        """``driver call read_health on chip 3 stuck for 12 s``."""
+        return f"driver call {self.name} on {lane_name(self.lane)} stuck for {self.stuck_for(now):.0f} s"
 
 
 class ChipCallError(Exception):
-    """Base for calls that did not run to completion."""
+    """A call that did not run to completion (the library's own errors are ChipErrors)."""
 
 
 class ChipCallTimeout(ChipCallError):
-    """The call overran its timeout; it keeps running in the worker thread."""
+    """The call overran its timeout; it keeps running on its abandoned thread."""
 
-    def __init__(self, name: str, timeout: float) -> None:
+    def __init__(self, name: str, lane: LaneKey, timeout: float) -> None:
         self.name = name
+        self.lane = lane
         self.timeout = timeout
-        super().__init__(f"driver call {name} did not return within {timeout:g} s")
+        super().__init__(f"driver call {name} on {lane_name(lane)} did not return within {timeout:g} s")
 
 
-class ChipCallsBlocked(ChipCallError):
-    """A previous call is stuck, so no new call is queued behind it."""
+class LaneStuck(ChipCallError):
+    """The lane's last call hung; no new call is made until a retry is due."""
 
-    def __init__(self, stuck: StuckCall) -> None:
+    def __init__(self, stuck: StuckCall, now: float) -> None:
         self.stuck = stuck
-        super().__init__(f"driver call {stuck.name} is stuck; not queuing more calls behind it")
+        wait = max(stuck.retry_at - now, 0.0)
+        super().__init__(f"{stuck.describe(now)}; next try in {wait:.0f} s")
 
 
-class _WorkerThread:
-    """One daemon thread running submitted calls in order.
+class _Worker:
+    """A daemon thread running submitted calls in order.
 
     Not a ThreadPoolExecutor: its threads are joined at interpreter exit, so a
     driver call that never returns would keep the process from exiting.
     """
 
-    def __init__(self) -> None:
+    _numbers = itertools.count()
+
+    def __init__(self, lane: LaneKey) -> None:
         self._jobs: queue.SimpleQueue[
             tuple[concurrent.futures.Future[object], Callable[[], object]] | None
         ] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._run, name="dcmi-calls", daemon=True)
+        name = f"dcmi-{'node' if lane is None else f'chip{lane}'}-{next(self._numbers)}"
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, function: Callable[[], T]) -> concurrent.futures.Future[T]:
@@ -78,6 +127,7 @@ class _WorkerThread:
         return future
 
     def stop(self) -> None:
+        """End the thread after its current call (at once when idle)."""
         self._jobs.put(None)
 
     def _run(self) -> None:
@@ -91,105 +141,181 @@ class _WorkerThread:
                 future.set_exception(error)
 
 
-class ChipCaller:
-    """Runs blocking library calls on one worker thread with a per-call timeout."""
+@dataclass
+class _Lane:
+    key: LaneKey
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    worker: _Worker | None = None
+    stuck: StuckCall | None = None
+    abandoned: int = 0  # threads of this lane still inside a call that hung
 
-    def __init__(self, timeout: float) -> None:
+
+class ChipCalls:
+    """Runs blocking library calls on per-lane worker threads with a per-call timeout."""
+
+    def __init__(
+        self,
+        timeout: float,
+        *,
+        retry_backoff: Backoff = RETRY_BACKOFF,
+        max_abandoned_per_lane: int = MAX_ABANDONED_PER_LANE,
+        max_abandoned: int = MAX_ABANDONED,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.timeout = timeout
-        self._worker = _WorkerThread()
-        self._lock = asyncio.Lock()
-        self._stuck: StuckCall | None = None
-        self._listeners: list[Callable[[StuckCall | None], None]] = []
+        self.retry_backoff = retry_backoff
+        self.max_abandoned_per_lane = max_abandoned_per_lane
+        self.max_abandoned = max_abandoned
+        self.clock = clock
+        self._lanes: dict[LaneKey, _Lane] = {}
+        self._listeners: list[LaneListener] = []
         self._observers: list[CallObserver] = []
+        self._closed = False
+
+    # -- what others read -----------------------------------------------------------
+
+    def stuck_calls(self) -> list[StuckCall]:
+        """Every lane's stuck call, node-wide first, then by chip."""
+        stuck = [lane.stuck for lane in self._lanes.values() if lane.stuck is not None]
+        return sorted(stuck, key=lambda call: (call.lane is not None, call.lane or 0))
+
+    def stuck(self, lane: LaneKey) -> StuckCall | None:
+        """The stuck call of one lane, if any."""
+        found = self._lanes.get(lane)
+        return found.stuck if found is not None else None
 
     @property
-    def stuck(self) -> StuckCall | None:
-        """The call currently overrunning, if any."""
-        return self._stuck
+    def abandoned_threads(self) -> int:
+        """Threads still inside calls that hung."""
+        return sum(lane.abandoned for lane in self._lanes.values())
 
-    def on_circuit_change(self, listener: Callable[[StuckCall | None], None]) -> None:
-        """Call ``listener(stuck)`` when a call gets stuck and ``listener(None)`` when it returns."""
+    def on_lane_change(self, listener: LaneListener) -> Callable[[], None]:
+        """Call ``listener(lane, stuck)`` when a lane gets stuck and ``(lane, None)`` when it is free.
+
+        Returns the way to stop listening (parts that listen may be restarted).
+        """
         self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
 
     def on_call_done(self, observer: CallObserver) -> None:
-        """Call ``observer(name, seconds, outcome)`` after every call (for metrics).
-
-        ``outcome`` is "ok", the DCMI code of a failed call, "timeout", or the
-        exception's class name.
-        """
+        """Call ``observer(name, seconds, outcome)`` after every call (for metrics)."""
         self._observers.append(observer)
 
+    # -- calling ---------------------------------------------------------------------
+
+    async def node(self, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run a node-wide call (init, enumeration, subscription) on the node lane."""
+        return await self.call(NODE, name, function, *args, **kwargs)
+
     async def call(
-        self,
-        name: str,
-        function: Callable[P, T],
-        *args: P.args,
-        **kwargs: P.kwargs,
+        self, lane: LaneKey, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
-        """Run ``function`` on the worker thread; see the module docstring for failures.
+        """Run ``function`` on ``lane``'s worker; ChipCallTimeout or LaneStuck when it cannot."""
+        state = self._lanes.get(lane)
+        if state is None:
+            state = self._lanes[lane] = _Lane(lane)
+        async with state.lock:
+            if state.stuck is not None:
+                self._may_retry(state)
+            if state.worker is None:
+                state.worker = _Worker(lane)
+            return await self._run(state, state.worker, name, lambda: function(*args, **kwargs))
 
-        Pass ``concerns=("Ascend310-0",)`` through :meth:`call_for` to say which
-        devices a hang should mark unhealthy.
-        """
-        return await self.call_for((), name, function, *args, **kwargs)
+    def _may_retry(self, lane: _Lane) -> None:
+        """Raise LaneStuck unless the stuck lane's next try is due and the thread caps allow it."""
+        assert lane.stuck is not None
+        now = self.clock()
+        capped = lane.abandoned >= self.max_abandoned_per_lane or self.abandoned_threads >= self.max_abandoned
+        if now < lane.stuck.retry_at or capped:
+            self._observe(lane.stuck.name, 0.0, "stuck")
+            raise LaneStuck(lane.stuck, now)
 
-    async def call_for(
-        self,
-        concerns: tuple[str, ...],
-        name: str,
-        function: Callable[P, T],
-        *args: P.args,
-        **kwargs: P.kwargs,
-    ) -> T:
-        """Like :meth:`call`, naming the devices the call is about."""
-        async with self._lock:
-            if self._stuck is not None:
-                raise ChipCallsBlocked(self._stuck)
-            loop = asyncio.get_running_loop()
-            started = time.monotonic()
-            future = self._worker.submit(lambda: function(*args, **kwargs))
-            wrapped = asyncio.wrap_future(future, loop=loop)
-            outcome = "ok"
-            try:
-                return await asyncio.wait_for(asyncio.shield(wrapped), self.timeout)
-            except TimeoutError:
-                outcome = "timeout"
-                stuck = StuckCall(name, concerns, started)
-                self._stuck = stuck
-                log.error(
-                    "driver call %s did not return within %g s; its chips are marked unhealthy "
-                    "and no further calls are made until it returns",
-                    name,
-                    self.timeout,
-                    extra={"call": name, "devices": list(concerns)},
-                )
-                future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._returned, stuck))
-                self._notify(stuck)
-                raise ChipCallTimeout(name, self.timeout) from None
-            except Exception as error:
-                code = getattr(error, "code", None)
-                outcome = str(code) if isinstance(code, int) else type(error).__name__
-                raise
-            finally:
-                elapsed = time.monotonic() - started
-                for observer in self._observers:
-                    observer(name, elapsed, outcome)
-
-    def _returned(self, stuck: StuckCall) -> None:
-        if self._stuck is stuck:
-            self._stuck = None
-            log.warning(
-                "stuck driver call %s returned after %.1f s; calls resume",
-                stuck.name,
-                time.monotonic() - stuck.since,
-                extra={"call": stuck.name},
+    async def _run(self, lane: _Lane, worker: _Worker, name: str, job: Callable[[], T]) -> T:
+        loop = asyncio.get_running_loop()
+        started = self.clock()
+        future = worker.submit(job)
+        outcome = "ok"
+        try:
+            result = await asyncio.wait_for(
+                asyncio.shield(asyncio.wrap_future(future, loop=loop)), self.timeout
             )
-            self._notify(None)
+        except TimeoutError:
+            outcome = "timeout"
+            self._hung(lane, worker, future, name, started)
+            raise ChipCallTimeout(name, lane.key, self.timeout) from None
+        except Exception as error:
+            code = getattr(error, "code", None)
+            outcome = str(code) if isinstance(code, int) else type(error).__name__
+            self._answered(lane)  # an error is an answer: the lane is not stuck
+            raise
+        finally:
+            self._observe(name, self.clock() - started, outcome)
+        self._answered(lane)
+        return result
 
-    def _notify(self, stuck: StuckCall | None) -> None:
-        for listener in self._listeners:
-            listener(stuck)
+    def _hung(
+        self,
+        lane: _Lane,
+        worker: _Worker,
+        future: concurrent.futures.Future[T],
+        name: str,
+        started: float,
+    ) -> None:
+        """The call overran: abandon its thread, mark the lane stuck, schedule the retry."""
+        loop = asyncio.get_running_loop()
+        previous = lane.stuck
+        attempts = previous.attempts + 1 if previous is not None else 1
+        since = previous.since if previous is not None else started
+        retry_at = self.clock() + self.retry_backoff.after(attempts)
+        lane.stuck = StuckCall(name, lane.key, since, retry_at, attempts, self.timeout)
+        lane.worker = None
+        lane.abandoned += 1
+        worker.stop()  # the thread ends once the call returns
+        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._abandoned_returned, lane, name))
+        log.error(
+            "driver call %s on %s did not return within %g s; %s, retrying in %.0f s",
+            name,
+            lane_name(lane.key),
+            self.timeout,
+            "the plugin is not ready" if lane.key is None else "the chip is marked unhealthy",
+            self.retry_backoff.after(attempts),
+            extra={"call": name, "lane": lane_name(lane.key), "attempt": attempts},
+        )
+        self._notify(lane.key, lane.stuck)
+
+    def _abandoned_returned(self, lane: _Lane, name: str) -> None:
+        """An abandoned call came back: the driver answers on this lane again."""
+        lane.abandoned -= 1
+        if lane.stuck is None or self._closed:
+            return
+        log.warning(
+            "stuck driver call %s on %s returned after %.1f s",
+            name,
+            lane_name(lane.key),
+            lane.stuck.stuck_for(self.clock()),
+            extra={"call": name, "lane": lane_name(lane.key)},
+        )
+        lane.stuck = None
+        self._notify(lane.key, None)
+
+    def _answered(self, lane: _Lane) -> None:
+        if lane.stuck is not None:
+            log.warning("driver calls on %s answer again", lane_name(lane.key))
+            lane.stuck = None
+            self._notify(lane.key, None)
+
+    def _notify(self, lane: LaneKey, stuck: StuckCall | None) -> None:
+        for listener in list(self._listeners):
+            listener(lane, stuck)
+
+    def _observe(self, name: str, seconds: float, outcome: str) -> None:
+        for observer in self._observers:
+            observer(name, seconds, outcome)
 
     def shutdown(self) -> None:
-        """Let the worker thread end after its current call; a stuck call is abandoned."""
-        self._worker.stop()
+        """Let every worker thread end after its current call; stuck calls are abandoned."""
+        self._closed = True
+        for lane in self._lanes.values():
+            if lane.worker is not None:
+                lane.worker.stop()
+                lane.worker = None

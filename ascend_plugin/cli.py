@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "simulate":
         from ascend_plugin.logs import setup_logging
-        from ascend_plugin.simulate import simulate
+        from ascend_plugin.testing.simulate import simulate
 
         setup_logging(args.log_level.upper(), "text")
         return simulate()

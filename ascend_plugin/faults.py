@@ -38,6 +38,39 @@ class FaultLevel(IntEnum):
         """Whether a chip whose worst fault has this level may take new pods."""
         return self <= FaultLevel.SubHealthFault
 
+    @property
+    def recovers_by_poll(self) -> bool:
+        """Whether a raised fault of this level clears once the driver stops listing its code.
+
+        A ManuallySeparateNPU fault stays until its recovery event (or a
+        restart): an operator, not a poll, decides the chip is fit again.
+        """
+        return self < FaultLevel.ManuallySeparateNPU
+
+    @property
+    def one_off_hold(self) -> float:
+        """Seconds a one-off fault event (assertion 2) of this level keeps a chip Unhealthy."""
+        return ONE_OFF_HOLD_SECONDS[self]
+
+
+# A one-off event reports something that happened, not a state that lasts, so the
+# chip is held for a while and then trusted again: longer for the levels that
+# call for a reset or separation, not at all for the levels that stay healthy.
+ONE_OFF_HOLD_SECONDS: Mapping[FaultLevel, float] = MappingProxyType(
+    {
+        FaultLevel.NormalNPU: 0.0,
+        FaultLevel.NotHandleFault: 0.0,
+        FaultLevel.SubHealthFault: 0.0,
+        FaultLevel.RestartRequest: 60.0,
+        FaultLevel.RestartBusiness: 60.0,
+        FaultLevel.FreeRestartNPU: 60.0,
+        FaultLevel.RestartNPU: 60.0,
+        FaultLevel.PreSeparateNPU: 300.0,
+        FaultLevel.SeparateNPU: 300.0,
+        FaultLevel.ManuallySeparateNPU: 300.0,
+    }
+)
+
 
 class FaultTableError(ValueError):
     """A fault-level table that cannot be used."""

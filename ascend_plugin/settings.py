@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
@@ -38,6 +38,15 @@ def _split_list(value: object) -> object:
         return [item.strip() for item in value.split(",") if item.strip()]
     return value
 
+
+class _Reloadable:
+    """Marks a setting that may change while the plugin runs (config ConfigMap, SIGHUP)."""
+
+    def __repr__(self) -> str:
+        return "Reloadable"
+
+
+RELOADABLE_SETTING: Final = _Reloadable()
 
 PathList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_split_list)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
@@ -130,16 +139,23 @@ class Settings(BaseSettings):
     host_root: Path = Field(default=Path("/"), description="where the host's file system is visible")
 
     # -- health -------------------------------------------------------------------------
-    health_interval: Seconds = Field(default=1.0, description="seconds between health polls of each chip")
-    health_failure_threshold: Annotated[int, Field(ge=1, le=100)] = Field(
-        default=3, description="consecutive failed health queries before a chip counts as unhealthy"
+    health_interval: Annotated[Seconds, RELOADABLE_SETTING] = Field(
+        default=1.0, description="seconds between health polls of each chip"
     )
-    health_flap_threshold: Annotated[int, Field(ge=1, le=100)] = Field(
-        default=3, description="unhealthy spells within health_flap_window that make a chip a flapper"
+    health_failure_threshold: Annotated[int, RELOADABLE_SETTING, Field(ge=1, le=100)] = Field(
+        default=3,
+        description="consecutive failed health queries before a chip counts as unhealthy",
     )
-    health_flap_window: Seconds = Field(default=60.0, description="seconds over which spells are counted")
-    health_flap_hold: Annotated[float, Field(ge=0, le=86400)] = Field(
-        default=30.0, description="seconds a flapping chip must stay clean before it is healthy again"
+    health_flap_threshold: Annotated[int, RELOADABLE_SETTING, Field(ge=1, le=100)] = Field(
+        default=3,
+        description="unhealthy spells within health_flap_window that make a chip a flapper",
+    )
+    health_flap_window: Annotated[Seconds, RELOADABLE_SETTING] = Field(
+        default=60.0, description="seconds over which spells are counted"
+    )
+    health_flap_hold: Annotated[float, RELOADABLE_SETTING, Field(ge=0, le=86400)] = Field(
+        default=30.0,
+        description="seconds a flapping chip must stay clean before it is healthy again",
     )
     fault_levels_file: Path | None = Field(
         default=None,
@@ -200,7 +216,9 @@ class Settings(BaseSettings):
     )
 
     # -- logs -----------------------------------------------------------------------------
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(default="INFO", description="log level")
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], RELOADABLE_SETTING] = Field(
+        default="INFO", description="log level"
+    )
     log_format: Literal["text", "json"] = Field(
         default="text", description="text for people, json for machines"
     )
@@ -243,6 +261,11 @@ class Settings(BaseSettings):
         path = init_settings.init_kwargs.get("config_file") or os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
         file_values = read_config_file(Path(path)) if path else {}
         return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_values))
+
+
+RELOADABLE: Final[frozenset[str]] = frozenset(
+    name for name, info in Settings.model_fields.items() if RELOADABLE_SETTING in info.metadata
+)
 
 
 def read_config_file(path: Path) -> dict[str, Any]:

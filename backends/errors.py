@@ -10,8 +10,13 @@ from __future__ import annotations
 from typing import Final
 
 
-class BackendError(Exception):
-    """Base of every error a backend raises."""
+class ChipError(Exception):
+    """Root of everything a chip library or backend raises.
+
+    Callers branch on the few subclasses below (a DCMI code, a library that
+    cannot be loaded, a missing function, an unknown family, no chips); any
+    other problem is a plain ChipError with a message that names it.
+    """
 
 
 # Meanings of the DCMI return codes (DCMI header, error code table).
@@ -39,16 +44,13 @@ DCMI_ERROR_MEANINGS: Final[dict[int, str]] = {
     -8255: "not supported",
 }
 
-# Codes after which the same call may succeed if retried later.
-TEMPORARY_CODES: Final[frozenset[int]] = frozenset({-8006, -8012, -8017, -8020})
-
 NOT_SUPPORTED: Final = -8255
 NOT_READY: Final = -8012
 INVALID_PARAMETER: Final = -8001
 NOT_INITIALISED: Final = -8005
 
 
-class DcmiError(BackendError):
+class DcmiError(ChipError):
     """A DCMI function returned a non-zero code."""
 
     def __init__(self, function: str, code: int) -> None:
@@ -57,31 +59,12 @@ class DcmiError(BackendError):
         self.meaning = DCMI_ERROR_MEANINGS.get(code, "unknown error code")
         super().__init__(f"{function} returned {code} ({self.meaning})")
 
-    @property
-    def temporary(self) -> bool:
-        """True when retrying later may succeed (not ready, timeout, busy, upgrading)."""
-        return self.code in TEMPORARY_CODES
 
-    @classmethod
-    def for_code(cls, function: str, code: int) -> DcmiError:
-        """The most specific subclass for ``code``."""
-        kind = DcmiTemporaryError if code in TEMPORARY_CODES else DcmiPermanentError
-        return kind(function, code)
-
-
-class DcmiTemporaryError(DcmiError):
-    """Not ready, timed out, busy or upgrading: retry later."""
-
-
-class DcmiPermanentError(DcmiError):
-    """Retrying the same call will not help (bad argument, unsupported, gone)."""
-
-
-class LibraryUnavailable(BackendError):
+class LibraryUnavailable(ChipError):
     """The device library cannot be found, trusted or loaded."""
 
 
-class SymbolMissing(BackendError):
+class SymbolMissing(ChipError):
     """The loaded library lacks a function; only calls that need it fail."""
 
     def __init__(self, function: str, path: str) -> None:
@@ -90,7 +73,7 @@ class SymbolMissing(BackendError):
         super().__init__(f"{path} has no symbol {function} (driver too old or too new for this call)")
 
 
-class UnknownChipFamily(BackendError):
+class UnknownChipFamily(ChipError):
     """The chip name matches none of the supported families."""
 
     def __init__(self, chip_name: str) -> None:
@@ -101,5 +84,5 @@ class UnknownChipFamily(BackendError):
         )
 
 
-class NoChips(BackendError):
+class NoChips(ChipError):
     """The library answered but reported no NPU chips."""

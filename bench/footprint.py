@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 from common import Workspace, cpu_seconds, print_command, rss_mib
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_dcmi.build import build_fake_library

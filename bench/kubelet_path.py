@@ -13,7 +13,7 @@ import time
 
 from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 RESOURCE = "huawei.com/Ascend310"
 SETTLE = 0.3

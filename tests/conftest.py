@@ -15,11 +15,11 @@ from fake_dcmi.scenario_file import SCENARIO_ENV
 from kube_apiserver import FakeApiServer
 from plugin_harness import FakeNode
 
-from ascend_plugin.doctor.host_files import HOST_FILES as DOCTOR_HOST_FILES
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from backends.families import ASCEND_310B
 
 if TYPE_CHECKING:  # imported lazily: kubernetes-asyncio is heavy and most tests never need it
-    from ascend_plugin.kube.client import Kube
+    from ascend_plugin.faces.kube.client import Kube
 
 
 @pytest.fixture
@@ -151,7 +151,7 @@ def kubeconfig(apiserver: FakeApiServer, short_tmp: Path) -> Path:
 @pytest.fixture
 async def kube(kubeconfig: Path) -> AsyncIterator[Kube]:
     """The plugin's real API client (kubernetes-asyncio underneath), connected to ``apiserver``."""
-    from ascend_plugin.kube.client import connect
+    from ascend_plugin.faces.kube.client import connect
 
     client = await connect(kubeconfig)
     yield client
@@ -189,7 +189,7 @@ class DoctorRoot:
     kubelet_socket: socket.socket | None = None
 
     # What doctor checks on a 310B board; a doctor test ties this list to values-310b.yaml.
-    HOST_FILES = tuple(item.path for item in DOCTOR_HOST_FILES["310B"])
+    HOST_FILES = tuple(item.path for item in ASCEND_310B.host_files)
     DEVICE_NODES = ("/dev/davinci0", "/dev/davinci_manager_docker", "/dev/hisi_hdc", "/dev/devmm_svm")
     PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
     LIBRARY = "/usr/lib64/libdcmi.so"

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ascend_plugin.chip_calls import ChipCaller
+from node_harness import inventory_of
+
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faults import FaultTable, builtin_table
-from ascend_plugin.health import HealthMonitor, HealthPolicy
-from ascend_plugin.registry import DeviceRegistry, DeviceState
-from backends.base import ChipBackend, enumerate_chips
-from backends.families import family_for
+from ascend_plugin.inventory.inventory import ChipHealth, Inventory
+from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy
+from backends.backend import ChipBackend
 from backends.library import DeviceLibrary
 
 
@@ -28,17 +29,19 @@ class FakeClock:
 
 @dataclass
 class Monitored:
-    """A backend, its registry and the monitor keeping it, on a given library."""
+    """A backend, its inventory and the monitor keeping it, on a given library."""
 
     backend: ChipBackend
-    registry: DeviceRegistry
+    inventory: Inventory
     monitor: HealthMonitor
+    calls: ChipCalls
     clock: FakeClock = field(default_factory=FakeClock)
 
-    def device(self, device_id: str) -> DeviceState:
-        state = self.registry.get(device_id)
+    def device(self, device_id: str) -> ChipHealth:
+        """The verdict on the chip a whole-chip device ID (``Ascend310P-0``) names."""
+        state = self.inventory.get(int(device_id.rsplit("-", 1)[1]))
         assert state is not None, device_id
-        return state
+        return state.health
 
 
 def monitored(
@@ -48,19 +51,22 @@ def monitored(
     table: FaultTable | None = None,
     timeout: float = 5.0,
 ) -> Monitored:
-    """Discover the chips of an initialised ``library`` and build a monitor (call inside the event loop)."""
-    found = enumerate_chips(library)
-    backend = family_for(found[0].info)(library)
-    registry = DeviceRegistry(
-        backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in found]
-    )
+    """A monitor over the chips of an initialised ``library`` (call inside the event loop).
+
+    The monitor's clock is moved by hand; the call timeout runs on real time.
+    """
+    inventory = inventory_of(library, healthy=False)
+    backend = ChipBackend(library)
+    calls = ChipCalls(timeout)
     clock = FakeClock()
+    chosen_policy = policy or HealthPolicy()
+    chosen_table = table or builtin_table()
     monitor = HealthMonitor(
         backend,
-        ChipCaller(timeout),
-        registry,
-        table=table or builtin_table(),
-        policy=policy or HealthPolicy(),
+        calls,
+        inventory,
+        policy=lambda: chosen_policy,
+        fault_table=lambda: chosen_table,
         clock=clock,
     )
-    return Monitored(backend, registry, monitor, clock)
+    return Monitored(backend, inventory, monitor, calls, clock)

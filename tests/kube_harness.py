@@ -1,15 +1,13 @@
 """Pieces the Kubernetes-side tests build a plugin's view of its node from.
 
-The kube parts take a :class:`~ascend_plugin.app.Node` and a
-:class:`~ascend_plugin.registry.DeviceRegistry`; building them directly (real
-classes, a family's real table) lets a test flip a device's health in one line
-instead of editing a scenario and waiting for a health round. The end-to-end
-test drives the whole plugin instead.
+The publishers read an :class:`~ascend_plugin.inventory.inventory.Inventory`;
+building one directly (real classes, a family's real table) lets a test flip a
+chip's health in one line instead of editing a scenario and waiting for a
+poll. The end-to-end test drives the whole plugin instead.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,18 +15,16 @@ from typing import Any
 
 import anyio
 
-from ascend_plugin.bring_up import Node
 from ascend_plugin.faults import Fault, FaultLevel
-from ascend_plugin.registry import DeviceRegistry, DeviceState
-from backends.base import Chip, ChipBackend
-from backends.fake import FakeLibrary
+from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
+from backends.chips import Chip
 from backends.families import family_named
 from backends.library import ChipInfo
 
 NODE = "npu-node-1"
 
 
-def make_node(
+def make_inventory(
     directory: Path,
     *,
     family: str = "310B",
@@ -36,33 +32,28 @@ def make_node(
     phy_ids: Sequence[int] = (0,),
     ai_cores: Mapping[int, float] | None = None,
     driver_version: str = "24.1.rc1",
-) -> Node:
-    """A node of ``family`` with one chip per physical id, its fake library's scenario in ``directory``."""
-    scenario = directory / "scenario.json"
-    chip_list = [{"phy_id": phy} for phy in phy_ids]
-    scenario.write_text(json.dumps({"chip_name": chip_name, "chips": chip_list}), encoding="utf-8")
+) -> Inventory:
+    """A node of ``family`` with one healthy chip per physical id (``directory`` names its library)."""
+    table = family_named(family)
     info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
-    chips = [Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info) for phy in phy_ids]
-    backend_class = family_named(family)
-    backend: ChipBackend = backend_class(FakeLibrary(scenario))
-    cores = ai_cores if ai_cores is not None else dict.fromkeys(phy_ids, backend.table.ai_core_nominal)
-    return Node(backend, chips, driver_version=driver_version, ai_cores=cores)
+    cores = ai_cores if ai_cores is not None else dict.fromkeys(phy_ids, table.ai_core_nominal)
+    healthy = ChipHealth(known=True, healthy=True, reason="")
+    chips = [
+        ChipState(
+            Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info), healthy, cores.get(phy)
+        )
+        for phy in phy_ids
+    ]
+    return Inventory(NodeFacts(table, str(directory / "scenario.json"), driver_version), chips)
 
 
-def make_registry(node: Node) -> DeviceRegistry:
-    """A registry with every chip of ``node`` healthy."""
-    backend = node.backend
-    return DeviceRegistry(
-        backend.table.resource_name, [DeviceState(backend.device_id(chip), chip) for chip in node.chips]
-    )
-
-
-def set_faults(registry: DeviceRegistry, device_id: str, *faults: tuple[int, FaultLevel]) -> None:
-    """Give a device these faults; it is unhealthy when the worst is worse than SubHealthFault."""
+def set_faults(inventory: Inventory, device_id: str, *faults: tuple[int, FaultLevel]) -> None:
+    """Give a chip (named by its device ID) these faults; unhealthy when the worst is below SubHealthFault."""
     found = tuple(sorted((Fault(code, level) for code, level in faults), key=lambda f: (-f.level, f.code)))
     healthy = not found or found[0].level.healthy
     reason = "" if healthy else f"fault {found[0]}"
-    registry.update(device_id, faults=found, healthy=healthy, reason=reason)
+    phy = int(device_id.rsplit("-", 1)[1])
+    inventory.set_health(phy, ChipHealth(known=True, healthy=healthy, reason=reason, faults=found))
 
 
 @asynccontextmanager

@@ -19,8 +19,8 @@ import anyio.to_thread
 from fake_dcmi.players import CFakePlayer, ScenarioPlayer
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.kubelet_standin import KubeletStandIn
 from ascend_plugin.settings import Settings
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 WAIT = 15.0  # generous: a condition normally holds within milliseconds
 

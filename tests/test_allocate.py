@@ -9,7 +9,7 @@ import grpc
 import pytest
 from plugin_harness import FakeNode, health_of, registered, running_plugin, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,7 @@ import anyio.to_thread
 import pytest
 from plugin_harness import FakeNode, registered, running_plugin, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 

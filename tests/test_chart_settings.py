@@ -16,10 +16,10 @@ import pytest
 import yaml
 from chart_harness import CHART_DIR, DEFAULTS, RELEASE, VALUES_FILES, ChartRenderer, Rendering
 
-from ascend_plugin.app import RELOADABLE, PluginApp
+from ascend_plugin.app import PluginApp
+from ascend_plugin.faces.kube.config_watch import FAULT_LEVELS_KEY, ConfigWatcher
 from ascend_plugin.faults import FaultLevel
-from ascend_plugin.kube.config_watch import FAULT_LEVELS_KEY, ConfigWatcher
-from ascend_plugin.settings import ENV_PREFIX, Settings, load_settings
+from ascend_plugin.settings import ENV_PREFIX, RELOADABLE, Settings, load_settings
 
 # Settings the chart sets itself, and from what.
 CHART_OWNED = {
@@ -261,15 +261,15 @@ def test_runtime_config_is_applied_by_the_plugins_watcher(
 
     app = PluginApp(settings_from_pod_env(rendering, monkeypatch))
     try:
-        watcher = ConfigWatcher(None, app, rendering.namespace, f"{RELEASE}-config")  # type: ignore[arg-type]
+        watcher = ConfigWatcher(None, app.config, rendering.namespace, f"{RELEASE}-config")  # type: ignore[arg-type]
         assert watcher.apply(data), "the plugin refused the chart's ConfigMap"
-        assert app.settings.health_interval == 2
-        assert app.settings.health_failure_threshold == 4
-        assert app.settings.health_flap_threshold == 2
-        assert app.settings.health_flap_window == 30
-        assert app.settings.health_flap_hold == 10
-        assert app.settings.log_level == "DEBUG"
-        assert app.fault_table.levels[0x80E01802] is FaultLevel.SeparateNPU
-        assert app.fault_table.levels[0x80E21008] is FaultLevel.NotHandleFault
+        assert app.config.settings.health_interval == 2
+        assert app.config.settings.health_failure_threshold == 4
+        assert app.config.settings.health_flap_threshold == 2
+        assert app.config.settings.health_flap_window == 30
+        assert app.config.settings.health_flap_hold == 10
+        assert app.config.settings.log_level == "DEBUG"
+        assert app.config.fault_table.levels[0x80E01802] is FaultLevel.SeparateNPU
+        assert app.config.fault_table.levels[0x80E21008] is FaultLevel.NotHandleFault
     finally:
-        app.caller.shutdown()
+        app.calls.shutdown()

@@ -1,46 +1,137 @@
-"""The chip caller: one worker thread, a timeout per call, a circuit that opens on a hang."""
+"""Chip calls: a worker thread per lane, a timeout per call, a stuck lane that holds up nobody else."""
 
 from __future__ import annotations
 
 import threading
 
 import pytest
+from health_harness import FakeClock
 from plugin_harness import until
 
-from ascend_plugin.chip_calls import ChipCaller, ChipCallsBlocked, ChipCallTimeout, StuckCall
+from ascend_plugin.chip_calls import ChipCalls, ChipCallTimeout, LaneKey, LaneStuck, StuckCall
+from ascend_plugin.resilience import Backoff
 
 pytestmark = pytest.mark.anyio
 
 
+def _thread_name() -> str:
+    return threading.current_thread().name
+
+
 async def test_results_and_errors_come_back() -> None:
-    caller = ChipCaller(timeout=5)
-    assert await caller.call("add", lambda a, b: a + b, 2, 3) == 5
+    calls = ChipCalls(timeout=5)
+    assert await calls.call(0, "add", lambda a, b: a + b, 2, 3) == 5
     with pytest.raises(ZeroDivisionError):
-        await caller.call("divide", lambda: 1 / 0)
-    caller.shutdown()
+        await calls.node("divide", lambda: 1 / 0)
+    calls.shutdown()
 
 
-async def test_every_call_runs_on_the_same_thread() -> None:
-    caller = ChipCaller(timeout=5)
-    names = {await caller.call("name", lambda: threading.current_thread().name) for _ in range(5)}
-    assert names == {"dcmi-calls"}
-    assert threading.current_thread().name not in names
-    caller.shutdown()
+async def test_a_lane_keeps_one_thread_and_lanes_do_not_share() -> None:
+    calls = ChipCalls(timeout=5)
+    chip_0 = {await calls.call(0, "name", _thread_name) for _ in range(5)}
+    chip_1 = {await calls.call(1, "name", _thread_name) for _ in range(5)}
+    node = {await calls.node("name", _thread_name) for _ in range(5)}
+    assert len(chip_0) == len(chip_1) == len(node) == 1
+    assert len(chip_0 | chip_1 | node) == 3
+    assert threading.current_thread().name not in chip_0 | chip_1 | node
+    calls.shutdown()
 
 
-async def test_a_hung_call_opens_the_circuit_until_it_returns() -> None:
-    caller = ChipCaller(timeout=0.05)
-    changes: list[StuckCall | None] = []
-    caller.on_circuit_change(changes.append)
+async def test_a_hung_call_blocks_its_lane_only() -> None:
+    calls = ChipCalls(timeout=0.05, retry_backoff=Backoff(3600, 3600))
+    changes: list[tuple[LaneKey, StuckCall | None]] = []
+    calls.on_lane_change(lambda lane, stuck: changes.append((lane, stuck)))
     release = threading.Event()
-    with pytest.raises(ChipCallTimeout, match=r"driver call health did not return within 0\.05 s"):
-        await caller.call_for(("Ascend910-3",), "health", release.wait)
-    assert caller.stuck is not None
-    assert caller.stuck.concerns == ("Ascend910-3",)
-    with pytest.raises(ChipCallsBlocked, match="driver call health is stuck"):
-        await caller.call("other", lambda: 1)
+    with pytest.raises(ChipCallTimeout, match=r"driver call health on chip 3 did not return within 0\.05 s"):
+        await calls.call(3, "health", release.wait)
+    stuck = calls.stuck(3)
+    assert stuck is not None
+    assert (stuck.name, stuck.lane, stuck.attempts) == ("health", 3, 1)
+    with pytest.raises(LaneStuck, match="driver call health on chip 3 stuck for"):
+        await calls.call(3, "other", lambda: 1)
+    # Every other chip, and the node lane, answer as if nothing happened.
+    assert await calls.call(2, "health", lambda: "fine") == "fine"
+    assert await calls.node("card list", lambda: [0]) == [0]
+    assert calls.stuck(None) is None
+    assert [call.lane for call in calls.stuck_calls()] == [3]
     release.set()
-    await until(lambda: caller.stuck is None, "circuit closed after the call returned")
-    assert await caller.call("other", lambda: 1) == 1
-    assert [change is None for change in changes] == [False, True]
-    caller.shutdown()
+    await until(lambda: calls.stuck(3) is None, "lane free after the call returned")
+    assert await calls.call(3, "other", lambda: 1) == 1
+    assert [(lane, stuck is None) for lane, stuck in changes] == [(3, False), (3, True)]
+    calls.shutdown()
+
+
+async def test_a_stuck_lane_retries_with_backoff_on_a_fresh_thread() -> None:
+    clock = FakeClock()
+    calls = ChipCalls(timeout=0.05, retry_backoff=Backoff(1.0, 60.0), clock=clock)
+    release = threading.Event()
+    hung_on: list[str] = []
+
+    def hang() -> None:
+        hung_on.append(_thread_name())
+        release.wait()
+
+    with pytest.raises(ChipCallTimeout):
+        await calls.call(5, "health", hang)
+    with pytest.raises(LaneStuck, match="next try in 1 s"):
+        await calls.call(5, "health", hang)  # not due yet: refused at once, nothing run
+    assert len(hung_on) == 1
+    clock.advance(1.0)
+    with pytest.raises(ChipCallTimeout):
+        await calls.call(5, "health", hang)  # due: tried again, on a new thread, and hangs again
+    assert len(set(hung_on)) == 2
+    stuck = calls.stuck(5)
+    assert stuck is not None
+    assert stuck.attempts == 2
+    assert stuck.retry_at == clock.now + 2.0  # the backoff doubled
+    clock.advance(2.0)
+    # Two threads of this lane are stuck: the per-lane cap stops a third however long it waits.
+    with pytest.raises(LaneStuck):
+        await calls.call(5, "health", hang)
+    assert len(hung_on) == 2
+    assert calls.abandoned_threads == 2
+    release.set()
+    await until(lambda: calls.abandoned_threads == 0, "abandoned threads returned")
+    assert calls.stuck(5) is None
+    calls.shutdown()
+
+
+async def test_abandoned_threads_are_capped_for_the_whole_process() -> None:
+    clock = FakeClock()
+    calls = ChipCalls(timeout=0.02, retry_backoff=Backoff(1.0, 1.0), max_abandoned=3, clock=clock)
+    release = threading.Event()
+    for lane in range(3):
+        with pytest.raises(ChipCallTimeout):
+            await calls.call(lane, "health", release.wait)
+    clock.advance(10)
+    with pytest.raises(LaneStuck):
+        await calls.call(0, "health", release.wait)  # due, but the process holds 3 stuck threads
+    assert calls.abandoned_threads == 3
+    # A lane that is not stuck is not refused: the cap only stops retries.
+    assert await calls.call(7, "health", lambda: 7) == 7
+    release.set()
+    await until(lambda: calls.abandoned_threads == 0, "abandoned threads returned")
+    calls.shutdown()
+
+
+async def test_a_retry_that_answers_frees_the_lane() -> None:
+    clock = FakeClock()
+    calls = ChipCalls(timeout=0.05, retry_backoff=Backoff(1.0, 60.0), clock=clock)
+    release = threading.Event()
+    with pytest.raises(ChipCallTimeout):
+        await calls.call(1, "health", release.wait)
+    clock.advance(1.0)
+    assert await calls.call(1, "health", lambda: 0) == 0  # the chip answers on a fresh thread
+    assert calls.stuck(1) is None
+    assert calls.abandoned_threads == 1  # the first thread is still inside the library
+    release.set()
+    await until(lambda: calls.abandoned_threads == 0, "the first call returned too")
+    calls.shutdown()
+
+
+async def test_an_error_is_an_answer() -> None:
+    calls = ChipCalls(timeout=5)
+    with pytest.raises(RuntimeError):
+        await calls.call(0, "health", lambda: (_ for _ in ()).throw(RuntimeError("no")))
+    assert calls.stuck(0) is None
+    calls.shutdown()

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from plugin_harness import WAIT, FakeNode, health_of, registered
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 RESOURCE = "huawei.com/Ascend310"
 

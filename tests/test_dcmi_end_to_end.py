@@ -23,7 +23,7 @@ from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 from plugin_harness import WAIT, health_of, registered
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.slow

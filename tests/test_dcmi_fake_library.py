@@ -15,7 +15,7 @@ from fake_dcmi.players import CFakePlayer
 from fake_dcmi.scenario_file import SCENARIO_ENV
 
 from backends.dcmi._dcmi_cffi import ffi
-from backends.errors import DcmiPermanentError
+from backends.errors import DcmiError
 from backends.fake import FakeScenario
 
 WAIT = 10.0
@@ -63,7 +63,7 @@ def test_a_subscription_without_a_handler_is_invalid(c_fake: CFakePlayer) -> Non
 
 def test_init_fails_without_a_scenario(c_fake: CFakePlayer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(SCENARIO_ENV)
-    with pytest.raises(DcmiPermanentError, match="dcmi_init returned -8005"):
+    with pytest.raises(DcmiError, match="dcmi_init returned -8005"):
         c_fake.open()
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from fake_dcmi.players import CFakePlayer
 
-from backends.errors import DcmiPermanentError
+from backends.errors import DcmiError
 from backends.fake import FakeScenario
 from backends.library import FaultEvent
 
@@ -51,7 +51,7 @@ def test_faults_raised_and_cleared_arrive_as_events(c_fake: CFakePlayer) -> None
 @pytest.mark.parametrize("chip_name", ["310", "310B1", "310B4", "310P3", "310P1"])
 def test_inference_chips_do_not_support_subscription(c_fake: CFakePlayer, chip_name: str) -> None:
     library = c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": [{"phy_id": 0}]}))
-    with pytest.raises(DcmiPermanentError) as raised:
+    with pytest.raises(DcmiError) as raised:
         library.subscribe_faults(lambda event: None)
     assert (raised.value.function, raised.value.code) == ("dcmi_subscribe_fault_event", -8255)
 

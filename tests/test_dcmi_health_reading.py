@@ -5,17 +5,15 @@ from __future__ import annotations
 import pytest
 from fake_dcmi.players import CFakePlayer
 
-from backends.base import CARD_DROPPED_CODE, HealthReading
-from backends.errors import DcmiPermanentError
+from backends.backend import ChipBackend
+from backends.chips import CARD_DROPPED_CODE, HealthReading
+from backends.errors import DcmiError
 from backends.fake import FakeScenario
-from backends.families import Ascend310PBackend
 from backends.library import HEALTH_ABSENT
 
 
 def _readings(c_fake: CFakePlayer, chips: list[dict[str, object]]) -> list[HealthReading]:
-    backend = Ascend310PBackend(
-        c_fake.open(FakeScenario.model_validate({"chip_name": "310P3", "chips": chips}))
-    )
+    backend = ChipBackend(c_fake.open(FakeScenario.model_validate({"chip_name": "310P3", "chips": chips})))
     return [backend.read_health(chip) for chip in backend.discover()]
 
 
@@ -48,8 +46,8 @@ def test_more_fault_codes_than_the_buffer_holds_fail_the_query(c_fake: CFakePlay
             }
         )
     )
-    backend = Ascend310PBackend(library)
+    backend = ChipBackend(library)
     (chip,) = backend.discover()
-    with pytest.raises(DcmiPermanentError) as raised:
+    with pytest.raises(DcmiError) as raised:
         backend.read_health(chip)
     assert (raised.value.function, raised.value.code) == ("dcmi_get_device_errorcode_v2", -8001)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fake_dcmi.players import CFakePlayer
 
-from backends.base import enumerate_chips
+from backends.chips import enumerate_chips
 from backends.errors import SymbolMissing
 from backends.fake import FakeScenario
 

@@ -32,7 +32,7 @@ def test_every_metric_is_documented(tmp_path: Path) -> None:
     try:
         exposition = app.metrics.render().decode()
     finally:
-        app.caller.shutdown()
+        app.calls.shutdown()
     names = set(re.findall(r"^# TYPE (\S+) ", exposition, re.MULTILINE))
     names = {name for name in names if not name.endswith("_created")}  # prometheus_client's own
     assert "ascend_device_healthy" in names

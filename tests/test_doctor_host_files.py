@@ -8,15 +8,15 @@ from chart_harness import CHART_DIR
 from conftest import DoctorRoot
 
 from ascend_plugin.doctor.findings import Status
-from ascend_plugin.doctor.host_files import HOST_FILES
 from backends.fake import FakeScenario
+from backends.families import ASCEND_310B
 
 pytestmark = pytest.mark.anyio
 
 
 def test_the_files_checked_are_the_files_the_310b_chart_mounts() -> None:
     values = yaml.safe_load((CHART_DIR / "values-310b.yaml").read_text(encoding="utf-8"))
-    assert [item.path for item in HOST_FILES["310B"]] == values["hostFiles"]
+    assert [item.path for item in ASCEND_310B.host_files] == values["hostFiles"]
 
 
 async def test_a_healthy_board_has_every_file_and_the_hosts_shared_memory(doctor_py_root: DoctorRoot) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from conftest import DoctorRoot
 
-from ascend_plugin.chip_calls import ChipCaller
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.doctor import library
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.elf import ElfError, read_dynamic
@@ -223,7 +223,7 @@ async def test_allowing_untrusted_libraries_says_the_check_is_off(doctor_c_root:
 
 async def test_a_root_owned_system_file_is_trusted() -> None:
     settings = Settings(backend="dcmi", dcmi_library=Path("/bin/sh"), node_name=None)
-    context = Context(settings, Path("/"), {}, ChipCaller(1.0))
+    context = Context(settings, Path("/"), {}, ChipCalls(1.0))
     context.library_path = Path("/bin/sh")
     try:
         [trusted] = await library.library_trusted.run(context)

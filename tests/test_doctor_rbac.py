@@ -20,7 +20,7 @@ pytestmark = pytest.mark.anyio
 
 
 def _verbs(settings: Settings) -> dict[str, tuple[str, ...]]:
-    return {permission.name: permission.verbs for permission in needed_permissions(settings, "default")}
+    return {permission.name: permission.verbs for permission in needed_permissions(settings)}
 
 
 def test_the_permissions_follow_the_enabled_features() -> None:
@@ -94,8 +94,8 @@ async def test_pitfall_6_a_missing_configmaps_verb_is_named_with_its_namespace(
 
 
 async def test_a_denial_is_the_real_servers_403_too(apiserver: FakeApiServer, kubeconfig: Path) -> None:
-    from ascend_plugin.kube.client import CONFIGMAPS, connect
-    from ascend_plugin.kube.errors import Forbidden
+    from ascend_plugin.faces.kube.client import CONFIGMAPS, connect
+    from ascend_plugin.faces.kube.errors import Forbidden
 
     apiserver.deny("get", "configmaps", "kube-system")
     kube = await connect(kubeconfig)

@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 from fake_dcmi.players import CFakePlayer
+from node_harness import handover, whole_chips
 
-from backends.base import ChipBackend, DeviceNode
+from ascend_plugin.handover.modes import HandoverMode
+from ascend_plugin.offers.base import DeviceNode
 from backends.fake import FakeScenario
-from backends.families import Ascend310Backend, Ascend310BBackend, Ascend310PBackend, Ascend910Backend
+from backends.families import ASCEND_310, ASCEND_310B, ASCEND_310P, ASCEND_910, FamilyTable
 
 # What an Atlas 200I A2 board has under /dev, trimmed (no /dev/hdmi, /dev/ai, /dev/ao, /dev/vo, /dev/acodec).
 ATLAS_200I_A2 = (
@@ -36,21 +38,21 @@ def _host(root: Path, names: tuple[str, ...]) -> Path:
 
 def _nodes(
     c_fake: CFakePlayer,
-    family: type[ChipBackend],
+    family: FamilyTable,
     chip_name: str,
     host: Path,
     phy_ids: tuple[int, ...] = (0,),
 ) -> list[DeviceNode]:
     """Device nodes for every chip of a one-card node with these physical ids."""
     chips = [{"phy_id": phy, "card_id": 0} for phy in phy_ids]
-    backend = family(c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": chips})))
-    return backend.device_nodes([chip.phy_id for chip in backend.discover()], host)
+    library = c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": chips}))
+    return list(handover(HandoverMode.DEVICE, family, host).grant(whole_chips(library, family)).devices)
 
 
 def test_310b_prefers_the_docker_manager_and_adds_the_soc_nodes_present(
     c_fake: CFakePlayer, tmp_path: Path
 ) -> None:
-    nodes = _nodes(c_fake, Ascend310BBackend, "310B1", _host(tmp_path, ATLAS_200I_A2))
+    nodes = _nodes(c_fake, ASCEND_310B, "310B1", _host(tmp_path, ATLAS_200I_A2))
     assert nodes == [
         DeviceNode("/dev/davinci0", "/dev/davinci0"),
         DeviceNode("/dev/davinci_manager_docker", "/dev/davinci_manager"),
@@ -61,7 +63,7 @@ def test_310b_prefers_the_docker_manager_and_adds_the_soc_nodes_present(
 
 
 def test_310b_without_the_docker_manager_uses_the_plain_one(c_fake: CFakePlayer, tmp_path: Path) -> None:
-    nodes = _nodes(c_fake, Ascend310BBackend, "310B4", _host(tmp_path, ("davinci0", "davinci_manager")))
+    nodes = _nodes(c_fake, ASCEND_310B, "310B4", _host(tmp_path, ("davinci0", "davinci_manager")))
     assert nodes == [
         DeviceNode("/dev/davinci0", "/dev/davinci0"),
         DeviceNode("/dev/davinci_manager", "/dev/davinci_manager"),
@@ -70,10 +72,10 @@ def test_310b_without_the_docker_manager_uses_the_plain_one(c_fake: CFakePlayer,
 
 @pytest.mark.parametrize(
     ("family", "chip_name"),
-    [(Ascend310Backend, "310"), (Ascend310PBackend, "310P3"), (Ascend910Backend, "910B3")],
+    [(ASCEND_310, "310"), (ASCEND_310P, "310P3"), (ASCEND_910, "910B3")],
 )
 def test_other_families_get_their_chips_and_the_shared_nodes_only(
-    c_fake: CFakePlayer, tmp_path: Path, family: type[ChipBackend], chip_name: str
+    c_fake: CFakePlayer, tmp_path: Path, family: FamilyTable, chip_name: str
 ) -> None:
     nodes = _nodes(c_fake, family, chip_name, _host(tmp_path, SERVER), phy_ids=(1, 0))
     assert nodes == [
@@ -89,7 +91,7 @@ def test_other_families_get_their_chips_and_the_shared_nodes_only(
 
 
 def test_a_missing_manager_node_is_left_out_not_invented(c_fake: CFakePlayer, tmp_path: Path) -> None:
-    nodes = _nodes(c_fake, Ascend910Backend, "910B3", _host(tmp_path, ("davinci0", "davinci1")), (0, 1))
+    nodes = _nodes(c_fake, ASCEND_910, "910B3", _host(tmp_path, ("davinci0", "davinci1")), (0, 1))
     assert nodes == [
         DeviceNode("/dev/davinci0", "/dev/davinci0"),
         DeviceNode("/dev/davinci1", "/dev/davinci1"),

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from fake_dcmi.players import CFakePlayer
+from node_harness import handover, whole_chips
 
-from backends.base import ChipBackend
+from ascend_plugin.handover.modes import HandoverMode
 from backends.fake import FakeScenario
-from backends.families import Ascend310Backend, Ascend310BBackend, Ascend310PBackend, Ascend910Backend
+from backends.families import ASCEND_310, ASCEND_310B, ASCEND_310P, ASCEND_910, FamilyTable
 
 
-def _env(
-    c_fake: CFakePlayer, family: type[ChipBackend], chip_name: str, phy_ids: list[int]
-) -> dict[str, str]:
+def _env(c_fake: CFakePlayer, family: FamilyTable, chip_name: str, phy_ids: list[int]) -> dict[str, str]:
     chips = [{"phy_id": phy, "card_id": 0} for phy in phy_ids]
-    backend = family(c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": chips})))
-    return backend.runtime_env(chip.phy_id for chip in backend.discover())
+    library = c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": chips}))
+    devices = whole_chips(library, family)
+    return dict(handover(HandoverMode.RUNTIME, family, Path("/nonexistent")).grant(devices).envs)
 
 
 @pytest.mark.parametrize("chip_name", ["310B1", "310B4"])
 def test_310b_allows_links(c_fake: CFakePlayer, chip_name: str) -> None:
-    assert _env(c_fake, Ascend310BBackend, chip_name, [0]) == {
+    assert _env(c_fake, ASCEND_310B, chip_name, [0]) == {
         "ASCEND_VISIBLE_DEVICES": "0",
         "ASCEND_RUNTIME_OPTIONS": "",
         "ASCEND_ALLOW_LINK": "True",
@@ -29,10 +31,10 @@ def test_310b_allows_links(c_fake: CFakePlayer, chip_name: str) -> None:
 
 @pytest.mark.parametrize(
     ("family", "chip_name"),
-    [(Ascend310Backend, "310"), (Ascend310PBackend, "310P3"), (Ascend910Backend, "910B3")],
+    [(ASCEND_310, "310"), (ASCEND_310P, "310P3"), (ASCEND_910, "910B3")],
 )
 def test_other_families_list_the_physical_ids_only(
-    c_fake: CFakePlayer, family: type[ChipBackend], chip_name: str
+    c_fake: CFakePlayer, family: FamilyTable, chip_name: str
 ) -> None:
     assert _env(c_fake, family, chip_name, [3, 1]) == {
         "ASCEND_VISIBLE_DEVICES": "1,3",

@@ -10,7 +10,7 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from plugin_harness import health_of, player_settings, registered, running_plugin, until, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
@@ -42,14 +42,16 @@ async def test_a_hung_health_call_marks_only_that_chip_and_recovers(
         await wait_for(
             kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Unhealthy", "hung chip out"
         )
-        assert app.registry is not None
-        assert app.registry.devices()[0].reason == "driver call read_health did not return within 0.3 s"
+        assert app.inventory is not None
+        assert app.inventory.chips()[0].health.reason == "driver call read_health did not return within 0.3 s"
         # The other chip keeps its state and the kubelet path keeps answering while the call hangs.
         assert kubelet.health(RESOURCE)["Ascend310P-1"] == "Healthy"
         response = await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, ["Ascend310P-1"])
         assert response.container_responses[0].devices[0].host_path == "/dev/davinci1"
-        assert app.caller.stuck is not None
-        assert not app.ready  # readiness reports the stuck driver
+        assert app.calls.stuck(0) is not None
+        # A chip's stuck call takes that chip away, not the plugin: still ready, and saying why.
+        assert app.ready
+        assert "driver call read_health on chip 0 stuck for" in app.readiness().detail
         # The call returns once the scenario stops hanging it; everything recovers by itself.
         node.update(_pair(hang_chip_0=False))
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Healthy", "recovered")

@@ -8,13 +8,16 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 
-from ascend_plugin.health import HealthPolicy
+from ascend_plugin.inventory.damping import DampingPolicy
+from ascend_plugin.inventory.monitor import HealthPolicy
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
 
 DEVICE = "Ascend310P-0"
-POLICY = HealthPolicy(failure_threshold=3, flap_threshold=3, flap_window=60.0, flap_hold=30.0)
+POLICY = HealthPolicy(
+    failure_threshold=3, damping=DampingPolicy(flap_threshold=3, flap_window=60.0, flap_hold=30.0)
+)
 
 
 def _chip(**chip: object) -> FakeScenario:
@@ -29,7 +32,7 @@ def watched(any_fake: ScenarioPlayer[Any], anyio_backend: str) -> Monitored:
 
 async def _poll(watched: Monitored, node: ScenarioPlayer[Any], **chip: object) -> bool:
     node.update(_chip(**chip))
-    await watched.monitor.poll_once()
+    await watched.monitor.poll_all()
     return watched.device(DEVICE).healthy
 
 
@@ -86,6 +89,7 @@ async def test_spells_outside_the_window_do_not_count(
 async def test_failed_queries_count_as_unhealthy_only_after_the_threshold(
     any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
+    assert await _poll(watched, any_fake)
     assert await _poll(watched, any_fake, errors={"health": -8010})
     assert await _poll(watched, any_fake, errors={"health": -8010})
     assert not await _poll(watched, any_fake, errors={"health": -8010})
@@ -98,6 +102,7 @@ async def test_failed_queries_count_as_unhealthy_only_after_the_threshold(
 async def test_a_success_between_failures_resets_the_count(
     any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
+    assert await _poll(watched, any_fake)
     for _ in range(3):
         assert await _poll(watched, any_fake, errors={"error_codes": -8006})
         assert await _poll(watched, any_fake, errors={"error_codes": -8006})

@@ -11,7 +11,7 @@ import pytest
 from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +50,7 @@ async def test_metrics_follow_a_fault_injection(
         assert "ascend_allocations_total 1.0" in before
         assert "ascend_kubelet_registrations_total 1.0" in before
         assert 'ascend_dcmi_call_seconds_count{function="read_health"}' in before
-        assert "ascend_health_round_seconds_count" in before
+        assert "ascend_dcmi_abandoned_threads 0.0" in before
 
         node.write({"chip_name": "310B1", "chips": [{"phy_id": 0, "fault_codes": ["80E01801"]}]})
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310-0")(k) == "Unhealthy", "unhealthy")
@@ -72,7 +72,7 @@ async def test_probes_say_why_not_ready(node: FakeNode, plugin_dir: Path) -> Non
         try:
             await wait_for(kubelet, registered(RESOURCE), "registration")
             await until(lambda: app.ready, "ready")
-            assert await _get(app, "/readyz") == (200, "ready: 1 of 1 devices healthy\n")
+            assert await _get(app, "/readyz") == (200, "ready: 1 of 1 chips healthy\n")
         finally:
             kubelet.stop()
 

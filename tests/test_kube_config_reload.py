@@ -13,9 +13,9 @@ from kube_harness import running
 from plugin_harness import FakeNode, until
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.faces.kube.client import Kube
+from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 from ascend_plugin.faults import FaultLevel, builtin_table
-from ascend_plugin.kube.client import Kube
-from ascend_plugin.kube.config_watch import ConfigWatcher
 
 pytestmark = pytest.mark.anyio
 
@@ -33,7 +33,7 @@ def app(node: FakeNode, plugin_dir: Path) -> Iterator[PluginApp]:
         node.settings(plugin_dir, config_configmap=NAME, pod_namespace=NAMESPACE, log_level="INFO")
     )
     yield plugin
-    plugin.caller.shutdown()
+    plugin.calls.shutdown()
     root.setLevel(level)
 
 
@@ -42,28 +42,30 @@ def put_config(apiserver: FakeApiServer, data: dict[str, str]) -> None:
 
 
 def watcher(kube: Kube, app: PluginApp) -> ConfigWatcher:
-    return ConfigWatcher(kube, app, NAMESPACE, NAME)
+    return ConfigWatcher(kube, app.config, NAMESPACE, NAME)
 
 
 async def test_keys_override_settings_and_removed_keys_return_to_startup_values(
     apiserver: FakeApiServer, kube: Kube, app: PluginApp
 ) -> None:
-    assert app.settings.health_interval == 0.05
+    assert app.config.settings.health_interval == 0.05
     put_config(apiserver, {"health_interval": "0.5", "log-level": "debug", "health_flap_hold": "5"})
     async with running(watcher(kube, app).run):
-        await until(lambda: app.settings.health_interval == 0.5, "the new interval")
-        assert app.settings.log_level == "DEBUG"
-        assert app.settings.health_flap_hold == 5.0
+        await until(lambda: app.config.settings.health_interval == 0.5, "the new interval")
+        assert app.config.settings.log_level == "DEBUG"
+        assert app.config.settings.health_flap_hold == 5.0
         assert logging.getLogger().level == logging.DEBUG
 
         put_config(apiserver, {"health_interval": "2"})
-        await until(lambda: app.settings.health_interval == 2.0, "the second change")
-        second = app.settings  # a new Settings object: the keys left out are back at their start-up values
+        await until(lambda: app.config.settings.health_interval == 2.0, "the second change")
+        second = (
+            app.config.settings
+        )  # a new Settings object: the keys left out are back at their start-up values
         assert second.log_level == "INFO"
         assert second.health_flap_hold == 30.0
 
         apiserver.delete("configmaps", NAME, NAMESPACE)
-        await until(lambda: app.settings.health_interval == 0.05, "start-up values again")
+        await until(lambda: app.config.settings.health_interval == 0.05, "start-up values again")
 
 
 async def test_an_invalid_value_is_refused_and_the_old_config_stays(
@@ -71,7 +73,7 @@ async def test_an_invalid_value_is_refused_and_the_old_config_stays(
 ) -> None:
     put_config(apiserver, {"health_interval": "0.5"})
     async with running(watcher(kube, app).run):
-        await until(lambda: app.settings.health_interval == 0.5, "the good config")
+        await until(lambda: app.config.settings.health_interval == 0.5, "the good config")
         put_config(apiserver, {"health_interval": "-1", "log_level": "DEBUG"})
         await until(lambda: "refused" in caplog.text, "the refusal")
     message = next(record.getMessage() for record in caplog.records if "refused" in record.getMessage())
@@ -80,8 +82,8 @@ async def test_an_invalid_value_is_refused_and_the_old_config_stays(
     assert "'-1'" in message
     assert "greater than 0" in message
     # Nothing of the bad change applied, not even its valid key.
-    assert app.settings.health_interval == 0.5
-    assert app.settings.log_level == "INFO"
+    assert app.config.settings.health_interval == 0.5
+    assert app.config.settings.log_level == "INFO"
 
 
 async def test_a_key_that_cannot_change_at_run_time_is_refused(
@@ -93,26 +95,28 @@ async def test_a_key_that_cannot_change_at_run_time_is_refused(
     assert "key 'allocate_mode' (value 'runtime') is not a run-time setting; allowed: " in caplog.text
     assert "health_interval" in caplog.text.split("allowed: ")[1]
     assert "fault_levels.json" in caplog.text.split("allowed: ")[1]
-    assert app.settings.allocate_mode == "device"
-    assert app.settings.health_interval == 0.05
+    assert app.config.settings.allocate_mode == "device"
+    assert app.config.settings.health_interval == 0.05
 
 
 async def test_fault_levels_merge_over_the_startup_table(
     apiserver: FakeApiServer, kube: Kube, app: PluginApp
 ) -> None:
-    startup = app.fault_table
+    startup = app.config.fault_table
     assert startup.level_of(CODE, None) is FaultLevel.SeparateNPU
     put_config(apiserver, {"fault_levels.json": json.dumps({"NotHandleFault": ["80E01801"]})})
     async with running(watcher(kube, app).run):
-        await until(lambda: app.fault_table.level_of(CODE, None) is FaultLevel.NotHandleFault, "the override")
+        await until(
+            lambda: app.config.fault_table.level_of(CODE, None) is FaultLevel.NotHandleFault, "the override"
+        )
         # Everything else of the built-in table is still there.
         others = {code: level for code, level in builtin_table().levels.items() if code != CODE}
         assert others
-        assert all(app.fault_table.levels[code] is level for code, level in others.items())
+        assert all(app.config.fault_table.levels[code] is level for code, level in others.items())
 
         put_config(apiserver, {"health_interval": "0.5"})
-        await until(lambda: app.settings.health_interval == 0.5, "the next config")
-        assert app.fault_table == startup
+        await until(lambda: app.config.settings.health_interval == 0.5, "the next config")
+        assert app.config.fault_table == startup
 
 
 @pytest.mark.parametrize(
@@ -135,13 +139,13 @@ async def test_a_bad_fault_table_is_refused_with_everything_else(
     table: str,
     reason: str,
 ) -> None:
-    startup = app.fault_table
+    startup = app.config.fault_table
     put_config(apiserver, {"fault_levels.json": table, "health_interval": "0.5"})
     async with running(watcher(kube, app).run):
         await until(lambda: "refused" in caplog.text, "the refusal")
     assert reason in caplog.text
-    assert app.fault_table == startup
-    assert app.settings.health_interval == 0.05
+    assert app.config.fault_table == startup
+    assert app.config.settings.health_interval == 0.05
 
 
 async def test_a_configmap_created_later_is_applied(
@@ -150,4 +154,4 @@ async def test_a_configmap_created_later_is_applied(
     async with running(watcher(kube, app).run):
         await until(lambda: bool(apiserver.requests_of("watch", "configmaps")), "the watch")
         put_config(apiserver, {"health_failure_threshold": "7"})
-        await until(lambda: app.settings.health_failure_threshold == 7, "the new ConfigMap applied")
+        await until(lambda: app.config.settings.health_failure_threshold == 7, "the new ConfigMap applied")

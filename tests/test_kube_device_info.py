@@ -12,14 +12,15 @@ from typing import Any
 import anyio
 import pytest
 from kube_apiserver import FakeApiServer
-from kube_harness import NODE, make_node, make_registry, running, set_faults
+from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import until
 
+from ascend_plugin.faces.kube.chips import chip_views
+from ascend_plugin.faces.kube.client import Kube
+from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
+from ascend_plugin.faces.kube.huawei_format import FaultClock, check_code, device_info_content, go_json
 from ascend_plugin.faults import FaultLevel
-from ascend_plugin.kube.client import Kube
-from ascend_plugin.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
-from ascend_plugin.kube.huawei_format import FaultClock, check_code, device_info_content, go_json
-from ascend_plugin.registry import DeviceRegistry
+from ascend_plugin.inventory.inventory import Inventory
 
 pytestmark = pytest.mark.anyio
 
@@ -83,8 +84,8 @@ def writes(apiserver: FakeApiServer) -> list[Any]:
     ]
 
 
-def publisher(kube: Kube, registry: DeviceRegistry, refresh: float = 300.0) -> DeviceInfoPublisher:
-    return DeviceInfoPublisher(kube, registry, NAMESPACE, NAME, refresh)
+def publisher(kube: Kube, inventory: Inventory, refresh: float = 300.0) -> DeviceInfoPublisher:
+    return DeviceInfoPublisher(kube, inventory, NAMESPACE, NAME, refresh)
 
 
 def test_our_go_json_reproduces_huawei_output_and_check_code() -> None:
@@ -102,9 +103,9 @@ def test_go_json_escapes_like_go() -> None:
 async def test_created_in_huawei_format_with_a_valid_check_code(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp))
+    inventory = make_inventory(short_tmp)
     before = int(time.time())
-    async with running(publisher(kube, registry).run):
+    async with running(publisher(kube, inventory).run):
         await until(lambda: stored(apiserver) is not None, "the ConfigMap")
     after = int(time.time())
 
@@ -134,13 +135,13 @@ async def test_created_in_huawei_format_with_a_valid_check_code(
 async def test_follows_a_fault_and_its_recovery(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp, phy_ids=(0, 1)))
-    async with running(publisher(kube, registry).run):
+    inventory = make_inventory(short_tmp, phy_ids=(0, 1))
+    async with running(publisher(kube, inventory).run):
         await until(
             lambda: device_list(apiserver).get("huawei.com/Ascend310") == "Ascend310-0,Ascend310-1", "first"
         )
         set_faults(
-            registry,
+            inventory,
             "Ascend310-1",
             (SEPARATE, FaultLevel.SeparateNPU),
             (0x80CB8009, FaultLevel.NotHandleFault),
@@ -178,7 +179,7 @@ async def test_follows_a_fault_and_its_recovery(
         document = device_info_cfg(apiserver)
         assert document["CheckCode"] == independent_check_code(document["DeviceInfo"])
 
-        set_faults(registry, "Ascend310-1")
+        set_faults(inventory, "Ascend310-1")
         await until(lambda: device_list(apiserver).get("huawei.com/Ascend310P-Fault") == "[]", "the recovery")
         assert device_list(apiserver)["huawei.com/Ascend310"] == "Ascend310-0,Ascend310-1"
         assert device_list(apiserver)["huawei.com/Ascend310-Unhealthy"] == ""
@@ -187,9 +188,9 @@ async def test_follows_a_fault_and_its_recovery(
 async def test_manually_separated_devices_have_their_own_key(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1, 2)))
-    set_faults(registry, "Ascend910-2", (0x80E18402, FaultLevel.ManuallySeparateNPU))
-    async with running(publisher(kube, registry).run):
+    inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1, 2))
+    set_faults(inventory, "Ascend910-2", (0x80E18402, FaultLevel.ManuallySeparateNPU))
+    async with running(publisher(kube, inventory).run):
         await until(lambda: stored(apiserver) is not None, "the ConfigMap")
     configmap = stored(apiserver)
     assert configmap is not None
@@ -205,8 +206,8 @@ async def test_manually_separated_devices_have_their_own_key(
 
 def test_fault_keys_per_family(short_tmp: Path) -> None:
     def keys(family: str, chip_name: str) -> set[str]:
-        registry = make_registry(make_node(short_tmp, family=family, chip_name=chip_name))
-        return set(device_info_content(registry.devices(), registry.resource_name, {}).device_list)
+        inventory = make_inventory(short_tmp, family=family, chip_name=chip_name)
+        return set(device_info_content(chip_views(inventory), inventory.table.resource_name, {}).device_list)
 
     assert "huawei.com/Ascend310P-Fault" in keys("310", "310")
     assert "huawei.com/Ascend310P-Fault" in keys("310P", "310P3")
@@ -216,27 +217,27 @@ def test_fault_keys_per_family(short_tmp: Path) -> None:
 def test_a_fault_keeps_its_first_seen_time_until_it_clears(short_tmp: Path) -> None:
     now = [1000.0]
     clock = FaultClock(lambda: now[0])
-    registry = make_registry(make_node(short_tmp))
-    set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
-    assert clock.observe(registry.devices()) == {("Ascend310-0", SEPARATE): 1_000_000}
+    inventory = make_inventory(short_tmp)
+    set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+    assert clock.observe(chip_views(inventory)) == {("Ascend310-0", SEPARATE): 1_000_000}
     now[0] = 2000.0
-    assert clock.observe(registry.devices()) == {("Ascend310-0", SEPARATE): 1_000_000}
-    set_faults(registry, "Ascend310-0")
-    assert clock.observe(registry.devices()) == {}
-    set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
-    assert clock.observe(registry.devices()) == {("Ascend310-0", SEPARATE): 2_000_000}
+    assert clock.observe(chip_views(inventory)) == {("Ascend310-0", SEPARATE): 1_000_000}
+    set_faults(inventory, "Ascend310-0")
+    assert clock.observe(chip_views(inventory)) == {}
+    set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+    assert clock.observe(chip_views(inventory)) == {("Ascend310-0", SEPARATE): 2_000_000}
 
 
 async def test_bursts_of_changes_are_coalesced_at_most_one_write_a_second(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp))
-    async with running(publisher(kube, registry).run):
+    inventory = make_inventory(short_tmp)
+    async with running(publisher(kube, inventory).run):
         await until(lambda: len(writes(apiserver)) == 1, "the first write")
         changes = 0
         while writes(apiserver)[-1].at - writes(apiserver)[0].at < 2 * MIN_WRITE_INTERVAL:
             set_faults(
-                registry, "Ascend310-0", *([] if changes % 2 else [(SEPARATE, FaultLevel.SeparateNPU)])
+                inventory, "Ascend310-0", *([] if changes % 2 else [(SEPARATE, FaultLevel.SeparateNPU)])
             )
             changes += 1
             await anyio.sleep(0.02)
@@ -254,8 +255,8 @@ async def test_bursts_of_changes_are_coalesced_at_most_one_write_a_second(
 async def test_an_unchanged_configmap_is_rewritten_every_refresh(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp))
-    async with running(publisher(kube, registry, refresh=1.0).run):
+    inventory = make_inventory(short_tmp)
+    async with running(publisher(kube, inventory, refresh=1.0).run):
         await until(lambda: len(writes(apiserver)) >= 3, "two refreshes")
     stamps = [
         json.loads(write.body["data"]["DeviceInfoCfg"])["DeviceInfo"]["UpdateTime"]
@@ -273,8 +274,8 @@ async def test_an_unchanged_configmap_is_rewritten_every_refresh(
 async def test_a_conflict_is_retried_with_a_fresh_resource_version(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp))
-    async with running(publisher(kube, registry).run):
+    inventory = make_inventory(short_tmp)
+    async with running(publisher(kube, inventory).run):
         await until(lambda: stored(apiserver) is not None, "the ConfigMap")
         # Someone else writes it: the version the plugin holds is stale now.
         other = stored(apiserver)
@@ -283,7 +284,7 @@ async def test_a_conflict_is_retried_with_a_fresh_resource_version(
         other["metadata"]["labels"]["team"] = "vision"
         apiserver.put("configmaps", other)
 
-        set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+        set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
         await until(
             lambda: device_list(apiserver).get("huawei.com/Ascend310-Unhealthy") == "Ascend310-0", "update"
         )
@@ -297,11 +298,11 @@ async def test_a_conflict_is_retried_with_a_fresh_resource_version(
 async def test_recreated_after_someone_deletes_it(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp))
-    async with running(publisher(kube, registry).run):
+    inventory = make_inventory(short_tmp)
+    async with running(publisher(kube, inventory).run):
         await until(lambda: stored(apiserver) is not None, "the ConfigMap")
         apiserver.delete("configmaps", NAME, NAMESPACE)
-        set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+        set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
         await until(
             lambda: device_list(apiserver).get("huawei.com/Ascend310-Unhealthy") == "Ascend310-0", "recreated"
         )

@@ -21,7 +21,7 @@ import pytest
 from kube_apiserver import FakeApiServer
 from plugin_harness import WAIT, FakeNode, health_of, registered, running_plugin, until, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -99,9 +99,9 @@ async def test_plugin_with_api_server_labels_configmap_reload_events_and_outage(
             "configmaps",
             {"metadata": {"name": CONFIG, "namespace": "kube-system"}, "data": {"health_interval": "0.3"}},
         )
-        await until(lambda: app.settings.health_interval == 0.3, "the reloaded interval")
+        await until(lambda: app.config.settings.health_interval == 0.3, "the reloaded interval")
         assert app.monitor is not None
-        assert app.monitor.policy.interval == 0.3
+        assert app.monitor.policy().interval == 0.3
 
         # The API server goes away: nothing changes for the kubelet.
         registrations = len(kubelet.registrations)

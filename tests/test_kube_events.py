@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 from kube_apiserver import FakeApiServer
-from kube_harness import NODE, make_node, make_registry, running, set_faults
+from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import until
 
+from ascend_plugin.faces.kube.client import Kube
+from ascend_plugin.faces.kube.events import NodeEvents, TokenBucket
+from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
 from ascend_plugin.faults import FaultLevel
-from ascend_plugin.kube.client import Kube
-from ascend_plugin.kube.events import NodeEvents, TokenBucket
-from ascend_plugin.registry import DeviceRegistry
+from ascend_plugin.inventory.inventory import Inventory
 
 pytestmark = pytest.mark.anyio
 
@@ -28,9 +29,9 @@ def ordered(apiserver: FakeApiServer) -> list[dict[str, Any]]:
     return sorted(apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
 
 
-def wired(kube: Kube, registry: DeviceRegistry, bucket: TokenBucket | None = None) -> NodeEvents:
-    events = NodeEvents(kube, NODE, bucket)
-    registry.on_transition(events.on_transition)
+def wired(kube: Kube, inventory: Inventory, bucket: TokenBucket | None = None) -> NodeEvents:
+    events = NodeEvents(kube, NODE, inventory.table, EVENT_NAMESPACE, bucket)
+    inventory.on_transition(events.on_transition)
     return events
 
 
@@ -38,12 +39,12 @@ async def test_each_transition_is_an_event_on_the_node(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE)
-    registry = make_registry(make_node(short_tmp))
-    events = wired(kube, registry)
+    inventory = make_inventory(short_tmp)
+    events = wired(kube, inventory)
     async with running(events.run):
-        set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+        set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
         await until(lambda: reasons(apiserver) == ["NPUUnhealthy"], "the unhealthy event")
-        set_faults(registry, "Ascend310-0")
+        set_faults(inventory, "Ascend310-0")
         await until(lambda: reasons(apiserver) == ["NPUUnhealthy", "NPUHealthy"], "the healthy event")
 
     unhealthy, healthy = ordered(apiserver)
@@ -62,7 +63,7 @@ async def test_each_transition_is_an_event_on_the_node(
     message = unhealthy["message"]
     assert "Ascend310-0 is unhealthy" in message
     assert "80E01801 (SeparateNPU)" in message
-    assert "fault 80E01801:SeparateNPU" in message  # the registry's reason
+    assert "fault 80E01801:SeparateNPU" in message  # the inventory's reason
 
     assert healthy["type"] == "Normal"
     assert healthy["message"].startswith("Ascend310-0 is healthy again (was: fault 80E01801:SeparateNPU)")
@@ -72,10 +73,10 @@ async def test_a_flapping_chip_is_rate_limited_and_the_drops_summarised(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE)
-    registry = make_registry(make_node(short_tmp))
-    events = wired(kube, registry, TokenBucket(burst=3, rate=5.0))
+    inventory = make_inventory(short_tmp)
+    events = wired(kube, inventory, TokenBucket(burst=3, rate=5.0))
     for flip in range(10):
-        set_faults(registry, "Ascend310-0", *([] if flip % 2 else [(SEPARATE, FaultLevel.SeparateNPU)]))
+        set_faults(inventory, "Ascend310-0", *([] if flip % 2 else [(SEPARATE, FaultLevel.SeparateNPU)]))
     assert events.dropped == 7
     async with running(events.run):
         await until(lambda: len(apiserver.events()) == 4, "three events and the summary")
@@ -91,10 +92,10 @@ async def test_events_go_out_without_a_uid_when_the_node_cannot_be_read(
 ) -> None:
     apiserver.add_node(NODE)
     apiserver.inject(403, "get", "nodes")
-    registry = make_registry(make_node(short_tmp))
-    events = wired(kube, registry)
+    inventory = make_inventory(short_tmp)
+    events = wired(kube, inventory)
     async with running(events.run):
-        set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+        set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
         await until(lambda: len(apiserver.events()) == 1, "the event")
     assert "uid" not in apiserver.events()[0]["involvedObject"]
 
@@ -120,11 +121,11 @@ async def test_an_event_the_api_server_rejects_is_dropped_not_retried_forever(
 ) -> None:
     apiserver.add_node(NODE)
     apiserver.inject(422, "create", "events", times=1)
-    registry = make_registry(make_node(short_tmp))
-    events = wired(kube, registry)
+    inventory = make_inventory(short_tmp)
+    events = wired(kube, inventory)
     async with running(events.run):
-        set_faults(registry, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
-        set_faults(registry, "Ascend310-0")
+        set_faults(inventory, "Ascend310-0", (SEPARATE, FaultLevel.SeparateNPU))
+        set_faults(inventory, "Ascend310-0")
         await until(lambda: reasons(apiserver) == ["NPUHealthy"], "the second event")
     assert "node event dropped, the API server rejects it" in caplog.text
     assert len(apiserver.requests_of("create", "events")) == 2

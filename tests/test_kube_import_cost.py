@@ -12,8 +12,9 @@ from pathlib import Path
 
 from plugin_harness import WAIT, FakeNode
 
-# Imports every module of both packages except ascend_plugin.kube (and the
-# __main__ entry point, which would run the CLI) and reports whether
+# Imports every module of both packages except the modules of the kube face
+# that talk to the API server (its package and its publisher table stay in),
+# and the __main__ entry point, which would run the CLI; reports whether
 # kubernetes_asyncio came along.
 IMPORT_ALL = """
 import importlib, json, pkgutil, sys
@@ -23,7 +24,9 @@ def walk(package):
     module = importlib.import_module(package)
     names.append(package)
     for info in pkgutil.iter_modules(module.__path__, package + "."):
-        if info.name == "ascend_plugin.kube" or info.name.endswith(".__main__"):
+        kube = info.name.startswith("ascend_plugin.faces.kube.")
+        talks_to_api = kube and not info.name.endswith(".publishers")
+        if talks_to_api or info.name.endswith(".__main__"):
             continue
         if info.ispkg:
             walk(info.name)
@@ -42,7 +45,7 @@ import json, sys
 import anyio
 from pathlib import Path
 from ascend_plugin.app import PluginApp
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.settings import Settings
 
 values = json.loads(sys.argv[1])
@@ -55,8 +58,8 @@ async def main():
         tasks.start_soon(app.run)
         with anyio.fail_after(float(sys.argv[2])):
             await app.registered_once.wait()
-            await app.monitor.poll_once()  # the plugin has been busy serving for a while
-            while values["node_name"] and "ascend_plugin.kube" not in sys.modules:
+            await app.monitor.poll_all()  # the plugin has been busy serving for a while
+            while values["node_name"] and "ascend_plugin.faces.kube.run" not in sys.modules:
                 await anyio.sleep(0.01)
         print(json.dumps({"kube": "kubernetes_asyncio" in sys.modules, "ready": app.ready}))
         app.stop()
@@ -79,8 +82,14 @@ def test_no_module_outside_the_kube_package_imports_kubernetes_asyncio() -> None
     result = run(IMPORT_ALL)
     modules = result["modules"]
     assert isinstance(modules, list)
-    assert {"ascend_plugin.app", "ascend_plugin.cli", "ascend_plugin.kubelet_standin"} <= set(modules)
-    assert "ascend_plugin.kube" not in modules
+    assert {
+        "ascend_plugin.app",
+        "ascend_plugin.cli",
+        "ascend_plugin.testing.kubelet_standin",
+        "ascend_plugin.faces.kube.publishers",
+        "ascend_plugin.doctor.rbac",
+    } <= set(modules)
+    assert "ascend_plugin.faces.kube.client" not in modules
     assert result["kube"] is False
 
 

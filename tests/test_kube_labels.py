@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 from kube_apiserver import FakeApiServer
-from kube_harness import NODE, make_node, running
+from kube_harness import NODE, make_inventory, running
 from plugin_harness import until
 
-from ascend_plugin.kube.client import Kube
-from ascend_plugin.kube.labels import (
+from ascend_plugin.faces.kube.client import Kube
+from ascend_plugin.faces.kube.labels import (
     VALUE_RULE,
     NodeLabeller,
     key_is_valid,
@@ -42,7 +42,7 @@ async def test_a_310b_node_gets_its_labels_and_keeps_others(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE, {"kubernetes.io/hostname": NODE})
-    labeller = NodeLabeller(kube, NODE, plan_labels(make_node(short_tmp), PREFIX))
+    labeller = NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), PREFIX))
     async with running(labeller.run):
         await until(lambda: len(apiserver.node_labels(NODE)) == 7, "labels on the node")
         assert apiserver.node_labels(NODE) == {"kubernetes.io/hostname": NODE, **EXPECTED_310B}
@@ -57,7 +57,7 @@ async def test_a_removed_or_changed_label_is_put_back(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE)
-    labeller = NodeLabeller(kube, NODE, plan_labels(make_node(short_tmp), PREFIX))
+    labeller = NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), PREFIX))
     async with running(labeller.run):
         await until(lambda: apiserver.node_labels(NODE) == EXPECTED_310B, "labels on the node")
 
@@ -78,7 +78,7 @@ async def test_servertype_is_set_only_while_absent(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE, {"servertype": "Ascend310P-10-dual"})
-    node_facts = make_node(
+    node_facts = make_inventory(
         short_tmp, family="310P", chip_name="310P3", phy_ids=(0, 1), ai_cores={0: 8.0, 1: 8.0}
     )
     labeller = NodeLabeller(kube, NODE, plan_labels(node_facts, PREFIX))
@@ -101,7 +101,7 @@ async def test_servertype_is_set_only_while_absent(
 async def test_labels_follow_once_the_node_exists(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    labeller = NodeLabeller(kube, NODE, plan_labels(make_node(short_tmp), PREFIX))
+    labeller = NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), PREFIX))
     async with running(labeller.run):
         await until(lambda: f"node {NODE} does not exist" in caplog.text, "a warning about the missing node")
         apiserver.add_node(NODE)
@@ -112,8 +112,8 @@ async def test_an_invalid_driver_version_is_sanitised_before_sending(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     apiserver.add_node(NODE)
-    node_facts = make_node(short_tmp, driver_version="24.1.RC1 (B020)")
-    with caplog.at_level(logging.WARNING, logger="ascend_plugin.kube.labels"):
+    node_facts = make_inventory(short_tmp, driver_version="24.1.RC1 (B020)")
+    with caplog.at_level(logging.WARNING, logger="ascend_plugin.faces.kube.labels"):
         plan = plan_labels(node_facts, PREFIX)
     assert "huawei.com/driver.version: value '24.1.RC1 (B020)' is not valid" in caplog.text
     assert VALUE_RULE in caplog.text
@@ -126,19 +126,19 @@ async def test_an_invalid_driver_version_is_sanitised_before_sending(
 def test_a_value_with_nothing_usable_is_skipped_with_a_warning(
     short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    node_facts = make_node(short_tmp, driver_version="(unknown)")
+    node_facts = make_inventory(short_tmp, driver_version="(unknown)")
     plan = plan_labels(node_facts, PREFIX)
     assert plan.enforced["huawei.com/driver.version"] == "unknown"
 
-    node_facts = make_node(short_tmp, chip_name="???")
-    with caplog.at_level(logging.WARNING, logger="ascend_plugin.kube.labels"):
+    node_facts = make_inventory(short_tmp, chip_name="???")
+    with caplog.at_level(logging.WARNING, logger="ascend_plugin.faces.kube.labels"):
         plan = plan_labels(node_facts, PREFIX)
     assert "node.kubernetes.io/npu.chip.name" not in plan.enforced
     assert "label node.kubernetes.io/npu.chip.name is not set: value '???' is not valid" in caplog.text
 
 
 def test_a_node_without_ai_core_figures_gets_no_servertype(short_tmp: Path) -> None:
-    plan = plan_labels(make_node(short_tmp, ai_cores={}), PREFIX)
+    plan = plan_labels(make_inventory(short_tmp, ai_cores={}), PREFIX)
     assert "servertype" not in plan.if_absent
     assert f"{PREFIX}/ai-cores" not in plan.enforced
     assert plan.enforced["accelerator"] == "huawei-Ascend310"

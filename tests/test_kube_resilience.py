@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 from kube_apiserver import FakeApiServer
-from kube_harness import NODE, make_node, make_registry, running, set_faults
+from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
 
+from ascend_plugin.faces.kube.client import Kube, connect
+from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
+from ascend_plugin.faces.kube.errors import KubeConfigError
+from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 from ascend_plugin.faults import FaultLevel
-from ascend_plugin.kube.client import Kube, connect
-from ascend_plugin.kube.device_info import DeviceInfoPublisher
-from ascend_plugin.kube.errors import KubeConfigError
-from ascend_plugin.kube.labels import NodeLabeller, plan_labels
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ CONFIGMAP = f"mindx-dl-deviceinfo-{NODE}"
 
 
 def labeller(kube: Kube, short_tmp: Path) -> NodeLabeller:
-    return NodeLabeller(kube, NODE, plan_labels(make_node(short_tmp), "ascend-device-plugin.io"))
+    return NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), "ascend-device-plugin.io"))
 
 
 async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
@@ -56,8 +56,8 @@ async def test_forbidden_configmap_writes_name_their_verb(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     apiserver.inject(403, "create", "configmaps", times=1)
-    registry = make_registry(make_node(short_tmp))
-    async with running(DeviceInfoPublisher(kube, registry, "kube-system", CONFIGMAP, 300).run):
+    inventory = make_inventory(short_tmp)
+    async with running(DeviceInfoPublisher(kube, inventory, "kube-system", CONFIGMAP, 300).run):
         await until(
             lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
         )
@@ -68,8 +68,8 @@ async def test_server_errors_are_retried(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     apiserver.inject(500, "get", "configmaps", times=2)
-    registry = make_registry(make_node(short_tmp))
-    async with running(DeviceInfoPublisher(kube, registry, "kube-system", CONFIGMAP, 300).run):
+    inventory = make_inventory(short_tmp)
+    async with running(DeviceInfoPublisher(kube, inventory, "kube-system", CONFIGMAP, 300).run):
         await until(
             lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
         )
@@ -82,13 +82,13 @@ async def test_server_errors_are_retried(
 async def test_repeated_conflicts_end_in_a_write(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    registry = make_registry(make_node(short_tmp))
-    async with running(DeviceInfoPublisher(kube, registry, "kube-system", CONFIGMAP, 300).run):
+    inventory = make_inventory(short_tmp)
+    async with running(DeviceInfoPublisher(kube, inventory, "kube-system", CONFIGMAP, 300).run):
         await until(
             lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
         )
         apiserver.inject(409, "update", "configmaps", times=3)
-        set_faults(registry, "Ascend310-0", (0x80E01801, FaultLevel.SeparateNPU))
+        set_faults(inventory, "Ascend310-0", (0x80E01801, FaultLevel.SeparateNPU))
         await until(lambda: bool(apiserver.requests_of("update", "configmaps", 200)), "the update")
     assert len(apiserver.requests_of("update", "configmaps", 409)) == 3
 

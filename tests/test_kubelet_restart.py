@@ -8,7 +8,7 @@ import anyio.to_thread
 import pytest
 from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ async def test_survives_several_kubelet_restarts_in_a_row(
             # ... and the plugin came back on a fresh one, with its devices. Both
             # sides agree on the count: no registration was lost or repeated.
             await until(
-                lambda n=round_: app.registrar is not None and app.registrar.registrations == n,
+                lambda n=round_: app.face is not None and app.face.registrations == n,
                 f"the plugin sees registration {round_} answered",
             )
             assert (plugin_dir / "Ascend310.sock").is_socket()
@@ -81,8 +81,8 @@ async def test_kubelet_gone_for_a_while_then_back(
 ) -> None:
     async with running_plugin(node.settings(plugin_dir)) as app:
         await wait_for(kubelet, registered(RESOURCE), "first registration")
-        assert app.registrar is not None
-        registrar = app.registrar
+        assert app.face is not None
+        registrar = app.face
         kubelet.stop()
         await until(lambda: not registrar.registered, "the plugin notices the kubelet is gone")
         assert app.ready is False

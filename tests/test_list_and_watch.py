@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -37,11 +37,11 @@ async def test_changes_the_kubelet_cannot_see_send_no_update(
 ) -> None:
     async with running_plugin(node.settings(plugin_dir)) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration")
-        assert app.registry is not None
+        assert app.inventory is not None
         sent = kubelet.resources[RESOURCE].updates
         # A SubHealth fault changes the registry (fault list) but not the health the kubelet sees.
         node.write(scenario("81A3880C"))
-        await until(lambda: bool(app.registry and app.registry.devices()[0].faults), "fault recorded")
+        await until(lambda: bool(app.inventory and app.inventory.chips()[0].health.faults), "fault recorded")
         # One more visible change proves the stream is live; it must be the only update sent.
         node.write(scenario("80E01801"))
         await wait_for(kubelet, lambda k: HEALTH(k) == "Unhealthy", "unhealthy")
@@ -66,5 +66,5 @@ async def test_a_chip_that_drops_off_the_bus_goes_unhealthy(
         await wait_for(kubelet, registered(RESOURCE), "registration")
         node.write(scenario(health=0xFFFFFFFF))
         await wait_for(kubelet, lambda k: HEALTH(k) == "Unhealthy", "unhealthy after the card dropped")
-        assert app.registry is not None
-        assert "dropped" in app.registry.devices()[0].reason
+        assert app.inventory is not None
+        assert "dropped" in app.inventory.chips()[0].health.reason

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
 
-from ascend_plugin.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -50,7 +50,7 @@ async def test_retries_when_the_kubelet_refuses(
     async with running_plugin(node.settings(plugin_dir)) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration after two refusals")
         assert kubelet.refusals == ["the kubelet is not ready"] * 2
-        registrar = app.registrar
+        registrar = app.face
         assert registrar is not None
         await until(lambda: registrar.registered, "the plugin sees its registration answered")
         assert registrar.registrations == 1

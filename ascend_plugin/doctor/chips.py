@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, Unmet, check, how_to_set, listing
-from backends.base import AiCoreFigure, Chip, enumerate_chips
-from backends.errors import BackendError, UnknownChipFamily
+from ascend_plugin.doctor.findings import Finding, Unmet, how_to_set, listing
+from ascend_plugin.inventory.discovery import open_library
+from backends.backend import ChipBackend
+from backends.chips import AiCoreFigure, Chip
+from backends.errors import ChipError, UnknownChipFamily
 from backends.families import FAMILY_NAMES, family_for, family_named
-from backends.library import DeviceLibrary
 
 INIT = "dcmi-init"
 CHIPS = "chips"
@@ -31,19 +33,12 @@ _DRIVER_FIX = (
 )
 
 
-def _open(context: Context) -> DeviceLibrary:
-    """The library the settings select, not initialised yet."""
+def _open(context: Context) -> ChipBackend:
+    """The chip library the settings select, not initialised yet."""
     settings = context.settings
-    if settings.backend == "fake":
-        from backends.fake import FakeLibrary
-
-        assert settings.fake_scenario is not None  # enforced by Settings
-        return FakeLibrary(settings.fake_scenario)
-    if not context.library_loads:
+    if settings.backend == "dcmi" and not context.library_loads:
         raise Unmet("dcmi-library-loads")
-    from backends.dcmi import DcmiLibrary
-
-    return DcmiLibrary(context.library_path, allow_untrusted=settings.dcmi_allow_untrusted_library)
+    return ChipBackend(open_library(settings, context.library_path))
 
 
 def _named(chips: Sequence[Chip]) -> str:
@@ -54,30 +49,30 @@ def _named(chips: Sequence[Chip]) -> str:
 async def dcmi_init(context: Context) -> Finding:
     """``dcmi_init`` answers 0; the driver version is read on the way."""
     try:
-        library = _open(context)
-    except BackendError as error:  # a fake scenario that cannot be read
+        backend = _open(context)
+    except ChipError as error:  # a fake scenario that cannot be read
         return Finding.problem(INIT, str(error), fix="fix the file named (docs/dcmi.md, fake scenarios)")
     try:
-        await context.caller.call("dcmi_init", library.init)
-        version = await context.caller.call("driver_version", library.driver_version)
-    except (BackendError, ChipCallError) as error:
-        await context.release(library)
-        return Finding.problem(INIT, f"dcmi_init on {library.description} failed: {error}", fix=_DRIVER_FIX)
-    context.library = library
-    return Finding.ok(INIT, f"dcmi_init succeeded on {library.description}; driver {version}")
+        await context.calls.node("dcmi_init", backend.init)
+        version = await context.calls.node("driver_version", backend.library.driver_version)
+    except (ChipError, ChipCallError) as error:
+        await context.release(backend)
+        return Finding.problem(INIT, f"dcmi_init on {backend.description} failed: {error}", fix=_DRIVER_FIX)
+    context.backend = backend
+    return Finding.ok(INIT, f"dcmi_init succeeded on {backend.description}; driver {version}")
 
 
 @check(CHIPS)
 async def chips(context: Context) -> Finding:
     """The chips enumerate (cards, NPUs per card, logic and physical ids, chip info)."""
-    library = context.need(context.library, INIT)
+    backend = context.need(context.backend, INIT)
     try:
-        found = await context.caller.call("enumerate chips", enumerate_chips, library)
-    except (BackendError, ChipCallError) as error:
+        found = await context.calls.node("enumerate chips", backend.discover)
+    except (ChipError, ChipCallError) as error:
         return Finding.problem(CHIPS, f"enumerating the chips failed: {error}", fix=_DRIVER_FIX)
     if not found:
-        return Finding.problem(CHIPS, f"{library.description} reports no NPU chips", fix=_DRIVER_FIX)
-    context.chips = sorted(found, key=lambda chip: chip.phy_id)
+        return Finding.problem(CHIPS, f"{backend.description} reports no NPU chips", fix=_DRIVER_FIX)
+    context.chips = found
     return Finding.ok(CHIPS, f"{len(found)} chip(s): {_named(context.chips)}")
 
 
@@ -101,7 +96,7 @@ async def chip_family(context: Context) -> Finding:
         )
     context.family = family
     others = sorted({chip.info.chip_name for chip in found if not family.claims(chip.info)})
-    mixed = f"; chips of another family are served as {family.TABLE.family} too: {', '.join(others)}"
+    mixed = f"; chips of another family are served as {family.family} too: {', '.join(others)}"
     table = context.table
     return Finding.ok(
         FAMILY,
@@ -114,15 +109,20 @@ async def chip_family(context: Context) -> Finding:
 async def ai_cores(context: Context) -> Finding:
     """Each chip's AI-core figure lies within the family's bounds (after the operator's overrides)."""
     found = context.need(context.chips, CHIPS)
-    library = context.need(context.library, INIT)
-    family = context.need(context.family, FAMILY)
+    backend = context.need(context.backend, INIT)
     table = context.table
-    backend = family(library, table)
     figures: list[tuple[Chip, AiCoreFigure]] = []
     for chip in found:
         try:
-            figures.append((chip, await context.caller.call("ai_cores", backend.ai_cores, chip)))
-        except (BackendError, ChipCallError) as error:
+            figures.append(
+                (
+                    chip,
+                    await context.calls.call(
+                        chip.phy_id, "ai_cores", backend.ai_cores, chip, table.ai_core_nominal
+                    ),
+                )
+            )
+        except (ChipError, ChipCallError) as error:
             return Finding.problem(
                 AI_CORES, f"cannot read the AI-core figure of {chip.label}: {error}", fix=_DRIVER_FIX
             )
@@ -157,9 +157,9 @@ def _bound_fix(context: Context, setting: str, value: float) -> str:
     override = getattr(context.settings, setting)
     family = context.need(context.family, FAMILY)
     if override is not None:
-        default = getattr(family.TABLE, setting)
+        default = getattr(family, setting)
         fix += (
-            f". {setting} is overridden to {override:g} here, but the {family.TABLE.family} family's own "
+            f". {setting} is overridden to {override:g} here, but the {family.family} family's own "
             f"value is {default:g}: removing the override (and any copy of Huawei's global [8, 36]) may be "
             "all it takes"
         )

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from ascend_plugin.chip_calls import ChipCaller, ChipCallError
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.doctor.findings import Unmet
 from ascend_plugin.settings import Settings, family_overrides
-from backends.base import Chip, ChipBackend, FamilyTable
-from backends.errors import BackendError
-from backends.library import DeviceLibrary
+from backends.backend import ChipBackend
+from backends.chips import Chip
+from backends.errors import ChipError
+from backends.families import FamilyTable
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +35,15 @@ class Context:
     settings: Settings
     root: Path
     environ: Mapping[str, str]
-    caller: ChipCaller
+    calls: ChipCalls
     # Established by the library checks ...
     library_path: Path | None = None
     library_may_load: bool = False  # trusted, or the operator allows untrusted libraries
     library_loads: bool = False
     # ... and by the chip checks.
-    library: DeviceLibrary | None = None
+    backend: ChipBackend | None = None
     chips: list[Chip] | None = None
-    family: type[ChipBackend] | None = None
+    family: FamilyTable | None = None  # the family's own row, before the operator's overrides
 
     def host(self, path: str | PurePosixPath) -> Path:
         """Where the host's ``path`` is seen from here (absolute paths are placed under the root)."""
@@ -62,22 +63,22 @@ class Context:
     def table(self) -> FamilyTable:
         """The family's table with the operator's overrides, as the plugin would use it."""
         family = self.need(self.family, "chip-family")
-        return family.TABLE.with_overrides(**family_overrides(self.settings))
+        return family.with_overrides(**family_overrides(self.settings))
 
-    async def release(self, library: DeviceLibrary) -> None:
-        """Close ``library``, unless a call into it is stuck (closing would wait behind that call)."""
-        if self.caller.stuck is not None:
+    async def release(self, backend: ChipBackend) -> None:
+        """Close ``backend``, unless a call into it is stuck (closing would wait behind that call)."""
+        if self.calls.stuck(None) is not None:
             return
         try:
-            await self.caller.call("close", library.close)
-        except (BackendError, ChipCallError) as error:
+            await self.calls.node("close", backend.close)
+        except (ChipError, ChipCallError) as error:
             log.warning("closing the chip library failed: %s", error)
 
     async def close(self) -> None:
-        """Release the chip library and the caller's thread."""
-        library, self.library = self.library, None
+        """Release the chip library and the call threads."""
+        backend, self.backend = self.backend, None
         try:
-            if library is not None:
-                await self.release(library)
+            if backend is not None:
+                await self.release(backend)
         finally:
-            self.caller.shutdown()
+            self.calls.shutdown()

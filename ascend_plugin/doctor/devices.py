@@ -9,8 +9,9 @@ media nodes they have.
 
 from __future__ import annotations
 
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, check, how_to_set, listing
+from ascend_plugin.doctor.findings import Finding, how_to_set, listing
 
 DEVICE_NODES = "device-nodes"
 

@@ -14,15 +14,12 @@ root cause shows up as one problem rather than a cascade of them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ascend_plugin.settings import ENV_PREFIX, flag_name
-
-if TYPE_CHECKING:
-    from ascend_plugin.doctor.context import Context
 
 
 class Status(StrEnum):
@@ -75,35 +72,6 @@ class Unmet(NotApplicable):
 
     def __init__(self, step: str) -> None:
         super().__init__(f"not checked: {step} did not pass")
-
-
-Findings = Finding | Sequence[Finding]
-CheckFunction = Callable[["Context"], Awaitable[Findings]]
-
-
-@dataclass(frozen=True)
-class Check:
-    """A named check; the name is what a skipped finding reports."""
-
-    name: str
-    function: CheckFunction
-
-    async def run(self, context: Context) -> list[Finding]:
-        """The check's findings; one skipped finding when its groundwork is missing."""
-        try:
-            result = await self.function(context)
-        except NotApplicable as reason:
-            return [Finding.skipped(self.name, str(reason))]
-        return [result] if isinstance(result, Finding) else list(result)
-
-
-def check(name: str) -> Callable[[CheckFunction], Check]:
-    """Declare a check function under ``name``."""
-
-    def declare(function: CheckFunction) -> Check:
-        return Check(name, function)
-
-    return declare
 
 
 def listing(items: Sequence[str], shown: int = 8) -> str:

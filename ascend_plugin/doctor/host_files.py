@@ -4,50 +4,20 @@ On 310B boards (Atlas 200I A2 and friends) the driver runs on the SoC itself
 and DCMI talks to daemons of the board: it reads a few of the board's files
 and exchanges messages through the host's /dev/shm. The field report lost
 hours to each (pitfalls 2 and 3). The lists here are the ones values-310b.yaml
-mounts; a test keeps the two in step.
+mounts (the family table's host_files and shm_markers); a test keeps the
+two in step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from types import MappingProxyType
-from typing import Final
-
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, NotApplicable, check
+from ascend_plugin.doctor.findings import Finding, NotApplicable
+from backends.families import FamilyTable, HostFile
 
 HOST_FILES_CHECK = "host-files"
 SHM = "dev-shm"
 
-
-@dataclass(frozen=True)
-class HostFile:
-    """A host file the driver needs, and what it is for."""
-
-    path: str
-    role: str
-
-
-HOST_FILES: Final[Mapping[str, tuple[HostFile, ...]]] = MappingProxyType(
-    {
-        "310B": (
-            HostFile(
-                "/etc/hdcBasic.cfg", "HDC's configuration; without it HDC, and so DCMI, fails to initialise"
-            ),
-            HostFile("/etc/sys_version.conf", "the board's system version, read by the driver"),
-            HostFile("/etc/ascend_install.info", "where the driver is installed, read by the driver"),
-            HostFile("/var/slogd", "the driver's log daemon, an executable"),
-            HostFile("/var/dmp_daemon", "the device-management daemon, an executable"),
-            HostFile("/var/queue_schedule", "the queue scheduler, an executable"),
-        ),
-    }
-)
-
-# Where dmp_daemon keeps its message files; DCMI finds them only in the host's /dev/shm.
-SHARED_MEMORY: Final[Mapping[str, tuple[str, ...]]] = MappingProxyType(
-    {"310B": ("/dev/shm/dmp", "/dev/shm/iam")}
-)
 
 _DIRECTORY_FIX = (
     "mount it into the pod as a hostPath of type File, read-only (Helm hostFiles; values-310b.yaml lists "
@@ -61,22 +31,22 @@ _MISSING_FIX = (
 )
 
 
-def _family(context: Context) -> str:
+def _family(context: Context) -> FamilyTable:
     if context.family is None:
         raise NotApplicable(
             "not checked: the chip family is unknown (chip-family did not pass); "
             "--chip-family 310B checks a 310B board's files regardless"
         )
-    return context.family.TABLE.family
+    return context.table
 
 
 @check(HOST_FILES_CHECK)
 async def host_files(context: Context) -> list[Finding]:
     """Each host file the family needs is a regular file (pitfall 2: never a directory)."""
-    family = _family(context)
-    wanted = HOST_FILES.get(family)
+    table = _family(context)
+    wanted = table.host_files
     if not wanted:
-        raise NotApplicable(f"the {family} family needs no host files")
+        raise NotApplicable(f"the {table.family} family needs no host files")
     return [_host_file(context, item) for item in wanted]
 
 
@@ -103,10 +73,10 @@ def _host_file(context: Context, item: HostFile) -> Finding:
 @check(SHM)
 async def shared_memory(context: Context) -> Finding:
     """The host's /dev/shm, recognised by dmp_daemon's files in it (pitfall 3: an emptyDir has none)."""
-    family = _family(context)
-    wanted = SHARED_MEMORY.get(family)
+    table = _family(context)
+    wanted = table.shm_markers
     if not wanted:
-        raise NotApplicable(f"the {family} family's driver keeps nothing in /dev/shm")
+        raise NotApplicable(f"the {table.family} family's driver keeps nothing in /dev/shm")
     missing = [path for path in wanted if not context.host(path).exists()]
     if missing:
         return Finding.problem(

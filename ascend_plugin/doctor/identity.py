@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, check
+from ascend_plugin.doctor.findings import Finding
 
 NODE_NAME = "node-name"
 HOST_IP = "host-ip"

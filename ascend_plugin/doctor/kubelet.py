@@ -11,8 +11,9 @@ import os
 import stat
 from pathlib import Path
 
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, check, how_to_set
+from ascend_plugin.doctor.findings import Finding, how_to_set
 
 DIRECTORY = "kubelet-directory"
 SOCKET = "kubelet-socket"

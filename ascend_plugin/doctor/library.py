@@ -12,9 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.elf import ElfError
-from ascend_plugin.doctor.findings import Finding, NotApplicable, Unmet, check, how_to_set
+from ascend_plugin.doctor.findings import Finding, NotApplicable, Unmet, how_to_set
 from ascend_plugin.doctor.glibc import format_version, newest_glibc_needed, running_glibc
 from backends.dcmi import loader
 from backends.dcmi._dcmi_cffi import ffi
@@ -130,10 +131,10 @@ async def library_loads(context: Context) -> Finding:
         raise Unmet(TRUST)
     trusted_only = not context.settings.dcmi_allow_untrusted_library
     try:
-        handle = await context.caller.call("dlopen", loader.open_library, path, trusted_only=trusted_only)
+        handle = await context.calls.node("dlopen", loader.open_library, path, trusted_only=trusted_only)
     except (LibraryUnavailable, ChipCallError) as error:
         return _load_failed(path, error)
-    await context.caller.call("dlclose", _close, handle)
+    await context.calls.node("dlclose", _close, handle)
     context.library_loads = True
     return Finding.ok(LOADS, f"{path} loads, with every symbol of it and its dependencies resolved")
 

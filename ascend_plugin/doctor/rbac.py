@@ -4,8 +4,8 @@ One SelfSubjectAccessReview per verb the enabled features need answers what
 the API server would decide for this process's own credentials (in the pod:
 the plugin's ServiceAccount), whatever mix of ClusterRoles, Roles and
 aggregation grants it. The permissions asked for are the ones the plugin's
-code uses, per feature (the table in docs/kubernetes.md#rbac); a feature that
-is off needs none.
+code uses, per publisher (``PUBLISHERS``, the table in docs/kubernetes.md#rbac); a
+publisher that is off needs none.
 
 kubernetes-asyncio is imported only inside the functions that talk to the API
 server: it costs tens of MB and most of a second, and most checks never need it.
@@ -17,12 +17,14 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, NotApplicable, check
+from ascend_plugin.doctor.findings import Finding, NotApplicable
+from ascend_plugin.faces.kube.publishers import PUBLISHERS
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:
-    from ascend_plugin.kube.client import Kube
+    from ascend_plugin.faces.kube.client import Kube
 
 RBAC = "rbac"
 _CHART_FIX = "the chart's rbac.create=true (the default) grants every one of them"
@@ -49,32 +51,16 @@ class Permission:
         return f"in namespace {self.namespace}" if self.namespace else "cluster-wide"
 
 
-def needed_permissions(settings: Settings, event_namespace: str) -> list[Permission]:
-    """What the enabled Kubernetes features need, merged per resource and namespace."""
-    config_namespace = settings.config_configmap_namespace or settings.pod_namespace
+def needed_permissions(settings: Settings) -> list[Permission]:
+    """What the enabled Kubernetes publishers need, merged per resource and namespace."""
     wanted = [
-        ("node_labels", settings.node_labels, "nodes", None, ("list", "watch", "patch")),
-        ("node_events", settings.node_events, "nodes", None, ("get",)),
-        ("node_events", settings.node_events, "events", event_namespace, ("create",)),
-        (
-            "device_info_configmap",
-            settings.device_info_configmap,
-            "configmaps",
-            settings.device_info_namespace,
-            ("get", "create", "update"),
-        ),
-        (
-            "config_configmap",
-            bool(settings.config_configmap),
-            "configmaps",
-            config_namespace,
-            ("list", "watch"),
-        ),
+        (publisher.setting, grant.resource, grant.namespace, grant.verbs)
+        for publisher in PUBLISHERS
+        if publisher.enabled(settings)
+        for grant in publisher.grants(settings)
     ]
     merged: dict[tuple[str, str | None], Permission] = {}
-    for feature, enabled, resource, namespace, verbs in wanted:
-        if not enabled:
-            continue
+    for feature, resource, namespace, verbs in wanted:
         earlier = merged.get((resource, namespace))
         all_verbs = set(verbs) | set(earlier.verbs if earlier else ())
         features = (*(earlier.features if earlier else ()), feature)
@@ -104,11 +90,10 @@ async def permissions(context: Context) -> list[Finding]:
             "no cluster credentials: not in a pod, and no kubeconfig given (--kubeconfig PATH checks the "
             "permissions of that kubeconfig's user)"
         )
-    from ascend_plugin.kube.client import connect
-    from ascend_plugin.kube.errors import KubeConfigError
-    from ascend_plugin.kube.events import EVENT_NAMESPACE
+    from ascend_plugin.faces.kube.client import connect
+    from ascend_plugin.faces.kube.errors import KubeConfigError
 
-    wanted = needed_permissions(settings, EVENT_NAMESPACE)
+    wanted = needed_permissions(settings)
     if not wanted:
         raise NotApplicable("every Kubernetes feature is off in the settings")
     try:
@@ -162,7 +147,7 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
     import aiohttp
     from kubernetes_asyncio.client import AuthorizationV1Api
 
-    from ascend_plugin.kube.client import REQUEST_TIMEOUT
+    from ascend_plugin.faces.kube.client import REQUEST_TIMEOUT
 
     attributes: dict[str, str] = {"verb": verb, "group": "", "resource": permission.resource}
     if permission.namespace:

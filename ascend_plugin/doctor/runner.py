@@ -15,10 +15,11 @@ from typing import TextIO
 
 import anyio
 
-from ascend_plugin.chip_calls import ChipCaller
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.doctor import chips, devices, host_files, identity, kubelet, library, rbac
+from ascend_plugin.doctor.check import Check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Check, Finding
+from ascend_plugin.doctor.findings import Finding
 from ascend_plugin.doctor.report import exit_code, render
 from ascend_plugin.logs import setup_logging
 from ascend_plugin.settings import Settings
@@ -48,7 +49,7 @@ async def diagnose(
     checks: Sequence[Check] = CHECKS,
 ) -> list[Finding]:
     """Every check's findings, in order; the chip library is released at the end."""
-    context = Context(settings, root, environ, ChipCaller(settings.dcmi_call_timeout))
+    context = Context(settings, root, environ, ChipCalls(settings.dcmi_call_timeout))
     findings: list[Finding] = []
     try:
         for each in checks:

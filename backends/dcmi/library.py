@@ -88,7 +88,7 @@ class DcmiLibrary:
     def _function(self, name: str) -> Any:
         if self._lib is None:
             # Nothing loaded yet (or closed): DCMI's own answer to a call before dcmi_init.
-            raise DcmiError.for_code(name, NOT_INITIALISED)
+            raise DcmiError(name, NOT_INITIALISED)
         try:
             return getattr(self._lib, name)
         except ffi.error as error:  # cffi's "symbol not found in library"
@@ -97,7 +97,7 @@ class DcmiLibrary:
     def _call(self, name: str, *args: Any) -> None:
         code = int(self._function(name)(*args))
         if code != 0:
-            raise DcmiError.for_code(name, code)
+            raise DcmiError(name, code)
 
     # -- DeviceLibrary -----------------------------------------------------------------
 

@@ -93,13 +93,13 @@ class FakeLibrary:
             time.sleep(self._poll_seconds)
         scenario = self.scenario()
         if op != "init" and not self._initialised:
-            raise DcmiError.for_code(DCMI_FUNCTIONS[op], NOT_INITIALISED)
+            raise DcmiError(DCMI_FUNCTIONS[op], NOT_INITIALISED)
         code = scenario.errors.get(op)
         if chip is not None:
             current = self._find(scenario, chip.card_id, chip.device_id)
             code = current.chip.errors.get(op, code) if current else code
         if code is not None:
-            raise DcmiError.for_code(DCMI_FUNCTIONS[op], code)
+            raise DcmiError(DCMI_FUNCTIONS[op], code)
         return body(scenario)
 
     def _hangs(self, op: Operation, chip: PlacedChip | None) -> bool:
@@ -118,7 +118,7 @@ class FakeLibrary:
     def _chip(self, op: Operation, card_id: int, device_id: int) -> PlacedChip:
         placed = self._find(self.scenario(), card_id, device_id)
         if placed is None:
-            raise DcmiError.for_code(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+            raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
         return placed
 
     # -- DeviceLibrary -----------------------------------------------------------
@@ -140,7 +140,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario) -> int:
             on_card = [p for p in scenario.placed if p.card_id == card_id]
             if not on_card:
-                raise DcmiError.for_code(DCMI_FUNCTIONS["device_count"], INVALID_PARAMETER)
+                raise DcmiError(DCMI_FUNCTIONS["device_count"], INVALID_PARAMETER)
             return len(on_card)
 
         return self._call("device_count", None, body)
@@ -153,7 +153,7 @@ class FakeLibrary:
                 return placed.logic_id
             # The index after the last NPU is the MCU: "not supported", not "invalid".
             code = NOT_SUPPORTED if on_card and device_id == len(on_card) else INVALID_PARAMETER
-            raise DcmiError.for_code(DCMI_FUNCTIONS["logic_id"], code)
+            raise DcmiError(DCMI_FUNCTIONS["logic_id"], code)
 
         return self._call("logic_id", None, body)
 
@@ -162,7 +162,7 @@ class FakeLibrary:
             for placed in scenario.placed:
                 if placed.logic_id == logic_id:
                     return placed.chip.phy_id
-            raise DcmiError.for_code(DCMI_FUNCTIONS["phy_id"], INVALID_PARAMETER)
+            raise DcmiError(DCMI_FUNCTIONS["phy_id"], INVALID_PARAMETER)
 
         return self._call("phy_id", None, body)
 
@@ -186,7 +186,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario) -> float:
             aic = scenario.aicore_of(placed.chip)
             if aic is None:
-                raise DcmiError.for_code(DCMI_FUNCTIONS["total_aicore"], NOT_SUPPORTED)
+                raise DcmiError(DCMI_FUNCTIONS["total_aicore"], NOT_SUPPORTED)
             return aic
 
         return self._call("total_aicore", placed, body)
@@ -208,7 +208,7 @@ class FakeLibrary:
 
         def body(scenario: FakeScenario) -> MemoryInfo:
             if scenario.chip_name_of(placed.chip).startswith(("910B", "Ascend910", "A2G")):
-                raise DcmiError.for_code(DCMI_FUNCTIONS["memory_info"], NOT_SUPPORTED)
+                raise DcmiError(DCMI_FUNCTIONS["memory_info"], NOT_SUPPORTED)
             return self._memory(scenario, placed)
 
         return self._call("memory_info", placed, body)
@@ -216,7 +216,7 @@ class FakeLibrary:
     def subscribe_faults(self, handler: FaultHandler) -> None:
         def body(scenario: FakeScenario) -> None:
             if not scenario.subscription_supported():
-                raise DcmiError.for_code(DCMI_FUNCTIONS["subscribe_faults"], NOT_SUPPORTED)
+                raise DcmiError(DCMI_FUNCTIONS["subscribe_faults"], NOT_SUPPORTED)
             self._watcher = threading.Thread(
                 target=self._deliver_events, args=(handler, scenario), name="fake-dcmi-events", daemon=True
             )

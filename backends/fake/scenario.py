@@ -18,7 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from backends.errors import BackendError
+from backends.errors import ChipError
 from backends.library import HEALTH_ABSENT
 
 # The DeviceLibrary operations a scenario can make fail or hang.
@@ -173,7 +173,7 @@ class FakeScenario(BaseModel):
         return self.chip_name.startswith(("910", "Ascend910", "A2G"))
 
 
-class ScenarioError(BackendError):
+class ScenarioError(ChipError):
     """A scenario file that cannot be read or is invalid."""
 
 

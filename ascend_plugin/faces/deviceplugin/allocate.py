@@ -1,0 +1,65 @@
+"""Allocate's checks: the kubelet's device IDs, turned into offered devices or a refusal.
+
+The kubelet sends IDs it was told of, but a restart, a stale checkpoint or a
+hand-made request can send anything. Each ID is checked before any work is
+done for it: its form, that it appears once, that the node offers it, and that
+it is healthy. A refusal names the first bad ID and why, and carries the gRPC
+status the kubelet should see.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from grpclib.const import Status
+
+from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH
+from ascend_plugin.offers.base import OfferedDevice
+from ascend_plugin.offers.book import OfferBook
+
+
+class AllocationRefused(Exception):
+    """The request names a device the plugin cannot hand out; ``status`` is the gRPC status."""
+
+    def __init__(self, status: Status, kind: str, message: str) -> None:
+        self.status = status
+        self.kind = kind  # empty, malformed, duplicate, unknown or unhealthy: a metrics label
+        self.reason = message
+        super().__init__(message)
+
+
+def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
+    """The devices named, in order; AllocationRefused names the first bad ID and why."""
+    if not device_ids:
+        raise AllocationRefused(Status.INVALID_ARGUMENT, "empty", "the request names no device IDs")
+    offered = book.devices(resource)
+    forms = list(dict.fromkeys(device.form for device in offered))
+    seen: set[str] = set()
+    devices = []
+    for device_id in device_ids:
+        if len(device_id) > MAX_DEVICE_ID_LENGTH or not any(form.pattern.match(device_id) for form in forms):
+            expected = " or ".join(f"'{form}'" for form in forms) or "no device (none is offered)"
+            raise AllocationRefused(
+                Status.INVALID_ARGUMENT,
+                "malformed",
+                f"device ID {device_id[:80]!r} is malformed; expected {expected} for {resource}",
+            )
+        if device_id in seen:
+            raise AllocationRefused(
+                Status.INVALID_ARGUMENT, "duplicate", f"device ID {device_id!r} appears twice"
+            )
+        seen.add(device_id)
+        device = book.get(resource, device_id)
+        if device is None:
+            known = ", ".join(d.id for d in offered) or "none"
+            raise AllocationRefused(
+                Status.INVALID_ARGUMENT,
+                "unknown",
+                f"device ID {device_id!r} is not on this node; known devices: {known}",
+            )
+        if not device.healthy:
+            raise AllocationRefused(
+                Status.FAILED_PRECONDITION, "unhealthy", f"device {device_id} is unhealthy: {device.reason}"
+            )
+        devices.append(device)
+    return devices

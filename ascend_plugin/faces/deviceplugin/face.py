@@ -1,0 +1,144 @@
+"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers.
+
+The kubelet knows a device plugin per extended resource, each on its own socket
+with its own registration. The face starts a :class:`ResourceServer` for every
+resource the offer book has, and when a resource appears (a vNPU template the
+operator just created) or disappears (its last device gone), it starts or stops
+that resource's server: stopping ends its ListAndWatch stream and removes its
+socket, so the kubelet drops the resource instead of keeping stale IDs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
+from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
+from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
+from ascend_plugin.handover.modes import Handover
+from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.resilience import supervise
+
+log = logging.getLogger(__name__)
+
+STREAM_END_WAIT = 2.0  # seconds to let the kubelet see a stream end before the socket goes
+
+
+@dataclass(frozen=True)
+class FaceSettings:
+    """The kubelet-side settings the face needs."""
+
+    directory: Path  # the kubelet's device-plugin directory
+    main_resource: str  # the family's resource, whose socket name may be overridden
+    socket_name: str | None  # override for the main resource's socket
+    watch_interval: float
+
+
+def socket_name_for(resource: str) -> str:
+    """``huawei.com/Ascend310P-2c`` -> ``Ascend310P-2c.sock``."""
+    return resource.rsplit("/", 1)[-1] + ".sock"
+
+
+class ResourceServer:
+    """The service, endpoint and registrar of one resource."""
+
+    def __init__(self, resource: str, service: DevicePluginService, registrar: KubeletRegistrar) -> None:
+        self.resource = resource
+        self.service = service
+        self.registrar = registrar
+        self._scope = anyio.CancelScope()
+
+    async def run(self) -> None:
+        """Serve and stay registered until stopped."""
+        with self._scope:
+            await supervise(f"kubelet registrar of {self.resource}", self.registrar.run)
+
+    async def stop(self) -> None:
+        """End the stream, stop registering, close the server and remove the socket."""
+        self.service.stop()
+        with anyio.move_on_after(STREAM_END_WAIT):
+            await self.service.streams_ended()
+        self._scope.cancel()
+        await self.registrar.endpoint.stop()
+
+
+class DevicePluginFace:
+    """Serves every offered resource to the kubelet."""
+
+    def __init__(self, book: OfferBook, handover: Handover, settings: FaceSettings) -> None:
+        self.book = book
+        self.handover = handover
+        self.settings = settings
+        self.stats = ServiceStats()
+        self.servers: dict[str, ResourceServer] = {}
+        self.registrations = 0
+        self._registered_listeners: list[Callable[[], None]] = []
+
+    @property
+    def registered(self) -> bool:
+        """Every resource registered with the current kubelet."""
+        return bool(self.servers) and all(server.registrar.registered for server in self.servers.values())
+
+    @property
+    def last_error(self) -> str:
+        """The latest registration problem of any resource, if any."""
+        return next((s.registrar.last_error for s in self.servers.values() if s.registrar.last_error), "")
+
+    def on_registered(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` after every successful registration of any resource."""
+        self._registered_listeners.append(listener)
+
+    async def run(self) -> None:
+        """Follow the offers until the inventory closes, then stop every server."""
+        try:
+            async with anyio.create_task_group() as group:
+                version = -1
+                while not self.book.inventory.closed:
+                    await self._follow(group)
+                    version = await self.book.wait_for_change(version)
+                group.cancel_scope.cancel()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.stop()
+
+    async def _follow(self, group: TaskGroup) -> None:
+        resources = self.book.resources()
+        for resource in resources.keys() - self.servers.keys():
+            server = self._server(resource)
+            self.servers[resource] = server
+            group.start_soon(server.run, name=f"device plugin {resource}")
+            log.info(
+                "offering %s (%d devices)", resource, len(resources[resource]), extra={"resource": resource}
+            )
+        for resource in self.servers.keys() - resources.keys():
+            log.info("no device of %s is offered any more: stopping its server", resource)
+            await self.servers.pop(resource).stop()
+        for server in self.servers.values():
+            server.service.notify()
+
+    def _server(self, resource: str) -> ResourceServer:
+        settings = self.settings
+        name = settings.socket_name if resource == settings.main_resource and settings.socket_name else None
+        service = DevicePluginService(resource, self.book, self.handover, self.stats)
+        endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
+        registrar = KubeletRegistrar(endpoint, service, resource, settings.watch_interval)
+        registrar.on_registered(self._registered)
+        return ResourceServer(resource, service, registrar)
+
+    def _registered(self) -> None:
+        self.registrations += 1
+        for listener in self._registered_listeners:
+            listener()
+
+    async def stop(self) -> None:
+        """Stop every resource's server (shutdown)."""
+        for server in self.servers.values():
+            server.service.stop()
+        for resource in list(self.servers):
+            await self.servers.pop(resource).stop()

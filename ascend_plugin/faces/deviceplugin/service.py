@@ -1,0 +1,171 @@
+"""The DevicePlugin gRPC service of one resource: what the kubelet calls on that resource's socket."""
+
+from __future__ import annotations
+
+import collections
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+import anyio
+from grpclib import GRPCError
+from grpclib.const import Status
+
+from ascend_plugin.faces.deviceplugin.allocate import AllocationRefused, checked_devices
+from ascend_plugin.faces.deviceplugin.convert import allocate_response
+from ascend_plugin.faces.deviceplugin.preference import preferred_devices
+from ascend_plugin.handover.modes import Handover
+from ascend_plugin.kubelet_api.v1beta1 import (
+    AllocateRequest,
+    AllocateResponse,
+    ContainerPreferredAllocationResponse,
+    Device,
+    DevicePluginBase,
+    DevicePluginOptions,
+    Empty,
+    ListAndWatchResponse,
+    PreferredAllocationRequest,
+    PreferredAllocationResponse,
+    PreStartContainerRequest,
+    PreStartContainerResponse,
+)
+from ascend_plugin.offers.book import OfferBook
+
+log = logging.getLogger(__name__)
+
+HEALTHY = "Healthy"
+UNHEALTHY = "Unhealthy"
+
+OPTIONS = DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+
+@dataclass
+class ServiceStats:
+    """Counters every resource's service adds to, for the metrics."""
+
+    allocations: int = 0
+    allocation_errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    updates_sent: int = 0
+
+
+class DevicePluginService(DevicePluginBase):
+    """ListAndWatch from the offer book; Allocate through the handover mode."""
+
+    def __init__(self, resource: str, book: OfferBook, handover: Handover, stats: ServiceStats) -> None:
+        self.resource = resource
+        self.book = book
+        self.handover = handover
+        self.stats = stats
+        self.open_streams = 0
+        self._stopping = False
+        self._changed = anyio.Event()
+        self._no_streams = anyio.Event()
+        self._no_streams.set()
+        self._stream_closed_listeners: list[Callable[[], None]] = []
+
+    def on_stream_closed(self, listener: Callable[[], None]) -> None:
+        """Call ``listener()`` whenever a ListAndWatch stream ends before shutdown."""
+        self._stream_closed_listeners.append(listener)
+
+    def notify(self) -> None:
+        """The offers changed: every open stream looks again."""
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    def stop(self) -> None:
+        """End every ListAndWatch stream (the resource is going away, or the plugin is)."""
+        self._stopping = True
+        self.notify()
+
+    def snapshot(self) -> ListAndWatchResponse:
+        """Every device of the resource with its health, as the kubelet wants it."""
+        return ListAndWatchResponse(
+            devices=[
+                Device(id=device.id, health=HEALTHY if device.healthy else UNHEALTHY)
+                for device in self.book.devices(self.resource)
+            ]
+        )
+
+    async def streams_ended(self) -> None:
+        """Return once no ListAndWatch stream is open."""
+        await self._no_streams.wait()
+
+    async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
+        return OPTIONS
+
+    async def list_and_watch(self, message: Empty) -> AsyncIterator[ListAndWatchResponse]:
+        """The full list now, then again after every change, until the resource stops.
+
+        Returning ends the kubelet's view of the resource, so this only returns
+        on :meth:`stop`.
+        """
+        self.open_streams += 1
+        if self._no_streams.is_set():
+            self._no_streams = anyio.Event()
+        log.info(
+            "kubelet opened ListAndWatch", extra={"resource": self.resource, "streams": self.open_streams}
+        )
+        try:
+            last: ListAndWatchResponse | None = None
+            while not self._stopping:
+                changed = self._changed
+                current = self.snapshot()
+                # The offers also change for things the kubelet never sees (fault
+                # codes, reasons): send only what changes its view.
+                if current != last:
+                    yield current
+                    self.stats.updates_sent += 1
+                    last = current
+                await changed.wait()
+        finally:
+            self.open_streams -= 1
+            if self.open_streams == 0:
+                self._no_streams.set()
+            if not self._stopping:
+                log.warning(
+                    "ListAndWatch stream dropped by the kubelet",
+                    extra={"resource": self.resource, "streams": self.open_streams},
+                )
+                for listener in self._stream_closed_listeners:
+                    listener()
+
+    async def get_preferred_allocation(
+        self, message: PreferredAllocationRequest
+    ) -> PreferredAllocationResponse:
+        return PreferredAllocationResponse(
+            container_responses=[
+                ContainerPreferredAllocationResponse(
+                    device_i_ds=preferred_devices(
+                        request.available_deviceIDs, request.must_include_deviceIDs, request.allocation_size
+                    )
+                )
+                for request in message.container_requests
+            ]
+        )
+
+    async def allocate(self, message: AllocateRequest) -> AllocateResponse:
+        if not message.container_requests:
+            raise GRPCError(Status.INVALID_ARGUMENT, "Allocate request has no container requests")
+        try:
+            checked = [
+                checked_devices(self.book, self.resource, request.devices_ids)
+                for request in message.container_requests
+            ]
+        except AllocationRefused as refused:
+            self.stats.allocation_errors[refused.kind] += 1
+            log.warning("allocation refused: %s", refused.reason, extra={"reason": refused.reason})
+            raise GRPCError(refused.status, refused.reason) from None
+        response = AllocateResponse(
+            container_responses=[allocate_response(self.handover.grant(devices)) for devices in checked]
+        )
+        self.stats.allocations += len(checked)
+        for devices in checked:
+            log.info(
+                "allocated %s",
+                ",".join(device.id for device in devices),
+                extra={"devices": [device.id for device in devices], "mode": self.handover.mode.value},
+            )
+        return response
+
+    async def pre_start_container(self, message: PreStartContainerRequest) -> PreStartContainerResponse:
+        return PreStartContainerResponse()

@@ -1,0 +1,295 @@
+"""The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
+
+kubernetes-asyncio is largely untyped and turns every object into a generated model
+class; the plugin needs a handful of fields from three kinds of object. So each
+call asks the client for the raw response (``_preload_content=False``), checks
+the status itself and hands back plain JSON objects, and every failure leaves
+here as one of the exceptions in :mod:`ascend_plugin.kube.errors`. The ``Any``
+of the untyped client stays inside this module.
+
+Every request carries a timeout: an API server that accepts connections but
+never answers must not hang a part forever.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncGenerator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import yaml
+from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
+
+from ascend_plugin.faces.kube.errors import ApiError, KubeConfigError, Unreachable, api_error
+
+log = logging.getLogger(__name__)
+
+JsonObject = dict[str, object]
+
+REQUEST_TIMEOUT = 10.0  # seconds for one ordinary request, connect to last byte
+# A watch ends on the server's side after this many seconds and is then renewed;
+# reading may take a little longer before a silent connection counts as dead.
+WATCH_TIMEOUT = 180
+WATCH_READ_SLACK = 30.0
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A kind of object: its plural (as RBAC names it) and how the client's methods spell it."""
+
+    plural: str
+    method: str  # CoreV1Api method suffix: read_<method>, list_namespaced_<method>, ...
+    namespaced: bool
+
+
+NODES = Resource("nodes", "node", namespaced=False)
+CONFIGMAPS = Resource("configmaps", "config_map", namespaced=True)
+EVENTS = Resource("events", "event", namespaced=True)
+
+# Our verbs (as RBAC names them) -> the client's method prefixes.
+_METHOD_PREFIX = {
+    "get": "read",
+    "list": "list",
+    "watch": "list",
+    "create": "create",
+    "update": "replace",
+    "patch": "patch",
+}
+
+_CLIENT_FAILURES = (aiohttp.ClientError, OSError, TimeoutError)
+
+
+@dataclass(frozen=True)
+class Listing:
+    """The items of a list call and the resourceVersion to watch from."""
+
+    items: list[JsonObject]
+    resource_version: str
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    """One event of a watch stream: ADDED, MODIFIED, DELETED or BOOKMARK."""
+
+    type: str
+    object: JsonObject
+
+    @property
+    def resource_version(self) -> str:
+        """The resourceVersion to resume the watch from after this event."""
+        return string_field(mapping_field(self.object, "metadata"), "resourceVersion")
+
+
+def mapping_field(obj: Mapping[str, object], key: str) -> JsonObject:
+    """``obj[key]`` if it is a JSON object, else an empty one."""
+    value = obj.get(key)
+    return dict(value) if isinstance(value, dict) else {}
+
+
+def string_field(obj: Mapping[str, object], key: str) -> str:
+    """``obj[key]`` if it is a string, else ``""``."""
+    value = obj.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def string_map(obj: Mapping[str, object], key: str) -> dict[str, str]:
+    """``obj[key]`` as a str -> str mapping (labels, ConfigMap data); other entries are dropped."""
+    return {k: v for k, v in mapping_field(obj, key).items() if isinstance(v, str)}
+
+
+def labels_of(obj: Mapping[str, object]) -> dict[str, str]:
+    """An object's labels."""
+    return string_map(mapping_field(obj, "metadata"), "labels")
+
+
+def _json_object(raw: bytes) -> JsonObject | None:
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
+
+
+def _status_message(raw: bytes) -> str:
+    """The message of a Status body, or the start of whatever came back."""
+    body = _json_object(raw)
+    if body is not None and isinstance(body.get("message"), str):
+        return str(body["message"])
+    return raw[:300].decode("utf-8", "replace").strip() or "(no message)"
+
+
+@dataclass(frozen=True)
+class _Request:
+    """What one request is about: names the client method, and the target in error messages."""
+
+    verb: str
+    resource: Resource
+    namespace: str | None = None
+    name: str = ""
+
+    @property
+    def target(self) -> str:
+        if self.namespace and self.name:
+            return f"{self.namespace}/{self.name}"
+        return self.name or (f"in namespace {self.namespace}" if self.namespace else "")
+
+    def error(self, status: int, message: str) -> ApiError:
+        """The exception for an error status of this request."""
+        return api_error(status, self.verb, self.resource.plural, self.target, message)
+
+
+class Kube:
+    """Typed JSON calls to one API server."""
+
+    def __init__(self, api_client: Any) -> None:
+        self.api_client = api_client  # for the few calls without a typed wrapper here (doctor's RBAC review)
+        self._core = CoreV1Api(api_client)
+        self.host: str = api_client.configuration.host
+
+    async def close(self) -> None:
+        """Close the client's connection pool."""
+        await self.api_client.close()
+
+    async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
+        """Read one object."""
+        return await self._call(_Request("get", resource, namespace, name))
+
+    async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
+        """List the objects matching ``field_selector``."""
+        body = await self._call(_Request("list", resource, namespace), field_selector=field_selector)
+        raw_items = body.get("items")
+        items = [item for item in raw_items if isinstance(item, dict)] if isinstance(raw_items, list) else []
+        version = string_field(mapping_field(body, "metadata"), "resourceVersion")
+        return Listing(items, version)
+
+    async def create(self, resource: Resource, namespace: str, body: JsonObject) -> JsonObject:
+        """Create an object."""
+        return await self._call(_Request("create", resource, namespace), body)
+
+    async def replace(self, resource: Resource, name: str, namespace: str, body: JsonObject) -> JsonObject:
+        """Replace an object; a stale ``metadata.resourceVersion`` in ``body`` raises Conflict."""
+        return await self._call(_Request("update", resource, namespace, name), body)
+
+    async def patch(
+        self, resource: Resource, name: str, namespace: str | None, body: JsonObject
+    ) -> JsonObject:
+        """Strategic-merge-patch an object (the client's default content type for a dict body)."""
+        return await self._call(_Request("patch", resource, namespace, name), body)
+
+    async def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        field_selector: str,
+        resource_version: str,
+        timeout_seconds: int = WATCH_TIMEOUT,
+    ) -> AsyncGenerator[WatchEvent, None]:
+        """The events after ``resource_version`` until the server ends the stream.
+
+        An ERROR event raises its status as an exception (410 Gone when the
+        version is too old: list again).
+        """
+        request = _Request("watch", resource, namespace)
+        query = {
+            "field_selector": field_selector,
+            "watch": True,
+            "allow_watch_bookmarks": True,
+            "resource_version": resource_version,
+            "timeout_seconds": timeout_seconds,
+        }
+        read_timeout = timeout_seconds + WATCH_READ_SLACK
+        response = await self._send(
+            request,
+            None,
+            query,
+            deadline=aiohttp.ClientTimeout(sock_connect=REQUEST_TIMEOUT, sock_read=read_timeout),
+        )
+        try:
+            if not 200 <= response.status < 300:
+                raise request.error(response.status, _status_message(await response.read()))
+            async for line in response.content:
+                event = _json_object(line)
+                if event is None:
+                    continue
+                kind = string_field(event, "type")
+                obj = mapping_field(event, "object")
+                if kind == "ERROR":
+                    code = obj.get("code")
+                    status = code if isinstance(code, int) else 500
+                    raise request.error(status, string_field(obj, "message") or "watch error")
+                yield WatchEvent(kind, obj)
+        except _CLIENT_FAILURES as error:
+            raise self._unreachable(request, error) from error
+        finally:
+            response.close()
+
+    async def _call(self, request: _Request, body: JsonObject | None = None, **query: object) -> JsonObject:
+        response = await self._send(request, body, query, deadline=REQUEST_TIMEOUT)
+        try:
+            raw = await response.read()
+        except _CLIENT_FAILURES as error:
+            raise self._unreachable(request, error) from error
+        finally:
+            response.release()
+        if not 200 <= response.status < 300:
+            raise request.error(response.status, _status_message(raw))
+        parsed = _json_object(raw)
+        if parsed is None:
+            raise request.error(response.status, "the response is not a JSON object")
+        return parsed
+
+    async def _send(
+        self,
+        request: _Request,
+        body: JsonObject | None,
+        query: Mapping[str, object],
+        *,
+        deadline: float | aiohttp.ClientTimeout,
+    ) -> Any:
+        """Start one request; the aiohttp response (status not checked yet)."""
+        scope = "namespaced_" if request.resource.namespaced else ""
+        method = getattr(self._core, f"{_METHOD_PREFIX[request.verb]}_{scope}{request.resource.method}")
+        args: list[object] = [request.name] if request.name else []
+        if request.resource.namespaced:
+            args.append(request.namespace)
+        if body is not None:
+            args.append(body)
+        try:
+            return await method(*args, _preload_content=False, _request_timeout=deadline, **query)
+        except ConfigException as error:  # the in-cluster token could not be re-read
+            raise KubeConfigError(f"service account credentials: {error}") from error
+        except _CLIENT_FAILURES as error:
+            raise self._unreachable(request, error) from error
+
+    def _unreachable(self, request: _Request, error: BaseException) -> Unreachable:
+        detail = str(error) or type(error).__name__
+        return Unreachable(
+            f"cannot reach the API server at {self.host} ({request.verb} {request.resource.plural}): {detail}"
+        )
+
+
+async def connect(kubeconfig: Path | None) -> Kube:
+    """A client for the cluster: the pod's service account, or ``kubeconfig`` when given."""
+    configuration = Configuration()
+    try:
+        if kubeconfig is None:
+            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        else:
+            await load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    # A missing file, a missing token, or a kubeconfig of the wrong shape (which
+    # the loader reports as whatever its parsing tripped over).
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, yaml.YAMLError) as error:
+        where = f"kubeconfig {kubeconfig}" if kubeconfig else "in-cluster configuration"
+        hint = (
+            ""
+            if kubeconfig
+            else " (outside a pod, pass --kubeconfig or ASCEND_DP_KUBECONFIG; in a pod, mount its token)"
+        )
+        raise KubeConfigError(f"cannot load the {where}: {error or type(error).__name__}{hint}") from error
+    log.info("talking to the API server at %s", configuration.host)
+    return Kube(ApiClient(configuration))

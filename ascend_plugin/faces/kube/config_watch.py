@@ -1,0 +1,119 @@
+"""The config ConfigMap: run-time settings an operator changes without restarting pods.
+
+Its data keys are setting names (``health_interval`` or ``health-interval``)
+limited to the reloadable ones, plus ``fault_levels.json``: a fault-level table
+(``{"SeparateNPU": ["80E01801"]}``) merged over the table the plugin started
+with (the built-in one and ``fault_levels_file``). The ConfigMap's keys win over
+the command line, the environment and the config file; a key that is removed
+(or the whole ConfigMap) returns that setting to its value at start-up.
+
+A change applies as a whole or not at all: every key is checked first, and one
+bad key refuses the change, with a log line naming the key, the value and what
+is allowed, while the plugin keeps the configuration it had.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from contextlib import aclosing
+
+from ascend_plugin.faces.kube.client import CONFIGMAPS, Kube, string_map
+from ascend_plugin.faces.kube.errors import KubeError
+from ascend_plugin.faces.kube.follow import follow
+from ascend_plugin.faces.kube.retry import Retrier
+from ascend_plugin.faults import FaultTable, FaultTableError, parse_levels
+from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.settings import RELOADABLE, SettingsError
+
+log = logging.getLogger(__name__)
+
+FAULT_LEVELS_KEY = "fault_levels.json"
+
+
+class ConfigRefused(Exception):
+    """A config ConfigMap the plugin cannot apply; the message says which key and why."""
+
+
+class ConfigWatcher:
+    """Applies the config ConfigMap to a running plugin, atomically, on every change."""
+
+    def __init__(self, kube: Kube, config: LiveConfig, namespace: str, name: str) -> None:
+        self.kube = kube
+        self.config = config
+        self.namespace = namespace
+        self.name = name
+        self._applied: dict[str, str] | None = None
+
+    @property
+    def where(self) -> str:
+        """namespace/name of the ConfigMap."""
+        return f"{self.namespace}/{self.name}"
+
+    async def run(self) -> None:
+        """Follow the ConfigMap forever; API failures are retried with backoff."""
+        retry = Retrier(f"config ConfigMap {self.where}")
+        while True:
+            try:
+                async with aclosing(follow(self.kube, CONFIGMAPS, self.namespace, self.name)) as states:
+                    async for configmap in states:
+                        retry.succeeded()
+                        self.apply({} if configmap is None else string_map(configmap, "data"))
+            except KubeError as error:
+                await retry.failed(error)
+
+    def apply(self, data: Mapping[str, str]) -> bool:
+        """Apply the ConfigMap's ``data``; False (and nothing changed) when it is refused."""
+        if data == self._applied:
+            return True
+        try:
+            overrides, table = self._parse(data)
+            # A removed key returns to the value the plugin started with.
+            self.config.apply({**self.config.reloadable_at_startup(), **overrides})
+        except (ConfigRefused, SettingsError) as error:
+            log.error(
+                "config ConfigMap %s refused, the current configuration stays: %s",
+                self.where,
+                error,
+                extra={"configmap": self.where},
+            )
+            return False
+        if table != self.config.fault_table:
+            self.config.replace_fault_table(table)
+            log.info("config ConfigMap %s: fault-level table replaced", self.where)
+        self._applied = dict(data)
+        log.info(
+            "config ConfigMap %s applied (%s)",
+            self.where,
+            ", ".join(sorted(data)) or "no keys: start-up values",
+            extra={"configmap": self.where},
+        )
+        return True
+
+    def _parse(self, data: Mapping[str, str]) -> tuple[dict[str, str], FaultTable]:
+        """The setting overrides and the fault table ``data`` asks for; ConfigRefused if invalid."""
+        overrides: dict[str, str] = {}
+        table = self.config.startup_table
+        for key, value in data.items():
+            if key == FAULT_LEVELS_KEY:
+                table = self._fault_table(value)
+                continue
+            name = key.replace("-", "_")
+            if name not in RELOADABLE:
+                allowed = ", ".join([*sorted(RELOADABLE), FAULT_LEVELS_KEY])
+                raise ConfigRefused(
+                    f"key {key!r} (value {value!r}) is not a run-time setting; allowed: {allowed}"
+                )
+            overrides[name] = value
+        return overrides, table
+
+    def _fault_table(self, text: str) -> FaultTable:
+        source = f"{FAULT_LEVELS_KEY} of {self.where}"
+        try:
+            levels = parse_levels(json.loads(text), source)
+        except json.JSONDecodeError as error:
+            raise ConfigRefused(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
+        except FaultTableError as error:
+            raise ConfigRefused(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
+        return self.config.startup_table.merged(levels)

@@ -1,0 +1,206 @@
+"""Kubernetes Events on the Node for each device health transition.
+
+``kubectl describe node`` is where an operator looks first; an Event there
+saying which NPU went unhealthy, with which fault codes and levels, saves a trip
+to the plugin's logs. A chip that flaps must not flood the API server, so Events
+pass a token bucket (by default a burst of 10, then one per 10 s); the ones
+that do not fit are counted, and one summary Event says how many were dropped
+once a token is free again. Every transition is in the plugin's log regardless.
+
+Events are best effort: they queue (bounded) while the API server is away and
+are posted when it returns; the kubelet side never waits for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import anyio
+
+from ascend_plugin.faces.kube.chips import ChipView
+from ascend_plugin.faces.kube.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
+from ascend_plugin.faces.kube.errors import ApiError, KubeError
+from ascend_plugin.faces.kube.retry import Retrier
+from ascend_plugin.inventory.inventory import ChipState
+from backends.families import FamilyTable
+
+log = logging.getLogger(__name__)
+
+COMPONENT = "ascend-device-plugin"
+MAX_MESSAGE = 1024
+QUEUE_LIMIT = 100
+_REJECTED = (400, 422)  # a malformed Event: retrying cannot help
+
+
+class TokenBucket:
+    """``burst`` tokens, refilled at ``rate`` per second."""
+
+    def __init__(
+        self, burst: int = 10, rate: float = 0.1, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.burst = burst
+        self.rate = rate
+        self.clock = clock
+        self._tokens = float(burst)
+        self._at = clock()
+
+    def _refill(self) -> None:
+        now = self.clock()
+        self._tokens = min(self.burst, self._tokens + (now - self._at) * self.rate)
+        self._at = now
+
+    def take(self) -> bool:
+        """Take a token if there is one."""
+        self._refill()
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        return False
+
+    def wait_time(self) -> float:
+        """Seconds until a token is free (0 if one is)."""
+        self._refill()
+        return max(0.0, (1 - self._tokens) / self.rate)
+
+
+@dataclass(frozen=True)
+class PendingEvent:
+    """An Event to post: reason, type, message and when it happened."""
+
+    reason: str
+    type: str
+    message: str
+    at: datetime
+
+
+def transition_event(old: ChipView, new: ChipView, at: datetime) -> PendingEvent:
+    """The Event for a chip whose health flipped from ``old`` to ``new``."""
+    if new.healthy:
+        was = f" (was: {old.reason})" if old.reason else ""
+        faults = f"; remaining faults: {_faults(new)}" if new.faults else ""
+        return PendingEvent("NPUHealthy", "Normal", f"{new.id} is healthy again{was}{faults}", at)
+    faults = f"; faults: {_faults(new)}" if new.faults else ""
+    return PendingEvent(
+        "NPUUnhealthy", "Warning", f"{new.id} is unhealthy: {new.reason or 'unknown reason'}{faults}", at
+    )
+
+
+def _faults(device: ChipView) -> str:
+    return ", ".join(
+        f"{code} ({fault.level.name})" for code, fault in zip(device.codes, device.faults, strict=True)
+    )
+
+
+class NodeEvents:
+    """Turns inventory transitions into rate-limited Events on the Node."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        node_name: str,
+        table: FamilyTable,
+        namespace: str,
+        bucket: TokenBucket | None = None,
+    ) -> None:
+        self.kube = kube
+        self.node_name = node_name
+        self.table = table
+        self.bucket = bucket or TokenBucket()
+        self.namespace = namespace
+        self.dropped = 0  # transitions not posted since the last summary
+        self._queue: deque[PendingEvent] = deque()
+        self._wake = anyio.Event()
+        self._node_uid: str | None = None
+
+    def on_transition(self, old: ChipState, new: ChipState) -> None:
+        """Inventory listener (runs on the event loop, must not block): queue or count the Event."""
+        if len(self._queue) < QUEUE_LIMIT and self.bucket.take():
+            name = self.table.chip_id(new.phy_id)
+            event = transition_event(ChipView(name, old), ChipView(name, new), datetime.now(UTC))
+            self._queue.append(event)
+        else:
+            self.dropped += 1
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Post queued Events forever, and a summary of dropped ones when a token frees up."""
+        retry = Retrier(f"node events for {self.node_name}")
+        while True:
+            if self._queue:
+                event = self._queue[0]
+            elif self.dropped:
+                delay = self.bucket.wait_time()
+                if delay > 0 or not self.bucket.take():
+                    await anyio.sleep(delay)
+                    continue
+                event = self._summary()
+                self._queue.append(event)
+            else:
+                await self._wake.wait()
+                self._wake = anyio.Event()
+                continue
+            try:
+                await self._post(event)
+            except ApiError as error:
+                if error.status not in _REJECTED:
+                    await retry.failed(error)
+                    continue
+                # The API server will never take this one; do not let it hold up the rest.
+                log.error(
+                    "node event dropped, the API server rejects it: %s", error, extra={"reason": event.reason}
+                )
+            except KubeError as error:
+                await retry.failed(error)
+                continue
+            else:
+                retry.succeeded()
+            self._queue.popleft()
+
+    def _summary(self) -> PendingEvent:
+        count, self.dropped = self.dropped, 0
+        message = (
+            f"{count} NPU health event(s) were not posted: more than {self.bucket.burst} in a burst "
+            f"(then one per {1 / self.bucket.rate:g} s); the plugin's log has every transition"
+        )
+        log.warning("node events: %s", message, extra={"dropped": count})
+        return PendingEvent("NPUEventsDropped", "Warning", message, datetime.now(UTC))
+
+    async def _post(self, event: PendingEvent) -> None:
+        stamp = event.at.strftime("%Y-%m-%dT%H:%M:%SZ")
+        involved: JsonObject = {"apiVersion": "v1", "kind": "Node", "name": self.node_name}
+        uid = await self._uid()
+        if uid:
+            involved["uid"] = uid
+        body: JsonObject = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{self.node_name}.", "namespace": self.namespace},
+            "involvedObject": involved,
+            "reason": event.reason,
+            "type": event.type,
+            "message": event.message[:MAX_MESSAGE],
+            "source": {"component": COMPONENT, "host": self.node_name},
+            "reportingComponent": COMPONENT,
+            "reportingInstance": self.node_name,
+            "firstTimestamp": stamp,
+            "lastTimestamp": stamp,
+            "count": 1,
+        }
+        await self.kube.create(EVENTS, self.namespace, body)
+        log.debug("node event posted: %s %s", event.reason, event.message)
+
+    async def _uid(self) -> str | None:
+        """The Node's uid (kubectl matches Events by it); None while it cannot be read."""
+        if self._node_uid is None:
+            try:
+                node = await self.kube.get(NODES, self.node_name)
+            except KubeError as error:
+                log.debug("node events: the node's uid is unknown (%s); posting without it", error)
+                return None
+            self._node_uid = string_field(mapping_field(node, "metadata"), "uid") or None
+        return self._node_uid

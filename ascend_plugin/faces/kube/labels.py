@@ -1,0 +1,194 @@
+"""Node labels: what this node is, for schedulers, selectors and dashboards.
+
+Existing clusters select Ascend nodes by Huawei's labels, so we set the same
+ones (``accelerator``, ``node.kubernetes.io/npu.chip.name``, ``servertype``,
+``huawei.com/driver.version``) plus two of our own under ``label_prefix``
+(AI cores per chip, chip count). 310B nodes get ``accelerator=huawei-Ascend310``,
+which Huawei's plugin never sets and users otherwise add by hand.
+
+``servertype`` is only set while the node has none: Volcano and operators put
+their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it.
+The others are kept: the labeller watches the node and puts back a label that
+someone removed or changed. Each patch is a strategic merge patch of only the
+labels that differ, so other labels on the node are never touched.
+
+Every key and value is checked against Kubernetes' label syntax before it is
+sent: the API server would reject the whole patch for one bad value (a driver
+version such as ``24.1.RC1 B020`` has a space). A bad value is rewritten into
+label syntax, or left out when nothing usable remains, with a warning naming the
+label, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from contextlib import aclosing
+from dataclasses import dataclass
+
+from ascend_plugin.faces.kube.client import NODES, Kube, labels_of
+from ascend_plugin.faces.kube.errors import KubeError
+from ascend_plugin.faces.kube.follow import follow
+from ascend_plugin.faces.kube.retry import Retrier
+from ascend_plugin.inventory.inventory import Inventory
+
+log = logging.getLogger(__name__)
+
+ACCELERATOR = "accelerator"
+CHIP_NAME = "node.kubernetes.io/npu.chip.name"
+SERVER_TYPE = "servertype"
+DRIVER_VERSION = "huawei.com/driver.version"
+
+MAX_NAME = 63
+MAX_PREFIX = 253
+_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_NOT_ALLOWED = re.compile(r"[^-A-Za-z0-9_.]+")
+_EDGE = re.compile(r"^[^A-Za-z0-9]+|[^A-Za-z0-9]+$")
+
+VALUE_RULE = (
+    "a label value is at most 63 characters of letters, digits, '-', '_' and '.', "
+    "beginning and ending with a letter or digit"
+)
+KEY_RULE = (
+    "a label key is an optional DNS subdomain prefix (at most 253 characters) and '/', "
+    "then a name of at most 63 characters of letters, digits, '-', '_' and '.', "
+    "beginning and ending with a letter or digit"
+)
+
+
+def value_is_valid(value: str) -> bool:
+    """Whether ``value`` is a valid label value (empty counts as valid)."""
+    return value == "" or (len(value) <= MAX_NAME and bool(_NAME.match(value)))
+
+
+def key_is_valid(key: str) -> bool:
+    """Whether ``key`` is a valid label key."""
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (0 < len(prefix) <= MAX_PREFIX and _PREFIX.match(prefix)):
+        return False
+    return 0 < len(name) <= MAX_NAME and bool(_NAME.match(name))
+
+
+def sanitise_value(value: str) -> str:
+    """``value`` rewritten into label syntax: runs of other characters become '-', cut to 63."""
+    return _EDGE.sub("", _EDGE.sub("", _NOT_ALLOWED.sub("-", value))[:MAX_NAME])
+
+
+def format_number(value: float) -> str:
+    """A count as people write it: 1 rather than 1.0, 24.5 stays 24.5."""
+    return f"{value:g}"
+
+
+@dataclass(frozen=True)
+class LabelPlan:
+    """The labels this node should carry."""
+
+    enforced: Mapping[str, str]  # put back whenever removed or changed
+    if_absent: Mapping[str, str]  # set only while the node has no such label
+
+    def patch_for(self, current: Mapping[str, str]) -> dict[str, str]:
+        """The labels to send so that ``current`` follows the plan (empty when it already does)."""
+        patch = {key: value for key, value in self.enforced.items() if current.get(key) != value}
+        patch.update({key: value for key, value in self.if_absent.items() if key not in current})
+        return patch
+
+
+def _checked(key: str, value: str) -> str | None:
+    """``value`` if the label is valid, a sanitised value, or None (each fix or skip logged)."""
+    if not key_is_valid(key):
+        log.warning("label %r is not set: the key is invalid (%s)", key, KEY_RULE, extra={"label": key})
+        return None
+    if value_is_valid(value):
+        return value
+    fixed = sanitise_value(value)
+    if fixed:
+        log.warning(
+            "label %s: value %r is not valid (%s); using %r instead",
+            key,
+            value,
+            VALUE_RULE,
+            fixed,
+            extra={"label": key, "value": value},
+        )
+        return fixed
+    log.warning(
+        "label %s is not set: value %r is not valid (%s) and nothing usable remains of it",
+        key,
+        value,
+        VALUE_RULE,
+        extra={"label": key, "value": value},
+    )
+    return None
+
+
+def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
+    """The labels for the node of ``inventory``; invalid values sanitised or left out (with a warning each).
+
+    ``servertype`` is ``Ascend<family>-<AI cores per chip>`` (e.g. ``Ascend310P-8``,
+    ``Ascend910-20``, ``Ascend310B-1``), the form Huawei's plugin checks on
+    310/310P/910; ``<label_prefix>/ai-cores`` is the same figure, the smallest
+    per-chip reading if chips differ. Both are left out when no chip's AI-core
+    count could be read.
+    """
+    table = inventory.table
+    enforced = {
+        ACCELERATOR: table.accelerator_label,
+        CHIP_NAME: inventory.chip_name,
+        f"{label_prefix}/chip-count": str(len(inventory.chips())),
+    }
+    if inventory.facts.driver_version:
+        enforced[DRIVER_VERSION] = inventory.facts.driver_version
+    if_absent = {}
+    if ai_cores := inventory.ai_cores():
+        cores = format_number(min(ai_cores.values()))
+        enforced[f"{label_prefix}/ai-cores"] = cores
+        if_absent[SERVER_TYPE] = f"Ascend{table.family}-{cores}"
+    else:
+        log.info("no chip's AI-core count is known: the servertype and ai-cores labels are not set")
+
+    def valid(labels: Mapping[str, str]) -> dict[str, str]:
+        checked = {key: _checked(key, value) for key, value in labels.items()}
+        return {key: value for key, value in checked.items() if value is not None}
+
+    return LabelPlan(valid(enforced), valid(if_absent))
+
+
+class NodeLabeller:
+    """Keeps our labels on our Node, watching it for removals and changes."""
+
+    def __init__(self, kube: Kube, node_name: str, plan: LabelPlan) -> None:
+        self.kube = kube
+        self.node_name = node_name
+        self.plan = plan
+
+    async def run(self) -> None:
+        """Follow the node forever; API failures are retried with backoff."""
+        retry = Retrier("node labels")
+        while True:
+            try:
+                async with aclosing(follow(self.kube, NODES, None, self.node_name)) as states:
+                    async for node in states:
+                        await self._reconcile(node)
+                        retry.succeeded()
+            except KubeError as error:
+                await retry.failed(error)
+
+    async def _reconcile(self, node: Mapping[str, object] | None) -> None:
+        if node is None:
+            log.warning(
+                "node %s does not exist; its labels are set once it does (is NODE_NAME right?)",
+                self.node_name,
+            )
+            return
+        patch = self.plan.patch_for(labels_of(node))
+        if not patch:
+            return
+        await self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
+        log.info(
+            "node %s: labels set: %s",
+            self.node_name,
+            ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
+            extra={"labels": patch},
+        )

@@ -1,0 +1,132 @@
+"""The Kubernetes publishers as one table: what each does, when it runs, what RBAC it needs.
+
+The same table starts the publishers (:func:`ascend_plugin.faces.kube.run_kube`),
+tells ``doctor`` which permissions to ask the API server about, and is what the
+chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
+publisher is one more row here plus its module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.settings import Settings
+
+if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
+    from ascend_plugin.faces.kube.client import Kube
+
+Part = Callable[[], Awaitable[None]]
+
+# Node events live in the default namespace, where the kubelet puts its own and
+# where `kubectl describe node` finds them.
+EVENT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True)
+class KubeInputs:
+    """What the publishers draw on."""
+
+    settings: Settings  # as the plugin started
+    node_name: str
+    config: LiveConfig
+    inventory: Inventory
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Verbs on a core-group resource, in a namespace (None: cluster-scoped)."""
+
+    resource: str
+    namespace: str | None
+    verbs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Publisher:
+    """One Kubernetes publisher: its setting, the permissions it needs, how to start it."""
+
+    name: str
+    setting: str  # the Settings field that turns it on
+    grants: Callable[[Settings], tuple[Grant, ...]]
+    build: Callable[[Kube, KubeInputs], Part]
+
+    def enabled(self, settings: Settings) -> bool:
+        return bool(getattr(settings, self.setting))
+
+
+def _labels(kube: Kube, inputs: KubeInputs) -> Part:
+    from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
+
+    plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
+    return NodeLabeller(kube, inputs.node_name, plan).run
+
+
+def _device_info(kube: Kube, inputs: KubeInputs) -> Part:
+    from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
+
+    settings = inputs.settings
+    return DeviceInfoPublisher(
+        kube,
+        inputs.inventory,
+        settings.device_info_namespace,
+        settings.device_info_name_prefix + inputs.node_name,
+        settings.device_info_refresh,
+    ).run
+
+
+def config_namespace(settings: Settings) -> str:
+    """Where the config ConfigMap lives."""
+    return settings.config_configmap_namespace or settings.pod_namespace
+
+
+def _config(kube: Kube, inputs: KubeInputs) -> Part:
+    from ascend_plugin.faces.kube.config_watch import ConfigWatcher
+
+    assert inputs.settings.config_configmap is not None  # enabled only when set
+    return ConfigWatcher(
+        kube, inputs.config, config_namespace(inputs.settings), inputs.settings.config_configmap
+    ).run
+
+
+def _events(kube: Kube, inputs: KubeInputs) -> Part:
+    from ascend_plugin.faces.kube.events import NodeEvents
+
+    events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
+
+    async def run() -> None:
+        stop_listening = inputs.inventory.on_transition(events.on_transition)
+        try:
+            await events.run()
+        finally:
+            stop_listening()
+
+    return run
+
+
+PUBLISHERS: tuple[Publisher, ...] = (
+    Publisher(
+        "node labels", "node_labels", lambda s: (Grant("nodes", None, ("list", "watch", "patch")),), _labels
+    ),
+    Publisher(
+        "device-info ConfigMap",
+        "device_info_configmap",
+        lambda s: (Grant("configmaps", s.device_info_namespace, ("get", "create", "update")),),
+        _device_info,
+    ),
+    Publisher(
+        "config ConfigMap",
+        "config_configmap",
+        lambda s: (Grant("configmaps", config_namespace(s), ("list", "watch")),),
+        _config,
+    ),
+    Publisher(
+        "node events",
+        "node_events",
+        lambda s: (Grant("nodes", None, ("get",)), Grant("events", EVENT_NAMESPACE, ("create",))),
+        _events,
+    ),
+)

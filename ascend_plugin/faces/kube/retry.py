@@ -1,0 +1,72 @@
+"""Backoff between attempts at the API server, and a log that does not flood.
+
+An API server that is down for an hour must not produce a stack trace every few
+seconds, yet the first failure, every new kind of failure and the recovery must
+each be visible at a glance. So: one line per distinct problem at WARNING (ERROR
+for problems only an operator can fix: RBAC, credentials, configuration), the
+same problem again only at DEBUG, and one INFO line when it works again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from ascend_plugin.faces.kube.errors import Forbidden, KubeConfigError, KubeError, Unauthorized
+from ascend_plugin.resilience import Backoff
+
+log = logging.getLogger(__name__)
+
+# The API server is usually back within seconds (a control-plane restart); the
+# cap keeps catching up after a longer outage within a quarter of a minute.
+KUBE_BACKOFF = Backoff(0.5, 15.0)
+
+# Problems that do not go away by waiting: someone has to change RBAC or config.
+_OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
+
+
+class Retrier:
+    """Attempt counting, backoff and de-duplicated logging for one part."""
+
+    def __init__(
+        self,
+        part: str,
+        backoff: Backoff = KUBE_BACKOFF,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self.part = part
+        self.backoff = backoff
+        self.sleep = sleep
+        self.attempt = 0
+        self._last_problem = ""
+
+    def succeeded(self) -> None:
+        """The part got through to the API server: reset the backoff."""
+        if self.attempt:
+            log.info("%s: the API server answers again", self.part, extra={"part": self.part})
+        self.attempt = 0
+        self._last_problem = ""
+
+    async def failed(self, error: KubeError) -> None:
+        """Log ``error`` (once per distinct problem) and wait before the next attempt."""
+        self.attempt += 1
+        delay = self.backoff.after(self.attempt)
+        problem = str(error)
+        if problem == self._last_problem:
+            level = logging.DEBUG
+        elif isinstance(error, _OPERATOR_PROBLEMS):
+            level = logging.ERROR
+        else:
+            level = logging.WARNING
+        log.log(
+            level,
+            "%s: %s; retrying in %.1f s",
+            self.part,
+            problem,
+            delay,
+            extra={"part": self.part, "attempt": self.attempt, "error": type(error).__name__},
+        )
+        self._last_problem = problem
+        await self.sleep(delay)

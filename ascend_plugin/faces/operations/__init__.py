@@ -1,0 +1,1 @@
+"""The operations endpoint (/healthz, /readyz, /metrics) and the metrics it serves."""

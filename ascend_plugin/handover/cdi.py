@@ -1,0 +1,111 @@
+"""CDI mode: describe the offered devices in a Container Device Interface spec, hand out names.
+
+With CDI the container runtime (containerd, CRI-O, podman) edits the container
+itself from a spec file, so neither the Ascend Docker Runtime nor a list of
+device nodes in every Allocate answer is needed. The plugin writes one spec for
+the node: a device per offered device name (``huawei.com/npu=<phy>`` for a
+chip) carrying its device node, and spec-wide edits carrying the family's shared
+nodes and the read-only driver mounts, which apply whenever any of its devices is
+used. It is rewritten when the offered devices change. Allocate answers with the
+fully qualified device names, both as ``cdi_devices`` (kubelets with
+DevicePluginCDIDevices, GA in 1.31) and as the ``cdi.k8s.io/`` annotation older
+kubelets pass to the runtime.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from ascend_plugin.handover.grant import HostMount
+from ascend_plugin.handover.host_devices import HostDevices
+from ascend_plugin.offers.base import DeviceNode, OfferedDevice
+from ascend_plugin.offers.book import OfferBook
+
+log = logging.getLogger(__name__)
+
+# 0.6.0 is the newest version containerd 1.7 and CRI-O accept, and has every field used here.
+CDI_VERSION: Final = "0.6.0"
+ANNOTATION_PREFIX: Final = "cdi.k8s.io/ascend-device-plugin_"
+
+
+def _node(node: DeviceNode) -> dict[str, Any]:
+    return {"path": node.container_path, "hostPath": node.host_path, "permissions": node.permissions}
+
+
+def _mount(mount: HostMount) -> dict[str, Any]:
+    options = ["ro", "nosuid", "nodev", "bind"] if mount.read_only else ["nosuid", "nodev", "bind"]
+    return {"hostPath": mount.host_path, "containerPath": mount.container_path, "options": options}
+
+
+class CdiSpec:
+    """The node's CDI spec: what it says, where it lives, the names it hands out."""
+
+    def __init__(self, kind: str, spec_dir: Path, host: HostDevices) -> None:
+        self.kind = kind
+        self.path = spec_dir / f"{kind.replace('/', '-')}.json"
+        self.host = host
+
+    def qualified(self, name: str) -> str:
+        """The fully qualified CDI device name, ``<kind>=<name>``."""
+        return f"{self.kind}={name}"
+
+    @staticmethod
+    def annotation_key(device_id: str) -> str:
+        """The annotation older kubelets hand to the runtime for a container's CDI devices."""
+        return ANNOTATION_PREFIX + device_id
+
+    def content(self, devices: Sequence[OfferedDevice]) -> dict[str, Any]:
+        """The spec as the runtime reads it (unknown fields would make it reject the file)."""
+        nodes = {device.cdi_name: device.node for device in devices}
+        return {
+            "cdiVersion": CDI_VERSION,
+            "kind": self.kind,
+            "devices": [
+                {"name": name, "containerEdits": {"deviceNodes": [_node(node)]}}
+                for name, node in nodes.items()
+            ],
+            "containerEdits": {
+                "deviceNodes": [_node(node) for node in self.host.shared],
+                "mounts": [_mount(mount) for mount in self.host.mounts],
+            },
+        }
+
+    async def keep_written(self, book: OfferBook) -> None:
+        """Write the spec now and again whenever its content changes, until the inventory closes.
+
+        A failure is logged, not fatal: without the spec, containers given NPUs
+        fail to start, but the kubelet side still serves, so the log line (and
+        the fix it names) is what matters; the next change tries again.
+        """
+        written: dict[str, Any] | None = None
+        version = -1
+        while not book.inventory.closed:
+            devices = [device for devices in book.resources().values() for device in devices]
+            content = self.content(devices)
+            if content != written:
+                try:
+                    self.write(devices)
+                except OSError as error:
+                    log.error(
+                        "cannot write the CDI spec %s: %s; containers given NPUs will not start until it "
+                        "exists. Mount the runtime's CDI directory (/var/run/cdi) writable, or set "
+                        "cdi_spec_dir",
+                        self.path,
+                        error.strerror,
+                    )
+                else:
+                    written = content
+                    log.info("wrote the CDI spec", extra={"path": str(self.path), "kind": self.kind})
+            version = await book.wait_for_change(version)
+
+    def write(self, devices: Sequence[OfferedDevice]) -> None:
+        """Write the spec atomically: a runtime reading the directory never sees half a file."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.tmp")
+        temporary.write_text(json.dumps(self.content(devices), indent=2) + "\n", encoding="utf-8")
+        os.replace(temporary, self.path)

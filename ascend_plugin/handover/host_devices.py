@@ -1,0 +1,86 @@
+"""The shared device nodes and driver directories present on the host, learned once.
+
+Every container holding an NPU also needs the family's shared nodes
+(``/dev/davinci_manager``, ``/dev/hisi_hdc`` ... seventeen candidates on 310B)
+and the driver mounted, but only those the host has. Looking each up on every
+Allocate would cost a stat per candidate per call; instead they are learned at
+start and again only when a directory holding them changes (a driver reload
+adds or removes nodes under ``/dev``, which moves that directory's mtime).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ascend_plugin.handover.grant import HostMount
+from ascend_plugin.offers.base import DeviceNode
+from backends.families import FamilyTable
+
+MANAGER_IN_CONTAINER = "/dev/davinci_manager"
+
+
+@dataclass(frozen=True)
+class Learned:
+    """What the host had when last looked at."""
+
+    shared: tuple[DeviceNode, ...]
+    mounts: tuple[HostMount, ...]
+
+
+class HostDevices:
+    """The family's shared nodes and driver mounts that exist under ``host_root``."""
+
+    def __init__(self, table: FamilyTable, host_root: Path) -> None:
+        self.table = table
+        self.host_root = host_root
+        candidates = (*table.manager_nodes, *table.shared_nodes, *table.driver_mounts)
+        self._directories = sorted({self._host(str(PurePosixPath(path).parent)) for path in candidates})
+        self._stamp: tuple[int, ...] | None = None
+        self._learned = Learned((), ())
+
+    @property
+    def shared(self) -> tuple[DeviceNode, ...]:
+        """The nodes every NPU container gets besides its own devices (manager node first)."""
+        return self._current().shared
+
+    @property
+    def mounts(self) -> tuple[HostMount, ...]:
+        """Read-only driver mounts for device mode."""
+        return self._current().mounts
+
+    def _current(self) -> Learned:
+        stamp = self._directory_stamp()
+        if stamp != self._stamp:
+            self._learned = self._learn()
+            self._stamp = stamp
+        return self._learned
+
+    def _learn(self) -> Learned:
+        """Look every candidate up (the first manager node found is seen as /dev/davinci_manager)."""
+        table = self.table
+        nodes = []
+        manager = next((path for path in table.manager_nodes if self._exists(path)), None)
+        if manager is not None:
+            nodes.append(DeviceNode(manager, MANAGER_IN_CONTAINER))
+        nodes.extend(DeviceNode(path, path) for path in table.shared_nodes if self._exists(path))
+        mounts = tuple(HostMount(path, path) for path in table.driver_mounts if self._exists(path))
+        return Learned(tuple(nodes), mounts)
+
+    def _directory_stamp(self) -> tuple[int, ...]:
+        stamp: list[int] = []
+        for directory in self._directories:
+            try:
+                info = os.stat(directory)
+            except OSError:
+                stamp.extend((0, 0))
+                continue
+            stamp.extend((info.st_ino, info.st_mtime_ns))
+        return tuple(stamp)
+
+    def _host(self, path: str) -> Path:
+        return self.host_root / path.lstrip("/")
+
+    def _exists(self, path: str) -> bool:
+        return self._host(path).exists()

@@ -1,0 +1,98 @@
+"""Flap damping: a chip that keeps failing and recovering stays out until it is clean for a while.
+
+Each time a chip's own verdict turns unhealthy (from healthy, or as its
+first verdict), a *spell* begins. A chip with ``flap_threshold`` spells within ``flap_window`` seconds is
+damped: it stays unhealthy, however its readings look, until it has been clean
+without a break for ``flap_hold`` seconds, however long it flapped before. A
+single unhealthy reading while damped starts the clean period over. While
+held, the reason says so, since when the chip has been clean and when it will
+be released if it stays that way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ascend_plugin.faults import Fault
+
+
+@dataclass(frozen=True)
+class DampingPolicy:
+    """The damping knobs (from settings, reloadable)."""
+
+    flap_threshold: int = 3
+    flap_window: float = 60.0
+    flap_hold: float = 30.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one look at a chip."""
+
+    healthy: bool
+    reason: str
+    faults: tuple[Fault, ...]
+
+
+class Damping:
+    """The flap state of one chip."""
+
+    def __init__(self, wall_clock: Callable[[], float] = time.time) -> None:
+        self.wall_clock = wall_clock
+        self._spells: deque[float] = deque()
+        self._last_healthy: bool | None = None
+        self._damped = False
+        self._clean_since: float | None = None
+        self._clean_since_wall = 0.0
+
+    @property
+    def damped(self) -> bool:
+        """Whether the chip is held for flapping."""
+        return self._damped
+
+    def apply(self, verdict: Verdict, now: float, policy: DampingPolicy) -> Verdict:
+        """The verdict to report, given the chip's own ``verdict`` at monotonic time ``now``."""
+        if not verdict.healthy:
+            if self._last_healthy is not False:  # an unhealthy spell begins
+                self._spells.append(now)
+            self._last_healthy = False
+            self._clean_since = None
+            while self._spells and now - self._spells[0] > policy.flap_window:
+                self._spells.popleft()
+            if len(self._spells) >= policy.flap_threshold:
+                self._damped = True
+            return verdict
+        self._last_healthy = True
+        if not self._damped:
+            return verdict
+        if self._clean_since is None:
+            self._clean_since = now
+            self._clean_since_wall = self.wall_clock()
+        if now - self._clean_since >= policy.flap_hold:
+            self._damped = False
+            self._spells.clear()
+            self._clean_since = None
+            return verdict
+        clean_at = _clock_time(self._clean_since_wall)
+        release_at = _clock_time(self._clean_since_wall + policy.flap_hold)
+        return Verdict(
+            False,
+            f"flapping ({len(self._spells)} unhealthy spells within {policy.flap_window:g} s): held until "
+            f"clean for {policy.flap_hold:g} s; clean since {clean_at}, released at {release_at} "
+            "if it stays clean",
+            verdict.faults,
+        )
+
+    def release_due(self, now: float, policy: DampingPolicy) -> float | None:
+        """When a held chip that stays clean is to be released (monotonic), if one is pending."""
+        if not self._damped or self._clean_since is None:
+            return None
+        return self._clean_since + policy.flap_hold
+
+
+def _clock_time(wall: float) -> str:
+    """HH:MM:SS UTC: enough to tell an operator when to look again."""
+    return time.strftime("%H:%M:%S UTC", time.gmtime(wall))

@@ -1,0 +1,165 @@
+"""Discovery: open the chip library and find the chips, retrying until they appear.
+
+A node whose driver is missing, not yet loaded or broken must not crash-loop
+the plugin: discovery logs one clear line per distinct problem, keeps it for
+/readyz, and retries with backoff. Once the chips are found it gathers the
+facts the other parts publish (driver version, AI cores, which optional driver
+functions are missing) and warns about an implausible AI-core figure, but never
+refuses a chip for it: Huawei's plugin exits on a 310B1's 1.0 AI cores and takes
+every healthy chip off the node.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
+from ascend_plugin.resilience import Backoff
+from ascend_plugin.settings import Settings, family_overrides
+from backends.backend import ChipBackend
+from backends.chips import Chip
+from backends.errors import ChipError, NoChips
+from backends.families import FamilyTable, family_for, family_named
+from backends.library import DeviceLibrary
+
+log = logging.getLogger(__name__)
+
+DISCOVERY_BACKOFF = Backoff(1.0, 30.0)
+
+
+def open_library(settings: Settings, path: Path | None = None) -> DeviceLibrary:
+    """The device library the settings ask for (not initialised yet); ``path`` overrides the DCMI one."""
+    if settings.backend == "fake":
+        from backends.fake import FakeLibrary
+
+        assert settings.fake_scenario is not None  # enforced by Settings
+        return FakeLibrary(settings.fake_scenario)
+    from backends.dcmi import DcmiLibrary
+
+    return DcmiLibrary(path or settings.dcmi_library, allow_untrusted=settings.dcmi_allow_untrusted_library)
+
+
+@dataclass(frozen=True)
+class DiscoverySettings:
+    """What discovery needs to know from the settings."""
+
+    open_library: Callable[[], DeviceLibrary]
+    chip_family: str | None  # forced family, or None to detect it
+    family_overrides: Mapping[str, object]
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> DiscoverySettings:
+        return cls(lambda: open_library(settings), settings.chip_family, family_overrides(settings))
+
+
+@dataclass(frozen=True)
+class Node:
+    """What discovery found: the backend it reached the chips through, and their inventory."""
+
+    backend: ChipBackend
+    inventory: Inventory
+
+
+class Discovery:
+    """Finds the node's chips through the chip calls, however long it takes."""
+
+    def __init__(self, settings: DiscoverySettings, calls: ChipCalls, backoff: Backoff = DISCOVERY_BACKOFF):
+        self.settings = settings
+        self.calls = calls
+        self.backoff = backoff
+        self.problem = "starting"  # why there are no chips yet, for /readyz
+
+    async def run(self) -> Node:
+        """The node's backend and inventory, once the library answers."""
+        attempt = 0
+        last_problem = ""
+        while True:
+            try:
+                backend, table, chips = await self._attempt()
+                break
+            except (ChipError, ChipCallError, OSError) as error:
+                attempt += 1
+                delay = self.backoff.after(attempt)
+                problem = str(error)
+                # One clear line per distinct problem; repeats only at debug level.
+                level = logging.DEBUG if problem == last_problem else logging.ERROR
+                log.log(
+                    level,
+                    "chips not available: %s; retrying in %.0f s",
+                    problem,
+                    delay,
+                    extra={"attempt": attempt},
+                )
+                last_problem = problem
+                self.problem = problem
+                await anyio.sleep(delay)
+        return Node(backend, await self._gather_facts(backend, table, chips))
+
+    async def _attempt(self) -> tuple[ChipBackend, FamilyTable, list[Chip]]:
+        backend = ChipBackend(self.settings.open_library())
+        try:
+            await self.calls.node("dcmi_init", backend.init)
+            chips = await self.calls.node("enumerate chips", backend.discover)
+            if not chips:
+                raise NoChips(f"{backend.description} reports no NPU chips")
+            forced = self.settings.chip_family
+            family = family_named(forced) if forced else family_for(chips[0].info)
+        except BaseException:
+            if self.calls.stuck(None) is None:
+                await self.calls.node("close", backend.close)
+            raise
+        others = sorted({chip.info.chip_name for chip in chips if not family.claims(chip.info)})
+        if others:
+            log.warning("chips of another family are served as %s too: %s", family.family, ", ".join(others))
+        table = family.with_overrides(**self.settings.family_overrides)
+        log.info(
+            "found %d chip(s) of family %s (%s) via %s",
+            len(chips),
+            table.family,
+            chips[0].info.chip_name,
+            backend.description,
+        )
+        return backend, table, chips
+
+    async def _gather_facts(self, backend: ChipBackend, table: FamilyTable, chips: list[Chip]) -> Inventory:
+        """Driver version and AI-core counts; warn about figures outside the family's bounds."""
+        try:
+            driver_version = await self.calls.node("driver_version", backend.library.driver_version)
+        except (ChipError, ChipCallError) as error:
+            log.warning("cannot read the driver version: %s", error)
+            driver_version = ""
+        states = []
+        for chip in chips:
+            states.append(ChipState(chip, ai_cores=await self._ai_cores(backend, table, chip)))
+        facts = NodeFacts(table, backend.description, driver_version)
+        return Inventory(facts, states)
+
+    async def _ai_cores(self, backend: ChipBackend, table: FamilyTable, chip: Chip) -> float | None:
+        try:
+            figure = await self.calls.call(
+                chip.phy_id, "ai_cores", backend.ai_cores, chip, table.ai_core_nominal
+            )
+        except (ChipError, ChipCallError) as error:
+            log.warning("cannot read the AI-core count of %s: %s", chip.label, error)
+            return None
+        if not table.ai_cores_in_bounds(figure.value):
+            log.warning(
+                "%s of family %s reports %g AI cores (from %s), outside the family's bounds [%g, %g]; "
+                "the chip is served anyway. If this figure is right for your hardware, set "
+                "ai_core_min/ai_core_max (--ai-core-min/--ai-core-max, ASCEND_DP_AI_CORE_MIN/_MAX, "
+                "or the Helm values settings.aiCoreMin/aiCoreMax)",
+                chip.label,
+                table.family,
+                figure.value,
+                figure.source,
+                table.ai_core_min,
+                table.ai_core_max,
+                extra={"chip": chip.phy_id, "family": table.family, "ai_cores": figure.value},
+            )
+        return figure.value

@@ -1,0 +1,178 @@
+"""Inventory: the node's chips and their health verdicts, with a version and subscriptions.
+
+The health monitor writes here; the offers (and through them the device-plugin
+server, the Kubernetes publishers and the metrics) read from here. Every change
+replaces one chip's immutable state, bumps the version and wakes whoever waits
+for a new one; writing the same state again is a no-op, so no reader sees a
+change that is not one.
+
+A chip's health starts *unknown*, and an unknown chip is never healthy: the
+kubelet's first list after start (or after a kubelet restart) carries only
+verdicts the monitor has actually reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import anyio
+
+from ascend_plugin.faults import Fault, FaultLevel, format_code
+from backends.chips import Chip
+from backends.families import FamilyTable
+
+
+@dataclass(frozen=True)
+class ChipHealth:
+    """The monitor's verdict on one chip."""
+
+    known: bool = False  # False until the first verdict
+    healthy: bool = False
+    reason: str = "not looked at yet"  # why it is unhealthy; empty when healthy
+    faults: tuple[Fault, ...] = ()  # current faults, most severe first
+
+    @property
+    def worst_level(self) -> FaultLevel:
+        """The most severe current fault level (NormalNPU without faults)."""
+        return self.faults[0].level if self.faults else FaultLevel.NormalNPU
+
+    @property
+    def codes(self) -> list[str]:
+        """Current fault codes as hex strings."""
+        return [format_code(fault.code) for fault in self.faults]
+
+
+UNKNOWN = ChipHealth()
+
+
+@dataclass(frozen=True)
+class ChipState:
+    """One chip as the plugin currently sees it."""
+
+    chip: Chip
+    health: ChipHealth = UNKNOWN
+    ai_cores: float | None = None  # the figure the chip reported, if it could be read
+
+    @property
+    def phy_id(self) -> int:
+        return self.chip.phy_id
+
+    @property
+    def healthy(self) -> bool:
+        return self.health.healthy
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What discovery learned about the node as a whole."""
+
+    table: FamilyTable  # the family's table, with the operator's overrides
+    library: str  # where the chips come from (library path or fake scenario)
+    driver_version: str = ""
+    missing_functions: frozenset[str] = frozenset()  # optional DCMI functions the library lacks
+
+
+Transition = Callable[[ChipState, ChipState], None]
+
+
+@dataclass
+class _Versioned:
+    version: int = 0
+    changed: anyio.Event = field(default_factory=anyio.Event)
+
+
+class Inventory:
+    """The node's chips by physical id, with change notification."""
+
+    def __init__(self, facts: NodeFacts, chips: Iterable[ChipState]) -> None:
+        self.facts = facts
+        self._chips: dict[int, ChipState] = {state.phy_id: state for state in chips}
+        self._by_logic = MappingProxyType(
+            {state.chip.logic_id: state.phy_id for state in self._chips.values()}
+        )
+        self._ordered = self._sorted()
+        self._versioned = _Versioned()
+        self._closed = False
+        self._transition_listeners: list[Transition] = []
+
+    @property
+    def table(self) -> FamilyTable:
+        """The node's family table."""
+        return self.facts.table
+
+    @property
+    def version(self) -> int:
+        """Increases on every change."""
+        return self._versioned.version
+
+    @property
+    def closed(self) -> bool:
+        """True once the plugin is shutting down; waiters return at once."""
+        return self._closed
+
+    @property
+    def chip_name(self) -> str:
+        """The first chip's name, e.g. 310B1 (nodes hold one kind of chip)."""
+        return self._ordered[0].chip.info.chip_name if self._ordered else ""
+
+    def chips(self) -> tuple[ChipState, ...]:
+        """Every chip, ordered by physical id."""
+        return self._ordered
+
+    def get(self, phy_id: int) -> ChipState | None:
+        """The chip with this physical id, if the node has it."""
+        return self._chips.get(phy_id)
+
+    def by_logic_id(self, logic_id: int) -> ChipState | None:
+        """The chip with this logic id (fault events name chips by logic id)."""
+        phy = self._by_logic.get(logic_id)
+        return self._chips.get(phy) if phy is not None else None
+
+    def ai_cores(self) -> Mapping[int, float]:
+        """Physical id -> AI-core figure, for the chips whose figure is known."""
+        return {state.phy_id: state.ai_cores for state in self._ordered if state.ai_cores is not None}
+
+    def on_transition(self, listener: Transition) -> Callable[[], None]:
+        """Call ``listener(old, new)`` whenever a chip's health flips; return the way to stop.
+
+        Parts that subscribe can be restarted by their supervisor, so each must
+        be able to take its listener back rather than pile up duplicates.
+        """
+        self._transition_listeners.append(listener)
+        return lambda: self._transition_listeners.remove(listener)
+
+    def set_health(self, phy_id: int, health: ChipHealth) -> bool:
+        """Record a verdict; return True if anything changed."""
+        old = self._chips[phy_id]
+        if old.health == health:
+            return False
+        new = dataclasses.replace(old, health=health)
+        self._chips[phy_id] = new
+        self._ordered = self._sorted()
+        if new.healthy != old.healthy:
+            for listener in list(self._transition_listeners):
+                listener(old, new)
+        self._bump()
+        return True
+
+    def close(self) -> None:
+        """Wake every waiter for good: the plugin is stopping."""
+        self._closed = True
+        self._bump()
+
+    async def wait_for_change(self, seen_version: int) -> int:
+        """Return the current version once it differs from ``seen_version`` (or on close)."""
+        while self._versioned.version == seen_version and not self._closed:
+            await self._versioned.changed.wait()
+        return self._versioned.version
+
+    def _sorted(self) -> tuple[ChipState, ...]:
+        return tuple(sorted(self._chips.values(), key=lambda state: state.phy_id))
+
+    def _bump(self) -> None:
+        changed = self._versioned.changed
+        self._versioned = _Versioned(self._versioned.version + 1)
+        changed.set()

@@ -1,0 +1,79 @@
+"""LiveConfig: the settings and fault table in force, swapped atomically when they reload.
+
+Parts that follow run-time changes (the health monitor, the log level) read
+the current values from here rather than holding copies. A reload (from the
+config ConfigMap, or SIGHUP re-reading the config file) applies as a whole or
+not at all: every value is validated first, a setting that may not change at
+run time refuses the whole change, and the old configuration stays. Which
+settings may change is metadata on the setting itself (``RELOADABLE``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+
+from pydantic import ValidationError
+
+from ascend_plugin.faults import FaultTable
+from ascend_plugin.settings import RELOADABLE, Settings, SettingsError, describe_validation_error
+
+log = logging.getLogger(__name__)
+
+ChangeListener = Callable[[list[str]], None]
+
+
+class LiveConfig:
+    """The configuration in force, and who to tell when it changes."""
+
+    def __init__(self, settings: Settings, fault_table: FaultTable) -> None:
+        self.settings = settings
+        self.fault_table = fault_table
+        self.startup_settings = settings
+        self.startup_table = fault_table
+        self._listeners: list[ChangeListener] = []
+
+    def on_change(self, listener: ChangeListener) -> Callable[[], None]:
+        """Call ``listener(changed names)`` after every change; return the way to stop."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def reloadable_at_startup(self) -> dict[str, object]:
+        """The reloadable settings' start-up values: what a removed key returns to."""
+        return {name: getattr(self.startup_settings, name) for name in RELOADABLE}
+
+    def apply(self, overrides: Mapping[str, object]) -> list[str]:
+        """Apply run-time overrides atomically; return the names of the settings that changed.
+
+        Raises SettingsError (and changes nothing) when a key may not change at
+        run time or a value is invalid.
+        """
+        refused = sorted(set(overrides) - RELOADABLE)
+        if refused:
+            allowed = ", ".join(sorted(RELOADABLE))
+            raise SettingsError(
+                f"settings {', '.join(refused)} cannot change at run time; allowed: {allowed}"
+            )
+        try:
+            updated = Settings.model_validate({**self.settings.model_dump(), **overrides})
+        except ValidationError as error:
+            raise SettingsError(describe_validation_error(error)) from error
+        changed = [
+            name for name in sorted(overrides) if getattr(updated, name) != getattr(self.settings, name)
+        ]
+        self.settings = updated
+        if changed:
+            log.info("settings changed at run time: %s", ", ".join(changed), extra={"changed": changed})
+            self._notify(changed)
+        return changed
+
+    def replace_fault_table(self, table: FaultTable) -> None:
+        """Use a new fault-level table from the next verdict on."""
+        if table == self.fault_table:
+            return
+        self.fault_table = table
+        self._notify(["fault_table"])
+
+    def _notify(self, changed: list[str]) -> None:
+        for listener in list(self._listeners):
+            listener(changed)

@@ -1,0 +1,73 @@
+"""What an offered device is, and the protocol every way of offering chips follows."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+
+
+@dataclass(frozen=True)
+class DeviceNode:
+    """A device node to hand to a container."""
+
+    host_path: str
+    container_path: str
+    permissions: str = "rw"
+
+
+@dataclass(frozen=True)
+class IdForm:
+    """The shape of a resource's device IDs: a prefix and numbered fields (``Ascend310-<physical id>``)."""
+
+    prefix: str
+    fields: tuple[str, ...]
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        """IDs of this form: the prefix, then each field as a number without leading zeros."""
+        return re.compile(rf"^{re.escape(self.prefix)}" + r"-(0|[1-9][0-9]{0,3})" * len(self.fields) + "$")
+
+    def __str__(self) -> str:
+        return "-".join([self.prefix, *(f"<{name}>" for name in self.fields)])
+
+
+@dataclass(frozen=True)
+class OfferedDevice:
+    """One device of one extended resource, as the kubelet (or a DRA claim) sees it.
+
+    ``chips`` are the physical ids of the chips behind it: a device is healthy
+    only while all of them are. ``node`` is the device node a container holding
+    it gets, ``visible`` what ``ASCEND_VISIBLE_DEVICES`` names it by, and
+    ``cdi_name`` its name within the node's CDI kind.
+    """
+
+    id: str
+    resource: str
+    form: IdForm
+    chips: tuple[int, ...]
+    node: DeviceNode
+    visible: str
+    cdi_name: str
+    healthy: bool
+    reason: str = ""
+    virtual: bool = False  # a vNPU: the runtime needs ASCEND_RUNTIME_OPTIONS=VIRTUAL
+
+
+def chip_health(states: Sequence[ChipState]) -> tuple[bool, str]:
+    """Healthy when every chip behind a device is; otherwise the first sick chip's reason."""
+    for state in states:
+        if not state.healthy:
+            return False, state.health.reason
+    return True, ""
+
+
+class Offer(Protocol):
+    """A way of offering the inventory's chips."""
+
+    def devices(self, inventory: Inventory) -> list[OfferedDevice]:
+        """Every device this offer makes of the inventory as it is now."""
+        ...

@@ -1,0 +1,138 @@
+"""``ascend-device-plugin simulate``: the whole plugin on a fake Atlas 200I A2, narrated.
+
+Everything runs for real except the hardware and the kubelet: the plugin's
+gRPC server on a unix socket in a temporary directory, the kubelet stand-in
+(grpcio) registering it, listing devices and allocating them, a fault written
+into the fake node's scenario file, a kubelet restart. The timeline printed
+is what an operator would see from the kubelet's side.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from ascend_plugin.app import PluginApp
+from ascend_plugin.settings import Settings
+
+RESOURCE = "huawei.com/Ascend310"
+DEVICE = "Ascend310-0"
+TIMEOUT = 15.0
+
+# What an Atlas 200I A2 board exposes under /dev (a subset is enough to show the rules).
+HOST_DEVICE_NODES = (
+    "davinci0", "davinci_manager", "davinci_manager_docker", "hisi_hdc", "devmm_svm",
+    "svm0", "ts_aisle", "upgrade", "sys", "vdec", "vpc", "venc", "pngd", "log_drv",
+)  # fmt: skip
+
+
+def _scenario(fault_codes: list[str]) -> dict[str, Any]:
+    return {
+        "chip_name": "310B1",
+        "aicore": 1.0,
+        "memory_mb": 4096,
+        "chips": [{"phy_id": 0, "card_id": 0, "device_id": 0, "health": 0, "fault_codes": fault_codes}],
+    }
+
+
+def _write_scenario(path: Path, fault_codes: list[str]) -> None:
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(_scenario(fault_codes)), encoding="utf-8")
+    temporary.replace(path)  # atomic: the plugin never reads half a file
+
+
+def simulate(out: Callable[[str], None] = print) -> int:
+    """Run the demo; return 0 when every step happened as expected."""
+    try:
+        from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+    except ImportError:
+        out("simulate needs grpcio for its kubelet stand-in: pip install 'ascend-device-plugin[demo]'")
+        return 1
+    with tempfile.TemporaryDirectory(prefix="ascend-simulate-") as tmp:
+        root = Path(tmp)
+        plugin_dir = root / "device-plugins"
+        host = root / "host"
+        (host / "dev").mkdir(parents=True)
+        for node in HOST_DEVICE_NODES:
+            (host / "dev" / node).touch()
+        (host / "usr/local/Ascend/driver").mkdir(parents=True)
+        scenario = root / "node.json"
+        _write_scenario(scenario, [])
+        kubelet = KubeletStandIn(plugin_dir)
+        kubelet.start()
+        try:
+            settings = Settings(
+                backend="fake",
+                fake_scenario=scenario,
+                device_plugin_path=plugin_dir,
+                host_root=host,
+                allocate_mode="device",
+                health_interval=0.2,
+                log_level="WARNING",
+            )
+            return anyio.run(_timeline, settings, kubelet, scenario, out)
+        finally:
+            kubelet.stop()
+
+
+async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Callable[[str], None]) -> int:
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        out(f"[{time.monotonic() - started:6.2f}s] {text}")
+
+    async def wait(condition: Callable[[Any], bool], what: str) -> None:
+        await anyio.to_thread.run_sync(kubelet.wait_until, condition, TIMEOUT, what)
+
+    app = PluginApp(settings)
+    say(f"kubelet stand-in listening on {kubelet.socket}")
+    say("fake node: one Ascend 310B1 (Atlas 200I A2), computing.aic = 1.0")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app.run)
+        await wait(lambda k: RESOURCE in k.resources and k.resources[RESOURCE].updates > 0, "registration")
+        view = kubelet.resources[RESOURCE]
+        say(f"registered {RESOURCE} on endpoint {view.endpoint}")
+        say("the chip's 1 AI core is within the 310B family's bounds [1, 1]: no exit, no warning")
+        say(f"devices: {kubelet.health(RESOURCE)}  capacity={view.capacity} allocatable={view.allocatable}")
+
+        response = await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, [DEVICE])
+        container = response.container_responses[0]
+        say(f"Allocate [{DEVICE}] ->")
+        for spec in container.devices:
+            say(f"    device {spec.host_path} -> {spec.container_path} ({spec.permissions})")
+        for mount in container.mounts:
+            say(f"    mount  {mount.host_path} (read-only={mount.read_only})")
+
+        _write_scenario(scenario, ["80E01801"])
+        say("injected fault 80E01801 (SeparateNPU) into the scenario file")
+        await wait(lambda k: k.health(RESOURCE).get(DEVICE) == "Unhealthy", "device unhealthy")
+        say(f"kubelet sees {DEVICE} Unhealthy, allocatable={kubelet.resources[RESOURCE].allocatable}")
+
+        _write_scenario(scenario, [])
+        say("cleared the fault")
+        await wait(lambda k: k.health(RESOURCE).get(DEVICE) == "Healthy", "device healthy again")
+        say(f"kubelet sees {DEVICE} Healthy again, allocatable={kubelet.resources[RESOURCE].allocatable}")
+
+        before = len(kubelet.registrations)
+        restart = await anyio.to_thread.run_sync(kubelet.restart)
+        say(
+            f"kubelet restarted: deleted {', '.join(restart.deleted_sockets)}; "
+            f"new kubelet.sock {'reused' if restart.same_inode else 'did not reuse'} the old inode number"
+        )
+        await wait(
+            lambda k: len(k.registrations) > before and k.resources[RESOURCE].updates > 0, "re-registration"
+        )
+        latency = kubelet.registrations[-1].at - restart.at
+        say(f"re-registered {latency * 1000:.0f} ms after the restart; devices: {kubelet.health(RESOURCE)}")
+
+        app.stop()
+    await wait(lambda k: not k.resources[RESOURCE].stream_open, "stream closed")
+    say(f"plugin stopped: ListAndWatch ended with {kubelet.resources[RESOURCE].stream_end}, socket removed")
+    return 0

@@ -1,0 +1,94 @@
+"""ChipBackend: the one face through which the plugin reaches chips.
+
+Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
+scenario-driven fake), the plugin asks the same five things: open it
+(:meth:`init`), find the chips (:meth:`discover`), read one chip's health
+(:meth:`read_health`), hear of faults as they happen (:meth:`subscribe_faults`),
+and let go (:meth:`close`), plus the AI-core figure a chip reports. Family
+rules are data (:mod:`backends.families`), not subclasses.
+
+Drivers differ in what they offer: an older libdcmi.so has no
+``dcmi_get_device_errorcode_v2``, and only 910 drivers deliver fault events.
+A missing function is never fatal here: health then comes from the health
+value alone, and the first time a function turns out missing it is recorded
+in :attr:`missing` so the caller can say so once.
+"""
+
+from __future__ import annotations
+
+from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
+from backends.errors import NOT_READY, DcmiError, SymbolMissing
+from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler
+
+ERROR_CODES = "dcmi_get_device_errorcode_v2"
+SUBSCRIBE = "dcmi_subscribe_fault_event"
+
+
+class ChipBackend:
+    """One chip library, as the plugin uses it. Synchronous: callers run it off the event loop."""
+
+    def __init__(self, library: DeviceLibrary) -> None:
+        self.library = library
+        self.missing: set[str] = set()  # optional DCMI functions found missing
+
+    @property
+    def description(self) -> str:
+        """Where the chips come from (a library path, or a fake's scenario file)."""
+        return self.library.description
+
+    def init(self) -> None:
+        """Open the library and ``dcmi_init`` it."""
+        self.library.init()
+
+    def close(self) -> None:
+        """Release the library."""
+        self.library.close()
+
+    def discover(self) -> list[Chip]:
+        """Every NPU chip of the node, ordered by physical id."""
+        return sorted(enumerate_chips(self.library), key=lambda chip: chip.phy_id)
+
+    def read_health(self, chip: Chip) -> HealthReading:
+        """Poll one chip: health value plus current fault codes.
+
+        A health call answering "not ready" (-8012) means the card dropped off
+        the bus; it is reported as absent with the synthetic card-drop code.
+        Without ``dcmi_get_device_errorcode_v2`` the reading carries the health
+        value only, marked as such.
+        """
+        try:
+            value = self.library.health(chip.card_id, chip.device_id)
+        except DcmiError as error:
+            if error.code == NOT_READY:
+                return HealthReading(HEALTH_ABSENT, (CARD_DROPPED_CODE,))
+            raise
+        if value == HEALTH_ABSENT:
+            return HealthReading(HEALTH_ABSENT, (CARD_DROPPED_CODE,))
+        if ERROR_CODES in self.missing:
+            return HealthReading(value, (), codes_known=False)
+        try:
+            codes = tuple(self.library.error_codes(chip.card_id, chip.device_id))
+        except SymbolMissing:
+            self.missing.add(ERROR_CODES)
+            return HealthReading(value, (), codes_known=False)
+        return HealthReading(value, codes)
+
+    def subscribe_faults(self, handler: FaultHandler) -> None:
+        """Deliver every chip's fault events to ``handler`` (on a library thread)."""
+        try:
+            self.library.subscribe_faults(handler)
+        except SymbolMissing:
+            self.missing.add(SUBSCRIBE)
+            raise
+
+    def ai_cores(self, chip: Chip, nominal: float) -> AiCoreFigure:
+        """The chip's AI-core count: VDEV_MNG total resource, else chip info, else ``nominal``."""
+        try:
+            aic = self.library.total_aicore(chip.card_id, chip.device_id)
+        except (DcmiError, SymbolMissing):
+            aic = 0.0
+        if aic > 0:
+            return AiCoreFigure(aic, "vdev_total_resource")
+        if chip.info.aicore_cnt > 0:
+            return AiCoreFigure(float(chip.info.aicore_cnt), "chip_info")
+        return AiCoreFigure(nominal, "family_nominal")
