@@ -69,6 +69,8 @@ from backends.topology import TopologyUnit, UnitKind
 
 log = logging.getLogger(__name__)
 
+_LISTED = 10  # device IDs named in one log line
+
 
 @dataclass(frozen=True)
 class DevicePlace:
@@ -284,6 +286,7 @@ class NodeTopology:
         chosen: list[_Entry] = []
         used_numa = {entry.numa for entry in free if entry.place.id in must}
         units = self._unit_bins(free, must)
+        # A node mixing unit kinds (no real server does) falls back to consolidation.
         spread = Spread.EVEN if all(b.rules.spread is Spread.EVEN for b in units) else Spread.CONSOLIDATE
         for unit, count in zip(units, _split(target, units, spread, _Numa(used_numa, units)), strict=True):
             if count:
@@ -304,8 +307,8 @@ class NodeTopology:
         if unknown:
             log.warning(
                 "preferred allocation: ignoring device IDs not offered on this node: %s",
-                ", ".join(unknown),
-                extra={"devices": unknown},
+                _listed(unknown),
+                extra={"devices": unknown[:_LISTED]},
             )
         offered = set(available) - set(unknown)
         free = sorted((self._entries[device_id] for device_id in offered), key=lambda entry: entry.order)
@@ -314,8 +317,8 @@ class NodeTopology:
         if missing:
             log.warning(
                 "preferred allocation: must-include devices are not available, left out: %s",
-                ", ".join(missing),
-                extra={"devices": missing},
+                _listed(missing),
+                extra={"devices": missing[:_LISTED]},
             )
         must = {device_id for device_id in wanted if device_id in offered}
         if size <= 0:
@@ -371,6 +374,12 @@ class NodeTopology:
                 ordered = sorted(chip.entries, key=lambda entry: (entry.place.id not in must, entry.order))
                 chosen += ordered[:chip_count]
         return chosen
+
+
+def _listed(device_ids: list[str]) -> str:
+    """IDs for a log line, at most ``_LISTED`` of them: a request may carry thousands."""
+    more = len(device_ids) - _LISTED
+    return ", ".join(device_ids[:_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
 def _packed_bins(

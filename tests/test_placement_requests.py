@@ -92,3 +92,12 @@ def test_offering_one_id_twice_is_refused_naming_it() -> None:
     unit = TopologyUnit(UnitKind.CARD, 0, 2)
     with pytest.raises(DuplicateDeviceId, match=r"'Ascend-0' is offered twice"):
         NodeTopology([DevicePlace("Ascend-0", 0, unit), DevicePlace("Ascend-0", 1, unit)])
+
+
+def test_a_flood_of_unknown_ids_is_named_in_a_bounded_line(caplog: pytest.LogCaptureFixture) -> None:
+    flood = [f"bogus-{n}" for n in range(5000)]
+    with caplog.at_level(logging.WARNING, LOGGER):
+        assert _ask([*flood, "Ascend-2"], [], 1) == ["Ascend-2"]
+    (line,) = _warnings(caplog)
+    assert line.endswith("bogus-9 and 4990 more")
+    assert len(line) < 300
