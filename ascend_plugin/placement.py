@@ -9,8 +9,8 @@ mesh group) as it can and leaves the rest of the node as whole as it can.
 The rules are data, :data:`PLACEMENT_RULES`, one entry per unit kind:
 
 * ``fit_order``: for a request that fits in one unit, which free counts of a
-  unit to take it from, best first, per unit size and request size. The
-  issue's table: on a ring of 4, one chip goes to a ring with 1 free, then 3,
+  unit to take it from, best first, per unit size and request size. From
+  issue 15's table: on a ring of 4, one chip goes to a ring with 1 free, then 3,
   2, 4; two chips to a ring with 2, then 4, then 3; four chips to a ring with
   exactly 4. On a 310 card of 4: one chip 1, 3, 2, 4; two chips 2, 3, 4;
   three chips 3, 4; four chips a whole free card. On a 2-chip card or module:
@@ -39,11 +39,14 @@ Decisions where the issue's table is silent:
   devices and it takes best fit, since the table is written for whole chips;
 * a request that fits a unit by count but finds no unit with enough free is
   split over the fewest units, largest free first;
-* ``must_include`` devices are always in the answer, and their units are
-  filled before any other unit is opened (on the mesh the split stays even);
+* ``must_include`` devices are always in the answer, and their units are used
+  before any other unit is opened: filled first on rings and cards, while on the
+  mesh the split stays as even as the must-include devices allow;
 * NUMA, where known, only breaks ties the rules leave: a unit on a NUMA node
   already used by the answer first, then one whose NUMA node could hold the
-  whole rest of the request. A negative NUMA node (sysfs' -1) counts as unknown.
+  whole rest of the request. Inside a unit that spans NUMA nodes (a 910B mesh),
+  the request goes to NUMA nodes by best fit, like chips. A negative NUMA node
+  (sysfs' -1) counts as unknown.
 
 The answer is a function of the request's sets and the offered devices: the
 order of ``available`` or ``must_include`` and repeated IDs change nothing.
@@ -51,8 +54,8 @@ It comes back in the offered devices' order. Bad requests never raise: IDs
 not on the node are ignored with one warning naming them; ``must_include``
 IDs that are not available are dropped (the answer holds only available
 IDs); more ``must_include`` than ``allocation_size`` (or a size below 1)
-answers the ``must_include`` IDs; an ``allocation_size`` above what is available answers
-every available ID. Each of these logs one warning line.
+answers the ``must_include`` IDs; an ``allocation_size`` above what is
+available answers every available ID. Each of these logs one warning line.
 """
 
 from __future__ import annotations

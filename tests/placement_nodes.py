@@ -29,10 +29,20 @@ class Node:
         shares: int = 1,
     ) -> Node:
         """``chips`` are (physical id, card id) pairs; each chip offers ``shares`` devices."""
-        units = assign_units(ChipFacts(phy, card, chip_name, family) for phy, card in chips)
+        return cls.of([ChipFacts(phy, card, chip_name, family) for phy, card in chips], numa, shares)
+
+    @classmethod
+    def of(cls, chips: Sequence[ChipFacts], numa: NumaOf | None = None, shares: int = 1) -> Node:
+        """A node of these chips, each offering ``shares`` devices."""
+        units = assign_units(chips)
         places = [
-            DevicePlace(_device_id(phy, share, shares), phy, units[phy], numa(phy) if numa else None)
-            for phy, _ in chips
+            DevicePlace(
+                _device_id(chip.phy_id, share, shares),
+                chip.phy_id,
+                units[chip.phy_id],
+                numa(chip.phy_id) if numa else None,
+            )
+            for chip in chips
             for share in range(shares)
         ]
         return cls(places, NodeTopology(places), shares)

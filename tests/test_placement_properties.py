@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from placement_nodes import Node
 
-from backends.topology import TopologyUnit
+from backends.topology import ChipFacts, TopologyUnit
 
 # (chip name, family, chips per card); 0 chips per card: random card ids (one chip or several per card).
 LAYOUTS = [
@@ -28,21 +28,30 @@ LAYOUTS = [
 PROPERTY_SETTINGS = settings(max_examples=150, deadline=None)
 
 
+# No server mixes these, but nothing in the types forbids it: rings, meshes and modules on one node.
+MIXED_910 = st.sampled_from(["910A", "910B3", "Ascend910"])
+
+
 @st.composite
 def nodes(draw: st.DrawFn) -> Node:
-    chip_name, family, per_card = draw(st.sampled_from(LAYOUTS))
+    chip_name, family, per_card = draw(st.sampled_from([*LAYOUTS, ("mixed", "910", 0)]))
     phys = sorted(draw(st.sets(st.integers(0, 15), min_size=1, max_size=16)))
-    if per_card:
-        chips = [(phy, phy // per_card) for phy in phys]
-    else:
-        chips = [(phy, draw(st.integers(0, 5))) for phy in phys]
+    chips = [
+        ChipFacts(
+            phy,
+            phy // per_card if per_card else draw(st.integers(0, 5)),
+            draw(MIXED_910) if chip_name == "mixed" else chip_name,
+            family,
+        )
+        for phy in phys
+    ]
     numa_of = draw(
         st.sampled_from(
             [None, lambda phy: phy // 4, lambda phy: phy % 2, lambda phy: None if phy % 3 else -1]
         )
     )
     shares = draw(st.sampled_from([1, 1, 2, 3]))
-    return Node.build(chip_name, family, chips, numa_of, shares)
+    return Node.of(chips, numa_of, shares)
 
 
 @dataclass(frozen=True)
