@@ -50,5 +50,10 @@ def cffi(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Run every benchmark and print its figures."""
     session.install("-e", ".[test]")
-    for script in ("bench/kubelet_path.py", "bench/health.py", "bench/footprint.py"):
+    for script in (
+        "bench/kubelet_path.py",
+        "bench/health.py",
+        "bench/footprint.py",
+        "bench/placement.py",
+    ):
         session.run("python", script, *session.posargs)

@@ -1,0 +1,395 @@
+"""GetPreferredAllocation from the chips' topology: which available devices a container should get.
+
+The kubelet asks, per container, for ``allocation_size`` devices out of
+``available``, every ``must_include`` one among them. A multi-NPU job runs
+well only when its chips share a fast link, so the answer keeps the request
+inside as few topology units (:mod:`backends.topology`: HCCS ring, card,
+mesh group) as it can and leaves the rest of the node as whole as it can.
+
+The rules are data, :data:`PLACEMENT_RULES`, one entry per unit kind:
+
+* ``fit_order``: for a request that fits in one unit, which free counts of a
+  unit to take it from, best first, per unit size and request size. From
+  issue 15's table: on a ring of 4, one chip goes to a ring with 1 free, then 3,
+  2, 4; two chips to a ring with 2, then 4, then 3; four chips to a ring with
+  exactly 4. On a 310 card of 4: one chip 1, 3, 2, 4; two chips 2, 3, 4;
+  three chips 3, 4; four chips a whole free card. On a 2-chip card or module:
+  one chip 1, then 2; two chips a whole free one. A pair the table is silent
+  on gets best fit (fewest free first, so whole units stay whole).
+* ``spread``: how a request larger than every unit's free count is split.
+  ``CONSOLIDATE`` (rings, cards) takes whole free units first, fewest units,
+  and the remainder from one unit chosen by ``fit_order``; ``EVEN`` (the
+  910B mesh groups of a 16-chip box) uses the fewest groups and splits as
+  evenly as it can (10-16 chips: halves).
+
+One generic algorithm reads the table, level by level: units, then NUMA
+nodes within the chosen units, then chips within those, then devices of a
+chip. The lower levels use best fit and consolidation: a share or vNPU
+belongs to its chip's unit, shares of one chip are taken together, and the
+chip with the fewest free shares that still fits goes first.
+
+Decisions where the issue's table is silent:
+
+* 3 chips on a ring, and 5-7 chips of a first-generation 910 server: inside one
+  ring by best fit (3, then 4 free), and beyond a ring whole rings first with
+  the remainder in one more ring;
+* a 16-chip 910B box: up to 8 chips stay in one group of 8 by best fit, 9 are
+  split 5 + 4 like 10-16 are split evenly;
+* a unit with several devices per chip (shares, vNPUs): its free count is in
+  devices and it takes best fit, since the table is written for whole chips;
+* a request that fits a unit by count but finds no unit with enough free is
+  split over the fewest units, largest free first;
+* ``must_include`` devices are always in the answer, and their units are used
+  before any other unit is opened: filled first on rings and cards, while on the
+  mesh the split stays as even as the must-include devices allow;
+* NUMA, where known, only breaks ties the rules leave: a unit on a NUMA node
+  already used by the answer first, then one whose NUMA node could hold the
+  whole rest of the request. Inside a unit that spans NUMA nodes (a 910B mesh),
+  the request goes to NUMA nodes by best fit, like chips. A negative NUMA node
+  (sysfs' -1) counts as unknown.
+
+The answer is a function of the request's sets and the offered devices: the
+order of ``available`` or ``must_include`` and repeated IDs change nothing.
+It comes back in the offered devices' order. Bad requests never raise: IDs
+not on the node are ignored with one warning naming them; ``must_include``
+IDs that are not available are dropped (the answer holds only available
+IDs); more ``must_include`` than ``allocation_size`` (or a size below 1)
+answers the ``must_include`` IDs; an ``allocation_size`` above what is
+available answers every available ID. Each of these logs one warning line.
+"""
+
+from __future__ import annotations
+
+import collections
+import enum
+import functools
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+from backends.topology import TopologyUnit, UnitKind
+
+log = logging.getLogger(__name__)
+
+_LISTED = 10  # device IDs named in one log line
+
+
+@dataclass(frozen=True)
+class DevicePlace:
+    """One offered device and where it sits: its chip, the chip's unit, its NUMA node if known."""
+
+    id: str
+    phy_id: int
+    unit: TopologyUnit
+    numa_node: int | None = None
+
+
+class Spread(enum.Enum):
+    """How a request that fits in no single unit is split over units."""
+
+    CONSOLIDATE = "consolidate"  # whole free units first, fewest units
+    EVEN = "even"  # fewest units, counts as even as possible
+
+
+@dataclass(frozen=True)
+class UnitRules:
+    """How requests are placed on units of one kind."""
+
+    spread: Spread
+    # unit size -> request size -> free counts of a unit to take the request from, best first
+    fit_order: Mapping[int, Mapping[int, tuple[int, ...]]]
+
+    def rank(self, unit_size: int, request: int, free: int) -> int:
+        """Lower is better: the place of ``free`` in the order for this unit and request size."""
+        order = self.fit_order.get(unit_size, {}).get(request)
+        if order is None or free not in order:
+            return best_fit(request, free)
+        return order.index(free)
+
+
+def best_fit(request: int, free: int) -> int:
+    """The default rank: the fewer free left over, the better."""
+    return free - request
+
+
+def _orders(rows: Mapping[int, Mapping[int, tuple[int, ...]]]) -> Mapping[int, Mapping[int, tuple[int, ...]]]:
+    return MappingProxyType({size: MappingProxyType(dict(row)) for size, row in rows.items()})
+
+
+PLACEMENT_RULES: Mapping[UnitKind, UnitRules] = MappingProxyType(
+    {
+        UnitKind.RING: UnitRules(
+            Spread.CONSOLIDATE,
+            _orders({4: {1: (1, 3, 2, 4), 2: (2, 4, 3), 3: (3, 4), 4: (4,)}}),
+        ),
+        UnitKind.CARD: UnitRules(
+            Spread.CONSOLIDATE,
+            _orders(
+                {
+                    4: {1: (1, 3, 2, 4), 2: (2, 3, 4), 3: (3, 4), 4: (4,)},
+                    2: {1: (1, 2), 2: (2,)},
+                }
+            ),
+        ),
+        UnitKind.MESH: UnitRules(Spread.EVEN, _orders({})),
+    }
+)
+
+# The levels below the units: NUMA nodes and chips, packed by best fit.
+_PACKED = UnitRules(Spread.CONSOLIDATE, _orders({}))
+
+
+class DuplicateDeviceId(ValueError):
+    """Two offered devices carry the same ID."""
+
+    def __init__(self, device_id: str) -> None:
+        self.device_id = device_id
+        super().__init__(f"device ID {device_id!r} is offered twice; device IDs must be unique")
+
+
+def numa_ids(numa_node: int | None) -> list[int]:
+    """The NUMA node IDs for ``Device.topology`` of ListAndWatch: empty when unknown (None or negative)."""
+    return [numa_node] if numa_node is not None and numa_node >= 0 else []
+
+
+@dataclass(frozen=True)
+class _Entry:
+    order: int  # position among the offered devices: the tie-break of last resort
+    place: DevicePlace
+    numa: int | None
+
+
+class _Bin:
+    """A group of available devices one level of the algorithm chooses between."""
+
+    __slots__ = ("entries", "free", "key", "must", "numa", "rank", "rules")
+
+    def __init__(
+        self,
+        key: tuple[str | int, ...],
+        entries: list[_Entry],
+        must: set[str],
+        rules: UnitRules,
+        rank: Callable[[int, int], int],
+    ) -> None:
+        self.key = key
+        self.entries = entries
+        self.free = len(entries)
+        self.must = sum(entry.place.id in must for entry in entries)
+        self.numa = frozenset(entry.numa for entry in entries)
+        self.rules = rules
+        self.rank = rank  # (request, free) -> rank
+
+
+class _Numa:
+    """Which NUMA nodes the answer uses so far, and how many free devices each node has."""
+
+    def __init__(self, used: Iterable[int | None], bins: Sequence[_Bin]) -> None:
+        self.used = set(used)
+        self.free = collections.Counter(entry.numa for b in bins for entry in b.entries)
+
+    def key(self, candidate: _Bin, need: int) -> tuple[bool, bool]:
+        return (
+            not (candidate.numa & self.used),
+            not any(self.free[node] >= need for node in candidate.numa),
+        )
+
+
+def _split(need: int, bins: Sequence[_Bin], spread: Spread, numa: _Numa) -> list[int]:
+    """How many devices to take from each bin: ``need`` in all, at least each bin's must count.
+
+    ``need`` never exceeds the bins' free devices in total.
+    """
+    counts = [b.must for b in bins]
+    left = need - sum(counts)
+    opened = [i for i, b in enumerate(bins) if b.must]
+    rest = [i for i, b in enumerate(bins) if not b.must]
+    for i in opened:
+        numa.used |= bins[i].numa
+
+    def pick(candidates: list[int], fit: bool) -> int:
+        if fit:
+            chosen = min(
+                candidates,
+                key=lambda i: (bins[i].rank(left, bins[i].free), numa.key(bins[i], left), bins[i].key),
+            )
+        else:
+            chosen = min(candidates, key=lambda i: (-bins[i].free, numa.key(bins[i], left), bins[i].key))
+        rest.remove(chosen)
+        numa.used |= bins[chosen].numa
+        return chosen
+
+    if spread is Spread.CONSOLIDATE:
+        for i in sorted(opened, key=lambda i: (-bins[i].must, bins[i].key)):
+            extra = min(bins[i].free - bins[i].must, left)
+            counts[i] += extra
+            left -= extra
+        while left > 0:
+            fitting = [i for i in rest if bins[i].free >= left]
+            i = pick(fitting or rest, fit=bool(fitting))
+            take = min(bins[i].free, left)
+            counts[i] += take
+            left -= take
+        return counts
+
+    used = list(opened)
+    room = sum(bins[i].free - bins[i].must for i in used)
+    if not used and left > 0:
+        fitting = [i for i in rest if bins[i].free >= left]
+        if fitting:
+            counts[pick(fitting, fit=True)] = left
+            return counts
+    while room < left:
+        i = pick(rest, fit=False)
+        used.append(i)
+        room += bins[i].free
+    for _ in range(left):
+        i = min(
+            (i for i in used if counts[i] < bins[i].free),
+            key=lambda i: (counts[i], bins[i].free - counts[i], bins[i].key),
+        )
+        counts[i] += 1
+    return counts
+
+
+class NodeTopology:
+    """The offered devices of one resource on a node, ready to answer preference requests.
+
+    Built once per change of the offered devices; :meth:`preferred` is pure and
+    answers within the kubelet's time budget for nodes of tens of chips.
+    """
+
+    def __init__(self, devices: Iterable[DevicePlace], rules: Mapping[UnitKind, UnitRules] = PLACEMENT_RULES):
+        self._rules = rules
+        self._entries: dict[str, _Entry] = {}
+        for order, place in enumerate(devices):
+            if place.id in self._entries:
+                raise DuplicateDeviceId(place.id)
+            numa = place.numa_node if place.numa_node is not None and place.numa_node >= 0 else None
+            self._entries[place.id] = _Entry(order, place, numa)
+        per_unit: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)
+        for entry in self._entries.values():
+            per_unit[entry.place.unit].append(entry)
+        # Where every chip of a unit is offered as one device, the table (written for
+        # whole chips) applies; with shares or vNPUs the unit takes best fit.
+        self._whole_chips = {
+            unit: len({entry.place.phy_id for entry in entries}) == len(entries)
+            for unit, entries in per_unit.items()
+        }
+
+    def preferred(self, available: Sequence[str], must_include: Sequence[str], size: int) -> list[str]:
+        """The devices to prefer for one container: see the module docstring for the rules."""
+        free, must = self._checked(available, must_include, size)
+        target = max(len(must), min(size, len(free)))
+        if target >= len(free):
+            return [entry.place.id for entry in free]
+        if target == len(must):
+            return [entry.place.id for entry in free if entry.place.id in must]
+        chosen: list[_Entry] = []
+        used_numa = {entry.numa for entry in free if entry.place.id in must}
+        units = self._unit_bins(free, must)
+        # A node mixing unit kinds (no real server does) falls back to consolidation.
+        spread = Spread.EVEN if all(b.rules.spread is Spread.EVEN for b in units) else Spread.CONSOLIDATE
+        for unit, count in zip(units, _split(target, units, spread, _Numa(used_numa, units)), strict=True):
+            if count:
+                chosen += self._take_from_unit(unit, count, must, used_numa | {e.numa for e in chosen})
+        return [entry.place.id for entry in sorted(chosen, key=lambda entry: entry.order)]
+
+    # -- the request -------------------------------------------------------------
+
+    def _checked(
+        self, available: Sequence[str], must_include: Sequence[str], size: int
+    ) -> tuple[list[_Entry], set[str]]:
+        """The known available devices in offered order, and the must-include IDs among them."""
+        unknown = [
+            device_id
+            for device_id in dict.fromkeys([*available, *must_include])
+            if device_id not in self._entries
+        ]
+        if unknown:
+            log.warning(
+                "preferred allocation: ignoring device IDs not offered on this node: %s",
+                _listed(unknown),
+                extra={"devices": unknown[:_LISTED]},
+            )
+        offered = set(available) - set(unknown)
+        free = sorted((self._entries[device_id] for device_id in offered), key=lambda entry: entry.order)
+        wanted = [device_id for device_id in dict.fromkeys(must_include) if device_id in self._entries]
+        missing = [device_id for device_id in wanted if device_id not in offered]
+        if missing:
+            log.warning(
+                "preferred allocation: must-include devices are not available, left out: %s",
+                _listed(missing),
+                extra={"devices": missing[:_LISTED]},
+            )
+        must = {device_id for device_id in wanted if device_id in offered}
+        if size <= 0:
+            log.warning(
+                "preferred allocation: allocation size %d is not positive; answering the must-include IDs",
+                size,
+                extra={"allocation_size": size},
+            )
+        elif len(must) > size:
+            log.warning(
+                "preferred allocation: %d must-include devices for an allocation of %d; answering them all",
+                len(must),
+                size,
+                extra={"must_include": len(must), "allocation_size": size},
+            )
+        elif size > len(free):
+            log.warning(
+                "preferred allocation: %d devices asked for, %d available; answering every available one",
+                size,
+                len(free),
+                extra={"available": len(free), "allocation_size": size},
+            )
+        return free, must
+
+    # -- the levels ----------------------------------------------------------------
+
+    def _unit_bins(self, free: list[_Entry], must: set[str]) -> list[_Bin]:
+        grouped: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)
+        for entry in free:
+            grouped[entry.place.unit].append(entry)
+        bins = []
+        for unit, entries in grouped.items():
+            rules = self._rules.get(unit.kind, _PACKED)
+            rank = functools.partial(rules.rank, unit.size) if self._whole_chips[unit] else best_fit
+            bins.append(_Bin((unit.kind.value, unit.index, unit.size), entries, must, rules, rank))
+        return sorted(bins, key=lambda b: b.key)
+
+    def _take_from_unit(
+        self, unit: _Bin, count: int, must: set[str], used_numa: set[int | None]
+    ) -> list[_Entry]:
+        """``count`` devices of a unit: NUMA nodes by best fit, then chips by best fit."""
+        chosen: list[_Entry] = []
+        nodes = _packed_bins(
+            unit.entries, must, lambda entry: (1, 0) if entry.numa is None else (0, entry.numa)
+        )
+        node_counts = _split(count, nodes, Spread.CONSOLIDATE, _Numa(used_numa, nodes))
+        for node, node_count in zip(nodes, node_counts, strict=True):
+            if not node_count:
+                continue
+            chips = _packed_bins(node.entries, must, lambda entry: (entry.place.phy_id,))
+            chip_counts = _split(node_count, chips, Spread.CONSOLIDATE, _Numa((), chips))
+            for chip, chip_count in zip(chips, chip_counts, strict=True):
+                ordered = sorted(chip.entries, key=lambda entry: (entry.place.id not in must, entry.order))
+                chosen += ordered[:chip_count]
+        return chosen
+
+
+def _listed(device_ids: list[str]) -> str:
+    """IDs for a log line, at most ``_LISTED`` of them: a request may carry thousands."""
+    more = len(device_ids) - _LISTED
+    return ", ".join(device_ids[:_LISTED]) + (f" and {more} more" if more > 0 else "")
+
+
+def _packed_bins(
+    entries: list[_Entry], must: set[str], key: Callable[[_Entry], tuple[int, ...]]
+) -> list[_Bin]:
+    """The entries grouped by ``key``, in key order, each group packed by best fit."""
+    grouped: dict[tuple[int, ...], list[_Entry]] = collections.defaultdict(list)
+    for entry in entries:
+        grouped[key(entry)].append(entry)
+    return [_Bin(group, grouped[group], must, _PACKED, best_fit) for group in sorted(grouped)]

@@ -1,0 +1,143 @@
+"""Topology units: which chips share a fast link, from DCMI's chip facts and the family rule table."""
+
+from __future__ import annotations
+
+import pytest
+from plugin_harness import FakeNode
+
+from backends.fake import FakeLibrary
+from backends.families import FAMILY_NAMES, Ascend310Backend, Ascend910Backend, family_for
+from backends.library import ChipInfo
+from backends.topology import (
+    UNIT_RULES,
+    ChipFacts,
+    TopologyError,
+    TopologyUnit,
+    UnitKind,
+    assign_units,
+    unit_kind,
+)
+
+
+@pytest.mark.parametrize(
+    ("chip_name", "family", "kind"),
+    [
+        *[(name, "910", UnitKind.RING) for name in ("910A", "910B", "910ProA", "910ProB", "910PremiumA")],
+        *[(name, "910", UnitKind.MESH) for name in ("910B1", "910B2", "910B3", "910B4", "A2G1", "A2G3")],
+        ("Ascend910", "910", UnitKind.CARD),
+        ("910C", "910", UnitKind.CARD),  # a name no rule knows: its card, which means no preference
+        ("310", "310", UnitKind.CARD),
+        ("310P3", "310P", UnitKind.CARD),
+        ("I2", "310P", UnitKind.CARD),
+        ("310B1", "310B", UnitKind.CARD),
+        ("310B4", "310b", UnitKind.CARD),
+    ],
+)
+def test_the_rule_table_gives_each_chip_name_its_unit_kind(
+    chip_name: str, family: str, kind: UnitKind
+) -> None:
+    assert unit_kind(family, chip_name) is kind
+
+
+@pytest.mark.parametrize("chip_name", ["910A", "910B", "910B3", "A2G2", "Ascend910"])
+def test_the_910_names_of_the_table_are_910_chips(chip_name: str) -> None:
+    assert family_for(ChipInfo("Ascend", chip_name, "V1", 0)) is Ascend910Backend
+
+
+def test_names_are_matched_in_full_not_by_prefix() -> None:
+    assert unit_kind("910", "910B") is UnitKind.RING
+    assert unit_kind("910", "910B3") is UnitKind.MESH
+    assert unit_kind("910", "910A-x") is UnitKind.CARD
+
+
+def test_every_family_has_rules_ending_with_its_card() -> None:
+    assert {rule.family for rule in UNIT_RULES} == set(FAMILY_NAMES)
+    for family in FAMILY_NAMES:
+        assert unit_kind(family, "a chip name no rule knows") is UnitKind.CARD
+
+
+def test_an_unknown_family_is_named_with_the_known_ones() -> None:
+    with pytest.raises(TopologyError, match=r"family '710'; known families: 910, 310P, 310B, 310"):
+        unit_kind("710", "710")
+
+
+def _facts(chip_name: str, family: str, chips: list[tuple[int, int]]) -> list[ChipFacts]:
+    return [ChipFacts(phy, card, chip_name, family) for phy, card in chips]
+
+
+def test_first_generation_910_chips_form_two_rings_by_physical_id() -> None:
+    units = assign_units(_facts("910ProB", "910", [(phy, 20 + phy) for phy in range(8)]))
+    assert [units[phy] for phy in (0, 3, 4, 7)] == [
+        TopologyUnit(UnitKind.RING, 0, 4),
+        TopologyUnit(UnitKind.RING, 0, 4),
+        TopologyUnit(UnitKind.RING, 1, 4),
+        TopologyUnit(UnitKind.RING, 1, 4),
+    ]
+    assert units[5].label == "ring 1"
+
+
+def test_a_ring_missing_a_chip_is_smaller() -> None:
+    units = assign_units(_facts("910A", "910", [(phy, phy) for phy in (0, 1, 2, 3, 4, 6, 7)]))
+    assert (units[0].size, units[4].size) == (4, 3)
+
+
+def test_310_cards_are_units_of_the_chips_sharing_a_card_id() -> None:
+    # DCMI card ids are slot numbers: not 0-based, not contiguous.
+    chips = [(phy, (3, 8)[phy // 4]) for phy in range(8)]
+    units = assign_units(_facts("310", "310", chips))
+    assert {units[phy] for phy in range(4)} == {TopologyUnit(UnitKind.CARD, 3, 4)}
+    assert {units[phy] for phy in range(4, 8)} == {TopologyUnit(UnitKind.CARD, 8, 4)}
+
+
+def test_a_mix_of_300i_pro_and_duo_cards_gives_units_of_one_and_two() -> None:
+    units = assign_units(_facts("310P3", "310P", [(0, 1), (1, 2), (2, 2)]))
+    assert (units[0], units[1], units[2]) == (
+        TopologyUnit(UnitKind.CARD, 1, 1),
+        TopologyUnit(UnitKind.CARD, 2, 2),
+        TopologyUnit(UnitKind.CARD, 2, 2),
+    )
+
+
+def test_a3_dies_pair_up_by_module() -> None:
+    units = assign_units(_facts("Ascend910", "910", [(phy, phy // 2) for phy in range(16)]))
+    assert len(set(units.values())) == 8
+    assert units[14] == units[15] == TopologyUnit(UnitKind.CARD, 7, 2)
+
+
+def test_a_310b_board_is_one_card_of_one_chip() -> None:
+    assert assign_units(_facts("310B1", "310B", [(0, 0)])) == {0: TopologyUnit(UnitKind.CARD, 0, 1)}
+
+
+@pytest.mark.parametrize(
+    ("chips", "groups"),
+    [
+        (range(8), {0: 8}),
+        (range(8, 16), {0: 8}),  # eight chips are one mesh whatever their ids
+        (range(16), {0: 8, 1: 8}),
+        (range(12), {0: 8, 1: 4}),
+    ],
+)
+def test_910b_chips_are_one_mesh_split_in_groups_of_8_beyond_8(chips: range, groups: dict[int, int]) -> None:
+    units = assign_units(_facts("910B3", "910", [(phy, phy) for phy in chips]))
+    assert {unit.kind for unit in units.values()} == {UnitKind.MESH}
+    assert {unit.index: unit.size for unit in units.values()} == groups
+    assert {units[phy].index for phy in chips if phy % 8 == 0} == set(groups)
+
+
+def test_two_chips_with_one_physical_id_are_refused() -> None:
+    with pytest.raises(TopologyError, match="physical id 2 appears twice"):
+        assign_units(_facts("310", "310", [(2, 0), (2, 1)]))
+
+
+def test_units_come_from_a_discovered_node(node: FakeNode) -> None:
+    # Two Atlas 300I cards in slots 5 and 9, enumerated through the fake library like DCMI.
+    node.write(
+        {"chip_name": "310", "chips": [{"phy_id": phy, "card_id": 5 if phy < 4 else 9} for phy in range(8)]}
+    )
+    library = FakeLibrary(node.scenario)
+    library.init()
+    chips = Ascend310Backend(library).discover()
+    units = assign_units(ChipFacts.of(chip, "310") for chip in chips)
+    assert [units[chip.phy_id] for chip in chips] == [TopologyUnit(UnitKind.CARD, 5, 4)] * 4 + [
+        TopologyUnit(UnitKind.CARD, 9, 4)
+    ] * 4
