@@ -144,6 +144,7 @@ class PluginApp:
                 inventory.table.resource_name,
                 settings.socket_name,
                 settings.kubelet_watch_interval,
+                settings.preferred_allocation,
             ),
         )
         face.on_registered(self.registered_once.set)

@@ -122,6 +122,11 @@ class Settings(BaseSettings):
     kubelet_watch_interval: Annotated[float, Field(gt=0, le=5)] = Field(
         default=0.1, description="seconds between checks for a kubelet restart"
     )
+    preferred_allocation: bool = Field(
+        default=True,
+        description="answer the kubelet's GetPreferredAllocation from the chips' topology "
+        "(rings, cards, NUMA); off: the kubelet picks devices itself",
+    )
     allocate_mode: Literal["auto", "device", "runtime", "cdi"] = Field(
         default="auto",
         description="auto: runtime if ASCEND_DOCKER_RUNTIME=True in our own env, else device; "

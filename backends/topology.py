@@ -1,7 +1,7 @@
 """A chip's place in the node's interconnect: the topology unit it shares a fast link with.
 
 Collective operations of a multi-NPU job run well only inside one such unit,
-so the preference answer to the kubelet (``ascend_plugin.placement``) keeps a
+so the preference answer to the kubelet (``ascend_plugin.offers.placement``) keeps a
 request inside as few units as it can. There are three kinds of unit:
 
 * **ring**: an HCCS ring of 4 chips by physical id (0-3, 4-7) on a
@@ -13,9 +13,10 @@ request inside as few units as it can. There are three kinds of unit:
   than 8 such chips is split into groups of 8 by physical id (``phy_id // 8``).
 
 Which kind a chip gets is data, :data:`UNIT_RULES`: family name plus a
-chip-name pattern, first match wins. Each family ends with a catch-all that
-gives the card: a physical grouping every chip has, and on servers with one
-chip per card it simply expresses no preference. Unit sizes depend on the
+chip-name pattern, first match wins. A chip no rule names (a family added
+without rules, a chip name no rule knows) gets its card: a physical grouping
+every chip has, and on servers with one chip per card it simply expresses no
+preference. Unit sizes depend on the
 whole node (chips per card, 16-chip boxes), so :func:`assign_units` takes
 every chip of the node at once.
 """
@@ -29,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from backends.base import Chip
+from backends.chips import Chip
 
 RING_SIZE = 4  # chips per HCCS ring of a first-generation 910 server
 MESH_GROUP_SIZE = 8  # chips per full-mesh group of a 910B box
@@ -82,13 +83,7 @@ UNIT_RULES: tuple[UnitRule, ...] = (
     UnitRule("910", re.compile(r"910A|910B|910ProA|910ProB|910PremiumA"), UnitKind.RING),
     UnitRule("910", re.compile(r"910B\d|A2G\d"), UnitKind.MESH),
     UnitRule("910", re.compile(r"Ascend910.*"), UnitKind.CARD),
-    UnitRule("910", re.compile(r".*"), UnitKind.CARD),
-    UnitRule("310P", re.compile(r".*"), UnitKind.CARD),
-    UnitRule("310B", re.compile(r".*"), UnitKind.CARD),
-    UnitRule("310", re.compile(r".*"), UnitKind.CARD),
 )
-
-KNOWN_FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(rule.family for rule in UNIT_RULES))
 
 
 @dataclass(frozen=True)
@@ -111,17 +106,13 @@ def unit_kind(family: str, chip_name: str) -> UnitKind:
     for rule in UNIT_RULES:
         if rule.family.lower() == family.lower() and rule.chip_name.fullmatch(chip_name):
             return rule.kind
-    raise TopologyError(
-        f"no topology rule for chip {chip_name!r} of family {family!r}; "
-        f"known families: {', '.join(KNOWN_FAMILIES)}"
-    )
+    return UnitKind.CARD
 
 
 def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
     """The unit of every chip of one node, keyed by physical id.
 
-    Raises :class:`TopologyError` when two chips claim one physical id or a
-    family has no rules.
+    Raises :class:`TopologyError` when two chips claim one physical id.
     """
     kinds: dict[int, UnitKind] = {}
     cards: dict[int, int] = {}

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from common import describe_ms, print_command
 
-from ascend_plugin.placement import DevicePlace, NodeTopology
+from ascend_plugin.offers.placement import DevicePlace, NodeTopology
 from backends.topology import ChipFacts, assign_units
 
 NumaOf = Callable[[int], int]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from ascend_plugin.placement import DevicePlace, NodeTopology
+from ascend_plugin.offers.placement import DevicePlace, NodeTopology
 from backends.topology import ChipFacts, TopologyUnit, assign_units
 
 NumaOf = Callable[[int], int | None]

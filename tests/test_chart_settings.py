@@ -53,6 +53,7 @@ EVERY_SETTING: dict[str, Any] = {
     "driverMounts": ["/usr/local/Ascend/driver"],
     "socketName": "npu.sock",
     "kubeletWatchInterval": 0.5,
+    "preferredAllocation": False,
     "allocateMode": "device",
     "cdiSpecDir": "/var/run/cdi",
     "cdiKind": "example.com/npu",

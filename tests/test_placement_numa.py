@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from placement_nodes import atlas_300i, first_gen_910, mesh_910b, pairs
 
-from ascend_plugin.placement import numa_ids
+from ascend_plugin.offers.placement import numa_ids
 
 # 910B box of 8: chips 0-3 on NUMA node 0, 4-7 on node 1.
 MESH = mesh_910b(8, numa=lambda phy: phy // 4)

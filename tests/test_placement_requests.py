@@ -7,11 +7,11 @@ import logging
 import pytest
 from placement_nodes import first_gen_910
 
-from ascend_plugin.placement import DevicePlace, DuplicateDeviceId, NodeTopology
+from ascend_plugin.offers.placement import DevicePlace, DuplicateDeviceId, NodeTopology
 from backends.topology import TopologyUnit, UnitKind
 
 NODE = first_gen_910()
-LOGGER = "ascend_plugin.placement"
+LOGGER = "ascend_plugin.offers.placement"
 
 
 def _warnings(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -7,7 +7,7 @@ from types import MappingProxyType
 import pytest
 from placement_nodes import first_gen_910
 
-from ascend_plugin.placement import PLACEMENT_RULES, NodeTopology, Spread, UnitRules
+from ascend_plugin.offers.placement import PLACEMENT_RULES, NodeTopology, Spread, UnitRules
 from backends.topology import UnitKind
 
 

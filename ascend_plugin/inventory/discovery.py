@@ -27,6 +27,7 @@ from backends.chips import Chip
 from backends.errors import ChipError, NoChips
 from backends.families import FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
+from backends.topology import ChipFacts, assign_units
 
 log = logging.getLogger(__name__)
 
@@ -134,9 +135,11 @@ class Discovery:
         except (ChipError, ChipCallError) as error:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
+        units = assign_units(ChipFacts.of(chip, table.family) for chip in chips)
         states = []
         for chip in chips:
-            states.append(ChipState(chip, ai_cores=await self._ai_cores(backend, table, chip)))
+            ai_cores = await self._ai_cores(backend, table, chip)
+            states.append(ChipState(chip, ai_cores=ai_cores, unit=units[chip.phy_id]))
         facts = NodeFacts(table, backend.description, driver_version)
         return Inventory(facts, states)
 

@@ -23,6 +23,7 @@ import anyio
 from ascend_plugin.faults import Fault, FaultLevel, format_code
 from backends.chips import Chip
 from backends.families import FamilyTable
+from backends.topology import TopologyUnit
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class ChipState:
     chip: Chip
     health: ChipHealth = UNKNOWN
     ai_cores: float | None = None  # the figure the chip reported, if it could be read
+    unit: TopologyUnit | None = None  # the ring, card or mesh group it shares a fast link with
+    numa_node: int | None = None  # the NUMA node of its PCIe device, where the host says
 
     @property
     def phy_id(self) -> int:

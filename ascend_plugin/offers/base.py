@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ascend_plugin.inventory.inventory import ChipState, Inventory
+from backends.topology import TopologyUnit
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class OfferedDevice:
     healthy: bool
     reason: str = ""
     virtual: bool = False  # a vNPU: the runtime needs ASCEND_RUNTIME_OPTIONS=VIRTUAL
+    unit: TopologyUnit | None = None  # its chip's topology unit (placement keeps requests inside few)
+    numa_node: int | None = None
 
 
 def chip_health(states: Sequence[ChipState]) -> tuple[bool, str]:

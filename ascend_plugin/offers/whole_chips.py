@@ -33,4 +33,6 @@ class WholeChips:
             cdi_name=str(state.phy_id),
             healthy=healthy,
             reason=reason,
+            unit=state.unit,
+            numa_node=state.numa_node,
         )

@@ -38,6 +38,7 @@ class FaceSettings:
     main_resource: str  # the family's resource, whose socket name may be overridden
     socket_name: str | None  # override for the main resource's socket
     watch_interval: float
+    preferred_allocation: bool = True
 
 
 def socket_name_for(resource: str) -> str:
@@ -125,7 +126,9 @@ class DevicePluginFace:
     def _server(self, resource: str) -> ResourceServer:
         settings = self.settings
         name = settings.socket_name if resource == settings.main_resource and settings.socket_name else None
-        service = DevicePluginService(resource, self.book, self.handover, self.stats)
+        service = DevicePluginService(
+            resource, self.book, self.handover, self.stats, preferred_allocation=settings.preferred_allocation
+        )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
         registrar = KubeletRegistrar(endpoint, service, resource, settings.watch_interval)
         registrar.on_registered(self._registered)

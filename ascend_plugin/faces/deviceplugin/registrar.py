@@ -24,7 +24,7 @@ from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from ascend_plugin.faces.deviceplugin.endpoint import FileStamp, PluginEndpoint, file_stamp
-from ascend_plugin.faces.deviceplugin.service import OPTIONS, DevicePluginService
+from ascend_plugin.faces.deviceplugin.service import DevicePluginService
 from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
 from ascend_plugin.resilience import Backoff
 
@@ -123,7 +123,7 @@ class KubeletRegistrar:
                 version=API_VERSION,
                 endpoint=self.endpoint.socket_name,
                 resource_name=self.resource_name,
-                options=OPTIONS,
+                options=self.service.options,
             )
             with anyio.fail_after(REGISTER_TIMEOUT):
                 await stub.register(request)

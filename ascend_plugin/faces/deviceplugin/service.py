@@ -13,7 +13,6 @@ from grpclib.const import Status
 
 from ascend_plugin.faces.deviceplugin.allocate import AllocationRefused, checked_devices
 from ascend_plugin.faces.deviceplugin.convert import allocate_response
-from ascend_plugin.faces.deviceplugin.preference import preferred_devices
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
@@ -28,15 +27,18 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     PreferredAllocationResponse,
     PreStartContainerRequest,
     PreStartContainerResponse,
+    TopologyInfo,
 )
+from ascend_plugin.kubelet_api.v1beta1 import NumaNode as NumaNodeMessage
+from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
+from backends.topology import TopologyUnit, UnitKind
 
 log = logging.getLogger(__name__)
 
 HEALTHY = "Healthy"
 UNHEALTHY = "Unhealthy"
-
-OPTIONS = DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
 
 @dataclass
@@ -51,11 +53,23 @@ class ServiceStats:
 class DevicePluginService(DevicePluginBase):
     """ListAndWatch from the offer book; Allocate through the handover mode."""
 
-    def __init__(self, resource: str, book: OfferBook, handover: Handover, stats: ServiceStats) -> None:
+    def __init__(
+        self,
+        resource: str,
+        book: OfferBook,
+        handover: Handover,
+        stats: ServiceStats,
+        *,
+        preferred_allocation: bool = True,
+    ) -> None:
         self.resource = resource
         self.book = book
         self.handover = handover
         self.stats = stats
+        self.options = DevicePluginOptions(
+            pre_start_required=False, get_preferred_allocation_available=preferred_allocation
+        )
+        self._topology: tuple[int, NodeTopology] | None = None
         self.open_streams = 0
         self._stopping = False
         self._changed = anyio.Event()
@@ -81,7 +95,11 @@ class DevicePluginService(DevicePluginBase):
         """Every device of the resource with its health, as the kubelet wants it."""
         return ListAndWatchResponse(
             devices=[
-                Device(id=device.id, health=HEALTHY if device.healthy else UNHEALTHY)
+                Device(
+                    id=device.id,
+                    health=HEALTHY if device.healthy else UNHEALTHY,
+                    topology=_topology_info(device.numa_node),
+                )
                 for device in self.book.devices(self.resource)
             ]
         )
@@ -91,7 +109,7 @@ class DevicePluginService(DevicePluginBase):
         await self._no_streams.wait()
 
     async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
-        return OPTIONS
+        return self.options
 
     async def list_and_watch(self, message: Empty) -> AsyncIterator[ListAndWatchResponse]:
         """The full list now, then again after every change, until the resource stops.
@@ -132,16 +150,25 @@ class DevicePluginService(DevicePluginBase):
     async def get_preferred_allocation(
         self, message: PreferredAllocationRequest
     ) -> PreferredAllocationResponse:
+        topology = self.topology()
         return PreferredAllocationResponse(
             container_responses=[
                 ContainerPreferredAllocationResponse(
-                    device_i_ds=preferred_devices(
+                    device_i_ds=topology.preferred(
                         request.available_deviceIDs, request.must_include_deviceIDs, request.allocation_size
                     )
                 )
                 for request in message.container_requests
             ]
         )
+
+    def topology(self) -> NodeTopology:
+        """The resource's devices as placement sees them, rebuilt only when the offers changed."""
+        version = self.book.version
+        if self._topology is None or self._topology[0] != version:
+            places = [_place(device) for device in self.book.devices(self.resource)]
+            self._topology = (version, NodeTopology(places))
+        return self._topology[1]
 
     async def allocate(self, message: AllocateRequest) -> AllocateResponse:
         if not message.container_requests:
@@ -169,3 +196,16 @@ class DevicePluginService(DevicePluginBase):
 
     async def pre_start_container(self, message: PreStartContainerRequest) -> PreStartContainerResponse:
         return PreStartContainerResponse()
+
+
+def _place(device: OfferedDevice) -> DevicePlace:
+    """Where a device sits; a device without a known unit is a unit of its own (no preference)."""
+    phy = device.chips[0]
+    unit = device.unit or TopologyUnit(UnitKind.CARD, phy, 1)
+    return DevicePlace(device.id, phy, unit, device.numa_node)
+
+
+def _topology_info(numa_node: int | None) -> TopologyInfo | None:
+    """The NUMA node the Topology Manager aligns with; none when unknown (no preference)."""
+    nodes = numa_ids(numa_node)
+    return TopologyInfo(nodes=[NumaNodeMessage(id=node) for node in nodes]) if nodes else None
