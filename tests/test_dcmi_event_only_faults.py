@@ -7,9 +7,11 @@ says; codes appearing in ``fault_codes`` still raise their own events.
 
 from __future__ import annotations
 
+import logging
 import queue
 from typing import Any
 
+import pytest
 from fake_dcmi.players import ScenarioPlayer
 
 from backends.fake import FakeScenario
@@ -81,3 +83,22 @@ def test_fault_codes_still_raise_their_own_events(any_fake: ScenarioPlayer[Any])
     any_fake.update(_server([{"serial": 5, "code": "81078603", "severity": 0}], codes=("80E01801",)))
     received = {_summary(events.get(timeout=WAIT)) for _ in range(2)}
     assert received == {(1, 0x80E01801, 1, 1, 0), (1, 0x81078603, 0, 1, 5)}
+
+
+def test_a_handler_that_raises_loses_that_event_only(
+    any_fake: ScenarioPlayer[Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    library = any_fake.open(_server([]))
+    events: queue.Queue[FaultEvent] = queue.Queue()
+
+    def handler(event: FaultEvent) -> None:
+        if event.serial == 1:
+            raise RuntimeError("the event loop is gone")
+        events.put(event)
+
+    library.subscribe_faults(handler)
+    with caplog.at_level(logging.ERROR):
+        any_fake.update(_server([{"serial": 1, "code": "80E01801"}]))
+        any_fake.update(_server([{"serial": 1, "code": "80E01801"}, {"serial": 2, "code": "80E01801"}]))
+        assert events.get(timeout=WAIT).serial == 2
+    assert "the event loop is gone" in caplog.text

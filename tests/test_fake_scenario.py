@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 from plugin_harness import FakeNode
@@ -13,7 +13,16 @@ from plugin_harness import FakeNode
 from backends.base import enumerate_chips
 from backends.errors import DcmiError, DcmiPermanentError, DcmiTemporaryError
 from backends.fake import FakeLibrary
-from backends.fake.scenario import FakeScenario, ScenarioError, load_scenario, parse_scenario
+from backends.fake.scenario import (
+    FakeChip,
+    FakeEvent,
+    FakeScenario,
+    FakeVdev,
+    Operation,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+)
 from backends.library import PcieAddress
 
 
@@ -215,3 +224,16 @@ def test_a_scenario_survives_its_own_json() -> None:
         }
     )
     assert parse_scenario(scenario.model_dump_json(), "round trip") == scenario
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        {*FakeScenario.model_fields, *FakeChip.model_fields, *FakeEvent.model_fields, *FakeVdev.model_fields}
+        | set(get_args(Operation))
+    ),
+)
+def test_every_field_and_operation_is_in_the_readme(name: str) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The fake backend and its scenario format") :]
+    assert f"`{name}`" in section or f'"{name}"' in section

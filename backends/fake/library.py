@@ -75,6 +75,8 @@ class FakeLibrary:
         self._missing: frozenset[str] | None = None
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
+        # (logic id, serial) of the scenario events delivered: each once for the life of the library.
+        self._delivered: set[tuple[int, int]] = set()
 
     @property
     def description(self) -> str:
@@ -302,21 +304,32 @@ class FakeLibrary:
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
         """Library thread: an event per fault code that appears or clears, and each scenario event once."""
         known = {p.logic_id: set(p.chip.fault_codes) for p in scenario.placed}
-        delivered: set[tuple[int, int]] = set()  # (logic id, serial) of the scenario's events
         while not self._closed.wait(self._poll_seconds):
-            current = self.scenario()
-            for placed in current.placed:
-                chip, logic = placed.chip, placed.logic_id
-                now = set(chip.fault_codes)
-                before = known.get(logic, set())
-                stamp = int(time.time())
-                for code in sorted(now - before):
-                    handler(FaultEvent(logic, code, chip.fault_severity, 1, stamp))
-                for code in sorted(before - now):
-                    handler(FaultEvent(logic, code, chip.fault_severity, 0, stamp))
-                known[logic] = now
-                for event in chip.events:
-                    if (logic, event.serial) not in delivered:
-                        delivered.add((logic, event.serial))
-                        severity = chip.event_severity(event)
-                        handler(FaultEvent(logic, event.code, severity, event.assertion, stamp, event.serial))
+            for event in self._new_events(self.scenario(), known):
+                try:
+                    handler(event)
+                except Exception:  # as the binding's callback does: one event lost, not the subscription
+                    log.exception("handling a fake DCMI fault event failed; the event is dropped")
+
+    def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
+        """The events from what ``known`` says to ``scenario``; ``known`` and the delivered set updated."""
+        events = []
+        stamp = int(time.time())
+        for placed in scenario.placed:
+            chip, logic = placed.chip, placed.logic_id
+            now, before = set(chip.fault_codes), known.get(logic, set())
+            events += [
+                FaultEvent(logic, code, chip.fault_severity, 1, stamp) for code in sorted(now - before)
+            ]
+            events += [
+                FaultEvent(logic, code, chip.fault_severity, 0, stamp) for code in sorted(before - now)
+            ]
+            known[logic] = now
+            for event in chip.events:
+                if (logic, event.serial) not in self._delivered:
+                    self._delivered.add((logic, event.serial))
+                    severity = chip.event_severity(event)
+                    events.append(
+                        FaultEvent(logic, event.code, severity, event.assertion, stamp, event.serial)
+                    )
+        return events

@@ -16,13 +16,15 @@ describe what newer features read:
 * ``events`` (chip): fault events the driver delivers without the code being
   in ``fault_codes``: ``{"serial": 7, "code": "80E01801", "severity": 3,
   "assertion": 1}`` (severity default: the chip's ``fault_severity``;
-  assertion 0 recovered, 1 raised (default), 2 one-off). Each is delivered
-  once per subscription, the first time a subscription sees it (events
-  already in the file when it subscribes included); the serial number,
-  unique per chip, tells one event from another.
-* ``pcie`` (chip): its PCI address ``"0000:3b:00.0"``. Default: domain and
-  bus counted from the physical id (chip N at ``0000:<N+1>:00.0``, rolling over
-  into the next domain after bus ff); none on SoC boards (310B), which answer -8255.
+  assertion 0 recovered, 1 raised (default), 2 one-off). The library
+  delivers each once, the first time its subscription sees it (events already
+  in the file when it subscribes included); the serial number, unique per
+  chip, tells one event from another. Codes that appear in or vanish from
+  ``fault_codes`` still raise (assertion 1) and recover (0) events of their own.
+* ``pcie`` (chip): its PCI address ``"0000:3b:00.0"``. Default: a bus of its
+  own counted from the physical id (phy_id N at bus N+1: 0 at ``0000:01:00.0``,
+  254 at ``0000:ff:00.0``, 255 at ``0001:00:00.0``); none on SoC boards (310B),
+  which answer -8255.
 * ``device_ip`` (chip): the RoCE port's IPv4 or IPv6 address. Absent: the
   query fails with -8023 (no address configured), or -8255 on 310B.
 * ``vdevs`` (chip): static vNPUs, ``{"vdev_id": 100, "template": "vir02",
