@@ -44,6 +44,9 @@ DCMI_ERROR_MEANINGS: Final[dict[int, str]] = {
     -8255: "not supported",
 }
 
+# Codes after which the same call may succeed if retried later.
+TEMPORARY_CODES: Final[frozenset[int]] = frozenset({-8006, -8012, -8017, -8020})
+
 NOT_SUPPORTED: Final = -8255
 NOT_READY: Final = -8012
 INVALID_PARAMETER: Final = -8001
@@ -58,6 +61,11 @@ class DcmiError(ChipError):
         self.code = code
         self.meaning = DCMI_ERROR_MEANINGS.get(code, "unknown error code")
         super().__init__(f"{function} returned {code} ({self.meaning})")
+
+    @property
+    def temporary(self) -> bool:
+        """True when retrying later may succeed (not ready, timeout, busy, upgrading)."""
+        return self.code in TEMPORARY_CODES
 
 
 class LibraryUnavailable(ChipError):

@@ -89,7 +89,7 @@ def c_fake(
     """
     hidden: tuple[str, ...] = getattr(request, "param", ())
     player = CFakePlayer(
-        tmp_path / "scenario.txt", build_fake_library(hidden) if hidden else fake_dcmi_library
+        tmp_path / "scenario.txt", build_fake_library(hidden) if hidden else fake_dcmi_library, hidden
     )
     monkeypatch.setenv(SCENARIO_ENV, str(player.scenario_path))
     yield player

@@ -50,6 +50,12 @@ OFFSETS = [
     ("dcmi_get_memory_info_stru", "hugepages_free", 40),
     ("dcmi_get_memory_info_stru", "utiliza", 48),
     ("dcmi_get_memory_info_stru", "reserve", 52),
+    ("dcmi_pcie_info_all", "domain", 16),
+    ("dcmi_pcie_info_all", "bdf_busid", 20),
+    ("dcmi_pcie_info_all", "bdf_deviceid", 24),
+    ("dcmi_pcie_info_all", "bdf_funcid", 28),
+    ("dcmi_pcie_info_all", "reserve", 32),
+    ("dcmi_ip_addr", "u_addr", 0),
     ("dcmi_ip_addr", "ip_type", 16),
     ("dcmi_proc_mem_info", "proc_mem_usage", 8),
     ("dcmi_computing_resource", "aic", 0),
@@ -61,6 +67,11 @@ OFFSETS = [
     ("dcmi_computing_resource", "vdev_memory_total", 64),
     ("dcmi_computing_resource", "vdev_memory_free", 72),
     ("dcmi_computing_resource", "reserved", 80),
+    ("dcmi_vdev_query_info", "name", 0),
+    ("dcmi_vdev_query_info", "status", 16),
+    ("dcmi_vdev_query_info", "is_container_used", 20),
+    ("dcmi_vdev_query_info", "vfid", 24),
+    ("dcmi_vdev_query_info", "vfg_id", 28),
     ("dcmi_vdev_query_info", "container_id", 32),
     ("dcmi_vdev_query_info", "base", 40),
     ("dcmi_vdev_query_info", "computing", 104),
@@ -69,6 +80,7 @@ OFFSETS = [
     ("dcmi_soc_free_resource", "base", 8),
     ("dcmi_soc_free_resource", "computing", 72),
     ("dcmi_soc_free_resource", "media", 168),
+    ("dcmi_soc_total_resource", "vdev_id", 4),
     ("dcmi_soc_total_resource", "vfg_num", 132),
     ("dcmi_soc_total_resource", "base", 144),
     ("dcmi_soc_total_resource", "computing", 208),
@@ -105,11 +117,30 @@ def test_the_total_resource_ai_core_figure_is_a_float_at_byte_208() -> None:
     assert ffi.typeof("struct dcmi_computing_resource").fields[0][1].type is ffi.typeof("float")
 
 
+def test_the_vnpu_figures_the_plugin_reads() -> None:
+    # GET_VDEV_RESOURCE: the template name and the vNPU's AI cores (a float) and memory (MB).
+    assert ffi.offsetof("struct dcmi_vdev_query_stru", "query_info", "name") == 8
+    assert ffi.sizeof(ffi.typeof("struct dcmi_vdev_query_info").fields[0][1].type) == 16
+    assert ffi.offsetof("struct dcmi_vdev_query_stru", "query_info", "computing", "aic") == 112
+    assert ffi.offsetof("struct dcmi_vdev_query_stru", "query_info", "computing", "memory_size") == 136
+    # GET_TOTAL_RESOURCE: up to 32 vNPU ids (DCMI_SOC_SPLIT_MAX).
+    assert ffi.typeof("struct dcmi_soc_total_resource").fields[1][1].type.length == 32
+
+
 def test_enums_are_four_bytes() -> None:
     for enum in (
         "enum dcmi_main_cmd",
         "enum dcmi_event_type",
         "enum dcmi_ip_addr_type",
+        "enum dcmi_port_type",
         "DCMI_VDEV_MNG_SUB_CMD",
     ):
         assert ffi.sizeof(enum) == 4, enum
+
+
+def test_the_port_and_address_types_have_dcmi_s_values() -> None:
+    assert [
+        ffi.integer_const(name) for name in ("DCMI_VNIC_PORT", "DCMI_ROCE_PORT", "DCMI_INVALID_PORT")
+    ] == [0, 1, 2]
+    assert [ffi.integer_const(f"DCMI_IPADDR_TYPE_{kind}") for kind in ("V4", "V6", "ANY")] == [0, 1, 2]
+    assert ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_VDEV_RESOURCE") == 0

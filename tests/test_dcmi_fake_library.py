@@ -77,11 +77,21 @@ def test_a_change_of_the_file_in_place_is_noticed(c_fake: CFakePlayer) -> None:
     assert library.health(0, 0) == 3
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        "chip card=0 device=0 colour=blue",
+        "chip card=0 events=1:80E01801:2",  # serial:code:severity:assertion
+        "chip card=0 vdevs=100:vir02:2.0:6144",  # id:template:aicore:memory_mb:vfg_id:status:in_use
+        "chip card=0 pcie=3b:00.0",
+        "chip card=0 ip=10.0.0.300",
+    ],
+)
 def test_a_malformed_file_keeps_the_previous_scenario(
-    c_fake: CFakePlayer, capfd: pytest.CaptureFixture[str]
+    c_fake: CFakePlayer, capfd: pytest.CaptureFixture[str], line: str
 ) -> None:
     library = c_fake.open(TWO_CARDS)
-    c_fake.scenario_path.write_text("chip card=0 device=0 colour=blue\n", encoding="utf-8")
+    c_fake.scenario_path.write_text(line + "\n", encoding="utf-8")
     assert library.card_list() == [0, 1]
     assert "line 1 is malformed; keeping the previous scenario" in capfd.readouterr().err
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any, get_args
 
 import pytest
 from plugin_harness import FakeNode
@@ -12,7 +13,30 @@ from plugin_harness import FakeNode
 from backends.chips import enumerate_chips
 from backends.errors import DcmiError
 from backends.fake import FakeLibrary
-from backends.fake.scenario import ScenarioError, load_scenario
+from backends.fake.scenario import (
+    FakeChip,
+    FakeEvent,
+    FakeScenario,
+    FakeVdev,
+    Operation,
+    ScenarioError,
+    load_scenario,
+    parse_scenario,
+)
+from backends.library import PcieAddress
+
+
+def _chips(*chips: dict[str, Any], name: str = "310P3") -> str:
+    """A scenario file's text: ``chips`` of chip ``name``, 24 GiB each."""
+    return json.dumps({"chip_name": name, "memory_mb": 24576, "chips": list(chips)})
+
+
+def _parsed(data: dict[str, Any]) -> FakeScenario:
+    return parse_scenario(json.dumps(data), "test")
+
+
+def _vdev(vdev_id: int, **fields: Any) -> dict[str, Any]:
+    return {"vdev_id": vdev_id, "template": "vir02", "memory_mb": 4096} | fields
 
 
 def _library(node: FakeNode, scenario: dict[str, object]) -> FakeLibrary:
@@ -60,6 +84,56 @@ def test_calls_before_init_fail_like_dcmi(node: FakeNode) -> None:
         (json.dumps({"chip_name": "310", "chips": [{"phy_id": 0}, {"phy_id": 0}]}), "phy_id must be unique"),
         (json.dumps({"chip_name": "310", "chips": [], "colour": "red"}), "colour: Extra inputs"),
         (json.dumps({"chip_name": "310", "chips": [], "errors": {"health": 5}}), "errors.health"),
+        (
+            json.dumps({"chip_name": "310", "chips": [], "missing": ["dcmi_init"]}),
+            "missing.0: Input should be",
+        ),
+        (_chips({"phy_id": 0, "pcie": "00:3b:00.0"}), r"'00:3b:00\.0' is not of the form DDDD:BB:DD\.F"),
+        (
+            _chips({"phy_id": 0, "pcie": "0000:3b:00.0"}, {"phy_id": 1, "pcie": "0000:3B:00.0"}),
+            "pcie must be unique",
+        ),
+        (_chips({"phy_id": 0, "device_ip": "10.0.0.256"}), "device_ip: value is not a valid IPv4 or IPv6"),
+        (
+            _chips({"phy_id": 0, "device_ip": "10.0.0.1"}, {"phy_id": 1, "device_ip": "10.0.0.1"}),
+            "device_ip must be",
+        ),
+        (_chips({"phy_id": 0, "device_ip": "10.0.0.1"}, name="310B1"), "SoC boards have no RoCE port"),
+        (
+            _chips({"phy_id": 0, "events": [{"serial": 1, "code": "80E01801"}] * 2}),
+            "serial numbers must be unique",
+        ),
+        (_chips({"phy_id": 0, "events": [{"serial": 1, "code": "80E01801", "assertion": 3}]}), "assertion"),
+        (
+            _chips({"phy_id": 0, "vdevs": [_vdev(99)]}),
+            "vdev_id: Input should be greater than or equal to 100",
+        ),
+        (
+            _chips({"phy_id": 0, "vdevs": [_vdev(1124)]}),
+            "vdev_id: Input should be less than or equal to 1123",
+        ),
+        (
+            _chips({"phy_id": 0, "vdevs": [_vdev(100)]}, {"phy_id": 1, "vdevs": [_vdev(100)]}),
+            "vdev_id .node-wide.",
+        ),
+        (
+            _chips({"phy_id": 0, "vdevs": [{"vdev_id": 100, "template": "vir02"}]}),
+            "names no memory .*memory_mb",
+        ),
+        (
+            _chips({"phy_id": 0, "vdevs": [{"vdev_id": 100, "template": "half", "memory_mb": 1}]}),
+            "give the vNPU's aicore",
+        ),
+        (
+            _chips({"phy_id": 0, "vdevs": [_vdev(100 + n) for n in range(5)]}),
+            "take 10 AI cores, the chip has 8",
+        ),
+        (
+            _chips({"phy_id": 0, "vdevs": [_vdev(100, memory_mb=30000)]}),
+            "take 30000 MB, the chip has 24576 MB",
+        ),
+        (_chips({"phy_id": 0, "vdevs": [_vdev(100)]}, name="310"), r"chip 0 \(310\) has no vNPU support"),
+        (_chips({"phy_id": 0, "vdevs": [_vdev(100, aicore=1)]}, name="310B1"), "has no vNPU support"),
     ],
 )
 def test_invalid_scenarios_name_the_problem(tmp_path: Path, content: str, message: str) -> None:
@@ -101,3 +175,65 @@ def test_a_hang_lasts_until_the_scenario_releases_it(node: FakeNode) -> None:
     assert not answered.wait(0.1)
     node.write({"chip_name": "310P3", "chips": [{"phy_id": 0}]})
     assert answered.wait(10)
+
+
+def test_defaults_of_the_newer_fields() -> None:
+    scenario = _parsed(
+        {
+            "chip_name": "310P3",
+            "memory_mb": 24576,
+            "chips": [
+                {
+                    "phy_id": 4,
+                    "fault_severity": 3,
+                    "events": [{"serial": 0, "code": "0x80E01801"}],
+                    "vdevs": [{"vdev_id": 100, "template": "vir04_3c_16g"}, _vdev(101)],
+                }
+            ],
+        }
+    )
+    (chip,) = scenario.chips
+    assert scenario.pcie_of(chip) == PcieAddress(domain=0, bus=5, device=0, function=0)
+    (event,) = chip.events
+    assert (event.code, chip.event_severity(event), event.assertion) == (0x80E01801, 3, 1)
+    assert [(v.aicore, v.memory_mb, v.vfg_id, v.status, v.in_use) for v in scenario.vdevs_of(chip)] == [
+        (4.0, 16384, 0, 0, False),
+        (2.0, 4096, 1, 0, False),
+    ]
+    assert scenario.missing_functions() == frozenset()
+    soc = _parsed({"chip_name": "310B1", "chips": [{"phy_id": 0}]})
+    assert soc.pcie_of(soc.chips[0]) is None
+
+
+def test_a_scenario_survives_its_own_json() -> None:
+    # The Python player writes model_dump_json; every new field must read back the same.
+    scenario = _parsed(
+        {
+            "chip_name": "910B3",
+            "memory_mb": 65536,
+            "missing": ["error_codes"],
+            "chips": [
+                {
+                    "phy_id": 0,
+                    "pcie": "0000:C1:00.0",
+                    "device_ip": "2001:db8::1",
+                    "events": [{"serial": 3, "code": "81078603", "severity": 1, "assertion": 2}],
+                    "vdevs": [{"vdev_id": 1123, "template": "vir10_3c_32g", "in_use": True}],
+                }
+            ],
+        }
+    )
+    assert parse_scenario(scenario.model_dump_json(), "round trip") == scenario
+
+
+@pytest.mark.parametrize(
+    "name",
+    sorted(
+        {*FakeScenario.model_fields, *FakeChip.model_fields, *FakeEvent.model_fields, *FakeVdev.model_fields}
+        | set(get_args(Operation))
+    ),
+)
+def test_every_field_and_operation_is_in_the_readme(name: str) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## The fake backend and its scenario format") :]
+    assert f"`{name}`" in section or f'"{name}"' in section

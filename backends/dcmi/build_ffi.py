@@ -115,8 +115,10 @@ struct dcmi_ip_addr {
         unsigned char ip6[16];
         unsigned char ip4[4];
     } u_addr;
-    enum dcmi_ip_addr_type ip_type;
+    enum dcmi_ip_addr_type ip_type;       /* IN: the family asked for (V4 or V6); OUT: the family given */
 };
+
+enum dcmi_port_type { DCMI_VNIC_PORT = 0, DCMI_ROCE_PORT = 1, DCMI_INVALID_PORT };
 
 /* -- dcmi_get_device_info commands ------------------------------------------- */
 enum dcmi_main_cmd {
@@ -291,6 +293,9 @@ int dcmi_get_device_errorcode_v2(int card_id, int device_id, int *error_count,
                                  unsigned int *error_code_list, unsigned int list_len);
 int dcmi_get_device_hbm_info(int card_id, int device_id, struct dcmi_hbm_info *hbm_info);
 int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_memory_info_stru *memory_info);
+int dcmi_get_device_pcie_info_v2(int card_id, int device_id, struct dcmi_pcie_info_all *pcie_info);
+int dcmi_get_device_ip(int card_id, int device_id, enum dcmi_port_type input_type, int port_id,
+                       struct dcmi_ip_addr *ip, struct dcmi_ip_addr *mask);
 int dcmi_subscribe_fault_event(int card_id, int device_id, struct dcmi_event_filter filter,
                                dcmi_fault_event_callback handler);  /* filter BY VALUE */
 """

@@ -7,10 +7,11 @@ cdata that dies with its buffer.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from backends.dcmi._dcmi_cffi import ffi
-from backends.library import ChipInfo, FaultEvent, MemoryInfo
+from backends.library import ChipInfo, FaultEvent, MemoryInfo, PcieAddress, VdevInfo
 
 
 def text(field: Any) -> str:
@@ -52,4 +53,36 @@ def fault_event(event: Any) -> FaultEvent | None:
         severity=int(fault.severity),
         assertion=int(fault.assertion),
         raised_at=int(fault.alarm_raised_time),
+        serial=int(fault.event_serial_num),
     )
+
+
+def pcie_address(info: Any) -> PcieAddress:
+    """``struct dcmi_pcie_info_all``: the address fields (the vendor and device ids are not needed)."""
+    return PcieAddress(
+        domain=int(info.domain),
+        bus=int(info.bdf_busid),
+        device=int(info.bdf_deviceid),
+        function=int(info.bdf_funcid),
+    )
+
+
+def vdev_info(query: Any) -> VdevInfo:
+    """``struct dcmi_vdev_query_stru`` as GET_VDEV_RESOURCE filled it."""
+    info = query.query_info
+    return VdevInfo(
+        vdev_id=int(query.vdev_id),
+        template=text(info.name),
+        aicore=float(info.computing.aic),
+        memory_mb=int(info.computing.memory_size),
+        vfg_id=int(info.vfg_id),
+        status=int(info.status),
+        in_use=bool(info.is_container_used),
+    )
+
+
+def ip_text(address: Any, version: int) -> str:
+    """``struct dcmi_ip_addr`` of the family asked for (4 or 6), as text (IPv6 compressed)."""
+    if version == 4:
+        return str(ipaddress.IPv4Address(bytes(ffi.buffer(address.u_addr.ip4))))
+    return str(ipaddress.IPv6Address(bytes(ffi.buffer(address.u_addr.ip6))))

@@ -4,7 +4,9 @@ Each method is one DCMI call with DCMI's own ids and semantics; every non-zero
 return becomes :meth:`DcmiError.for_code`, so the layers above tell a busy chip
 from a gone one by type. The library is found and opened by :meth:`init`, never
 at import, and each function is looked up when first called: a driver that lacks
-one function fails that call alone (:class:`SymbolMissing`), not the plugin.
+one function fails that call alone (:class:`SymbolMissing`), not the plugin;
+which of the optional ones are absent is probed (looked up, never called) when
+the library is opened, and :meth:`DcmiLibrary.missing_functions` tells.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from typing import Any, Final
 from backends.dcmi import decode, loader
 from backends.dcmi._dcmi_cffi import ffi
 from backends.errors import NOT_INITIALISED, DcmiError, SymbolMissing
-from backends.library import ChipInfo, FaultHandler, MemoryInfo
+from backends.library import (
+    OPTIONAL_FUNCTIONS,
+    ChipInfo,
+    FaultHandler,
+    MemoryInfo,
+    PcieAddress,
+    VdevInfo,
+)
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +34,12 @@ _ERROR_CODES_LEN: Final = int(ffi.integer_const("DCMI_ERROR_CODE_MAX_COUNT"))
 _VERSION_LEN: Final = int(ffi.integer_const("MAX_LENTH"))
 _VDEV_MNG: Final = int(ffi.integer_const("DCMI_MAIN_CMD_VDEV_MNG"))
 _TOTAL_RESOURCE: Final = int(ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE"))
+_VDEV_RESOURCE: Final = int(ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_VDEV_RESOURCE"))
+_ROCE_PORT: Final = int(ffi.integer_const("DCMI_ROCE_PORT"))
+_IP_TYPES: Final = {
+    4: int(ffi.integer_const("DCMI_IPADDR_TYPE_V4")),
+    6: int(ffi.integer_const("DCMI_IPADDR_TYPE_V6")),
+}
 _ALL: Final = -1  # card_id and device_id -1 subscribe every device of the node
 
 
@@ -72,6 +87,7 @@ class DcmiLibrary:
         self._allow_untrusted = allow_untrusted
         self._path: Path | None = None
         self._lib: Any = None
+        self._missing: frozenset[str] = frozenset()
         self._subscriptions: list[_FaultSubscription] = []
 
     @property
@@ -99,6 +115,19 @@ class DcmiLibrary:
         if code != 0:
             raise DcmiError(name, code)
 
+    def _lacks(self, name: str) -> bool:
+        """Whether the library has no symbol ``name``: a dlsym, no call."""
+        try:
+            getattr(self._lib, name)
+        except ffi.error:
+            return True
+        return False
+
+    def _vdev_mng(self, card_id: int, device_id: int, sub_cmd: int, buffer: Any) -> None:
+        """``dcmi_get_device_info(VDEV_MNG, sub_cmd)`` into the struct at ``buffer``, its size given."""
+        size = ffi.new("unsigned int *", ffi.sizeof(buffer[0]))
+        self._call("dcmi_get_device_info", card_id, device_id, _VDEV_MNG, sub_cmd, buffer, size)
+
     # -- DeviceLibrary -----------------------------------------------------------------
 
     def init(self) -> None:
@@ -108,7 +137,18 @@ class DcmiLibrary:
                 loader.check_trusted(path)
             self._lib = loader.open_library(path, trusted_only=not self._allow_untrusted)
             self._path = path
+            self._missing = frozenset(name for name in OPTIONAL_FUNCTIONS if self._lacks(name))
+            if self._missing:
+                log.info(
+                    "the DCMI library lacks optional functions",
+                    extra={"library": str(path), "missing": sorted(self._missing)},
+                )
         self._call("dcmi_init")
+
+    def missing_functions(self) -> frozenset[str]:
+        if self._lib is None:
+            raise DcmiError("missing_functions", NOT_INITIALISED)
+        return self._missing
 
     def driver_version(self) -> str:
         buffer = ffi.new("char[]", _VERSION_LEN)
@@ -143,8 +183,7 @@ class DcmiLibrary:
 
     def total_aicore(self, card_id: int, device_id: int) -> float:
         resource = ffi.new("struct dcmi_soc_total_resource *")
-        size = ffi.new("unsigned int *", ffi.sizeof(resource[0]))
-        self._call("dcmi_get_device_info", card_id, device_id, _VDEV_MNG, _TOTAL_RESOURCE, resource, size)
+        self._vdev_mng(card_id, device_id, _TOTAL_RESOURCE, resource)
         return float(resource.computing.aic)
 
     def health(self, card_id: int, device_id: int) -> int:
@@ -168,6 +207,37 @@ class DcmiLibrary:
         self._call("dcmi_get_device_memory_info_v3", card_id, device_id, info)
         return decode.memory_info(info)
 
+    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
+        info = ffi.new("struct dcmi_pcie_info_all *")
+        self._call("dcmi_get_device_pcie_info_v2", card_id, device_id, info)
+        return decode.pcie_address(info)
+
+    def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
+        resource = ffi.new("struct dcmi_soc_total_resource *")
+        self._vdev_mng(card_id, device_id, _TOTAL_RESOURCE, resource)
+        count = max(0, min(int(resource.vdev_num), len(resource.vdev_id)))
+        return [int(vdev) for vdev in resource.vdev_id[0:count]]
+
+    def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
+        query = ffi.new("struct dcmi_vdev_query_stru *", {"vdev_id": vdev_id})
+        self._vdev_mng(card_id, device_id, _VDEV_RESOURCE, query)
+        return decode.vdev_info(query)
+
+    def device_ip(self, card_id: int, device_id: int) -> str:
+        try:
+            return self._device_ip(card_id, device_id, 4)
+        except DcmiError as error:
+            if error.temporary:
+                raise
+        return self._device_ip(card_id, device_id, 6)
+
+    def _device_ip(self, card_id: int, device_id: int, version: int) -> str:
+        """One ``dcmi_get_device_ip`` of RoCE port 0, the family asked for in ``ip.ip_type``."""
+        ip = ffi.new("struct dcmi_ip_addr *", {"ip_type": _IP_TYPES[version]})
+        mask = ffi.new("struct dcmi_ip_addr *", {"ip_type": _IP_TYPES[version]})
+        self._call("dcmi_get_device_ip", card_id, device_id, _ROCE_PORT, 0, ip, mask)
+        return decode.ip_text(ip, version)
+
     def subscribe_faults(self, handler: FaultHandler) -> None:
         subscription = _FaultSubscription(handler)
         no_filter = ffi.new("struct dcmi_event_filter *")  # all zero: every event
@@ -183,6 +253,7 @@ class DcmiLibrary:
         callbacks alive for the life of the process; they drop every later event.
         """
         lib, self._lib = self._lib, None
+        self._missing = frozenset()
         subscriptions, self._subscriptions = self._subscriptions, []
         if lib is None:
             return

@@ -4,7 +4,8 @@ The file is re-read whenever it changes (inode, size, mtime or ctime), so a
 person or a test can inject a fault into a running plugin by editing it. An
 invalid edit is logged and the previous scenario stays in force. A scenario
 can make any operation fail with a DCMI code, take time, or hang until the
-file no longer says so.
+file no longer says so; a hang holds no lock, so it stalls its own call only.
+It can also play an older driver that lacks functions (``missing``).
 """
 
 from __future__ import annotations
@@ -17,31 +18,46 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from backends.errors import INVALID_PARAMETER, NOT_INITIALISED, NOT_SUPPORTED, DcmiError
-from backends.fake.scenario import FakeScenario, Operation, PlacedChip, ScenarioError, load_scenario
-from backends.library import ChipInfo, FaultEvent, FaultHandler, MemoryInfo
+from backends.errors import INVALID_PARAMETER, NOT_INITIALISED, NOT_SUPPORTED, DcmiError, SymbolMissing
+from backends.fake.scenario import (
+    DCMI_FUNCTIONS,
+    FakeScenario,
+    Operation,
+    PlacedChip,
+    ScenarioError,
+    load_scenario,
+)
+from backends.library import (
+    OPTIONAL_FUNCTIONS,
+    ChipInfo,
+    FaultEvent,
+    FaultHandler,
+    MemoryInfo,
+    PcieAddress,
+    VdevInfo,
+)
 
 log = logging.getLogger(__name__)
 
-# The DCMI function each operation stands for, so errors read like real ones.
-DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
-    "init": "dcmi_init",
-    "driver_version": "dcmi_get_driver_version",
-    "card_list": "dcmi_get_card_list",
-    "device_count": "dcmi_get_device_num_in_card",
-    "logic_id": "dcmi_get_device_logic_id",
-    "phy_id": "dcmi_get_device_phyid_from_logicid",
-    "chip_info": "dcmi_get_device_chip_info_v2",
-    "total_aicore": "dcmi_get_device_info",
-    "health": "dcmi_get_device_health",
-    "error_codes": "dcmi_get_device_errorcode_v2",
-    "hbm_info": "dcmi_get_device_hbm_info",
-    "memory_info": "dcmi_get_device_memory_info_v3",
-    "subscribe_faults": "dcmi_subscribe_fault_event",
-}
+# dcmi_get_device_ip on a chip whose RoCE port has no address: "configuration does not exist".
+NO_ADDRESS: Final = -8023
 
 _POLL_SECONDS: Final = 0.01
 T = TypeVar("T")
+# Which chip a call is about, looked up in the scenario in force at each step.
+Target = Callable[[FakeScenario], PlacedChip | None]
+
+
+def _at(card_id: int, device_id: int) -> Target:
+    return lambda scenario: scenario.by_address.get((card_id, device_id))
+
+
+def _with_logic_id(logic_id: int) -> Target:
+    return lambda scenario: next((p for p in scenario.placed if p.logic_id == logic_id), None)
+
+
+def _node(_: FakeScenario) -> PlacedChip | None:
+    return None
 
 
 class FakeLibrary:
@@ -55,8 +71,12 @@ class FakeLibrary:
         self._scenario = load_scenario(path)
         self._stamp = self._file_stamp()
         self._initialised = False
+        # The functions the "loaded driver" lacks: fixed at init, as symbols are once a library is open.
+        self._missing: frozenset[str] | None = None
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
+        # (logic id, serial) of the scenario events delivered: each once for the life of the library.
+        self._delivered: set[tuple[int, int]] = set()
 
     @property
     def description(self) -> str:
@@ -84,42 +104,46 @@ class FakeLibrary:
                     log.error("%s; keeping the previous scenario", error)
             return self._scenario
 
-    def _call(self, op: Operation, chip: PlacedChip | None, body: Callable[[FakeScenario], T]) -> T:
-        """Run one operation with the scenario's latency, hangs and injected errors."""
+    def _call(self, op: Operation, target: Target, body: Callable[[FakeScenario], T]) -> T:
+        """Run one operation as the driver would: missing symbol, latency, hangs, then injected errors."""
+        function = DCMI_FUNCTIONS[op]
+        if self._missing is not None and function in self._missing:
+            raise SymbolMissing(function, str(self.path))
         scenario = self.scenario()
         if scenario.latency_ms:
             time.sleep(scenario.latency_ms / 1000)
-        while not self._closed.is_set() and self._hangs(op, chip):
+        while not self._closed.is_set() and self._hangs(op, target):
             time.sleep(self._poll_seconds)
         scenario = self.scenario()
         if op != "init" and not self._initialised:
-            raise DcmiError(DCMI_FUNCTIONS[op], NOT_INITIALISED)
+            raise DcmiError(function, NOT_INITIALISED)
         code = scenario.errors.get(op)
+        chip = target(scenario)
         if chip is not None:
-            current = self._find(scenario, chip.card_id, chip.device_id)
-            code = current.chip.errors.get(op, code) if current else code
+            code = chip.chip.errors.get(op, code)
         if code is not None:
-            raise DcmiError(DCMI_FUNCTIONS[op], code)
+            raise DcmiError(function, code)
         return body(scenario)
 
-    def _hangs(self, op: Operation, chip: PlacedChip | None) -> bool:
+    def _hangs(self, op: Operation, target: Target) -> bool:
         scenario = self.scenario()
         if op in scenario.hang:
             return True
-        if chip is None:
-            return False
-        current = self._find(scenario, chip.card_id, chip.device_id)
-        return current is not None and op in current.chip.hang
+        chip = target(scenario)
+        return chip is not None and op in chip.chip.hang
 
-    @staticmethod
-    def _find(scenario: FakeScenario, card_id: int, device_id: int) -> PlacedChip | None:
-        return scenario.by_address.get((card_id, device_id))
+    def _on_chip(
+        self, op: Operation, card_id: int, device_id: int, body: Callable[[FakeScenario, PlacedChip], T]
+    ) -> T:
+        """An operation about one chip, as the scenario in force has it; an unknown chip is -8001."""
 
-    def _chip(self, op: Operation, card_id: int, device_id: int) -> PlacedChip:
-        placed = self._find(self.scenario(), card_id, device_id)
-        if placed is None:
-            raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
-        return placed
+        def run(scenario: FakeScenario) -> T:
+            placed = scenario.by_address.get((card_id, device_id))
+            if placed is None:
+                raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+            return body(scenario, placed)
+
+        return self._call(op, _at(card_id, device_id), run)
 
     # -- DeviceLibrary -----------------------------------------------------------
 
@@ -128,13 +152,19 @@ class FakeLibrary:
             self._initialised = True
 
         self._closed.clear()
-        self._call("init", None, body)
+        self._missing = self.scenario().missing_functions()
+        self._call("init", _node, body)
+
+    def missing_functions(self) -> frozenset[str]:
+        if self._missing is None:
+            raise DcmiError("missing_functions", NOT_INITIALISED)
+        return self._missing & OPTIONAL_FUNCTIONS
 
     def driver_version(self) -> str:
-        return self._call("driver_version", None, lambda s: s.driver_version)
+        return self._call("driver_version", _node, lambda s: s.driver_version)
 
     def card_list(self) -> list[int]:
-        return self._call("card_list", None, lambda s: sorted({p.card_id for p in s.placed}))
+        return self._call("card_list", _node, lambda s: sorted({p.card_id for p in s.placed}))
 
     def device_count(self, card_id: int) -> int:
         def body(scenario: FakeScenario) -> int:
@@ -143,35 +173,35 @@ class FakeLibrary:
                 raise DcmiError(DCMI_FUNCTIONS["device_count"], INVALID_PARAMETER)
             return len(on_card)
 
-        return self._call("device_count", None, body)
+        return self._call("device_count", _node, body)
 
     def logic_id(self, card_id: int, device_id: int) -> int:
         def body(scenario: FakeScenario) -> int:
             on_card = [p for p in scenario.placed if p.card_id == card_id]
-            placed = self._find(scenario, card_id, device_id)
+            placed = scenario.by_address.get((card_id, device_id))
             if placed is not None:
                 return placed.logic_id
             # The index after the last NPU is the MCU: "not supported", not "invalid".
             code = NOT_SUPPORTED if on_card and device_id == len(on_card) else INVALID_PARAMETER
             raise DcmiError(DCMI_FUNCTIONS["logic_id"], code)
 
-        return self._call("logic_id", None, body)
+        return self._call("logic_id", _at(card_id, device_id), body)
 
     def phy_id(self, logic_id: int) -> int:
         def body(scenario: FakeScenario) -> int:
-            for placed in scenario.placed:
-                if placed.logic_id == logic_id:
-                    return placed.chip.phy_id
-            raise DcmiError(DCMI_FUNCTIONS["phy_id"], INVALID_PARAMETER)
+            placed = _with_logic_id(logic_id)(scenario)
+            if placed is None:
+                raise DcmiError(DCMI_FUNCTIONS["phy_id"], INVALID_PARAMETER)
+            return placed.chip.phy_id
 
-        return self._call("phy_id", None, body)
+        return self._call("phy_id", _with_logic_id(logic_id), body)
 
     def chip_info(self, card_id: int, device_id: int) -> ChipInfo:
-        placed = self._chip("chip_info", card_id, device_id)
-        return self._call(
+        return self._on_chip(
             "chip_info",
-            placed,
-            lambda s: ChipInfo(
+            card_id,
+            device_id,
+            lambda s, placed: ChipInfo(
                 chip_type=s.chip_type,
                 chip_name=s.chip_name_of(placed.chip),
                 chip_ver=s.chip_ver,
@@ -181,37 +211,70 @@ class FakeLibrary:
         )
 
     def total_aicore(self, card_id: int, device_id: int) -> float:
-        placed = self._chip("total_aicore", card_id, device_id)
-
-        def body(scenario: FakeScenario) -> float:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> float:
             aic = scenario.aicore_of(placed.chip)
             if aic is None:
                 raise DcmiError(DCMI_FUNCTIONS["total_aicore"], NOT_SUPPORTED)
             return aic
 
-        return self._call("total_aicore", placed, body)
+        return self._on_chip("total_aicore", card_id, device_id, body)
 
     def health(self, card_id: int, device_id: int) -> int:
-        placed = self._chip("health", card_id, device_id)
-        return self._call("health", placed, lambda s: self._current(s, placed).chip.health)
+        return self._on_chip("health", card_id, device_id, lambda _, placed: placed.chip.health)
 
     def error_codes(self, card_id: int, device_id: int) -> list[int]:
-        placed = self._chip("error_codes", card_id, device_id)
-        return self._call("error_codes", placed, lambda s: list(self._current(s, placed).chip.fault_codes))
+        return self._on_chip(
+            "error_codes", card_id, device_id, lambda _, placed: list(placed.chip.fault_codes)
+        )
 
     def hbm_info(self, card_id: int, device_id: int) -> MemoryInfo:
-        placed = self._chip("hbm_info", card_id, device_id)
-        return self._call("hbm_info", placed, lambda s: self._memory(s, placed))
+        return self._on_chip("hbm_info", card_id, device_id, self._memory)
 
     def memory_info(self, card_id: int, device_id: int) -> MemoryInfo:
-        placed = self._chip("memory_info", card_id, device_id)
-
-        def body(scenario: FakeScenario) -> MemoryInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> MemoryInfo:
             if scenario.chip_name_of(placed.chip).startswith(("910B", "Ascend910", "A2G")):
                 raise DcmiError(DCMI_FUNCTIONS["memory_info"], NOT_SUPPORTED)
             return self._memory(scenario, placed)
 
-        return self._call("memory_info", placed, body)
+        return self._on_chip("memory_info", card_id, device_id, body)
+
+    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> PcieAddress:
+            address = scenario.pcie_of(placed.chip)
+            if address is None:
+                raise DcmiError(DCMI_FUNCTIONS["pcie_address"], NOT_SUPPORTED)
+            return address
+
+        return self._on_chip("pcie_address", card_id, device_id, body)
+
+    def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> list[int]:
+            if scenario.aicore_of(placed.chip) is None:
+                raise DcmiError(DCMI_FUNCTIONS["total_aicore"], NOT_SUPPORTED)
+            return [vdev.vdev_id for vdev in placed.chip.vdevs]
+
+        return self._on_chip("total_aicore", card_id, device_id, body)
+
+    def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> VdevInfo:
+            if scenario.aicore_of(placed.chip) is None:
+                raise DcmiError(DCMI_FUNCTIONS["vdev_info"], NOT_SUPPORTED)
+            for info in scenario.vdevs_of(placed.chip):
+                if info.vdev_id == vdev_id:
+                    return info
+            raise DcmiError(DCMI_FUNCTIONS["vdev_info"], INVALID_PARAMETER)
+
+        return self._on_chip("vdev_info", card_id, device_id, body)
+
+    def device_ip(self, card_id: int, device_id: int) -> str:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> str:
+            address = placed.chip.device_ip
+            if address is None:
+                code = NOT_SUPPORTED if scenario.is_soc(placed.chip) else NO_ADDRESS
+                raise DcmiError(DCMI_FUNCTIONS["device_ip"], code)
+            return str(address)
+
+        return self._on_chip("device_ip", card_id, device_id, body)
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
         def body(scenario: FakeScenario) -> None:
@@ -222,10 +285,11 @@ class FakeLibrary:
             )
             self._watcher.start()
 
-        self._call("subscribe_faults", None, body)
+        self._call("subscribe_faults", _node, body)
 
     def close(self) -> None:
         self._initialised = False
+        self._missing = None
         self._closed.set()
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=1)
@@ -233,27 +297,39 @@ class FakeLibrary:
 
     # -- helpers -----------------------------------------------------------------
 
-    def _current(self, scenario: FakeScenario, placed: PlacedChip) -> PlacedChip:
-        current = self._find(scenario, placed.card_id, placed.device_id)
-        return current if current is not None else placed
-
     @staticmethod
     def _memory(scenario: FakeScenario, placed: PlacedChip) -> MemoryInfo:
-        total = placed.chip.memory_mb if placed.chip.memory_mb is not None else scenario.memory_mb
-        return MemoryInfo(total_mb=total, used_mb=0)
+        return MemoryInfo(total_mb=scenario.memory_mb_of(placed.chip), used_mb=0)
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
-        """Library thread: raise an event for each fault code that appears or clears."""
+        """Library thread: an event per fault code that appears or clears, and each scenario event once."""
         known = {p.logic_id: set(p.chip.fault_codes) for p in scenario.placed}
         while not self._closed.wait(self._poll_seconds):
-            current = self.scenario()
-            for placed in current.placed:
-                now = set(placed.chip.fault_codes)
-                before = known.get(placed.logic_id, set())
-                stamp = int(time.time())
-                severity = placed.chip.fault_severity
-                for code in sorted(now - before):
-                    handler(FaultEvent(placed.logic_id, code, severity, 1, stamp))
-                for code in sorted(before - now):
-                    handler(FaultEvent(placed.logic_id, code, severity, 0, stamp))
-                known[placed.logic_id] = now
+            for event in self._new_events(self.scenario(), known):
+                try:
+                    handler(event)
+                except Exception:  # as the binding's callback does: one event lost, not the subscription
+                    log.exception("handling a fake DCMI fault event failed; the event is dropped")
+
+    def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
+        """The events from what ``known`` says to ``scenario``; ``known`` and the delivered set updated."""
+        events = []
+        stamp = int(time.time())
+        for placed in scenario.placed:
+            chip, logic = placed.chip, placed.logic_id
+            now, before = set(chip.fault_codes), known.get(logic, set())
+            events += [
+                FaultEvent(logic, code, chip.fault_severity, 1, stamp) for code in sorted(now - before)
+            ]
+            events += [
+                FaultEvent(logic, code, chip.fault_severity, 0, stamp) for code in sorted(before - now)
+            ]
+            known[logic] = now
+            for event in chip.events:
+                if (logic, event.serial) not in self._delivered:
+                    self._delivered.add((logic, event.serial))
+                    severity = chip.event_severity(event)
+                    events.append(
+                        FaultEvent(logic, event.code, severity, event.assertion, stamp, event.serial)
+                    )
+        return events

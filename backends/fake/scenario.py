@@ -4,22 +4,61 @@ The format is JSON. The smallest useful scenario is::
 
     {"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": []}]}
 
-Everything else has a default; see the README ("Fake scenario format") for the
-full list. The same model feeds the C fake ``libdcmi.so`` used by the tests.
+Everything else has a default; see the README ("The fake backend and its
+scenario format") for the full list. The same model feeds the C fake
+``libdcmi.so`` used by the tests. Beyond health and fault codes a scenario can
+describe what newer features read:
+
+* ``missing`` (node): operations whose DCMI function the driver lacks, as an
+  older ``libdcmi.so`` does, e.g. ``["error_codes", "subscribe_faults"]``.
+  ``missing_functions()`` reports them (those among the optional functions)
+  and calling one raises SymbolMissing. Fixed when the library is initialised.
+* ``events`` (chip): fault events the driver delivers without the code being
+  in ``fault_codes``: ``{"serial": 7, "code": "80E01801", "severity": 3,
+  "assertion": 1}`` (severity default: the chip's ``fault_severity``;
+  assertion 0 recovered, 1 raised (default), 2 one-off). The library
+  delivers each once, the first time its subscription sees it (events already
+  in the file when it subscribes included); the serial number, unique per
+  chip, tells one event from another. Codes that appear in or vanish from
+  ``fault_codes`` still raise (assertion 1) and recover (0) events of their own.
+* ``pcie`` (chip): its PCI address ``"0000:3b:00.0"``. Default: a bus of its
+  own counted from the physical id (phy_id N at bus N+1: 0 at ``0000:01:00.0``,
+  254 at ``0000:ff:00.0``, 255 at ``0001:00:00.0``); none on SoC boards (310B),
+  which answer -8255.
+* ``device_ip`` (chip): the RoCE port's IPv4 or IPv6 address. Absent: the
+  query fails with -8023 (no address configured), or -8255 on 310B.
+* ``vdevs`` (chip): static vNPUs, ``{"vdev_id": 100, "template": "vir02",
+  "aicore": 2, "memory_mb": 6144}``; ids 100-1123, unique across the node;
+  ``aicore`` defaults to the NN of ``virNN...``, ``memory_mb`` to the N GiB
+  of a ``_Ng`` in the template name (otherwise it is required); ``vfg_id``
+  defaults to the position on the chip, ``status`` to 0, ``in_use`` to false.
+  Their cores and memory must fit the chip, and only chips with the VDEV_MNG
+  query (not 310, not 310B) have any.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    IPvAnyAddress,
+    ValidationError,
+    model_validator,
+)
 
 from backends.errors import ChipError
-from backends.library import HEALTH_ABSENT
+from backends.library import HEALTH_ABSENT, PcieAddress, VdevInfo
+from backends.pci import parse_bdf
 
 # The DeviceLibrary operations a scenario can make fail or hang.
 Operation = Literal[
@@ -35,8 +74,33 @@ Operation = Literal[
     "error_codes",
     "hbm_info",
     "memory_info",
+    "pcie_address",
+    "device_ip",
+    "vdev_info",
     "subscribe_faults",
 ]
+
+# The DCMI function each operation stands for, so errors read like real ones.
+# VDEV_MNG / GET_TOTAL_RESOURCE answers both total_aicore and vdev_ids, so the
+# operation "total_aicore" governs both (one query on a real driver too).
+DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
+    "init": "dcmi_init",
+    "driver_version": "dcmi_get_driver_version",
+    "card_list": "dcmi_get_card_list",
+    "device_count": "dcmi_get_device_num_in_card",
+    "logic_id": "dcmi_get_device_logic_id",
+    "phy_id": "dcmi_get_device_phyid_from_logicid",
+    "chip_info": "dcmi_get_device_chip_info_v2",
+    "total_aicore": "dcmi_get_device_info",
+    "health": "dcmi_get_device_health",
+    "error_codes": "dcmi_get_device_errorcode_v2",
+    "hbm_info": "dcmi_get_device_hbm_info",
+    "memory_info": "dcmi_get_device_memory_info_v3",
+    "pcie_address": "dcmi_get_device_pcie_info_v2",
+    "device_ip": "dcmi_get_device_ip",
+    "vdev_info": "dcmi_get_device_info",
+    "subscribe_faults": "dcmi_subscribe_fault_event",
+}
 
 _HEX_CODE = re.compile(r"^(0[xX])?[0-9A-Fa-f]{1,8}$")
 
@@ -55,6 +119,74 @@ DcmiCode = Annotated[int, Field(lt=0, description="a negative DCMI return code, 
 
 # computing.aic the driver reports per chip name, when the scenario gives none.
 _DEFAULT_AICORE = (("310B", 1.0), ("310P", 8.0), ("910B2", 24.0), ("910B", 20.0), ("910", 32.0))
+# SoC boards: the NPU is not a PCIe device and has no RoCE port.
+_SOC_CHIPS = ("310B",)
+
+_TEMPLATE_CORES = re.compile(r"^vir(?P<cores>\d+)")
+_TEMPLATE_GIB = re.compile(r"_(?P<gib>\d+)g(_|$)")
+
+
+def _canonical_bdf(text: str) -> str:
+    return parse_bdf(text).bdf
+
+
+Bdf = Annotated[str, AfterValidator(_canonical_bdf)]
+
+
+class FakeEvent(BaseModel):
+    """A fault event the driver delivers, whether or not its code is in the chip's fault codes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    serial: int = Field(ge=0, le=2**31 - 1, description="event_serial_num; unique per chip")
+    code: FaultCode
+    severity: int | None = Field(default=None, ge=0, le=3, description="default: the chip's fault_severity")
+    assertion: int = Field(default=1, ge=0, le=2, description="0 recovered, 1 raised, 2 one-off")
+
+
+class FakeVdev(BaseModel):
+    """A static vNPU, as ``npu-smi set -t create-vnpu`` leaves it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    vdev_id: int = Field(ge=100, le=1123)
+    template: str = Field(pattern=r"^[A-Za-z0-9_]{1,15}$", description="e.g. vir02, vir10_3c_32g")
+    aicore: float = Field(gt=0, description="default: the NN of virNN")
+    memory_mb: int = Field(ge=0, description="default: N GiB of a _Ng in the template")
+    vfg_id: int | None = Field(default=None, ge=0, description="default: its position on the chip")
+    status: int = Field(default=0, ge=0)
+    in_use: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _figures_from_template(cls, data: Any) -> Any:
+        """Fill aicore and memory_mb from the template name where it states them."""
+        if not isinstance(data, dict) or not isinstance(data.get("template"), str):
+            return data
+        template, filled = data["template"], dict(data)
+        if filled.get("aicore") is None:
+            cores = _TEMPLATE_CORES.match(template)
+            if cores is None:
+                raise ValueError(f"template {template!r} does not start with virNN: give the vNPU's aicore")
+            filled["aicore"] = float(cores["cores"])
+        if filled.get("memory_mb") is None:
+            gib = _TEMPLATE_GIB.search(template)
+            if gib is None:
+                raise ValueError(f"template {template!r} names no memory (_<N>g): give the vNPU's memory_mb")
+            filled["memory_mb"] = int(gib["gib"]) * 1024
+        return filled
+
+    def info(self, position: int) -> VdevInfo:
+        """What VDEV_MNG / GET_VDEV_RESOURCE answers for this vNPU, ``position`` on its chip."""
+        return VdevInfo(
+            vdev_id=self.vdev_id,
+            template=self.template,
+            aicore=self.aicore,
+            memory_mb=self.memory_mb,
+            vfg_id=self.vfg_id if self.vfg_id is not None else position,
+            status=self.status,
+            in_use=self.in_use,
+        )
 
 
 class FakeChip(BaseModel):
@@ -72,6 +204,10 @@ class FakeChip(BaseModel):
     aicore: float | None = None
     memory_mb: int | None = Field(default=None, ge=0)
     fault_severity: int = Field(default=2, ge=0, le=3, description="severity of this chip's fault events")
+    events: tuple[FakeEvent, ...] = Field(default=(), max_length=64)
+    pcie: Bdf | None = Field(default=None, description="PCI address; default from phy_id, none on 310B")
+    device_ip: IPvAnyAddress | None = Field(default=None, description="RoCE port address")
+    vdevs: tuple[FakeVdev, ...] = Field(default=(), max_length=32)
     errors: dict[Operation, DcmiCode] = Field(default_factory=dict)
     hang: tuple[Operation, ...] = ()
 
@@ -82,6 +218,17 @@ class FakeChip(BaseModel):
                 f"health {self.health} is not a DCMI health value; allowed: 0, 1, 2, 3, 4294967295"
             )
         return self
+
+    @model_validator(mode="after")
+    def _event_serials_unique(self) -> FakeChip:
+        repeated = _repeated(str(event.serial) for event in self.events)
+        if repeated:
+            raise ValueError(f"chip {self.phy_id}: event serial numbers must be unique; repeated: {repeated}")
+        return self
+
+    def event_severity(self, event: FakeEvent) -> int:
+        """The severity ``event`` is delivered with."""
+        return event.severity if event.severity is not None else self.fault_severity
 
 
 class PlacedChip(BaseModel):
@@ -112,6 +259,9 @@ class FakeScenario(BaseModel):
         default=None, description="fault subscription supported; default: 910 only"
     )
     latency_ms: float = Field(default=0.0, ge=0, le=60_000)
+    missing: tuple[Operation, ...] = Field(
+        default=(), description="operations whose function the driver lacks"
+    )
     errors: dict[Operation, DcmiCode] = Field(default_factory=dict)
     hang: tuple[Operation, ...] = ()
     chips: tuple[FakeChip, ...] = Field(min_length=0, max_length=1024)
@@ -123,11 +273,41 @@ class FakeScenario(BaseModel):
             ("phy_id", [str(p.chip.phy_id) for p in placed]),
             ("logic_id", [str(p.logic_id) for p in placed]),
             ("(card_id, device_id)", [f"({p.card_id}, {p.device_id})" for p in placed]),
+            ("pcie", [address.bdf for p in placed if (address := self.pcie_of(p.chip)) is not None]),
+            ("device_ip", [str(p.chip.device_ip) for p in placed if p.chip.device_ip is not None]),
+            ("vdev_id (node-wide)", [str(vdev.vdev_id) for p in placed for vdev in p.chip.vdevs]),
         )
         for what, values in keys:
-            duplicates = sorted({v for v in values if values.count(v) > 1})
+            duplicates = _repeated(values)
             if duplicates:
-                raise ValueError(f"{what} must be unique across chips; repeated: {', '.join(duplicates)}")
+                raise ValueError(f"{what} must be unique across chips; repeated: {duplicates}")
+        return self
+
+    @model_validator(mode="after")
+    def _chips_can_have_what_they_have(self) -> FakeScenario:
+        for chip in self.chips:
+            name = self.chip_name_of(chip)
+            if chip.device_ip is not None and self.is_soc(chip):
+                raise ValueError(
+                    f"chip {chip.phy_id} ({name}): SoC boards have no RoCE port, so no device_ip"
+                )
+            if not chip.vdevs:
+                continue
+            total = self.aicore_of(chip)
+            if total is None or self.is_soc(chip):
+                raise ValueError(f"chip {chip.phy_id} ({name}) has no vNPU support, so no vdevs")
+            vdevs = self.vdevs_of(chip)
+            cores = sum(vdev.aicore for vdev in vdevs)
+            memory = sum(vdev.memory_mb for vdev in vdevs)
+            if cores > total:
+                raise ValueError(
+                    f"chip {chip.phy_id}: its vdevs take {cores:g} AI cores, the chip has {total:g}"
+                )
+            if memory > self.memory_mb_of(chip):
+                raise ValueError(
+                    f"chip {chip.phy_id}: its vdevs take {memory} MB, "
+                    f"the chip has {self.memory_mb_of(chip)} MB (memory_mb)"
+                )
         return self
 
     @cached_property
@@ -166,11 +346,42 @@ class FakeScenario(BaseModel):
         name = self.chip_name_of(chip)
         return next((value for prefix, value in _DEFAULT_AICORE if name.startswith(prefix)), None)
 
+    def memory_mb_of(self, chip: FakeChip) -> int:
+        """The device memory reported for ``chip``, in MB."""
+        return chip.memory_mb if chip.memory_mb is not None else self.memory_mb
+
+    def is_soc(self, chip: FakeChip) -> bool:
+        """Whether ``chip`` is a SoC board's NPU (310B): no PCIe address, no RoCE port, no vNPUs."""
+        return self.chip_name_of(chip).startswith(_SOC_CHIPS)
+
+    def pcie_of(self, chip: FakeChip) -> PcieAddress | None:
+        """``chip``'s PCI address; None where the driver answers "not supported" (SoC boards)."""
+        if chip.pcie is not None:
+            return parse_bdf(chip.pcie)
+        if self.is_soc(chip):
+            return None
+        number = chip.phy_id + 1
+        return PcieAddress(domain=number // 256, bus=number % 256, device=0, function=0)
+
+    def vdevs_of(self, chip: FakeChip) -> tuple[VdevInfo, ...]:
+        """``chip``'s static vNPUs, every figure resolved."""
+        return tuple(vdev.info(position) for position, vdev in enumerate(chip.vdevs))
+
+    def missing_functions(self) -> frozenset[str]:
+        """The DCMI functions the driver of this scenario lacks (optional or not)."""
+        return frozenset(DCMI_FUNCTIONS[operation] for operation in self.missing)
+
     def subscription_supported(self) -> bool:
         """Whether dcmi_subscribe_fault_event works (Huawei: 910 family only)."""
         if self.subscribe is not None:
             return self.subscribe
         return self.chip_name.startswith(("910", "Ascend910", "A2G"))
+
+
+def _repeated(values: Iterable[str]) -> str:
+    """The values that occur more than once, sorted and comma-joined ("" when none do)."""
+    items = list(values)
+    return ", ".join(sorted({value for value in items if items.count(value) > 1}))
 
 
 class ScenarioError(ChipError):

@@ -11,9 +11,12 @@
  * The file is re-read whenever it changes. It reproduces the driver's habits:
  * -8005 before dcmi_init, card ids as given (slot numbers), the MCU one past the
  * last NPU (-8255 for its logic id), -8001 for a short list, -8255 for
- * memory_info_v3 on 910B/A3, subscription only where the scenario allows it, and
- * injected errors, latency and hangs.
+ * memory_info_v3 on 910B/A3, -8255 for the PCIe and IP queries on SoC boards (310B),
+ * -8023 for the IP of a RoCE port without one, subscription only where the scenario
+ * allows it, and injected errors, latency and hangs. A hang waits with the library's
+ * lock released, so it stalls its own call only.
  */
+#include <arpa/inet.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,18 +32,36 @@ _Static_assert(sizeof(struct dcmi_hbm_info) == 32, "dcmi_hbm_info is 32 bytes");
 _Static_assert(sizeof(struct dcmi_get_memory_info_stru) == 112, "dcmi_get_memory_info_stru is 112 bytes");
 _Static_assert(sizeof(struct dcmi_event_filter) == 48, "dcmi_event_filter is 48 bytes");
 _Static_assert(sizeof(struct dcmi_event) == 360, "dcmi_event is 360 bytes");
+_Static_assert(sizeof(struct dcmi_pcie_info_all) == 64, "dcmi_pcie_info_all is 64 bytes");
+_Static_assert(sizeof(struct dcmi_ip_addr) == 20, "dcmi_ip_addr is 20 bytes");
+_Static_assert(sizeof(struct dcmi_vdev_query_stru) == 264, "dcmi_vdev_query_stru is 264 bytes");
 
-enum { OK = 0, INVALID_PARAMETER = -8001, INNER_ERR = -8005, NOT_SUPPORT = -8255 };
-enum { MAX_CHIPS = 256, MAX_FAULTS = 256, TEXT = 32, POLL_US = 10000 };
+enum { OK = 0, INVALID_PARAMETER = -8001, INNER_ERR = -8005, CONFIG_INFO_NOT_EXIST = -8023, NOT_SUPPORT = -8255 };
+enum { MAX_CHIPS = 256, MAX_FAULTS = 256, MAX_EVENTS = 64, MAX_VDEVS = 32, TEXT = 32, VDEV_NAME = 16 };
+enum { POLL_US = 10000, HUAWEI_PCI_VENDOR = 0x19e5 };
 
-/* The operations a scenario can fail or hang: the names of backends.fake.scenario.Operation. */
+/* The operations a scenario can fail or hang: the names of backends.fake.scenario.Operation.
+   OP_OTHER stands for calls no operation names (other dcmi_get_device_info commands): never failed or hung. */
 enum op {
     OP_INIT, OP_DRIVER_VERSION, OP_CARD_LIST, OP_DEVICE_COUNT, OP_LOGIC_ID, OP_PHY_ID, OP_CHIP_INFO,
-    OP_TOTAL_AICORE, OP_HEALTH, OP_ERROR_CODES, OP_HBM_INFO, OP_MEMORY_INFO, OP_SUBSCRIBE_FAULTS, OP_COUNT
+    OP_TOTAL_AICORE, OP_HEALTH, OP_ERROR_CODES, OP_HBM_INFO, OP_MEMORY_INFO, OP_PCIE_ADDRESS, OP_DEVICE_IP,
+    OP_VDEV_INFO, OP_SUBSCRIBE_FAULTS, OP_COUNT, OP_OTHER = OP_COUNT
 };
 static const char *const OP_NAMES[OP_COUNT] = {
     "init", "driver_version", "card_list", "device_count", "logic_id", "phy_id", "chip_info",
-    "total_aicore", "health", "error_codes", "hbm_info", "memory_info", "subscribe_faults",
+    "total_aicore", "health", "error_codes", "hbm_info", "memory_info", "pcie_address", "device_ip",
+    "vdev_info", "subscribe_faults",
+};
+
+/* A fault event of the scenario, delivered once whether or not its code is among the chip's faults. */
+struct event { int serial; unsigned int code; unsigned char severity, assertion; };
+
+/* A static vNPU: what VDEV_MNG / GET_VDEV_RESOURCE answers. */
+struct vdev {
+    unsigned int id, vfg, status, used;
+    char name[VDEV_NAME];
+    float aic;
+    unsigned long long memory_mb;
 };
 
 struct chip {
@@ -53,16 +74,25 @@ struct chip {
     unsigned char severity;
     int nfaults;
     unsigned int faults[MAX_FAULTS];
-    int errors[OP_COUNT]; /* injected return code per operation; 0 = none */
-    int hang[OP_COUNT];
+    int nevents;
+    struct event events[MAX_EVENTS];
+    int nvdevs;
+    struct vdev vdevs[MAX_VDEVS];
+    int has_pcie;
+    int pcie_domain;
+    unsigned int pcie_bus, pcie_device, pcie_function;
+    int ip_family; /* 4 or 6; 0: the RoCE port has no address */
+    unsigned char ip[16];
+    int errors[OP_COUNT + 1]; /* injected return code per operation; 0 = none */
+    int hang[OP_COUNT + 1];
 };
 
 struct scenario {
     char driver_version[TEXT];
     double latency_ms;
     int subscribe;
-    int errors[OP_COUNT];
-    int hang[OP_COUNT];
+    int errors[OP_COUNT + 1];
+    int hang[OP_COUNT + 1];
     int nchips;
     struct chip chips[MAX_CHIPS];
 };
@@ -86,7 +116,7 @@ static void copy_text(char *to, const char *from) {
 }
 
 /* "health:-8012,init:-8005" */
-static int parse_errors(char *value, int errors[OP_COUNT]) {
+static int parse_errors(char *value, int errors[OP_COUNT + 1]) {
     char *save = NULL;
     for (char *item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         char *colon = strchr(item, ':');
@@ -100,7 +130,7 @@ static int parse_errors(char *value, int errors[OP_COUNT]) {
 }
 
 /* "health,init" */
-static int parse_hang(char *value, int hang[OP_COUNT]) {
+static int parse_hang(char *value, int hang[OP_COUNT + 1]) {
     char *save = NULL;
     for (char *item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         int op = op_named(item);
@@ -117,6 +147,47 @@ static int parse_faults(char *value, struct chip *chip) {
         if (chip->nfaults == MAX_FAULTS) return -1;
         chip->faults[chip->nfaults++] = (unsigned int)strtoul(item, NULL, 16);
     }
+    return 0;
+}
+
+/* "7:80E01801:3:1,8:80C98006:0:2": serial, code (hex), severity, assertion */
+static int parse_events(char *value, struct chip *chip) {
+    char *save = NULL;
+    for (char *item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        if (chip->nevents == MAX_EVENTS) return -1;
+        struct event *e = &chip->events[chip->nevents++];
+        if (sscanf(item, "%d:%x:%hhu:%hhu", &e->serial, &e->code, &e->severity, &e->assertion) != 4) return -1;
+    }
+    return 0;
+}
+
+/* "100:vir02:2.0:6144:0:0:0,...": id, template, aicore, memory (MB), vfg id, status, in use */
+static int parse_vdevs(char *value, struct chip *chip) {
+    char *save = NULL;
+    for (char *item = strtok_r(value, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        if (chip->nvdevs == MAX_VDEVS) return -1;
+        struct vdev *v = &chip->vdevs[chip->nvdevs++];
+        if (sscanf(item, "%u:%15[^:]:%f:%llu:%u:%u:%u", &v->id, v->name, &v->aic, &v->memory_mb, &v->vfg,
+                   &v->status, &v->used) != 7)
+            return -1;
+    }
+    return 0;
+}
+
+/* "0000:3b:00.0" */
+static int parse_pcie(const char *value, struct chip *chip) {
+    if (sscanf(value, "%x:%x:%x.%x", (unsigned int *)&chip->pcie_domain, &chip->pcie_bus, &chip->pcie_device,
+               &chip->pcie_function) != 4)
+        return -1;
+    chip->has_pcie = 1;
+    return 0;
+}
+
+/* "192.0.2.10" or "2001:db8::10" */
+static int parse_ip(const char *value, struct chip *chip) {
+    if (inet_pton(AF_INET, value, chip->ip) == 1) chip->ip_family = 4;
+    else if (inet_pton(AF_INET6, value, chip->ip) == 1) chip->ip_family = 6;
+    else return -1;
     return 0;
 }
 
@@ -145,6 +216,10 @@ static int parse_chip_field(const char *key, char *value, struct chip *c) {
     else if (strcmp(key, "memory_mb") == 0) c->memory_mb = strtoull(value, NULL, 10);
     else if (strcmp(key, "severity") == 0) c->severity = (unsigned char)atoi(value);
     else if (strcmp(key, "faults") == 0) return parse_faults(value, c);
+    else if (strcmp(key, "events") == 0) return parse_events(value, c);
+    else if (strcmp(key, "vdevs") == 0) return parse_vdevs(value, c);
+    else if (strcmp(key, "pcie") == 0) return parse_pcie(value, c);
+    else if (strcmp(key, "ip") == 0) return parse_ip(value, c);
     else if (strcmp(key, "errors") == 0) return parse_errors(value, c->errors);
     else if (strcmp(key, "hang") == 0) return parse_hang(value, c->hang);
     else return -1;
@@ -367,18 +442,52 @@ int dcmi_get_device_chip_info_v2(int card_id, int device_id, struct dcmi_chip_in
     return leave(OK);
 }
 
-int dcmi_get_device_info(int card_id, int device_id, enum dcmi_main_cmd main_cmd, unsigned int sub_cmd,
-                         void *buf, unsigned int *size) {
-    ENTER_CHIP(OP_TOTAL_AICORE, card_id, device_id, chip);
-    if (main_cmd != DCMI_MAIN_CMD_VDEV_MNG || sub_cmd != DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE || !chip->has_aic)
-        return leave(NOT_SUPPORT);
+/* VDEV_MNG / GET_TOTAL_RESOURCE: the chip's AI cores and memory, and the ids of its vNPUs. */
+static int total_resource(const struct chip *chip, void *buf, unsigned int *size) {
     struct dcmi_soc_total_resource *total = buf;
-    if (!total || !size || *size < sizeof *total) return leave(INVALID_PARAMETER);
+    if (!total || !size || *size < sizeof *total) return INVALID_PARAMETER;
     memset(total, 0, sizeof *total);
     total->computing.aic = chip->aic;
     total->computing.memory_size = chip->memory_mb;
+    total->vdev_num = (unsigned int)chip->nvdevs;
+    for (int i = 0; i < chip->nvdevs; i++) total->vdev_id[i] = chip->vdevs[i].id;
     *size = sizeof *total;
-    return leave(OK);
+    return OK;
+}
+
+/* VDEV_MNG / GET_VDEV_RESOURCE: one vNPU, named by the vdev_id the caller set; an unknown one is -8001. */
+static int vdev_resource(const struct chip *chip, void *buf, unsigned int *size) {
+    struct dcmi_vdev_query_stru *query = buf;
+    if (!query || !size || *size < sizeof *query) return INVALID_PARAMETER;
+    for (int i = 0; i < chip->nvdevs; i++) {
+        const struct vdev *vdev = &chip->vdevs[i];
+        if (vdev->id != query->vdev_id) continue;
+        memset(&query->query_info, 0, sizeof query->query_info);
+        memcpy(query->query_info.name, vdev->name, sizeof query->query_info.name);
+        query->query_info.status = vdev->status;
+        query->query_info.is_container_used = vdev->used;
+        query->query_info.vfg_id = vdev->vfg;
+        query->query_info.computing.aic = vdev->aic;
+        query->query_info.computing.memory_size = vdev->memory_mb;
+        *size = sizeof *query;
+        return OK;
+    }
+    return INVALID_PARAMETER;
+}
+
+static enum op device_info_op(enum dcmi_main_cmd main_cmd, unsigned int sub_cmd) {
+    if (main_cmd != DCMI_MAIN_CMD_VDEV_MNG) return OP_OTHER;
+    if (sub_cmd == DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE) return OP_TOTAL_AICORE;
+    if (sub_cmd == DCMI_VMNG_SUB_CMD_GET_VDEV_RESOURCE) return OP_VDEV_INFO;
+    return OP_OTHER;
+}
+
+int dcmi_get_device_info(int card_id, int device_id, enum dcmi_main_cmd main_cmd, unsigned int sub_cmd,
+                         void *buf, unsigned int *size) {
+    enum op op = device_info_op(main_cmd, sub_cmd);
+    ENTER_CHIP(op, card_id, device_id, chip);
+    if (op == OP_OTHER || !chip->has_aic) return leave(NOT_SUPPORT); /* has_aic: the driver has VDEV_MNG */
+    return leave(op == OP_TOTAL_AICORE ? total_resource(chip, buf, size) : vdev_resource(chip, buf, size));
 }
 
 int dcmi_get_device_health(int card_id, int device_id, unsigned int *health) {
@@ -406,6 +515,10 @@ int dcmi_get_device_hbm_info(int card_id, int device_id, struct dcmi_hbm_info *h
     return leave(OK);
 }
 
+static int is_soc(const char *name) {
+    return strncmp(name, "310B", 4) == 0;
+}
+
 static int is_910b_or_a3(const char *name) {
     return strncmp(name, "910B", 4) == 0 || strncmp(name, "Ascend910", 9) == 0 || strncmp(name, "A2G", 3) == 0;
 }
@@ -420,6 +533,35 @@ int dcmi_get_device_memory_info_v3(int card_id, int device_id, struct dcmi_get_m
     return leave(OK);
 }
 
+int dcmi_get_device_pcie_info_v2(int card_id, int device_id, struct dcmi_pcie_info_all *pcie_info) {
+    ENTER_CHIP(OP_PCIE_ADDRESS, card_id, device_id, chip);
+    if (!pcie_info) return leave(INVALID_PARAMETER);
+    if (!chip->has_pcie) return leave(NOT_SUPPORT); /* SoC boards: the NPU is no PCIe device */
+    memset(pcie_info, 0, sizeof *pcie_info);
+    pcie_info->venderid = HUAWEI_PCI_VENDOR;
+    pcie_info->domain = chip->pcie_domain;
+    pcie_info->bdf_busid = chip->pcie_bus;
+    pcie_info->bdf_deviceid = chip->pcie_device;
+    pcie_info->bdf_funcid = chip->pcie_function;
+    return leave(OK);
+}
+
+/* The one address of RoCE port 0, in the family ip->ip_type asks for (ANY: whichever it has). */
+int dcmi_get_device_ip(int card_id, int device_id, enum dcmi_port_type input_type, int port_id,
+                       struct dcmi_ip_addr *ip, struct dcmi_ip_addr *mask) {
+    ENTER_CHIP(OP_DEVICE_IP, card_id, device_id, chip);
+    if (!ip || !mask || input_type >= DCMI_INVALID_PORT) return leave(INVALID_PARAMETER);
+    if (is_soc(chip->name)) return leave(NOT_SUPPORT);
+    int wanted = ip->ip_type == DCMI_IPADDR_TYPE_V6 ? 6 : ip->ip_type == DCMI_IPADDR_TYPE_V4 ? 4 : chip->ip_family;
+    if (input_type != DCMI_ROCE_PORT || port_id != 0 || chip->ip_family == 0 || chip->ip_family != wanted)
+        return leave(CONFIG_INFO_NOT_EXIST);
+    memset(ip, 0, sizeof *ip);
+    memset(mask, 0, sizeof *mask);
+    memcpy(ip->u_addr.ip6, chip->ip, wanted == 6 ? 16 : 4);
+    ip->ip_type = mask->ip_type = wanted == 6 ? DCMI_IPADDR_TYPE_V6 : DCMI_IPADDR_TYPE_V4;
+    return leave(OK);
+}
+
 /* ---- fault events: a library thread, like the driver's --------------------------------- */
 
 enum { MAX_SUBSCRIBERS = 8 };
@@ -429,11 +571,19 @@ static pthread_t watcher;
 static int watching, stopping;
 static struct { int logic, nfaults; unsigned int faults[MAX_FAULTS]; } seen[MAX_CHIPS];
 static int nseen;
+static struct { int logic, serial; } *delivered; /* the scenario's events already delivered */
+static int ndelivered;
 struct pending { int card, device; struct dcmi_event event; };
 
 static int contains(const unsigned int *codes, int n, unsigned int code) {
     for (int i = 0; i < n; i++)
         if (codes[i] == code) return 1;
+    return 0;
+}
+
+static int was_delivered(int logic, int serial) {
+    for (int i = 0; i < ndelivered; i++)
+        if (delivered[i].logic == logic && delivered[i].serial == serial) return 1;
     return 0;
 }
 
@@ -446,7 +596,8 @@ static void remember_faults(void) {
     }
 }
 
-static void add_event(struct pending **events, int *n, const struct chip *chip, unsigned int code, int raised) {
+static void add_event(struct pending **events, int *n, const struct chip *chip, unsigned int code,
+                      unsigned char severity, unsigned char assertion, int serial) {
     *events = realloc(*events, (size_t)(*n + 1) * sizeof **events);
     struct pending *pending = &(*events)[(*n)++];
     memset(pending, 0, sizeof *pending);
@@ -456,8 +607,9 @@ static void add_event(struct pending **events, int *n, const struct chip *chip, 
     struct dcmi_dms_fault_event *fault = &pending->event.event_t.dms_event;
     fault->event_id = code;
     fault->deviceid = (unsigned short)chip->logic;
-    fault->severity = chip->severity;
-    fault->assertion = (unsigned char)raised;
+    fault->severity = severity;
+    fault->assertion = assertion;
+    fault->event_serial_num = serial;
     fault->alarm_raised_time = (unsigned long long)time(NULL);
     snprintf(fault->event_name, sizeof fault->event_name, "fake fault %08X", code);
 }
@@ -472,9 +624,19 @@ static int collect_events(struct pending **events) {
         for (int j = 0; j < nseen; j++)
             if (seen[j].logic == chip->logic) before = seen[j].faults, nbefore = seen[j].nfaults;
         for (int k = 0; k < chip->nfaults; k++)
-            if (!contains(before, nbefore, chip->faults[k])) add_event(events, &n, chip, chip->faults[k], 1);
+            if (!contains(before, nbefore, chip->faults[k]))
+                add_event(events, &n, chip, chip->faults[k], chip->severity, 1, 0);
         for (int k = 0; k < nbefore; k++)
-            if (!contains(chip->faults, chip->nfaults, before[k])) add_event(events, &n, chip, before[k], 0);
+            if (!contains(chip->faults, chip->nfaults, before[k]))
+                add_event(events, &n, chip, before[k], chip->severity, 0, 0);
+        for (int k = 0; k < chip->nevents; k++) {
+            const struct event *e = &chip->events[k];
+            if (was_delivered(chip->logic, e->serial)) continue;
+            delivered = realloc(delivered, (size_t)(ndelivered + 1) * sizeof *delivered);
+            delivered[ndelivered].logic = chip->logic;
+            delivered[ndelivered++].serial = e->serial;
+            add_event(events, &n, chip, e->code, e->severity, e->assertion, e->serial);
+        }
     }
     remember_faults();
     return n;
@@ -532,4 +694,5 @@ __attribute__((destructor)) static void unload(void) {
     stopping = 1;
     pthread_mutex_unlock(&lock);
     if (watching) pthread_join(watcher, NULL);
+    free(delivered);
 }

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from backends.dcmi import DcmiLibrary
 from backends.fake import FakeLibrary, FakeScenario
 from backends.library import DeviceLibrary
+from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import write_scenario
 
 Library = TypeVar("Library", bound=DeviceLibrary)
@@ -74,18 +76,35 @@ class CFakePlayer(ScenarioPlayer[DcmiLibrary]):
     file once per process, so a copy gives every test a driver in its initial
     state (not initialised, nobody subscribed), as a fresh process would.
     The caller points ``FAKE_DCMI_SCENARIO`` at ``scenario_path``.
+
+    ``built_library`` leaves out the functions ``hidden`` names (a variant from
+    ``build_fake_library(hidden)``). A scenario whose ``missing`` names more
+    is played on a variant that also lacks those, built and copied when a
+    library is opened on it, so an old driver is described once for both fakes.
     """
 
     kind = "c-fake"
 
-    def __init__(self, scenario_path: Path, built_library: Path) -> None:
+    def __init__(self, scenario_path: Path, built_library: Path, hidden: Sequence[str] = ()) -> None:
         super().__init__(scenario_path)
-        self.library_path = scenario_path.parent / "lib" / built_library.name
-        self.library_path.parent.mkdir(exist_ok=True)
-        shutil.copyfile(built_library, self.library_path)
+        self._hidden = frozenset(hidden)
+        self._missing: frozenset[str] = frozenset()
+        self.library_path = self._copy(built_library, "lib")
+        self._variants = {self._hidden: self.library_path}
+
+    def _copy(self, built: Path, directory: str) -> Path:
+        target = self.scenario_path.parent / directory / built.name
+        target.parent.mkdir(exist_ok=True)
+        shutil.copyfile(built, target)
+        return target
 
     def update(self, scenario: FakeScenario) -> None:
         write_scenario(self.scenario_path, scenario)
+        self._missing = scenario.missing_functions()
 
     def _new_library(self) -> DcmiLibrary:
-        return DcmiLibrary(self.library_path, allow_untrusted=True)
+        hidden = self._hidden | self._missing
+        if hidden not in self._variants:  # copied once: overwriting a mapped library would corrupt it
+            built = build_fake_library(sorted(hidden))
+            self._variants[hidden] = self._copy(built, f"lib-{built.parent.name}")
+        return DcmiLibrary(self._variants[hidden], allow_untrusted=True)

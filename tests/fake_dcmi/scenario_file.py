@@ -5,16 +5,23 @@ stays short. Each line is a kind followed by ``key=value`` fields; values hold
 no spaces, lists are comma-separated, a line starting with ``#`` is a comment::
 
     node driver_version=24.1.rc1 latency_ms=0 subscribe=0 errors=init:-8005 hang=health
-    chip card=0 device=0 logic=0 phy=0 health=0 type=Ascend name=310B1 ver=V1 aicore_cnt=0
-         aic=1.0 memory_mb=4096 severity=2 faults=80E01801,80C98006 errors=health:-8012 hang=error_codes
+    chip card=0 device=0 logic=0 phy=0 health=0 type=Ascend name=310P3 ver=V1 aicore_cnt=0
+         aic=8.0 memory_mb=24576 severity=2 faults=80E01801,80C98006 events=7:80E01801:3:1
+         pcie=0000:3b:00.0 ip=192.0.2.10 vdevs=100:vir02:2.0:6144:0:0:0,101:vir04:4.0:12288:1:0:1
+         errors=health:-8012 hang=error_codes
 
 One ``chip`` line per chip, on a single line; a field left out is empty or
-zero. Everything the scenario model resolves (card, device and logic ids, the
-AI-core figure per chip name, whether subscription is supported) is resolved
-here, by the same FakeScenario methods the Python fake uses, so both fakes
-play the same node. What the driver itself decides (the MCU's logic id,
-memory_info_v3 on 910B, the "not initialised" answer) is the C fake's own
-business.
+zero. ``events`` are ``serial:code:severity:assertion``; ``vdevs`` are
+``id:template:aicore:memory_mb:vfg_id:status:in_use``. Everything the scenario
+model resolves (card, device and logic ids, the AI-core figure per chip name,
+whether subscription is supported, default PCIe addresses, event severities,
+vNPU figures) is resolved here, by the same FakeScenario methods the Python
+fake uses, so both fakes play the same node. What the driver itself decides
+(the MCU's logic id, memory_info_v3 on 910B, -8255 for the IP of a 310B,
+the "not initialised" answer) is the C fake's own business. The scenario's
+``missing`` functions are no business of the file: a driver cannot drop a
+symbol at run time, so the C player builds a variant of the library without
+them (:class:`fake_dcmi.players.CFakePlayer`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from backends.fake.scenario import FakeScenario, Operation
+from backends.fake.scenario import FakeChip, FakeScenario, Operation
 
 SCENARIO_ENV: Final = "FAKE_DCMI_SCENARIO"
 
@@ -51,6 +58,20 @@ def _errors(errors: Mapping[Operation, int]) -> str:
 
 def _codes(codes: Iterable[int]) -> str:
     return ",".join(f"{code:08X}" for code in codes)
+
+
+def _events(chip: FakeChip) -> str:
+    return ",".join(
+        f"{event.serial}:{event.code:08X}:{chip.event_severity(event)}:{event.assertion}"
+        for event in chip.events
+    )
+
+
+def _vdevs(scenario: FakeScenario, chip: FakeChip) -> str:
+    return ",".join(
+        f"{vdev.vdev_id}:{vdev.template}:{vdev.aicore!r}:{vdev.memory_mb}:{vdev.vfg_id}:{vdev.status}:{int(vdev.in_use)}"
+        for vdev in scenario.vdevs_of(chip)
+    )
 
 
 def render(scenario: FakeScenario) -> str:
@@ -81,15 +102,21 @@ def render(scenario: FakeScenario) -> str:
             "ver": scenario.chip_ver,
             "npu": scenario.npu_name,
             "aicore_cnt": scenario.aicore_cnt,
-            "memory_mb": chip.memory_mb if chip.memory_mb is not None else scenario.memory_mb,
+            "memory_mb": scenario.memory_mb_of(chip),
             "severity": chip.fault_severity,
             "faults": _codes(chip.fault_codes),
+            "events": _events(chip),
+            "vdevs": _vdevs(scenario, chip),
+            "ip": chip.device_ip or "",
             "errors": _errors(chip.errors),
             "hang": ",".join(chip.hang),
         }
         aic = scenario.aicore_of(chip)
         if aic is not None:  # absent: the driver does not support the VDEV_MNG query
             fields["aic"] = repr(aic)
+        pcie = scenario.pcie_of(chip)
+        if pcie is not None:  # absent: not a PCIe device (SoC boards)
+            fields["pcie"] = pcie.bdf
         lines.append(_line("chip", fields))
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,100 @@
+"""PCI facts about a chip that DCMI does not give: its NUMA node and its PCIe root, read from sysfs.
+
+Both readers take the host's root directory (``/`` on the host; wherever the
+host's ``/sys`` is mounted in the plugin's container, e.g. ``/host``) so they
+work on a host file system seen from a container, and on a fake one in tests.
+They only read files; DCMI's ``dcmi_get_device_pcie_info_v2`` supplies the
+address (:class:`backends.library.PcieAddress`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Final
+
+from backends.errors import ChipError
+from backends.library import PcieAddress
+
+# Where the kernel lists every PCI function, one symbolic link per address.
+PCI_DEVICES: Final = Path("sys/bus/pci/devices")
+
+_BDF = re.compile(
+    r"^(?P<domain>[0-9a-fA-F]{4}):(?P<bus>[0-9a-fA-F]{2}):(?P<device>[0-9a-fA-F]{2})\.(?P<function>[0-7])$"
+)
+# A root complex's directory under /sys/devices: "pci" + domain + ":" + root bus.
+_ROOT = re.compile(r"^pci(?P<domain>[0-9a-f]{4}):(?P<bus>[0-9a-f]{2})$")
+
+
+class InvalidPciAddress(ChipError, ValueError):
+    """A text that is not a PCI address in the sysfs form ``DDDD:BB:DD.F``."""
+
+
+class PciSysfsError(ChipError):
+    """A sysfs file of a PCI device that exists but cannot be read or makes no sense."""
+
+
+def parse_bdf(text: str) -> PcieAddress:
+    """``0000:3b:00.0`` -> PcieAddress; device 0-31 and function 0-7, as PCI allows."""
+    found = _BDF.match(text)
+    if found is None or int(found["device"], 16) > 31:
+        raise InvalidPciAddress(
+            f"PCI address {text!r} is not of the form DDDD:BB:DD.F (hex domain, bus and device 00-1f, "
+            "function 0-7), e.g. '0000:3b:00.0'"
+        )
+    return PcieAddress(
+        domain=int(found["domain"], 16),
+        bus=int(found["bus"], 16),
+        device=int(found["device"], 16),
+        function=int(found["function"]),
+    )
+
+
+def numa_node(address: PcieAddress, root: Path = Path("/")) -> int | None:
+    """The NUMA node the kernel gives the device, from ``<root>/sys/bus/pci/devices/<bdf>/numa_node``.
+
+    None when the file is missing (no such device, no sysfs) or says -1 (the
+    kernel knows no node: single-node machines, some firmware).
+    """
+    path = root / PCI_DEVICES / address.bdf / "numa_node"
+    try:
+        content = path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as error:
+        raise PciSysfsError(f"cannot read {path}: {error}") from error
+    try:
+        node = int(content)
+    except ValueError:
+        raise PciSysfsError(f"{path} holds {content!r}, not a NUMA node number (or -1)") from None
+    return node if node >= 0 else None
+
+
+def pcie_root(address: PcieAddress, root: Path = Path("/")) -> str:
+    """The ``resource.kubernetes.io/pcieRoot`` value of the device: ``pci<domain>:<bus>`` of its root complex.
+
+    On a real host ``<root>/sys/bus/pci/devices/<bdf>`` is a symbolic link to the
+    device's place in the topology, ``../../../devices/pci0000:3a/0000:3a:02.0/0000:3b:00.0``,
+    that is ``/sys/devices/pci0000:3a/...``: the ``pciDDDD:BB`` directory right
+    under ``/sys/devices`` names the root complex the device hangs under, which
+    is what the attribute means (devices under one root share it). The link is
+    read inside ``root`` (an absolute target counts from ``root``, as it would
+    on the host) and no other link is followed.
+
+    When the link is missing or leads nowhere recognisable (no sysfs in reach,
+    a fake root), the answer falls back to the device's own domain and bus:
+    right for a device on a root bus, a stand-in otherwise.
+    """
+    try:
+        target = os.readlink(root / PCI_DEVICES / address.bdf)
+    except OSError:
+        target = ""
+    # The link's place relative to the root: an absolute target already is; a
+    # relative one starts from the link's directory.
+    place = target.lstrip("/") if os.path.isabs(target) else str(PCI_DEVICES / target)
+    parts = Path(os.path.normpath(place)).parts
+    found = _ROOT.match(parts[2]) if target and len(parts) > 2 and parts[:2] == ("sys", "devices") else None
+    if found is not None:
+        return f"pci{found['domain']}:{found['bus']}"
+    return f"pci{address.domain:04x}:{address.bus:02x}"
