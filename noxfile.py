@@ -19,10 +19,11 @@ def tests(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff: lint and formatting."""
+    """ruff (lint and formatting) and the import-layer contracts of ARCHITECTURE.md."""
     session.install("-e", ".[dev]")
     session.run("ruff", "check", *SOURCES)
     session.run("ruff", "format", "--check", *SOURCES)
+    session.run("lint-imports")
 
 
 @nox.session

@@ -95,6 +95,10 @@ class ChipCallTimeout(ChipCallError):
         super().__init__(f"driver call {name} on {lane_name(lane)} did not return within {timeout:g} s")
 
 
+class CallsClosed(ChipCallError):
+    """The plugin is shutting down: no call starts any more."""
+
+
 class LaneStuck(ChipCallError):
     """The lane's last call hung; no new call is made until a retry is due."""
 
@@ -211,6 +215,8 @@ class ChipCalls:
         self, lane: LaneKey, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """Run ``function`` on ``lane``'s worker; ChipCallTimeout or LaneStuck when it cannot."""
+        if self._closed:
+            raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
         state = self._lanes.get(lane)
         if state is None:
             state = self._lanes[lane] = _Lane(lane)

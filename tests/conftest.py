@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import tempfile
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +29,69 @@ if TYPE_CHECKING:  # imported lazily: kubernetes-asyncio is heavy and most tests
 def anyio_backend() -> str:
     """grpclib runs on asyncio, so the whole plugin does."""
     return "asyncio"
+
+
+# -- leaks: a test must leave no task and no thread of its own behind -----------------------
+
+LEAK_WAIT = 10.0  # seconds a finished test's threads and tasks get to wind down
+
+
+# Worker pools of the event loop itself (asyncio's default executor, anyio's threads): they
+# belong to the loop the test runner owns and end with it. Threads a C library started and that
+# called into Python (the fake libdcmi.so's event thread: DCMI cannot unsubscribe) are not
+# Python's to join either.
+LOOP_POOLS = ("asyncio_", "AnyIO worker thread")
+
+
+def _ours(thread: threading.Thread) -> bool:
+    return not thread.name.startswith(LOOP_POOLS) and not isinstance(thread, threading._DummyThread)
+
+
+def _lingering(before: set[threading.Thread]) -> list[threading.Thread]:
+    deadline = time.monotonic() + LEAK_WAIT
+    while True:
+        alive = [
+            thread
+            for thread in threading.enumerate()
+            if thread not in before and thread.is_alive() and _ours(thread)
+        ]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        alive[0].join(0.05)
+
+
+@pytest.fixture(autouse=True)
+def no_leaked_threads(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail a test that leaves a thread it started running (give it LEAK_WAIT seconds to end)."""
+    before = set(threading.enumerate())
+    if request.node.get_closest_marker("anyio") is not None and inspect.iscoroutinefunction(request.function):
+        request.getfixturevalue("no_leaked_tasks")
+    yield
+    left = _lingering(before)
+    assert not left, f"the test left threads running: {', '.join(thread.name for thread in left)}"
+
+
+@pytest.fixture
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail an async test that leaves tasks running on its event loop."""
+    import asyncio
+
+    yield
+    current = asyncio.current_task()
+    deadline = time.monotonic() + LEAK_WAIT
+
+    def ours(task: asyncio.Task[object]) -> bool:
+        # anyio's test runner drives fixtures and tests from tasks of its own.
+        return task is not current and not getattr(task.get_coro(), "__qualname__", "").startswith(
+            "TestRunner."
+        )
+
+    def running() -> list[asyncio.Task[object]]:
+        return [task for task in asyncio.all_tasks() if ours(task) and not task.done()]
+
+    while (left := running()) and time.monotonic() < deadline:
+        await asyncio.wait(left, timeout=0.05)
+    assert not left, f"the test left tasks running: {', '.join(task.get_name() for task in left)}"
 
 
 @pytest.fixture

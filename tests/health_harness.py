@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from node_harness import inventory_of
@@ -44,16 +46,18 @@ class Monitored:
         return state.health
 
 
+@contextmanager
 def monitored(
     library: DeviceLibrary,
     *,
     policy: HealthPolicy | None = None,
     table: FaultTable | None = None,
     timeout: float = 5.0,
-) -> Monitored:
-    """A monitor over the chips of an initialised ``library`` (call inside the event loop).
+) -> Iterator[Monitored]:
+    """A monitor over the chips of an initialised ``library`` (enter inside the event loop).
 
     The monitor's clock is moved by hand; the call timeout runs on real time.
+    The call threads end with the block.
     """
     inventory = inventory_of(library, healthy=False)
     backend = ChipBackend(library)
@@ -69,4 +73,7 @@ def monitored(
         fault_table=lambda: chosen_table,
         clock=clock,
     )
-    return Monitored(backend, inventory, monitor, calls, clock)
+    try:
+        yield Monitored(backend, inventory, monitor, calls, clock)
+    finally:
+        calls.shutdown()

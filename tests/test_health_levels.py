@@ -58,19 +58,19 @@ async def test_level_decides_health(
 ) -> None:
     table_file = tmp_path / "levels.json"
     table_file.write_text(json.dumps({level: [code] for level, code in CUSTOM.items()}))
-    watched = monitored(any_fake.open(_one_chip(codes, health)), table=load_table(table_file))
-    await watched.monitor.poll_all()
-    device = watched.device("Ascend310P-0")
-    assert device.healthy is healthy, device.reason
-    assert device.worst_level is worst
+    with monitored(any_fake.open(_one_chip(codes, health)), table=load_table(table_file)) as watched:
+        await watched.monitor.poll_all()
+        device = watched.device("Ascend310P-0")
+        assert device.healthy is healthy, device.reason
+        assert device.worst_level is worst
 
 
 async def test_a_major_alarm_without_a_code_is_unhealthy(any_fake: ScenarioPlayer[Any]) -> None:
-    watched = monitored(any_fake.open(_one_chip([], health=2)))
-    await watched.monitor.poll_all()
-    device = watched.device("Ascend310P-0")
-    assert not device.healthy
-    assert device.reason == "health value 2 (major alarm) without a fault code"
+    with monitored(any_fake.open(_one_chip([], health=2))) as watched:
+        await watched.monitor.poll_all()
+        device = watched.device("Ascend310P-0")
+        assert not device.healthy
+        assert device.reason == "health value 2 (major alarm) without a fault code"
 
 
 async def test_a_dropped_card_is_unhealthy_with_the_card_drop_code(any_fake: ScenarioPlayer[Any]) -> None:
@@ -78,13 +78,13 @@ async def test_a_dropped_card_is_unhealthy_with_the_card_drop_code(any_fake: Sce
         "chip_name": "310P3",
         "chips": [{"phy_id": 0, "errors": {"health": -8012}}, {"phy_id": 1}],
     }
-    watched = monitored(any_fake.open(FakeScenario.model_validate(dropped_card)))
-    await watched.monitor.poll_all()
-    dropped, other = watched.device("Ascend310P-0"), watched.device("Ascend310P-1")
-    assert not dropped.healthy
-    assert dropped.reason == "card dropped off the bus (no health answer)"
-    assert dropped.codes == ["40F84E00"]
-    assert other.healthy
+    with monitored(any_fake.open(FakeScenario.model_validate(dropped_card))) as watched:
+        await watched.monitor.poll_all()
+        dropped, other = watched.device("Ascend310P-0"), watched.device("Ascend310P-1")
+        assert not dropped.healthy
+        assert dropped.reason == "card dropped off the bus (no health answer)"
+        assert dropped.codes == ["40F84E00"]
+        assert other.healthy
 
 
 def test_operator_table_overrides_the_builtin_level(tmp_path: Path) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,9 +26,10 @@ def _chip(**chip: object) -> FakeScenario:
 
 
 @pytest.fixture
-def watched(any_fake: ScenarioPlayer[Any], anyio_backend: str) -> Monitored:
+def watched(any_fake: ScenarioPlayer[Any], anyio_backend: str) -> Iterator[Monitored]:
     """A 310P3 chip, on either fake, under a monitor with a hand-moved clock."""
-    return monitored(any_fake.open(_chip()), policy=POLICY)
+    with monitored(any_fake.open(_chip()), policy=POLICY) as watched:
+        yield watched
 
 
 async def _poll(watched: Monitored, node: ScenarioPlayer[Any], **chip: object) -> bool:

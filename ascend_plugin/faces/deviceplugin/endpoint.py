@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 
 import anyio
-from grpclib.server import Server
 
+from ascend_plugin.faces.deviceplugin.grpc_server import PluginServer
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class PluginEndpoint:
         self.service = service
         self.path = directory / socket_name
         self.socket_name = socket_name
-        self._server: Server | None = None
+        self._server: PluginServer | None = None
         self._stamp: FileStamp | None = None
 
     @property
@@ -55,7 +55,7 @@ class PluginEndpoint:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.path.is_socket():
             self.path.unlink()  # stale socket of an earlier run
-        server = Server([self.service])
+        server = PluginServer([self.service])
         await server.start(path=str(self.path))
         previous, self._server = self._server, server
         self._stamp = file_stamp(self.path)
@@ -73,7 +73,7 @@ class PluginEndpoint:
         self._stamp = None
 
     @staticmethod
-    async def _close(server: Server) -> None:
+    async def _close(server: PluginServer) -> None:
         server.close()
         with anyio.move_on_after(2):
             await server.wait_closed()
