@@ -1,6 +1,6 @@
 """CDI mode: describe the NPUs in a Container Device Interface spec, hand out names.
 
-With CDI the container runtime (containerd 1.7+, CRI-O) edits the container
+With CDI the container runtime (containerd, CRI-O, podman) edits the container
 itself from a spec file, so neither the Ascend Docker Runtime nor a list of
 device nodes in every Allocate answer is needed. The plugin writes one spec
 for the node when it starts serving: a device per chip (``huawei.com/npu=<phy>``)
@@ -19,11 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ascend_plugin.cdi_version import versioned
 from ascend_plugin.kubelet_api.v1beta1 import CdiDevice, ContainerAllocateResponse
 from backends.base import Chip, ChipBackend, DeviceNode, HostMount
 
-# 0.6.0 is the newest version containerd 1.7 and CRI-O accept, and has every field used here.
-CDI_VERSION: Final = "0.6.0"
 ANNOTATION_PREFIX: Final = "cdi.k8s.io/ascend-device-plugin_"
 
 
@@ -50,8 +49,7 @@ class CdiSpec:
 
     def content(self) -> dict[str, Any]:
         """The spec as the runtime reads it (unknown fields would make it reject the file)."""
-        return {
-            "cdiVersion": CDI_VERSION,
+        spec = {
             "kind": self.kind,
             "devices": [
                 {
@@ -67,6 +65,7 @@ class CdiSpec:
                 "mounts": [_mount(mount) for mount in self.backend.driver_mounts(self.host_root)],
             },
         }
+        return versioned(spec)  # the lowest cdiVersion this content allows
 
     def write(self) -> None:
         """Write the spec atomically: a runtime reading the directory never sees half a file."""
