@@ -86,10 +86,10 @@ def choose(
     official = official_base(dockerfile, registry)
     registry_arg = () if registry is None else (f"BASE_REGISTRY={registry}",)
     if engine.has_image(official, clock):
-        return Base(official, True, "already present", registry_arg)
+        return Base(official, True, "official image, already present", registry_arg)
     pull = engine.run("pull", official, clock=clock, timeout=PULL_TIMEOUT, check=False)
     if pull.returncode == 0:
-        return Base(official, True, "pulled", registry_arg)
+        return Base(official, True, "official image, pulled", registry_arg)
     why = (pull.stderr or pull.stdout).strip().splitlines()
     clock.say(f"cannot pull {official}: {why[-1] if why else f'exit code {pull.returncode}'}")
     match = re.search(r":(\d+\.\d+)-slim-(\w+)$", official)

@@ -20,8 +20,6 @@ from image_check.clock import Clock
 from image_check.engine import Engine, EngineError
 
 BUILD_TIMEOUT = 420.0
-# Where pip takes its CA bundle from, strongest first (pip's own option, then what requests honours).
-CA_VARIABLES = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
 
 def _pip_config() -> dict[str, str]:
@@ -42,9 +40,13 @@ def ca_bundle(explicit: Path | None) -> tuple[Path | None, str]:
     """The CA bundle pip uses here, and where it was found; None when pip uses its own."""
     if explicit is not None:
         return explicit, "--ca-bundle"
-    candidates = [(os.environ.get(name, ""), f"${name}") for name in CA_VARIABLES[:1]]
-    candidates += [(value, "pip config cert") for value in _configured(_pip_config(), "cert")]
-    candidates += [(os.environ.get(name, ""), f"${name}") for name in CA_VARIABLES[1:]]
+    # Strongest first: pip's own option, its configuration, then what requests and ssl honour.
+    candidates = [
+        (os.environ.get("PIP_CERT", ""), "$PIP_CERT"),
+        *((value, "pip config cert") for value in _configured(_pip_config(), "cert")),
+        (os.environ.get("REQUESTS_CA_BUNDLE", ""), "$REQUESTS_CA_BUNDLE"),
+        (os.environ.get("SSL_CERT_FILE", ""), "$SSL_CERT_FILE"),
+    ]
     for value, source in candidates:
         if value and Path(value).is_file():
             return Path(value), source

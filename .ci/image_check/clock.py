@@ -7,7 +7,6 @@ rather than a CI job killed without a word.
 
 from __future__ import annotations
 
-import sys
 import time
 
 
@@ -34,4 +33,3 @@ class Clock:
 
     def say(self, text: str) -> None:
         print(f"[{self.elapsed():6.1f}s] {text}", flush=True)
-        sys.stdout.flush()

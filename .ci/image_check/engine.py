@@ -48,23 +48,21 @@ class Engine:
         return [*self.argv, *args]
 
     def run(
-        self, *args: str, clock: Clock, timeout: float = 120.0, check: bool = True, quiet: bool = True
+        self, *args: str, clock: Clock, timeout: float = 120.0, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        """Run a client command; EngineError (with its output) when it fails and ``check``."""
+        """Run a client command, output captured; EngineError (with the output) if it fails and ``check``."""
         command = self.command(*args)
         result = subprocess.run(
             command,
             env={**os.environ, **self.env},
-            capture_output=quiet,
+            capture_output=True,
             text=True,
             timeout=clock.budget(timeout),
             check=False,
         )
         if check and result.returncode != 0:
-            raise EngineError(
-                f"`{' '.join(command)}` exited with {result.returncode}"
-                + (f":\n{_tail(result.stdout + result.stderr)}" if quiet else "")
-            )
+            output = _tail(result.stdout + result.stderr)
+            raise EngineError(f"`{' '.join(command)}` exited with {result.returncode}:\n{output}")
         return result
 
     def has_image(self, image: str, clock: Clock) -> bool:
@@ -173,46 +171,55 @@ def podman_engine(storage: Path | None) -> Engine:
     )
 
 
+def _docker(state: Path, scratch: Path, clock: Clock) -> tuple[Engine, OwnDockerd | None] | str:
+    """A Docker daemon that answers, else one started here (to stop at the end); else why not."""
+    client, why = _docker_client()
+    if client is None:
+        return why
+    running = Engine("docker", (client,), {"DOCKER_BUILDKIT": "1"})
+    if _answers(running, clock):
+        return running, None
+    dockerd = shutil.which("dockerd") or ("/usr/sbin/dockerd" if Path("/usr/sbin/dockerd").exists() else None)
+    if dockerd is None:
+        return "no daemon answers and dockerd is not installed"
+    if os.geteuid() != 0:
+        return "no daemon answers, and starting dockerd needs root"
+    own = OwnDockerd(client, dockerd, state, scratch)
+    try:
+        own.start(clock)
+    except EngineError as error:
+        return str(error)
+    return own.engine, own
+
+
+def _podman(clock: Clock) -> Engine | str:
+    """podman on the host's default storage, if it works here; else why not."""
+    if shutil.which("podman") is None:
+        return "not installed"
+    podman = podman_engine(None)
+    info = podman.run("info", clock=clock, check=False)
+    return podman if info.returncode == 0 else f"`podman info` failed: {_tail(info.stderr, 5)}"
+
+
 @contextmanager
 def engine(prefer: str, state: Path, scratch: Path, clock: Clock) -> Iterator[Engine]:
     """The engine to build and run on (``prefer``: auto, docker or podman); NoEngine says why none."""
     reasons: list[str] = []
     if prefer in {"auto", "docker"}:
-        client, why = _docker_client()
-        if client is None:
-            reasons.append(f"docker: {why}")
-        else:
-            running = Engine("docker", (client,), {"DOCKER_BUILDKIT": "1"})
-            if _answers(running, clock):
-                yield running
-                return
-            dockerd = shutil.which("dockerd") or (
-                "/usr/sbin/dockerd" if Path("/usr/sbin/dockerd").exists() else None
-            )
-            if dockerd is None:
-                reasons.append("docker: no daemon answers and dockerd is not installed")
-            elif os.geteuid() != 0:
-                reasons.append("docker: no daemon answers, and starting dockerd needs root")
-            else:
-                own = OwnDockerd(client, dockerd, state, scratch)
-                try:
-                    own.start(clock)
-                except EngineError as error:
-                    reasons.append(f"docker: {error}")
-                else:
-                    try:
-                        yield own.engine
-                    finally:
-                        own.stop()
-                    return
+        docker = _docker(state, scratch, clock)
+        if not isinstance(docker, str):
+            used, own = docker
+            try:
+                yield used
+            finally:
+                if own is not None:
+                    own.stop()
+            return
+        reasons.append(f"docker: {docker}")
     if prefer in {"auto", "podman"}:
-        if shutil.which("podman") is None:
-            reasons.append("podman: not installed")
-        else:
-            podman = podman_engine(None)
-            info = podman.run("info", clock=clock, check=False)
-            if info.returncode == 0:
-                yield podman
-                return
-            reasons.append(f"podman: `podman info` failed: {_tail(info.stderr, 5)}")
+        podman = _podman(clock)
+        if not isinstance(podman, str):
+            yield podman
+            return
+        reasons.append(f"podman: {podman}")
     raise NoEngine("; ".join(reasons))

@@ -55,29 +55,30 @@ def _size(engine: Engine, image: str, clock: Clock) -> tuple[int, int]:
     return int(out[0]), int(out[1])
 
 
+def _history(engine: Engine, image: str, clock: Clock) -> list[Layer]:
+    """The image's history entries, newest first, sizes in bytes (each engine has its own format)."""
+    if engine.name == "podman":
+        entries = json.loads(engine.run("history", "--format", "json", image, clock=clock).stdout)
+        return [Layer(int(entry["size"]), entry["CreatedBy"]) for entry in entries]
+    lines = engine.run(
+        "history", "--human=false", "--no-trunc", "--format", "{{json .}}", image, clock=clock
+    ).stdout.splitlines()
+    return [Layer(int(entry["Size"]), entry["CreatedBy"]) for entry in map(json.loads, lines)]
+
+
 def measure(engine: Engine, image: str, base: Base, clock: Clock) -> Figures:
     total, count = _size(engine, image, clock)
     base_total, base_count = _size(engine, base.image, clock)
-    history = engine.run(
-        "history", "--human=false", "--no-trunc", "--format", "{{.Size}}\t{{.CreatedBy}}", image, clock=clock
-    ).stdout.splitlines()
-    # Newest first; the base's own entries are the last ones.
-    entries = [
-        Layer(int(size), created.strip()) for size, _, created in (line.partition("\t") for line in history)
-    ]
-    base_entries = len(
-        engine.run("history", "--quiet", "--no-trunc", base.image, clock=clock).stdout.splitlines()
-    )
-    above = tuple(layer for layer in entries[: len(entries) - base_entries] if layer.size > 0)
-    return Figures(total, base_total, above, count, base_count)
+    entries = _history(engine, image, clock)
+    own = entries[: len(entries) - len(_history(engine, base.image, clock))]  # the base's come last
+    return Figures(total, base_total, tuple(layer for layer in own if layer.size > 0), count, base_count)
 
 
 def report(figures: Figures, image: str, base: Base) -> list[str]:
     """The figures as lines for the check's output."""
-    kind = "official" if base.official else "stand-in"
     lines = [
         f"image {image}: {figures.total / MB:.1f} MB in {figures.layer_count} layers",
-        f"  base {base.image} ({kind}, {base.how}): {figures.base_total / MB:.1f} MB "
+        f"  base {base.image} ({base.how}): {figures.base_total / MB:.1f} MB "
         f"in {figures.base_layer_count} layers",
         f"  layers above the base: {figures.above_base / MB:.1f} MB (budget {LAYERS_BUDGET / MB:.0f} MB)",
     ]
