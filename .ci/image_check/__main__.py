@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import image_check
 from ascend_plugin import __version__
 from image_check import base_image, build, image_report, podman_cdi, smoke
 from image_check.clock import Clock, OutOfTime
@@ -30,8 +31,14 @@ FAILURES = (
 
 
 def _arguments(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="nox -s image --", description=__doc__)
-    parser.add_argument("--engine", choices=("auto", "docker", "podman"), default="auto")
+    parser = argparse.ArgumentParser(
+        prog="nox -s image --",
+        description=image_check.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--engine", choices=("auto", "docker", "podman"), default="auto", help="auto: docker, else podman"
+    )
     parser.add_argument("--tag", default="ascend-device-plugin:ci", help="the image built")
     parser.add_argument(
         "--state-dir",
@@ -104,7 +111,7 @@ def _check(args: argparse.Namespace, scratch: Path, clock: Clock) -> None:
 
         node = FakeNode(scratch / "node")
         node.build()
-        clock.say(smoke.version(used, args.tag, __version__, clock))
+        smoke.version(used, args.tag, __version__, clock)
         with smoke.kubelet_on(node) as kubelet:
             smoke.doctor(used, args.tag, node, clock)
             for mode in ("device", "cdi"):

@@ -159,27 +159,30 @@ def _inside(job: Job) -> list[str]:
             f"podman {job.podman_version} refused the spec (exit code {result.returncode}):\n"
             f"{result.stdout}{result.stderr}{_cdi_lines(again.stderr)}"
         )
-    seen = {
-        line.rpartition(" ")[2]: line
-        for line in result.stdout.splitlines()
-        if line.startswith(("char", "block"))
-    }
+    _verify(result.stdout, nodes, mounts)
+    given = [node["path"] for node in nodes] + [f"{mount['containerPath']} (ro)" for mount in mounts]
+    accepted = f"cdi: podman {job.podman_version} accepted it: --device {job.device} gave {', '.join(given)}"
+    return [accepted, *_control(job, spec, namespace)]
+
+
+def _verify(seen_inside: str, nodes: list[dict[str, str]], mounts: list[dict[str, str]]) -> None:
+    """Every node is the host's (same type and numbers) and every mount read-only, in the container."""
+    lines = seen_inside.splitlines()
+    seen = {line.rpartition(" ")[2]: line for line in lines if line.startswith(("character", "block"))}
     for node in nodes:
-        rdev = os.stat(node.get("hostPath") or node["path"]).st_rdev
-        expected = f"character special file {os.major(rdev):x}:{os.minor(rdev):x} {node['path']}"
+        host = os.stat(node.get("hostPath") or node["path"])
+        kind = "block" if stat.S_ISBLK(host.st_mode) else "character"
+        numbers = f"{os.major(host.st_rdev):x}:{os.minor(host.st_rdev):x}"
+        expected = f"{kind} special file {numbers} {node['path']}"
         found = seen.get(node["path"], "missing")
         if found != expected:
             raise CdiCheckError(f"in the container {node['path']} is {found!r}, expected {expected!r}")
-    table = (line.split() for line in result.stdout.splitlines())
-    mounted = {fields[1]: fields[3].split(",") for fields in table if len(fields) > 3}
+    mounted = {fields[1]: fields[3].split(",") for fields in map(str.split, lines) if len(fields) > 3}
     for mount in mounts:
         if "ro" not in mounted.get(mount["containerPath"], []):
             raise CdiCheckError(
                 f"{mount['containerPath']} is not mounted read-only in the container: {mounted}"
             )
-    given = [node["path"] for node in nodes] + [f"{mount['containerPath']} (ro)" for mount in mounts]
-    accepted = f"cdi: podman {job.podman_version} accepted it: --device {job.device} gave {', '.join(given)}"
-    return [accepted, *_control(job, spec, namespace)]
 
 
 def _control(job: Job, spec: dict[str, object], namespace: _Namespace) -> list[str]:

@@ -18,7 +18,7 @@ from typing import Any
 from ascend_plugin.kubelet_standin import KubeletStandIn
 from image_check.clock import Clock
 from image_check.engine import Engine, EngineError
-from image_check.fake_node import CDI_DEVICE, DEVICE, DRIVER, FAULT, RESOURCE, FakeNode
+from image_check.fake_node import CDI_DEVICE, DEVICE, DRIVER, FAULT, HOST_ROOT, RESOURCE, FakeNode
 
 WAIT = 60.0  # generous: without byte code, the plugin compiles its modules at start
 READYZ = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:11251/readyz', timeout=10).status)"
@@ -29,18 +29,18 @@ class SmokeFailure(RuntimeError):
     """The image did not do what it must; the message says what and what happened instead."""
 
 
-def version(engine: Engine, image: str, expected: str, clock: Clock) -> str:
+def version(engine: Engine, image: str, expected: str, clock: Clock) -> None:
     out = engine.run("run", "--rm", *HARDENED, *engine.run_options, image, "version", clock=clock)
     if out.stdout.strip() != expected:
         raise SmokeFailure(f"`{image} version` printed {out.stdout.strip()!r}, expected {expected!r}")
-    return f"version: {expected}"
+    clock.say(f"version: {expected}")
 
 
 def _doctor(engine: Engine, image: str, node: FakeNode, clock: Clock) -> tuple[int, dict[str, Any]]:
     result = engine.run(
         "run", "--rm", *HARDENED, *engine.run_options, *node.doctor_mounts(),
         "-e", "NODE_NAME=node-1", "-e", "HOST_IP=192.0.2.10",
-        image, "doctor", "--root", "/host", *node.backend_flags(), "--format", "json",
+        image, "doctor", "--root", HOST_ROOT, *node.backend_flags(), "--format", "json",
         clock=clock, check=False,
     )  # fmt: skip
     try:
@@ -86,7 +86,7 @@ class PluginContainer:
         self.clock = clock
         self.command = [
             "run", "--detach", "--name", self.name, *HARDENED, *engine.run_options, *node.mounts(),
-            image, "run", *node.backend_flags(), "--host-root", "/host",
+            image, "run", *node.backend_flags(), "--host-root", HOST_ROOT,
             "--allocate-mode", mode, "--health-interval", "0.2", "--log-format", "json",
         ]  # fmt: skip
 
