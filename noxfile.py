@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import nox
 
 nox.options.sessions = ["tests", "lint", "typecheck"]
 nox.options.default_venv_backend = "venv"
 
-SOURCES = ["ascend_plugin", "backends", "tests", "bench", "proto", "noxfile.py"]
+SOURCES = ["ascend_plugin", "backends", "tests", "bench", "proto", ".ci/image_check", "noxfile.py"]
 
 
 @nox.session
@@ -28,9 +30,33 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """mypy --strict on our code."""
+    """mypy --strict on our code and on the image check."""
     session.install("-e", ".[dev]")
     session.run("mypy")
+    session.run("mypy", "-p", "image_check", env={"MYPYPATH": ".ci"})
+
+
+@nox.session
+def image(session: nox.Session) -> None:
+    """Build the image with the local container engine, report its size and layers, smoke-test it.
+
+    The steps are in .ci/image_check; `nox -s image -- --help` lists the options. Skipped, with the
+    reason, where no container engine can run at all.
+    """
+    session.install("-e", ".[demo]")
+    skipped = Path(session.create_tmp()) / "image-skipped"
+    skipped.unlink(missing_ok=True)
+    session.run(
+        "python",
+        "-m",
+        "image_check",
+        "--skip-file",
+        str(skipped),
+        *session.posargs,
+        env={"PYTHONPATH": ".ci"},
+    )
+    if skipped.exists():
+        session.skip(skipped.read_text(encoding="utf-8"))
 
 
 @nox.session

@@ -19,7 +19,7 @@ RESOURCE = "huawei.com/Ascend310P"
 # The fields CDI defines at each level; a runtime rejects a spec with any other.
 SPEC_KEYS = {"cdiVersion", "kind", "annotations", "devices", "containerEdits"}
 DEVICE_KEYS = {"name", "annotations", "containerEdits"}
-EDIT_KEYS = {"env", "deviceNodes", "mounts", "hooks", "additionalGIDs", "intelRdt"}
+EDIT_KEYS = {"env", "deviceNodes", "netDevices", "mounts", "hooks", "additionalGids", "intelRdt"}
 NODE_KEYS = {"path", "hostPath", "type", "major", "minor", "fileMode", "permissions", "uid", "gid"}
 MOUNT_KEYS = {"hostPath", "containerPath", "type", "options"}
 
@@ -50,7 +50,9 @@ async def test_the_spec_describes_each_chip_and_the_shared_edits(
         )
     spec = json.loads((short_tmp / "cdi" / "huawei.com-npu.json").read_text())
     assert set(spec) <= SPEC_KEYS
-    assert (spec["cdiVersion"], spec["kind"]) == ("0.6.0", "huawei.com/npu")
+    # 0.5.0, the lowest its content allows (device names are digits, nodes have hostPath):
+    # podman 4.3 and containerd before 1.7.12 refuse anything newer.
+    assert (spec["cdiVersion"], spec["kind"]) == ("0.5.0", "huawei.com/npu")
     assert [device["name"] for device in spec["devices"]] == ["4", "5"]
     for device in spec["devices"]:
         assert set(device) <= DEVICE_KEYS
@@ -82,6 +84,19 @@ async def test_the_spec_describes_each_chip_and_the_shared_edits(
         "cdi.k8s.io/ascend-device-plugin_Ascend310P-5": "huawei.com/npu=5,huawei.com/npu=4"
     }
     assert list(container.devices) == []
+
+
+async def test_the_spec_version_follows_its_content(
+    kubelet: KubeletStandIn, pair: FakeNode, plugin_dir: Path, short_tmp: Path
+) -> None:
+    """A dot in the kind's class is a 0.6.0 feature: the version written goes up with it."""
+    settings = pair.settings(
+        plugin_dir, allocate_mode="cdi", cdi_spec_dir=short_tmp / "cdi", cdi_kind="huawei.com/npu.v2"
+    )
+    async with running_plugin(settings):
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+    spec = json.loads((short_tmp / "cdi" / "huawei.com-npu.v2.json").read_text())
+    assert (spec["cdiVersion"], spec["kind"]) == ("0.6.0", "huawei.com/npu.v2")
 
 
 async def test_an_unwritable_spec_directory_does_not_stop_the_plugin(

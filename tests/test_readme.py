@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -23,3 +24,13 @@ def test_ci_runs_the_readmes_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "python3 -m pip install --quiet nox" in ci
     assert "python3 -m nox -s tests" in ci
+
+
+def test_the_install_section_names_every_build_knob_of_the_dockerfile() -> None:
+    """Building behind a mirror or proxy: each build argument and the CA secret are explained."""
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+    knobs = set(re.findall(r"^ARG (\w+)", dockerfile, re.MULTILINE)) - {"PYTHON_VERSION"}
+    knobs |= {f"id={secret}" for secret in re.findall(r"type=secret,id=([\w-]+)", dockerfile)}
+    install = README.split("## Install on a cluster", 1)[1].split("\n## ", 1)[0]
+    assert knobs == {"BASE_REGISTRY", "BASE_IMAGE", "PIP_INDEX_URL", "id=ca-bundle"}
+    assert [knob for knob in sorted(knobs) if knob not in install] == []

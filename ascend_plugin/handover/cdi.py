@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ascend_plugin.handover.cdi_version import versioned
 from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.offers.base import DeviceNode, OfferedDevice
@@ -28,8 +29,6 @@ from ascend_plugin.offers.book import OfferBook
 
 log = logging.getLogger(__name__)
 
-# 0.6.0 is the newest version containerd 1.7 and CRI-O accept, and has every field used here.
-CDI_VERSION: Final = "0.6.0"
 ANNOTATION_PREFIX: Final = "cdi.k8s.io/ascend-device-plugin_"
 
 
@@ -62,8 +61,7 @@ class CdiSpec:
     def content(self, devices: Sequence[OfferedDevice]) -> dict[str, Any]:
         """The spec as the runtime reads it (unknown fields would make it reject the file)."""
         nodes = {device.cdi_name: device.node for device in devices}
-        return {
-            "cdiVersion": CDI_VERSION,
+        spec = {
             "kind": self.kind,
             "devices": [
                 {"name": name, "containerEdits": {"deviceNodes": [_node(node)]}}
@@ -74,6 +72,7 @@ class CdiSpec:
                 "mounts": [_mount(mount) for mount in self.host.mounts],
             },
         }
+        return versioned(spec)  # the lowest cdiVersion this content allows
 
     async def keep_written(self, book: OfferBook) -> None:
         """Write the spec now and again whenever its content changes, until the inventory closes.

@@ -1,0 +1,175 @@
+"""The base image: the official one when it can be had, else a stand-in from Debian packages.
+
+The Dockerfile's default base is the official ``python:<version>-slim-<debian>``
+under BASE_REGISTRY. Where no registry with it is reachable (Docker Hub is not,
+from CI here), the stand-in is that Debian release itself: ``debootstrap
+--variant=minbase`` with python3 and pip, trimmed like the official image
+(no docs, locales, apt lists or byte code), with ``python`` in /usr/local/bin
+as there, imported as a one-layer image. It has the same Python minor
+version and glibc; its size is not the official image's, so the whole-image
+budget is only checked on the official base.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from image_check.clock import Clock
+from image_check.engine import Engine, EngineError
+
+# The Python each Debian release ships as python3.
+DEBIAN_PYTHON = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13"}
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+PULL_TIMEOUT = 300.0
+DEBOOTSTRAP_TIMEOUT = 360.0
+# What the official image sets that the plugin's image relies on.
+IMPORT_CHANGES = (
+    "ENV PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "ENV LANG=C.UTF-8",
+    'CMD ["python3"]',
+)
+# Removed from the stand-in's root, as the official image has none of them.
+TRIMMED = (
+    "usr/share/doc/*",
+    "usr/share/man/*",
+    "usr/share/info/*",
+    "var/cache/apt/*.bin",
+    "var/cache/apt/archives/*.deb",
+    "var/lib/apt/lists/*",
+    "var/log/*.log",
+    "dev/*",
+)
+
+
+class BaseImageError(RuntimeError):
+    """No base image could be had; the message says what was tried."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """The base the image was built on."""
+
+    image: str
+    official: bool
+    how: str  # how it was obtained, for the report
+    build_args: tuple[str, ...]  # what tells the Dockerfile to use it
+
+
+def dockerfile_args(dockerfile: Path) -> dict[str, str]:
+    """The Dockerfile's global ARG defaults, with references to earlier ones expanded."""
+    args: dict[str, str] = {}
+    for line in dockerfile.read_text(encoding="utf-8").splitlines():
+        if line.startswith("FROM "):
+            break
+        match = re.match(r"^ARG (\w+)=(.*)$", line)
+        if match:
+            args[match[1]] = re.sub(r"\$\{(\w+)\}", lambda ref: args[ref[1]], match[2])
+    return args
+
+
+def official_base(dockerfile: Path, registry: str | None) -> str:
+    """The Dockerfile's default base, under ``registry`` when given."""
+    args = dockerfile_args(dockerfile)
+    default = args["BASE_IMAGE"]
+    return default if registry is None else default.replace(args["BASE_REGISTRY"], registry, 1)
+
+
+def choose(
+    engine: Engine, dockerfile: Path, *, registry: str | None, mirror: str, scratch: Path, clock: Clock
+) -> Base:
+    """The official base if present or pullable, else the stand-in (built unless cached)."""
+    official = official_base(dockerfile, registry)
+    registry_arg = () if registry is None else (f"BASE_REGISTRY={registry}",)
+    if engine.has_image(official, clock):
+        return Base(official, True, "official image, already present", registry_arg)
+    pull = engine.run("pull", official, clock=clock, timeout=PULL_TIMEOUT, check=False)
+    if pull.returncode == 0:
+        return Base(official, True, "official image, pulled", registry_arg)
+    why = (pull.stderr or pull.stdout).strip().splitlines()
+    clock.say(f"cannot pull {official}: {why[-1] if why else f'exit code {pull.returncode}'}")
+    match = re.search(r":(\d+\.\d+)-slim-(\w+)$", official)
+    if match is None:
+        raise BaseImageError(f"cannot tell the Python and Debian release of {official}")
+    python, suite = match[1], match[2]
+    if DEBIAN_PYTHON.get(suite) != python:
+        raise BaseImageError(
+            f"no stand-in for {official}: Debian {suite} ships Python {DEBIAN_PYTHON.get(suite, '?')}, "
+            f"not {python}"
+        )
+    standin = f"ascend-ci-base:{python}-{suite}"
+    standin_arg = (f"BASE_IMAGE={standin}",)
+    if engine.has_image(standin, clock):
+        return Base(standin, False, f"stand-in from Debian {suite}, cached", standin_arg)
+    build_standin(engine, standin, suite, mirror=mirror, scratch=scratch, clock=clock)
+    reported = engine.run(
+        "run", "--rm", "--network=none", *engine.run_options, standin,
+        "python", "-c", "import sys; print('%d.%d' % sys.version_info[:2])",
+        clock=clock,
+    ).stdout.strip()  # fmt: skip
+    if reported != python:
+        raise BaseImageError(f"the stand-in {standin} has Python {reported}, not {python}")
+    return Base(standin, False, f"stand-in from Debian {suite}, built", standin_arg)
+
+
+def build_standin(engine: Engine, tag: str, suite: str, *, mirror: str, scratch: Path, clock: Clock) -> None:
+    """debootstrap the release, trim it, import it as ``tag``."""
+    if shutil.which("debootstrap") is None or os.geteuid() != 0:
+        raise BaseImageError(
+            "the official base cannot be pulled, and the stand-in needs debootstrap and root "
+            "(apt-get install debootstrap; or pass --base-registry <a mirror with the official image>)"
+        )
+    root = scratch / "standin-root"
+    clock.say(f"building the stand-in base {tag}: debootstrap {suite} from {mirror}")
+    result = subprocess.run(
+        ["debootstrap", "--variant=minbase", "--include=python3,python3-pip", suite, str(root), mirror],
+        capture_output=True,
+        text=True,
+        timeout=clock.budget(DEBOOTSTRAP_TIMEOUT),
+        check=False,
+    )
+    if result.returncode != 0:
+        raise BaseImageError(f"debootstrap {suite} failed:\n{(result.stdout + result.stderr)[-3000:]}")
+    _trim(root)
+    clock.say(f"importing {tag}")
+    with subprocess.Popen(
+        ["tar", "--numeric-owner", "-C", str(root), "-c", "."], stdout=subprocess.PIPE
+    ) as tar:
+        changes = [option for change in IMPORT_CHANGES for option in ("--change", change)]
+        imported = subprocess.run(
+            engine.command("import", *changes, "-", tag),
+            stdin=tar.stdout,
+            env={**os.environ, **engine.env},
+            capture_output=True,
+            text=True,
+            timeout=clock.budget(120),
+            check=False,
+        )
+    shutil.rmtree(root)
+    if tar.returncode != 0 or imported.returncode != 0:
+        raise EngineError(f"importing the stand-in base failed: {imported.stderr.strip()}")
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
+
+
+def _trim(root: Path) -> None:
+    doomed = [path for pattern in TRIMMED for path in root.glob(pattern)]
+    doomed += [path for path in (root / "usr/share/locale").iterdir() if path.name != "locale.alias"]
+    doomed += list(root.glob("usr/**/__pycache__"))
+    for path in doomed:
+        _remove(path)
+    # The official image's Python is not Debian's system Python: pip may install into it.
+    for marker in root.glob("usr/lib/python3*/EXTERNALLY-MANAGED"):
+        marker.unlink()
+    python = next(root.glob("usr/bin/python3.*[0-9]")).name
+    for name in ("python", "python3", python):
+        (root / "usr/local/bin" / name).symlink_to(f"/usr/bin/{python}")
