@@ -22,7 +22,7 @@ from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.families import ASCEND_310B
 
 if TYPE_CHECKING:  # imported lazily: kubernetes-asyncio is heavy and most tests never need it
-    from ascend_plugin.faces.kube.client import Kube
+    from ascend_plugin.kubeapi.client import Kube
 
 
 @pytest.fixture
@@ -217,7 +217,7 @@ def kubeconfig(apiserver: FakeApiServer, short_tmp: Path) -> Path:
 @pytest.fixture
 async def kube(kubeconfig: Path) -> AsyncIterator[Kube]:
     """The plugin's real API client (kubernetes-asyncio underneath), connected to ``apiserver``."""
-    from ascend_plugin.faces.kube.client import connect
+    from ascend_plugin.kubeapi.client import connect
 
     client = await connect(kubeconfig)
     yield client

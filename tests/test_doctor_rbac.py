@@ -94,8 +94,8 @@ async def test_pitfall_6_a_missing_configmaps_verb_is_named_with_its_namespace(
 
 
 async def test_a_denial_is_the_real_servers_403_too(apiserver: FakeApiServer, kubeconfig: Path) -> None:
-    from ascend_plugin.faces.kube.client import CONFIGMAPS, connect
-    from ascend_plugin.faces.kube.errors import Forbidden
+    from ascend_plugin.kubeapi.client import CONFIGMAPS, connect
+    from ascend_plugin.kubeapi.errors import Forbidden
 
     apiserver.deny("get", "configmaps", "kube-system")
     kube = await connect(kubeconfig)

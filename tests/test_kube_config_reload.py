@@ -13,9 +13,9 @@ from kube_harness import running
 from plugin_harness import FakeNode, until
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faces.kube.client import Kube
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 from ascend_plugin.faults import FaultLevel, builtin_table
+from ascend_plugin.kubeapi.client import Kube
 
 pytestmark = pytest.mark.anyio
 

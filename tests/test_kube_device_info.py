@@ -16,11 +16,11 @@ from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import until
 
 from ascend_plugin.faces.kube.chips import chip_views
-from ascend_plugin.faces.kube.client import Kube
 from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
 from ascend_plugin.faces.kube.huawei_format import FaultClock, check_code, device_info_content, go_json
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.client import Kube
 
 pytestmark = pytest.mark.anyio
 

@@ -10,11 +10,11 @@ from kube_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import until
 
-from ascend_plugin.faces.kube.client import Kube
 from ascend_plugin.faces.kube.events import NodeEvents, TokenBucket
 from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.client import Kube
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from plugin_harness import WAIT, FakeNode
 
-# Imports every module of both packages except the modules of the kube face
-# that talk to the API server (its package and its publisher table stay in),
+# Imports every module of both packages except those that talk to the API server
+# (the kube face's and kubeapi's modules; their packages and the publisher table stay in),
 # and the __main__ entry point, which would run the CLI; reports whether
 # kubernetes_asyncio came along.
 IMPORT_ALL = """
@@ -24,7 +24,7 @@ def walk(package):
     module = importlib.import_module(package)
     names.append(package)
     for info in pkgutil.iter_modules(module.__path__, package + "."):
-        kube = info.name.startswith("ascend_plugin.faces.kube.")
+        kube = info.name.startswith(("ascend_plugin.faces.kube.", "ascend_plugin.kubeapi."))
         talks_to_api = kube and not info.name.endswith(".publishers")
         if talks_to_api or info.name.endswith(".__main__"):
             continue
@@ -89,7 +89,7 @@ def test_no_module_outside_the_kube_package_imports_kubernetes_asyncio() -> None
         "ascend_plugin.faces.kube.publishers",
         "ascend_plugin.doctor.rbac",
     } <= set(modules)
-    assert "ascend_plugin.faces.kube.client" not in modules
+    assert "ascend_plugin.kubeapi.client" not in modules
     assert result["kube"] is False
 
 

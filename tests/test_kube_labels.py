@@ -10,7 +10,6 @@ from kube_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running
 from plugin_harness import until
 
-from ascend_plugin.faces.kube.client import Kube
 from ascend_plugin.faces.kube.labels import (
     VALUE_RULE,
     NodeLabeller,
@@ -19,6 +18,7 @@ from ascend_plugin.faces.kube.labels import (
     sanitise_value,
     value_is_valid,
 )
+from ascend_plugin.kubeapi.client import Kube
 
 pytestmark = pytest.mark.anyio
 

@@ -24,7 +24,7 @@ from ascend_plugin.faces.kube.publishers import PUBLISHERS
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:
-    from ascend_plugin.faces.kube.client import Kube
+    from ascend_plugin.kubeapi.client import Kube
 
 RBAC = "rbac"
 _CHART_FIX = "the chart's rbac.create=true (the default) grants every one of them"
@@ -90,8 +90,8 @@ async def permissions(context: Context) -> list[Finding]:
             "no cluster credentials: not in a pod, and no kubeconfig given (--kubeconfig PATH checks the "
             "permissions of that kubeconfig's user)"
         )
-    from ascend_plugin.faces.kube.client import connect
-    from ascend_plugin.faces.kube.errors import KubeConfigError
+    from ascend_plugin.kubeapi.client import connect
+    from ascend_plugin.kubeapi.errors import KubeConfigError
 
     wanted = needed_permissions(settings)
     if not wanted:
@@ -147,7 +147,7 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
     import aiohttp
     from kubernetes_asyncio.client import AuthorizationV1Api
 
-    from ascend_plugin.faces.kube.client import REQUEST_TIMEOUT
+    from ascend_plugin.kubeapi.client import REQUEST_TIMEOUT
 
     attributes: dict[str, str] = {"verb": verb, "group": "", "resource": permission.resource}
     if permission.namespace:

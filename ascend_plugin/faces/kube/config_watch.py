@@ -19,11 +19,11 @@ import logging
 from collections.abc import Mapping
 from contextlib import aclosing
 
-from ascend_plugin.faces.kube.client import CONFIGMAPS, Kube, string_map
-from ascend_plugin.faces.kube.errors import KubeError
-from ascend_plugin.faces.kube.follow import follow
-from ascend_plugin.faces.kube.retry import Retrier
 from ascend_plugin.faults import FaultTable, FaultTableError, parse_levels
+from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, string_map
+from ascend_plugin.kubeapi.errors import KubeError
+from ascend_plugin.kubeapi.follow import follow
+from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import RELOADABLE, SettingsError
 

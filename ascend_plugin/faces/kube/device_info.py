@@ -24,16 +24,16 @@ from collections.abc import Callable
 import anyio
 
 from ascend_plugin.faces.kube.chips import chip_views
-from ascend_plugin.faces.kube.client import CONFIGMAPS, JsonObject, Kube, labels_of, mapping_field
-from ascend_plugin.faces.kube.errors import Conflict, KubeError, NotFound
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
     DeviceInfoContent,
     FaultClock,
     device_info_content,
 )
-from ascend_plugin.faces.kube.retry import Retrier
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube, labels_of, mapping_field
+from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
+from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
 

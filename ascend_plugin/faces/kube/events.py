@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 import anyio
 
 from ascend_plugin.faces.kube.chips import ChipView
-from ascend_plugin.faces.kube.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
-from ascend_plugin.faces.kube.errors import ApiError, KubeError
-from ascend_plugin.faces.kube.retry import Retrier
 from ascend_plugin.inventory.inventory import ChipState
+from ascend_plugin.kubeapi.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
+from ascend_plugin.kubeapi.errors import ApiError, KubeError
+from ascend_plugin.kubeapi.retry import Retrier
 from backends.families import FamilyTable
 
 log = logging.getLogger(__name__)

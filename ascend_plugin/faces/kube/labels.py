@@ -27,11 +27,11 @@ from collections.abc import Mapping
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from ascend_plugin.faces.kube.client import NODES, Kube, labels_of
-from ascend_plugin.faces.kube.errors import KubeError
-from ascend_plugin.faces.kube.follow import follow
-from ascend_plugin.faces.kube.retry import Retrier
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.client import NODES, Kube, labels_of
+from ascend_plugin.kubeapi.errors import KubeError
+from ascend_plugin.kubeapi.follow import follow
+from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
-    from ascend_plugin.faces.kube.client import Kube
+    from ascend_plugin.kubeapi.client import Kube
 
 Part = Callable[[], Awaitable[None]]
 

@@ -6,10 +6,10 @@ import logging
 
 import anyio
 
-from ascend_plugin.faces.kube.client import Kube, connect
-from ascend_plugin.faces.kube.errors import KubeError
 from ascend_plugin.faces.kube.publishers import PUBLISHERS, KubeInputs
-from ascend_plugin.faces.kube.retry import Retrier
+from ascend_plugin.kubeapi.client import Kube, connect
+from ascend_plugin.kubeapi.errors import KubeError
+from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.resilience import supervise
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
-from ascend_plugin.faces.kube.errors import Forbidden, KubeConfigError, KubeError, Unauthorized
+from ascend_plugin.kubeapi.errors import Forbidden, KubeConfigError, KubeError, Unauthorized
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)

@@ -25,7 +25,7 @@ import yaml
 from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
-from ascend_plugin.faces.kube.errors import ApiError, KubeConfigError, Unreachable, api_error
+from ascend_plugin.kubeapi.errors import ApiError, KubeConfigError, Unreachable, api_error
 
 log = logging.getLogger(__name__)
 

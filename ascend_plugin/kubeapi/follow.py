@@ -14,8 +14,8 @@ import logging
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
-from ascend_plugin.faces.kube.client import WATCH_TIMEOUT, JsonObject, Kube, Resource
-from ascend_plugin.faces.kube.errors import Gone
+from ascend_plugin.kubeapi.client import WATCH_TIMEOUT, JsonObject, Kube, Resource
+from ascend_plugin.kubeapi.errors import Gone
 
 log = logging.getLogger(__name__)
 
