@@ -16,12 +16,30 @@ in :attr:`missing` so the caller can say so once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
 from backends.errors import NOT_READY, DcmiError, SymbolMissing
-from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler
+from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, PcieAddress
 
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
+PCIE_INFO = "dcmi_get_device_pcie_info_v2"
+
+# What the plugin does without each optional DCMI function (said once, at init).
+WITHOUT: Mapping[str, str] = MappingProxyType(
+    {
+        ERROR_CODES: "health comes from dcmi_get_device_health alone (fault codes are not polled; "
+        "fault events still count)",
+        SUBSCRIBE: "no fault events: health comes from polling alone",
+        PCIE_INFO: "no NUMA nodes: placement and the Topology Manager get no NUMA preference",
+        "dcmi_get_device_ip": "device IPs are unknown (Volcano's rank table says -1)",
+        "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
+        "dcmi_get_device_hbm_info": "no HBM figures",
+        "dcmi_get_device_memory_info_v3": "no device memory figures",
+    }
+)
 
 
 class ChipBackend:
@@ -36,9 +54,12 @@ class ChipBackend:
         """Where the chips come from (a library path, or a fake's scenario file)."""
         return self.library.description
 
-    def init(self) -> None:
-        """Open the library and ``dcmi_init`` it."""
+    def init(self) -> frozenset[str]:
+        """Open the library and ``dcmi_init`` it; return the optional functions it lacks."""
         self.library.init()
+        missing = self.library.missing_functions()
+        self.missing.update(missing)
+        return missing
 
     def close(self) -> None:
         """Release the library."""
@@ -80,6 +101,18 @@ class ChipBackend:
         except SymbolMissing:
             self.missing.add(SUBSCRIBE)
             raise
+
+    def pcie_address(self, chip: Chip) -> PcieAddress | None:
+        """Where the chip sits on PCI; None where the driver does not say (SoC boards, old drivers)."""
+        if PCIE_INFO in self.missing:
+            return None
+        try:
+            return self.library.pcie_address(chip.card_id, chip.device_id)
+        except SymbolMissing:
+            self.missing.add(PCIE_INFO)
+        except DcmiError:
+            pass
+        return None
 
     def ai_cores(self, chip: Chip, nominal: float) -> AiCoreFigure:
         """The chip's AI-core count: VDEV_MNG total resource, else chip info, else ``nominal``."""

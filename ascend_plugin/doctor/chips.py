@@ -16,7 +16,7 @@ from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Unmet, how_to_set, listing
 from ascend_plugin.inventory.discovery import open_library
-from backends.backend import ChipBackend
+from backends.backend import WITHOUT, ChipBackend
 from backends.chips import AiCoreFigure, Chip
 from backends.errors import ChipError, UnknownChipFamily
 from backends.families import FAMILY_NAMES, family_for, family_named
@@ -53,13 +53,14 @@ async def dcmi_init(context: Context) -> Finding:
     except ChipError as error:  # a fake scenario that cannot be read
         return Finding.problem(INIT, str(error), fix="fix the file named (docs/dcmi.md, fake scenarios)")
     try:
-        await context.calls.node("dcmi_init", backend.init)
+        missing = await context.calls.node("dcmi_init", backend.init)
         version = await context.calls.node("driver_version", backend.library.driver_version)
     except (ChipError, ChipCallError) as error:
         await context.release(backend)
         return Finding.problem(INIT, f"dcmi_init on {backend.description} failed: {error}", fix=_DRIVER_FIX)
     context.backend = backend
-    return Finding.ok(INIT, f"dcmi_init succeeded on {backend.description}; driver {version}")
+    lacks = "".join(f"; it has no {name}: {WITHOUT.get(name, 'done without')}" for name in sorted(missing))
+    return Finding.ok(INIT, f"dcmi_init succeeded on {backend.description}; driver {version}{lacks}")
 
 
 @check(CHIPS)

@@ -22,11 +22,12 @@ from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff
 from ascend_plugin.settings import Settings, family_overrides
-from backends.backend import ChipBackend
+from backends.backend import WITHOUT, ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError, NoChips
 from backends.families import FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
+from backends.pci import PciSysfsError, numa_node
 from backends.topology import ChipFacts, assign_units
 
 log = logging.getLogger(__name__)
@@ -53,10 +54,16 @@ class DiscoverySettings:
     open_library: Callable[[], DeviceLibrary]
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]
+    host_root: Path = Path("/")  # where the host's /sys is seen (NUMA nodes)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscoverySettings:
-        return cls(lambda: open_library(settings), settings.chip_family, family_overrides(settings))
+        return cls(
+            lambda: open_library(settings),
+            settings.chip_family,
+            family_overrides(settings),
+            settings.host_root,
+        )
 
 
 @dataclass(frozen=True)
@@ -105,7 +112,7 @@ class Discovery:
     async def _attempt(self) -> tuple[ChipBackend, FamilyTable, list[Chip]]:
         backend = ChipBackend(self.settings.open_library())
         try:
-            await self.calls.node("dcmi_init", backend.init)
+            missing = await self.calls.node("dcmi_init", backend.init)
             chips = await self.calls.node("enumerate chips", backend.discover)
             if not chips:
                 raise NoChips(f"{backend.description} reports no NPU chips")
@@ -119,6 +126,14 @@ class Discovery:
         if others:
             log.warning("chips of another family are served as %s too: %s", family.family, ", ".join(others))
         table = family.with_overrides(**self.settings.family_overrides)
+        for function in sorted(missing):
+            log.warning(
+                "%s has no %s: %s",
+                backend.description,
+                function,
+                WITHOUT.get(function, "the plugin does without it"),
+                extra={"function": function},
+            )
         log.info(
             "found %d chip(s) of family %s (%s) via %s",
             len(chips),
@@ -139,9 +154,25 @@ class Discovery:
         states = []
         for chip in chips:
             ai_cores = await self._ai_cores(backend, table, chip)
-            states.append(ChipState(chip, ai_cores=ai_cores, unit=units[chip.phy_id]))
-        facts = NodeFacts(table, backend.description, driver_version)
+            numa = await self._numa_node(backend, chip)
+            states.append(ChipState(chip, ai_cores=ai_cores, unit=units[chip.phy_id], numa_node=numa))
+        facts = NodeFacts(table, backend.description, driver_version, frozenset(backend.missing))
         return Inventory(facts, states)
+
+    async def _numa_node(self, backend: ChipBackend, chip: Chip) -> int | None:
+        """The chip's NUMA node, from its PCIe address and the host's sysfs; None when unknown."""
+        try:
+            address = await self.calls.call(chip.phy_id, "pcie_address", backend.pcie_address, chip)
+        except ChipCallError as error:
+            log.warning("cannot read the PCIe address of %s: %s", chip.label, error)
+            return None
+        if address is None:
+            return None
+        try:
+            return numa_node(address, self.settings.host_root)
+        except PciSysfsError as error:
+            log.warning("cannot read the NUMA node of %s: %s", chip.label, error)
+            return None
 
     async def _ai_cores(self, backend: ChipBackend, table: FamilyTable, chip: Chip) -> float | None:
         try:
