@@ -62,7 +62,10 @@ KUBELET_PATHS = {
     ),
     "ascend_plugin.kubelet_api.pluginregistration": (
         "RegistrationBase",
-        {"/pluginregistration.Registration/GetInfo", "/pluginregistration.Registration/NotifyRegistrationStatus"},
+        {
+            "/pluginregistration.Registration/GetInfo",
+            "/pluginregistration.Registration/NotifyRegistrationStatus",
+        },
     ),
     "ascend_plugin.kubelet_api.v1alpha1": (
         "DraResourceHealthBase",
