@@ -4,8 +4,9 @@ Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
 scenario-driven fake), the plugin asks the same five things: open it
 (:meth:`init`), find the chips (:meth:`discover`), read one chip's health
 (:meth:`read_health`), hear of faults as they happen (:meth:`subscribe_faults`),
-and let go (:meth:`close`), plus the AI-core figure a chip reports. Family
-rules are data (:mod:`backends.families`), not subclasses.
+and let go (:meth:`close`), plus the facts a chip reports of itself (AI cores,
+device memory, PCIe address). Family rules are data
+(:mod:`backends.families`), not subclasses.
 
 Drivers differ in what they offer: an older libdcmi.so has no
 ``dcmi_get_device_errorcode_v2``, and only 910 drivers deliver fault events.
@@ -21,11 +22,13 @@ from types import MappingProxyType
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
 from backends.errors import NOT_READY, DcmiError, SymbolMissing
-from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, PcieAddress
+from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, MemoryInfo, PcieAddress
 
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
 PCIE_INFO = "dcmi_get_device_pcie_info_v2"
+HBM_INFO = "dcmi_get_device_hbm_info"
+MEMORY_INFO = "dcmi_get_device_memory_info_v3"
 
 # What the plugin does without each optional DCMI function (said once, at init).
 WITHOUT: Mapping[str, str] = MappingProxyType(
@@ -36,8 +39,8 @@ WITHOUT: Mapping[str, str] = MappingProxyType(
         PCIE_INFO: "no NUMA nodes: placement and the Topology Manager get no NUMA preference",
         "dcmi_get_device_ip": "device IPs are unknown (Volcano's rank table says -1)",
         "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
-        "dcmi_get_device_hbm_info": "no HBM figures",
-        "dcmi_get_device_memory_info_v3": "no device memory figures",
+        HBM_INFO: "device memory comes from dcmi_get_device_memory_info_v3 (the DRA memory capacity)",
+        MEMORY_INFO: "device memory comes from dcmi_get_device_hbm_info alone (the DRA memory capacity)",
     }
 )
 
@@ -112,6 +115,28 @@ class ChipBackend:
             self.missing.add(PCIE_INFO)
         except DcmiError:
             pass
+        return None
+
+    def memory(self, chip: Chip) -> MemoryInfo | None:
+        """The chip's device memory: HBM where the chip has it (910), else its DDR; None when neither answers.
+
+        ``dcmi_get_device_hbm_info`` is asked first because 910B and A3 drivers
+        refuse ``dcmi_get_device_memory_info_v3`` (-8255); a chip without HBM
+        answers the HBM query with an error or a total of 0, and its DDR figure
+        comes from the other call. A missing function is recorded once.
+        """
+        for function, read in ((HBM_INFO, self.library.hbm_info), (MEMORY_INFO, self.library.memory_info)):
+            if function in self.missing:
+                continue
+            try:
+                info = read(chip.card_id, chip.device_id)
+            except SymbolMissing:
+                self.missing.add(function)
+                continue
+            except DcmiError:
+                continue
+            if info.total_mb > 0:
+                return info
         return None
 
     def ai_cores(self, chip: Chip, nominal: float) -> AiCoreFigure:

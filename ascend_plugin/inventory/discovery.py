@@ -26,7 +26,7 @@ from backends.backend import WITHOUT, ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError, NoChips
 from backends.families import FamilyTable, family_for, family_named
-from backends.library import DeviceLibrary
+from backends.library import DeviceLibrary, PcieAddress
 from backends.pci import PciSysfsError, numa_node
 from backends.topology import ChipFacts, assign_units
 
@@ -154,18 +154,30 @@ class Discovery:
         states = []
         for chip in chips:
             ai_cores = await self._ai_cores(backend, table, chip)
-            numa = await self._numa_node(backend, chip)
-            states.append(ChipState(chip, ai_cores=ai_cores, unit=units[chip.phy_id], numa_node=numa))
+            address = await self._pcie_address(backend, chip)
+            states.append(
+                ChipState(
+                    chip,
+                    ai_cores=ai_cores,
+                    unit=units[chip.phy_id],
+                    numa_node=self._numa_node(chip, address),
+                    pcie_address=address,
+                    memory_mb=await self._memory_mb(backend, chip),
+                )
+            )
         facts = NodeFacts(table, backend.description, driver_version, frozenset(backend.missing))
         return Inventory(facts, states)
 
-    async def _numa_node(self, backend: ChipBackend, chip: Chip) -> int | None:
-        """The chip's NUMA node, from its PCIe address and the host's sysfs; None when unknown."""
+    async def _pcie_address(self, backend: ChipBackend, chip: Chip) -> PcieAddress | None:
+        """Where the chip sits on PCI; None where the driver does not say."""
         try:
-            address = await self.calls.call(chip.phy_id, "pcie_address", backend.pcie_address, chip)
+            return await self.calls.call(chip.phy_id, "pcie_address", backend.pcie_address, chip)
         except ChipCallError as error:
             log.warning("cannot read the PCIe address of %s: %s", chip.label, error)
             return None
+
+    def _numa_node(self, chip: Chip, address: PcieAddress | None) -> int | None:
+        """The chip's NUMA node, from its PCIe address and the host's sysfs; None when unknown."""
         if address is None:
             return None
         try:
@@ -173,6 +185,15 @@ class Discovery:
         except PciSysfsError as error:
             log.warning("cannot read the NUMA node of %s: %s", chip.label, error)
             return None
+
+    async def _memory_mb(self, backend: ChipBackend, chip: Chip) -> int | None:
+        """The chip's device memory in MiB; None where the driver does not say."""
+        try:
+            info = await self.calls.call(chip.phy_id, "memory", backend.memory, chip)
+        except ChipCallError as error:
+            log.warning("cannot read the device memory of %s: %s", chip.label, error)
+            return None
+        return info.total_mb if info is not None else None
 
     async def _ai_cores(self, backend: ChipBackend, table: FamilyTable, chip: Chip) -> float | None:
         try:

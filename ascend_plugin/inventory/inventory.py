@@ -23,6 +23,7 @@ import anyio
 from ascend_plugin.faults import Fault, FaultLevel, format_code
 from backends.chips import Chip
 from backends.families import FamilyTable
+from backends.library import PcieAddress
 from backends.topology import TopologyUnit
 
 
@@ -58,6 +59,8 @@ class ChipState:
     ai_cores: float | None = None  # the figure the chip reported, if it could be read
     unit: TopologyUnit | None = None  # the ring, card or mesh group it shares a fast link with
     numa_node: int | None = None  # the NUMA node of its PCIe device, where the host says
+    pcie_address: PcieAddress | None = None  # where it sits on PCI, where the driver says
+    memory_mb: int | None = None  # its device memory (HBM or DDR), where the driver says
 
     @property
     def phy_id(self) -> int:

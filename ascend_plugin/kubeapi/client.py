@@ -1,7 +1,7 @@
 """The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
 
 kubernetes-asyncio is largely untyped and turns every object into a generated model
-class; the plugin needs a handful of fields from three kinds of object. So each
+class; the plugin needs a handful of fields from a few kinds of object. So each
 call asks the client for the raw response (``_preload_content=False``), checks
 the status itself and hands back plain JSON objects, and every failure leaves
 here as one of the exceptions in :mod:`ascend_plugin.kube.errors`. The ``Any``
@@ -22,7 +22,7 @@ from typing import Any
 
 import aiohttp
 import yaml
-from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api
+from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, ResourceV1Api
 from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
 from ascend_plugin.kubeapi.errors import ApiError, KubeConfigError, Unreachable, api_error
@@ -40,16 +40,28 @@ WATCH_READ_SLACK = 30.0
 
 @dataclass(frozen=True)
 class Resource:
-    """A kind of object: its plural (as RBAC names it) and how the client's methods spell it."""
+    """A kind of object: its plural (as RBAC names it), API group, and how the client's methods spell it."""
 
     plural: str
-    method: str  # CoreV1Api method suffix: read_<method>, list_namespaced_<method>, ...
+    method: str  # the API class's method suffix: read_<method>, list_namespaced_<method>, ...
     namespaced: bool
+    group: str = ""  # "" is the core group (/api/v1)
+
+    @property
+    def qualified(self) -> str:
+        """``<group>/<plural>`` (just the plural in the core group), as errors name it."""
+        return f"{self.group}/{self.plural}" if self.group else self.plural
 
 
 NODES = Resource("nodes", "node", namespaced=False)
 CONFIGMAPS = Resource("configmaps", "config_map", namespaced=True)
 EVENTS = Resource("events", "event", namespaced=True)
+# Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34 and later).
+RESOURCE_SLICES = Resource("resourceslices", "resource_slice", namespaced=False, group="resource.k8s.io")
+RESOURCE_CLAIMS = Resource("resourceclaims", "resource_claim", namespaced=True, group="resource.k8s.io")
+
+# The client's API class of each group we use.
+_API_CLASSES: Mapping[str, Any] = {"": CoreV1Api, "resource.k8s.io": ResourceV1Api}
 
 # Our verbs (as RBAC names them) -> the client's method prefixes.
 _METHOD_PREFIX = {
@@ -59,6 +71,7 @@ _METHOD_PREFIX = {
     "create": "create",
     "update": "replace",
     "patch": "patch",
+    "delete": "delete",
 }
 
 _CLIENT_FAILURES = (aiohttp.ClientError, OSError, TimeoutError)
@@ -140,7 +153,7 @@ class _Request:
 
     def error(self, status: int, message: str) -> ApiError:
         """The exception for an error status of this request."""
-        return api_error(status, self.verb, self.resource.plural, self.target, message)
+        return api_error(status, self.verb, self.resource.qualified, self.target, message)
 
 
 class Kube:
@@ -148,7 +161,7 @@ class Kube:
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client  # for the few calls without a typed wrapper here (doctor's RBAC review)
-        self._core = CoreV1Api(api_client)
+        self._apis = {group: api(api_client) for group, api in _API_CLASSES.items()}
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
@@ -180,6 +193,17 @@ class Kube:
     ) -> JsonObject:
         """Strategic-merge-patch an object (the client's default content type for a dict body)."""
         return await self._call(_Request("patch", resource, namespace, name), body)
+
+    async def delete(
+        self,
+        resource: Resource,
+        name: str,
+        namespace: str | None = None,
+        preconditions: JsonObject | None = None,
+    ) -> JsonObject:
+        """Delete an object; ``preconditions`` (uid, resourceVersion) make a changed object a Conflict."""
+        options: JsonObject = {"preconditions": preconditions} if preconditions else {}
+        return await self._call(_Request("delete", resource, namespace, name), body=None, body_option=options)
 
     async def watch(
         self,
@@ -228,7 +252,15 @@ class Kube:
         finally:
             response.close()
 
-    async def _call(self, request: _Request, body: JsonObject | None = None, **query: object) -> JsonObject:
+    async def _call(
+        self,
+        request: _Request,
+        body: JsonObject | None = None,
+        body_option: JsonObject | None = None,
+        **query: object,
+    ) -> JsonObject:
+        if body_option is not None:
+            query = {**query, "body": body_option}  # the client's delete methods take their body by keyword
         response = await self._send(request, body, query, deadline=REQUEST_TIMEOUT)
         try:
             raw = await response.read()
@@ -253,7 +285,8 @@ class Kube:
     ) -> Any:
         """Start one request; the aiohttp response (status not checked yet)."""
         scope = "namespaced_" if request.resource.namespaced else ""
-        method = getattr(self._core, f"{_METHOD_PREFIX[request.verb]}_{scope}{request.resource.method}")
+        api = self._apis[request.resource.group]
+        method = getattr(api, f"{_METHOD_PREFIX[request.verb]}_{scope}{request.resource.method}")
         args: list[object] = [request.name] if request.name else []
         if request.resource.namespaced:
             args.append(request.namespace)
@@ -269,7 +302,8 @@ class Kube:
     def _unreachable(self, request: _Request, error: BaseException) -> Unreachable:
         detail = str(error) or type(error).__name__
         return Unreachable(
-            f"cannot reach the API server at {self.host} ({request.verb} {request.resource.plural}): {detail}"
+            f"cannot reach the API server at {self.host} "
+            f"({request.verb} {request.resource.qualified}): {detail}"
         )
 
 

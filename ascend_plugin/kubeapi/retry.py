@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import anyio
 
+from ascend_plugin.kubeapi.client import Kube, connect
 from ascend_plugin.kubeapi.errors import Forbidden, KubeConfigError, KubeError, Unauthorized
 from ascend_plugin.resilience import Backoff
 
@@ -70,3 +72,13 @@ class Retrier:
         )
         self._last_problem = problem
         await self.sleep(delay)
+
+
+async def connect_retrying(kubeconfig: Path | None, part: str = "Kubernetes client") -> Kube:
+    """A client, retrying with backoff while the configuration cannot be loaded."""
+    retry = Retrier(part)
+    while True:
+        try:
+            return await connect(kubeconfig)
+        except KubeError as error:
+            await retry.failed(error)

@@ -23,8 +23,9 @@ from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
-from ascend_plugin.faces.deviceplugin.endpoint import FileStamp, PluginEndpoint, file_stamp
+from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
+from ascend_plugin.grpc_sockets import FileStamp, file_stamp
 from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
 from ascend_plugin.resilience import Backoff
 

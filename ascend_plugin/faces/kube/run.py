@@ -7,9 +7,7 @@ import logging
 import anyio
 
 from ascend_plugin.faces.kube.publishers import PUBLISHERS, KubeInputs
-from ascend_plugin.kubeapi.client import Kube, connect
-from ascend_plugin.kubeapi.errors import KubeError
-from ascend_plugin.kubeapi.retry import Retrier
+from ascend_plugin.kubeapi.retry import connect_retrying
 from ascend_plugin.resilience import supervise
 
 log = logging.getLogger(__name__)
@@ -17,7 +15,7 @@ log = logging.getLogger(__name__)
 
 async def run_kube(inputs: KubeInputs) -> None:
     """Run every enabled publisher until cancelled."""
-    kube = await _connect(inputs)
+    kube = await connect_retrying(inputs.settings.kubeconfig)
     try:
         async with anyio.create_task_group() as tasks:
             for publisher in PUBLISHERS:
@@ -27,12 +25,3 @@ async def run_kube(inputs: KubeInputs) -> None:
         with anyio.CancelScope(shield=True):
             await kube.close()
 
-
-async def _connect(inputs: KubeInputs) -> Kube:
-    """A client, retrying with backoff while the configuration cannot be loaded."""
-    retry = Retrier("Kubernetes client")
-    while True:
-        try:
-            return await connect(inputs.settings.kubeconfig)
-        except KubeError as error:
-            await retry.failed(error)

@@ -1,0 +1,128 @@
+"""gRPC servers on unix sockets, as the kubelet-facing faces run them.
+
+The kubelet reaches every plugin through a unix socket it was told of, and it
+(or an operator) may delete that socket at any time: the device-plugin
+directory is wiped when the kubelet restarts, and a DRA driver's registration
+socket must simply stay in place. So each face serves through a
+:class:`SocketEndpoint`: it starts a server on a path, tells by the file's stamp
+whether its own socket is still there, re-creates it on a fresh socket, and
+removes only its own socket when it stops.
+
+grpclib's ``Server.close()`` cancels the request handlers but leaves the
+HTTP/2 connections open: the kubelet's end of a stream then hangs instead of
+ending, and the server's socket objects linger until garbage collection. A
+plugin that re-creates its socket after every kubelet restart must not leave a
+connection behind each time, so :class:`PluginServer` remembers the
+connections it accepted and closes them with itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from collections.abc import Collection
+from pathlib import Path
+from typing import Final
+
+import anyio
+from grpclib._typing import IServable
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server
+
+log = logging.getLogger(__name__)
+
+FileStamp = tuple[int, int, int]
+
+# sun_path is 108 bytes on Linux, the terminating NUL included.
+MAX_SOCKET_PATH: Final = 107
+CLOSE_WAIT = 2.0  # seconds a closing server gets to finish its connections
+
+
+class SocketPathTooLong(ValueError):
+    """A socket path longer than a unix socket address can hold."""
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """(inode, ctime, mtime) of ``path``, or None when it does not exist.
+
+    The inode alone is not enough: a re-created socket often gets the inode
+    number its predecessor just freed.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
+
+
+class PluginServer(Server):
+    """A grpclib Server whose ``close()`` also closes every connection it accepted."""
+
+    def __init__(self, handlers: Collection[IServable]) -> None:
+        super().__init__(handlers)
+        self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+
+    def _protocol_factory(self) -> H2Protocol:
+        protocol = super()._protocol_factory()
+        self._protocols.add(protocol)
+        return protocol
+
+    def close(self) -> None:
+        super().close()
+        for protocol in list(self._protocols):
+            processor = getattr(protocol, "processor", None)  # absent until the connection was made
+            if processor is not None:
+                processor.close("the plugin closed its server")
+
+
+class SocketEndpoint:
+    """Starts, re-creates and stops a gRPC server for ``handlers`` on the unix socket ``path``.
+
+    ``what`` names the API in log lines ("the device plugin API").
+    """
+
+    def __init__(self, handlers: Collection[IServable], path: Path, what: str) -> None:
+        self.handlers = tuple(handlers)
+        self.path = path
+        self.what = what
+        self._server: PluginServer | None = None
+        self._stamp: FileStamp | None = None
+
+    @property
+    def serving(self) -> bool:
+        """True while our socket file is in place."""
+        return self._server is not None and self._stamp is not None and file_stamp(self.path) == self._stamp
+
+    async def start(self) -> None:
+        """Serve on a fresh socket; the previous server (if any) is closed afterwards."""
+        if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
+            raise SocketPathTooLong(
+                f"socket path {self.path} is {len(os.fsencode(self.path))} bytes; a unix socket path may "
+                f"have at most {MAX_SOCKET_PATH}: choose a shorter directory"
+            )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.is_socket():
+            self.path.unlink()  # stale socket of an earlier run
+        server = PluginServer(self.handlers)
+        await server.start(path=str(self.path))
+        previous, self._server = self._server, server
+        self._stamp = file_stamp(self.path)
+        log.info("serving %s", self.what, extra={"socket": str(self.path)})
+        if previous is not None:
+            await self._close(previous)
+
+    async def stop(self) -> None:
+        """Close the server and remove our socket."""
+        if self._server is not None:
+            await self._close(self._server)
+            self._server = None
+        if self._stamp is not None and file_stamp(self.path) == self._stamp:
+            self.path.unlink(missing_ok=True)
+        self._stamp = None
+
+    @staticmethod
+    async def _close(server: PluginServer) -> None:
+        server.close()
+        with anyio.move_on_after(CLOSE_WAIT):
+            await server.wait_closed()
