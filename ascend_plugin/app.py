@@ -5,7 +5,9 @@ exiting), the health monitor looks at every chip once, and then the parts run
 side by side as named, supervised root tasks: the health monitor, the
 device-plugin face (one server and registrar per offered resource), the CDI
 spec in cdi mode, and the Kubernetes publishers once the kubelet has its
-devices. A part that fails is logged and restarted with backoff; nothing a chip
+devices. With ``serve: dra`` the DRA driver face runs instead of the
+device-plugin face (never both: the scheduler would count every chip twice).
+A part that fails is logged and restarted with backoff; nothing a chip
 library raises can end the process.
 
 Shutdown: end every ListAndWatch stream, close the servers, remove the sockets,
@@ -17,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import anyio
 
@@ -38,6 +41,9 @@ from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
 from ascend_plugin.settings import Settings
 from backends.errors import ChipError
 
+if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
+    from ascend_plugin.faces.dra.face import DraFace
+
 log = logging.getLogger(__name__)
 
 
@@ -53,6 +59,7 @@ class PluginApp:
         self.monitor: HealthMonitor | None = None
         self.book: OfferBook | None = None
         self.face: DevicePluginFace | None = None
+        self.dra: DraFace | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
@@ -86,8 +93,9 @@ class PluginApp:
             return Probe(False, f"chips not available: {self.discovery.problem}")
         if (stuck := self.calls.stuck(None)) is not None:
             return Probe(False, stuck.describe(now))
-        if self.face is None or not self.face.registered:
-            why = self.face.last_error if self.face is not None and self.face.last_error else "waiting for it"
+        face = self.face if self.face is not None else self.dra
+        if face is None or not face.registered:
+            why = face.last_error if face is not None and face.last_error else "waiting for it"
             return Probe(False, f"not registered with the kubelet: {why}")
         chips = self.node.inventory.chips()
         healthy = sum(1 for state in chips if state.healthy)
@@ -132,8 +140,12 @@ class PluginApp:
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts
         book = OfferBook(inventory, [WholeChips()])
-        mode = resolve_mode(settings.allocate_mode)
         host = HostDevices(inventory.table, settings.host_root)
+        if settings.serve == "dra":
+            self.node, self.monitor, self.book = node, monitor, book
+            await run_root_tasks([RootTask("health monitor", monitor.run), *self._dra_tasks(inventory, host)])
+            return
+        mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
         face = DevicePluginFace(
@@ -171,6 +183,27 @@ class PluginApp:
             )
         await run_root_tasks(tasks)
 
+    def _dra_tasks(self, inventory: Inventory, host: HostDevices) -> list[RootTask]:
+        """The DRA driver face, and the Kubernetes publishers once the kubelet registered it."""
+        from ascend_plugin.faces.dra.face import DraFace, DraSettings
+
+        dra_settings = DraSettings.from_settings(self.settings)
+        dra = DraFace(inventory, host, dra_settings)
+        dra.on_registered(self.registered_once.set)
+        self.dra = dra
+        log.info(
+            "serving %d %s chip(s) as DRA driver %s, pool %s",
+            len(inventory.chips()),
+            inventory.table.family,
+            dra_settings.driver,
+            dra_settings.node,
+            extra={"driver": dra_settings.driver, "pool": dra_settings.node},
+        )
+        return [
+            RootTask("DRA driver", dra.run),
+            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory)),
+        ]
+
     async def _run_kube(self, node_name: str, inventory: Inventory) -> None:
         """The Kubernetes side, started only after the first registration.
 
@@ -197,6 +230,8 @@ class PluginApp:
         self.node.inventory.close()
         if self.face is not None:
             await self.face.stop()
+        if self.dra is not None:
+            await self.dra.stop()
         if self.calls.stuck(None) is None:
             try:
                 await self.calls.node("close", self.node.backend.close)
@@ -227,6 +262,15 @@ class _MetricsView:
         ]
 
     def kubelet_counters(self) -> KubeletCounters:
+        dra = self.app.dra
+        if dra is not None:
+            claims = dra.preparer.stats
+            return KubeletCounters(
+                registrations=dra.registration.registrations,
+                claims_prepared=claims.prepared,
+                claims_unprepared=claims.unprepared,
+                prepare_errors=dict(claims.errors),
+            )
         face = self.app.face
         if face is None:
             return KubeletCounters()

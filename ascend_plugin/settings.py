@@ -48,6 +48,20 @@ class _Reloadable:
 
 RELOADABLE_SETTING: Final = _Reloadable()
 
+
+def _one_face(value: object) -> object:
+    """``serve`` names one face: both at once would offer every chip twice to the scheduler."""
+    named = _split_list(value)
+    if not isinstance(named, list | tuple):
+        return value
+    if len(named) > 1 or any(name in ("both", "all") for name in named):
+        raise ValueError(
+            f"serve takes one face, 'device-plugin' or 'dra', not {value!r}: serving both would let the "
+            "scheduler count every chip twice (once as an extended resource, once through DRA)"
+        )
+    return named[0] if named else value
+
+
 PathList = Annotated[tuple[str, ...], NoDecode, BeforeValidator(_split_list)]
 Seconds = Annotated[float, Field(gt=0, le=3600)]
 
@@ -213,6 +227,37 @@ class Settings(BaseSettings):
         default=True, description="post a Kubernetes Event on the node per health transition"
     )
 
+    # -- DRA: the chips as a resource.k8s.io/v1 driver -----------------------------------
+    serve: Annotated[Literal["device-plugin", "dra"], BeforeValidator(_one_face)] = Field(
+        default="device-plugin",
+        description="how the chips are offered: device-plugin (extended resources through the kubelet's "
+        "device-plugin API) or dra (a DRA driver: ResourceSlices and claims, Kubernetes 1.34+); one, "
+        "never both (the scheduler would count every chip twice)",
+    )
+    dra_driver_name: str = Field(
+        default="npu.huawei.com",
+        max_length=63,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$",
+        description="the DRA driver's name: the ResourceSlices' driver, the domain of the device "
+        "attributes, the DeviceClasses' selector",
+    )
+    dra_registry_path: Path = Field(
+        default=Path("/var/lib/kubelet/plugins_registry"),
+        description="the kubelet's plugin registry directory, where the DRA registration socket "
+        "<driver>-reg.sock goes",
+    )
+    dra_plugin_path: Path | None = Field(
+        default=None,
+        description="directory of the DRA socket dra.sock and the prepared-claims checkpoint; "
+        "default: /var/lib/kubelet/plugins/<driver>",
+    )
+    dra_device_taints: bool = Field(
+        default=False,
+        description="the cluster has the DRADeviceTaints feature gate: unhealthy chips stay in the "
+        "ResourceSlice with a taint (NoSchedule; NoExecute for faults that need a reset) instead of "
+        "leaving it",
+    )
+
     # -- operations -------------------------------------------------------------------
     http_address: str = Field(
         default="0.0.0.0:11251",
@@ -244,6 +289,11 @@ class Settings(BaseSettings):
     def _consistent(self) -> Settings:
         if self.backend == "fake" and self.fake_scenario is None:
             raise ValueError("backend 'fake' needs fake_scenario (--fake-scenario PATH)")
+        if self.serve == "dra" and not self.node_name:
+            raise ValueError(
+                "serve 'dra' needs node_name (--node-name, NODE_NAME or ASCEND_DP_NODE_NAME): the "
+                "driver's ResourceSlices and pool are this node's"
+            )
         if (
             self.ai_core_min is not None
             and self.ai_core_max is not None
@@ -330,3 +380,8 @@ def family_overrides(settings: Settings) -> dict[str, object]:
         "shared_nodes": settings.shared_nodes,
         "driver_mounts": settings.driver_mounts,
     }
+
+
+def dra_plugin_dir(settings: Settings) -> Path:
+    """Where the DRA socket and the claim checkpoint live: dra_plugin_path, else plugins/<driver>."""
+    return settings.dra_plugin_path or Path("/var/lib/kubelet/plugins") / settings.dra_driver_name

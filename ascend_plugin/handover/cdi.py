@@ -10,6 +10,9 @@ used. It is rewritten when the offered devices change. Allocate answers with the
 fully qualified device names, both as ``cdi_devices`` (kubelets with
 DevicePluginCDIDevices, GA in 1.31) and as the ``cdi.k8s.io/`` annotation older
 kubelets pass to the runtime.
+
+What any spec of ours holds, and how it is written, is shared: :func:`spec_content`
+and :func:`write_spec` also make the DRA driver's spec per claim.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -41,6 +44,35 @@ def _mount(mount: HostMount) -> dict[str, Any]:
     return {"hostPath": mount.host_path, "containerPath": mount.container_path, "options": options}
 
 
+def spec_content(kind: str, nodes: Mapping[str, DeviceNode], host: HostDevices) -> dict[str, Any]:
+    """A spec of ``kind`` with a device per name of ``nodes`` carrying its node, and the host's shared edits.
+
+    The family's shared nodes and the read-only driver mounts are spec-wide
+    edits: the runtime applies them whenever any device of the spec is used.
+    The version is the lowest this content allows (unknown fields would make a
+    runtime reject the file).
+    """
+    spec = {
+        "kind": kind,
+        "devices": [
+            {"name": name, "containerEdits": {"deviceNodes": [_node(node)]}} for name, node in nodes.items()
+        ],
+        "containerEdits": {
+            "deviceNodes": [_node(node) for node in host.shared],
+            "mounts": [_mount(mount) for mount in host.mounts],
+        },
+    }
+    return versioned(spec)
+
+
+def write_spec(path: Path, content: Mapping[str, Any]) -> None:
+    """Write a spec atomically: a runtime reading the directory never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+
+
 class CdiSpec:
     """The node's CDI spec: what it says, where it lives, the names it hands out."""
 
@@ -59,20 +91,8 @@ class CdiSpec:
         return ANNOTATION_PREFIX + device_id
 
     def content(self, devices: Sequence[OfferedDevice]) -> dict[str, Any]:
-        """The spec as the runtime reads it (unknown fields would make it reject the file)."""
-        nodes = {device.cdi_name: device.node for device in devices}
-        spec = {
-            "kind": self.kind,
-            "devices": [
-                {"name": name, "containerEdits": {"deviceNodes": [_node(node)]}}
-                for name, node in nodes.items()
-            ],
-            "containerEdits": {
-                "deviceNodes": [_node(node) for node in self.host.shared],
-                "mounts": [_mount(mount) for mount in self.host.mounts],
-            },
-        }
-        return versioned(spec)  # the lowest cdiVersion this content allows
+        """The spec as the runtime reads it."""
+        return spec_content(self.kind, {device.cdi_name: device.node for device in devices}, self.host)
 
     async def keep_written(self, book: OfferBook) -> None:
         """Write the spec now and again whenever its content changes, until the inventory closes.
@@ -103,8 +123,5 @@ class CdiSpec:
             version = await book.wait_for_change(version)
 
     def write(self, devices: Sequence[OfferedDevice]) -> None:
-        """Write the spec atomically: a runtime reading the directory never sees half a file."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
-        temporary.write_text(json.dumps(self.content(devices), indent=2) + "\n", encoding="utf-8")
-        os.replace(temporary, self.path)
+        """Write the spec atomically."""
+        write_spec(self.path, self.content(devices))

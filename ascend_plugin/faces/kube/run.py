@@ -24,4 +24,3 @@ async def run_kube(inputs: KubeInputs) -> None:
     finally:
         with anyio.CancelScope(shield=True):
             await kube.close()
-

@@ -35,12 +35,15 @@ class ChipMetric:
 
 @dataclass(frozen=True)
 class KubeletCounters:
-    """What the device-plugin face has counted."""
+    """What the kubelet-facing face has counted (the device plugin's, or the DRA driver's claims)."""
 
     allocations: int = 0
     allocation_errors: Mapping[str, int] = field(default_factory=dict)
     updates_sent: int = 0
     registrations: int = 0
+    claims_prepared: int = 0
+    claims_unprepared: int = 0
+    prepare_errors: Mapping[str, int] = field(default_factory=dict)
 
 
 class MetricsSource(Protocol):
@@ -96,6 +99,7 @@ class _StateCollector(Collector):
         ready = GaugeMetricFamily("ascend_plugin_ready", "1 when registered and the driver answers")
         ready.add_metric([], 1.0 if source.ready() else 0.0)
         yield from (allocations, errors, updates, registrations, ready)
+        yield from _dra_counters(counters)
 
         stuck = GaugeMetricFamily(
             "ascend_dcmi_stuck_call_seconds",
@@ -110,6 +114,22 @@ class _StateCollector(Collector):
         )
         abandoned.add_metric([], float(source.abandoned_threads()))
         yield from (stuck, abandoned)
+
+
+def _dra_counters(counters: KubeletCounters) -> Iterator[Metric]:
+    """The DRA driver's claims: prepared (first time), unprepared, refused by reason."""
+    prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
+    unprepared = CounterMetricFamily("ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node")
+    errors = CounterMetricFamily(
+        "ascend_dra_prepare_errors",
+        "Claims not prepared, by reason (claim, api, device, io)",
+        labels=["reason"],
+    )
+    prepared.add_metric([], counters.claims_prepared)
+    unprepared.add_metric([], counters.claims_unprepared)
+    for reason, count in sorted(counters.prepare_errors.items()):
+        errors.add_metric([reason], count)
+    yield from (prepared, unprepared, errors)
 
 
 class PluginMetrics:

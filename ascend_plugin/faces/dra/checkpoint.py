@@ -1,0 +1,171 @@
+"""The prepared claims, kept in a file in the plugin directory so that no restart forgets one.
+
+The kubelet unprepares a claim long after preparing it, maybe after the plugin
+restarted, maybe after the claim was deleted from the API server. So every
+prepared claim is written down, devices, requests and CDI IDs, before the
+kubelet hears that it is prepared: a temporary file beside the checkpoint,
+flushed to disk, renamed over it, and the directory flushed too, so that after a
+crash the file is the old content or the new, never half of each.
+
+A checkpoint that cannot be read as one is moved aside (``checkpoint.json.bad-<time>``)
+with an error naming it, and the plugin starts without: losing the record of
+prepared claims is bad, refusing to serve the kubelet (which then cannot
+unprepare anything) is worse.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ascend_plugin.faces.dra.claims import ClaimRef
+
+log = logging.getLogger(__name__)
+
+FORMAT: Final = 1
+
+
+class CheckpointError(Exception):
+    """The checkpoint file exists but does not hold prepared claims in our format."""
+
+
+@dataclass(frozen=True)
+class PreparedDevice:
+    """A device prepared for a claim: what the kubelet was answered."""
+
+    device: str
+    requests: tuple[str, ...]
+    cdi_ids: tuple[str, ...]
+    admin_access: bool = False
+
+
+@dataclass(frozen=True)
+class PreparedClaim:
+    """A claim the kubelet was told is prepared."""
+
+    ref: ClaimRef
+    pool: str
+    devices: tuple[PreparedDevice, ...]
+
+
+def _claim_json(claim: PreparedClaim) -> dict[str, Any]:
+    return {
+        "namespace": claim.ref.namespace,
+        "name": claim.ref.name,
+        "pool": claim.pool,
+        "devices": [
+            {
+                "device": device.device,
+                "requests": list(device.requests),
+                "cdiDeviceIDs": list(device.cdi_ids),
+                "adminAccess": device.admin_access,
+            }
+            for device in claim.devices
+        ],
+    }
+
+
+def _strings(value: object, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise CheckpointError(f"{where} must be a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _string(entry: Mapping[str, Any], key: str, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str):
+        raise CheckpointError(f"{where}.{key} must be a string, got {value!r}")
+    return value
+
+
+def _claim(uid: str, entry: object) -> PreparedClaim:
+    where = f"claim {uid}"
+    if not isinstance(entry, dict):
+        raise CheckpointError(f"{where} must be an object, got {entry!r}")
+    devices = entry.get("devices")
+    if not isinstance(devices, list):
+        raise CheckpointError(f"{where}.devices must be a list, got {devices!r}")
+    prepared = []
+    for index, device in enumerate(devices):
+        at = f"{where}.devices[{index}]"
+        if not isinstance(device, dict):
+            raise CheckpointError(f"{at} must be an object, got {device!r}")
+        prepared.append(
+            PreparedDevice(
+                _string(device, "device", at),
+                _strings(device.get("requests"), f"{at}.requests"),
+                _strings(device.get("cdiDeviceIDs"), f"{at}.cdiDeviceIDs"),
+                device.get("adminAccess") is True,
+            )
+        )
+    ref = ClaimRef(_string(entry, "namespace", where), _string(entry, "name", where), uid)
+    return PreparedClaim(ref, _string(entry, "pool", where), tuple(prepared))
+
+
+def parse(text: str) -> dict[str, PreparedClaim]:
+    """The prepared claims by UID in a checkpoint's text; CheckpointError says what is wrong."""
+    try:
+        data = json.loads(text)
+    except ValueError as error:
+        raise CheckpointError(f"not JSON: {error}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise CheckpointError(f"not a checkpoint of format {FORMAT} (an object with format: {FORMAT})")
+    claims = data.get("claims")
+    if not isinstance(claims, dict):
+        raise CheckpointError(f"claims must be an object of claims by UID, got {claims!r}")
+    return {uid: _claim(uid, entry) for uid, entry in claims.items()}
+
+
+def render(claims: Mapping[str, PreparedClaim]) -> str:
+    """The checkpoint's text for ``claims``."""
+    content = {"format": FORMAT, "claims": {uid: _claim_json(claims[uid]) for uid in sorted(claims)}}
+    return json.dumps(content, indent=1, sort_keys=True) + "\n"
+
+
+class Checkpoint:
+    """The checkpoint file ``path``: read once at start, rewritten atomically on every change."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> dict[str, PreparedClaim]:
+        """The prepared claims; none when there is no file; a bad file is moved aside (logged)."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            return parse(text)
+        except CheckpointError as error:
+            aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
+            os.replace(self.path, aside)
+            log.error(
+                "the prepared-claims checkpoint %s is unusable (%s); moved it to %s and starting without: "
+                "claims prepared before are unknown, so unpreparing them removes nothing and a device "
+                "may be prepared for two claims until their pods end",
+                self.path,
+                error,
+                aside,
+            )
+            return {}
+
+    def save(self, claims: Mapping[str, PreparedClaim]) -> None:
+        """Write ``claims`` so that the file is always either the old or the new content (blocking)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = self.path.with_name(f".{self.path.name}.tmp")
+        with open(temporary, "w", encoding="utf-8") as file:
+            file.write(render(claims))
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, self.path)
+        directory = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            os.fsync(directory)
+        finally:
+            os.close(directory)

@@ -1,0 +1,58 @@
+"""CDI specs per prepared claim: what the container runtime gives a container of the claim.
+
+Each prepared claim gets its own spec file in the runtime's CDI directory,
+``<vendor>-<class>-claim-<claim UID>.json``, with one CDI device per chip named
+``<claim UID>-npu-<physical id>``: the CDI ID the kubelet passes to the runtime,
+``huawei.com/npu=<claim UID>-npu-0``, is then never the same for two claims, so
+a runtime's cache cannot serve a spec of an earlier claim. The content (the
+chip's node, the family's shared nodes, the driver mounts, the lowest CDI
+version it needs) and the atomic write are the handover layer's, shared with the
+device plugin's CDI mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from ascend_plugin.faces.dra.names import device_name
+from ascend_plugin.handover.cdi import spec_content, write_spec
+from ascend_plugin.handover.host_devices import HostDevices
+from ascend_plugin.offers.whole_chips import chip_node
+
+
+class ClaimSpecs:
+    """The per-claim specs of one CDI kind in one directory."""
+
+    def __init__(self, kind: str, spec_dir: Path, host: HostDevices) -> None:
+        self.kind = kind
+        self.spec_dir = spec_dir
+        self.host = host
+        self._prefix = f"{kind.replace('/', '-')}-claim-"
+
+    def path(self, uid: str) -> Path:
+        """The spec file of a claim."""
+        return self.spec_dir / f"{self._prefix}{uid}.json"
+
+    def device_id(self, uid: str, phy_id: int) -> str:
+        """The fully qualified CDI ID of a chip of a claim, ``<kind>=<uid>-npu-<phy>``."""
+        return f"{self.kind}={uid}-{device_name(phy_id)}"
+
+    def write(self, uid: str, phy_ids: Iterable[int]) -> Mapping[int, str]:
+        """Write the claim's spec (blocking); the CDI ID of each chip. OSError when the directory refuses."""
+        chips = list(dict.fromkeys(phy_ids))
+        nodes = {f"{uid}-{device_name(phy)}": chip_node(phy) for phy in chips}
+        write_spec(self.path(uid), spec_content(self.kind, nodes, self.host))
+        return {phy: self.device_id(uid, phy) for phy in chips}
+
+    def remove(self, uid: str) -> None:
+        """Remove the claim's spec, if there is one (blocking). OSError when it cannot be removed."""
+        self.path(uid).unlink(missing_ok=True)
+
+    def present(self) -> set[str]:
+        """The UIDs of the claims with a spec file in the directory."""
+        try:
+            names = [path.name for path in self.spec_dir.glob(f"{self._prefix}*.json")]
+        except OSError:
+            return set()
+        return {name.removeprefix(self._prefix).removesuffix(".json") for name in names}

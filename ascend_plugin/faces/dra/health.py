@@ -1,0 +1,109 @@
+"""The device-health stream, ``/v1alpha1.DRAResourceHealth/NodeWatchResources``.
+
+With the kubelet's ``ResourceHealthStatus`` feature, the health of the devices
+a pod holds shows in its status. The kubelet keeps the last report per device
+and counts it as Unknown once it is older than the report's timeout (30 s when
+a kubelet before 1.35 ignores ours), so the stream sends the complete device
+list at once, again after every change of the inventory, and at least every
+:data:`HEARTBEAT` seconds when nothing changes. It ends only when the plugin
+stops, like ListAndWatch (see :mod:`ascend_plugin.grpc_sockets` for why).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Final
+
+import anyio
+
+from ascend_plugin.faces.dra.names import device_name
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+from ascend_plugin.kubelet_api.v1alpha1 import (
+    DeviceHealth,
+    DeviceIdentifier,
+    DraResourceHealthBase,
+    HealthStatus,
+    NodeWatchResourcesRequest,
+    NodeWatchResourcesResponse,
+)
+
+HEARTBEAT: Final = 10.0  # seconds between reports when nothing changes
+REPORT_TIMEOUT: Final = 30  # seconds the kubelet may trust a report (three heartbeats)
+MAX_MESSAGE: Final = 1024
+
+
+def _status(state: ChipState) -> HealthStatus:
+    if not state.health.known:
+        return HealthStatus.UNKNOWN
+    return HealthStatus.HEALTHY if state.healthy else HealthStatus.UNHEALTHY
+
+
+class DeviceHealthService(DraResourceHealthBase):
+    """Streams the health of every chip of the pool."""
+
+    def __init__(
+        self,
+        inventory: Inventory,
+        pool: str,
+        heartbeat: float = HEARTBEAT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.inventory = inventory
+        self.pool = pool
+        self.heartbeat = heartbeat
+        self.clock = clock
+        self.open_streams = 0
+        self.messages_sent = 0
+        self._stopping = False
+        self._changed = anyio.Event()
+        self._no_streams = anyio.Event()
+        self._no_streams.set()
+
+    def snapshot(self) -> NodeWatchResourcesResponse:
+        """Every chip with its health now."""
+        now = int(self.clock())
+        return NodeWatchResourcesResponse(
+            devices=[
+                DeviceHealth(
+                    device=DeviceIdentifier(pool_name=self.pool, device_name=device_name(state.phy_id)),
+                    health=_status(state),
+                    last_updated_time=now,
+                    health_check_timeout_seconds=REPORT_TIMEOUT,
+                    message=state.health.reason[:MAX_MESSAGE],
+                )
+                for state in self.inventory.chips()
+            ]
+        )
+
+    def notify(self) -> None:
+        """The inventory changed: every open stream reports again."""
+        changed, self._changed = self._changed, anyio.Event()
+        changed.set()
+
+    def stop(self) -> None:
+        """End every stream (the plugin is stopping)."""
+        self._stopping = True
+        self.notify()
+
+    async def streams_ended(self) -> None:
+        """Return once no stream is open."""
+        await self._no_streams.wait()
+
+    async def node_watch_resources(
+        self, message: NodeWatchResourcesRequest
+    ) -> AsyncIterator[NodeWatchResourcesResponse]:
+        self.open_streams += 1
+        if self._no_streams.is_set():
+            self._no_streams = anyio.Event()
+        try:
+            while not self._stopping:
+                changed = self._changed
+                yield self.snapshot()
+                self.messages_sent += 1
+                with anyio.move_on_after(self.heartbeat):
+                    await changed.wait()
+        finally:
+            self.open_streams -= 1
+            if self.open_streams == 0:
+                self._no_streams.set()

@@ -1,0 +1,67 @@
+"""The names the DRA driver gives things, and the API's rules for them.
+
+Devices are ``npu-<physical id>`` (DNS labels, stable across restarts: the
+same number the device node and Huawei's plugin use), the pool is the node, and
+attribute names are C identifiers of at most 32 characters in the driver's
+domain, so CEL reads ``device.attributes["npu.huawei.com"].aiCores``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+DEVICE_PREFIX: Final = "npu-"
+
+# The registration service's answer: the kubelet takes the first service it knows.
+PLUGIN_TYPE: Final = "DRAPlugin"
+SUPPORTED_SERVICES: Final = ("v1.DRAPlugin", "v1beta1.DRAPlugin", "v1alpha1.DRAResourceHealth")
+
+DRA_SOCKET: Final = "dra.sock"
+CHECKPOINT: Final = "checkpoint.json"
+
+# resource.k8s.io/v1 limits (k8s.io/api/resource/v1/types.go).
+MAX_DEVICES_PER_SLICE: Final = 128
+MAX_DEVICES_PER_SLICE_WITH_TAINTS: Final = 64  # from 1.35, whenever any device has taints
+MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
+MAX_ATTRIBUTE_NAME: Final = 32
+MAX_STRING_VALUE: Final = 64
+
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DEVICE_NAME = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})$")
+
+
+class AttributeNameError(ValueError):
+    """A device attribute or capacity name the API server would refuse."""
+
+
+def device_name(phy_id: int) -> str:
+    """``npu-<physical id>``."""
+    return f"{DEVICE_PREFIX}{phy_id}"
+
+
+def phy_of(name: str) -> int | None:
+    """The physical id a device name stands for; None when it is not one of ours."""
+    found = _DEVICE_NAME.match(name)
+    return int(found[1]) if found else None
+
+
+def registration_socket(driver: str) -> str:
+    """The registration socket's file name in the kubelet's plugin registry: ``<driver>-reg.sock``."""
+    return f"{driver}-reg.sock"
+
+
+def request_base(name: str) -> str:
+    """The request a result belongs to: ``npus/fast`` (a subrequest of ``firstAvailable``) -> ``npus``."""
+    return name.split("/", 1)[0]
+
+
+def checked_attribute_name(name: str) -> str:
+    """``name`` if the API takes it as an attribute name, ``[domain/]identifier``; else AttributeNameError."""
+    identifier = name.rsplit("/", 1)[-1]
+    if len(identifier) > MAX_ATTRIBUTE_NAME or not _C_IDENTIFIER.match(identifier):
+        raise AttributeNameError(
+            f"device attribute {name!r}: the name after the domain must be a C identifier of at most "
+            f"{MAX_ATTRIBUTE_NAME} characters"
+        )
+    return name
