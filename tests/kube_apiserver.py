@@ -10,6 +10,13 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   create of an existing name 409 AlreadyExists; lists and watches take a field
   selector ``metadata.name=<name>``; a watch from a version older than the
   last :meth:`FakeApiServer.expire_watches` gets a 410 ERROR event;
+* resource.k8s.io/v1 (Dynamic Resource Allocation, see the block at the end):
+  resourceslices (validated as the real server does, field selectors
+  ``spec.driver`` and ``spec.nodeName``, watch, create with ``generateName``,
+  update, delete with preconditions, deletecollection as the kubelet wipes a
+  node's slices; device ``taints`` silently dropped unless
+  :attr:`FakeApiServer.device_taints` says the gate is on), resourceclaims and
+  deviceclasses;
 * bearer-token authentication (401 without the token);
 * authorization: everything is allowed until :meth:`FakeApiServer.deny` takes
   a permission away; a request it covers gets the real server's 403, and a
@@ -31,6 +38,7 @@ import itertools
 import json
 import re
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,6 +182,7 @@ class FakeApiServer:
     denials: list[Denial] = field(default_factory=list)
     version: int = 1000
     oldest_watchable: int = 0  # watches from before this version get 410
+    device_taints: bool = False  # the DRADeviceTaints feature gate: off keeps no taints on devices
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -206,6 +215,12 @@ class FakeApiServer:
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}/{name}", self._handle)
         app.router.add_route("POST", "/apis/authorization.k8s.io/v1/{resource}", self._handle)
+        app.router.add_route("*", f"/apis/{DRA_VERSION}/{{resource}}", self._handle)
+        app.router.add_route("*", f"/apis/{DRA_VERSION}/{{resource}}/{{name}}", self._handle)
+        app.router.add_route("*", f"/apis/{DRA_VERSION}/namespaces/{{namespace}}/{{resource}}", self._handle)
+        app.router.add_route(
+            "*", f"/apis/{DRA_VERSION}/namespaces/{{namespace}}/{{resource}}/{{name}}", self._handle
+        )
         self._stopping = asyncio.Event()
         runner = web.AppRunner(app, handle_signals=False)
         await runner.setup()
@@ -319,16 +334,21 @@ class FakeApiServer:
         resource, namespace, name = key
         problem = label_problem(obj.get("metadata", {}).get("labels") or {})
         if problem:
-            raise ApiFailure(422, f'{KINDS[resource]} "{name}" is invalid: {problem}')
+            raise ApiFailure(
+                422, f'{KINDS.get(resource) or DRA_KINDS[resource]} "{name}" is invalid: {problem}'
+            )
         obj = copy.deepcopy(obj)
-        obj.setdefault("apiVersion", "v1")
-        obj.setdefault("kind", KINDS[resource])
+        obj.setdefault("apiVersion", DRA_VERSION if resource in DRA_KINDS else "v1")
+        obj.setdefault("kind", KINDS.get(resource) or DRA_KINDS[resource])
         metadata = obj.setdefault("metadata", {})
         metadata["name"] = name
         if namespace:
             metadata["namespace"] = namespace
         previous = self.objects.get(key)
-        metadata["uid"] = previous["metadata"]["uid"] if previous else f"uid-{resource}-{name}"
+        if resource in DRA_KINDS:
+            self._admit_dra(resource, obj, previous)
+        new_uid = str(uuid.uuid4()) if resource in DRA_KINDS else f"uid-{resource}-{name}"
+        metadata["uid"] = previous["metadata"]["uid"] if previous else new_uid
         metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         metadata["resourceVersion"] = str(self.version + 1)
         self.objects[key] = obj
@@ -352,7 +372,7 @@ class FakeApiServer:
         try:
             if request.headers.get("Authorization") != f"Bearer {self.token}":
                 raise ApiFailure(401, "Unauthorized")
-            if resource not in (*RESOURCES, REVIEWS):
+            if resource not in (*RESOURCES, *DRA_KINDS, REVIEWS):
                 raise ApiFailure(404, f"the server could not find the requested resource ({resource})")
             for injection in self.injections:
                 if injection.matches(verb, resource):
@@ -394,13 +414,17 @@ class FakeApiServer:
         target = f'{resource} "{name}"' if name else resource
         scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         who = f'User "{USER}"'
-        return f'{target} is forbidden: {who} cannot {verb} resource "{resource}" in API group "" {scope}'
+        group = DRA_GROUP if resource in DRA_KINDS else ""
+        return (
+            f'{target} is forbidden: {who} cannot {verb} resource "{resource}" in API group "{group}" {scope}'
+        )
 
     @staticmethod
     def _verb(method: str, named: bool, watch: bool) -> str:
         if method == "GET":
             return "get" if named else ("watch" if watch else "list")
-        return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}[method]
+        deleting = "delete" if named else "deletecollection"
+        return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": deleting}[method]
 
     def _dispatch(
         self, request: web.Request, verb: str, key: tuple[str, str, str], body: Any
@@ -413,6 +437,8 @@ class FakeApiServer:
             return self._list(request, resource, namespace), 200
         if verb == "create":
             return self._create(resource, namespace, body), 201
+        if verb == "deletecollection":
+            return self._delete_collection(request, resource, namespace), 200
         if current is None:
             raise ApiFailure(404, f'{resource} "{name}" not found')
         if verb == "get":
@@ -430,11 +456,14 @@ class FakeApiServer:
             if "json-patch" in request.content_type:
                 raise ApiFailure(415, "only merge patches are supported here")
             return self._store(key, merge_patch(current, body), "MODIFIED"), 200
+        self._check_preconditions(resource, current, body)
         self.delete(resource, name, namespace)
         return status_body(200, "deleted", "Deleted") | {"status": "Success"}, 200
 
     def _create(self, resource: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         metadata = body.setdefault("metadata", {})
+        if resource in DRA_KINDS and not metadata.get("name") and metadata.get("generateName"):
+            metadata["name"] = generated_name(metadata["generateName"])
         name = metadata.get("name") or f"{metadata.get('generateName', 'object-')}{next(self._names):05d}"
         key = (resource, namespace, name)
         if key in self.objects:
@@ -442,9 +471,23 @@ class FakeApiServer:
         return self._store(key, body, "ADDED")
 
     def _selected(
-        self, request: web.Request, resource: str, namespace: str, key: tuple[str, str, str]
+        self,
+        request: web.Request,
+        resource: str,
+        namespace: str,
+        key: tuple[str, str, str],
+        obj: dict[str, Any] | None = None,
     ) -> bool:
         selector = request.query.get("fieldSelector", "")
+        if resource in DRA_KINDS:
+            requirements = field_requirements(resource, selector)
+            found = obj if obj is not None else self.objects.get(key)
+            return (
+                key[0] == resource
+                and (not namespace or key[1] == namespace)
+                and found is not None
+                and fields_match(found, requirements)
+            )
         if selector and not selector.startswith("metadata.name="):
             raise ApiFailure(400, f"field selector {selector!r} is not supported here")
         wanted = selector.removeprefix("metadata.name=")
@@ -459,8 +502,8 @@ class FakeApiServer:
             if self._selected(request, resource, namespace, key)
         ]
         return {
-            "kind": f"{KINDS[resource]}List",
-            "apiVersion": "v1",
+            "kind": f"{KINDS.get(resource) or DRA_KINDS[resource]}List",
+            "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
             "metadata": {"resourceVersion": str(self.version)},
             "items": items,
         }
@@ -499,6 +542,7 @@ class FakeApiServer:
                     resource,
                     namespace,
                     (change.resource, change.namespace, change.object["metadata"]["name"]),
+                    change.object,
                 ):
                     await response.write(
                         json.dumps({"type": change.type, "object": change.object}).encode() + b"\n"
@@ -512,3 +556,285 @@ class FakeApiServer:
             for waiter in pending:
                 waiter.cancel()
         return response
+
+    # -- resource.k8s.io/v1 (Dynamic Resource Allocation) ---------------------------------------
+
+    def slices(self, driver: str | None = None, node: str | None = None) -> list[dict[str, Any]]:
+        """The ResourceSlices stored now (of ``driver`` on ``node`` when given), by name."""
+        return [
+            copy.deepcopy(obj)
+            for (resource, _, _), obj in sorted(self.objects.items())
+            if resource == "resourceslices"
+            and driver in (None, obj["spec"].get("driver"))
+            and node in (None, obj["spec"].get("nodeName"))
+        ]
+
+    def wipe_slices(self, node: str, driver: str | None = None) -> int:
+        """Delete a node's slices (of one driver), as the kubelet does; how many went."""
+        doomed = [slice_["metadata"]["name"] for slice_ in self.slices(driver, node)]
+        for name in doomed:
+            self.delete("resourceslices", name)
+        return len(doomed)
+
+    def _admit_dra(self, resource: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
+        """What the real API server does to a resource.k8s.io object on create and update."""
+        if resource != "resourceslices":
+            return
+        name = obj["metadata"]["name"]
+        spec = obj.get("spec")
+        if not isinstance(spec, dict):
+            raise ApiFailure(422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: spec: Required value')
+        # Defaulting, then dropping what a disabled feature gate does not allow (strategy.go).
+        for device in spec.get("devices") or []:
+            for taint in device.get("taints") or []:
+                taint.setdefault("timeAdded", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        taints_in_use = previous is not None and any(
+            device.get("taints") for device in previous["spec"].get("devices") or []
+        )
+        if not self.device_taints and not taints_in_use:
+            for device in spec.get("devices") or []:
+                device.pop("taints", None)
+        for device in spec.get("devices") or []:
+            for entry in (device.get("capacity") or {}).values():
+                if isinstance(entry, dict) and isinstance(entry.get("value"), str):
+                    entry["value"] = canonical_quantity(entry["value"])
+        problems = slice_problems(obj)
+        if previous is not None:
+            old = previous["spec"]
+            for field_path, new_value, old_value in (
+                ("spec.driver", spec.get("driver"), old.get("driver")),
+                ("spec.pool.name", (spec.get("pool") or {}).get("name"), (old.get("pool") or {}).get("name")),
+                ("spec.nodeName", spec.get("nodeName"), old.get("nodeName")),
+            ):
+                if new_value != old_value:
+                    problems.append(f"{field_path}: Invalid value: {new_value!r}: field is immutable")
+        if problems:
+            raise ApiFailure(
+                422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: ' + ", ".join(problems), "Invalid"
+            )
+        metadata = obj["metadata"]
+        if previous is None:
+            metadata["generation"] = 1
+        else:
+            changed = previous["spec"] != spec
+            metadata["generation"] = previous["metadata"].get("generation", 1) + (1 if changed else 0)
+
+    def _delete_collection(self, request: web.Request, resource: str, namespace: str) -> dict[str, Any]:
+        doomed = [key for key in list(self.objects) if self._selected(request, resource, namespace, key)]
+        for key in doomed:
+            self.delete(*key[:1], key[2], key[1])
+        return status_body(200, f"deleted {len(doomed)}", "Deleted") | {"status": "Success"}
+
+    @staticmethod
+    def _check_preconditions(resource: str, current: dict[str, Any], options: Any) -> None:
+        """DeleteOptions.preconditions: the object must still be the one the client saw."""
+        preconditions = options.get("preconditions") if isinstance(options, dict) else None
+        if not isinstance(preconditions, dict):
+            return
+        metadata = current["metadata"]
+        for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
+            wanted = preconditions.get(field_name)
+            if wanted and wanted != metadata.get(field_name):
+                raise ApiFailure(
+                    409,
+                    f"Precondition failed: {label} in precondition: {wanted}, "
+                    f"{label} in object meta: {metadata.get(field_name)}",
+                )
+
+
+# -- resource.k8s.io/v1: the API's facts (k8s.io/api/resource/v1, pkg/apis/resource/validation) ----
+
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSION = "resource.k8s.io/v1"
+DRA_KINDS = {
+    "resourceslices": "ResourceSlice",
+    "resourceclaims": "ResourceClaim",
+    "deviceclasses": "DeviceClass",
+}
+# Field selectors each kind supports besides the object meta's (strategy.go toSelectableFields).
+FIELD_LABELS = {"resourceslices": ("spec.driver", "spec.nodeName")}
+MAX_DEVICES = 128
+MAX_DEVICES_WITH_TAINTS = 64  # 1.35+, whenever any device has taints
+MAX_ATTRIBUTES_AND_CAPACITIES = 32
+MAX_TAINTS_PER_DEVICE = 4  # 1.34 (16 from 1.35)
+MAX_VALUE_LENGTH = 64
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
+_QUANTITY = re.compile(r"^(?P<number>[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei)?$")
+_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_FIELD_TERM = re.compile(r"^(?P<field>[^!=]+)(?P<operator>!=|==|=)(?P<value>.*)$")
+_NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real server appends to a generateName
+
+
+def generated_name(base: str) -> str:
+    """``generateName`` as the API server expands it: the base cut to 58 characters, 5 random ones."""
+    return base[:58] + "".join(_NAME_CHARS[b % len(_NAME_CHARS)] for b in uuid.uuid4().bytes[:5])
+
+
+def canonical_quantity(value: str) -> str:
+    """A binary-suffixed integer quantity as the server writes it back (65536Mi -> 64Gi); others as given."""
+    found = _QUANTITY.match(value)
+    if found is None:
+        return value
+    number = int(found["number"]) * 1024 ** _BINARY.index(found["suffix"] or "")
+    if not found["suffix"]:
+        return str(number)
+    power = 0
+    while number and number % 1024 == 0 and power < len(_BINARY) - 1:
+        number //= 1024
+        power += 1
+    return f"{number}{_BINARY[power]}"
+
+
+def field_requirements(resource: str, selector: str) -> list[tuple[str, str, bool]]:
+    """``a=b,c!=d`` -> [(field, value, equal)]; 400 for a field the kind does not support."""
+    supported = ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(resource, ()))
+    requirements = []
+    for term in filter(None, selector.split(",")):
+        found = _FIELD_TERM.match(term)
+        if found is None:
+            raise ApiFailure(400, f"invalid field selector: {term!r}: no operator")
+        if found["field"] not in supported:
+            raise ApiFailure(400, f"field label not supported: {found['field']}")
+        requirements.append((found["field"], found["value"], found["operator"] != "!="))
+    return requirements
+
+
+def fields_match(obj: dict[str, Any], requirements: list[tuple[str, str, bool]]) -> bool:
+    for field_path, value, equal in requirements:
+        current: Any = obj
+        for part in field_path.split("."):
+            current = current.get(part) if isinstance(current, dict) else None
+        if ((current or "") == value) != equal:
+            return False
+    return True
+
+
+def _attribute_problems(where: str, name: str, value: Any) -> list[str]:
+    domain, _, identifier = name.rpartition("/")
+    problems = []
+    if domain and (len(domain) > 63 or not _DNS_SUBDOMAIN.match(domain)):
+        problems.append(
+            f"{where}[{name}]: Invalid value: {domain!r}: a domain must be a DNS subdomain of at most 63"
+        )
+    if len(identifier) > 32 or not _C_IDENTIFIER.match(identifier):
+        problems.append(
+            f"{where}[{name}]: Invalid value: {identifier!r}: must be a C identifier of at most 32"
+        )
+    return problems
+
+
+def _device_problems(where: str, device: dict[str, Any]) -> list[str]:
+    problems = []
+    name = device.get("name", "")
+    if not _DNS_LABEL.match(name) or len(name) > 63:
+        problems.append(
+            f"{where}.name: Invalid value: {name!r}: a lowercase RFC 1123 label must consist of ..."
+        )
+    attributes = device.get("attributes") or {}
+    capacity = device.get("capacity") or {}
+    if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
+        problems.append(
+            f"{where}: Too many: {len(attributes) + len(capacity)}: must have at most "
+            f"{MAX_ATTRIBUTES_AND_CAPACITIES} attributes and capacities combined"
+        )
+    for key, value in attributes.items():
+        problems += _attribute_problems(f"{where}.attributes", key, value)
+        kinds = [kind for kind in ("bool", "int", "string", "version") if kind in (value or {})]
+        if len(kinds) != 1:
+            problems.append(f"{where}.attributes[{key}]: Invalid value: exactly one value must be specified")
+            continue
+        text = value[kinds[0]]
+        if kinds[0] in ("string", "version") and (not isinstance(text, str) or len(text) > MAX_VALUE_LENGTH):
+            problems.append(f"{where}.attributes[{key}].{kinds[0]}: Too long: may not be more than 64 bytes")
+        if kinds[0] == "version" and isinstance(text, str) and not _SEMVER.match(text):
+            problems.append(
+                f"{where}.attributes[{key}].version: Invalid value: {text!r}: must be a semantic version"
+            )
+        if kinds[0] == "int" and (isinstance(text, bool) or not isinstance(text, int)):
+            problems.append(f"{where}.attributes[{key}].int: Invalid value: {text!r}: must be an integer")
+    for key, entry in capacity.items():
+        problems += _attribute_problems(f"{where}.capacity", key, entry)
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("value"), str)
+            or not _QUANTITY.match(entry["value"])
+        ):
+            problems.append(f"{where}.capacity[{key}].value: Invalid value: {entry!r}: must be a quantity")
+    taints = device.get("taints") or []
+    if len(taints) > MAX_TAINTS_PER_DEVICE:
+        problems.append(
+            f"{where}.taints: Too many: {len(taints)}: must have at most {MAX_TAINTS_PER_DEVICE} items"
+        )
+    for index, taint in enumerate(taints):
+        key = taint.get("key", "")
+        prefix, _, short = key.rpartition("/")
+        if (
+            not short
+            or not _QUALIFIED_NAME.match(short)
+            or len(short) > 63
+            or (prefix and not _DNS_SUBDOMAIN.match(prefix))
+        ):
+            problems.append(f"{where}.taints[{index}].key: Invalid value: {key!r}: must be a qualified name")
+        value = taint.get("value", "")
+        if value and (len(value) > 63 or not _QUALIFIED_NAME.match(value)):
+            problems.append(f"{where}.taints[{index}].value: Invalid value: {value!r}: must be a label value")
+        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
+            problems.append(
+                f"{where}.taints[{index}].effect: Unsupported value: {taint.get('effect')!r}: "
+                'supported values: "NoExecute", "NoSchedule"'
+            )
+    return problems
+
+
+def slice_problems(obj: dict[str, Any]) -> list[str]:
+    """What ValidateResourceSlice finds wrong with ``obj`` (the rules a node driver can break)."""
+    spec = obj["spec"]
+    problems = []
+    driver = spec.get("driver", "")
+    if not driver or len(driver) > 63 or not _DNS_SUBDOMAIN.match(driver):
+        problems.append(
+            f"spec.driver: Invalid value: {driver!r}: must be a DNS subdomain of at most 63 characters"
+        )
+    pool = spec.get("pool") or {}
+    pool_name = pool.get("name", "")
+    if (
+        not pool_name
+        or len(pool_name) > 253
+        or not all(_DNS_SUBDOMAIN.match(part) for part in pool_name.split("/"))
+    ):
+        problems.append(f"spec.pool.name: Invalid value: {pool_name!r}: must be DNS subdomains joined by /")
+    if not isinstance(pool.get("generation"), int) or pool["generation"] < 0:
+        problems.append("spec.pool.generation: Invalid value: must be greater than or equal to 0")
+    if not isinstance(pool.get("resourceSliceCount"), int) or pool["resourceSliceCount"] <= 0:
+        problems.append("spec.pool.resourceSliceCount: Invalid value: must be greater than zero")
+    chosen = [
+        key
+        for key in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+        if spec.get(key) not in (None, False, "")
+    ]
+    if len(chosen) != 1:
+        problems.append(
+            "spec: Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
+            f"`perDeviceNodeSelection` is required, got {chosen or 'none'}"
+        )
+    node = spec.get("nodeName")
+    if node is not None and (not isinstance(node, str) or not _DNS_SUBDOMAIN.match(node)):
+        problems.append(f"spec.nodeName: Invalid value: {node!r}: must be a DNS subdomain")
+    devices = spec.get("devices") or []
+    limit = MAX_DEVICES_WITH_TAINTS if any(device.get("taints") for device in devices) else MAX_DEVICES
+    if len(devices) > limit:
+        problems.append(f"spec.devices: Too many: {len(devices)}: must have at most {limit} items")
+    names = [device.get("name") for device in devices]
+    for duplicate in sorted({name for name in names if names.count(name) > 1}):
+        problems.append(f"spec.devices[].name: Duplicate value: {duplicate!r}")
+    for index, device in enumerate(devices):
+        problems += _device_problems(f"spec.devices[{index}]", device)
+    for index, owner in enumerate(obj["metadata"].get("ownerReferences") or []):
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not owner.get(key):
+                problems.append(f"metadata.ownerReferences[{index}].{key}: Invalid value: must not be empty")
+    return problems
