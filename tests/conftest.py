@@ -346,3 +346,28 @@ def doctor_py_root(
 ) -> Iterator[DoctorRoot]:
     """A healthy 310B host root with the pure-Python fake backend (for checks that do not load a library)."""
     yield from _doctor_root("python", short_tmp, fake_dcmi_library, monkeypatch)
+
+
+# -- DRA (tests/test_dra_*.py): a node for the DRA driver, the DRA kubelet stand-in ---------------
+import anyio.to_thread  # noqa: E402
+from dra_harness import A2_SERVER, DraNode, make_dra_node, standin  # noqa: E402
+
+from ascend_plugin.testing.dra_standin import DraKubeletStandIn  # noqa: E402
+
+
+@pytest.fixture
+def dra_node(short_tmp: Path) -> DraNode:
+    """An Atlas 800T A2 (eight 910B3) for the DRA driver, its kubelet directories under a short path."""
+    return make_dra_node(short_tmp / "dra", A2_SERVER)
+
+
+@pytest.fixture
+async def dra_kubelet(dra_node: DraNode, apiserver: FakeApiServer) -> AsyncIterator[DraKubeletStandIn]:
+    """A DRA kubelet stand-in on the node's registry directory, started (it wipes the node's slices first).
+
+    Started and stopped from a worker thread: it talks to ``apiserver``, which answers on the test's loop.
+    """
+    kubelet = standin(dra_node, apiserver)
+    await anyio.to_thread.run_sync(kubelet.start)
+    yield kubelet
+    await anyio.to_thread.run_sync(kubelet.stop)

@@ -1,0 +1,181 @@
+"""Pieces the DRA tests build on: a DRA node (directories, scenario, settings), claims as the scheduler writes them.
+
+A test runs the whole plugin with ``serve=dra`` in-process, the grpcio
+kubelet stand-in (:mod:`ascend_plugin.testing.dra_standin`) on its registry
+directory, and the loopback fake API server; claims are put into the API
+server the way the scheduler leaves them (``status.allocation``), and the
+kubelet stand-in asks the driver to prepare them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from kube_apiserver import FakeApiServer
+from plugin_harness import WAIT, fast_settings
+
+from ascend_plugin.app import PluginApp
+from ascend_plugin.settings import Settings
+from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
+
+DRIVER = "npu.huawei.com"
+NODE = "npu-node-1"
+CDI_KIND = "huawei.com/npu"
+
+# An Atlas 800T A2: eight 910B3 in one full mesh, 64 GiB of HBM each, PCIe addresses.
+A2_SERVER: dict[str, Any] = {
+    "chip_name": "910B3",
+    "aicore": 20.0,
+    "memory_mb": 65536,
+    "chips": [
+        {"phy_id": phy, "card_id": phy, "device_id": 0, "pcie": f"0000:{0xC1 + phy:02x}:00.0"} for phy in range(8)
+    ],
+}
+
+# A first-generation 910 server: two HCCS rings of four.
+A1_SERVER: dict[str, Any] = {
+    "chip_name": "910A",
+    "aicore": 32.0,
+    "memory_mb": 32768,
+    "chips": [{"phy_id": phy, "card_id": phy, "device_id": 0} for phy in range(8)],
+}
+
+
+@dataclass
+class DraNode:
+    """A node for the DRA driver: its fake chips, host root, the kubelet's directories, the CDI directory."""
+
+    root: Path
+
+    @property
+    def scenario(self) -> Path:
+        return self.root / "node.json"
+
+    @property
+    def host_root(self) -> Path:
+        return self.root / "host"
+
+    @property
+    def registry_dir(self) -> Path:
+        return self.root / "registry"
+
+    @property
+    def plugin_dir(self) -> Path:
+        return self.root / "plugins" / DRIVER
+
+    @property
+    def cdi_dir(self) -> Path:
+        return self.root / "cdi"
+
+    @property
+    def checkpoint(self) -> Path:
+        return self.plugin_dir / "checkpoint.json"
+
+    def write(self, scenario: dict[str, Any]) -> None:
+        """Replace the scenario atomically (the plugin never reads half a file)."""
+        temporary = self.scenario.with_suffix(".tmp")
+        temporary.write_text(json.dumps(scenario), encoding="utf-8")
+        temporary.replace(self.scenario)
+
+    def add_host_paths(self, *paths: str) -> None:
+        for path in paths:
+            target = self.host_root / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.touch()
+
+    def settings(self, kubeconfig: Path, **overrides: Any) -> Settings:
+        """Settings of a plugin serving this node as a DRA driver, fast intervals."""
+        values: dict[str, Any] = {
+            "backend": "fake",
+            "fake_scenario": self.scenario,
+            "serve": "dra",
+            "node_name": NODE,
+            "kubeconfig": kubeconfig,
+            "dra_registry_path": self.registry_dir,
+            "dra_plugin_path": self.plugin_dir,
+            "cdi_spec_dir": self.cdi_dir,
+            "node_labels": False,
+            "device_info_configmap": False,
+            "node_events": False,
+        }
+        values.update(overrides)
+        return fast_settings(self.root / "device-plugins", self.host_root, **values)
+
+    def spec_files(self) -> dict[str, dict[str, Any]]:
+        """The CDI spec files in the CDI directory, by file name."""
+        if not self.cdi_dir.exists():
+            return {}
+        return {path.name: json.loads(path.read_text()) for path in sorted(self.cdi_dir.glob("*.json"))}
+
+
+def make_dra_node(root: Path, scenario: dict[str, Any]) -> DraNode:
+    root.mkdir(parents=True, exist_ok=True)
+    node = DraNode(root)
+    node.write(scenario)
+    phys = [chip["phy_id"] for chip in scenario["chips"]]
+    node.add_host_paths(*(f"/dev/davinci{phy}" for phy in phys), "/dev/davinci_manager", "/dev/hisi_hdc")
+    (node.host_root / "usr/local/Ascend/driver").mkdir(parents=True)
+    return node
+
+
+def result(device: str, request: str = "npus", *, driver: str = DRIVER, pool: str = NODE, **extra: Any) -> dict[str, Any]:
+    """One allocation result as the scheduler writes it."""
+    return {"request": request, "driver": driver, "pool": pool, "device": device, **extra}
+
+
+def put_claim(
+    apiserver: FakeApiServer,
+    name: str,
+    results: Sequence[dict[str, Any]] | None,
+    namespace: str = "default",
+) -> tuple[str, str, str]:
+    """A ResourceClaim with ``results`` as its allocation (None: not allocated); (namespace, name, uid)."""
+    claim: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"devices": {"requests": [{"name": "npus", "exactly": {"deviceClassName": "ascend910.npu.huawei.com"}}]}},
+    }
+    if results is not None:
+        claim["status"] = {"allocation": {"devices": {"results": list(results)}}}
+    stored = apiserver.put("resourceclaims", claim)
+    return namespace, name, stored["metadata"]["uid"]
+
+
+def standin(node: DraNode, apiserver: FakeApiServer, **options: Any) -> DraKubeletStandIn:
+    """A DRA kubelet stand-in on the node's registry directory, wiping through ``apiserver``."""
+    options.setdefault("health_retry", 0.2)
+    return DraKubeletStandIn(node.registry_dir, NODE, KubeletApi(apiserver.url, apiserver.token), **options)
+
+
+@asynccontextmanager
+async def running_driver(settings: Settings) -> AsyncIterator[PluginApp]:
+    """A PluginApp with serve=dra running in the background for the duration of the block."""
+    app = PluginApp(settings)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app.run)
+        try:
+            yield app
+        finally:
+            app.stop()
+
+
+async def kubelet_sees(kubelet: DraKubeletStandIn, condition: Callable[[DraKubeletStandIn], bool], what: str) -> None:
+    """Wait (off the event loop) until the stand-in satisfies ``condition``."""
+    await anyio.to_thread.run_sync(kubelet.wait_until, condition, WAIT, what)
+
+
+def registered(kubelet: DraKubeletStandIn, times: int = 1) -> bool:
+    return len([r for r in kubelet.registrations if r[0] == DRIVER]) >= times
+
+
+def device_names(slices: Sequence[dict[str, Any]]) -> list[str]:
+    """The devices of ``slices``, in slice then device order."""
+    return [device["name"] for slice_ in slices for device in slice_["spec"].get("devices") or []]
