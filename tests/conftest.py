@@ -352,6 +352,7 @@ def doctor_py_root(
 import anyio.to_thread  # noqa: E402
 from dra_harness import A2_SERVER, DraNode, make_dra_node, standin  # noqa: E402
 
+from ascend_plugin.app import PluginApp  # noqa: E402
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn  # noqa: E402
 
 
@@ -371,3 +372,16 @@ async def dra_kubelet(dra_node: DraNode, apiserver: FakeApiServer) -> AsyncItera
     await anyio.to_thread.run_sync(kubelet.start)
     yield kubelet
     await anyio.to_thread.run_sync(kubelet.stop)
+
+
+@pytest.fixture
+async def dra_driver(
+    dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> AsyncIterator[PluginApp]:
+    """The plugin serving ``dra_node`` as a DRA driver, registered with ``dra_kubelet``; its Node exists."""
+    from dra_harness import NODE, kubelet_sees, registered, running_driver
+
+    apiserver.add_node(NODE)
+    async with running_driver(dra_node.settings(kubeconfig)) as app:
+        await kubelet_sees(dra_kubelet, registered, "the driver registered")
+        yield app

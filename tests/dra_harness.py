@@ -1,4 +1,4 @@
-"""Pieces the DRA tests build on: a DRA node (directories, scenario, settings), claims as the scheduler writes them.
+"""What the DRA tests build on: a node (directories, scenario, settings), claims as the scheduler makes them.
 
 A test runs the whole plugin with ``serve=dra`` in-process, the grpcio
 kubelet stand-in (:mod:`ascend_plugin.testing.dra_standin`) on its registry
@@ -22,6 +22,7 @@ from kube_apiserver import FakeApiServer
 from plugin_harness import WAIT, fast_settings
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
 
@@ -35,7 +36,8 @@ A2_SERVER: dict[str, Any] = {
     "aicore": 20.0,
     "memory_mb": 65536,
     "chips": [
-        {"phy_id": phy, "card_id": phy, "device_id": 0, "pcie": f"0000:{0xC1 + phy:02x}:00.0"} for phy in range(8)
+        {"phy_id": phy, "card_id": phy, "device_id": 0, "pcie": f"0000:{0xC1 + phy:02x}:00.0"}
+        for phy in range(8)
     ],
 }
 
@@ -77,6 +79,19 @@ class DraNode:
     @property
     def checkpoint(self) -> Path:
         return self.plugin_dir / "checkpoint.json"
+
+    def read(self) -> dict[str, Any]:
+        """The scenario as written last."""
+        data: dict[str, Any] = json.loads(self.scenario.read_text(encoding="utf-8"))
+        return data
+
+    def set_faults(self, faults: dict[int, list[str]]) -> None:
+        """Give chips (by physical id) these fault codes, the others none."""
+        scenario = self.read()
+        scenario["chips"] = [
+            {**chip, "fault_codes": faults.get(chip["phy_id"], [])} for chip in scenario["chips"]
+        ]
+        self.write(scenario)
 
     def write(self, scenario: dict[str, Any]) -> None:
         """Replace the scenario atomically (the plugin never reads half a file)."""
@@ -125,7 +140,9 @@ def make_dra_node(root: Path, scenario: dict[str, Any]) -> DraNode:
     return node
 
 
-def result(device: str, request: str = "npus", *, driver: str = DRIVER, pool: str = NODE, **extra: Any) -> dict[str, Any]:
+def result(
+    device: str, request: str = "npus", *, driver: str = DRIVER, pool: str = NODE, **extra: Any
+) -> dict[str, Any]:
     """One allocation result as the scheduler writes it."""
     return {"request": request, "driver": driver, "pool": pool, "device": device, **extra}
 
@@ -141,7 +158,11 @@ def put_claim(
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"devices": {"requests": [{"name": "npus", "exactly": {"deviceClassName": "ascend910.npu.huawei.com"}}]}},
+        "spec": {
+            "devices": {
+                "requests": [{"name": "npus", "exactly": {"deviceClassName": "ascend910.npu.huawei.com"}}]
+            }
+        },
     }
     if results is not None:
         claim["status"] = {"allocation": {"devices": {"results": list(results)}}}
@@ -167,7 +188,9 @@ async def running_driver(settings: Settings) -> AsyncIterator[PluginApp]:
             app.stop()
 
 
-async def kubelet_sees(kubelet: DraKubeletStandIn, condition: Callable[[DraKubeletStandIn], bool], what: str) -> None:
+async def kubelet_sees(
+    kubelet: DraKubeletStandIn, condition: Callable[[DraKubeletStandIn], bool], what: str
+) -> None:
     """Wait (off the event loop) until the stand-in satisfies ``condition``."""
     await anyio.to_thread.run_sync(kubelet.wait_until, condition, WAIT, what)
 
@@ -179,3 +202,17 @@ def registered(kubelet: DraKubeletStandIn, times: int = 1) -> bool:
 def device_names(slices: Sequence[dict[str, Any]]) -> list[str]:
     """The devices of ``slices``, in slice then device order."""
     return [device["name"] for slice_ in slices for device in slice_["spec"].get("devices") or []]
+
+
+async def prepare(
+    kubelet: DraKubeletStandIn, *claims: tuple[str, str, str]
+) -> v1.NodePrepareResourcesResponse:
+    """NodePrepareResources through the kubelet stand-in (off the event loop)."""
+    return await anyio.to_thread.run_sync(kubelet.prepare, DRIVER, list(claims))
+
+
+async def unprepare(
+    kubelet: DraKubeletStandIn, *claims: tuple[str, str, str]
+) -> v1.NodeUnprepareResourcesResponse:
+    """NodeUnprepareResources through the kubelet stand-in (off the event loop)."""
+    return await anyio.to_thread.run_sync(kubelet.unprepare, DRIVER, list(claims))

@@ -150,6 +150,7 @@ class SliceController:
         self._mismatch_said = False
         self.generation = 0  # the highest pool generation seen or written
         self.writes = 0  # creates, updates and deletes sent
+        self.looks = 0  # comparisons of the slices with the chips
         self.in_sync = False  # the published slices matched the chips at the last look
         self.problem = "not published yet"
         self.slices: dict[str, JsonObject] = {}  # our copy of the node's slices of this driver, by name
@@ -281,6 +282,7 @@ class SliceController:
 
     async def _reconcile(self) -> bool:
         """Write whatever differs; True when the desired state changed meanwhile (look again at once)."""
+        self.looks += 1
         ours, strays = self._ours()
         chunks = self.desired()
         self.generation = max([self.generation, *(_generation(slice_) for slice_ in ours)])
