@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from ascend_plugin.resilience import Backoff
 
@@ -145,6 +145,12 @@ class _Worker:
                 future.set_exception(error)
 
 
+def _unawaited(future: asyncio.Future[Any]) -> None:
+    """Take the outcome of a call nobody awaits any more, so asyncio does not report it as lost."""
+    if not future.cancelled():
+        future.exception()
+
+
 @dataclass
 class _Lane:
     key: LaneKey
@@ -240,13 +246,16 @@ class ChipCalls:
         loop = asyncio.get_running_loop()
         started = self.clock()
         future = worker.submit(job)
+        waited = asyncio.wrap_future(future, loop=loop)
         outcome = "ok"
         try:
-            result = await asyncio.wait_for(
-                asyncio.shield(asyncio.wrap_future(future, loop=loop)), self.timeout
-            )
+            result = await asyncio.wait_for(asyncio.shield(waited), self.timeout)
+        except asyncio.CancelledError:
+            waited.add_done_callback(_unawaited)  # the call goes on, with nobody to hear how it ends
+            raise
         except TimeoutError:
             outcome = "timeout"
+            waited.add_done_callback(_unawaited)
             self._hung(lane, worker, future, name, started)
             raise ChipCallTimeout(name, lane.key, self.timeout) from None
         except Exception as error:

@@ -13,7 +13,9 @@ HTTP/2 connections open: the kubelet's end of a stream then hangs instead of
 ending, and the server's socket objects linger until garbage collection. A
 plugin that re-creates its socket after every kubelet restart must not leave a
 connection behind each time, so :class:`PluginServer` remembers the
-connections it accepted and closes them with itself.
+connections it accepted and closes them with itself. A connection the loop
+accepted just before the close is set up (``connection_made``) only after it:
+that one is closed as soon as it is set up.
 """
 
 from __future__ import annotations
@@ -21,11 +23,13 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from asyncio import BaseTransport
 from collections.abc import Collection
 from pathlib import Path
 from typing import Final
 
 import anyio
+import anyio.lowlevel
 from grpclib._typing import IServable
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
@@ -37,6 +41,7 @@ FileStamp = tuple[int, int, int]
 # sun_path is 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH: Final = 107
 CLOSE_WAIT = 2.0  # seconds a closing server gets to finish its connections
+ACCEPT_TURNS = 3  # loop turns from accepting a connection to setting it up
 
 
 class SocketPathTooLong(ValueError):
@@ -62,13 +67,23 @@ class PluginServer(Server):
     def __init__(self, handlers: Collection[IServable]) -> None:
         super().__init__(handlers)
         self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+        self._closed = False
 
     def _protocol_factory(self) -> H2Protocol:
         protocol = super()._protocol_factory()
+        set_up = protocol.connection_made
+
+        def connection_made(transport: BaseTransport) -> None:
+            set_up(transport)
+            if self._closed:
+                protocol.processor.close("the plugin closed its server")
+
+        protocol.connection_made = connection_made  # type: ignore[method-assign]
         self._protocols.add(protocol)
         return protocol
 
     def close(self) -> None:
+        self._closed = True
         super().close()
         for protocol in list(self._protocols):
             processor = getattr(protocol, "processor", None)  # absent until the connection was made
@@ -76,10 +91,17 @@ class PluginServer(Server):
                 processor.close("the plugin closed its server")
 
 
+class EndpointStopped(RuntimeError):
+    """``start`` of an endpoint that was stopped: its owner is shutting it down."""
+
+
 class SocketEndpoint:
     """Starts, re-creates and stops a gRPC server for ``handlers`` on the unix socket ``path``.
 
-    ``what`` names the API in log lines ("the device plugin API").
+    ``what`` names the API in log lines ("the device plugin API"). Starting and
+    stopping take turns (one lock) and run to the end even when the caller is
+    cancelled, so no server is ever left listening with nobody to close it;
+    once stopped, the endpoint stays stopped.
     """
 
     def __init__(self, handlers: Collection[IServable], path: Path, what: str) -> None:
@@ -88,6 +110,8 @@ class SocketEndpoint:
         self.what = what
         self._server: PluginServer | None = None
         self._stamp: FileStamp | None = None
+        self._stopped = False
+        self._lock = anyio.Lock()
 
     @property
     def serving(self) -> bool:
@@ -101,28 +125,43 @@ class SocketEndpoint:
                 f"socket path {self.path} is {len(os.fsencode(self.path))} bytes; a unix socket path may "
                 f"have at most {MAX_SOCKET_PATH}: choose a shorter directory"
             )
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.is_socket():
-            self.path.unlink()  # stale socket of an earlier run
-        server = PluginServer(self.handlers)
-        await server.start(path=str(self.path))
-        previous, self._server = self._server, server
-        self._stamp = file_stamp(self.path)
-        log.info("serving %s", self.what, extra={"socket": str(self.path)})
-        if previous is not None:
-            await self._close(previous)
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                if self._stopped:
+                    raise EndpointStopped(f"{self.what} on {self.path} was stopped")
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                if self.path.is_socket():
+                    self.path.unlink()  # stale socket of an earlier run
+                server = PluginServer(self.handlers)
+                await server.start(path=str(self.path))
+                previous, self._server = self._server, server
+                self._stamp = file_stamp(self.path)
+                log.info("serving %s", self.what, extra={"socket": str(self.path)})
+                if previous is not None:
+                    await self._close(previous)
 
     async def stop(self) -> None:
-        """Close the server and remove our socket."""
-        if self._server is not None:
-            await self._close(self._server)
-            self._server = None
-        if self._stamp is not None and file_stamp(self.path) == self._stamp:
-            self.path.unlink(missing_ok=True)
-        self._stamp = None
+        """Remove our socket and close the server, for good."""
+        with anyio.CancelScope(shield=True):
+            async with self._lock:
+                self._stopped = True
+                if self._stamp is not None and file_stamp(self.path) == self._stamp:
+                    self.path.unlink(missing_ok=True)
+                self._stamp = None
+                server, self._server = self._server, None
+                if server is not None:
+                    await self._close(server)
 
     @staticmethod
     async def _close(server: PluginServer) -> None:
+        """Close a server nobody can reach by its path any more.
+
+        A connection accepted by the loop just before the close would be set up
+        after it, and asyncio 3.11 then fails to set it up and leaks its socket:
+        so the loop gets a few turns to set up what it accepted first.
+        """
+        for _ in range(ACCEPT_TURNS):
+            await anyio.lowlevel.checkpoint()
         server.close()
         with anyio.move_on_after(CLOSE_WAIT):
             await server.wait_closed()

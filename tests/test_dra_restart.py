@@ -1,4 +1,4 @@
-"""What survives a restart of the driver: prepared claims, their CDI specs; a checkpoint that cannot be read."""
+"""What survives a restart of the driver: prepared claims and their CDI specs; an unreadable checkpoint."""
 
 from __future__ import annotations
 

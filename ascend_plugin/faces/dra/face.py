@@ -136,6 +136,7 @@ class DraFace:
             "the DRA driver's registration",
         )
         self.slices: SliceController | None = None
+        self._stopping = False
 
     @property
     def registered(self) -> bool:
@@ -171,9 +172,9 @@ class DraFace:
 
     async def _keep_sockets(self) -> None:
         """Put back a socket someone deleted (the kubelet finds the registration socket again by itself)."""
-        while True:
+        while not self._stopping:
             for endpoint in (self.dra_endpoint, self.registration_endpoint):
-                if not endpoint.serving:
+                if not endpoint.serving and not self._stopping:
                     log.warning("%s was removed; serving it again", endpoint.path)
                     await endpoint.start()
             await anyio.sleep(self.settings.watch_interval)
@@ -199,6 +200,7 @@ class DraFace:
 
     async def stop(self) -> None:
         """End the health streams, then close the registration socket and the DRA socket."""
+        self._stopping = True
         self.health.stop()
         with anyio.move_on_after(STREAM_END_WAIT):
             await self.health.streams_ended()
