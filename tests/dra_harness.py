@@ -216,3 +216,30 @@ async def unprepare(
 ) -> v1.NodeUnprepareResourcesResponse:
     """NodeUnprepareResources through the kubelet stand-in (off the event loop)."""
     return await anyio.to_thread.run_sync(kubelet.unprepare, DRIVER, list(claims))
+
+
+def cel_device(device: dict[str, Any], driver: str) -> dict[str, Any]:
+    """A published device as the scheduler's CEL sees it: ``driver``, attributes and capacity by domain.
+
+    An attribute name without a domain belongs to the driver's domain.
+    """
+    attributes: dict[str, dict[str, Any]] = {}
+    for name, value in (device.get("attributes") or {}).items():
+        domain, _, identifier = name.rpartition("/")
+        ((_, typed),) = value.items()
+        attributes.setdefault(domain or driver, {})[identifier] = typed
+    capacity: dict[str, dict[str, Any]] = {}
+    for name, value in (device.get("capacity") or {}).items():
+        domain, _, identifier = name.rpartition("/")
+        capacity.setdefault(domain or driver, {})[identifier] = value["value"]
+    return {"driver": driver, "attributes": attributes, "capacity": capacity}
+
+
+def cel_selects(expression: str, device: dict[str, Any], driver: str) -> bool:
+    """Whether a DeviceClass or a request's CEL selector selects ``device`` (an error: it does not)."""
+    import celpy
+
+    environment = celpy.Environment()
+    program = environment.program(environment.compile(expression))
+    outcome = program.evaluate({"device": celpy.json_to_cel(cel_device(device, driver))})
+    return outcome is True or (isinstance(outcome, celpy.celtypes.BoolType) and bool(outcome))

@@ -30,6 +30,7 @@ CHART_OWNED = {
     "config_configmap_namespace": "the release namespace",
     "http_address": "httpPort",
     "device_plugin_path": "kubeletDevicePluginPath, mounted at the program's default path",
+    "serve": "the top-level value serve (it also decides what the chart installs)",
 }
 
 # What the downward API would put into the pod on a node.
@@ -57,6 +58,10 @@ EVERY_SETTING: dict[str, Any] = {
     "allocateMode": "device",
     "cdiSpecDir": "/var/run/cdi",
     "cdiKind": "example.com/npu",
+    "draDriverName": "npu.example.com",
+    "draRegistryPath": "/var/lib/k0s/kubelet/plugins_registry",
+    "draPluginPath": "/var/lib/k0s/kubelet/plugins/npu.example.com",
+    "draDeviceTaints": True,
     "hostRoot": "/host",
     "healthInterval": 2,
     "healthFailureThreshold": 5,

@@ -1,4 +1,4 @@
-"""An API server outage: the kubelet is still served what needs no API server, and the slices catch up after."""
+"""An API server outage: the kubelet still gets what needs no API server, and the slices catch up after."""
 
 from __future__ import annotations
 

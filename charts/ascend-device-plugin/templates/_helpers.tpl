@@ -114,3 +114,26 @@ configured file lies under one). As a JSON list.
 {{- end }}
 {{- $paths | toJson }}
 {{- end }}
+
+{{/*
+serve: dra. The driver's name, the kubelet's plugin registry and the driver's own
+directory: the plugin's defaults, unless the settings say otherwise. The
+directories are mounted at the host's paths, since the kubelet dials the socket
+path the driver gives it.
+*/}}
+{{- define "ascend-device-plugin.draDriver" -}}
+{{- .Values.settings.draDriverName | default "npu.huawei.com" }}
+{{- end }}
+
+{{- define "ascend-device-plugin.draRegistryPath" -}}
+{{- .Values.settings.draRegistryPath | default "/var/lib/kubelet/plugins_registry" }}
+{{- end }}
+
+{{- define "ascend-device-plugin.draPluginPath" -}}
+{{- .Values.settings.draPluginPath | default (printf "/var/lib/kubelet/plugins/%s" (include "ascend-device-plugin.draDriver" .)) }}
+{{- end }}
+
+{{/* "true" when the plugin writes CDI specs: cdi mode, and every claim with serve: dra. */}}
+{{- define "ascend-device-plugin.writesCdi" -}}
+{{- if or (eq (toString .Values.settings.allocateMode) "cdi") (eq .Values.serve "dra") }}true{{ end }}
+{{- end }}

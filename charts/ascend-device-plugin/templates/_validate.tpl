@@ -69,8 +69,16 @@ Included once, from daemonset.yaml.
 {{- end }}
 {{- end }}
 
+{{- /* serve: dra gives claims CDI devices, whatever allocateMode would have said. */}}
+{{- if and (eq $v.serve "dra") (not (kindIs "invalid" $s.allocateMode)) }}
+{{- fail (printf "settings.allocateMode (%v) has no effect with serve: dra: every claim gets CDI devices from its own spec (settings.cdiKind, settings.cdiSpecDir). Unset settings.allocateMode" $s.allocateMode) }}
+{{- end }}
+
 {{- /* Every mount path once: the API server rejects duplicates, and /dev/shm must stay the host's. */}}
 {{- $owned := list "/dev" "/dev/shm" "/tmp" "/var/lib/kubelet/device-plugins" $v.driver.hostPath }}
+{{- if eq $v.serve "dra" }}
+{{- $owned = concat $owned (list (include "ascend-device-plugin.draRegistryPath" $) (include "ascend-device-plugin.draPluginPath" $)) }}
+{{- end }}
 {{- $seen := $owned }}
 {{- $requested := concat $v.hostFiles (include "ascend-device-plugin.hostDirectories" $ | fromJsonArray) }}
 {{- range $v.extraVolumeMounts }}
