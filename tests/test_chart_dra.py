@@ -1,4 +1,4 @@
-"""The chart with ``serve: dra``: DeviceClasses selecting the driver's devices, RBAC, host paths, valid objects.
+"""The chart with ``serve: dra``: DeviceClasses that pick the driver's devices, RBAC, host paths, objects.
 
 The DeviceClasses' CEL selectors are evaluated (with a CEL implementation)
 against the devices the driver itself publishes for each family, so a
