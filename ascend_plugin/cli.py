@@ -53,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="demo: the plugin on a fake 310B node with a built-in kubelet stand-in"
     )
     simulate.add_argument("--log-level", default="ERROR", help="log level of the plugin's own lines")
+    simulate.add_argument(
+        "--serve",
+        choices=("device-plugin", "dra"),
+        default="device-plugin",
+        help="dra: the DRA driver on a fake 910B server, a DRA kubelet stand-in and the fake API server",
+    )
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -104,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ascend_plugin.testing.simulate import simulate
 
         setup_logging(args.log_level.upper(), "text")
+        if args.serve == "dra":
+            from ascend_plugin.testing.simulate_dra import simulate_dra
+
+            return simulate_dra()
         return simulate()
     try:
         settings = load_settings(_settings_values(args))
