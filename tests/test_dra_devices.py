@@ -1,0 +1,108 @@
+"""The devices of the ResourceSlices: names, values within the API's limits, quantities as the server writes."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from kube_harness import make_inventory, set_faults
+
+from ascend_plugin.faces.dra.devices import DeviceCatalog, binary_quantity, split
+from ascend_plugin.faces.dra.names import (
+    AttributeNameError,
+    checked_attribute_name,
+    device_name,
+    phy_of,
+    request_base,
+)
+from ascend_plugin.faces.dra.taints import NO_EXECUTE, NO_SCHEDULE, TAINT_EFFECTS
+from ascend_plugin.faults import FaultLevel
+
+
+@pytest.mark.parametrize(
+    ("mib", "quantity"),
+    [
+        (65536, "64Gi"),
+        (32768, "32Gi"),
+        (24576, "24Gi"),
+        (1536, "1536Mi"),
+        (1, "1Mi"),
+        (3 * 1024 * 1024, "3Ti"),
+        (0, "0"),
+    ],
+)
+def test_memory_is_published_in_the_api_server_s_canonical_form(mib: int, quantity: str) -> None:
+    assert binary_quantity(mib) == quantity
+
+
+def test_device_names_are_dns_labels_of_the_physical_id() -> None:
+    assert [device_name(phy) for phy in (0, 7, 15)] == ["npu-0", "npu-7", "npu-15"]
+    assert [phy_of(name) for name in ("npu-0", "npu-15", "npu-01", "gpu-0", "npu-", "npu-1x")] == [
+        0,
+        15,
+        None,
+        None,
+        None,
+        None,
+    ]
+
+
+def test_a_subrequest_counts_as_its_request() -> None:
+    assert [request_base(name) for name in ("npus", "npus/big", "a/b/c")] == ["npus", "npus", "a"]
+
+
+@pytest.mark.parametrize("name", ["aiCores", "resource.kubernetes.io/pcieRoot", "_x", "a" * 32])
+def test_attribute_names_the_api_allows(name: str) -> None:
+    assert checked_attribute_name(name) == name
+
+
+@pytest.mark.parametrize("name", ["ai-cores", "1st", "a" * 33, "npu.huawei.com/"])
+def test_attribute_names_the_api_refuses(name: str) -> None:
+    with pytest.raises(AttributeNameError, match="C identifier of at most 32"):
+        checked_attribute_name(name)
+
+
+def test_slices_hold_128_devices_or_64_once_any_is_tainted() -> None:
+    plain = [{"name": f"npu-{phy}"} for phy in range(300)]
+    assert [len(chunk) for chunk in split(plain)] == [128, 128, 44]
+    tainted = [*plain[:99], {"name": "npu-99", "taints": [{"key": "k", "effect": NO_SCHEDULE}]}]
+    assert [len(chunk) for chunk in split(tainted)] == [64, 36]
+    assert split([]) == [[]], "an empty pool is still one slice"
+
+
+def test_every_device_stays_within_32_attributes_and_capacities(tmp_path: Path) -> None:
+    inventory = make_inventory(tmp_path, family="910", chip_name="910B3", phy_ids=(0,))
+    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices(tainted=False)
+    assert len(device["attributes"]) + len(device.get("capacity", {})) <= 32
+
+
+def test_a_chip_name_longer_than_the_api_allows_is_cut_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    inventory = make_inventory(tmp_path, family="910", chip_name="910B3" + "x" * 80, phy_ids=(0,))
+    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices(tainted=False)
+    assert device["attributes"]["chipName"] == {"string": ("910B3" + "x" * 80)[:64]}
+    assert "attribute chipName of chip 0 is 85 characters, more than the API's 64" in caplog.text
+    assert caplog.records[0].levelno == logging.WARNING
+
+
+def test_unhealthy_chips_leave_or_stay_tainted(tmp_path: Path) -> None:
+    inventory = make_inventory(tmp_path, family="910", chip_name="910B3", phy_ids=(0, 1))
+    set_faults(inventory, "Ascend910-1", (0x80E01801, FaultLevel.SeparateNPU))
+    catalog = DeviceCatalog(inventory, "npu.huawei.com")
+    assert [device["name"] for device in catalog.devices(tainted=False)] == ["npu-0"]
+    tainted = catalog.devices(tainted=True)
+    assert [device["name"] for device in tainted] == ["npu-0", "npu-1"]
+    assert tainted[1]["taints"] == [
+        {"key": "npu.huawei.com/unhealthy", "value": "SeparateNPU", "effect": NO_EXECUTE}
+    ]
+
+
+def test_every_unhealthy_level_has_an_effect() -> None:
+    assert set(TAINT_EFFECTS) == {level for level in FaultLevel if not level.healthy}
+    assert {level for level, effect in TAINT_EFFECTS.items() if effect == NO_EXECUTE} == {
+        FaultLevel.RestartNPU,
+        FaultLevel.SeparateNPU,
+        FaultLevel.ManuallySeparateNPU,
+    }
