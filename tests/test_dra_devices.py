@@ -1,4 +1,4 @@
-"""The devices of the ResourceSlices: names, values within the API's limits, quantities as the server writes."""
+"""ResourceSlice devices: names, values within the API's limits, quantities as the server writes them."""
 
 from __future__ import annotations
 
