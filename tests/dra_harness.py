@@ -22,9 +22,14 @@ from kube_apiserver import FakeApiServer
 from plugin_harness import WAIT, fast_settings
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
+from backends.chips import Chip
+from backends.families import family_named
+from backends.library import ChipInfo
+from backends.topology import ChipFacts, assign_units
 
 DRIVER = "npu.huawei.com"
 NODE = "npu-node-1"
@@ -243,3 +248,14 @@ def cel_selects(expression: str, device: dict[str, Any], driver: str) -> bool:
     program = environment.program(environment.compile(expression))
     outcome = program.evaluate({"device": celpy.json_to_cel(cel_device(device, driver))})
     return outcome is True or (isinstance(outcome, celpy.celtypes.BoolType) and bool(outcome))
+
+
+def server_inventory(directory: Path, chip_name: str, ai_cores: float, chips: int = 8) -> Inventory:
+    """A healthy 910 server of ``chips`` chips, one per card, with the topology units discovery gives them."""
+    table = family_named("910")
+    info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
+    found = [Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info) for phy in range(chips)]
+    units = assign_units(ChipFacts.of(chip, table.family) for chip in found)
+    healthy = ChipHealth(known=True, healthy=True, reason="")
+    states = [ChipState(chip, healthy, ai_cores, unit=units[chip.phy_id]) for chip in found]
+    return Inventory(NodeFacts(table, str(directory / "scenario.json"), "24.1.rc2"), states)
