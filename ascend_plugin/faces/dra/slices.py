@@ -234,7 +234,10 @@ class SliceController:
                 again = await self._reconcile()
             except Conflict as conflict:
                 log.debug("a ResourceSlice changed under us (%s); reading it again", conflict)
-                await self._refresh(conflict.name)
+                try:
+                    await self._refresh(conflict.name)
+                except KubeError as error:
+                    await retry.failed(error)
                 continue
             except KubeError as error:
                 self.in_sync = False
@@ -284,13 +287,13 @@ class SliceController:
         """Write whatever differs; True when the desired state changed meanwhile (look again at once)."""
         self.looks += 1
         ours, strays = self._ours()
-        chunks = self.desired()
-        self.generation = max([self.generation, *(_generation(slice_) for slice_ in ours)])
-        if self._up_to_date(ours, chunks) and not strays:
-            return False
-        generation = self.generation + 1
         for slice_ in strays:
             await self._delete(slice_)
+        chunks = self.desired()
+        self.generation = max([self.generation, *(_generation(slice_) for slice_ in ours)])
+        if self._up_to_date(ours, chunks):
+            return False
+        generation = self.generation + 1
         for index, chunk in enumerate(chunks):
             pool = {"name": self.node, "generation": generation, "resourceSliceCount": len(chunks)}
             if index < len(ours):
