@@ -19,6 +19,7 @@ from kube_harness import make_inventory
 from test_chart_settings import settings_from_pod_env
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog
+from ascend_plugin.faces.dra.rbac import DRA_GRANTS
 from ascend_plugin.settings import dra_plugin_dir
 from backends.families import FAMILIES
 
@@ -126,6 +127,12 @@ DRA_REQUESTS = [
 @pytest.mark.parametrize("request_", DRA_REQUESTS, ids=str)
 def test_the_driver_may_do_what_it_does(dra: Rendering, request_: tuple[str, str, str, None]) -> None:
     assert dra.allows(*request_)
+
+
+def test_the_chart_grants_every_call_the_driver_makes(dra: Rendering) -> None:
+    for grant in DRA_GRANTS:
+        for verb in grant.verbs:
+            assert dra.allows(verb, grant.group, grant.resource, None), (verb, grant)
 
 
 def test_only_a_dra_release_grants_resource_k8s_io(renderings: dict[str, Rendering], dra: Rendering) -> None:

@@ -159,3 +159,30 @@ async def test_a_refused_review_is_a_problem(
     rbac = (await doctor_py_root.run(kubeconfig=kubeconfig))["rbac"]
     assert rbac.status is Status.PROBLEM
     assert rbac.detail.startswith("the API server refused a SelfSubjectAccessReview (HTTP 500)")
+
+
+def test_a_dra_driver_needs_its_slices_and_claims_too() -> None:
+    base = {"backend": "fake", "fake_scenario": Path("/s"), "node_name": "node-1"}
+    verbs = _verbs(
+        Settings(**base, serve="dra", node_labels=False, node_events=False, device_info_configmap=False)
+    )
+    assert verbs == {
+        "rbac:resourceslices": ("get", "list", "watch", "create", "update", "delete"),
+        "rbac:resourceclaims": ("get",),
+        "rbac:nodes": ("get",),
+    }
+
+
+async def test_a_missing_resourceslices_rule_is_named_with_its_api_group(
+    doctor_py_root: DoctorRoot, apiserver: FakeApiServer, kubeconfig: Path
+) -> None:
+    apiserver.deny("delete", "resourceslices")
+    found = await doctor_py_root.run(kubeconfig=kubeconfig, serve="dra")
+    slices = found["rbac:resourceslices"]
+    assert slices.status is Status.PROBLEM
+    assert slices.detail.startswith("denied: delete resourceslices cluster-wide, which serve=dra need(s)")
+    assert slices.fix is not None
+    rule = '{apiGroups: ["resource.k8s.io"], resources: ["resourceslices"], verbs: ["delete"]}'
+    assert slices.fix.startswith(f"add the rule {rule} to the plugin's ClusterRole")
+    assert "kubectl auth can-i delete resourceslices.resource.k8s.io --as=" in slices.fix
+    assert found["rbac:resourceclaims"].status is Status.OK

@@ -4,8 +4,8 @@ One SelfSubjectAccessReview per verb the enabled features need answers what
 the API server would decide for this process's own credentials (in the pod:
 the plugin's ServiceAccount), whatever mix of ClusterRoles, Roles and
 aggregation grants it. The permissions asked for are the ones the plugin's
-code uses, per publisher (``PUBLISHERS``, the table in docs/kubernetes.md#rbac); a
-publisher that is off needs none.
+code uses, per publisher (``PUBLISHERS``, the table in docs/kubernetes.md#rbac), and
+with serve=dra the DRA driver's (``DRA_GRANTS``); a publisher that is off needs none.
 
 kubernetes-asyncio is imported only inside the functions that talk to the API
 server: it costs tens of MB and most of a second, and most checks never need it.
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable
+from ascend_plugin.faces.dra.rbac import DRA_GRANTS
 from ascend_plugin.faces.kube.publishers import PUBLISHERS
 from ascend_plugin.settings import Settings
 
@@ -28,7 +29,8 @@ if TYPE_CHECKING:
 
 RBAC = "rbac"
 _CHART_FIX = "the chart's rbac.create=true (the default) grants every one of them"
-_VERB_ORDER: Final = ("get", "list", "watch", "create", "update", "patch")
+_VERB_ORDER: Final = ("get", "list", "watch", "create", "update", "patch", "delete")
+_PITFALLS: Final = {"nodes": 5, "configmaps": 6}
 
 
 @dataclass(frozen=True)
@@ -40,7 +42,8 @@ class Permission:
     verbs: tuple[str, ...]
     role: str  # where the chart grants it
     features: tuple[str, ...]
-    pitfall: int
+    pitfall: int | None
+    group: str = ""  # the API group; "" is the core group
 
     @property
     def name(self) -> str:
@@ -54,23 +57,26 @@ class Permission:
 def needed_permissions(settings: Settings) -> list[Permission]:
     """What the enabled Kubernetes publishers need, merged per resource and namespace."""
     wanted = [
-        (publisher.setting, grant.resource, grant.namespace, grant.verbs)
+        (publisher.setting, "", grant.resource, grant.namespace, grant.verbs)
         for publisher in PUBLISHERS
         if publisher.enabled(settings)
         for grant in publisher.grants(settings)
     ]
-    merged: dict[tuple[str, str | None], Permission] = {}
-    for feature, resource, namespace, verbs in wanted:
-        earlier = merged.get((resource, namespace))
+    if settings.serve == "dra":
+        wanted += [("serve=dra", grant.group, grant.resource, None, grant.verbs) for grant in DRA_GRANTS]
+    merged: dict[tuple[str, str, str | None], Permission] = {}
+    for feature, group, resource, namespace, verbs in wanted:
+        earlier = merged.get((group, resource, namespace))
         all_verbs = set(verbs) | set(earlier.verbs if earlier else ())
         features = (*(earlier.features if earlier else ()), feature)
-        merged[(resource, namespace)] = Permission(
+        merged[(group, resource, namespace)] = Permission(
             resource,
             namespace,
             tuple(verb for verb in _VERB_ORDER if verb in all_verbs),
             "Role in namespace " + namespace if resource == "configmaps" and namespace else "ClusterRole",
             tuple(dict.fromkeys(features)),
-            6 if resource == "configmaps" else 5,
+            _PITFALLS.get(resource),
+            group,
         )
     return list(merged.values())
 
@@ -129,14 +135,15 @@ async def _reviewed(kube: Kube, permission: Permission) -> Finding:
         return Finding.ok(permission.name, f"allowed: {asked} {permission.resource} {permission.where}")
     verbs = ", ".join(denied)
     listed = ", ".join(json.dumps(verb) for verb in denied)
-    rule = f'{{apiGroups: [""], resources: ["{permission.resource}"], verbs: [{listed}]}}'
+    rule = f'{{apiGroups: ["{permission.group}"], resources: ["{permission.resource}"], verbs: [{listed}]}}'
     namespace = f" -n {permission.namespace}" if permission.namespace else ""
+    target = f"{permission.resource}.{permission.group}" if permission.group else permission.resource
     return Finding.problem(
         permission.name,
         f"denied: {verbs} {permission.resource} {permission.where}, which {', '.join(permission.features)} "
         f"need(s); the plugin logs 403 Forbidden ('cannot {denied[0]} resource \"{permission.resource}\"')",
         fix=f"add the rule {rule} to the plugin's {permission.role} ({_CHART_FIX}); check with "
-        f"`kubectl auth can-i {denied[0]} {permission.resource}{namespace} "
+        f"`kubectl auth can-i {denied[0]} {target}{namespace} "
         "--as=system:serviceaccount:<namespace>:<serviceaccount>`",
         pitfall=permission.pitfall,
     )
@@ -149,7 +156,7 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
 
     from ascend_plugin.kubeapi.client import REQUEST_TIMEOUT
 
-    attributes: dict[str, str] = {"verb": verb, "group": "", "resource": permission.resource}
+    attributes: dict[str, str] = {"verb": verb, "group": permission.group, "resource": permission.resource}
     if permission.namespace:
         attributes["namespace"] = permission.namespace
     body = {
