@@ -186,7 +186,7 @@ class SliceController:
             try:
                 listing = await self.kube.list(RESOURCE_SLICES, None, self._selector)
                 retry.succeeded()
-                self._replace(listing.items)
+                self._replace(listing.items, listing.resource_version)
                 version = listing.resource_version
                 while True:
                     stream = self.kube.watch(
@@ -201,8 +201,15 @@ class SliceController:
             except KubeError as error:
                 await retry.failed(error)
 
-    def _replace(self, items: Sequence[JsonObject]) -> None:
-        self.slices = {string_field(mapping_field(item, "metadata"), "name"): item for item in items}
+    def _replace(self, items: Sequence[JsonObject], list_version: str) -> None:
+        """A fresh list; what we wrote after the list was taken stays (the watch from there brings it)."""
+        listed = {string_field(mapping_field(item, "metadata"), "name"): item for item in items}
+        taken = int(list_version) if list_version.isdigit() else None
+        for name, obj in self.slices.items():
+            written = _version(obj)
+            if name not in listed and taken is not None and written is not None and written > taken:
+                listed[name] = obj
+        self.slices = listed
         self._listed.set()
         self.wake()
 
