@@ -13,7 +13,7 @@ from typing import Any
 import helm_python as helm
 import kubernetes_validate
 import pytest
-from chart_harness import CHART_DIR, NAMESPACE, ChartRenderer, Rendering
+from chart_harness import CHART_DIR, NAMESPACE, VALUES_FILES, ChartRenderer, Rendering
 from dra_harness import cel_selects
 from kube_harness import make_inventory
 from test_chart_settings import settings_from_pod_env
@@ -44,9 +44,13 @@ def published(family: str, short_tmp: Path, driver: str = DRIVER) -> list[dict[s
 
 
 @pytest.mark.parametrize("kube_version", ["1.34", "1.35"])
-def test_every_object_is_valid_for_kubernetes(dra: Rendering, kube_version: str) -> None:
-    assert dra.of_kind("DeviceClass")
-    for manifest in dra.manifests:
+@pytest.mark.parametrize("values_file", VALUES_FILES)
+def test_every_object_is_valid_for_kubernetes(
+    chart: ChartRenderer, values_file: str, kube_version: str
+) -> None:
+    rendering = chart.render_file(values_file, DRA)
+    assert rendering.of_kind("DeviceClass")
+    for manifest in rendering.manifests:
         kubernetes_validate.validate(manifest, kube_version, strict=True)
 
 
