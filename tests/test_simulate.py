@@ -24,5 +24,8 @@ def test_simulate_prints_the_timeline_and_exits_0() -> None:
         "kubelet restarted: deleted Ascend310.sock",
         "re-registered",
         "plugin stopped: ListAndWatch ended with OK",
+        # The second node: a 2-NPU pod is placed on one card.
+        "the plugin prefers Ascend310-1, Ascend310-2: both on the card in slot 5",
+        "the kubelet stand-in was given Ascend310-1, Ascend310-2",
     ):
         assert step in result.stdout

@@ -61,6 +61,7 @@ class ResourceView:
     endpoint: str
     options: DevicePluginOptions
     devices: dict[str, str] = field(default_factory=dict)  # ID -> "Healthy" / "Unhealthy"
+    numa: dict[str, tuple[int, ...]] = field(default_factory=dict)  # ID -> NUMA nodes it reported
     updates: int = 0
     stream_open: bool = False
     stream_end: str = ""  # how the last stream ended: "" while open, "OK", or the gRPC status
@@ -235,6 +236,11 @@ class KubeletStandIn:
         try:
             for message in stream:
                 with self._changed:
+                    view.numa = {
+                        device.id: tuple(node.id for node in device.topology.nodes)
+                        for device in message.devices
+                        if device.topology is not None
+                    }
                     view.devices = {
                         device.id: device.health
                         for device in message.devices

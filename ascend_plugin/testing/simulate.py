@@ -77,9 +77,66 @@ def simulate(out: Callable[[str], None] = print) -> int:
                 health_interval=0.2,
                 log_level="WARNING",
             )
-            return anyio.run(_timeline, settings, kubelet, scenario, out)
+            if anyio.run(_timeline, settings, kubelet, scenario, out) != 0:
+                return 1
         finally:
             kubelet.stop()
+        return _placement(root / "cards", out)
+
+
+# Two Atlas 300I cards (four Ascend 310 each) in PCIe slots 5 and 9.
+CARDS_NODE = {"chip_name": "310", "chips": [{"phy_id": p, "card_id": 5 if p < 4 else 9} for p in range(8)]}
+CARDS_RESOURCE = "huawei.com/Ascend310"
+
+
+def _placement(root: Path, out: Callable[[str], None]) -> int:
+    """A second node: the kubelet asks where a 2-chip pod should go, and gets one card's chips."""
+    from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+
+    plugin_dir = root / "device-plugins"
+    root.mkdir()
+    scenario = root / "node.json"
+    scenario.write_text(json.dumps(CARDS_NODE), encoding="utf-8")
+    kubelet = KubeletStandIn(plugin_dir)
+    kubelet.start()
+    try:
+        settings = Settings(
+            backend="fake",
+            fake_scenario=scenario,
+            device_plugin_path=plugin_dir,
+            host_root=root,
+            allocate_mode="runtime",
+            log_level="WARNING",
+        )
+        return anyio.run(_ask_for_two, settings, kubelet, out)
+    finally:
+        kubelet.stop()
+
+
+async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], None]) -> int:
+    app = PluginApp(settings)
+    out("")
+    out("second node: two Atlas 300I cards, Ascend310-0..3 on the card in slot 5, -4..7 in slot 9")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app.run)
+
+        def registered(k: Any) -> bool:
+            return CARDS_RESOURCE in k.resources and k.resources[CARDS_RESOURCE].updates > 0
+
+        await anyio.to_thread.run_sync(kubelet.wait_until, registered, TIMEOUT, "registration")
+        available = [f"Ascend310-{phy}" for phy in range(1, 8)]
+        out("Ascend310-0 is in use; a pod asks for 2 NPUs (GetPreferredAllocation over the 7 free)")
+        chosen = await anyio.to_thread.run_sync(
+            kubelet.preferred_allocation, CARDS_RESOURCE, available, [], 2
+        )
+        cards = sorted({5 if int(device.rsplit("-", 1)[1]) < 4 else 9 for device in chosen})
+        where = f"both on the card in slot {cards[0]}" if len(cards) == 1 else f"on the slots {cards}"
+        out(f"the plugin prefers {', '.join(chosen)}: {where}")
+        response = await anyio.to_thread.run_sync(kubelet.allocate, CARDS_RESOURCE, chosen)
+        envs = dict(response.container_responses[0].envs)
+        out(f"the kubelet stand-in was given {', '.join(chosen)}: {envs}")
+        app.stop()
+    return 0 if len(cards) == 1 else 1
 
 
 async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Callable[[str], None]) -> int:
