@@ -23,7 +23,8 @@ import anyio
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
-from ascend_plugin.faces.operations.metrics import ChipMetric, KubeletCounters, PluginMetrics
+from ascend_plugin.faces.operations.metrics import PluginMetrics
+from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -275,6 +274,8 @@ RELOADABLE: Final[frozenset[str]] = frozenset(
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """The settings in a YAML (or JSON) file, as a mapping."""
+    import yaml  # only when there is a file: most nodes run on flags and env alone
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
