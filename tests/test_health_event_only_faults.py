@@ -21,8 +21,11 @@ from plugin_harness import health_of, player_settings, registered, running_plugi
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faults import FaultLevel, builtin_table
+from ascend_plugin.inventory.fault_memory import FaultMemory
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from backends.chips import HealthReading
 from backends.fake import FakeScenario
+from backends.library import FaultEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -144,20 +147,62 @@ async def test_an_event_only_code_is_not_lifted_by_polls_that_never_listed_it(
             assert not watched.device("Ascend910-0").healthy, "a poll that never listed it lifted it"
 
 
-async def test_a_manual_separation_is_not_lifted_by_a_poll(any_fake: ScenarioPlayer[Any]) -> None:
-    manual = builtin_table().merged({0x80E18402: FaultLevel.ManuallySeparateNPU})
-    with monitored(any_fake.open(_one_chip()), table=manual) as watched:
-        await _subscribed_monitor(any_fake, watched)
-        # An operator-table code of the manual-separation level, listed by the poll too.
-        raised = {"serial": 1, "code": "80E18402", "severity": 3, "assertion": 1}
-        any_fake.update(_one_chip(events=[raised], fault_codes=["80E18402"]))
-        await until(lambda: not watched.device("Ascend910-0").healthy, "separated")
-        assert watched.device("Ascend910-0").worst_level is FaultLevel.ManuallySeparateNPU
-        await watched.monitor.poll_all()
-        any_fake.update(_one_chip(events=[raised]))  # the driver stops listing it, no event says so
-        watched.clock.advance(3600)
-        await watched.monitor.poll_all()  # not enough to lift a manual separation
-        assert not watched.device("Ascend910-0").healthy
-        recovered = {"serial": 2, "code": "80E18402", "severity": 3, "assertion": 0}
-        any_fake.update(_one_chip(events=[raised, recovered]))
-        await until(lambda: watched.device("Ascend910-0").healthy, "lifted by its recovery event")
+# The rules of FaultMemory on their own, with times chosen by hand: a fake driver cannot stop
+# listing a code without also raising its recovery event, which would decide before the poll does.
+MANUAL = 0x80E18402
+TABLE = builtin_table().merged({MANUAL: FaultLevel.ManuallySeparateNPU})
+
+
+def _event(code: int, assertion: int) -> FaultEvent:
+    return FaultEvent(logic_id=0, code=code, severity=2, assertion=assertion, raised_at=0)
+
+
+def _poll(*codes: int) -> HealthReading:
+    return HealthReading(0, codes)
+
+
+def test_polls_lift_a_raised_code_once_they_listed_it_and_stop() -> None:
+    memory = FaultMemory()
+    memory.record(_event(0x80E01801, 1), now=10.0, table=TABLE)
+    memory.reconcile(_poll(0x80E01801), poll_started=11.0, table=TABLE)
+    assert [held.code for held in memory.held()] == [0x80E01801]
+    memory.reconcile(_poll(), poll_started=12.0, table=TABLE)
+    assert memory.held() == ()
+
+
+def test_a_poll_begun_before_the_event_does_not_decide() -> None:
+    memory = FaultMemory()
+    memory.reconcile(_poll(0x80E01801), poll_started=5.0, table=TABLE)
+    memory.record(_event(0x80E01801, 1), now=10.0, table=TABLE)
+    memory.reconcile(_poll(0x80E01801), poll_started=9.0, table=TABLE)
+    memory.reconcile(_poll(), poll_started=9.5, table=TABLE)  # began before the event arrived
+    assert [held.code for held in memory.held()] == [0x80E01801]
+
+
+def test_a_manual_separation_is_not_lifted_by_polls() -> None:
+    memory = FaultMemory()
+    memory.record(_event(MANUAL, 1), now=10.0, table=TABLE)
+    memory.reconcile(_poll(MANUAL), poll_started=11.0, table=TABLE)
+    memory.reconcile(_poll(), poll_started=12.0, table=TABLE)
+    assert [held.code for held in memory.held()] == [MANUAL]
+    memory.record(_event(MANUAL, 0), now=13.0, table=TABLE)
+    assert memory.held() == ()
+
+
+def test_a_driver_that_cannot_list_codes_never_lifts_one() -> None:
+    memory = FaultMemory()
+    memory.record(_event(0x80E01801, 1), now=10.0, table=TABLE)
+    memory.reconcile(HealthReading(0, (), codes_known=False), poll_started=11.0, table=TABLE)
+    assert [held.code for held in memory.held()] == [0x80E01801]
+
+
+def test_a_one_off_is_held_for_its_level_then_expires() -> None:
+    memory = FaultMemory()
+    memory.record(_event(0x80E01801, 2), now=10.0, table=TABLE)
+    hold = FaultLevel.SeparateNPU.one_off_hold
+    assert memory.next_expiry() == 10.0 + hold
+    memory.reconcile(_poll(), poll_started=11.0, table=TABLE)  # polls do not end a one-off
+    memory.expire(10.0 + hold - 0.001)
+    assert len(memory.held()) == 1
+    memory.expire(10.0 + hold)
+    assert memory.held() == ()
