@@ -25,7 +25,7 @@ from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import WITHOUT, ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError, NoChips
-from backends.families import FamilyTable, family_for, family_named
+from backends.families import FAMILIES, FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
 from backends.pci import PciSysfsError, numa_node
 from backends.topology import ChipFacts, assign_units
@@ -55,6 +55,7 @@ class DiscoverySettings:
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]
     host_root: Path = Path("/")  # where the host's /sys is seen (NUMA nodes)
+    families: tuple[FamilyTable, ...] = FAMILIES  # the rows a chip name is matched against, in order
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscoverySettings:
@@ -117,7 +118,8 @@ class Discovery:
             if not chips:
                 raise NoChips(f"{backend.description} reports no NPU chips")
             forced = self.settings.chip_family
-            family = family_named(forced) if forced else family_for(chips[0].info)
+            families = self.settings.families
+            family = family_named(forced, families) if forced else family_for(chips[0].info, families)
         except BaseException:
             if self.calls.stuck(None) is None:
                 await self.calls.node("close", backend.close)
