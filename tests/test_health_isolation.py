@@ -104,3 +104,29 @@ async def test_a_chip_stuck_at_start_is_listed_unhealthy_from_the_first_answer(
         assert kubelet.health(RESOURCE)["Ascend910-0"] == "Healthy"
         any_fake.update(_node(hang=False))
         await wait_for(kubelet, _is(STUCK, "Healthy"), "the chip answers again")
+
+
+async def test_a_hung_node_wide_call_makes_the_plugin_not_ready_and_leaves_the_chips_alone(
+    kubelet: KubeletStandIn, any_fake: ScenarioPlayer[Any], plugin_dir: Path, short_tmp: Path
+) -> None:
+    # The fault subscription (a node-wide call) hangs; the chips, already known, keep being polled.
+    node = _node(hang=False).model_copy(update={"hang": ("subscribe_faults",)})
+    any_fake.update(node)
+    settings = player_settings(any_fake, plugin_dir, short_tmp, dcmi_call_timeout=0.3, health_interval=0.05)
+    async with running_plugin(settings) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await until(lambda: app.calls.stuck(None) is not None, "the node lane stuck")
+        assert not app.ready
+        assert app.readiness().detail.startswith("driver call dcmi_subscribe_fault_event on node stuck for")
+        any_fake.update(
+            _node(hang=False, faults={FAULTY: ["80E01801"]}).model_copy(
+                update={"hang": ("subscribe_faults",)}
+            )
+        )
+        await wait_for(kubelet, _is(FAULTY, "Unhealthy"), "a fault still seen by polling")
+        assert all(
+            kubelet.health(RESOURCE)[f"Ascend910-{phy}"] == "Healthy" for phy in range(16) if phy != FAULTY
+        )
+        any_fake.update(_node(hang=False))
+        await until(lambda: app.calls.stuck(None) is None, "the node lane free again")
+        await until(lambda: app.ready, "ready again")
