@@ -16,8 +16,9 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   the real 400. A watch with a selector sees an object that comes to match as
   ADDED and one that stops matching as DELETED (its previous content, the new
   resourceVersion), as the real watch cache sends them;
-* a patch carrying ``metadata.resourceVersion`` is a precondition: a stale one
-  is 409 Conflict; annotation values must be strings (400 otherwise);
+* a patch carrying ``metadata.resourceVersion`` or ``metadata.uid`` is a
+  precondition: a stale version or another object's UID is 409 Conflict;
+  annotation values must be strings (400 otherwise);
 * a resourceVersion on every write; update with a stale one is 409 Conflict,
   create of an existing name 409 AlreadyExists; lists and watches take a field
   selector ``metadata.name=<name>``; a watch from a version older than the
@@ -95,7 +96,7 @@ def parse_field_selector(selector: str, resource: str) -> list[tuple[str, bool, 
             raise ApiFailure(400, f"invalid field selector: {term!r}")
         label, operator, value = match.groups()
         if label not in ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(resource, ())):
-            raise ApiFailure(400, f'field label not supported: {label}', "BadRequest")
+            raise ApiFailure(400, f"field label not supported: {label}", "BadRequest")
         terms.append((label, operator != "!=", value))
     return terms
 
@@ -106,7 +107,9 @@ def annotation_problem(annotations: Any) -> str | None:
         return "metadata.annotations must be an object of strings"
     for key, value in annotations.items():
         if not isinstance(value, str):
-            return f"json: cannot unmarshal {type(value).__name__} into Go struct field of annotations {key!r}"
+            return (
+                f"json: cannot unmarshal {type(value).__name__} into Go struct field of annotations {key!r}"
+            )
     return None
 
 
@@ -515,7 +518,15 @@ class FakeApiServer:
         if verb == "patch":
             if "json-patch" in request.content_type:
                 raise ApiFailure(415, "only merge patches are supported here")
-            sent = (body.get("metadata") or {}).get("resourceVersion") if isinstance(body, dict) else None
+            preconditions = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+            uid = preconditions.get("uid")
+            if uid and uid != current["metadata"]["uid"]:
+                raise ApiFailure(
+                    409,
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {current['metadata']['uid']}",
+                )
+            sent = preconditions.get("resourceVersion")
             if sent and sent != current["metadata"]["resourceVersion"]:
                 raise ApiFailure(
                     409,

@@ -104,9 +104,7 @@ class Assignments:
             return None
         return tuple(mapping[kubelet_id] for kubelet_id in kubelet_ids)
 
-    def paired(
-        self, resource: str, devices: Sequence[OfferedDevice]
-    ) -> list[tuple[str, OfferedDevice]]:
+    def paired(self, resource: str, devices: Sequence[OfferedDevice]) -> list[tuple[str, OfferedDevice]]:
         """Every device's ID as a kubelet ID, with the real device whose health it reports.
 
         Mapped IDs report their real device; the rest are paired, in order, with

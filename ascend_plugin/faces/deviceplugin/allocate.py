@@ -73,7 +73,9 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
     return devices
 
 
-def chosen_devices(book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str) -> list[OfferedDevice]:
+def chosen_devices(
+    book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str
+) -> list[OfferedDevice]:
     """The real devices a chooser named, each offered and healthy; AllocationRefused otherwise."""
     devices = []
     for real_id in real_ids:
