@@ -83,6 +83,7 @@ class DeviceInfoPublisher:
         retry = Retrier(f"device-info ConfigMap {self.where}")
         version = self.inventory.version
         while not self.inventory.closed:
+            held_version = self.held.version if self.held is not None else 0
             content = self._content()
             since_write = self.clock() - self._last_write
             if content != self._written or since_write >= self.refresh:
@@ -97,13 +98,13 @@ class DeviceInfoPublisher:
                     continue
                 retry.succeeded()
             with anyio.move_on_after(max(self._last_write + self.refresh - self.clock(), 0.0)):
-                version = await self._wait_for_change(version)
+                version = await self._wait_for_change(version, held_version)
 
-    async def _wait_for_change(self, version: int) -> int:
-        """The inventory's new version once it or the held chips change."""
-        if self.held is None:
+    async def _wait_for_change(self, version: int, held_version: int) -> int:
+        """The inventory's version once it changed from ``version`` or the held chips from theirs."""
+        held = self.held
+        if held is None:
             return await self.inventory.wait_for_change(version)
-        held, seen = self.held, self.held.version
         async with anyio.create_task_group() as group:
 
             async def inventory_changed() -> None:
@@ -111,7 +112,7 @@ class DeviceInfoPublisher:
                 group.cancel_scope.cancel()
 
             async def held_changed() -> None:
-                await held.wait_for_change(seen)
+                await held.wait_for_change(held_version)
                 group.cancel_scope.cancel()
 
             group.start_soon(inventory_changed)
