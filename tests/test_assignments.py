@@ -71,7 +71,7 @@ def test_pairing_is_a_bijection_that_reports_each_mapped_chip_on_its_kubelet_id(
     assert [kubelet_id for kubelet_id, _ in paired] == [device.id for device in offered]
     assert sorted(device.id for _, device in paired) == sorted(device.id for device in offered)
     for kubelet_id, real in assignments.mapping(RESOURCE).items():
-        assert dict((k, d.id) for k, d in paired)[kubelet_id] == real
+        assert {k: d.id for k, d in paired}[kubelet_id] == real
     healthy_ids = sum(1 for _, device in paired if device.healthy)
     assert healthy_ids == 8 - len(unhealthy)
 

@@ -1,4 +1,4 @@
-"""The PodResources client against the kubelet stand-in: v1 first, v1alpha1 for old kubelets, symlinks refused."""
+"""The PodResources client against the kubelet stand-in: v1 first, v1alpha1 for old kubelets, no symlinks."""
 
 from __future__ import annotations
 

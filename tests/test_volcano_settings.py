@@ -22,7 +22,8 @@ def outside_a_pod(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_without_node_name_volcano_exits_2_naming_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*FAKE, "--volcano", "--kubeconfig", "/k"]) == EXIT_BAD_SETTINGS
     error = capsys.readouterr().err
-    assert "volcano (--volcano / ASCEND_DP_VOLCANO) needs node_name (--node-name / ASCEND_DP_NODE_NAME" in error
+    assert "volcano (--volcano / ASCEND_DP_VOLCANO) needs node_name" in error
+    assert "(--node-name / ASCEND_DP_NODE_NAME" in error
 
 
 def test_without_api_access_volcano_exits_2_naming_the_settings(capsys: pytest.CaptureFixture[str]) -> None:
