@@ -20,6 +20,7 @@ from volcano_harness import (
     annotations_of,
     chip_id,
     make_node,
+    scenario,
     volcano_pod,
     volcano_settings,
 )
@@ -238,3 +239,36 @@ async def test_a_request_for_every_chip_needs_no_pod(
         everything = [chip_id(phy) for phy in range(8)]
         response = await admit(pod_resources, "whole", everything)
     assert response.container_responses[0].envs["ASCEND_VISIBLE_DEVICES"] == "0,1,2,3,4,5,6,7"
+
+
+async def test_a_chosen_chip_that_is_faulty_or_absent_is_refused_and_the_pod_consumed(
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    kubelet: KubeletStandIn,
+    pod_resources: PodResourcesStandIn,
+    short_tmp: Path,
+    plugin_dir: Path,
+) -> None:
+    add_node_object(apiserver)
+    node = make_node(short_tmp)
+    node.write(scenario(faulty=(4,)))
+    apiserver.put("pods", volcano_pod("on-a-fault", [4], 1))
+    apiserver.put("pods", volcano_pod("elsewhere", [9], 2))
+    settings = volcano_settings(node, plugin_dir, kubeconfig, pod_resources.socket)
+    async with running_plugin(settings) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await until(lambda: synced(app), "the pod cache")
+        with pytest.raises(grpc.RpcError) as faulty:
+            await admit(pod_resources, "on-a-fault", ["Ascend910-0"])
+        with pytest.raises(grpc.RpcError) as absent:
+            await admit(pod_resources, "elsewhere", ["Ascend910-0"])
+        for name in ("on-a-fault", "elsewhere"):
+            await until(
+                lambda name=name: annotations_of(apiserver, name).get(PREDICATE_TIME) == str(CONSUMED),
+                f"{name} consumed: the next Allocate is for the next pod",
+            )
+    assert "the scheduler chose Ascend910-4, but it is unhealthy" in str(faulty.value.details())
+    assert "pod default/elsewhere was chosen for 1 huawei.com/Ascend910 chip(s)" in str(
+        absent.value.details()
+    )
+    assert "names Ascend910-9, not on this node" in str(absent.value.details())
