@@ -1,10 +1,10 @@
 """The annotation writer: what each pod holds, written on the pod, and the map kept whole.
 
 A sweep runs when the node's pods change, after every choice, and every
-:data:`SWEEP_INTERVAL` seconds. For each active pod of the node it learns the
-kubelet IDs the pod holds: from the kubelet's PodResources API when it answers,
-else from this plugin's own record of the Allocate (:mod:`.served`), else from
-the pod's ``huawei.com/kltDev``. Then:
+:data:`SWEEP_INTERVAL` seconds (bursts coalesced: :data:`SWEEP_GAP`). For each
+active pod of the node it learns the kubelet IDs the pod holds: from the
+kubelet's PodResources API when it answers, else from this plugin's own record
+of the Allocate (:mod:`.served`), else from the pod's ``huawei.com/kltDev``. Then:
 
 * a pod that already carries ``huawei.com/AscendReal`` is left alone; its
   kubelet IDs and real chips go into the map (this is how the map comes back
@@ -43,6 +43,7 @@ from ascend_plugin.offers.assignments import Assignments, HeldChips
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0  # seconds between sweeps when nothing happens
+SWEEP_GAP = 0.2  # at least this long between sweeps: a burst of pod events costs one PodResources call
 
 
 class AnnotationWriter:
@@ -85,6 +86,7 @@ class AnnotationWriter:
             await self.sweep()
             with anyio.move_on_after(SWEEP_INTERVAL):
                 await self._next_change(pods_version)
+            await anyio.sleep(SWEEP_GAP)
             self._wake = anyio.Event()
 
     async def _next_change(self, pods_version: int) -> None:
