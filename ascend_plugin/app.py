@@ -33,6 +33,7 @@ from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.whole_chips import WholeChips
 from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
@@ -54,6 +55,10 @@ class PluginApp:
         self.monitor: HealthMonitor | None = None
         self.book: OfferBook | None = None
         self.face: DevicePluginFace | None = None
+        # Volcano mode: the kubelet-ID map and the chips pods hold, shared by the faces.
+        self.assignments: Assignments | None = None
+        self.held: HeldChips | None = None
+        self.volcano: RootTask | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
@@ -137,6 +142,7 @@ class PluginApp:
         host = HostDevices(inventory.table, settings.host_root)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
+        chooser = self._volcano(node, book) if settings.volcano else None
         face = DevicePluginFace(
             book,
             handover,
@@ -147,6 +153,7 @@ class PluginApp:
                 settings.kubelet_watch_interval,
                 settings.preferred_allocation,
             ),
+            chooser,
         )
         face.on_registered(self.registered_once.set)
         self.node, self.monitor, self.book, self.face = node, monitor, book, face
@@ -163,6 +170,8 @@ class PluginApp:
         tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
+        if self.volcano is not None:
+            tasks.append(self.volcano)
         if settings.node_name:
             tasks.append(RootTask("kubernetes", lambda: self._run_kube(settings.node_name or "", inventory)))
         else:
@@ -183,8 +192,30 @@ class PluginApp:
         from ascend_plugin.faces.kube.publishers import KubeInputs
         from ascend_plugin.faces.kube.run import run_kube
 
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory)
+        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held)
         await supervise("kubernetes", lambda: run_kube(inputs))
+
+    def _volcano(self, node: Node, book: OfferBook) -> DeviceChooser:
+        """Volcano mode's face; its chooser decides the whole-chip resource's devices.
+
+        Imported here, before the kubelet registration, and not after it like the
+        Kubernetes publishers: without the pod cache there is no correct answer to
+        Allocate, so its cost (kubernetes-asyncio) is paid at start.
+        """
+        from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
+
+        self.assignments, self.held = Assignments(), HeldChips()
+        volcano = VolcanoFace(
+            VolcanoSettings.from_settings(self.settings),
+            book,
+            node.inventory,
+            chips=ChipAccess(self.calls, node.backend),
+            assignments=self.assignments,
+            held=self.held,
+        )
+        self.volcano = RootTask("volcano", volcano.run)
+        log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
+        return volcano.chooser
 
     def _config_changed(self, changed: list[str]) -> None:
         if "log_level" in changed:

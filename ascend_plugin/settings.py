@@ -25,6 +25,7 @@ from pydantic_settings import (
 from ascend_plugin.naming import extended_resource_problem
 
 ENV_PREFIX = "ASCEND_DP_"
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 class SettingsError(Exception):
@@ -212,6 +213,17 @@ class Settings(BaseSettings):
         default=True, description="post a Kubernetes Event on the node per health transition"
     )
 
+    # -- Volcano ---------------------------------------------------------------------------
+    volcano: bool = Field(
+        default=False,
+        description="Volcano mode: hand over the chips Volcano chose for the pod (its huawei.com/<type> "
+        "annotation), not the kubelet's pick; needs node_name and API access",
+    )
+    pod_resources_socket: Path = Field(
+        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        description="the kubelet's PodResources socket (Volcano mode: which pod holds which device IDs)",
+    )
+
     # -- operations -------------------------------------------------------------------
     http_address: str = Field(
         default="0.0.0.0:11251",
@@ -251,6 +263,24 @@ class Settings(BaseSettings):
             raise ValueError(f"ai_core_min {self.ai_core_min} is above ai_core_max {self.ai_core_max}")
         return self
 
+    @model_validator(mode="after")
+    def _volcano_needs_the_api(self) -> Settings:
+        if not self.volcano:
+            return self
+        if not self.node_name:
+            raise ValueError(
+                "volcano (--volcano / ASCEND_DP_VOLCANO) needs node_name (--node-name / "
+                "ASCEND_DP_NODE_NAME, or NODE_NAME from the downward API): the plugin must know "
+                "which node's pods Volcano bound"
+            )
+        if self.kubeconfig is None and not in_cluster_credentials():
+            raise ValueError(
+                "volcano (--volcano / ASCEND_DP_VOLCANO) needs access to the API server: set kubeconfig "
+                "(--kubeconfig / ASCEND_DP_KUBECONFIG), or run in a pod with a service account "
+                f"(KUBERNETES_SERVICE_HOST and {SERVICE_ACCOUNT_TOKEN})"
+            )
+        return self
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -265,6 +295,11 @@ class Settings(BaseSettings):
         path = init_settings.init_kwargs.get("config_file") or os.environ.get(f"{ENV_PREFIX}CONFIG_FILE")
         file_values = read_config_file(Path(path)) if path else {}
         return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_values))
+
+
+def in_cluster_credentials() -> bool:
+    """Whether this process runs in a pod that can reach the API server with its service account."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(SERVICE_ACCOUNT_TOKEN).is_file()
 
 
 RELOADABLE: Final[frozenset[str]] = frozenset(

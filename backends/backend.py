@@ -4,8 +4,8 @@ Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
 scenario-driven fake), the plugin asks the same five things: open it
 (:meth:`init`), find the chips (:meth:`discover`), read one chip's health
 (:meth:`read_health`), hear of faults as they happen (:meth:`subscribe_faults`),
-and let go (:meth:`close`), plus the AI-core figure a chip reports. Family
-rules are data (:mod:`backends.families`), not subclasses.
+and let go (:meth:`close`), plus what a chip reports of itself (AI cores, PCIe and
+RoCE addresses). Family rules are data (:mod:`backends.families`), not subclasses.
 
 Drivers differ in what they offer: an older libdcmi.so has no
 ``dcmi_get_device_errorcode_v2``, and only 910 drivers deliver fault events.
@@ -26,6 +26,7 @@ from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, PcieAdd
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
 PCIE_INFO = "dcmi_get_device_pcie_info_v2"
+DEVICE_IP = "dcmi_get_device_ip"
 
 # What the plugin does without each optional DCMI function (said once, at init).
 WITHOUT: Mapping[str, str] = MappingProxyType(
@@ -34,7 +35,7 @@ WITHOUT: Mapping[str, str] = MappingProxyType(
         "fault events still count)",
         SUBSCRIBE: "no fault events: health comes from polling alone",
         PCIE_INFO: "no NUMA nodes: placement and the Topology Manager get no NUMA preference",
-        "dcmi_get_device_ip": "device IPs are unknown (Volcano's rank table says -1)",
+        DEVICE_IP: "device IPs are unknown (Volcano's rank table says -1)",
         "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
         "dcmi_get_device_hbm_info": "no HBM figures",
         "dcmi_get_device_memory_info_v3": "no device memory figures",
@@ -110,6 +111,18 @@ class ChipBackend:
             return self.library.pcie_address(chip.card_id, chip.device_id)
         except SymbolMissing:
             self.missing.add(PCIE_INFO)
+        except DcmiError:
+            pass
+        return None
+
+    def device_ip(self, chip: Chip) -> str | None:
+        """The chip's RoCE address (IPv4, else IPv6); None where the driver has none or no such function."""
+        if DEVICE_IP in self.missing:
+            return None
+        try:
+            return self.library.device_ip(chip.card_id, chip.device_id)
+        except SymbolMissing:
+            self.missing.add(DEVICE_IP)
         except DcmiError:
             pass
         return None

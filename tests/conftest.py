@@ -346,3 +346,16 @@ def doctor_py_root(
 ) -> Iterator[DoctorRoot]:
     """A healthy 310B host root with the pure-Python fake backend (for checks that do not load a library)."""
     yield from _doctor_root("python", short_tmp, fake_dcmi_library, monkeypatch)
+
+
+# -- Volcano mode (tests/test_volcano_*.py): the kubelet's PodResources API --------------------
+from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn  # noqa: E402
+
+
+@pytest.fixture
+def pod_resources(kubelet: KubeletStandIn, short_tmp: Path) -> Iterator[PodResourcesStandIn]:
+    """The kubelet stand-in's PodResources API (v1 and v1alpha1) on its own socket."""
+    standin = PodResourcesStandIn(kubelet, short_tmp / "pod-resources" / "kubelet.sock")
+    standin.start()
+    yield standin
+    standin.stop()

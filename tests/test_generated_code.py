@@ -41,3 +41,16 @@ def test_the_package_is_v1beta1() -> None:
     from ascend_plugin.kubelet_api.v1beta1 import DevicePluginBase
 
     assert "/v1beta1.DevicePlugin/Allocate" in DevicePluginBase().__mapping__()
+
+
+def test_the_pod_resources_packages_are_v1_and_v1alpha1() -> None:
+    """The kubelet serves PodResources under the proto packages' own names."""
+    from ascend_plugin.kubelet_api.v1 import PodResourcesListerBase as V1
+    from ascend_plugin.kubelet_api.v1alpha1 import PodResourcesListerBase as V1Alpha1
+
+    assert set(V1().__mapping__()) == {
+        "/v1.PodResourcesLister/List",
+        "/v1.PodResourcesLister/GetAllocatableResources",
+        "/v1.PodResourcesLister/Get",
+    }
+    assert set(V1Alpha1().__mapping__()) == {"/v1alpha1.PodResourcesLister/List"}

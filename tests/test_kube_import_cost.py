@@ -13,7 +13,8 @@ from pathlib import Path
 from plugin_harness import WAIT, FakeNode
 
 # Imports every module of both packages except those that talk to the API server
-# (the kube face's and kubeapi's modules; their packages and the publisher table stay in),
+# (the kube and Volcano faces' and kubeapi's modules; their packages and the publisher
+# table stay in),
 # and the __main__ entry point, which would run the CLI; reports whether
 # kubernetes_asyncio came along.
 IMPORT_ALL = """
@@ -24,7 +25,9 @@ def walk(package):
     module = importlib.import_module(package)
     names.append(package)
     for info in pkgutil.iter_modules(module.__path__, package + "."):
-        kube = info.name.startswith(("ascend_plugin.faces.kube.", "ascend_plugin.kubeapi."))
+        kube = info.name.startswith(
+            ("ascend_plugin.faces.kube.", "ascend_plugin.kubeapi.", "ascend_plugin.faces.volcano.")
+        )
         talks_to_api = kube and not info.name.endswith(".publishers")
         if talks_to_api or info.name.endswith(".__main__"):
             continue

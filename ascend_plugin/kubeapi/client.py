@@ -50,6 +50,7 @@ class Resource:
 NODES = Resource("nodes", "node", namespaced=False)
 CONFIGMAPS = Resource("configmaps", "config_map", namespaced=True)
 EVENTS = Resource("events", "event", namespaced=True)
+PODS = Resource("pods", "pod", namespaced=True)
 
 # Our verbs (as RBAC names them) -> the client's method prefixes.
 _METHOD_PREFIX = {
@@ -252,10 +253,15 @@ class Kube:
         deadline: float | aiohttp.ClientTimeout,
     ) -> Any:
         """Start one request; the aiohttp response (status not checked yet)."""
-        scope = "namespaced_" if request.resource.namespaced else ""
-        method = getattr(self._core, f"{_METHOD_PREFIX[request.verb]}_{scope}{request.resource.method}")
+        prefix, kind = _METHOD_PREFIX[request.verb], request.resource.method
+        every_namespace = request.resource.namespaced and request.namespace is None
+        if every_namespace:  # list or watch a namespaced kind across the cluster
+            method = getattr(self._core, f"{prefix}_{kind}_for_all_namespaces")
+        else:
+            scope = "namespaced_" if request.resource.namespaced else ""
+            method = getattr(self._core, f"{prefix}_{scope}{kind}")
         args: list[object] = [request.name] if request.name else []
-        if request.resource.namespaced:
+        if request.resource.namespaced and not every_namespace:
             args.append(request.namespace)
         if body is not None:
             args.append(body)

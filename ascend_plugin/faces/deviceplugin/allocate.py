@@ -30,6 +30,18 @@ class AllocationRefused(Exception):
 
 def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
     """The devices named, in order; AllocationRefused names the first bad ID and why."""
+    devices = known_devices(book, resource, device_ids)
+    for device in devices:
+        _check_healthy(device)
+    return devices
+
+
+def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
+    """The devices named, in order, healthy or not; AllocationRefused names the first bad ID and why.
+
+    Where a scheduler chooses the chips (:mod:`ascend_plugin.offers.assignments`),
+    the kubelet's IDs only count, and their own chips' health is beside the point.
+    """
     if not device_ids:
         raise AllocationRefused(Status.INVALID_ARGUMENT, "empty", "the request names no device IDs")
     offered = book.devices(resource)
@@ -57,9 +69,34 @@ def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -
                 "unknown",
                 f"device ID {device_id!r} is not on this node; known devices: {known}",
             )
-        if not device.healthy:
-            raise AllocationRefused(
-                Status.FAILED_PRECONDITION, "unhealthy", f"device {device_id} is unhealthy: {device.reason}"
-            )
         devices.append(device)
     return devices
+
+
+def chosen_devices(
+    book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str
+) -> list[OfferedDevice]:
+    """The real devices a chooser named, each offered and healthy; AllocationRefused otherwise."""
+    devices = []
+    for real_id in real_ids:
+        device = book.get(resource, real_id)
+        if device is None:
+            known = ", ".join(d.id for d in book.devices(resource)) or "none"
+            raise AllocationRefused(
+                Status.FAILED_PRECONDITION,
+                "chosen-unknown",
+                f"{chooser} chose {real_id!r}, which this node does not offer as {resource}; "
+                f"known devices: {known}",
+            )
+        _check_healthy(device, f"{chooser} chose {real_id}, but it")
+        devices.append(device)
+    return devices
+
+
+def _check_healthy(device: OfferedDevice, subject: str = "") -> None:
+    if not device.healthy:
+        raise AllocationRefused(
+            Status.FAILED_PRECONDITION,
+            "unhealthy",
+            f"{subject or 'device ' + device.id} is unhealthy: {device.reason}",
+        )

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
@@ -34,6 +35,7 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    held: HeldChips | None = None  # Volcano mode: chips of active pods, left out of the free list
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,7 @@ def _device_info(kube: Kube, inputs: KubeInputs) -> Part:
         settings.device_info_namespace,
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
+        held=inputs.held,
     ).run
 
 

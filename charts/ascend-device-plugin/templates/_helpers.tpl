@@ -114,3 +114,10 @@ configured file lies under one). As a JSON list.
 {{- end }}
 {{- $paths | toJson }}
 {{- end }}
+
+{{/*
+Volcano mode: the host directory of the kubelet's PodResources socket, mounted at the same path.
+*/}}
+{{- define "ascend-device-plugin.podResourcesDir" -}}
+{{- dir (.Values.settings.podResourcesSocket | default "/var/lib/kubelet/pod-resources/kubelet.sock") }}
+{{- end }}
