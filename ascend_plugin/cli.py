@@ -66,10 +66,14 @@ def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_daemon(settings: Settings) -> int:
-    """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
+    """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown.
+
+    Exit :data:`EXIT_BAD_SETTINGS` when the settings turn out not to work with the
+    chips found (the app's ``exit_code``), after the same clean shutdown.
+    """
     from ascend_plugin.app import PluginApp
 
-    async def main() -> None:
+    async def main() -> int:
         app = PluginApp(settings)
         async with anyio.create_task_group() as tasks:
 
@@ -83,14 +87,14 @@ def run_daemon(settings: Settings) -> int:
             tasks.start_soon(stop_on_signal)
             await app.run()
             tasks.cancel_scope.cancel()
+        return app.exit_code
 
     log.info(
         "ascend-device-plugin %s starting",
         __version__,
         extra={"settings": settings.model_dump(mode="json")},
     )
-    anyio.run(main)
-    return 0
+    return anyio.run(main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

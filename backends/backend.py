@@ -12,20 +12,29 @@ Drivers differ in what they offer: an older libdcmi.so has no
 A missing function is never fatal here: health then comes from the health
 value alone, and the first time a function turns out missing it is recorded
 in :attr:`missing` so the caller can say so once.
+
+Static vNPUs are read through the same face (:meth:`vnpus`): a driver without
+VDEV_MNG, or a chip that answers "not supported", simply has none.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from types import MappingProxyType
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
-from backends.errors import NOT_READY, DcmiError, SymbolMissing
-from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, PcieAddress
+from backends.errors import INVALID_PARAMETER, NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
+from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, PcieAddress, VdevInfo
+
+log = logging.getLogger(__name__)
 
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
 PCIE_INFO = "dcmi_get_device_pcie_info_v2"
+DEVICE_INFO = "dcmi_get_device_info"  # VDEV_MNG: AI cores and static vNPUs
+DEVICE_GONE = -8008  # "device does not exist": a vNPU destroyed between two queries
+NO_KNOWN_VNPUS: Mapping[int, VdevInfo] = MappingProxyType({})
 
 # What the plugin does without each optional DCMI function (said once, at init).
 WITHOUT: Mapping[str, str] = MappingProxyType(
@@ -48,6 +57,7 @@ class ChipBackend:
     def __init__(self, library: DeviceLibrary) -> None:
         self.library = library
         self.missing: set[str] = set()  # optional DCMI functions found missing
+        self._without_vnpus: set[int] = set()  # chips whose driver answered "not supported" for vNPUs
 
     @property
     def description(self) -> str:
@@ -125,3 +135,41 @@ class ChipBackend:
         if chip.info.aicore_cnt > 0:
             return AiCoreFigure(float(chip.info.aicore_cnt), "chip_info")
         return AiCoreFigure(nominal, "family_nominal")
+
+    def vnpus(self, chip: Chip, known: Mapping[int, VdevInfo] = NO_KNOWN_VNPUS) -> list[VdevInfo]:
+        """The chip's static vNPUs by id; empty where the driver or the chip has none.
+
+        One VDEV_MNG query lists the ids; each id is then described by one more,
+        unless ``known`` (vNPUs read before) already holds it, so a poll of a chip
+        whose split did not change costs one query. A vNPU destroyed between the
+        two queries is left out. A driver without ``dcmi_get_device_info``, or a
+        chip that answers "not supported", has no vNPUs: said once per chip at
+        debug level, and not asked again.
+        """
+        if DEVICE_INFO in self.missing or chip.phy_id in self._without_vnpus:
+            return []
+        try:
+            ids = self.library.vdev_ids(chip.card_id, chip.device_id)
+        except SymbolMissing:
+            self.missing.add(DEVICE_INFO)
+            return self._no_vnpus(chip, f"the driver has no {DEVICE_INFO}")
+        except DcmiError as error:
+            if error.code != NOT_SUPPORTED:
+                raise
+            return self._no_vnpus(chip, f"{error.function} answers {error.code} (not supported) for VDEV_MNG")
+        vnpus = []
+        for vdev_id in sorted(set(ids)):
+            if vdev_id in known:
+                vnpus.append(known[vdev_id])
+                continue
+            try:
+                vnpus.append(self.library.vdev_info(chip.card_id, chip.device_id, vdev_id))
+            except DcmiError as error:
+                if error.code not in (INVALID_PARAMETER, DEVICE_GONE):
+                    raise
+        return vnpus
+
+    def _no_vnpus(self, chip: Chip, why: str) -> list[VdevInfo]:
+        self._without_vnpus.add(chip.phy_id)
+        log.debug("%s has no static vNPUs: %s", chip.label, why, extra={"chip": chip.phy_id})
+        return []

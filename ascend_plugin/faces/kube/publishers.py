@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.node_offers import Notice
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
@@ -34,6 +35,7 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,8 @@ def _events(kube: Kube, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.events import NodeEvents
 
     events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
+    for notice in inputs.notices:
+        events.announce(notice.reason, notice.message)
 
     async def run() -> None:
         stop_listening = inputs.inventory.on_transition(events.on_transition)
