@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
-from backends.errors import INVALID_PARAMETER, NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
+from backends.errors import NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, PcieAddress, VdevInfo
 
 log = logging.getLogger(__name__)
@@ -33,7 +33,6 @@ ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
 PCIE_INFO = "dcmi_get_device_pcie_info_v2"
 DEVICE_INFO = "dcmi_get_device_info"  # VDEV_MNG: AI cores and static vNPUs
-DEVICE_GONE = -8008  # "device does not exist": a vNPU destroyed between two queries
 NO_KNOWN_VNPUS: Mapping[int, VdevInfo] = MappingProxyType({})
 
 # What the plugin does without each optional DCMI function (said once, at init).
@@ -141,10 +140,10 @@ class ChipBackend:
 
         One VDEV_MNG query lists the ids; each id is then described by one more,
         unless ``known`` (vNPUs read before) already holds it, so a poll of a chip
-        whose split did not change costs one query. A vNPU destroyed between the
-        two queries is left out. A driver without ``dcmi_get_device_info``, or a
-        chip that answers "not supported", has no vNPUs: said once per chip at
-        debug level, and not asked again.
+        whose split did not change costs one query. Any other failure is raised:
+        a vNPU that cannot be described is not taken for absent. A driver without
+        ``dcmi_get_device_info``, or a chip that answers "not supported", has no
+        vNPUs: said once per chip at debug level, and not asked again.
         """
         if DEVICE_INFO in self.missing or chip.phy_id in self._without_vnpus:
             return []
@@ -157,17 +156,12 @@ class ChipBackend:
             if error.code != NOT_SUPPORTED:
                 raise
             return self._no_vnpus(chip, f"{error.function} answers {error.code} (not supported) for VDEV_MNG")
-        vnpus = []
-        for vdev_id in sorted(set(ids)):
-            if vdev_id in known:
-                vnpus.append(known[vdev_id])
-                continue
-            try:
-                vnpus.append(self.library.vdev_info(chip.card_id, chip.device_id, vdev_id))
-            except DcmiError as error:
-                if error.code not in (INVALID_PARAMETER, DEVICE_GONE):
-                    raise
-        return vnpus
+        return [
+            known[vdev_id]
+            if vdev_id in known
+            else self.library.vdev_info(chip.card_id, chip.device_id, vdev_id)
+            for vdev_id in sorted(set(ids))
+        ]
 
     def _no_vnpus(self, chip: Chip, why: str) -> list[VdevInfo]:
         self._without_vnpus.add(chip.phy_id)
