@@ -91,6 +91,13 @@ def atlas_300i(faults: Iterable[int] = ()) -> FakeScenario:
     return FakeScenario.model_validate({"chip_name": "310", "chips": _chips(range(4), {}, faults, 5)})
 
 
+def with_chip(scenario: FakeScenario, phy: int, **fields: Any) -> FakeScenario:
+    """``scenario`` with chip ``phy`` changed (validated afresh: a copy would keep stale derived fields)."""
+    data = scenario.model_dump(exclude_none=True)
+    data["chips"] = [chip | fields if chip["phy_id"] == phy else chip for chip in data["chips"]]
+    return FakeScenario.model_validate(data)
+
+
 def make_host(root: Path, *paths: str) -> Path:
     """A host root holding the family's shared nodes, the driver directory and ``paths``."""
     for path in (*SHARED_NODES, *paths):

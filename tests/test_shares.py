@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 from fake_dcmi.players import CFakePlayer
-from plugin_harness import player_settings, registered, running_plugin, wait_for
+from kube_apiserver import FakeApiServer
+from plugin_harness import player_settings, registered, running_plugin, until, wait_for
 from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
@@ -189,3 +190,29 @@ def test_sharing_a_chip_that_carries_vnpus_is_refused_with_exit_code_2(
         in result.stderr
     )
     assert not list(plugin_dir.iterdir()), "nothing served, nothing left behind"
+
+
+async def test_the_ignored_setting_is_also_a_warning_event_on_the_node(
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    c_fake: CFakePlayer,
+    kubelet: KubeletStandIn,
+    plugin_dir: Path,
+    host: Path,
+) -> None:
+    apiserver.add_node("npu-node-1")
+    scenario, resource, _, _ = IGNORING["910B3"]
+    c_fake.update(scenario)
+    settings = player_settings(
+        c_fake, plugin_dir, host, share_count=4, node_name="npu-node-1", kubeconfig=kubeconfig
+    )
+    async with running_plugin(settings):
+        await wait_for(kubelet, registered(resource), "registration")
+        await until(
+            lambda: any(event["reason"] == "ShareCountIgnored" for event in apiserver.events()), "the event"
+        )
+    (event,) = [event for event in apiserver.events() if event["reason"] == "ShareCountIgnored"]
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "npu-node-1"
+    assert event["message"].startswith("share_count=4 (--share-count 4, ASCEND_DP_SHARE_COUNT=4")
+    assert "of family 910, whose driver does not share a chip; only 310P, 310B do" in event["message"]
