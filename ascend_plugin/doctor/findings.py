@@ -30,6 +30,7 @@ class Status(StrEnum):
     OK = "ok"
     PROBLEM = "problem"
     SKIPPED = "skipped"
+    WARNING = "warning"  # worth knowing and fixing, but the plugin serves: the run still passes
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,10 @@ class Finding:
     @classmethod
     def problem(cls, name: str, detail: str, fix: str, pitfall: int | None = None) -> Finding:
         return cls(name, Status.PROBLEM, detail, fix, pitfall)
+
+    @classmethod
+    def warning(cls, name: str, detail: str, fix: str) -> Finding:
+        return cls(name, Status.WARNING, detail, fix)
 
     @classmethod
     def skipped(cls, name: str, detail: str) -> Finding:
