@@ -53,6 +53,15 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", help="demo: the plugin on a fake 310B node with a built-in kubelet stand-in"
     )
     simulate.add_argument("--log-level", default="ERROR", help="log level of the plugin's own lines")
+    simulate.add_argument(
+        "--share-count", type=int, default=1, metavar="N", help="offer the board's chip N times (2-100)"
+    )
+    simulate.add_argument(
+        "--vnpu",
+        choices=("static", "off"),
+        default="off",
+        help="static: an Atlas 300I Duo whose first chip is split into vNPUs, instead of the 310B board",
+    )
     commands.add_parser("version", help="print the version")
     return parser
 
@@ -108,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ascend_plugin.testing.simulate import simulate
 
         setup_logging(args.log_level.upper(), "text")
-        return simulate()
+        return simulate(share_count=args.share_count, vnpu=args.vnpu)
     try:
         settings = load_settings(_settings_values(args))
     except SettingsError as error:
