@@ -34,7 +34,7 @@ def labeller(kube: Kube, short_tmp: Path) -> NodeLabeller:
 async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="ascend_plugin.kube")
+    caplog.set_level(logging.INFO, logger="ascend_plugin.kubeapi")
     apiserver.add_node(NODE)
     forbidden = apiserver.inject(403, "patch", "nodes")
     async with running(labeller(kube, short_tmp).run):
