@@ -1,20 +1,20 @@
 """ChipBackend: the one face through which the plugin reaches chips.
 
 Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
-scenario-driven fake), the plugin asks the same five things: open it
+scenario-driven fake), the plugin asks the same six things: open it
 (:meth:`init`), find the chips (:meth:`discover`), read one chip's health
-(:meth:`read_health`), hear of faults as they happen (:meth:`subscribe_faults`),
-and let go (:meth:`close`), plus the AI-core figure a chip reports. Family
-rules are data (:mod:`backends.families`), not subclasses.
+(:meth:`read_health`) and its static vNPUs (:meth:`vnpus`), hear of faults as
+they happen (:meth:`subscribe_faults`), and let go (:meth:`close`), plus the
+AI-core figure a chip reports. Family rules are data (:mod:`backends.families`),
+not subclasses.
 
 Drivers differ in what they offer: an older libdcmi.so has no
 ``dcmi_get_device_errorcode_v2``, and only 910 drivers deliver fault events.
 A missing function is never fatal here: health then comes from the health
 value alone, and the first time a function turns out missing it is recorded
 in :attr:`missing` so the caller can say so once.
-
-Static vNPUs are read through the same face (:meth:`vnpus`): a driver without
-VDEV_MNG, or a chip that answers "not supported", simply has none.
+A driver without VDEV_MNG, or a chip that answers "not supported", simply has
+no vNPUs.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
 PCIE_INFO = "dcmi_get_device_pcie_info_v2"
 DEVICE_INFO = "dcmi_get_device_info"  # VDEV_MNG: AI cores and static vNPUs
-NO_KNOWN_VNPUS: Mapping[int, VdevInfo] = MappingProxyType({})
 
 # What the plugin does without each optional DCMI function (said once, at init).
 WITHOUT: Mapping[str, str] = MappingProxyType(
@@ -135,15 +134,16 @@ class ChipBackend:
             return AiCoreFigure(float(chip.info.aicore_cnt), "chip_info")
         return AiCoreFigure(nominal, "family_nominal")
 
-    def vnpus(self, chip: Chip, known: Mapping[int, VdevInfo] = NO_KNOWN_VNPUS) -> list[VdevInfo]:
+    def vnpus(self, chip: Chip) -> list[VdevInfo]:
         """The chip's static vNPUs by id; empty where the driver or the chip has none.
 
-        One VDEV_MNG query lists the ids; each id is then described by one more,
-        unless ``known`` (vNPUs read before) already holds it, so a poll of a chip
-        whose split did not change costs one query. Any other failure is raised:
-        a vNPU that cannot be described is not taken for absent. A driver without
-        ``dcmi_get_device_info``, or a chip that answers "not supported", has no
-        vNPUs: said once per chip at debug level, and not asked again.
+        One VDEV_MNG query lists the ids and one more describes each: every read
+        describes every vNPU afresh, since a vNPU destroyed and re-created (the
+        driver hands the freed id out again) may carry another template under the
+        same id. Any other failure is raised: a vNPU that cannot be described is
+        not taken for absent. A driver without ``dcmi_get_device_info``, or a chip
+        that answers "not supported", has no vNPUs: said once per chip at debug
+        level, and not asked again.
         """
         if DEVICE_INFO in self.missing or chip.phy_id in self._without_vnpus:
             return []
@@ -156,12 +156,7 @@ class ChipBackend:
             if error.code != NOT_SUPPORTED:
                 raise
             return self._no_vnpus(chip, f"{error.function} answers {error.code} (not supported) for VDEV_MNG")
-        return [
-            known[vdev_id]
-            if vdev_id in known
-            else self.library.vdev_info(chip.card_id, chip.device_id, vdev_id)
-            for vdev_id in sorted(set(ids))
-        ]
+        return [self.library.vdev_info(chip.card_id, chip.device_id, vdev_id) for vdev_id in sorted(set(ids))]
 
     def _no_vnpus(self, chip: Chip, why: str) -> list[VdevInfo]:
         self._without_vnpus.add(chip.phy_id)

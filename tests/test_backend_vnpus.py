@@ -1,4 +1,4 @@
-"""ChipBackend.vnpus: a chip's static vNPUs, one query when nothing changed, none where unsupported."""
+"""ChipBackend.vnpus: a chip's static vNPUs, each described afresh; none where unsupported."""
 
 from __future__ import annotations
 
@@ -54,14 +54,16 @@ def test_a_split_chip_lists_its_vnpus_and_a_whole_one_none(any_fake: ScenarioPla
     assert backend.vnpus(second) == []
 
 
-def test_known_vnpus_are_not_described_again(any_fake: ScenarioPlayer[Any]) -> None:
+def test_every_read_describes_every_vnpu_so_a_reused_id_is_seen(any_fake: ScenarioPlayer[Any]) -> None:
     backend, counter = _backend(any_fake, duo())
-    chip = backend.discover()[0]
-    before = backend.vnpus(chip)
+    chip, whole = backend.discover()
     counter.calls.clear()
-    again = backend.vnpus(chip, {vnpu.vdev_id: vnpu for vnpu in before[:2]})
-    assert again == before
-    assert counter.calls == {"vdev_ids": 1, "vdev_info": 1}  # only vNPU 102 was asked about
+    assert [vnpu.template for vnpu in backend.vnpus(chip)] == ["vir02", "vir02", "vir04"]
+    assert backend.vnpus(whole) == []
+    assert counter.calls == {"vdev_ids": 2, "vdev_info": 3}  # a whole chip costs one query
+    # vNPU 101 destroyed and 100 re-created as a vir04: the same id, another template.
+    any_fake.update(duo({0: [{"vdev_id": 100, "template": "vir04", "memory_mb": 12288}]}))
+    assert [(vnpu.vdev_id, vnpu.template) for vnpu in backend.vnpus(chip)] == [(100, "vir04")]
 
 
 def test_a_chip_without_vnpu_support_is_said_once_and_not_asked_again(

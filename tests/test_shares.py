@@ -18,6 +18,8 @@ from kube_apiserver import FakeApiServer
 from plugin_harness import player_settings, registered, running_plugin, until, wait_for
 from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
 
+from ascend_plugin.app import EXIT_REFUSED
+from ascend_plugin.cli import EXIT_BAD_SETTINGS
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 from backends.families import ASCEND_310B, ASCEND_310P
@@ -216,3 +218,7 @@ async def test_the_ignored_setting_is_also_a_warning_event_on_the_node(
     assert event["involvedObject"]["name"] == "npu-node-1"
     assert event["message"].startswith("share_count=4 (--share-count 4, ASCEND_DP_SHARE_COUNT=4")
     assert "of family 910, whose driver does not share a chip; only 310P, 310B do" in event["message"]
+
+
+def test_the_refusal_exits_as_invalid_settings_do() -> None:
+    assert EXIT_REFUSED == EXIT_BAD_SETTINGS == 2

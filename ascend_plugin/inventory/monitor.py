@@ -13,11 +13,10 @@ polls are combined by :class:`~ascend_plugin.inventory.fault_memory.FaultMemory`
 and :func:`~ascend_plugin.inventory.verdict.judge`; flapping chips are held by
 :class:`~ascend_plugin.inventory.damping.Damping`.
 
-Where the node reads static vNPUs, each poll also lists the chip's vNPUs (one
-more query on the same lane; a new id costs one more to describe it, and every
-:data:`VNPU_REDESCRIBE` polls all are described again, so a vNPU re-created under
-its old id with another template is seen too). A vNPU an operator creates or
-destroys therefore reaches the offers within one poll interval.
+Where the node reads static vNPUs, each poll also reads the chip's vNPUs on the
+same lane (one query for the list, one per vNPU to describe it, so a vNPU
+re-created under its old id with another template is seen too). A vNPU an
+operator creates or destroys therefore reaches the offers within one poll interval.
 """
 
 from __future__ import annotations
@@ -45,7 +44,6 @@ from backends.library import FaultEvent, VdevInfo
 log = logging.getLogger(__name__)
 
 _ASSERTIONS = {0: "recovered", 1: "raised", 2: "one-off"}
-VNPU_REDESCRIBE = 30  # polls between two full reads of a chip's vNPUs (otherwise only new ids are read)
 
 
 @dataclass(frozen=True)
@@ -79,7 +77,6 @@ class _Watch:
     failures: int = 0
     error: str = ""
     wake: anyio.Event = field(default_factory=anyio.Event)
-    vnpu_reads: int = 0  # successful vNPU reads so far
     vnpu_error: str = ""  # the last vNPU read's failure, so a repeat is not logged again
 
 
@@ -182,11 +179,8 @@ class HealthMonitor:
         state = self.inventory.get(chip.phy_id)
         if state is None:
             return
-        known: dict[int, VdevInfo] = {}
-        if state.vnpus is not None and watch.vnpu_reads % VNPU_REDESCRIBE != 0:
-            known = {vnpu.vdev_id: vnpu for vnpu in state.vnpus}
         try:
-            vnpus = await self.calls.call(chip.phy_id, "vnpus", self.backend.vnpus, chip, known)
+            vnpus = await self.calls.call(chip.phy_id, "vnpus", self.backend.vnpus, chip)
         except ChipCallError:
             return  # a hung or stuck lane: the verdict says so
         except ChipError as error:
@@ -200,7 +194,6 @@ class HealthMonitor:
                 )
             watch.vnpu_error = str(error)
             return
-        watch.vnpu_reads += 1
         watch.vnpu_error = ""
         if self.inventory.set_vnpus(chip.phy_id, tuple(vnpus)):
             _log_vnpu_change(chip, state.vnpus, tuple(vnpus))
