@@ -12,7 +12,7 @@ chip and exits with code 2, which the timeline shows.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +58,12 @@ class Stage:
     async def wait(self, condition: Callable[[KubeletStandIn], bool], what: str) -> None:
         await anyio.to_thread.run_sync(self.kubelet.wait_until, condition, TIMEOUT, what)
 
-    async def registered(self, resources: set[str] | None = None) -> None:
-        """Wait until every resource named (or, first, some resource) is registered with its devices."""
-
-        def done(k: KubeletStandIn) -> bool:
-            names = resources if resources is not None else set(k.resources) or {""}
-            return all(name in k.resources and k.resources[name].updates > 0 for name in names)
-
-        await self.wait(done, "registration")
+    async def registered(self, resources: set[str]) -> None:
+        """Wait until every resource named is registered with its devices listed."""
+        await self.wait(
+            lambda k: all(name in k.resources and k.resources[name].updates > 0 for name in resources),
+            f"registration of {', '.join(sorted(resources))}",
+        )
 
     async def allocate(self, resource: str, ids: list[str]) -> None:
         """Allocate ``ids`` for one container and say what it gets."""
@@ -100,7 +98,7 @@ async def _run(
     settings: Settings,
     kubelet: KubeletStandIn,
     out: Callable[[str], None],
-    story: Callable[[PluginApp, Stage], Any],
+    story: Callable[[Stage], Awaitable[None]],
 ) -> int:
     app = PluginApp(settings)
     stage = Stage(kubelet, out)
@@ -112,7 +110,7 @@ async def _run(
         if app.exit_code == EXIT_REFUSED:
             stage.say("the plugin refused to start (exit code 2); its log says why (--log-level ERROR)")
             return EXIT_REFUSED
-        await story(app, stage)
+        await story(stage)
         app.stop()
     await stage.wait(lambda k: not any(view.stream_open for view in k.resources.values()), "streams ended")
     left = sorted(path.name for path in kubelet.directory.glob("*.sock") if path.name != "kubelet.sock")
@@ -126,7 +124,7 @@ async def shares(
     """An Atlas 200I A2 whose chip is offered ``share_count`` times."""
     count = settings.share_count
 
-    async def story(app: PluginApp, stage: Stage) -> None:
+    async def story(stage: Stage) -> None:
         stage.say(f"fake node: one Ascend 310B1 (Atlas 200I A2), share_count={count}")
         await stage.registered({SHARED})
         stage.say(f"registered {SHARED}: the chip is offered {count} times")
@@ -146,7 +144,7 @@ async def vnpus(
     """An Atlas 300I Duo, its first chip split vir02 + vir02 + vir04, the second whole."""
     resources = {"huawei.com/Ascend310P", "huawei.com/Ascend310P-2c", "huawei.com/Ascend310P-4c"}
 
-    async def story(app: PluginApp, stage: Stage) -> None:
+    async def story(stage: Stage) -> None:
         stage.say(
             "fake node: Atlas 300I Duo (two 310P3); chip 0 split into vNPUs 100, 101 (vir02), 102 (vir04)"
         )
