@@ -82,5 +82,6 @@ def bench(session: nox.Session) -> None:
         "bench/health.py",
         "bench/footprint.py",
         "bench/placement.py",
+        "bench/vnpus.py",
     ):
         session.run("python", script, *session.posargs)

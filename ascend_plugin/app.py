@@ -6,7 +6,9 @@ side by side as named, supervised root tasks: the health monitor, the
 device-plugin face (one server and registrar per offered resource), the CDI
 spec in cdi mode, and the Kubernetes publishers once the kubelet has its
 devices. A part that fails is logged and restarted with backoff; nothing a chip
-library raises can end the process.
+library raises can end the process. The one exception is settings that cannot
+work with the chips found (sharing chips that carry vNPUs): the plugin then
+stops with :data:`EXIT_REFUSED`, as it would for invalid settings.
 
 Shutdown: end every ListAndWatch stream, close the servers, remove the sockets,
 release the library.
@@ -35,12 +37,15 @@ from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
 from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
 from ascend_plugin.settings import Settings
 from backends.errors import ChipError
 
 log = logging.getLogger(__name__)
+
+# The exit code when the settings cannot work with the chips found: the same as for invalid settings.
+EXIT_REFUSED = 2
 
 
 class PluginApp:
@@ -62,6 +67,7 @@ class PluginApp:
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
+        self.exit_code = 0  # EXIT_REFUSED once the settings were refused for the chips found
         self.metrics = PluginMetrics(_MetricsView(self))
         self.calls.on_call_done(self.metrics.observe_call)
         self.config.on_change(self._config_changed)
@@ -136,8 +142,17 @@ class PluginApp:
             policy=lambda: health_policy(self.config.settings),
             fault_table=lambda: self.config.fault_table,
         )
-        await monitor.poll_all()  # the kubelet's first list already carries real verdicts
-        book = OfferBook(inventory, [WholeChips()])
+        await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
+        try:
+            plan = plan_offers(OfferSettings.from_settings(settings), inventory)
+        except SharingRefused as refused:
+            log.error("refusing to start: %s", refused)
+            self.node, self.exit_code = node, EXIT_REFUSED
+            self.stop()
+            return
+        for notice in plan.notices:
+            log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
+        book = OfferBook(inventory, plan.offers)
         mode = resolve_mode(settings.allocate_mode)
         host = HostDevices(inventory.table, settings.host_root)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
@@ -173,7 +188,8 @@ class PluginApp:
         if self.volcano is not None:
             tasks.append(self.volcano)
         if settings.node_name:
-            tasks.append(RootTask("kubernetes", lambda: self._run_kube(settings.node_name or "", inventory)))
+            node_name, warnings = settings.node_name, plan.warnings
+            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings)))
         else:
             log.warning(
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
@@ -181,7 +197,7 @@ class PluginApp:
             )
         await run_root_tasks(tasks)
 
-    async def _run_kube(self, node_name: str, inventory: Inventory) -> None:
+    async def _run_kube(self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...]) -> None:
         """The Kubernetes side, started only after the first registration.
 
         kubernetes-asyncio costs tens of MB and most of a second to import, so it
@@ -192,7 +208,7 @@ class PluginApp:
         from ascend_plugin.faces.kube.publishers import KubeInputs
         from ascend_plugin.faces.kube.run import run_kube
 
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held)
+        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held, notices=notices)
         await supervise("kubernetes", lambda: run_kube(inputs))
 
     def _volcano(self, node: Node, book: OfferBook) -> DeviceChooser:

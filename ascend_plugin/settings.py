@@ -167,6 +167,18 @@ class Settings(BaseSettings):
         description="JSON file of fault code levels that extends or overrides the built-in table",
     )
 
+    # -- sharing and vNPUs --
+    share_count: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=1,
+        description="offer each chip this many times (Huawei's shareDevCount; 310B and 310P only, "
+        "ignored with a warning elsewhere); 1: off",
+    )
+    vnpu: Literal["static", "off"] = Field(
+        default="static",
+        description="static: offer the vNPUs made with npu-smi as resources of their own and never "
+        "a split chip whole (310P, 910); off: read none (only for nodes known to have none)",
+    )
+
     # -- Kubernetes API -------------------------------------------------------------------
     node_name: str | None = Field(
         default_factory=lambda: os.environ.get("NODE_NAME") or None,
@@ -366,3 +378,26 @@ def family_overrides(settings: Settings) -> dict[str, object]:
         "shared_nodes": settings.shared_nodes,
         "driver_mounts": settings.driver_mounts,
     }
+
+
+# -- naming a setting in messages --
+
+
+def how_to_set(name: str, value: object, *, helm: bool = True) -> str:
+    """Every way to give a setting a value, e.g. for ``ai_core_min``, 1:
+
+    ``ai_core_min=1 (--ai-core-min 1, ASCEND_DP_AI_CORE_MIN=1, Helm settings.aiCoreMin: 1)``.
+    A message (or a doctor's fix) that names all of them works wherever the plugin is started from.
+    ``helm=False`` for the few settings the chart sets itself from other values.
+    """
+    first, *rest = name.split("_")
+    if isinstance(value, bool):
+        text = str(value).lower()
+        flag = flag_name(name) if value else flag_name(f"no_{name}")
+    else:
+        text = str(value)
+        flag = f"{flag_name(name)} {text}"
+    ways = [flag, f"{ENV_PREFIX}{name.upper()}={text}"]
+    if helm:
+        ways.append(f"Helm settings.{first}{''.join(part.capitalize() for part in rest)}: {text}")
+    return f"{name}={text} ({', '.join(ways)})"

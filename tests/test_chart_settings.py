@@ -64,6 +64,8 @@ EVERY_SETTING: dict[str, Any] = {
     "healthFlapWindow": 120,
     "healthFlapHold": 0,
     "faultLevelsFile": "/etc/ascend-device-plugin/faults.json",
+    "shareCount": 4,
+    "vnpu": "off",
     "kubeconfig": "/etc/kubeconfig",
     "nodeLabels": False,
     "labelPrefix": "npu.example.com",

@@ -4,7 +4,9 @@ The kubelet sends IDs it was told of, but a restart, a stale checkpoint or a
 hand-made request can send anything. Each ID is checked before any work is
 done for it: its form, that it appears once, that the node offers it, and that
 it is healthy. A refusal names the first bad ID and why, and carries the gRPC
-status the kubelet should see.
+status the kubelet should see. A container gets at most one vNPU: the Ascend
+Docker Runtime mounts one virtual device per container (Huawei's plugin refuses
+more too), so a request for several is refused, naming them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ class AllocationRefused(Exception):
 
     def __init__(self, status: Status, kind: str, message: str) -> None:
         self.status = status
-        self.kind = kind  # empty, malformed, duplicate, unknown or unhealthy: a metrics label
+        self.kind = kind  # empty, malformed, duplicate, unknown, unhealthy or vnpus: a metrics label
         self.reason = message
         super().__init__(message)
 
@@ -70,6 +72,15 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
                 f"device ID {device_id!r} is not on this node; known devices: {known}",
             )
         devices.append(device)
+    virtual = [device.id for device in devices if device.virtual]
+    if len(virtual) > 1:
+        raise AllocationRefused(
+            Status.INVALID_ARGUMENT,
+            "vnpus",
+            f"the request names {len(virtual)} vNPUs ({', '.join(virtual)}); a container can hold one "
+            "vNPU only (the Ascend runtime mounts one virtual device per container): request 1 of "
+            f"{resource}",
+        )
     return devices
 
 

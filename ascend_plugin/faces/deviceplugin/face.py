@@ -88,6 +88,7 @@ class DevicePluginFace:
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
         self._registered_listeners: list[Callable[[], None]] = []
+        self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 
     @property
     def registered(self) -> bool:
@@ -165,8 +166,9 @@ class DevicePluginFace:
             listener()
 
     async def stop(self) -> None:
-        """Stop every resource's server (shutdown)."""
-        for server in self.servers.values():
-            server.service.stop()
-        for resource in list(self.servers):
-            await self.servers.pop(resource).stop()
+        """Stop every resource's server (shutdown); a second caller waits for the first to finish."""
+        async with self._stopping:
+            for server in self.servers.values():
+                server.service.stop()
+            while self.servers:
+                await self.servers.popitem()[1].stop()
