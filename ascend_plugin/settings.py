@@ -139,7 +139,8 @@ class Settings(BaseSettings):
     cdi_kind: str = Field(
         default="huawei.com/npu",
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?$",
-        description="CDI kind (vendor/class) of the devices; names are <kind>=<physical id>, <kind>=vnpu-<id>",
+        description="CDI kind (vendor/class) of the devices; names are <kind>=<physical id> "
+        "and <kind>=vnpu-<id>",
     )
     host_root: Path = Field(default=Path("/"), description="where the host's file system is visible")
 
