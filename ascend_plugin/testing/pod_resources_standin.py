@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import grpc
@@ -142,37 +143,25 @@ class PodResourcesStandIn:
         )
 
     def _v1(self) -> v1.ListPodResourcesResponse:
-        return v1.ListPodResourcesResponse(
-            pod_resources=[
-                v1.PodResources(
-                    name=pod.name,
-                    namespace=pod.namespace,
-                    containers=[
-                        v1.ContainerResources(
-                            name=pod.container,
-                            devices=[
-                                v1.ContainerDevices(
-                                    resource_name=pod.resource, device_ids=list(pod.device_ids)
-                                )
-                            ],
-                        )
-                    ],
-                )
-                for pod in self.pods.values()
-            ]
-        )
+        listing: v1.ListPodResourcesResponse = self._listing(v1)
+        return listing
 
     def _v1alpha1(self) -> v1alpha1.ListPodResourcesResponse:
-        return v1alpha1.ListPodResourcesResponse(
+        listing: v1alpha1.ListPodResourcesResponse = self._listing(v1alpha1)
+        return listing
+
+    def _listing(self, api: ModuleType) -> Any:
+        """The List answer in one API version's messages (v1 and v1alpha1 share these shapes)."""
+        return api.ListPodResourcesResponse(
             pod_resources=[
-                v1alpha1.PodResources(
+                api.PodResources(
                     name=pod.name,
                     namespace=pod.namespace,
                     containers=[
-                        v1alpha1.ContainerResources(
+                        api.ContainerResources(
                             name=pod.container,
                             devices=[
-                                v1alpha1.ContainerDevices(
+                                api.ContainerDevices(
                                     resource_name=pod.resource, device_ids=list(pod.device_ids)
                                 )
                             ],
