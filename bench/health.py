@@ -28,14 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
+from common import CFakePlugin, cpu_seconds, describe_ms, print_command, rss_mib
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_dcmi.build import build_fake_library
-from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
 FAULT = "80E01801"  # SeparateNPU
@@ -52,23 +50,13 @@ def _scenario(chip_name: str, chips: int, edits: ChipEdits | None = None) -> Fak
     )
 
 
-class Node:
-    """A plugin process on the C fake library, with a kubelet stand-in."""
+class Node(CFakePlugin):
+    """A plugin process on the C fake library whose chips the benchmark edits one at a time."""
 
     def __init__(self, chip_name: str, chips: int, library: Path, *extra: str) -> None:
         self.chip_name, self.chips = chip_name, chips
-        self.work = Workspace.create()
-        self.scenario = self.work.root / "scenario.txt"
         self.edits: ChipEdits = {}
-        write_scenario(self.scenario, _scenario(chip_name, chips))
-        self.kubelet = KubeletStandIn(self.work.plugin_dir)
-        self.kubelet.start()
-        self.plugin = self.work.start_plugin(
-            "--backend", "dcmi", "--dcmi-library", str(library), "--dcmi-allow-untrusted-library", *extra,
-            env={SCENARIO_ENV: str(self.scenario)},
-        )  # fmt: skip
-        self.resource = ""
-        self.kubelet.wait_until(lambda k: any(v.updates for v in k.resources.values()), 60, "registration")
+        super().__init__(library, _scenario(chip_name, chips), *extra)
         self.resource = next(iter(self.kubelet.resources))
         self.prefix = sorted(self.kubelet.health(self.resource))[0].rsplit("-", 1)[0]
 
@@ -79,14 +67,9 @@ class Node:
         """Change one chip in the scenario; return the seconds until the kubelet sees ``wanted`` for it."""
         self.edits[phy] = chip
         started = time.monotonic()
-        write_scenario(self.scenario, _scenario(self.chip_name, self.chips, self.edits))
+        self.write(_scenario(self.chip_name, self.chips, self.edits))
         self.kubelet.wait_until(lambda k: self.health(phy) == wanted, 120, f"chip {phy} {wanted}")
         return time.monotonic() - started
-
-    def stop(self) -> None:
-        self.plugin.terminate()
-        self.plugin.wait(timeout=30)
-        self.kubelet.stop()
 
 
 def injections(node: Node, count: int, rng: random.Random, phy: int = 0) -> tuple[list[float], list[float]]:

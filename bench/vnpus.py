@@ -23,14 +23,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import Workspace, cpu_seconds, describe_ms, print_command
+from common import CFakePlugin, cpu_seconds, describe_ms, print_command
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_dcmi.build import build_fake_library
-from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
 CHIPS = 16
@@ -52,34 +50,20 @@ def _scenario(second_vnpu: bool, lone_vnpu: bool) -> FakeScenario:
     return FakeScenario.model_validate({"chip_name": "910B3", "memory_mb": 65536, "chips": chips})
 
 
-class Node:
-    """A plugin process on the C fake library, with a kubelet stand-in."""
+class Node(CFakePlugin):
+    """A plugin process on the C fake library whose vNPUs the benchmark destroys and creates."""
 
     def __init__(self, library: Path, *extra: str) -> None:
-        self.work = Workspace.create()
-        self.scenario = self.work.root / "scenario.txt"
         self.state = {"second_vnpu": True, "lone_vnpu": True}
-        write_scenario(self.scenario, _scenario(**self.state))
-        self.kubelet = KubeletStandIn(self.work.plugin_dir)
-        self.kubelet.start()
-        self.plugin = self.work.start_plugin(
-            "--backend", "dcmi", "--dcmi-library", str(library), "--dcmi-allow-untrusted-library", *extra,
-            env={SCENARIO_ENV: str(self.scenario)},
-        )  # fmt: skip
-        self.kubelet.wait_until(lambda k: any(v.updates for v in k.resources.values()), 60, "registration")
+        super().__init__(library, _scenario(**self.state), *extra)
 
     def change(self, key: str, value: bool, seen: Any) -> float:
         """Rewrite the scenario; the seconds until ``seen(kubelet)`` holds."""
         self.state[key] = value
         started = time.monotonic()
-        write_scenario(self.scenario, _scenario(**self.state))
+        self.write(_scenario(**self.state))
         self.kubelet.wait_until(seen, 30, f"{key}={value}")
         return time.monotonic() - started
-
-    def stop(self) -> None:
-        self.plugin.terminate()
-        self.plugin.wait(timeout=30)
-        self.kubelet.stop()
 
 
 def _registered(resource: str) -> Any:
