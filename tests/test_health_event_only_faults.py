@@ -154,7 +154,7 @@ TABLE = builtin_table().merged({MANUAL: FaultLevel.ManuallySeparateNPU})
 
 
 def _event(code: int, assertion: int) -> FaultEvent:
-    return FaultEvent(logic_id=0, code=code, severity=2, assertion=assertion, raised_at=0)
+    return FaultEvent(logic_id=0, code=code, severity=2, assertion=assertion)
 
 
 def _poll(*codes: int) -> HealthReading:
