@@ -83,5 +83,6 @@ def bench(session: nox.Session) -> None:
         "bench/footprint.py",
         "bench/placement.py",
         "bench/dra.py",
+        "bench/vnpus.py",
     ):
         session.run("python", script, *session.posargs)

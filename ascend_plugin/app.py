@@ -8,7 +8,9 @@ spec in cdi mode, and the Kubernetes publishers once the kubelet has its
 devices. With ``serve: dra`` the DRA driver face runs instead of the
 device-plugin face (never both: the scheduler would count every chip twice).
 A part that fails is logged and restarted with backoff; nothing a chip
-library raises can end the process.
+library raises can end the process. The one exception is settings that cannot
+work with the chips found (sharing chips that carry vNPUs): the plugin then
+stops with :data:`EXIT_REFUSED`, as it would for invalid settings.
 
 Shutdown: end every ListAndWatch stream, close the servers, remove the sockets,
 release the library.
@@ -26,7 +28,8 @@ import anyio
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
-from ascend_plugin.faces.operations.metrics import ChipMetric, KubeletCounters, PluginMetrics
+from ascend_plugin.faces.operations.metrics import PluginMetrics
+from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
@@ -35,8 +38,9 @@ from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
 from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
 from ascend_plugin.settings import Settings
 from backends.errors import ChipError
@@ -45,6 +49,9 @@ if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with s
     from ascend_plugin.faces.dra.face import DraFace
 
 log = logging.getLogger(__name__)
+
+# The exit code when the settings cannot work with the chips found: the same as for invalid settings.
+EXIT_REFUSED = 2
 
 
 class PluginApp:
@@ -60,9 +67,14 @@ class PluginApp:
         self.book: OfferBook | None = None
         self.face: DevicePluginFace | None = None
         self.dra: DraFace | None = None
+        # Volcano mode: the kubelet-ID map and the chips pods hold, shared by the faces.
+        self.assignments: Assignments | None = None
+        self.held: HeldChips | None = None
+        self.volcano: RootTask | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
+        self.exit_code = 0  # EXIT_REFUSED once the settings were refused for the chips found
         self.metrics = PluginMetrics(_MetricsView(self))
         self.calls.on_call_done(self.metrics.observe_call)
         self.config.on_change(self._config_changed)
@@ -138,16 +150,26 @@ class PluginApp:
             policy=lambda: health_policy(self.config.settings),
             fault_table=lambda: self.config.fault_table,
         )
-        await monitor.poll_all()  # the kubelet's first list already carries real verdicts
-        book = OfferBook(inventory, [WholeChips()])
+        await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         host = HostDevices(inventory.table, settings.host_root)
-        if settings.serve == "dra":
-            self.node, self.monitor, self.book = node, monitor, book
+        if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
+            self.node, self.monitor = node, monitor
             await run_root_tasks([RootTask("health monitor", monitor.run), *self._dra_tasks(inventory, host)])
             return
+        try:
+            plan = plan_offers(OfferSettings.from_settings(settings), inventory)
+        except SharingRefused as refused:
+            log.error("refusing to start: %s", refused)
+            self.node, self.exit_code = node, EXIT_REFUSED
+            self.stop()
+            return
+        for notice in plan.notices:
+            log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
+        book = OfferBook(inventory, plan.offers)
         mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
+        chooser = self._volcano(node, book) if settings.volcano else None
         face = DevicePluginFace(
             book,
             handover,
@@ -158,6 +180,7 @@ class PluginApp:
                 settings.kubelet_watch_interval,
                 settings.preferred_allocation,
             ),
+            chooser,
         )
         face.on_registered(self.registered_once.set)
         self.node, self.monitor, self.book, self.face = node, monitor, book, face
@@ -174,8 +197,11 @@ class PluginApp:
         tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
+        if self.volcano is not None:
+            tasks.append(self.volcano)
         if settings.node_name:
-            tasks.append(RootTask("kubernetes", lambda: self._run_kube(settings.node_name or "", inventory)))
+            node_name, warnings = settings.node_name, plan.warnings
+            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings)))
         else:
             log.warning(
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
@@ -201,10 +227,10 @@ class PluginApp:
         )
         return [
             RootTask("DRA driver", dra.run),
-            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory)),
+            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, ())),
         ]
 
-    async def _run_kube(self, node_name: str, inventory: Inventory) -> None:
+    async def _run_kube(self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...]) -> None:
         """The Kubernetes side, started only after the first registration.
 
         kubernetes-asyncio costs tens of MB and most of a second to import, so it
@@ -215,8 +241,30 @@ class PluginApp:
         from ascend_plugin.faces.kube.publishers import KubeInputs
         from ascend_plugin.faces.kube.run import run_kube
 
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory)
+        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held, notices=notices)
         await supervise("kubernetes", lambda: run_kube(inputs))
+
+    def _volcano(self, node: Node, book: OfferBook) -> DeviceChooser:
+        """Volcano mode's face; its chooser decides the whole-chip resource's devices.
+
+        Imported here, before the kubelet registration, and not after it like the
+        Kubernetes publishers: without the pod cache there is no correct answer to
+        Allocate, so its cost (kubernetes-asyncio) is paid at start.
+        """
+        from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
+
+        self.assignments, self.held = Assignments(), HeldChips()
+        volcano = VolcanoFace(
+            VolcanoSettings.from_settings(self.settings),
+            book,
+            node.inventory,
+            chips=ChipAccess(self.calls, node.backend),
+            assignments=self.assignments,
+            held=self.held,
+        )
+        self.volcano = RootTask("volcano", volcano.run)
+        log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
+        return volcano.chooser
 
     def _config_changed(self, changed: list[str]) -> None:
         if "log_level" in changed:

@@ -54,6 +54,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("--log-level", default="ERROR", help="log level of the plugin's own lines")
     simulate.add_argument(
+        "--share-count", type=int, default=1, metavar="N", help="offer the board's chip N times (2-100)"
+    )
+    simulate.add_argument(
+        "--vnpu",
+        choices=("static", "off"),
+        default="off",
+        help="static: an Atlas 300I Duo whose first chip is split into vNPUs, instead of the 310B board",
+    )
+    simulate.add_argument(
         "--serve",
         choices=("device-plugin", "dra"),
         default="device-plugin",
@@ -72,10 +81,14 @@ def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_daemon(settings: Settings) -> int:
-    """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown."""
+    """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown.
+
+    Exit :data:`EXIT_BAD_SETTINGS` when the settings turn out not to work with the
+    chips found (the app's ``exit_code``), after the same clean shutdown.
+    """
     from ascend_plugin.app import PluginApp
 
-    async def main() -> None:
+    async def main() -> int:
         app = PluginApp(settings)
         async with anyio.create_task_group() as tasks:
 
@@ -89,14 +102,14 @@ def run_daemon(settings: Settings) -> int:
             tasks.start_soon(stop_on_signal)
             await app.run()
             tasks.cancel_scope.cancel()
+        return app.exit_code
 
     log.info(
         "ascend-device-plugin %s starting",
         __version__,
         extra={"settings": settings.model_dump(mode="json")},
     )
-    anyio.run(main)
-    return 0
+    return anyio.run(main)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ascend_plugin.testing.simulate_dra import simulate_dra
 
             return simulate_dra()
-        return simulate()
+        return simulate(share_count=args.share_count, vnpu=args.vnpu)
     try:
         settings = load_settings(_settings_values(args))
     except SettingsError as error:

@@ -13,7 +13,6 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
-import yaml
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
@@ -26,6 +25,7 @@ from pydantic_settings import (
 from ascend_plugin.naming import extended_resource_problem
 
 ENV_PREFIX = "ASCEND_DP_"
+SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 class SettingsError(Exception):
@@ -153,7 +153,8 @@ class Settings(BaseSettings):
     cdi_kind: str = Field(
         default="huawei.com/npu",
         pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9])?$",
-        description="CDI kind (vendor/class) of the devices; names are <kind>=<physical id>",
+        description="CDI kind (vendor/class) of the devices; names are <kind>=<physical id> "
+        "and <kind>=vnpu-<id>",
     )
     host_root: Path = Field(default=Path("/"), description="where the host's file system is visible")
 
@@ -179,6 +180,18 @@ class Settings(BaseSettings):
     fault_levels_file: Path | None = Field(
         default=None,
         description="JSON file of fault code levels that extends or overrides the built-in table",
+    )
+
+    # -- sharing and vNPUs --
+    share_count: Annotated[int, Field(ge=1, le=100)] = Field(
+        default=1,
+        description="offer each chip this many times (Huawei's shareDevCount; 310B and 310P only, "
+        "ignored with a warning elsewhere); 1: off",
+    )
+    vnpu: Literal["static", "off"] = Field(
+        default="static",
+        description="static: offer the vNPUs made with npu-smi as resources of their own and never "
+        "a split chip whole (310P, 910); off: read none (only for nodes known to have none)",
     )
 
     # -- Kubernetes API -------------------------------------------------------------------
@@ -258,6 +271,17 @@ class Settings(BaseSettings):
         "leaving it",
     )
 
+    # -- Volcano ---------------------------------------------------------------------------
+    volcano: bool = Field(
+        default=False,
+        description="Volcano mode: hand over the chips Volcano chose for the pod (its huawei.com/<type> "
+        "annotation), not the kubelet's pick; needs node_name and API access",
+    )
+    pod_resources_socket: Path = Field(
+        default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
+        description="the kubelet's PodResources socket (Volcano mode: which pod holds which device IDs)",
+    )
+
     # -- operations -------------------------------------------------------------------
     http_address: str = Field(
         default="0.0.0.0:11251",
@@ -294,12 +318,36 @@ class Settings(BaseSettings):
                 "serve 'dra' needs node_name (--node-name, NODE_NAME or ASCEND_DP_NODE_NAME): the "
                 "driver's ResourceSlices and pool are this node's"
             )
+        if self.serve == "dra" and (self.volcano or self.share_count > 1):
+            raise ValueError(
+                "serve 'dra' offers whole chips through ResourceSlices; volcano and share_count "
+                f"(here {self.volcano}, {self.share_count}) work through the device-plugin API: unset them, "
+                "or serve 'device-plugin'"
+            )
         if (
             self.ai_core_min is not None
             and self.ai_core_max is not None
             and self.ai_core_min > self.ai_core_max
         ):
             raise ValueError(f"ai_core_min {self.ai_core_min} is above ai_core_max {self.ai_core_max}")
+        return self
+
+    @model_validator(mode="after")
+    def _volcano_needs_the_api(self) -> Settings:
+        if not self.volcano:
+            return self
+        if not self.node_name:
+            raise ValueError(
+                "volcano (--volcano / ASCEND_DP_VOLCANO) needs node_name (--node-name / "
+                "ASCEND_DP_NODE_NAME, or NODE_NAME from the downward API): the plugin must know "
+                "which node's pods Volcano bound"
+            )
+        if self.kubeconfig is None and not in_cluster_credentials():
+            raise ValueError(
+                "volcano (--volcano / ASCEND_DP_VOLCANO) needs access to the API server: set kubeconfig "
+                "(--kubeconfig / ASCEND_DP_KUBECONFIG), or run in a pod with a service account "
+                f"(KUBERNETES_SERVICE_HOST and {SERVICE_ACCOUNT_TOKEN})"
+            )
         return self
 
     @classmethod
@@ -318,6 +366,11 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_values))
 
 
+def in_cluster_credentials() -> bool:
+    """Whether this process runs in a pod that can reach the API server with its service account."""
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(SERVICE_ACCOUNT_TOKEN).is_file()
+
+
 RELOADABLE: Final[frozenset[str]] = frozenset(
     name for name, info in Settings.model_fields.items() if RELOADABLE_SETTING in info.metadata
 )
@@ -325,6 +378,8 @@ RELOADABLE: Final[frozenset[str]] = frozenset(
 
 def read_config_file(path: Path) -> dict[str, Any]:
     """The settings in a YAML (or JSON) file, as a mapping."""
+    import yaml  # only when there is a file: most nodes run on flags and env alone
+
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except OSError as error:
@@ -385,3 +440,26 @@ def family_overrides(settings: Settings) -> dict[str, object]:
 def dra_plugin_dir(settings: Settings) -> Path:
     """Where the DRA socket and the claim checkpoint live: dra_plugin_path, else plugins/<driver>."""
     return settings.dra_plugin_path or Path("/var/lib/kubelet/plugins") / settings.dra_driver_name
+
+
+# -- naming a setting in messages --
+
+
+def how_to_set(name: str, value: object, *, helm: bool = True) -> str:
+    """Every way to give a setting a value, e.g. for ``ai_core_min``, 1:
+
+    ``ai_core_min=1 (--ai-core-min 1, ASCEND_DP_AI_CORE_MIN=1, Helm settings.aiCoreMin: 1)``.
+    A message (or a doctor's fix) that names all of them works wherever the plugin is started from.
+    ``helm=False`` for the few settings the chart sets itself from other values.
+    """
+    first, *rest = name.split("_")
+    if isinstance(value, bool):
+        text = str(value).lower()
+        flag = flag_name(name) if value else flag_name(f"no_{name}")
+    else:
+        text = str(value)
+        flag = f"{flag_name(name)} {text}"
+    ways = [flag, f"{ENV_PREFIX}{name.upper()}={text}"]
+    if helm:
+        ways.append(f"Helm settings.{first}{''.join(part.capitalize() for part in rest)}: {text}")
+    return f"{name}={text} ({', '.join(ways)})"

@@ -61,6 +61,11 @@ class FamilyTable:
     host_files: tuple[HostFile, ...] = ()
     # Entries of the host's /dev/shm that show the driver's daemons are reachable.
     shm_markers: tuple[str, ...] = ()
+    # Whether the driver lets several containers open one chip (its device-share
+    # mode): the share_count setting offers each chip that many times.
+    device_share: bool = False
+    # Whether chips can carry static vNPUs (npu-smi set -t create-vnpu), read through VDEV_MNG.
+    static_vnpus: bool = False
 
     def claims(self, info: ChipInfo) -> bool:
         """True when a chip with this info belongs to the family."""
@@ -108,6 +113,8 @@ ASCEND_310P = FamilyTable(
     ai_core_min=8,
     ai_core_max=10,
     ai_core_nominal=8,
+    device_share=True,
+    static_vnpus=True,
 )
 
 ASCEND_310B = FamilyTable(
@@ -127,6 +134,7 @@ ASCEND_310B = FamilyTable(
     host_files=_310B_HOST_FILES,
     # Where dmp_daemon keeps its message files; DCMI finds them only in the host's /dev/shm.
     shm_markers=("/dev/shm/dmp", "/dev/shm/iam"),
+    device_share=True,
 )
 
 ASCEND_310 = FamilyTable(
@@ -152,6 +160,7 @@ ASCEND_910 = FamilyTable(
     ai_core_max=32,
     ai_core_nominal=20,
     fault_subscription=True,
+    static_vnpus=True,
 )
 
 # Detection order matters: see the module docstring.

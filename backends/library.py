@@ -66,7 +66,6 @@ class FaultEvent:
     code: int
     severity: int  # 0 warning, 1 minor, 2 major, 3 critical
     assertion: int  # 0 recovered, 1 raised, 2 one-off
-    raised_at: int  # seconds since the epoch, as the driver stamped it
     serial: int = 0  # event_serial_num: the driver's number for this event (0 when it gives none)
 
 

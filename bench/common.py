@@ -91,3 +91,38 @@ def print_command() -> None:
     """Say how the figures were produced."""
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {os.cpu_count()} CPUs, {os.uname().machine}, Python {sys.version.split()[0]}")
+
+
+class CFakePlugin:
+    """A plugin process on the real binding over the C fake libdcmi.so, and a kubelet stand-in.
+
+    The scenario is the fake library's line format (tests/fake_dcmi/scenario_file.py);
+    ``write(scenario)`` replaces it while the plugin runs.
+    """
+
+    def __init__(self, library: Path, scenario: Any, *extra: str) -> None:
+        from fake_dcmi.scenario_file import SCENARIO_ENV
+
+        from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+
+        self.work = Workspace.create()
+        self.scenario = self.work.root / "scenario.txt"
+        self.write(scenario)
+        self.kubelet = KubeletStandIn(self.work.plugin_dir)
+        self.kubelet.start()
+        self.plugin = self.work.start_plugin(
+            "--backend", "dcmi", "--dcmi-library", str(library), "--dcmi-allow-untrusted-library", *extra,
+            env={SCENARIO_ENV: str(self.scenario)},
+        )  # fmt: skip
+        self.kubelet.wait_until(lambda k: any(v.updates for v in k.resources.values()), 60, "registration")
+
+    def write(self, scenario: Any) -> None:
+        """Replace the fake library's scenario (a FakeScenario)."""
+        from fake_dcmi.scenario_file import write_scenario
+
+        write_scenario(self.scenario, scenario)
+
+    def stop(self) -> None:
+        self.plugin.terminate()
+        self.plugin.wait(timeout=30)
+        self.kubelet.stop()

@@ -1,5 +1,8 @@
 """Compile proto/*.proto into ascend_plugin/kubelet_api with betterproto2 (async client + server).
 
+Each proto package becomes a subpackage named after it: ``v1beta1`` (the
+device-plugin API), ``v1`` and ``v1alpha1`` (the kubelet's PodResources API).
+
 Run through ``nox -s proto``; the test suite calls :func:`generate` into a
 temporary directory and fails when the committed code differs.
 """

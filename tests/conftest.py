@@ -348,6 +348,19 @@ def doctor_py_root(
     yield from _doctor_root("python", short_tmp, fake_dcmi_library, monkeypatch)
 
 
+# -- Volcano mode (tests/test_volcano_*.py): the kubelet's PodResources API --------------------
+from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn  # noqa: E402
+
+
+@pytest.fixture
+def pod_resources(kubelet: KubeletStandIn, short_tmp: Path) -> Iterator[PodResourcesStandIn]:
+    """The kubelet stand-in's PodResources API (v1 and v1alpha1) on its own socket."""
+    standin = PodResourcesStandIn(kubelet, short_tmp / "pod-resources" / "kubelet.sock")
+    standin.start()
+    yield standin
+    standin.stop()
+
+
 # -- DRA (tests/test_dra_*.py): a node for the DRA driver, the DRA kubelet stand-in ---------------
 import anyio.to_thread  # noqa: E402
 from dra_harness import A2_SERVER, DraNode, make_dra_node, standin  # noqa: E402

@@ -6,6 +6,19 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
 * nodes: get, list, watch, patch (strategic merge), update;
 * configmaps: get, list, watch, create, update, patch, delete;
 * events: create, list;
+* pods: get, list and watch (across namespaces too), patch (strategic merge or
+  merge; a patch or update through the API leaves ``status`` as it was, as the
+  real server does for the main resource), delete; tests set phases, bind pods
+  and start graceful deletion with :meth:`FakeApiServer.put`;
+* field selectors of ``field=value``, ``field==value`` and ``field!=value``
+  terms joined by commas, on the fields the real server supports for each kind
+  (pods: ``spec.nodeName``, ``status.phase`` and more); an unsupported field is
+  the real 400. A watch with a selector sees an object that comes to match as
+  ADDED and one that stops matching as DELETED (its previous content, the new
+  resourceVersion), as the real watch cache sends them;
+* a patch carrying ``metadata.resourceVersion`` or ``metadata.uid`` is a
+  precondition: a stale version or another object's UID is 409 Conflict;
+  annotation values must be strings (400 otherwise);
 * a resourceVersion on every write; update with a stale one is 409 Conflict,
   create of an existing name 409 AlreadyExists; lists and watches take a field
   selector ``metadata.name=<name>``; a watch from a version older than the
@@ -51,6 +64,61 @@ USER = "system:serviceaccount:kube-system:ascend-device-plugin"  # whom the toke
 RESOURCES = ("nodes", "configmaps", "events")
 REVIEWS = "selfsubjectaccessreviews"
 KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
+
+# -- pods (Volcano mode) ----------------------------------------------------------------------
+RESOURCES = (*RESOURCES, "pods")
+KINDS = {**KINDS, "pods": "Pod"}
+# The field labels the real server accepts in a field selector, per kind (metadata.* for all).
+FIELD_LABELS = {
+    "pods": (
+        "spec.nodeName",
+        "spec.restartPolicy",
+        "spec.schedulerName",
+        "spec.serviceAccountName",
+        "spec.hostNetwork",
+        "status.phase",
+        "status.podIP",
+        "status.nominatedNodeName",
+    ),
+    "nodes": ("spec.unschedulable",),
+}
+_SELECTOR_TERM = re.compile(r"^([A-Za-z.]+)(==|!=|=)(.*)$")
+
+
+def field_value(obj: Mapping[str, Any], label: str) -> str:
+    """The value of a field label as a selector compares it (absent: empty)."""
+    value: Any = obj
+    for part in label.split("."):
+        value = value.get(part) if isinstance(value, Mapping) else None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "" if value is None else str(value)
+
+
+def parse_field_selector(selector: str, resource: str) -> list[tuple[str, bool, str]]:
+    """(label, equal, value) per term; the real server's 400 for a label it does not support."""
+    terms = []
+    for term in filter(None, selector.split(",")):
+        match = _SELECTOR_TERM.match(term)
+        if match is None:
+            raise ApiFailure(400, f"invalid field selector: {term!r}")
+        label, operator, value = match.groups()
+        if label not in ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(resource, ())):
+            raise ApiFailure(400, f"field label not supported: {label}", "BadRequest")
+        terms.append((label, operator != "!=", value))
+    return terms
+
+
+def annotation_problem(annotations: Any) -> str | None:
+    """Why the real server would refuse to decode these annotations."""
+    if not isinstance(annotations, Mapping):
+        return "metadata.annotations must be an object of strings"
+    for key, value in annotations.items():
+        if not isinstance(value, str):
+            return (
+                f"json: cannot unmarshal {type(value).__name__} into Go struct field of annotations {key!r}"
+            )
+    return None
 
 
 @dataclass
@@ -106,6 +174,7 @@ class Change:
     namespace: str
     type: str  # ADDED, MODIFIED, DELETED
     object: dict[str, Any]
+    previous: dict[str, Any] | None = None  # the object before a MODIFIED change
 
 
 _REASONS = {
@@ -157,6 +226,18 @@ def label_problem(labels: Mapping[str, Any]) -> str | None:
         if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
             return f"metadata.labels: Invalid value: {value!r}: a valid label must be an empty string or ..."
     return None
+
+
+def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, Any]) -> dict[str, Any]:
+    """A pod written through its main resource keeps its status (status is a subresource)."""
+    if resource != "pods":
+        return updated
+    kept = dict(updated)
+    if "status" in current:
+        kept["status"] = copy.deepcopy(current["status"])
+    else:
+        kept.pop("status", None)
+    return kept
 
 
 class ApiFailure(Exception):
@@ -322,12 +403,18 @@ class FakeApiServer:
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    def _record_change(self, key: tuple[str, str, str], kind: str, obj: dict[str, Any]) -> None:
+    def _record_change(
+        self,
+        key: tuple[str, str, str],
+        kind: str,
+        obj: dict[str, Any],
+        previous: dict[str, Any] | None = None,
+    ) -> None:
         self.version += 1
         if kind == "DELETED":
             obj = copy.deepcopy(obj)
             obj["metadata"]["resourceVersion"] = str(self.version)
-        self.history.append(Change(self.version, key[0], key[1], kind, copy.deepcopy(obj)))
+        self.history.append(Change(self.version, key[0], key[1], kind, copy.deepcopy(obj), previous))
         self._notify()
 
     def _store(self, key: tuple[str, str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -345,6 +432,8 @@ class FakeApiServer:
         if namespace:
             metadata["namespace"] = namespace
         previous = self.objects.get(key)
+        if "annotations" in metadata and (problem := annotation_problem(metadata["annotations"])):
+            raise ApiFailure(400, f'{KINDS.get(resource) or DRA_KINDS[resource]} "{name}": {problem}')
         if resource in DRA_KINDS:
             self._admit_dra(resource, obj, previous)
         new_uid = str(uuid.uuid4()) if resource in DRA_KINDS else f"uid-{resource}-{name}"
@@ -352,7 +441,7 @@ class FakeApiServer:
         metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         metadata["resourceVersion"] = str(self.version + 1)
         self.objects[key] = obj
-        self._record_change(key, kind, obj)
+        self._record_change(key, kind, obj, copy.deepcopy(previous) if kind == "MODIFIED" else None)
         return copy.deepcopy(obj)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
@@ -451,14 +540,49 @@ class FakeApiServer:
                     f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
                     "please apply your changes to the latest version and try again",
                 )
-            return self._store(key, body, "MODIFIED"), 200
+            return self._store(key, _keep_status(resource, current, body), "MODIFIED"), 200
         if verb == "patch":
             if "json-patch" in request.content_type:
                 raise ApiFailure(415, "only merge patches are supported here")
-            return self._store(key, merge_patch(current, body), "MODIFIED"), 200
+            preconditions = (body.get("metadata") or {}) if isinstance(body, dict) else {}
+            uid = preconditions.get("uid")
+            if uid and uid != current["metadata"]["uid"]:
+                raise ApiFailure(
+                    409,
+                    f"Precondition failed: UID in precondition: {uid}, "
+                    f"UID in object meta: {current['metadata']['uid']}",
+                )
+            sent = preconditions.get("resourceVersion")
+            if sent and sent != current["metadata"]["resourceVersion"]:
+                raise ApiFailure(
+                    409,
+                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
+                    "please apply your changes to the latest version and try again",
+                )
+            patched = _keep_status(resource, current, merge_patch(current, body))
+            return self._store(key, patched, "MODIFIED"), 200
         self._check_preconditions(resource, current, body)
         self.delete(resource, name, namespace)
         return status_body(200, "deleted", "Deleted") | {"status": "Success"}, 200
+
+    def _watch_event(
+        self, request: web.Request, resource: str, namespace: str, change: Change
+    ) -> dict[str, Any] | None:
+        """What a watch with this request's selector sees of ``change``, if anything."""
+        key = (change.resource, change.namespace, change.object["metadata"]["name"])
+        now = self._selected(request, resource, namespace, key, change.object)
+        before = change.previous is not None and self._selected(
+            request, resource, namespace, key, change.previous
+        )
+        if change.type != "MODIFIED" or (now and before):
+            return {"type": change.type, "object": change.object} if now else None
+        if now:
+            return {"type": "ADDED", "object": change.object}
+        if before and change.previous is not None:
+            gone = copy.deepcopy(change.previous)
+            gone["metadata"]["resourceVersion"] = change.object["metadata"]["resourceVersion"]
+            return {"type": "DELETED", "object": gone}
+        return None
 
     def _create(self, resource: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         metadata = body.setdefault("metadata", {})
@@ -476,24 +600,14 @@ class FakeApiServer:
         resource: str,
         namespace: str,
         key: tuple[str, str, str],
-        obj: dict[str, Any] | None = None,
+        obj: Mapping[str, Any] | None = None,
     ) -> bool:
-        selector = request.query.get("fieldSelector", "")
-        if resource in DRA_KINDS:
-            requirements = field_requirements(resource, selector)
-            found = obj if obj is not None else self.objects.get(key)
-            return (
-                key[0] == resource
-                and (not namespace or key[1] == namespace)
-                and found is not None
-                and fields_match(found, requirements)
-            )
-        if selector and not selector.startswith("metadata.name="):
-            raise ApiFailure(400, f"field selector {selector!r} is not supported here")
-        wanted = selector.removeprefix("metadata.name=")
-        return (
-            key[0] == resource and (not namespace or key[1] == namespace) and (not wanted or key[2] == wanted)
-        )
+        """Whether the object at ``key`` (with content ``obj``, default: as stored) matches the request."""
+        terms = parse_field_selector(request.query.get("fieldSelector", ""), resource)
+        if key[0] != resource or (namespace and key[1] != namespace):
+            return False
+        content = obj if obj is not None else self.objects.get(key, {})
+        return all((field_value(content, label) == value) == equal for label, equal, value in terms)
 
     def _list(self, request: web.Request, resource: str, namespace: str) -> dict[str, Any]:
         items = [
@@ -537,16 +651,9 @@ class FakeApiServer:
         while not stopping.is_set() and since >= self.oldest_watchable:
             for change in [c for c in self.history if c.version > since]:
                 since = change.version
-                if self._selected(
-                    request,
-                    resource,
-                    namespace,
-                    (change.resource, change.namespace, change.object["metadata"]["name"]),
-                    change.object,
-                ):
-                    await response.write(
-                        json.dumps({"type": change.type, "object": change.object}).encode() + b"\n"
-                    )
+                event = self._watch_event(request, resource, namespace, change)
+                if event is not None:
+                    await response.write(json.dumps(event).encode() + b"\n")
             changed = self._changed
             remaining = deadline - asyncio.get_running_loop().time()
             if remaining <= 0:
@@ -651,8 +758,8 @@ DRA_KINDS = {
     "resourceclaims": "ResourceClaim",
     "deviceclasses": "DeviceClass",
 }
-# Field selectors each kind supports besides the object meta's (strategy.go toSelectableFields).
-FIELD_LABELS = {"resourceslices": ("spec.driver", "spec.nodeName")}
+# Field selectors a ResourceSlice supports besides the object meta's (strategy.go toSelectableFields).
+FIELD_LABELS = {**FIELD_LABELS, "resourceslices": ("spec.driver", "spec.nodeName")}
 MAX_DEVICES = 128
 MAX_DEVICES_WITH_TAINTS = 64  # 1.35+, whenever any device has taints
 MAX_ATTRIBUTES_AND_CAPACITIES = 32
@@ -665,7 +772,6 @@ _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 _QUANTITY = re.compile(r"^(?P<number>[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei)?$")
 _BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
-_FIELD_TERM = re.compile(r"^(?P<field>[^!=]+)(?P<operator>!=|==|=)(?P<value>.*)$")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real server appends to a generateName
 
 
@@ -687,30 +793,6 @@ def canonical_quantity(value: str) -> str:
         number //= 1024
         power += 1
     return f"{number}{_BINARY[power]}"
-
-
-def field_requirements(resource: str, selector: str) -> list[tuple[str, str, bool]]:
-    """``a=b,c!=d`` -> [(field, value, equal)]; 400 for a field the kind does not support."""
-    supported = ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(resource, ()))
-    requirements = []
-    for term in filter(None, selector.split(",")):
-        found = _FIELD_TERM.match(term)
-        if found is None:
-            raise ApiFailure(400, f"invalid field selector: {term!r}: no operator")
-        if found["field"] not in supported:
-            raise ApiFailure(400, f"field label not supported: {found['field']}")
-        requirements.append((found["field"], found["value"], found["operator"] != "!="))
-    return requirements
-
-
-def fields_match(obj: dict[str, Any], requirements: list[tuple[str, str, bool]]) -> bool:
-    for field_path, value, equal in requirements:
-        current: Any = obj
-        for part in field_path.split("."):
-            current = current.get(part) if isinstance(current, dict) else None
-        if ((current or "") == value) != equal:
-            return False
-    return True
 
 
 def _attribute_problems(where: str, name: str, value: Any) -> list[str]:

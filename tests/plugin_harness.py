@@ -74,7 +74,7 @@ def player_settings(
     if isinstance(player, CFakePlayer):
         backend: dict[str, Any] = {
             "backend": "dcmi",
-            "dcmi_library": player.library_path,
+            "dcmi_library": player.current_library(),
             "dcmi_allow_untrusted_library": True,
         }
     else:

@@ -125,3 +125,32 @@ def test_the_pod_runs_as_the_bound_service_account(renderings: dict[str, Renderi
     account = rendering.one("ServiceAccount")
     assert rendering.pod_spec["serviceAccountName"] == account["metadata"]["name"]
     assert account["metadata"]["namespace"] == rendering.namespace
+
+
+def _publisher_requests(release_namespace: str) -> list[Request]:
+    """What the publisher table (faces/kube/publishers.py) says each enabled publisher needs."""
+    from ascend_plugin.faces.kube.publishers import PUBLISHERS
+    from ascend_plugin.settings import Settings
+
+    settings = Settings(
+        backend="fake",
+        fake_scenario="/s.json",  # type: ignore[arg-type]
+        node_name="n",
+        pod_namespace=release_namespace,
+        config_configmap="ascend-device-plugin-config",
+    )
+    return [
+        (verb, "", grant.resource, grant.namespace)
+        for publisher in PUBLISHERS
+        if publisher.enabled(settings)
+        for grant in publisher.grants(settings)
+        for verb in grant.verbs
+    ]
+
+
+@pytest.mark.parametrize("release_namespace", ["kube-system", "npu-system"])
+def test_the_chart_grants_what_the_publisher_table_says(chart: ChartRenderer, release_namespace: str) -> None:
+    """The table that starts the publishers and drives doctor's RBAC check is what the chart grants."""
+    rendering = chart.render({}, namespace=release_namespace)
+    denied = [request for request in _publisher_requests(release_namespace) if not rendering.allows(*request)]
+    assert denied == []

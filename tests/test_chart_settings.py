@@ -69,6 +69,8 @@ EVERY_SETTING: dict[str, Any] = {
     "healthFlapWindow": 120,
     "healthFlapHold": 0,
     "faultLevelsFile": "/etc/ascend-device-plugin/faults.json",
+    "shareCount": 4,
+    "vnpu": "off",
     "kubeconfig": "/etc/kubeconfig",
     "nodeLabels": False,
     "labelPrefix": "npu.example.com",
@@ -77,6 +79,8 @@ EVERY_SETTING: dict[str, Any] = {
     "deviceInfoNamePrefix": "deviceinfo-",
     "deviceInfoRefresh": 60,
     "nodeEvents": False,
+    "volcano": False,  # true needs node_name, which this test leaves out: tests/test_chart_volcano.py
+    "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
     "logLevel": "DEBUG",
     "logFormat": "json",
 }

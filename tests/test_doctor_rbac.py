@@ -161,6 +161,24 @@ async def test_a_refused_review_is_a_problem(
     assert rbac.detail.startswith("the API server refused a SelfSubjectAccessReview (HTTP 500)")
 
 
+def test_volcano_mode_needs_pods_and_the_node() -> None:
+    base = {"backend": "fake", "fake_scenario": Path("/s"), "node_name": "n1", "kubeconfig": Path("/k")}
+    quiet = {"node_labels": False, "node_events": False, "device_info_configmap": False}
+    assert _verbs(Settings(**base, **quiet, volcano=True)) == {
+        "rbac:pods": ("get", "list", "watch", "patch"),
+        "rbac:nodes": ("get",),
+    }
+
+
+async def test_doctor_names_a_missing_pods_rule_in_volcano_mode(
+    doctor_py_root: DoctorRoot, apiserver: FakeApiServer, kubeconfig: Path
+) -> None:
+    apiserver.deny("patch", "pods")
+    found = await doctor_py_root.run(kubeconfig=kubeconfig, volcano=True)
+    assert found["rbac:pods"].status is not Status.OK
+    assert "patch" in found["rbac:pods"].detail
+
+
 def test_a_dra_driver_needs_its_slices_and_claims_too() -> None:
     base = {"backend": "fake", "fake_scenario": Path("/s"), "node_name": "node-1"}
     verbs = _verbs(

@@ -12,6 +12,7 @@ from conftest import DoctorRoot
 
 from ascend_plugin.doctor.findings import Finding
 from ascend_plugin.doctor.report import render_text
+from backends.fake import FakeScenario
 
 KEYS = {"name", "status", "detail", "fix", "pitfall"}
 
@@ -55,9 +56,9 @@ def test_the_json_findings_keep_their_keys(doctor_py_root: DoctorRoot) -> None:
     assert report["passed"] is False
     for finding in report["findings"]:
         assert set(finding) == KEYS
-        assert finding["status"] in ("ok", "problem", "skipped")
+        assert finding["status"] in ("ok", "problem", "warning", "skipped")
         assert isinstance(finding["detail"], str)
-        assert (finding["fix"] is None) == (finding["status"] != "problem")
+        assert (finding["fix"] is None) == (finding["status"] not in ("problem", "warning"))
     pitfalls = {finding["name"]: finding["pitfall"] for finding in report["findings"] if finding["pitfall"]}
     assert pitfalls == {"ai-cores": 1, "host-file:/var/slogd": 2, "node-name": 7, "host-ip": 7}
 
@@ -71,7 +72,7 @@ def test_the_text_report_shows_problems_their_pitfall_and_fix(doctor_py_root: Do
     assert lines[problem].split()[1] == "dev-shm"
     assert lines[problem + 1].strip() == "(the field report's pitfall 3)"
     assert lines[problem + 2].strip().startswith("fix: mount the host's /dev/shm")
-    assert lines[-1].endswith("1 problem(s), 5 skipped")
+    assert lines[-1].endswith("1 problem(s), 6 skipped")
 
 
 def test_bad_settings_exit_2(doctor_py_root: DoctorRoot) -> None:
@@ -98,3 +99,18 @@ def test_the_text_report_aligns_details_under_each_other() -> None:
         "",
         "3 checked: 1 ok, 1 problem(s), 1 skipped",
     ]
+
+
+def test_a_warning_carries_its_fix_and_does_not_fail_the_run(doctor_py_root: DoctorRoot) -> None:
+    node = FakeScenario.model_validate({"chip_name": "910B3", "chips": [{"phy_id": 0}]})
+    doctor_py_root.write_scenario(node)
+    result = _doctor(doctor_py_root, "--share-count", "2", "--chip-family", "910", "--format", "json")
+    report = json.loads(result.stdout)
+    (warning,) = [finding for finding in report["findings"] if finding["status"] == "warning"]
+    assert warning["name"] == "share-count"
+    assert warning["fix"].startswith("nothing breaks; to silence it, set share_count=1")
+    problems = [finding["name"] for finding in report["findings"] if finding["status"] == "problem"]
+    assert report["passed"] is (not problems) is (result.returncode == 0)
+    text = render_text([Finding.warning("w", "worth knowing", fix="do this")], Path("/")).splitlines()
+    assert text[2:4] == ["WARNING  w  worth knowing", "            fix: do this"]
+    assert text[-1] == "1 checked: 0 ok, 0 problem(s), 1 warning(s), 0 skipped"

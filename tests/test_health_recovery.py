@@ -109,3 +109,29 @@ async def test_a_success_between_failures_resets_the_count(
         assert await _poll(watched, any_fake, errors={"error_codes": -8006})
         assert await _poll(watched, any_fake, errors={"error_codes": -8006})
         assert await _poll(watched, any_fake)
+
+
+async def test_a_chip_still_flapping_is_never_released_however_old_its_spells_get(
+    any_fake: ScenarioPlayer[Any], watched: Monitored
+) -> None:
+    # The chip's health flips every 200 ms; a poll a second lands on either state. Once its spells
+    # age out of the 60 s window it used to be released without ever being clean for the hold.
+    held_since = None
+    for tick in range(181):  # the last poll (tick 180) finds it faulty
+        faulty = (tick * 5 // 2) % 2 == 0  # the state at this poll of a 200 ms square wave
+        healthy = await _poll(watched, any_fake, fault_codes=["80E01801"] if faulty else [])
+        if held_since is None and not healthy and tick > 0 and not faulty:
+            held_since = tick
+        if held_since is not None:
+            assert not healthy, f"released at {tick} s while still flapping"
+        watched.clock.advance(1)
+    assert held_since is not None
+    reason = watched.device(DEVICE).reason
+    assert reason.startswith("flapping (") or reason.startswith("fault ")
+    # Clean from now on: released only after the whole hold.
+    for _ in range(30):
+        assert not await _poll(watched, any_fake, fault_codes=[])
+        assert "held until clean for 30 s; clean since" in watched.device(DEVICE).reason
+        assert "if it stays clean" in watched.device(DEVICE).reason
+        watched.clock.advance(1)
+    assert await _poll(watched, any_fake, fault_codes=[])

@@ -13,7 +13,7 @@ from pathlib import Path
 from plugin_harness import WAIT, FakeNode
 
 # Imports every module of both packages except those that talk to the API server
-# (the kube face's, the DRA face's and kubeapi's modules; their packages and the
+# (the kube, Volcano and DRA faces' and kubeapi's modules; their packages and the
 # publisher table stay in),
 # and the __main__ entry point, which would run the CLI; reports whether
 # kubernetes_asyncio came along.
@@ -26,7 +26,12 @@ def walk(package):
     names.append(package)
     for info in pkgutil.iter_modules(module.__path__, package + "."):
         kube = info.name.startswith(
-            ("ascend_plugin.faces.kube.", "ascend_plugin.faces.dra.", "ascend_plugin.kubeapi.")
+            (
+                "ascend_plugin.faces.kube.",
+                "ascend_plugin.kubeapi.",
+                "ascend_plugin.faces.volcano.",
+                "ascend_plugin.faces.dra.",
+            )
         )
         talks_to_api = kube and not info.name.endswith(".publishers")
         if talks_to_api or info.name.endswith(".__main__"):

@@ -34,7 +34,7 @@ def labeller(kube: Kube, short_tmp: Path) -> NodeLabeller:
 async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="ascend_plugin.kube")
+    caplog.set_level(logging.INFO, logger="ascend_plugin")
     apiserver.add_node(NODE)
     forbidden = apiserver.inject(403, "patch", "nodes")
     async with running(labeller(kube, short_tmp).run):
@@ -49,7 +49,9 @@ async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
         # Granted (the injection is spent): the next attempt goes through.
         forbidden.times = forbidden.hits
         await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend310", "labels")
-    assert "node labels: the API server answers again" in caplog.text
+        # The labeller logs its recovery once the patch's answer is back, which may be after the
+        # server already shows the labels: wait for the line, not for a moment.
+        await until(lambda: "node labels: the API server answers again" in caplog.text, "the recovery logged")
 
 
 async def test_forbidden_configmap_writes_name_their_verb(

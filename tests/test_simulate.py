@@ -24,18 +24,63 @@ def test_simulate_prints_the_timeline_and_exits_0() -> None:
         "kubelet restarted: deleted Ascend310.sock",
         "re-registered",
         "plugin stopped: ListAndWatch ended with OK",
+        # The second node: a 2-NPU pod is placed on one card.
+        "the plugin prefers Ascend310-1, Ascend310-2: both on the card in slot 5",
+        "the kubelet stand-in was given Ascend310-1, Ascend310-2",
     ):
         assert step in result.stdout
 
 
-def test_simulate_serve_dra_prepares_a_claim_end_to_end() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ascend_plugin", "simulate", "--serve", "dra"],
+def _simulate(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ascend_plugin", "simulate", *argv],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
+
+
+def test_simulate_share_count_offers_the_chip_n_times_and_hands_it_over_once() -> None:
+    result = _simulate("--share-count", "4")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "huawei.com/Ascend310: Ascend310-0-0 (Healthy), Ascend310-0-1 (Healthy), Ascend310-0-2 (Healthy), "
+        "Ascend310-0-3 (Healthy)"
+    ) in result.stdout
+    assert "Allocate huawei.com/Ascend310 [Ascend310-0-0, Ascend310-0-1] ->" in result.stdout
+    assert result.stdout.count("device /dev/davinci0 -> /dev/davinci0") == 1
+    assert "npu-smi set -t device-share -i 0 -c 0 -d 1" in result.stdout
+    assert "sockets left: none" in result.stdout
+
+
+def test_simulate_vnpu_static_shows_a_resource_per_template_and_a_live_change() -> None:
+    result = _simulate("--vnpu", "static")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for step in (
+        "huawei.com/Ascend310P: Ascend310P-1 (Healthy)",
+        "huawei.com/Ascend310P-2c: Ascend310P-2c-100-0 (Healthy), Ascend310P-2c-101-0 (Healthy)",
+        "huawei.com/Ascend310P-4c: Ascend310P-4c-102-0 (Healthy)",
+        "Allocate huawei.com/Ascend310P-2c [Ascend310P-2c-100-0] ->",
+        "device /dev/vdavinci100 -> /dev/davinci100",
+        "device /dev/vdavinci102 -> /dev/davinci102",
+        "huawei.com/Ascend310P-4c has no device left: its server stopped, the kubelet dropped it:",
+        "sockets left: none",
+    ):
+        assert step in result.stdout
+    after = result.stdout.split("has no device left", 1)[1]
+    assert "Ascend310P-4c-102-0" not in after
+
+
+def test_simulate_refuses_to_share_a_split_chip_with_exit_code_2() -> None:
+    result = _simulate("--vnpu", "static", "--share-count", "2")
+    assert result.returncode == 2
+    assert "the plugin refused to start (exit code 2)" in result.stdout
+    assert "would share chips that carry vNPUs" in result.stderr
+
+
+def test_simulate_serve_dra_prepares_a_claim_end_to_end() -> None:
+    result = _simulate("--serve", "dra")
     assert result.returncode == 0, result.stdout + result.stderr
     for step in (
         "registered DRA driver npu.huawei.com: endpoint ",

@@ -22,6 +22,7 @@ from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
 from backends.families import FamilyTable
+from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +45,8 @@ class Context:
     backend: ChipBackend | None = None
     chips: list[Chip] | None = None
     family: FamilyTable | None = None  # the family's own row, before the operator's overrides
+    # ... and by the vNPU check: each chip's static vNPUs, by physical id.
+    vnpus: dict[int, tuple[VdevInfo, ...]] | None = None
 
     def host(self, path: str | PurePosixPath) -> Path:
         """Where the host's ``path`` is seen from here (absolute paths are placed under the root)."""

@@ -19,7 +19,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ascend_plugin.settings import ENV_PREFIX, flag_name
+from ascend_plugin.settings import how_to_set
+
+__all__ = ["Finding", "NotApplicable", "Status", "Unmet", "how_to_set", "listing"]
 
 
 class Status(StrEnum):
@@ -28,6 +30,7 @@ class Status(StrEnum):
     OK = "ok"
     PROBLEM = "problem"
     SKIPPED = "skipped"
+    WARNING = "warning"  # worth knowing and fixing, but the plugin serves: the run still passes
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,10 @@ class Finding:
     @classmethod
     def problem(cls, name: str, detail: str, fix: str, pitfall: int | None = None) -> Finding:
         return cls(name, Status.PROBLEM, detail, fix, pitfall)
+
+    @classmethod
+    def warning(cls, name: str, detail: str, fix: str) -> Finding:
+        return cls(name, Status.WARNING, detail, fix)
 
     @classmethod
     def skipped(cls, name: str, detail: str) -> Finding:
@@ -78,23 +85,3 @@ def listing(items: Sequence[str], shown: int = 8) -> str:
     """``a, b, c and 5 more``: a 256-chip node must not make a finding 256 names long."""
     more = f" and {len(items) - shown} more" if len(items) > shown else ""
     return ", ".join(items[:shown]) + more
-
-
-def how_to_set(name: str, value: object, *, helm: bool = True) -> str:
-    """Every way to give a setting a value, e.g. for ``ai_core_min``, 1:
-
-    ``ai_core_min=1 (--ai-core-min 1, ASCEND_DP_AI_CORE_MIN=1, Helm settings.aiCoreMin: 1)``.
-    A fix that names all of them works wherever the plugin is started from.
-    ``helm=False`` for the few settings the chart sets itself from other values.
-    """
-    first, *rest = name.split("_")
-    if isinstance(value, bool):
-        text = str(value).lower()
-        flag = flag_name(name) if value else flag_name(f"no_{name}")
-    else:
-        text = str(value)
-        flag = f"{flag_name(name)} {text}"
-    ways = [flag, f"{ENV_PREFIX}{name.upper()}={text}"]
-    if helm:
-        ways.append(f"Helm settings.{first}{''.join(part.capitalize() for part in rest)}: {text}")
-    return f"{name}={text} ({', '.join(ways)})"

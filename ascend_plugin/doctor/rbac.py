@@ -54,14 +54,21 @@ class Permission:
         return f"in namespace {self.namespace}" if self.namespace else "cluster-wide"
 
 
+# Volcano mode (ascend_plugin/faces/volcano): this node's pods, patched with its annotations, and the
+# node's InternalIP for the rank table. Written out here: the face itself imports kubernetes-asyncio.
+VOLCANO_GRANTS: Final = (("pods", ("get", "list", "watch", "patch")), ("nodes", ("get",)))
+
+
 def needed_permissions(settings: Settings) -> list[Permission]:
-    """What the enabled Kubernetes publishers need, merged per resource and namespace."""
+    """What the enabled Kubernetes publishers (and Volcano mode) need, merged per resource and namespace."""
     wanted = [
         (publisher.setting, "", grant.resource, grant.namespace, grant.verbs)
         for publisher in PUBLISHERS
         if publisher.enabled(settings)
         for grant in publisher.grants(settings)
     ]
+    if settings.volcano:
+        wanted += [("volcano", "", resource, None, verbs) for resource, verbs in VOLCANO_GRANTS]
     if settings.serve == "dra":
         wanted += [("serve=dra", grant.group, grant.resource, None, grant.verbs) for grant in DRA_GRANTS]
     merged: dict[tuple[str, str, str | None], Permission] = {}

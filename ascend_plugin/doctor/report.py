@@ -1,8 +1,8 @@
 """The report: aligned text for a person at a terminal, or JSON for a script.
 
 The JSON form is a contract: ``findings`` is a list of objects with exactly the
-keys name, status (ok / problem / skipped), detail, fix and pitfall (null when
-none), and ``passed`` is what the exit code says.
+keys name, status (ok / problem / warning / skipped), detail, fix and pitfall
+(null when none), and ``passed`` is what the exit code says (warnings pass).
 """
 
 from __future__ import annotations
@@ -43,16 +43,18 @@ def render_text(findings: Sequence[Finding], root: Path) -> str:
     indent = " " * (9 + width + 2)
     lines = [f"ascend-device-plugin {__version__} doctor, host root {root}", ""]
     for finding in findings:
-        label = "PROBLEM" if finding.status is Status.PROBLEM else finding.status.value
+        shout = finding.status in (Status.PROBLEM, Status.WARNING)
+        label = finding.status.value.upper() if shout else finding.status.value
         lines.append(f"{label:<9}{finding.name:<{width}}  {finding.detail}")
         if finding.pitfall is not None:
             lines.append(f"{indent}({_FIELD_REPORT} {finding.pitfall})")
         if finding.fix:
             lines.append(f"{indent}fix: {finding.fix}")
     counts = {status: sum(1 for f in findings if f.status is status) for status in Status}
+    warnings = f", {counts[Status.WARNING]} warning(s)" if counts[Status.WARNING] else ""
     lines += [
         "",
-        f"{len(findings)} checked: {counts[Status.OK]} ok, {counts[Status.PROBLEM]} problem(s), "
+        f"{len(findings)} checked: {counts[Status.OK]} ok, {counts[Status.PROBLEM]} problem(s){warnings}, "
         f"{counts[Status.SKIPPED]} skipped",
     ]
     return "\n".join(lines) + "\n"

@@ -16,7 +16,7 @@ from typing import TextIO
 import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.doctor import chips, devices, host_files, identity, kubelet, library, rbac
+from ascend_plugin.doctor import chips, devices, host_files, identity, kubelet, library, rbac, splits
 from ascend_plugin.doctor.check import Check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding
@@ -33,6 +33,8 @@ CHECKS: tuple[Check, ...] = (
     chips.chips,
     chips.chip_family,
     chips.ai_cores,
+    splits.vnpus,
+    splits.share_count,
     host_files.host_files,
     host_files.shared_memory,
     devices.device_nodes,

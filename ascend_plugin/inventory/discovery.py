@@ -6,7 +6,9 @@ the plugin: discovery logs one clear line per distinct problem, keeps it for
 facts the other parts publish (driver version, AI cores, which optional driver
 functions are missing) and warns about an implausible AI-core figure, but never
 refuses a chip for it: Huawei's plugin exits on a 310B1's 1.0 AI cores and takes
-every healthy chip off the node.
+every healthy chip off the node. It also decides whether the chips' static vNPUs
+are read (``vnpu=static`` on a family that has them, a driver with VDEV_MNG);
+the health monitor reads them, first before the kubelet's first list.
 """
 
 from __future__ import annotations
@@ -22,10 +24,10 @@ from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff
 from ascend_plugin.settings import Settings, family_overrides
-from backends.backend import WITHOUT, ChipBackend
+from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError, NoChips
-from backends.families import FamilyTable, family_for, family_named
+from backends.families import FAMILIES, FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary, PcieAddress
 from backends.pci import PciSysfsError, numa_node
 from backends.topology import ChipFacts, assign_units
@@ -55,6 +57,8 @@ class DiscoverySettings:
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]
     host_root: Path = Path("/")  # where the host's /sys is seen (NUMA nodes)
+    vnpus: bool = True  # read static vNPUs where the family has them (the vnpu setting)
+    families: tuple[FamilyTable, ...] = FAMILIES  # the rows a chip name is matched against, in order
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscoverySettings:
@@ -63,6 +67,7 @@ class DiscoverySettings:
             settings.chip_family,
             family_overrides(settings),
             settings.host_root,
+            settings.vnpu == "static",
         )
 
 
@@ -117,7 +122,8 @@ class Discovery:
             if not chips:
                 raise NoChips(f"{backend.description} reports no NPU chips")
             forced = self.settings.chip_family
-            family = family_named(forced) if forced else family_for(chips[0].info)
+            families = self.settings.families
+            family = family_named(forced, families) if forced else family_for(chips[0].info, families)
         except BaseException:
             if self.calls.stuck(None) is None:
                 await self.calls.node("close", backend.close)
@@ -151,6 +157,7 @@ class Discovery:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
         units = assign_units(ChipFacts.of(chip, table.family) for chip in chips)
+        reads_vnpus = self.settings.vnpus and table.static_vnpus and DEVICE_INFO not in backend.missing
         states = []
         for chip in chips:
             ai_cores = await self._ai_cores(backend, table, chip)
@@ -163,9 +170,10 @@ class Discovery:
                     numa_node=self._numa_node(chip, address),
                     pcie_address=address,
                     memory_mb=await self._memory_mb(backend, chip),
+                    vnpus=None if reads_vnpus else (),
                 )
             )
-        facts = NodeFacts(table, backend.description, driver_version, frozenset(backend.missing))
+        facts = NodeFacts(table, backend.description, driver_version, frozenset(backend.missing), reads_vnpus)
         return Inventory(facts, states)
 
     async def _pcie_address(self, backend: ChipBackend, chip: Chip) -> PcieAddress | None:

@@ -4,9 +4,12 @@ A fault event can arrive for a code that ``dcmi_get_device_errorcode_v2`` does
 not (yet, or ever) list, so the verdict cannot rest on polled codes alone:
 
 * a *raised* event (assertion 1) puts its code on the chip until a *recovery*
-  event (assertion 0) for that code, or until a poll that started after the
-  event no longer lists the code and the code's level allows recovery by poll
-  (ManuallySeparateNPU does not; nor does a driver that cannot list codes);
+  event (assertion 0) for that code, or until the polls say it is gone: a poll
+  listed the code, a later one (started after the event) no longer does, and
+  the code's level allows recovery by poll (ManuallySeparateNPU does not). A
+  code the polls never listed (the driver reports it by event only, or cannot
+  list codes at all) is something the polls know nothing about: only its
+  recovery event lifts it;
 * a *one-off* event (assertion 2) holds its code for the level's hold time,
   then lets it go;
 * a recovery event for a code not held changes nothing.
@@ -17,6 +20,7 @@ table does not know.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from ascend_plugin.faults import FaultTable
@@ -34,6 +38,7 @@ class HeldFault:
     severity: int
     since: float  # monotonic time the event arrived
     until: float | None = None  # one-off: when the hold ends
+    polled: bool = False  # a poll has listed the code since
 
 
 class FaultMemory:
@@ -57,14 +62,18 @@ class FaultMemory:
             self._held[event.code] = HeldFault(event.code, event.severity, now)
 
     def reconcile(self, reading: HealthReading, poll_started: float, table: FaultTable) -> None:
-        """Let raised codes go that a poll begun after their event no longer lists."""
+        """Note the raised codes a poll lists; let go those the polls listed and no longer do."""
         if not reading.codes_known:
             return
         for code, held in list(self._held.items()):
-            if (
-                held.until is None
+            if held.until is not None:
+                continue
+            if code in reading.codes:
+                if not held.polled:
+                    self._held[code] = dataclasses.replace(held, polled=True)
+            elif (
+                held.polled
                 and held.since < poll_started
-                and code not in reading.codes
                 and table.level_of(code, held.severity).recovers_by_poll
             ):
                 del self._held[code]

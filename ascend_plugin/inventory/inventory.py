@@ -8,7 +8,9 @@ change that is not one.
 
 A chip's health starts *unknown*, and an unknown chip is never healthy: the
 kubelet's first list after start (or after a kubelet restart) carries only
-verdicts the monitor has actually reached.
+verdicts the monitor has actually reached. So do its static vNPUs, where the
+node reads them: until the first successful read they are unknown (None), and
+no offer hands the chip out healthy, since it might be split.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import anyio
 from ascend_plugin.faults import Fault, FaultLevel, format_code
 from backends.chips import Chip
 from backends.families import FamilyTable
-from backends.library import PcieAddress
+from backends.library import PcieAddress, VdevInfo
 from backends.topology import TopologyUnit
 
 
@@ -61,10 +63,17 @@ class ChipState:
     numa_node: int | None = None  # the NUMA node of its PCIe device, where the host says
     pcie_address: PcieAddress | None = None  # where it sits on PCI, where the driver says
     memory_mb: int | None = None  # its device memory (HBM or DDR), where the driver says
+    # The static vNPUs carved out of it, by id; None while they could not be read yet.
+    vnpus: tuple[VdevInfo, ...] | None = ()
 
     @property
     def phy_id(self) -> int:
         return self.chip.phy_id
+
+    @property
+    def split(self) -> bool:
+        """The chip carries vNPUs: it must not be offered whole or shared, or two pods get one silicon."""
+        return bool(self.vnpus)
 
     @property
     def healthy(self) -> bool:
@@ -79,6 +88,7 @@ class NodeFacts:
     library: str  # where the chips come from (library path or fake scenario)
     driver_version: str = ""
     missing_functions: frozenset[str] = frozenset()  # optional DCMI functions the library lacks
+    reads_vnpus: bool = False  # whether the chips' static vNPUs are read (vnpu=static on 310P, 910)
 
 
 Transition = Callable[[ChipState, ChipState], None]
@@ -161,6 +171,16 @@ class Inventory:
         if new.healthy != old.healthy:
             for listener in list(self._transition_listeners):
                 listener(old, new)
+        self._bump()
+        return True
+
+    def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
+        """Record the vNPUs a chip carries now; return True if anything changed."""
+        old = self._chips[phy_id]
+        if old.vnpus == vnpus:
+            return False
+        self._chips[phy_id] = dataclasses.replace(old, vnpus=vnpus)
+        self._ordered = self._sorted()
         self._bump()
         return True
 

@@ -12,6 +12,11 @@ poll or a driver call, and the chip's next poll follows at once. Events and
 polls are combined by :class:`~ascend_plugin.inventory.fault_memory.FaultMemory`
 and :func:`~ascend_plugin.inventory.verdict.judge`; flapping chips are held by
 :class:`~ascend_plugin.inventory.damping.Damping`.
+
+Where the node reads static vNPUs, each poll also reads the chip's vNPUs on the
+same lane (one query for the list, one per vNPU to describe it, so a vNPU
+re-created under its old id with another template is seen too). A vNPU an
+operator creates or destroys therefore reaches the offers within one poll interval.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -34,7 +39,7 @@ from ascend_plugin.settings import Settings
 from backends.backend import SUBSCRIBE, ChipBackend
 from backends.chips import Chip, HealthReading
 from backends.errors import ChipError, SymbolMissing
-from backends.library import FaultEvent
+from backends.library import FaultEvent, VdevInfo
 
 log = logging.getLogger(__name__)
 
@@ -72,6 +77,7 @@ class _Watch:
     failures: int = 0
     error: str = ""
     wake: anyio.Event = field(default_factory=anyio.Event)
+    vnpu_error: str = ""  # the last vNPU read's failure, so a repeat is not logged again
 
 
 class HealthMonitor:
@@ -163,7 +169,34 @@ class HealthMonitor:
         else:
             watch.reading, watch.failures, watch.error = reading, 0, ""
             watch.memory.reconcile(reading, started, self.fault_table())
+            if self.inventory.facts.reads_vnpus and not reading.dropped:
+                await self._read_vnpus(watch)
         self._decide(watch)
+
+    async def _read_vnpus(self, watch: _Watch) -> None:
+        """Read the chip's vNPUs on its lane and record them; a failed read keeps what was known."""
+        chip = watch.chip
+        state = self.inventory.get(chip.phy_id)
+        if state is None:
+            return
+        try:
+            vnpus = await self.calls.call(chip.phy_id, "vnpus", self.backend.vnpus, chip)
+        except ChipCallError:
+            return  # a hung or stuck lane: the verdict says so
+        except ChipError as error:
+            if str(error) != watch.vnpu_error:
+                log.warning(
+                    "cannot read the vNPUs of %s: %s; keeping what was known (%s)",
+                    chip.label,
+                    error,
+                    "nothing yet: the chip is not offered healthy" if state.vnpus is None else "as before",
+                    extra={"chip": chip.phy_id, "error": str(error)},
+                )
+            watch.vnpu_error = str(error)
+            return
+        watch.vnpu_error = ""
+        if self.inventory.set_vnpus(chip.phy_id, tuple(vnpus)):
+            _log_vnpu_change(chip, state.vnpus, tuple(vnpus))
 
     def _decide(self, watch: _Watch) -> None:
         """Judge the chip from what is known now and record the verdict."""
@@ -252,3 +285,30 @@ class HealthMonitor:
             log.info("%s is healthy%s", name, " again" if old.health.known else "", extra=extra)
         else:
             log.warning("%s is unhealthy: %s", name, verdict.reason, extra=extra)
+
+
+def _named(vnpus: Iterable[VdevInfo]) -> str:
+    return ", ".join(f"{vnpu.vdev_id} ({vnpu.template})" for vnpu in vnpus) or "none"
+
+
+def _log_vnpu_change(chip: Chip, old: tuple[VdevInfo, ...] | None, new: tuple[VdevInfo, ...]) -> None:
+    """One line per change of a chip's split: what it carries now, what appeared, what went."""
+    extra = {"chip": chip.phy_id, "vnpus": [vnpu.vdev_id for vnpu in new]}
+    if old is None:
+        if new:
+            log.info("%s carries vNPUs %s", chip.label, _named(new), extra=extra)
+        return
+    before = {(vnpu.vdev_id, vnpu.template) for vnpu in old}
+    after = {(vnpu.vdev_id, vnpu.template) for vnpu in new}
+    appeared = [vnpu for vnpu in new if (vnpu.vdev_id, vnpu.template) not in before]
+    gone = [vnpu for vnpu in old if (vnpu.vdev_id, vnpu.template) not in after]
+    if not appeared and not gone:
+        return  # only a figure such as in_use moved
+    log.info(
+        "%s: vNPUs changed: appeared %s; gone %s; now %s",
+        chip.label,
+        _named(appeared),
+        _named(gone),
+        _named(new),
+        extra=extra,
+    )

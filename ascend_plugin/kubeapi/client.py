@@ -62,6 +62,7 @@ RESOURCE_CLAIMS = Resource("resourceclaims", "resource_claim", namespaced=True, 
 
 # The client's API class of each group we use.
 _API_CLASSES: Mapping[str, Any] = {"": CoreV1Api, "resource.k8s.io": ResourceV1Api}
+PODS = Resource("pods", "pod", namespaced=True)
 
 # Our verbs (as RBAC names them) -> the client's method prefixes.
 _METHOD_PREFIX = {
@@ -284,11 +285,16 @@ class Kube:
         deadline: float | aiohttp.ClientTimeout,
     ) -> Any:
         """Start one request; the aiohttp response (status not checked yet)."""
-        scope = "namespaced_" if request.resource.namespaced else ""
+        prefix, kind = _METHOD_PREFIX[request.verb], request.resource.method
         api = self._apis[request.resource.group]
-        method = getattr(api, f"{_METHOD_PREFIX[request.verb]}_{scope}{request.resource.method}")
+        every_namespace = request.resource.namespaced and request.namespace is None
+        if every_namespace:  # list or watch a namespaced kind across the cluster
+            method = getattr(api, f"{prefix}_{kind}_for_all_namespaces")
+        else:
+            scope = "namespaced_" if request.resource.namespaced else ""
+            method = getattr(api, f"{prefix}_{scope}{kind}")
         args: list[object] = [request.name] if request.name else []
-        if request.resource.namespaced:
+        if request.resource.namespaced and not every_namespace:
             args.append(request.namespace)
         if body is not None:
             args.append(body)

@@ -60,11 +60,16 @@ class OfferedDevice:
     numa_node: int | None = None
 
 
+VNPUS_UNKNOWN = "its vNPUs could not be read yet, so it may be split (the log says why)"
+
+
 def chip_health(states: Sequence[ChipState]) -> tuple[bool, str]:
-    """Healthy when every chip behind a device is; otherwise the first sick chip's reason."""
+    """Healthy when every chip behind a device is and its vNPUs are known; else the first reason why not."""
     for state in states:
         if not state.healthy:
             return False, state.health.reason
+        if state.vnpus is None:
+            return False, VNPUS_UNKNOWN
     return True, ""
 
 

@@ -12,7 +12,11 @@ It behaves like the kubelet's device manager where a plugin can tell:
   old stream;
 * on :meth:`restart`, deletes every socket in the directory (not other files)
   and re-creates ``kubelet.sock``, which the file system usually gives the
-  inode number the old one had.
+  inode number the old one had;
+* drops a resource whose stream ended from the node's capacity once
+  ``stop_grace_period`` has passed without a new registration
+  (:meth:`node_capacity`; the kubelet's endpointStopGracePeriod is 5 minutes,
+  the stand-in's 0 unless given).
 
 It runs on grpcio, a different gRPC stack from the plugin's grpclib, so that
 wire-level mistakes cannot cancel out. Use it from async code through
@@ -61,9 +65,11 @@ class ResourceView:
     endpoint: str
     options: DevicePluginOptions
     devices: dict[str, str] = field(default_factory=dict)  # ID -> "Healthy" / "Unhealthy"
+    numa: dict[str, tuple[int, ...]] = field(default_factory=dict)  # ID -> NUMA nodes it reported
     updates: int = 0
     stream_open: bool = False
     stream_end: str = ""  # how the last stream ended: "" while open, "OK", or the gRPC status
+    ended_at: float | None = None  # time.monotonic() when the last stream ended
 
     @property
     def capacity(self) -> int:
@@ -99,8 +105,9 @@ class RegisterRefused(Exception):
 class KubeletStandIn:
     """A kubelet device manager on ``directory``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, stop_grace_period: float = 0.0) -> None:
         self.directory = directory
+        self.stop_grace_period = stop_grace_period
         self.socket = directory / KUBELET_SOCKET
         self.resources: dict[str, ResourceView] = {}
         self.registrations: list[Registration] = []
@@ -235,6 +242,11 @@ class KubeletStandIn:
         try:
             for message in stream:
                 with self._changed:
+                    view.numa = {
+                        device.id: tuple(node.id for node in device.topology.nodes)
+                        for device in message.devices
+                        if device.topology is not None
+                    }
                     view.devices = {
                         device.id: device.health
                         for device in message.devices
@@ -249,6 +261,7 @@ class KubeletStandIn:
             view.devices = dict.fromkeys(view.devices, "Unhealthy")
             view.stream_open = False
             view.stream_end = end
+            view.ended_at = time.monotonic()
             self._changed.notify_all()
 
     def _end_stream(self, resource_name: str) -> None:
@@ -303,6 +316,20 @@ class KubeletStandIn:
                 if remaining <= 0:
                     raise TimeoutError(f"kubelet stand-in: not within {timeout:g} s: {what or condition}")
                 self._changed.wait(remaining)
+
+    def node_capacity(self) -> dict[str, int]:
+        """The extended resources the node's status would list, with their capacity.
+
+        A resource whose plugin ended its stream stays (all its devices
+        unhealthy) for ``stop_grace_period`` seconds, then leaves, as the
+        kubelet's device manager drops it.
+        """
+        now = time.monotonic()
+        return {
+            name: view.capacity
+            for name, view in self.resources.items()
+            if view.stream_open or view.ended_at is None or now - view.ended_at < self.stop_grace_period
+        }
 
     def health(self, resource_name: str) -> dict[str, str]:
         """The devices of a resource and their health, as last listed."""

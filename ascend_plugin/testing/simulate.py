@@ -5,22 +5,29 @@ gRPC server on a unix socket in a temporary directory, the kubelet stand-in
 (grpcio) registering it, listing devices and allocating them, a fault written
 into the fake node's scenario file, a kubelet restart. The timeline printed
 is what an operator would see from the kubelet's side.
+
+The default demo then shows placement on a second node: two Atlas 300I cards,
+where a 2-NPU pod gets two chips of one card. ``--share-count N`` and ``--vnpu
+static`` play other timelines on the same stage
+(:mod:`ascend_plugin.testing.simulate_splits`): the board's chip shared N times,
+or an Atlas 300I Duo split into vNPUs.
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.to_thread
+from pydantic import ValidationError
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.settings import Settings
+from ascend_plugin.settings import Settings, describe_validation_error
+from ascend_plugin.testing.scenario_writer import write_scenario
 
 RESOURCE = "huawei.com/Ascend310"
 DEVICE = "Ascend310-0"
@@ -43,43 +50,117 @@ def _scenario(fault_codes: list[str]) -> dict[str, Any]:
 
 
 def _write_scenario(path: Path, fault_codes: list[str]) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(_scenario(fault_codes)), encoding="utf-8")
-    temporary.replace(path)  # atomic: the plugin never reads half a file
+    write_scenario(path, _scenario(fault_codes))
 
 
-def simulate(out: Callable[[str], None] = print) -> int:
-    """Run the demo; return 0 when every step happened as expected."""
+def simulate(
+    out: Callable[[str], None] = print, share_count: int = 1, vnpu: Literal["static", "off"] = "off"
+) -> int:
+    """Run the demo; return 0 when every step happened as expected.
+
+    ``share_count`` > 1 shares the board's chip; ``vnpu="static"`` plays a 300I Duo split into vNPUs.
+    """
     try:
         from ascend_plugin.testing.kubelet_standin import KubeletStandIn
     except ImportError:
         out("simulate needs grpcio for its kubelet stand-in: pip install 'ascend-device-plugin[demo]'")
         return 1
+    from ascend_plugin.testing import simulate_splits
+
+    if vnpu == "static":
+        scenario_of: dict[str, Any] = simulate_splits.DUO
+        device_nodes: tuple[str, ...] = simulate_splits.DUO_NODES
+        timeline = simulate_splits.vnpus
+    else:
+        scenario_of, device_nodes = _scenario([]), HOST_DEVICE_NODES
+        timeline = simulate_splits.shares if share_count > 1 else _timeline
     with tempfile.TemporaryDirectory(prefix="ascend-simulate-") as tmp:
         root = Path(tmp)
         plugin_dir = root / "device-plugins"
         host = root / "host"
         (host / "dev").mkdir(parents=True)
-        for node in HOST_DEVICE_NODES:
+        for node in device_nodes:
             (host / "dev" / node).touch()
         (host / "usr/local/Ascend/driver").mkdir(parents=True)
         scenario = root / "node.json"
-        _write_scenario(scenario, [])
+        write_scenario(scenario, scenario_of)
         kubelet = KubeletStandIn(plugin_dir)
         kubelet.start()
         try:
-            settings = Settings(
-                backend="fake",
-                fake_scenario=scenario,
-                device_plugin_path=plugin_dir,
-                host_root=host,
-                allocate_mode="device",
-                health_interval=0.2,
-                log_level="WARNING",
-            )
-            return anyio.run(_timeline, settings, kubelet, scenario, out)
+            settings = _settings(scenario, plugin_dir, host, "device", share_count=share_count, vnpu=vnpu)
+            code: int = anyio.run(timeline, settings, kubelet, scenario, out)
+            if code != 0:
+                return code
+        except ValidationError as error:
+            out(describe_validation_error(error))
+            return 2
         finally:
             kubelet.stop()
+        # The default demo goes on to a second node, where placement shows.
+        return _placement(root / "cards", out) if timeline is _timeline else 0
+
+
+def _settings(
+    scenario: Path, plugin_dir: Path, host: Path, mode: Literal["device", "runtime"], **extra: Any
+) -> Settings:
+    """A plugin on the fake backend, as the demo runs it."""
+    return Settings(
+        backend="fake",
+        fake_scenario=scenario,
+        device_plugin_path=plugin_dir,
+        host_root=host,
+        allocate_mode=mode,
+        health_interval=0.2,
+        log_level="WARNING",
+        **extra,
+    )
+
+
+# Two Atlas 300I cards (four Ascend 310 each) in PCIe slots 5 and 9.
+CARDS_NODE = {"chip_name": "310", "chips": [{"phy_id": p, "card_id": 5 if p < 4 else 9} for p in range(8)]}
+CARDS_RESOURCE = "huawei.com/Ascend310"
+
+
+def _placement(root: Path, out: Callable[[str], None]) -> int:
+    """A second node: the kubelet asks where a 2-chip pod should go, and gets one card's chips."""
+    from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+
+    root.mkdir()
+    scenario = root / "node.json"
+    write_scenario(scenario, CARDS_NODE)
+    kubelet = KubeletStandIn(root / "device-plugins")
+    kubelet.start()
+    try:
+        settings = _settings(scenario, root / "device-plugins", root, "runtime")
+        return anyio.run(_ask_for_two, settings, kubelet, out)
+    finally:
+        kubelet.stop()
+
+
+async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], None]) -> int:
+    app = PluginApp(settings)
+    out("")
+    out("second node: two Atlas 300I cards, Ascend310-0..3 on the card in slot 5, -4..7 in slot 9")
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(app.run)
+
+        def registered(k: Any) -> bool:
+            return CARDS_RESOURCE in k.resources and k.resources[CARDS_RESOURCE].updates > 0
+
+        await anyio.to_thread.run_sync(kubelet.wait_until, registered, TIMEOUT, "registration")
+        available = [f"Ascend310-{phy}" for phy in range(1, 8)]
+        out("Ascend310-0 is in use; a pod asks for 2 NPUs (GetPreferredAllocation over the 7 free)")
+        chosen = await anyio.to_thread.run_sync(
+            kubelet.preferred_allocation, CARDS_RESOURCE, available, [], 2
+        )
+        cards = sorted({5 if int(device.rsplit("-", 1)[1]) < 4 else 9 for device in chosen})
+        where = f"both on the card in slot {cards[0]}" if len(cards) == 1 else f"on the slots {cards}"
+        out(f"the plugin prefers {', '.join(chosen)}: {where}")
+        response = await anyio.to_thread.run_sync(kubelet.allocate, CARDS_RESOURCE, chosen)
+        envs = dict(response.container_responses[0].envs)
+        out(f"the kubelet stand-in was given {', '.join(chosen)}: {envs}")
+        app.stop()
+    return 0 if len(cards) == 1 else 1
 
 
 async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Callable[[str], None]) -> int:

@@ -52,7 +52,6 @@ def fault_event(event: Any) -> FaultEvent | None:
         code=int(fault.event_id),
         severity=int(fault.severity),
         assertion=int(fault.assertion),
-        raised_at=int(fault.alarm_raised_time),
         serial=int(fault.event_serial_num),
     )
 

@@ -314,22 +314,15 @@ class FakeLibrary:
     def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
         """The events from what ``known`` says to ``scenario``; ``known`` and the delivered set updated."""
         events = []
-        stamp = int(time.time())
         for placed in scenario.placed:
             chip, logic = placed.chip, placed.logic_id
             now, before = set(chip.fault_codes), known.get(logic, set())
-            events += [
-                FaultEvent(logic, code, chip.fault_severity, 1, stamp) for code in sorted(now - before)
-            ]
-            events += [
-                FaultEvent(logic, code, chip.fault_severity, 0, stamp) for code in sorted(before - now)
-            ]
+            events += [FaultEvent(logic, code, chip.fault_severity, 1) for code in sorted(now - before)]
+            events += [FaultEvent(logic, code, chip.fault_severity, 0) for code in sorted(before - now)]
             known[logic] = now
             for event in chip.events:
                 if (logic, event.serial) not in self._delivered:
                     self._delivered.add((logic, event.serial))
                     severity = chip.event_severity(event)
-                    events.append(
-                        FaultEvent(logic, event.code, severity, event.assertion, stamp, event.serial)
-                    )
+                    events.append(FaultEvent(logic, event.code, severity, event.assertion, event.serial))
         return events

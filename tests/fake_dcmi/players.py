@@ -102,9 +102,13 @@ class CFakePlayer(ScenarioPlayer[DcmiLibrary]):
         write_scenario(self.scenario_path, scenario)
         self._missing = scenario.missing_functions()
 
-    def _new_library(self) -> DcmiLibrary:
+    def current_library(self) -> Path:
+        """The library file that plays the scenario last written (a variant when it lacks functions)."""
         hidden = self._hidden | self._missing
         if hidden not in self._variants:  # copied once: overwriting a mapped library would corrupt it
             built = build_fake_library(sorted(hidden))
             self._variants[hidden] = self._copy(built, f"lib-{built.parent.name}")
-        return DcmiLibrary(self._variants[hidden], allow_untrusted=True)
+        return self._variants[hidden]
+
+    def _new_library(self) -> DcmiLibrary:
+        return DcmiLibrary(self.current_library(), allow_untrusted=True)

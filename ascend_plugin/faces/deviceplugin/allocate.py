@@ -4,7 +4,9 @@ The kubelet sends IDs it was told of, but a restart, a stale checkpoint or a
 hand-made request can send anything. Each ID is checked before any work is
 done for it: its form, that it appears once, that the node offers it, and that
 it is healthy. A refusal names the first bad ID and why, and carries the gRPC
-status the kubelet should see.
+status the kubelet should see. A container gets at most one vNPU: the Ascend
+Docker Runtime mounts one virtual device per container (Huawei's plugin refuses
+more too), so a request for several is refused, naming them.
 """
 
 from __future__ import annotations
@@ -23,13 +25,25 @@ class AllocationRefused(Exception):
 
     def __init__(self, status: Status, kind: str, message: str) -> None:
         self.status = status
-        self.kind = kind  # empty, malformed, duplicate, unknown or unhealthy: a metrics label
+        self.kind = kind  # empty, malformed, duplicate, unknown, unhealthy or vnpus: a metrics label
         self.reason = message
         super().__init__(message)
 
 
 def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
     """The devices named, in order; AllocationRefused names the first bad ID and why."""
+    devices = known_devices(book, resource, device_ids)
+    for device in devices:
+        _check_healthy(device)
+    return devices
+
+
+def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
+    """The devices named, in order, healthy or not; AllocationRefused names the first bad ID and why.
+
+    Where a scheduler chooses the chips (:mod:`ascend_plugin.offers.assignments`),
+    the kubelet's IDs only count, and their own chips' health is beside the point.
+    """
     if not device_ids:
         raise AllocationRefused(Status.INVALID_ARGUMENT, "empty", "the request names no device IDs")
     offered = book.devices(resource)
@@ -57,9 +71,43 @@ def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -
                 "unknown",
                 f"device ID {device_id!r} is not on this node; known devices: {known}",
             )
-        if not device.healthy:
+        devices.append(device)
+    virtual = [device.id for device in devices if device.virtual]
+    if len(virtual) > 1:
+        raise AllocationRefused(
+            Status.INVALID_ARGUMENT,
+            "vnpus",
+            f"the request names {len(virtual)} vNPUs ({', '.join(virtual)}); a container can hold one "
+            "vNPU only (the Ascend runtime mounts one virtual device per container): request 1 of "
+            f"{resource}",
+        )
+    return devices
+
+
+def chosen_devices(
+    book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str
+) -> list[OfferedDevice]:
+    """The real devices a chooser named, each offered and healthy; AllocationRefused otherwise."""
+    devices = []
+    for real_id in real_ids:
+        device = book.get(resource, real_id)
+        if device is None:
+            known = ", ".join(d.id for d in book.devices(resource)) or "none"
             raise AllocationRefused(
-                Status.FAILED_PRECONDITION, "unhealthy", f"device {device_id} is unhealthy: {device.reason}"
+                Status.FAILED_PRECONDITION,
+                "chosen-unknown",
+                f"{chooser} chose {real_id!r}, which this node does not offer as {resource}; "
+                f"known devices: {known}",
             )
+        _check_healthy(device, f"{chooser} chose {real_id}, but it")
         devices.append(device)
     return devices
+
+
+def _check_healthy(device: OfferedDevice, subject: str = "") -> None:
+    if not device.healthy:
+        raise AllocationRefused(
+            Status.FAILED_PRECONDITION,
+            "unhealthy",
+            f"{subject or 'device ' + device.id} is unhealthy: {device.reason}",
+        )

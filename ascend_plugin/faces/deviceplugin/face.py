@@ -22,6 +22,7 @@ from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
 from ascend_plugin.handover.modes import Handover
+from ascend_plugin.offers.assignments import DeviceChooser
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 
@@ -72,14 +73,22 @@ class ResourceServer:
 class DevicePluginFace:
     """Serves every offered resource to the kubelet."""
 
-    def __init__(self, book: OfferBook, handover: Handover, settings: FaceSettings) -> None:
+    def __init__(
+        self,
+        book: OfferBook,
+        handover: Handover,
+        settings: FaceSettings,
+        chooser: DeviceChooser | None = None,
+    ) -> None:
         self.book = book
         self.handover = handover
         self.settings = settings
+        self.chooser = chooser  # who decides the devices of the resources it claims (Volcano mode)
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
         self._registered_listeners: list[Callable[[], None]] = []
+        self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 
     @property
     def registered(self) -> bool:
@@ -99,6 +108,8 @@ class DevicePluginFace:
         """Follow the offers until the inventory closes, then stop every server."""
         try:
             async with anyio.create_task_group() as group:
+                if self.chooser is not None:
+                    group.start_soon(self._follow_assignments, self.chooser, name="device plugin assignments")
                 version = -1
                 while not self.book.inventory.closed:
                     await self._follow(group)
@@ -123,11 +134,26 @@ class DevicePluginFace:
         for server in self.servers.values():
             server.service.notify()
 
+    async def _follow_assignments(self, chooser: DeviceChooser) -> None:
+        """Every stream looks again when a kubelet ID comes to stand for another chip."""
+        version = chooser.assignments.version
+        while True:
+            version = await chooser.assignments.wait_for_change(version)
+            for server in self.servers.values():
+                server.service.notify()
+
     def _server(self, resource: str) -> ResourceServer:
         settings = self.settings
         name = settings.socket_name if resource == settings.main_resource and settings.socket_name else None
+        chosen = self.chooser is not None and self.chooser.decides(resource)
         service = DevicePluginService(
-            resource, self.book, self.handover, self.stats, preferred_allocation=settings.preferred_allocation
+            resource,
+            self.book,
+            self.handover,
+            self.stats,
+            # The kubelet's pick does not matter when a scheduler chose the chips.
+            preferred_allocation=settings.preferred_allocation and not chosen,
+            chooser=self.chooser,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
         registrar = KubeletRegistrar(endpoint, service, resource, settings.watch_interval)
@@ -140,8 +166,9 @@ class DevicePluginFace:
             listener()
 
     async def stop(self) -> None:
-        """Stop every resource's server (shutdown)."""
-        for server in self.servers.values():
-            server.service.stop()
-        for resource in list(self.servers):
-            await self.servers.pop(resource).stop()
+        """Stop every resource's server (shutdown); a second caller waits for the first to finish."""
+        async with self._stopping:
+            for server in self.servers.values():
+                server.service.stop()
+            while self.servers:
+                await self.servers.popitem()[1].stop()

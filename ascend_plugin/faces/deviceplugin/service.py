@@ -1,4 +1,13 @@
-"""The DevicePlugin gRPC service of one resource: what the kubelet calls on that resource's socket."""
+"""The DevicePlugin gRPC service of one resource: what the kubelet calls on that resource's socket.
+
+With a :class:`~ascend_plugin.offers.assignments.DeviceChooser` that decides the
+resource (Volcano mode), Allocate hands over the devices the chooser names, not
+the kubelet's, and ListAndWatch reports each kubelet ID with the health of the
+real device behind it. The chooser may take its time (it may ask the API
+server), but it never blocks the event loop, and a refusal reaches the kubelet
+as a gRPC error, which fails the pod's admission: there is no fallback to the
+kubelet's own choice.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +20,12 @@ import anyio
 from grpclib import GRPCError
 from grpclib.const import Status
 
-from ascend_plugin.faces.deviceplugin.allocate import AllocationRefused, checked_devices
+from ascend_plugin.faces.deviceplugin.allocate import (
+    AllocationRefused,
+    checked_devices,
+    chosen_devices,
+    known_devices,
+)
 from ascend_plugin.faces.deviceplugin.convert import allocate_response
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.kubelet_api.v1beta1 import (
@@ -30,6 +44,7 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     TopologyInfo,
 )
 from ascend_plugin.kubelet_api.v1beta1 import NumaNode as NumaNodeMessage
+from ascend_plugin.offers.assignments import ChoiceRefused, DeviceChooser
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
@@ -61,11 +76,14 @@ class DevicePluginService(DevicePluginBase):
         stats: ServiceStats,
         *,
         preferred_allocation: bool = True,
+        chooser: DeviceChooser | None = None,
     ) -> None:
         self.resource = resource
         self.book = book
         self.handover = handover
         self.stats = stats
+        # The chooser of this resource's devices, if the kubelet does not choose them.
+        self.chooser = chooser if chooser is not None and chooser.decides(resource) else None
         self.options = DevicePluginOptions(
             pre_start_required=False, get_preferred_allocation_available=preferred_allocation
         )
@@ -93,14 +111,19 @@ class DevicePluginService(DevicePluginBase):
 
     def snapshot(self) -> ListAndWatchResponse:
         """Every device of the resource with its health, as the kubelet wants it."""
+        devices = self.book.devices(self.resource)
+        if self.chooser is None:
+            listed = [(device.id, device) for device in devices]
+        else:
+            listed = self.chooser.assignments.paired(self.resource, devices)
         return ListAndWatchResponse(
             devices=[
                 Device(
-                    id=device.id,
+                    id=kubelet_id,
                     health=HEALTHY if device.healthy else UNHEALTHY,
                     topology=_topology_info(device.numa_node),
                 )
-                for device in self.book.devices(self.resource)
+                for kubelet_id, device in listed
             ]
         )
 
@@ -174,14 +197,12 @@ class DevicePluginService(DevicePluginBase):
         if not message.container_requests:
             raise GRPCError(Status.INVALID_ARGUMENT, "Allocate request has no container requests")
         try:
-            checked = [
-                checked_devices(self.book, self.resource, request.devices_ids)
-                for request in message.container_requests
-            ]
-        except AllocationRefused as refused:
+            checked = [await self._devices_for(request.devices_ids) for request in message.container_requests]
+        except (AllocationRefused, ChoiceRefused) as refused:
             self.stats.allocation_errors[refused.kind] += 1
             log.warning("allocation refused: %s", refused.reason, extra={"reason": refused.reason})
-            raise GRPCError(refused.status, refused.reason) from None
+            status = refused.status if isinstance(refused, AllocationRefused) else Status.FAILED_PRECONDITION
+            raise GRPCError(status, refused.reason) from None
         response = AllocateResponse(
             container_responses=[allocate_response(self.handover.grant(devices)) for devices in checked]
         )
@@ -193,6 +214,21 @@ class DevicePluginService(DevicePluginBase):
                 extra={"devices": [device.id for device in devices], "mode": self.handover.mode.value},
             )
         return response
+
+    async def _devices_for(self, device_ids: list[str]) -> list[OfferedDevice]:
+        """What one container gets: the kubelet's devices, or the ones the chooser names for them."""
+        if self.chooser is None:
+            return checked_devices(self.book, self.resource, device_ids)
+        known_devices(self.book, self.resource, device_ids)
+        real_ids = await self.chooser.choose(self.resource, device_ids)
+        devices = chosen_devices(self.book, self.resource, real_ids, "the scheduler")
+        log.info(
+            "kubelet IDs %s stand for %s",
+            ",".join(device_ids),
+            ",".join(real_ids),
+            extra={"kubelet_ids": device_ids, "devices": list(real_ids)},
+        )
+        return devices
 
     async def pre_start_container(self, message: PreStartContainerRequest) -> PreStartContainerResponse:
         return PreStartContainerResponse()

@@ -16,8 +16,11 @@ unprefixed, so they belong to the driver's domain):
 
 What does not change while the plugin runs is worked out once per chip
 (:class:`DeviceCatalog`); health decides, at each publication, whether a chip
-is in the slice (the default: unhealthy chips leave) or in it with a taint.
-A string longer than the API allows is cut to size, with one warning.
+is in the slice (the default: unhealthy chips leave) or in it with a taint. A
+chip split into static vNPUs is never published whole (a pod given it would
+share the silicon with the vNPUs' pods), and one whose vNPUs could not be read
+yet counts as unhealthy, as for the device plugin. A string longer than the
+API allows is cut to size, with one warning.
 """
 
 from __future__ import annotations
@@ -134,6 +137,8 @@ class DeviceCatalog:
         """
         devices = []
         for state in self.inventory.chips():
+            if state.split:
+                continue
             taint = taint_of(state, self.driver)
             if taint is not None and not tainted:
                 continue

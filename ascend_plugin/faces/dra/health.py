@@ -34,7 +34,7 @@ MAX_MESSAGE: Final = 1024
 
 
 def _status(state: ChipState) -> HealthStatus:
-    if not state.health.known:
+    if not state.health.known or state.vnpus is None:
         return HealthStatus.UNKNOWN
     return HealthStatus.HEALTHY if state.healthy else HealthStatus.UNHEALTHY
 
@@ -73,6 +73,7 @@ class DeviceHealthService(DraResourceHealthBase):
                     message=state.health.reason[:MAX_MESSAGE],
                 )
                 for state in self.inventory.chips()
+                if not state.split  # its vNPUs are no devices of this driver
             ]
         )
 

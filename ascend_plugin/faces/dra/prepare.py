@@ -34,6 +34,7 @@ from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, ClaimRefused, allocated_devices
 from ascend_plugin.faces.dra.names import device_name, phy_of
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.offers.base import chip_health
 
 log = logging.getLogger(__name__)
 
@@ -202,9 +203,16 @@ class ClaimPreparer:
                 f"(it has {known})",
                 "device",
             )
-        if not state.healthy:
+        if state.split:
             raise ClaimRefused(
-                f"ResourceClaim {ref}: device {device.device} is unhealthy ({state.health.reason}); "
+                f"ResourceClaim {ref}: device {device.device} is split into vNPUs; a chip that carries "
+                "vNPUs is never given whole",
+                "device",
+            )
+        healthy, reason = chip_health([state])
+        if not healthy:
+            raise ClaimRefused(
+                f"ResourceClaim {ref}: device {device.device} is unhealthy ({reason}); "
                 "the kubelet retries, and the claim is prepared once the chip is healthy again",
                 "device",
             )

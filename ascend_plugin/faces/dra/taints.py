@@ -19,6 +19,7 @@ from typing import Final
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.inventory import ChipState
 from ascend_plugin.kubeapi.client import JsonObject
+from ascend_plugin.offers.base import chip_health
 
 NO_SCHEDULE: Final = "NoSchedule"
 NO_EXECUTE: Final = "NoExecute"
@@ -40,7 +41,7 @@ TAINT_EFFECTS: Mapping[FaultLevel, str] = MappingProxyType(
 
 def taint_of(state: ChipState, driver: str) -> JsonObject | None:
     """The taint of an unhealthy chip: ``<driver>/unhealthy``, its worst level as value; None if healthy."""
-    if state.healthy:
+    if chip_health([state])[0]:
         return None
     level = state.health.worst_level
     effect = TAINT_EFFECTS.get(level, NO_SCHEDULE)

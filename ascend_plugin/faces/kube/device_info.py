@@ -9,6 +9,9 @@ closely, yet a flapping chip must not turn into a stream of writes to etcd:
   state;
 * with no change it is rewritten every ``device_info_refresh`` seconds, so its
   UpdateTime shows readers the plugin is alive;
+* in Volcano mode the free list leaves out the chips of active pods
+  (:class:`~ascend_plugin.offers.assignments.HeldChips`), rewritten like any
+  other change when a pod starts or ends;
 * it is created when missing, and replaced with the resourceVersion last seen;
   on a conflict (someone else wrote it) it is read again and the write retried.
 
@@ -34,6 +37,7 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube, labels_of, mapping_field
 from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.retry import Retrier
+from ascend_plugin.offers.assignments import HeldChips
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,7 @@ class DeviceInfoPublisher:
         *,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        held: HeldChips | None = None,
     ) -> None:
         self.kube = kube
         self.inventory = inventory
@@ -63,6 +68,7 @@ class DeviceInfoPublisher:
         self.clock = clock
         self.wall_clock = wall_clock
         self.faults = FaultClock(wall_clock)
+        self.held = held
         self._written: DeviceInfoContent | None = None
         self._last_write = -float("inf")
         self._current: JsonObject | None = None  # the object as the server last returned it
@@ -77,6 +83,7 @@ class DeviceInfoPublisher:
         retry = Retrier(f"device-info ConfigMap {self.where}")
         version = self.inventory.version
         while not self.inventory.closed:
+            held_version = self.held.version if self.held is not None else 0
             content = self._content()
             since_write = self.clock() - self._last_write
             if content != self._written or since_write >= self.refresh:
@@ -91,12 +98,32 @@ class DeviceInfoPublisher:
                     continue
                 retry.succeeded()
             with anyio.move_on_after(max(self._last_write + self.refresh - self.clock(), 0.0)):
-                version = await self.inventory.wait_for_change(version)
+                version = await self._wait_for_change(version, held_version)
+
+    async def _wait_for_change(self, version: int, held_version: int) -> int:
+        """The inventory's version once it changed from ``version`` or the held chips from theirs."""
+        held = self.held
+        if held is None:
+            return await self.inventory.wait_for_change(version)
+        async with anyio.create_task_group() as group:
+
+            async def inventory_changed() -> None:
+                await self.inventory.wait_for_change(version)
+                group.cancel_scope.cancel()
+
+            async def held_changed() -> None:
+                await held.wait_for_change(held_version)
+                group.cancel_scope.cancel()
+
+            group.start_soon(inventory_changed)
+            group.start_soon(held_changed)
+        return self.inventory.version
 
     def _content(self) -> DeviceInfoContent:
         devices = chip_views(self.inventory)
         resource = self.inventory.table.resource_name
-        return device_info_content(devices, resource, self.faults.observe(devices))
+        held = self.held.chips if self.held is not None else frozenset()
+        return device_info_content(devices, resource, self.faults.observe(devices), held)
 
     async def _write(self, content: DeviceInfoContent) -> None:
         data = content.data(int(self.wall_clock()))

@@ -8,7 +8,9 @@ that do not fit are counted, and one summary Event says how many were dropped
 once a token is free again. Every transition is in the plugin's log regardless.
 
 Events are best effort: they queue (bounded) while the API server is away and
-are posted when it returns; the kubelet side never waits for them.
+are posted when it returns; the kubelet side never waits for them. Besides the
+transitions, a few start-up warnings (a setting ignored on this node's chips)
+are announced once each as Warning Events, outside the bucket.
 """
 
 from __future__ import annotations
@@ -126,6 +128,12 @@ class NodeEvents:
         else:
             self.dropped += 1
         self._wake.set()
+
+    def announce(self, reason: str, message: str) -> None:
+        """Queue a one-off Warning Event (a start-up warning), outside the token bucket."""
+        if len(self._queue) < QUEUE_LIMIT:
+            self._queue.append(PendingEvent(reason, "Warning", message, datetime.now(UTC)))
+            self._wake.set()
 
     async def run(self) -> None:
         """Post queued Events forever, and a summary of dropped ones when a token frees up."""

@@ -137,17 +137,23 @@ class DeviceInfoContent:
 
 
 def device_info_content(
-    devices: Iterable[ChipView], resource_name: str, first_seen: Mapping[tuple[str, int], int]
+    devices: Iterable[ChipView],
+    resource_name: str,
+    first_seen: Mapping[tuple[str, int], int],
+    held: frozenset[int] = frozenset(),
 ) -> DeviceInfoContent:
     """The device-info content for ``devices`` (by physical id).
 
-    ``<resource>`` lists the healthy devices. Huawei lists only the healthy
-    devices no pod holds; the plugin does not track pods, and Volcano subtracts
-    the pods it placed itself.
+    ``<resource>`` is the free list: the healthy devices no active pod holds.
+    Only Volcano mode knows which chips pods hold (``held``, physical ids, from
+    each pod's ``huawei.com/AscendReal``); otherwise every healthy chip is listed
+    and Volcano subtracts the pods it placed itself.
     """
     devices = list(devices)
     device_list = {
-        resource_name: ",".join(device.id for device in devices if device.healthy),
+        resource_name: ",".join(
+            device.id for device in devices if device.healthy and device.state.phy_id not in held
+        ),
         f"{resource_name}-Unhealthy": ",".join(device.id for device in devices if not device.healthy),
         fault_key(resource_name): go_json(
             [fault_entry(device, first_seen) for device in devices if device.faults]

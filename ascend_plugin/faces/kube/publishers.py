@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.offers.node_offers import Notice
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
@@ -34,6 +36,8 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    held: HeldChips | None = None  # Volcano mode: chips of active pods, left out of the free list
+    notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,7 @@ def _device_info(kube: Kube, inputs: KubeInputs) -> Part:
         settings.device_info_namespace,
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
+        held=inputs.held,
     ).run
 
 
@@ -96,6 +101,8 @@ def _events(kube: Kube, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.events import NodeEvents
 
     events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
+    for notice in inputs.notices:
+        events.announce(notice.reason, notice.message)
 
     async def run() -> None:
         stop_listening = inputs.inventory.on_transition(events.on_transition)

@@ -116,6 +116,13 @@ configured file lies under one). As a JSON list.
 {{- end }}
 
 {{/*
+Volcano mode: the host directory of the kubelet's PodResources socket, mounted at the same path.
+*/}}
+{{- define "ascend-device-plugin.podResourcesDir" -}}
+{{- dir (.Values.settings.podResourcesSocket | default "/var/lib/kubelet/pod-resources/kubelet.sock") }}
+{{- end }}
+
+{{/*
 serve: dra. The driver's name, the kubelet's plugin registry and the driver's own
 directory: the plugin's defaults, unless the settings say otherwise. The
 directories are mounted at the host's paths, since the kubelet dials the socket

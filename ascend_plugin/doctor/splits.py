@@ -1,0 +1,124 @@
+"""Checks of how the chips are split: static vNPUs, and the share_count setting.
+
+Both read what the plugin reads (each chip's vNPUs through VDEV_MNG) and decide
+with the plugin's own rules (:func:`ascend_plugin.offers.node_offers.plan_offers`),
+so the doctor warns and refuses exactly where the plugin would: sharing chips
+that carry vNPUs is a problem (the plugin exits with code 2), a share_count the
+node's family ignores is a warning, and so is a vNPU template without a resource
+name. It also reads the vNPUs when ``vnpu=off``: a split chip offered whole
+would give two pods the same silicon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.doctor.check import check
+from ascend_plugin.doctor.chips import CHIPS, FAMILY, INIT
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
+from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
+from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_offers
+from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
+from ascend_plugin.offers.vnpus import vnpu_resource
+from backends.errors import ChipError
+from backends.families import FamilyTable
+from backends.library import VdevInfo
+
+VNPUS = "vnpus"
+SHARE_COUNT = "share-count"
+
+
+def _described(table: FamilyTable, vnpus: Mapping[int, tuple[VdevInfo, ...]]) -> str:
+    """``Ascend310P-0: 100 vir02 -> huawei.com/Ascend310P-2c, ...``, split chips only."""
+    chips = []
+    for phy, split in sorted(vnpus.items()):
+        if split:
+            named = ", ".join(
+                f"{vnpu.vdev_id} {vnpu.template} -> "
+                + (
+                    vnpu_resource(table, VNPU_TEMPLATES[vnpu.template])
+                    if vnpu.template in VNPU_TEMPLATES
+                    else "?"
+                )
+                for vnpu in split
+            )
+            chips.append(f"{table.chip_id(phy)}: {named}")
+    return listing(chips)
+
+
+@check(VNPUS)
+async def vnpus(context: Context) -> Finding:
+    """Each chip's static vNPUs: known templates, and none on a node whose settings say there are none."""
+    table = context.table
+    if not table.static_vnpus:
+        raise NotApplicable(f"chips of the {table.family} family have no vNPUs")
+    backend = context.need(context.backend, INIT)
+    found: dict[int, tuple[VdevInfo, ...]] = {}
+    for chip in context.need(context.chips, CHIPS):
+        try:
+            found[chip.phy_id] = tuple(await context.calls.call(chip.phy_id, "vnpus", backend.vnpus, chip))
+        except (ChipError, ChipCallError) as error:
+            return Finding.problem(
+                VNPUS,
+                f"cannot read the vNPUs of {chip.label}: {error}; the plugin does not offer it healthy "
+                "until it can",
+                fix="`npu-smi info -t vnpu -i <card> -c <chip>` on the host should list them; docs/dcmi.md "
+                "explains the DCMI codes",
+            )
+    context.vnpus = found
+    split = {phy: vnpus for phy, vnpus in found.items() if vnpus}
+    if not split:
+        return Finding.ok(VNPUS, "no chip carries vNPUs: every chip is offered whole")
+    described = _described(table, split)
+    if context.settings.vnpu == "off":
+        return Finding.problem(
+            VNPUS,
+            f"vnpu=off, but chips carry vNPUs ({described}): the plugin offers these chips whole, so a pod "
+            "given one shares its silicon with the pods on its vNPUs",
+            fix=f"set {how_to_set('vnpu', 'static')}, or destroy the vNPUs (npu-smi set -t destroy-vnpu)",
+        )
+    unknown = sorted({vnpu.template for vnpus in split.values() for vnpu in vnpus} - set(VNPU_TEMPLATES))
+    if unknown:
+        return Finding.warning(
+            VNPUS,
+            f"vNPUs of template(s) {', '.join(unknown)} have no resource name and are not offered "
+            f"({described}); their chips are not offered whole either",
+            fix=f"re-create them from a template the plugin offers: {', '.join(VNPU_TEMPLATES)}",
+        )
+    return Finding.ok(
+        VNPUS, f"offered as resources of their own: {described}; these chips are not offered whole"
+    )
+
+
+@check(SHARE_COUNT)
+async def share_count(context: Context) -> Finding:
+    """share_count works on this node: a family that shares, no chip split into vNPUs."""
+    settings = context.settings
+    if settings.share_count == 1:
+        return Finding.ok(SHARE_COUNT, "share_count=1: chips are not shared")
+    context.need(context.family, FAMILY)
+    chips = context.need(context.chips, CHIPS)
+    table = context.table
+    vnpus: Mapping[int, tuple[VdevInfo, ...]] = {}
+    if settings.vnpu == "static" and table.static_vnpus:
+        vnpus = context.need(context.vnpus, VNPUS)  # what the plugin would see
+    states = [ChipState(chip, vnpus=vnpus.get(chip.phy_id, ())) for chip in chips]
+    inventory = Inventory(NodeFacts(table, "doctor"), states)
+    try:
+        plan = plan_offers(OfferSettings.from_settings(settings), inventory)
+    except SharingRefused as refused:
+        return Finding.problem(
+            SHARE_COUNT,
+            f"{refused}. The plugin exits with code 2",
+            fix=f"set {how_to_set('share_count', 1)} on this node, or destroy the vNPUs",
+        )
+    if not plan.sharing:
+        (ignored,) = plan.warnings
+        return Finding.warning(
+            SHARE_COUNT,
+            ignored.message,
+            fix=f"nothing breaks; to silence it, set {how_to_set('share_count', 1)} for this node",
+        )
+    return Finding.ok(SHARE_COUNT, " ".join(notice.message for notice in plan.notices))

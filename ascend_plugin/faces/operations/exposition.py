@@ -1,0 +1,113 @@
+"""Prometheus text format of the plugin's metrics: imported at the first scrape only.
+
+See :mod:`.metrics` for why prometheus_client waits until someone asks.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from ascend_plugin.chip_calls import lane_name
+from ascend_plugin.faces.operations.metrics_source import CallStats, KubeletCounters, MetricsSource
+
+
+def render(source: MetricsSource, calls: CallStats) -> bytes:
+    """Everything the source and the call statistics say, as exposition text."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector(source, calls))
+    return generate_latest(registry)
+
+
+class _Collector(Collector):
+    """Reads the plugin's state when Prometheus scrapes."""
+
+    def __init__(self, source: MetricsSource, calls: CallStats) -> None:
+        self.source = source
+        self.calls = calls
+
+    def collect(self) -> Iterator[Metric]:
+        source = self.source
+        health = GaugeMetricFamily(
+            "ascend_device_healthy", "1 when the device is Healthy for the kubelet, else 0", labels=["device"]
+        )
+        level = GaugeMetricFamily(
+            "ascend_device_fault_level",
+            "Worst current fault level (0 NormalNPU ... 9 ManuallySeparateNPU)",
+            labels=["device", "level"],
+        )
+        ai_cores = GaugeMetricFamily("ascend_device_ai_cores", "AI cores of the chip", labels=["device"])
+        for chip in source.chip_metrics():
+            health.add_metric([chip.device], 1.0 if chip.healthy else 0.0)
+            level.add_metric([chip.device, chip.worst_level], float(chip.worst_level_value))
+            if chip.ai_cores is not None:
+                ai_cores.add_metric([chip.device], chip.ai_cores)
+        yield from (health, level, ai_cores)
+
+        counters = source.kubelet_counters()
+        allocations = CounterMetricFamily("ascend_allocations", "Containers given devices by Allocate")
+        errors = CounterMetricFamily("ascend_allocation_errors", "Refused Allocate calls", labels=["reason"])
+        updates = CounterMetricFamily("ascend_list_and_watch_updates", "Device lists sent to the kubelet")
+        registrations = CounterMetricFamily("ascend_kubelet_registrations", "Successful Register calls")
+        allocations.add_metric([], counters.allocations)
+        for reason, count in sorted(counters.allocation_errors.items()):
+            errors.add_metric([reason], count)
+        updates.add_metric([], counters.updates_sent)
+        registrations.add_metric([], counters.registrations)
+        ready = GaugeMetricFamily("ascend_plugin_ready", "1 when registered and the driver answers")
+        ready.add_metric([], 1.0 if source.ready() else 0.0)
+        yield from (allocations, errors, updates, registrations, ready)
+        yield from _dra_counters(counters)
+
+        stuck = GaugeMetricFamily(
+            "ascend_dcmi_stuck_call_seconds",
+            "Seconds a driver call has been stuck, per call lane (node-wide or a chip)",
+            labels=["function", "lane"],
+        )
+        now = source.now()
+        for call in source.stuck_calls():
+            stuck.add_metric([call.name, lane_name(call.lane)], call.stuck_for(now))
+        abandoned = GaugeMetricFamily(
+            "ascend_dcmi_abandoned_threads", "Worker threads still inside driver calls that hung"
+        )
+        abandoned.add_metric([], float(source.abandoned_threads()))
+        yield from (stuck, abandoned)
+        yield from self._calls()
+
+    def _calls(self) -> Iterator[Metric]:
+        stats = self.calls
+        latency = HistogramMetricFamily(
+            "ascend_dcmi_call_seconds", "Latency of driver calls", labels=["function"]
+        )
+        for function, figures in sorted(stats.latency.items()):
+            cumulative = list(itertools.accumulate(figures.counts))
+            bounds = [*(f"{bound:g}" for bound in stats.buckets), "+Inf"]
+            latency.add_metric([function], list(zip(bounds, cumulative, strict=True)), figures.total)
+        errors = CounterMetricFamily(
+            "ascend_dcmi_call_errors",
+            "Failed driver calls by function and DCMI code (or timeout)",
+            labels=["function", "code"],
+        )
+        for (function, code), count in sorted(stats.errors.items()):
+            errors.add_metric([function, code], count)
+        yield from (latency, errors)
+
+
+def _dra_counters(counters: KubeletCounters) -> Iterator[Metric]:
+    """The DRA driver's claims: prepared (first time), unprepared, refused by reason."""
+    prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
+    unprepared = CounterMetricFamily("ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node")
+    errors = CounterMetricFamily(
+        "ascend_dra_prepare_errors",
+        "Claims not prepared, by reason (claim, api, device, io)",
+        labels=["reason"],
+    )
+    prepared.add_metric([], counters.claims_prepared)
+    unprepared.add_metric([], counters.claims_unprepared)
+    for reason, count in sorted(counters.prepare_errors.items()):
+        errors.add_metric([reason], count)
+    yield from (prepared, unprepared, errors)

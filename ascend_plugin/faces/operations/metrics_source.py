@@ -1,0 +1,91 @@
+"""What the metrics are made of: the state read at scrape time, and the driver calls counted as they happen.
+
+State (device health, fault levels, AI cores, counters the parts keep anyway)
+is read at scrape time through :class:`MetricsSource`, so no part updates a
+gauge on its hot path. Only driver calls are counted as they happen, into
+:class:`CallStats`: plain numbers, a histogram's buckets and error counts.
+prometheus_client itself (with the http.server and wsgiref modules it drags
+in) is imported at the first scrape (:mod:`.exposition`), not at start: an edge
+board nobody scrapes never pays for it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ascend_plugin.chip_calls import StuckCall
+
+CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class ChipMetric:
+    """One chip as the metrics show it, labelled by its whole-chip device ID."""
+
+    device: str
+    healthy: bool
+    worst_level: str
+    worst_level_value: int
+    ai_cores: float | None
+
+
+@dataclass(frozen=True)
+class KubeletCounters:
+    """What the kubelet-facing face has counted (the device plugin's, or the DRA driver's claims)."""
+
+    allocations: int = 0
+    allocation_errors: Mapping[str, int] = field(default_factory=dict)
+    updates_sent: int = 0
+    registrations: int = 0
+    claims_prepared: int = 0
+    claims_unprepared: int = 0
+    prepare_errors: Mapping[str, int] = field(default_factory=dict)
+
+
+class MetricsSource(Protocol):
+    """What the metrics read at scrape time; the app provides it."""
+
+    def chip_metrics(self) -> Sequence[ChipMetric]: ...
+
+    def kubelet_counters(self) -> KubeletCounters: ...
+
+    def ready(self) -> bool: ...
+
+    def stuck_calls(self) -> Sequence[StuckCall]: ...
+
+    def abandoned_threads(self) -> int: ...
+
+    def now(self) -> float: ...
+
+
+@dataclass
+class Latency:
+    """One function's call latencies: a count per bucket (the last is +Inf), their sum and number."""
+
+    counts: list[int]
+    total: float = 0.0
+    calls: int = 0
+
+
+class CallStats:
+    """Latency and failures of driver calls, by function (and DCMI code, or timeout)."""
+
+    def __init__(self, buckets: Sequence[float] = CALL_BUCKETS) -> None:
+        self.buckets = tuple(buckets)
+        self.latency: dict[str, Latency] = {}
+        self.errors: collections.Counter[tuple[str, str]] = collections.Counter()
+
+    def observe(self, function: str, seconds: float, outcome: str) -> None:
+        """ChipCalls observer: latency always, errors by code."""
+        latency = self.latency.get(function)
+        if latency is None:
+            latency = self.latency[function] = Latency([0] * (len(self.buckets) + 1))
+        latency.counts[bisect.bisect_left(self.buckets, seconds)] += 1
+        latency.total += seconds
+        latency.calls += 1
+        if outcome != "ok":
+            self.errors[function, outcome] += 1

@@ -1,0 +1,109 @@
+"""Which pod an Allocate of n chips is for: Volcano's rules, as a pure function of the node's pods.
+
+The kubelet does not say which pod it admits, so the plugin infers it as
+Huawei's does: among this node's pods that wait for exactly n chips of the
+resource, the one Volcano predicated first. A candidate
+
+* is not Succeeded or Failed, not being deleted, and not refused by the kubelet
+  (``UnexpectedAdmissionError``, a failed PreStartContainer check);
+* requests the resource in its containers' limits;
+* carries Volcano's annotation ``<resource>`` naming exactly n chips;
+* has a ``predicate-time`` other than :data:`~.pods.CONSUMED` (missing or
+  malformed counts as that): it was not served yet;
+* (beyond Huawei's rules) does not hold devices already: no
+  ``huawei.com/AscendReal``, and not listed by the kubelet's PodResources API.
+
+Every other pod that asks for the resource or carries its annotation is a near
+miss, with the first rule it fails, so a refusal can say why each was passed over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from dataclasses import dataclass
+
+from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
+
+MAX_NAMED = 10  # near misses a refusal names; the rest are counted
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A pod that was passed over, and why."""
+
+    pod: str
+    why: str
+
+    def __str__(self) -> str:
+        return f"{self.pod}: {self.why}"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The chosen pod (None when there is none) and the pods passed over."""
+
+    pod: Pod | None
+    near_misses: tuple[NearMiss, ...]
+
+    def describe_misses(self) -> str:
+        """The near misses for a message: at most MAX_NAMED, then how many more."""
+        if not self.near_misses:
+            return "no pod on this node asks for it or carries its annotation"
+        named = "; ".join(str(miss) for miss in self.near_misses[:MAX_NAMED])
+        more = len(self.near_misses) - MAX_NAMED
+        return named + (f"; and {more} more" if more > 0 else "")
+
+
+def passed_over(pod: Pod, resource: str, count: int, consumed: bool, holds: bool) -> str:
+    """Why ``pod`` is no candidate for ``count`` chips of ``resource``; empty when it is one."""
+    if not pod.active:
+        return f"phase {pod.phase}"
+    if pod.deleting:
+        return "being deleted"
+    if failed := pod.failed_admission:
+        return failed
+    if pod.limits.get(resource, 0) <= 0:
+        return f"requests no {resource} in its limits"
+    chosen = pod.chosen(resource)
+    if chosen is None:
+        return f"no {resource} annotation (Volcano has not placed it)"
+    if len(chosen) != count:
+        return f"its {resource} annotation names {len(chosen)} chip(s), the request is for {count}"
+    if consumed or pod.predicate_time == CONSUMED:
+        raw = pod.annotations.get(PREDICATE_TIME)
+        if consumed or raw == str(CONSUMED):
+            return "already served (predicate-time consumed)"
+        return f"no valid predicate-time ({'missing' if raw is None else repr(raw[:40])})"
+    if holds or pod.real is not None:
+        return "already holds devices"
+    return ""
+
+
+def select(
+    pods: Iterable[Pod],
+    resource: str,
+    count: int,
+    *,
+    consumed: Callable[[Pod], bool] = lambda pod: False,
+    holding: Collection[str] = (),
+) -> Selection:
+    """The pod an Allocate of ``count`` chips is for, and the near misses.
+
+    ``consumed`` says whether this plugin served a pod already (its mark may not
+    have reached the API server yet); ``holding`` are the keys of pods the
+    kubelet lists as holding devices of ``resource``. Ties of predicate-time go
+    to the pod named first in namespace/name order, so the choice is a function
+    of the pods, not of the order they are listed in.
+    """
+    candidates: list[Pod] = []
+    misses: list[NearMiss] = []
+    for pod in sorted(pods, key=lambda p: p.key):
+        if pod.limits.get(resource, 0) <= 0 and pod.chosen(resource) is None:
+            continue  # nothing to do with this resource
+        why = passed_over(pod, resource, count, consumed(pod), pod.key in holding)
+        if why:
+            misses.append(NearMiss(pod.key, why))
+        else:
+            candidates.append(pod)
+    chosen = min(candidates, key=lambda pod: pod.predicate_time, default=None)
+    return Selection(chosen, tuple(misses))

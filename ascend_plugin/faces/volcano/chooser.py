@@ -1,0 +1,125 @@
+"""VolcanoChooser: the real chips for an Allocate, from the pod Volcano bound for it.
+
+Selection is serialized: one choice at a time, so two Allocates never take the
+same pod. Three attempts a second apart: the first two read the watch cache,
+the last lists from the API server (the one time the kubelet's path waits for
+the API server: without the pod there is nothing correct to hand over). The
+chosen pod is marked consumed in the cache at once and its ``predicate-time``
+patch queued, so an API server that is away delays nothing the cache can answer.
+No candidate is a refusal naming the resource, the count and every near miss;
+the kubelet then fails the pod's admission, as with Huawei's plugin. A request
+for every chip of the node needs no lookup.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+import anyio
+
+from ascend_plugin.faces.volcano.candidates import Selection, select
+from ascend_plugin.faces.volcano.patcher import PodPatcher
+from ascend_plugin.faces.volcano.pod_cache import PodCache
+from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
+from ascend_plugin.faces.volcano.served import Served, ServedPods
+from ascend_plugin.kubeapi.errors import KubeError
+from ascend_plugin.offers.assignments import Assignments, ChoiceRefused
+from ascend_plugin.offers.book import OfferBook
+
+log = logging.getLogger(__name__)
+
+ATTEMPTS = 3
+ATTEMPT_INTERVAL = 1.0  # seconds between attempts
+
+
+class VolcanoChooser:
+    """Names the chips Volcano chose, for Allocates of the node's whole-chip resource."""
+
+    def __init__(
+        self,
+        resource: str,
+        book: OfferBook,
+        pods: PodCache,
+        *,
+        patcher: PodPatcher,
+        served: ServedPods,
+        assignments: Assignments,
+        holders: set[str] | None = None,
+        interval: float = ATTEMPT_INTERVAL,
+    ) -> None:
+        self.resource = resource
+        self.book = book
+        self.pods = pods
+        self.patcher = patcher
+        self.served = served
+        self._assignments = assignments
+        # Keys of pods the kubelet lists as holding this resource (kept current by the annotation writer).
+        self.holders: set[str] = holders if holders is not None else set()
+        self.interval = interval
+        self.on_served: Callable[[], None] = lambda: None  # the annotation writer's wake-up
+        self._lock = anyio.Lock()
+
+    @property
+    def assignments(self) -> Assignments:
+        return self._assignments
+
+    def decides(self, resource: str) -> bool:
+        return resource == self.resource
+
+    async def choose(self, resource: str, kubelet_ids: Sequence[str]) -> tuple[str, ...]:
+        order = {device.id: index for index, device in enumerate(self.book.devices(resource))}
+        ids = sorted(kubelet_ids, key=lambda device_id: order.get(device_id, len(order)))
+        if len(ids) == len(order):
+            log.info("Allocate of every %s chip of the node: no lookup", resource)
+            self._assignments.record(resource, ids, ids)
+            return tuple(ids)
+        async with self._lock:
+            pod = await self._find(resource, len(ids))
+            self.pods.consume(pod)
+            self.patcher.want(pod, {PREDICATE_TIME: str(CONSUMED)})
+        chosen = pod.chosen(resource) or ()
+        unknown = [chip for chip in chosen if chip not in order]
+        if unknown or len(set(chosen)) != len(chosen):
+            problem = f"names {', '.join(unknown)}, not on this node" if unknown else "names a chip twice"
+            raise ChoiceRefused(
+                "chosen-unknown",
+                f"pod {pod.key} was chosen for {len(ids)} {resource} chip(s), but its {resource} annotation "
+                f"{pod.annotations.get(resource, '')!r} {problem} (devices: {', '.join(order)})",
+            )
+        real = sorted(chosen, key=order.__getitem__)
+        self._assignments.record(resource, ids, real)
+        self.served.add(Served(pod, tuple(ids), tuple(real)))
+        self.on_served()
+        log.info(
+            "Volcano chose %s for pod %s (predicate-time %d)",
+            ",".join(real),
+            pod.key,
+            pod.predicate_time,
+            extra={"pod": pod.key, "devices": real, "kubelet_ids": ids},
+        )
+        return tuple(real)
+
+    async def _find(self, resource: str, count: int) -> Pod:
+        list_error = ""
+        selection = Selection(None, ())
+        for attempt in range(1, ATTEMPTS + 1):
+            pods = self.pods.pods()
+            if attempt == ATTEMPTS:
+                try:
+                    pods = await self.pods.list_fresh()
+                    list_error = ""
+                except KubeError as error:
+                    list_error = str(error)
+            selection = select(pods, resource, count, consumed=self.pods.consumed, holding=self.holders)
+            if selection.pod is not None:
+                return selection.pod
+            log.debug("no pod for %d %s chip(s) (attempt %d)", count, resource, attempt)
+            if attempt < ATTEMPTS:
+                await anyio.sleep(self.interval)
+        where = f"; listing from the API server failed: {list_error}" if list_error else ""
+        raise ChoiceRefused(
+            "no-candidate",
+            f"Volcano mode: no pod on node {self.pods.node_name} is waiting for {count} {resource} chip(s) "
+            f"after {ATTEMPTS} attempts{where}. Passed over: {selection.describe_misses()}",
+        )

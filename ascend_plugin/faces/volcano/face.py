@@ -1,0 +1,152 @@
+"""VolcanoFace: Volcano mode's parts, wired, and the way they run.
+
+The chooser exists from the start, so the device-plugin face can be given it
+before it registers; until the pod cache has listed the node's pods, a choice
+finds its pod on the last attempt's list from the API server. Running, the face
+connects to the API server (retrying with backoff), reads the node's InternalIP
+for the rank table, and runs the pod cache, the patcher and the annotation
+writer side by side, each supervised.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.faces.volcano.annotations import AnnotationWriter
+from ascend_plugin.faces.volcano.chooser import VolcanoChooser
+from ascend_plugin.faces.volcano.patcher import PodPatcher
+from ascend_plugin.faces.volcano.pod_cache import PodCache
+from ascend_plugin.faces.volcano.pod_resources import PodResourcesClient
+from ascend_plugin.faces.volcano.rank_table import DeviceIps, rank_table_wanted
+from ascend_plugin.faces.volcano.served import ServedPods
+from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.client import NODES, Kube, connect, mapping_field, string_field
+from ascend_plugin.kubeapi.errors import KubeError
+from ascend_plugin.kubeapi.retry import Retrier
+from ascend_plugin.offers.assignments import Assignments, HeldChips
+from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.resilience import supervise
+from ascend_plugin.settings import Settings
+from backends.backend import ChipBackend
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class VolcanoSettings:
+    """What Volcano mode needs of the settings."""
+
+    node_name: str
+    kubeconfig: Path | None
+    pod_resources_socket: Path
+    host_ip: str  # the downward API's status.hostIP: the rank table's host_ip if the Node says none
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> VolcanoSettings:
+        assert settings.node_name is not None  # Settings refuses volcano without it
+        return cls(
+            settings.node_name, settings.kubeconfig, settings.pod_resources_socket, settings.host_ip or ""
+        )
+
+
+@dataclass(frozen=True)
+class ChipAccess:
+    """How the face reaches the chips' own facts (device IPs for the rank table)."""
+
+    calls: ChipCalls
+    backend: ChipBackend
+
+
+class VolcanoFace:
+    """The chooser, the pod cache, the patcher and the annotation writer of one node."""
+
+    def __init__(
+        self,
+        settings: VolcanoSettings,
+        book: OfferBook,
+        inventory: Inventory,
+        *,
+        chips: ChipAccess,
+        assignments: Assignments,
+        held: HeldChips,
+    ) -> None:
+        self.settings = settings
+        self.resource = inventory.table.resource_name
+        self.pods = PodCache(settings.node_name)
+        self.patcher = PodPatcher()
+        self.served = ServedPods()
+        self.pod_resources = PodResourcesClient(settings.pod_resources_socket)
+        self.chooser = VolcanoChooser(
+            self.resource, book, self.pods, patcher=self.patcher, served=self.served, assignments=assignments
+        )
+        device_ips = (
+            DeviceIps(chips.calls, chips.backend, inventory) if rank_table_wanted(inventory) else None
+        )
+        self.writer = AnnotationWriter(
+            self.chooser,
+            pod_resources=self.pod_resources,
+            held=held,
+            device_ips=device_ips,
+            host_ip=settings.host_ip,
+        )
+        self.chooser.on_served = self.writer.wake
+        self.book = book
+
+    async def run(self) -> None:
+        """Connect, then follow the node's pods and keep their annotations until cancelled."""
+        kube = await self._connect()
+        try:
+            self.writer.host_ip = await self._host_ip(kube)
+            await self._check_allocatable()
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(supervise, "volcano pod cache", lambda: self.pods.run(kube))
+                tasks.start_soon(supervise, "volcano pod patches", lambda: self.patcher.run(kube))
+                tasks.start_soon(supervise, "volcano annotations", self.writer.run)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await kube.close()
+
+    async def _connect(self) -> Kube:
+        retry = Retrier("Volcano mode's Kubernetes client")
+        while True:
+            try:
+                return await connect(self.settings.kubeconfig)
+            except KubeError as error:
+                await retry.failed(error)
+
+    async def _host_ip(self, kube: Kube) -> str:
+        """The node's InternalIP, else the downward API's host IP."""
+        try:
+            node = await kube.get(NODES, self.settings.node_name)
+        except KubeError as error:
+            log.warning(
+                "cannot read node %s (%s): the rank table's host_ip is HOST_IP",
+                self.settings.node_name,
+                error,
+            )
+            return self.settings.host_ip
+        addresses = mapping_field(node, "status").get("addresses")
+        for address in addresses if isinstance(addresses, list) else []:
+            if isinstance(address, dict) and string_field(address, "type") == "InternalIP":
+                return string_field(address, "address")
+        log.warning("node %s has no InternalIP: the rank table's host_ip is HOST_IP", self.settings.node_name)
+        return self.settings.host_ip
+
+    async def _check_allocatable(self) -> None:
+        """Say so when the kubelet knows device IDs of the resource that this plugin does not offer."""
+        allocatable = await self.pod_resources.allocatable()
+        if allocatable is None:
+            return
+        offered = {device.id for device in self.book.devices(self.resource)}
+        strangers = sorted(set(allocatable.get(self.resource, ())) - offered)
+        if strangers:
+            log.warning(
+                "the kubelet lists %s device IDs this plugin does not offer: %s (left from another plugin?)",
+                self.resource,
+                ", ".join(strangers),
+            )

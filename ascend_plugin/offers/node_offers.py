@@ -1,0 +1,153 @@
+"""The node's offers, chosen once at start from the settings and the chips found.
+
+One place decides how this node's chips are offered, so the plugin and
+``doctor`` come to the same answer:
+
+* whole chips, or, with ``share_count`` N > 1 on a family whose driver shares
+  chips (310B, 310P), each chip N times (:class:`~ascend_plugin.offers.shares.Shares`);
+  on other families the setting is ignored, as Huawei's plugin does, so that one
+  chart value across a mixed cluster never takes chips away: the chips are offered
+  whole and a warning :class:`Notice` says so (logged, posted as a node Event,
+  reported by ``doctor``);
+* with ``vnpu=static`` on a family with vNPUs (310P, 910), the static vNPUs
+  (:class:`~ascend_plugin.offers.vnpus.StaticVnpus`); a chip that carries some is
+  then neither offered whole nor shared.
+
+Sharing a chip that carries vNPUs is refused (:class:`SharingRefused`, which the
+plugin turns into exit code 2), as Huawei's plugin refuses it. The plugin cannot
+see whether the driver's device-share mode is on (Huawei does not ask either), so
+sharing comes with an informational notice giving the ``npu-smi`` command per chip.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+from ascend_plugin.offers.base import Offer
+from ascend_plugin.offers.shares import Shares
+from ascend_plugin.offers.vnpus import StaticVnpus
+from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.settings import Settings, how_to_set
+from backends.families import FAMILIES
+
+SHARE_COUNT_IGNORED = "ShareCountIgnored"
+DEVICE_SHARE_NEEDED = "DeviceShareNeeded"
+_LISTED = 8  # chips named in one message
+
+
+@dataclass(frozen=True)
+class OfferSettings:
+    """The settings that choose the offers."""
+
+    share_count: int = 1
+    vnpu: Literal["static", "off"] = "static"
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> OfferSettings:
+        return cls(settings.share_count, settings.vnpu)
+
+
+@dataclass(frozen=True)
+class Notice:
+    """Something about the node's offers an operator should hear of once, at start.
+
+    ``level`` is the log level; warnings are also posted as an Event on the node
+    (``reason`` is the Event's reason) and reported by ``doctor``.
+    """
+
+    reason: str
+    message: str
+    level: int = logging.WARNING
+
+
+@dataclass(frozen=True)
+class OfferPlan:
+    """The offers the node's OfferBook is built from, and what to tell the operator about them."""
+
+    offers: tuple[Offer, ...]
+    notices: tuple[Notice, ...] = ()
+    sharing: bool = False  # each chip is offered share_count times
+
+    @property
+    def warnings(self) -> tuple[Notice, ...]:
+        """The notices worth a node Event."""
+        return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
+
+
+class SharingRefused(Exception):
+    """share_count asks to share chips that carry vNPUs; the message names both settings and the chips."""
+
+
+def plan_offers(settings: OfferSettings, inventory: Inventory) -> OfferPlan:
+    """The node's offers; SharingRefused when sharing meets chips that carry vNPUs."""
+    table = inventory.table
+    chips = inventory.chips()
+    notices: list[Notice] = []
+    sharing = settings.share_count > 1 and table.device_share
+    if settings.share_count > 1 and not table.device_share:
+        notices.append(_share_count_ignored(settings.share_count, inventory))
+    offers: list[Offer] = []
+    if sharing:
+        split = [state for state in chips if state.split]
+        if split:
+            raise SharingRefused(_sharing_refused(settings, inventory, split))
+        offers.append(Shares(settings.share_count))
+        notices.append(_device_share_needed(settings.share_count, chips))
+    else:
+        offers.append(WholeChips())
+    if settings.vnpu == "static" and table.static_vnpus:
+        offers.append(StaticVnpus())
+    return OfferPlan(tuple(offers), tuple(notices), sharing)
+
+
+def sharing_families() -> str:
+    """The families whose driver shares chips, e.g. ``310P, 310B``."""
+    return ", ".join(table.family for table in FAMILIES if table.device_share)
+
+
+def _chips(inventory: Inventory, states: Sequence[ChipState]) -> str:
+    names = [inventory.table.chip_id(state.phy_id) for state in states]
+    more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
+    kinds = ", ".join(sorted({state.chip.info.chip_name for state in states}))
+    return f"{', '.join(names[:_LISTED])}{more} ({kinds})"
+
+
+def _share_count_ignored(count: int, inventory: Inventory) -> Notice:
+    table = inventory.table
+    return Notice(
+        SHARE_COUNT_IGNORED,
+        f"{how_to_set('share_count', count)} is ignored on this node: its chips "
+        f"{_chips(inventory, inventory.chips())} are of family {table.family}, whose driver does not "
+        f"share a chip; only {sharing_families()} do. The chips are offered whole, as "
+        f"{table.resource_name}",
+    )
+
+
+def _device_share_needed(count: int, chips: Sequence[ChipState]) -> Notice:
+    commands = sorted({(state.chip.card_id, state.chip.device_id) for state in chips})
+    shown = "; ".join(
+        f"npu-smi set -t device-share -i {card} -c {chip} -d 1" for card, chip in commands[:_LISTED]
+    )
+    more = f" (and {len(commands) - _LISTED} more chips)" if len(commands) > _LISTED else ""
+    return Notice(
+        DEVICE_SHARE_NEEDED,
+        f"share_count={count}: each chip is offered {count} times; pods can share a chip only while "
+        f"the driver's device-share mode is on, which the plugin cannot check. Turn it on per chip on "
+        f"the host: {shown}{more}",
+        logging.INFO,
+    )
+
+
+def _sharing_refused(settings: OfferSettings, inventory: Inventory, split: Sequence[ChipState]) -> str:
+    vnpus = ", ".join(f"{vnpu.vdev_id} ({vnpu.template})" for state in split for vnpu in state.vnpus or ())
+    return (
+        f"share_count={settings.share_count} (--share-count, ASCEND_DP_SHARE_COUNT, Helm "
+        f"settings.shareCount) would share chips that carry vNPUs (vnpu={settings.vnpu}: vNPUs "
+        f"{vnpus} on {_chips(inventory, split)}); a chip split into vNPUs cannot also be shared "
+        f"(Huawei's plugin refuses this too). Set {how_to_set('share_count', 1)} on this node, or "
+        f"destroy the vNPUs (npu-smi set -t destroy-vnpu)"
+    )

@@ -1,0 +1,89 @@
+"""Static vNPUs: every vNPU an operator carved out of a chip, as a device of its template's resource.
+
+Huawei's ``presetVirtualDevice``: the plugin creates and destroys nothing, it
+offers the vNPUs the driver lists (``npu-smi set -t create-vnpu``), each under
+the resource of its template (:mod:`ascend_plugin.offers.vnpu_templates`):
+``huawei.com/Ascend310P-2c`` with IDs ``<prefix>-<suffix>-<vdev>-<phy>``
+(``Ascend310P-2c-100-0``). A container gets ``/dev/vdavinci<vdev>`` as
+``/dev/davinci<vdev>``, or ``ASCEND_VISIBLE_DEVICES=<vdev>`` with
+``ASCEND_RUNTIME_OPTIONS=VIRTUAL``. A vNPU's health is its chip's, and its
+topology unit and NUMA node are its chip's too.
+
+The list follows the inventory, which re-reads each chip's vNPUs every poll: a
+vNPU the driver no longer lists leaves its resource, and a resource left without
+devices goes away with its socket.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+from ascend_plugin.offers.base import DeviceNode, IdForm, OfferedDevice, chip_health
+from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
+from backends.families import FamilyTable
+from backends.library import VdevInfo
+
+log = logging.getLogger(__name__)
+
+
+def vnpu_node(vdev_id: int) -> DeviceNode:
+    """The vNPU's node: the host's ``/dev/vdavinci<vdev>``, seen as ``/dev/davinci<vdev>`` inside."""
+    return DeviceNode(f"/dev/vdavinci{vdev_id}", f"/dev/davinci{vdev_id}")
+
+
+def vnpu_resource(table: FamilyTable, suffix: str) -> str:
+    """``huawei.com/Ascend310P`` and ``2c`` -> ``huawei.com/Ascend310P-2c``."""
+    return f"{table.resource_name}-{suffix}"
+
+
+class StaticVnpus:
+    """Every vNPU with a known template as one device of that template's resource."""
+
+    def __init__(self) -> None:
+        self._skipped: set[str] = set()  # templates outside the table, already warned of
+
+    def devices(self, inventory: Inventory) -> list[OfferedDevice]:
+        table = inventory.table
+        devices = []
+        for state in inventory.chips():
+            for vnpu in state.vnpus or ():
+                suffix = VNPU_TEMPLATES.get(vnpu.template)
+                if suffix is None:
+                    self._skip(table, state, vnpu)
+                    continue
+                devices.append(self._device(table, state, vnpu, suffix))
+        return devices
+
+    def _skip(self, table: FamilyTable, state: ChipState, vnpu: VdevInfo) -> None:
+        if vnpu.template in self._skipped:
+            return
+        self._skipped.add(vnpu.template)
+        log.warning(
+            "vNPU %d on %s has template %r, which has no resource name: it is not offered (known "
+            "templates: %s)",
+            vnpu.vdev_id,
+            table.chip_id(state.phy_id),
+            vnpu.template,
+            ", ".join(VNPU_TEMPLATES),
+            extra={"template": vnpu.template, "vnpu": vnpu.vdev_id, "chip": state.phy_id},
+        )
+
+    @staticmethod
+    def _device(table: FamilyTable, state: ChipState, vnpu: VdevInfo, suffix: str) -> OfferedDevice:
+        prefix = f"{table.device_id_prefix}-{suffix}"
+        healthy, reason = chip_health([state])
+        return OfferedDevice(
+            id=f"{prefix}-{vnpu.vdev_id}-{state.phy_id}",
+            resource=vnpu_resource(table, suffix),
+            form=IdForm(prefix, ("vNPU id", "physical id")),
+            chips=(state.phy_id,),
+            node=vnpu_node(vnpu.vdev_id),
+            visible=str(vnpu.vdev_id),
+            cdi_name=f"vnpu-{vnpu.vdev_id}",
+            healthy=healthy,
+            reason=reason,
+            virtual=True,
+            unit=state.unit,
+            numa_node=state.numa_node,
+        )

@@ -1,0 +1,181 @@
+"""The kubelet stand-in's PodResources API, on grpcio, for the tests of Volcano mode.
+
+A real kubelet records, after each successful Allocate at pod admission, which
+device IDs each container of the pod holds, and serves that on
+``/var/lib/kubelet/pod-resources/kubelet.sock``. The stand-in does the same
+for the pods a test admits through :meth:`PodResourcesStandIn.admit`: it calls
+the plugin's Allocate through the :class:`~ascend_plugin.testing.kubelet_standin.KubeletStandIn`
+and, only when Allocate succeeded, records the pod's devices. A pod is
+forgotten on :meth:`PodResourcesStandIn.remove` (its containers ended).
+
+It serves ``v1.PodResourcesLister`` (``List``, ``GetAllocatableResources``:
+every device the kubelet stand-in was told of, healthy or not, as the kubelet's
+device manager reports them) and ``v1alpha1.PodResourcesLister`` (``List``);
+``versions`` plays an older kubelet that serves only some of them (the others
+answer UNIMPLEMENTED, as grpc does for an unknown method).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Sequence
+from concurrent import futures
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import grpc
+
+from ascend_plugin.kubelet_api import v1, v1alpha1
+from ascend_plugin.kubelet_api.v1beta1 import AllocateResponse
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+
+VERSIONS = ("v1", "v1alpha1")
+
+
+@dataclass(frozen=True)
+class AdmittedPod:
+    """A pod the stand-in admitted: one container holding device IDs of one resource."""
+
+    namespace: str
+    name: str
+    container: str
+    resource: str
+    device_ids: tuple[str, ...]
+
+
+class PodResourcesStandIn:
+    """PodResources of the pods admitted through a kubelet stand-in, served on ``socket``."""
+
+    def __init__(self, kubelet: KubeletStandIn, socket: Path, versions: Sequence[str] = VERSIONS) -> None:
+        unknown = set(versions) - set(VERSIONS)
+        if unknown:
+            raise ValueError(f"unknown PodResources versions {sorted(unknown)}; known: {', '.join(VERSIONS)}")
+        self.kubelet = kubelet
+        self.socket = socket
+        self.versions = tuple(versions)
+        self.pods: dict[tuple[str, str], AdmittedPod] = {}
+        self.calls: list[str] = []  # the methods asked, e.g. "/v1.PodResourcesLister/List"
+        self._lock = threading.Lock()
+        self._server: grpc.Server | None = None
+
+    def start(self) -> None:
+        """Serve on ``socket``."""
+        self.socket.parent.mkdir(parents=True, exist_ok=True)
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        handlers = []
+        if "v1" in self.versions:
+            handlers.append(
+                grpc.method_handlers_generic_handler(
+                    "v1.PodResourcesLister",
+                    {
+                        "List": self._unary(
+                            "/v1.PodResourcesLister/List", v1.ListPodResourcesRequest, self._v1
+                        ),
+                        "GetAllocatableResources": self._unary(
+                            "/v1.PodResourcesLister/GetAllocatableResources",
+                            v1.AllocatableResourcesRequest,
+                            self._allocatable,
+                        ),
+                    },
+                )
+            )
+        if "v1alpha1" in self.versions:
+            handlers.append(
+                grpc.method_handlers_generic_handler(
+                    "v1alpha1.PodResourcesLister",
+                    {
+                        "List": self._unary(
+                            "/v1alpha1.PodResourcesLister/List",
+                            v1alpha1.ListPodResourcesRequest,
+                            self._v1alpha1,
+                        )
+                    },
+                )
+            )
+        server.add_generic_rpc_handlers(tuple(handlers))
+        server.add_insecure_port(f"unix:{self.socket}")
+        server.start()
+        self._server = server
+
+    def stop(self) -> None:
+        """Stop serving and remove the socket."""
+        if self._server is not None:
+            self._server.stop(grace=None).wait()
+            self._server = None
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+
+    # -- what the kubelet does at pod admission and when a pod ends --------------------------
+
+    def admit(
+        self, namespace: str, name: str, resource: str, device_ids: Sequence[str], container: str = "main"
+    ) -> AllocateResponse:
+        """Allocate ``device_ids`` for the pod's container; record them once Allocate succeeded.
+
+        Raises grpc.RpcError when the plugin refuses (the kubelet then fails the
+        pod's admission and records nothing).
+        """
+        response = self.kubelet.allocate(resource, device_ids)
+        with self._lock:
+            self.pods[(namespace, name)] = AdmittedPod(
+                namespace, name, container, resource, tuple(device_ids)
+            )
+        return response
+
+    def remove(self, namespace: str, name: str) -> None:
+        """The pod's containers ended: the kubelet no longer lists its devices."""
+        with self._lock:
+            self.pods.pop((namespace, name), None)
+
+    # -- the services -----------------------------------------------------------------------
+
+    def _unary(self, method: str, request: type[Any], answer: Callable[[], Any]) -> grpc.RpcMethodHandler:
+        def handle(message: Any, context: grpc.ServicerContext) -> bytes:
+            with self._lock:
+                self.calls.append(method)
+                return bytes(answer())
+
+        return grpc.unary_unary_rpc_method_handler(
+            handle, request_deserializer=request.parse, response_serializer=bytes
+        )
+
+    def _v1(self) -> v1.ListPodResourcesResponse:
+        listing: v1.ListPodResourcesResponse = self._listing(v1)
+        return listing
+
+    def _v1alpha1(self) -> v1alpha1.ListPodResourcesResponse:
+        listing: v1alpha1.ListPodResourcesResponse = self._listing(v1alpha1)
+        return listing
+
+    def _listing(self, api: ModuleType) -> Any:
+        """The List answer in one API version's messages (v1 and v1alpha1 share these shapes)."""
+        return api.ListPodResourcesResponse(
+            pod_resources=[
+                api.PodResources(
+                    name=pod.name,
+                    namespace=pod.namespace,
+                    containers=[
+                        api.ContainerResources(
+                            name=pod.container,
+                            devices=[
+                                api.ContainerDevices(
+                                    resource_name=pod.resource, device_ids=list(pod.device_ids)
+                                )
+                            ],
+                        )
+                    ],
+                )
+                for pod in self.pods.values()
+            ]
+        )
+
+    def _allocatable(self) -> v1.AllocatableResourcesResponse:
+        return v1.AllocatableResourcesResponse(
+            devices=[
+                v1.ContainerDevices(resource_name=name, device_ids=list(view.devices))
+                for name, view in self.kubelet.resources.items()
+            ]
+        )

@@ -1,0 +1,93 @@
+"""doctor, how the chips are split: static vNPUs and share_count, decided by the plugin's own rules."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DoctorRoot
+from split_nodes import DUO_SPLIT, box_910b3, duo
+
+from ascend_plugin.doctor.findings import Status
+from ascend_plugin.doctor.report import passed, render_text
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_310b_board_has_no_vnpus_and_shares_nothing_by_default(doctor_root: DoctorRoot) -> None:
+    found = await doctor_root.run()
+    assert (found["vnpus"].status, found["vnpus"].detail) == (
+        Status.SKIPPED,
+        "chips of the 310B family have no vNPUs",
+    )
+    assert (found["share-count"].status, found["share-count"].detail) == (
+        Status.OK,
+        "share_count=1: chips are not shared",
+    )
+
+
+async def test_sharing_a_310b_passes_and_says_how_to_turn_device_share_on(doctor_root: DoctorRoot) -> None:
+    share = (await doctor_root.run(share_count=4))["share-count"]
+    assert share.status is Status.OK
+    assert share.detail.startswith("share_count=4: each chip is offered 4 times")
+    assert share.detail.endswith("npu-smi set -t device-share -i 0 -c 0 -d 1")
+
+
+async def test_share_count_on_a_910_node_is_a_warning_that_passes(doctor_root: DoctorRoot) -> None:
+    doctor_root.write_scenario(box_910b3({}))
+    found = await doctor_root.run(share_count=4)
+    share = found["share-count"]
+    assert share.status is Status.WARNING
+    assert share.detail.startswith(
+        "share_count=4 (--share-count 4, ASCEND_DP_SHARE_COUNT=4, Helm settings.shareCount: 4) is ignored "
+        "on this node: its chips Ascend910-0, Ascend910-1 (910B3) are of family 910"
+    )
+    assert share.fix == (
+        "nothing breaks; to silence it, set share_count=1 (--share-count 1, ASCEND_DP_SHARE_COUNT=1, "
+        "Helm settings.shareCount: 1) for this node"
+    )
+    assert passed([share])
+    report = render_text(list(found.values()), doctor_root.path).splitlines()
+    assert any(line.startswith("WARNING  share-count") for line in report)
+    assert "warning(s)" in report[-1]
+
+
+async def test_a_split_duo_lists_its_vnpus_and_their_resources(doctor_root: DoctorRoot) -> None:
+    doctor_root.write_scenario(duo())
+    vnpus = (await doctor_root.run())["vnpus"]
+    assert (vnpus.status, vnpus.detail) == (
+        Status.OK,
+        "offered as resources of their own: Ascend310P-0: 100 vir02 -> huawei.com/Ascend310P-2c, "
+        "101 vir02 -> huawei.com/Ascend310P-2c, 102 vir04 -> huawei.com/Ascend310P-4c; these chips are "
+        "not offered whole",
+    )
+
+
+async def test_sharing_a_split_chip_is_the_problem_the_plugin_refuses(doctor_root: DoctorRoot) -> None:
+    doctor_root.write_scenario(duo())
+    share = (await doctor_root.run(share_count=2))["share-count"]
+    assert share.status is Status.PROBLEM
+    assert share.detail.startswith(
+        "share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount)"
+    )
+    assert "vnpu=static: vNPUs 100 (vir02), 101 (vir02), 102 (vir04) on Ascend310P-0 (310P3)" in share.detail
+    assert share.detail.endswith("The plugin exits with code 2")
+
+
+async def test_vnpu_off_on_a_split_node_is_a_problem(doctor_root: DoctorRoot) -> None:
+    doctor_root.write_scenario(duo())
+    vnpus = (await doctor_root.run(vnpu="off"))["vnpus"]
+    assert vnpus.status is Status.PROBLEM
+    assert vnpus.detail.startswith("vnpu=off, but chips carry vNPUs (Ascend310P-0: 100 vir02")
+    assert vnpus.fix == (
+        "set vnpu=static (--vnpu static, ASCEND_DP_VNPU=static, Helm settings.vnpu: static), or destroy "
+        "the vNPUs (npu-smi set -t destroy-vnpu)"
+    )
+
+
+async def test_a_template_without_a_resource_name_is_a_warning(doctor_root: DoctorRoot) -> None:
+    doctor_root.write_scenario(
+        duo({0: [DUO_SPLIT[0], {"vdev_id": 104, "template": "vir03_x", "memory_mb": 4096}]})
+    )
+    vnpus = (await doctor_root.run())["vnpus"]
+    assert vnpus.status is Status.WARNING
+    assert vnpus.detail.startswith("vNPUs of template(s) vir03_x have no resource name and are not offered")
+    assert "104 vir03_x -> ?" in vnpus.detail

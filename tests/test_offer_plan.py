@@ -1,0 +1,125 @@
+"""plan_offers: which offers a node's settings and chips make, what the operator is told, what is refused."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from fake_dcmi.players import PythonFakePlayer
+from node_harness import inventory_of
+from split_nodes import atlas_200i_a2, atlas_300i, box_910b3, duo
+
+from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_offers
+from ascend_plugin.offers.shares import Shares
+from ascend_plugin.offers.vnpus import StaticVnpus
+from ascend_plugin.offers.whole_chips import WholeChips
+from backends.backend import ChipBackend
+from backends.fake import FakeScenario
+
+
+def _inventory(player: PythonFakePlayer, scenario: FakeScenario) -> Inventory:
+    """The node's chips, healthy, with the vNPUs the library lists."""
+    library = player.open(scenario)
+    inventory = inventory_of(library)
+    backend = ChipBackend(library)
+    for state in inventory.chips():
+        inventory.set_vnpus(state.phy_id, tuple(backend.vnpus(state.chip)))
+    return inventory
+
+
+def _kinds(offers: Any) -> list[type]:
+    return [type(offer) for offer in offers]
+
+
+def test_a_310p_node_offers_whole_chips_and_vnpus(python_fake: PythonFakePlayer) -> None:
+    plan = plan_offers(OfferSettings(), _inventory(python_fake, duo()))
+    assert (_kinds(plan.offers), plan.notices, plan.sharing) == ([WholeChips, StaticVnpus], (), False)
+
+
+def test_vnpu_off_and_families_without_vnpus_offer_whole_chips_only(python_fake: PythonFakePlayer) -> None:
+    off = plan_offers(OfferSettings(vnpu="off"), _inventory(python_fake, duo()))
+    assert _kinds(off.offers) == [WholeChips]
+    soc = plan_offers(OfferSettings(), _inventory(python_fake, atlas_200i_a2()))
+    assert _kinds(soc.offers) == [WholeChips]
+
+
+def test_sharing_a_310b_says_how_to_turn_device_share_on(python_fake: PythonFakePlayer) -> None:
+    plan = plan_offers(OfferSettings(share_count=4), _inventory(python_fake, atlas_200i_a2()))
+    assert (_kinds(plan.offers), plan.sharing, plan.warnings) == ([Shares], True, ())
+    (notice,) = plan.notices
+    assert (notice.reason, notice.level) == ("DeviceShareNeeded", logging.INFO)
+    assert notice.message == (
+        "share_count=4: each chip is offered 4 times; pods can share a chip only while the driver's "
+        "device-share mode is on, which the plugin cannot check. Turn it on per chip on the host: "
+        "npu-smi set -t device-share -i 0 -c 0 -d 1"
+    )
+
+
+def test_share_count_on_910_is_a_warning_and_the_chips_stay_whole(python_fake: PythonFakePlayer) -> None:
+    plan = plan_offers(OfferSettings(share_count=8), _inventory(python_fake, box_910b3({})))
+    assert (_kinds(plan.offers), plan.sharing) == ([WholeChips, StaticVnpus], False)
+    (notice,) = plan.warnings
+    assert notice.reason == "ShareCountIgnored"
+    assert notice.message == (
+        "share_count=8 (--share-count 8, ASCEND_DP_SHARE_COUNT=8, Helm settings.shareCount: 8) is "
+        "ignored on this node: its chips Ascend910-0, Ascend910-1 (910B3) are of family 910, whose "
+        "driver does not share a chip; only 310P, 310B do. The chips are offered whole, as "
+        "huawei.com/Ascend910"
+    )
+
+
+def test_a_large_node_is_named_briefly(python_fake: PythonFakePlayer) -> None:
+    chips = [{"phy_id": phy, "card_id": phy // 4} for phy in range(16)]
+    scenario = FakeScenario.model_validate({"chip_name": "310", "chips": chips})
+    (notice,) = plan_offers(OfferSettings(share_count=2), _inventory(python_fake, scenario)).warnings
+    named = ", ".join(f"Ascend310-{phy}" for phy in range(8))
+    assert f"its chips {named} and 8 more (310) are of family 310" in notice.message
+    assert len(plan_offers(OfferSettings(share_count=2), _inventory(python_fake, atlas_300i())).warnings) == 1
+
+
+def test_sharing_chips_that_carry_vnpus_is_refused_naming_both_settings(
+    python_fake: PythonFakePlayer,
+) -> None:
+    with pytest.raises(SharingRefused) as refused:
+        plan_offers(OfferSettings(share_count=2), _inventory(python_fake, duo()))
+    assert str(refused.value) == (
+        "share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount) would share "
+        "chips that carry vNPUs (vnpu=static: vNPUs 100 (vir02), 101 (vir02), 102 (vir04) on "
+        "Ascend310P-0 (310P3)); a chip split into vNPUs cannot also be shared (Huawei's plugin refuses "
+        "this too). Set share_count=1 (--share-count 1, ASCEND_DP_SHARE_COUNT=1, Helm "
+        "settings.shareCount: 1) on this node, or destroy the vNPUs (npu-smi set -t destroy-vnpu)"
+    )
+    # With vnpu=off the plugin reads no vNPUs (the operator vouches there are none): nothing to refuse.
+    unread = inventory_of(python_fake.open(duo()))
+    assert plan_offers(OfferSettings(share_count=2, vnpu="off"), unread).sharing
+
+
+def test_a_chip_split_while_shared_loses_its_shares_with_one_warning(
+    python_fake: PythonFakePlayer, caplog: pytest.LogCaptureFixture
+) -> None:
+    inventory = _inventory(python_fake, duo({}))
+    book = OfferBook(inventory, plan_offers(OfferSettings(share_count=2), inventory).offers)
+    assert [device.id for device in book.devices("huawei.com/Ascend310P")] == [
+        "Ascend310P-0-0",
+        "Ascend310P-0-1",
+        "Ascend310P-1-0",
+        "Ascend310P-1-1",
+    ]
+    vnpus = _inventory(python_fake, duo()).chips()[0].vnpus
+    assert vnpus
+    inventory.set_vnpus(0, vnpus)
+    assert [device.id for device in book.devices("huawei.com/Ascend310P")] == [
+        "Ascend310P-1-0",
+        "Ascend310P-1-1",
+    ]
+    assert [device.id for device in book.devices("huawei.com/Ascend310P-4c")] == ["Ascend310P-4c-102-0"]
+    inventory.set_vnpus(0, vnpus[:1])  # another change: no second warning for the same chip
+    book.resources()
+    withdrawn = [r.getMessage() for r in caplog.records if "withdrawn" in r.getMessage()]
+    assert withdrawn == [
+        "Ascend310P-0 now carries vNPUs: its 2 shares are withdrawn and its vNPUs offered instead "
+        "(share_count and vNPUs on one chip do not go together)"
+    ]

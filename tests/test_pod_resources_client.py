@@ -1,0 +1,99 @@
+"""The PodResources client against the kubelet stand-in: v1 first, v1alpha1 for old kubelets, no symlinks."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import anyio.to_thread
+import pytest
+from plugin_harness import FakeNode, registered, running_plugin, wait_for
+
+from ascend_plugin.faces.volcano.pod_resources import PodResourcesClient
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
+
+pytestmark = pytest.mark.anyio
+
+RESOURCE = "huawei.com/Ascend310"
+
+
+async def admitted(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, standin: PodResourcesStandIn
+) -> None:
+    """A plugin serves the stand-in; one pod is admitted with Ascend310-0."""
+    async with running_plugin(node.settings(plugin_dir)):
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await anyio.to_thread.run_sync(standin.admit, "ns", "pod", RESOURCE, ["Ascend310-0"])
+
+
+async def test_v1_list_and_allocatable(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, pod_resources: PodResourcesStandIn
+) -> None:
+    await admitted(kubelet, node, plugin_dir, pod_resources)
+    client = PodResourcesClient(pod_resources.socket)
+    holdings = await client.holdings()
+    assert holdings is not None
+    assert dict(holdings[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
+    assert client.version == "v1"
+    allocatable = await client.allocatable()
+    assert allocatable is not None
+    assert allocatable[RESOURCE] == ("Ascend310-0",)
+    assert pod_resources.calls == [
+        "/v1.PodResourcesLister/List",
+        "/v1.PodResourcesLister/GetAllocatableResources",
+    ]
+
+
+async def test_an_old_kubelet_is_asked_v1alpha1_and_said_so_once(
+    kubelet: KubeletStandIn,
+    node: FakeNode,
+    plugin_dir: Path,
+    short_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    old = PodResourcesStandIn(kubelet, short_tmp / "old" / "kubelet.sock", versions=("v1alpha1",))
+    old.start()
+    try:
+        await admitted(kubelet, node, plugin_dir, old)
+        client = PodResourcesClient(old.socket)
+        with caplog.at_level(logging.INFO, logger="ascend_plugin.faces.volcano"):
+            for _ in range(3):
+                holdings = await client.holdings()
+                assert holdings is not None
+                assert dict(holdings[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
+        assert client.version == "v1alpha1"
+        assert caplog.text.count("PodResources API answers (v1alpha1)") == 1
+        assert await client.allocatable() is None
+    finally:
+        old.stop()
+
+
+async def test_an_absent_socket_is_said_once_and_answers_none(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = PodResourcesClient(short_tmp / "nowhere" / "kubelet.sock")
+    with caplog.at_level(logging.WARNING, logger="ascend_plugin.faces.volcano"):
+        assert await client.holdings() is None
+        assert await client.holdings() is None
+    assert caplog.text.count("PodResources API is unavailable") == 1
+    assert "does not exist (is the kubelet's pod-resources directory mounted?)" in caplog.text
+    assert "comes from the pods' annotations" in caplog.text
+
+
+async def test_a_symlink_is_refused(
+    kubelet: KubeletStandIn,
+    node: FakeNode,
+    plugin_dir: Path,
+    pod_resources: PodResourcesStandIn,
+    short_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    await admitted(kubelet, node, plugin_dir, pod_resources)
+    link = short_tmp / "link.sock"
+    link.symlink_to(pod_resources.socket)
+    client = PodResourcesClient(link)
+    with caplog.at_level(logging.WARNING, logger="ascend_plugin.faces.volcano"):
+        assert await client.holdings() is None
+    assert f"{link} resolves to {pod_resources.socket}: symlinks are refused" in caplog.text
+    assert pod_resources.calls == []  # the kubelet was never asked through the link

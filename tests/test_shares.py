@@ -1,0 +1,224 @@
+"""Shared chips (share_count): IDs, Allocate and health on 310B and 310P, through the real binding.
+
+Each test runs the plugin in-process on the C fake libdcmi.so (the cffi path a
+node takes), with the kubelet stand-in on the other side.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fake_dcmi.players import CFakePlayer
+from kube_apiserver import FakeApiServer
+from plugin_harness import player_settings, registered, running_plugin, until, wait_for
+from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
+
+from ascend_plugin.app import EXIT_REFUSED
+from ascend_plugin.cli import EXIT_BAD_SETTINGS
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from backends.fake import FakeScenario
+from backends.families import ASCEND_310B, ASCEND_310P
+
+pytestmark = pytest.mark.anyio
+
+NODES = {
+    "atlas-200i-a2": (atlas_200i_a2(), "huawei.com/Ascend310", ASCEND_310B.family),
+    "atlas-300i-duo": (duo({}), "huawei.com/Ascend310P", ASCEND_310P.family),
+}
+
+
+@pytest.fixture
+def host(short_tmp: Path) -> Path:
+    return make_host(short_tmp / "host", "/dev/davinci0", "/dev/davinci1")
+
+
+async def test_each_chip_of_an_atlas_200i_a2_is_offered_four_times(
+    c_fake: CFakePlayer, kubelet: KubeletStandIn, plugin_dir: Path, host: Path
+) -> None:
+    c_fake.update(atlas_200i_a2())
+    resource = "huawei.com/Ascend310"
+    async with running_plugin(player_settings(c_fake, plugin_dir, host, share_count=4)):
+        await wait_for(kubelet, registered(resource), "registration")
+        assert kubelet.health(resource) == {f"Ascend310-0-{i}": "Healthy" for i in range(4)}
+        container = await allocate(kubelet, resource, ["Ascend310-0-1", "Ascend310-0-3"])
+    # The chip's own node once, however many of its shares, and exactly what a whole chip gets.
+    paths = [host_path for host_path, _ in node_paths(container)]
+    assert paths == whole_chip_nodes(c_fake, ASCEND_310B, host, 0)
+    assert paths.count("/dev/davinci0") == 1
+    assert ("/dev/davinci_manager_docker", "/dev/davinci_manager") in node_paths(container)
+    assert [mount.host_path for mount in container.mounts] == ["/usr/local/Ascend/driver"]
+
+
+async def test_a_300i_duo_offers_each_of_its_chips_four_times(
+    c_fake: CFakePlayer, kubelet: KubeletStandIn, plugin_dir: Path, host: Path
+) -> None:
+    c_fake.update(duo({}))
+    resource = "huawei.com/Ascend310P"
+    async with running_plugin(player_settings(c_fake, plugin_dir, host, share_count=4)):
+        await wait_for(kubelet, registered(resource), "registration")
+        assert kubelet.health(resource) == {
+            f"Ascend310P-{p}-{i}": "Healthy" for p in (0, 1) for i in range(4)
+        }
+        container = await allocate(kubelet, resource, ["Ascend310P-1-3"])
+    paths = [host_path for host_path, _ in node_paths(container)]
+    assert paths == whole_chip_nodes(c_fake, ASCEND_310P, host, 1)
+    assert paths[0] == "/dev/davinci1"
+
+
+@pytest.mark.parametrize("node", NODES)
+async def test_runtime_mode_names_the_physical_chip(
+    node: str, c_fake: CFakePlayer, kubelet: KubeletStandIn, plugin_dir: Path, host: Path
+) -> None:
+    scenario, resource, family = NODES[node]
+    c_fake.update(scenario)
+    prefix = resource.split("/")[1]
+    settings = player_settings(c_fake, plugin_dir, host, share_count=2, allocate_mode="runtime")
+    async with running_plugin(settings):
+        await wait_for(kubelet, registered(resource), "registration")
+        container = await allocate(kubelet, resource, [f"{prefix}-0-0", f"{prefix}-0-1"])
+    assert container.envs["ASCEND_VISIBLE_DEVICES"] == "0"
+    assert container.envs["ASCEND_RUNTIME_OPTIONS"] == ""
+    assert ("ASCEND_ALLOW_LINK" in container.envs) == (family == "310B")
+    assert container.devices == []
+
+
+async def test_a_fault_turns_all_shares_of_its_chip_unhealthy_and_only_those(
+    c_fake: CFakePlayer, kubelet: KubeletStandIn, plugin_dir: Path, host: Path
+) -> None:
+    c_fake.update(duo({}))
+    resource = "huawei.com/Ascend310P"
+    chip_0 = {f"Ascend310P-0-{i}" for i in range(3)}
+    chip_1 = {f"Ascend310P-1-{i}" for i in range(3)}
+
+    def healths(kubelet: KubeletStandIn, ids: set[str]) -> set[str]:
+        return {health for device, health in kubelet.health(resource).items() if device in ids}
+
+    async with running_plugin(player_settings(c_fake, plugin_dir, host, share_count=3)):
+        await wait_for(kubelet, registered(resource), "registration")
+        c_fake.update(duo({}, faults=[1]))
+        await wait_for(kubelet, lambda k: healths(k, chip_1) == {"Unhealthy"}, "chip 1's shares unhealthy")
+        assert healths(kubelet, chip_0) == {"Healthy"}
+        c_fake.update(duo({}))
+        await wait_for(kubelet, lambda k: healths(k, chip_1) == {"Healthy"}, "chip 1's shares back")
+        assert healths(kubelet, chip_0) == {"Healthy"}
+
+
+async def test_device_share_mode_is_named_once_with_the_command_per_chip(
+    c_fake: CFakePlayer,
+    kubelet: KubeletStandIn,
+    plugin_dir: Path,
+    host: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger="ascend_plugin.app")
+    c_fake.update(duo({}))
+    async with running_plugin(player_settings(c_fake, plugin_dir, host, share_count=2)):
+        await wait_for(kubelet, registered("huawei.com/Ascend310P"), "registration")
+    hints = [record.getMessage() for record in caplog.records if "device-share" in record.getMessage()]
+    assert len(hints) == 1
+    assert (
+        "npu-smi set -t device-share -i 0 -c 0 -d 1; npu-smi set -t device-share -i 0 -c 1 -d 1" in hints[0]
+    )
+
+
+IGNORING = {
+    "910B3": (
+        FakeScenario.model_validate({"chip_name": "910B3", "chips": [{"phy_id": 0}, {"phy_id": 1}]}),
+        "huawei.com/Ascend910",
+        "Ascend910",
+        "910",
+    ),
+    "310": (
+        FakeScenario.model_validate({"chip_name": "310", "chips": [{"phy_id": 0}, {"phy_id": 1}]}),
+        "huawei.com/Ascend310",
+        "Ascend310",
+        "310",
+    ),
+}
+
+
+@pytest.mark.parametrize("chip_name", IGNORING)
+async def test_families_that_do_not_share_ignore_the_setting_with_a_warning(
+    chip_name: str,
+    c_fake: CFakePlayer,
+    kubelet: KubeletStandIn,
+    plugin_dir: Path,
+    host: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scenario, resource, prefix, family = IGNORING[chip_name]
+    c_fake.update(scenario)
+    async with running_plugin(player_settings(c_fake, plugin_dir, host, share_count=4)):
+        await wait_for(kubelet, registered(resource), "registration")
+        # Offered whole: one chart value across a mixed cluster never takes chips away.
+        assert kubelet.health(resource) == {f"{prefix}-0": "Healthy", f"{prefix}-1": "Healthy"}
+    warnings = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "share_count" in r.getMessage()
+    ]
+    assert warnings == [
+        "share_count=4 (--share-count 4, ASCEND_DP_SHARE_COUNT=4, Helm settings.shareCount: 4) is ignored "
+        f"on this node: its chips {prefix}-0, {prefix}-1 ({chip_name}) are of family {family}, whose driver "
+        f"does not share a chip; only 310P, 310B do. The chips are offered whole, as {resource}"
+    ]
+
+
+def test_sharing_a_chip_that_carries_vnpus_is_refused_with_exit_code_2(
+    c_fake: CFakePlayer, plugin_dir: Path, host: Path
+) -> None:
+    c_fake.update(duo())  # the Duo's first chip is split into three vNPUs
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ASCEND_", "NODE_NAME"))}
+    command = [
+        *(sys.executable, "-m", "ascend_plugin", "run", "--backend", "dcmi"),
+        *("--dcmi-library", str(c_fake.library_path), "--dcmi-allow-untrusted-library"),
+        *("--device-plugin-path", str(plugin_dir), "--host-root", str(host), "--http-address", ""),
+        *("--share-count", "2"),
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    assert (
+        "refusing to start: share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount) "
+        "would share chips that carry vNPUs (vnpu=static: vNPUs 100 (vir02), 101 (vir02), 102 (vir04) on "
+        "Ascend310P-0 (310P3))"
+    ) in result.stderr
+    assert (
+        "share_count=1 (--share-count 1, ASCEND_DP_SHARE_COUNT=1, Helm settings.shareCount: 1)"
+        in result.stderr
+    )
+    assert not list(plugin_dir.iterdir()), "nothing served, nothing left behind"
+
+
+async def test_the_ignored_setting_is_also_a_warning_event_on_the_node(
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    c_fake: CFakePlayer,
+    kubelet: KubeletStandIn,
+    plugin_dir: Path,
+    host: Path,
+) -> None:
+    apiserver.add_node("npu-node-1")
+    scenario, resource, _, _ = IGNORING["910B3"]
+    c_fake.update(scenario)
+    settings = player_settings(
+        c_fake, plugin_dir, host, share_count=4, node_name="npu-node-1", kubeconfig=kubeconfig
+    )
+    async with running_plugin(settings):
+        await wait_for(kubelet, registered(resource), "registration")
+        await until(
+            lambda: any(event["reason"] == "ShareCountIgnored" for event in apiserver.events()), "the event"
+        )
+    (event,) = [event for event in apiserver.events() if event["reason"] == "ShareCountIgnored"]
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "npu-node-1"
+    assert event["message"].startswith("share_count=4 (--share-count 4, ASCEND_DP_SHARE_COUNT=4")
+    assert "of family 910, whose driver does not share a chip; only 310P, 310B do" in event["message"]
+
+
+def test_the_refusal_exits_as_invalid_settings_do() -> None:
+    assert EXIT_REFUSED == EXIT_BAD_SETTINGS == 2
