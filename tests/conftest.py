@@ -398,3 +398,19 @@ async def dra_driver(
     async with running_driver(dra_node.settings(kubeconfig)) as app:
         await kubelet_sees(dra_kubelet, registered, "the driver registered")
         yield app
+
+
+@pytest.fixture
+async def dra_kubelet_for(apiserver: FakeApiServer) -> AsyncIterator[Any]:
+    """Start a DRA kubelet stand-in on another DRA node's registry (stopped at the end of the test)."""
+    started: list[DraKubeletStandIn] = []
+
+    async def start(node: DraNode) -> DraKubeletStandIn:
+        kubelet = standin(node, apiserver)
+        await anyio.to_thread.run_sync(kubelet.start)
+        started.append(kubelet)
+        return kubelet
+
+    yield start
+    for kubelet in started:
+        await anyio.to_thread.run_sync(kubelet.stop)

@@ -90,3 +90,9 @@ def test_dra_needs_the_node_s_name(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_driver_name_must_be_a_dns_subdomain_of_at_most_63(name: str) -> None:
     with pytest.raises(SettingsError, match="dra_driver_name"):
         load_settings({**FAKE, "dra_driver_name": name})
+
+
+@pytest.mark.parametrize("other", [{"volcano": True, "kubeconfig": "/k"}, {"share_count": 2}])
+def test_device_plugin_only_modes_are_refused_with_dra(other: dict[str, object]) -> None:
+    with pytest.raises(SettingsError, match="serve 'dra' offers whole chips through ResourceSlices"):
+        load_settings({**FAKE, "serve": "dra", "node_name": "n1", **other})

@@ -9,7 +9,21 @@ from typing import Any
 
 import kubernetes_validate
 import pytest
-from dra_harness import A1_SERVER, DRIVER, NODE, DraNode, device_names, make_dra_node, running_driver
+from dra_harness import (
+    A1_SERVER,
+    A2_SERVER,
+    DRIVER,
+    NODE,
+    DraNode,
+    device_names,
+    kubelet_sees,
+    make_dra_node,
+    prepare,
+    put_claim,
+    registered,
+    result,
+    running_driver,
+)
 from kube_apiserver import FakeApiServer
 from kube_harness import make_inventory, running
 from plugin_harness import until
@@ -271,3 +285,20 @@ async def test_stray_slices_of_this_driver_on_this_node_go_and_others_stay(
         await until(lambda: apiserver.get("resourceslices", "stale") is None, "the stray deleted")
     assert apiserver.get("resourceslices", "gpu") is not None
     assert ours(apiserver)[0]["spec"]["pool"]["generation"] == 1
+
+
+async def test_a_chip_split_into_vnpus_is_never_published_or_prepared_whole(
+    short_tmp: Path, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet_for: Any
+) -> None:
+    """Its vNPUs' pods would share the silicon with the pod given the whole chip."""
+    scenario = {**A2_SERVER, "chips": [dict(chip) for chip in A2_SERVER["chips"]]}
+    scenario["chips"][0]["vdevs"] = [{"vdev_id": 100, "template": "vir10_3c_32g"}]
+    node = make_dra_node(short_tmp / "split", scenario)
+    apiserver.add_node(NODE)
+    kubelet = await dra_kubelet_for(node)
+    async with running_driver(node.settings(kubeconfig)):
+        await published(apiserver, EIGHT[1:])
+        await kubelet_sees(kubelet, registered, "registered")
+        claim = put_claim(apiserver, "whole", [result("npu-0")])
+        refused = (await prepare(kubelet, claim)).claims[claim[2]].error
+        assert "device npu-0 is split into vNPUs; a chip that carries vNPUs is never given whole" in refused

@@ -113,6 +113,8 @@ def test_the_dra_versions_are_wire_identical() -> None:
         }
     )
     assert bytes(v1beta1.NodePrepareResourcesResponse.parse(bytes(answer))) == bytes(answer)
+
+
 def test_the_pod_resources_packages_are_v1_and_v1alpha1() -> None:
     """The kubelet serves PodResources under the proto packages' own names."""
     from ascend_plugin.kubelet_api.v1 import PodResourcesListerBase as V1
