@@ -24,7 +24,7 @@ from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from kube_apiserver import FakeApiServer
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 DRIVER = "npu.huawei.com"
 NODE = "bench-node"

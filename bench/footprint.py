@@ -38,8 +38,8 @@ from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
-from kube_apiserver import FakeApiServer
 
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.fake import FakeScenario
 
 T = TypeVar("T")

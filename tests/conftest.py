@@ -15,9 +15,9 @@ import pytest
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.players import CFakePlayer, PythonFakePlayer, ScenarioPlayer
 from fake_dcmi.scenario_file import SCENARIO_ENV
-from kube_apiserver import FakeApiServer
 from plugin_harness import FakeNode
 
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.families import ASCEND_310B
 

@@ -18,7 +18,6 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from kube_apiserver import FakeApiServer
 from plugin_harness import WAIT, fast_settings
 
 from ascend_plugin.app import PluginApp
@@ -26,6 +25,7 @@ from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, 
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.chips import Chip
 from backends.families import family_named
 from backends.library import ChipInfo

@@ -12,7 +12,6 @@ import anyio
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, kubelet_sees, registered, running_driver
 from grpclib.testing import ChannelFor
-from kube_apiserver import FakeApiServer
 from kube_harness import make_inventory, set_faults
 from plugin_harness import until
 
@@ -21,6 +20,7 @@ from ascend_plugin.faces.dra.health import REPORT_TIMEOUT, DeviceHealthService
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kubelet_api.v1alpha1 import DraResourceHealthStub, HealthStatus, NodeWatchResourcesRequest
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -18,10 +18,10 @@ from dra_harness import (
     running_driver,
     standin,
 )
-from kube_apiserver import FakeApiServer
 from plugin_harness import until
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

@@ -18,9 +18,9 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
-from kube_apiserver import FakeApiServer
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -24,7 +24,6 @@ from dra_harness import (
     result,
     running_driver,
 )
-from kube_apiserver import FakeApiServer
 from kube_harness import make_inventory, running
 from plugin_harness import until
 
@@ -32,6 +31,7 @@ from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.slices import SliceController
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, Kube
 from ascend_plugin.kubeapi.errors import ApiError
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.pci import PCI_DEVICES
 
 pytestmark = pytest.mark.anyio

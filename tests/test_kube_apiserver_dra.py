@@ -14,10 +14,10 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
-from kube_apiserver import FakeApiServer
 
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, Kube, WatchEvent
 from ascend_plugin.kubeapi.errors import ApiError, Conflict, Forbidden
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

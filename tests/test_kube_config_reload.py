@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from kube_apiserver import FakeApiServer
 from kube_harness import running
 from plugin_harness import FakeNode, until
 
@@ -16,6 +15,7 @@ from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 from ascend_plugin.faults import FaultLevel, builtin_table
 from ascend_plugin.kubeapi.client import Kube
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 import pytest
-from kube_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import until
 
@@ -21,6 +20,7 @@ from ascend_plugin.faces.kube.huawei_format import FaultClock, check_code, devic
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

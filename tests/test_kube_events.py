@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kube_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import until
 
@@ -15,6 +14,7 @@ from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

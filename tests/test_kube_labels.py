@@ -6,7 +6,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from kube_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running
 from plugin_harness import until
 
@@ -19,6 +18,7 @@ from ascend_plugin.faces.kube.labels import (
     value_is_valid,
 )
 from ascend_plugin.kubeapi.client import Kube
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

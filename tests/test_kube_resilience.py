@@ -10,7 +10,6 @@ import logging
 from pathlib import Path
 
 import pytest
-from kube_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
 
@@ -19,6 +18,7 @@ from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kubeapi.client import Kube, connect
 from ascend_plugin.kubeapi.errors import KubeConfigError
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from fake_dcmi.players import CFakePlayer
-from kube_apiserver import FakeApiServer
 from plugin_harness import player_settings, registered, running_plugin, until, wait_for
 from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
 
 from ascend_plugin.app import EXIT_REFUSED
 from ascend_plugin.cli import EXIT_BAD_SETTINGS
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 from backends.families import ASCEND_310B, ASCEND_310P

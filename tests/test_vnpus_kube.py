@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from fake_dcmi.players import CFakePlayer
-from kube_apiserver import FakeApiServer
 from plugin_harness import player_settings, registered, running_plugin, until, wait_for
 from split_nodes import FAULT, duo, make_host, with_chip
 
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,6 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
-from kube_apiserver import FakeApiServer
 from plugin_harness import WAIT, registered, running_plugin, until, wait_for
 from volcano_harness import (
     NODE,
@@ -27,6 +26,7 @@ from volcano_harness import (
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 

@@ -8,7 +8,6 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
-from kube_apiserver import FakeApiServer
 from plugin_harness import registered, running_plugin, until, wait_for
 from volcano_harness import (
     NODE,
@@ -25,6 +24,7 @@ from volcano_harness import (
 )
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 

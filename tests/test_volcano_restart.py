@@ -12,7 +12,6 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
-from kube_apiserver import FakeApiServer
 from plugin_harness import health_of, registered, running_plugin, until, wait_for
 from volcano_harness import (
     RESOURCE,
@@ -26,6 +25,7 @@ from volcano_harness import (
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 

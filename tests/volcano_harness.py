@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from kube_apiserver import FakeApiServer
 from plugin_harness import FakeNode
 
 from ascend_plugin.faces.volcano.pods import PREDICATE_TIME
 from ascend_plugin.settings import Settings
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 NODE = "atlas-800t-a2"
 NODE_IP = "192.0.2.41"

@@ -4,21 +4,18 @@ Everything runs for real except the hardware, the kubelet and the API server:
 the plugin with ``serve=dra`` (registration and DRA sockets in a temporary
 kubelet directory, ResourceSlices, the claim checkpoint, CDI specs), the DRA
 kubelet stand-in (grpcio) that registers it, prepares a claim and watches the
-health stream, and the project's loopback fake API server, reached through the
-real Kubernetes client. The fake API server is the test suite's
-(``tests/kube_apiserver.py``), so this demo runs from a source checkout.
+health stream, and the project's loopback fake API server
+(:mod:`ascend_plugin.testing.kube_apiserver`), reached through the real
+Kubernetes client.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import anyio
@@ -31,7 +28,6 @@ DRIVER = "npu.huawei.com"
 NODE = "atlas-800t-a2"
 TIMEOUT = 20.0
 FAULT = "80E01801"  # SeparateNPU
-SERVER_MODULE = Path(__file__).resolve().parents[2] / "tests" / "kube_apiserver.py"
 
 
 def _scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
@@ -57,30 +53,12 @@ def _write_scenario(path: Path, faults: dict[int, list[str]]) -> None:
     temporary.replace(path)
 
 
-def _api_server_module() -> ModuleType | None:
-    """The test suite's fake API server, loaded from the source checkout."""
-    if not SERVER_MODULE.exists():
-        return None
-    spec = importlib.util.spec_from_file_location("kube_apiserver", SERVER_MODULE)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def simulate_dra(out: Callable[[str], None] = print) -> int:
     """Run the DRA demo; return 0 when every step happened as expected."""
-    server_module = _api_server_module()
-    if server_module is None:
-        out(
-            f"simulate --serve dra runs the project's fake API server, {SERVER_MODULE}, which is not here: "
-            "run it from a source checkout (pip install -e '.[test]')"
-        )
-        return 1
+    from ascend_plugin.testing.kube_apiserver import FakeApiServer
+
     with tempfile.TemporaryDirectory(prefix="ascend-dra-") as tmp:
-        return anyio.run(_run, Path(tmp), server_module.FakeApiServer, out)
+        return anyio.run(_run, Path(tmp), FakeApiServer, out)
 
 
 async def _run(root: Path, server_class: Any, out: Callable[[str], None]) -> int:

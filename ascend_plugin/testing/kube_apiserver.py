@@ -61,7 +61,7 @@ from aiohttp import web
 
 TOKEN = "test-token"
 USER = "system:serviceaccount:kube-system:ascend-device-plugin"  # whom the token stands for
-RESOURCES = ("nodes", "configmaps", "events")
+RESOURCES: tuple[str, ...] = ("nodes", "configmaps", "events")
 REVIEWS = "selfsubjectaccessreviews"
 KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
 
