@@ -4,6 +4,10 @@ The kubelet deletes every socket in that directory when it restarts, so the
 endpoint can be re-created on a new socket while the process lives on. asyncio
 does not remove a unix socket on close; the endpoint removes its own (and only
 its own: a socket someone else put at the same path is left alone).
+
+A socket that cannot be created is a :class:`SocketUnavailable` whose message
+names the cause (the directory's mode and owner against our uid, a read-only
+file system, a file in the way), for the registrar to log and retry.
 """
 
 from __future__ import annotations
@@ -13,13 +17,25 @@ import os
 from pathlib import Path
 
 import anyio
+from grpclib import GRPCError
+from grpclib.client import Channel
+from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from ascend_plugin.faces.deviceplugin.grpc_server import PluginServer
+from ascend_plugin.faces.deviceplugin.path_facts import create_failure
+from ascend_plugin.faces.deviceplugin.refusal_log import RefusalLog
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
+from ascend_plugin.kubelet_api.v1beta1 import DevicePluginStub, Empty
 
 log = logging.getLogger(__name__)
 
 FileStamp = tuple[int, int, int]
+# Our own server answers a local call in milliseconds; a second means it does not.
+ANSWER_TIMEOUT = 1.0
+
+
+class SocketUnavailable(Exception):
+    """Our socket cannot be created; the message names the cause."""
 
 
 def file_stamp(path: Path) -> FileStamp | None:
@@ -42,6 +58,7 @@ class PluginEndpoint:
         self.service = service
         self.path = directory / socket_name
         self.socket_name = socket_name
+        self.refusals = RefusalLog()
         self._server: PluginServer | None = None
         self._stamp: FileStamp | None = None
 
@@ -50,13 +67,35 @@ class PluginEndpoint:
         """True while our socket file is in place."""
         return self._server is not None and self._stamp is not None and file_stamp(self.path) == self._stamp
 
+    async def answers(self) -> bool:
+        """True when a gRPC call on our socket gets our options back, as the kubelet's dial-back will."""
+        channel = Channel(path=str(self.path))
+        try:
+            with anyio.fail_after(ANSWER_TIMEOUT):
+                await DevicePluginStub(channel).get_device_plugin_options(Empty())
+        except (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError):
+            return False
+        finally:
+            channel.close()
+        return True
+
     async def start(self) -> None:
-        """Serve on a fresh socket; the previous server (if any) is closed afterwards."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if self.path.is_socket():
-            self.path.unlink()  # stale socket of an earlier run
-        server = PluginServer([self.service])
-        await server.start(path=str(self.path))
+        """Serve on a fresh socket; the previous server (if any) is closed afterwards.
+
+        Raises SocketUnavailable, naming the cause, when the socket cannot be created.
+        """
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            failed = Path(error.filename) if error.filename else self.path.parent
+            raise SocketUnavailable(create_failure(failed, error)) from error
+        server = PluginServer([self.service], self.service.request_limits, self.refusals)
+        try:
+            if self.path.is_socket():
+                self.path.unlink()  # stale socket of an earlier run (the instance lock says it is not live)
+            await server.start(path=str(self.path))
+        except OSError as error:
+            raise SocketUnavailable(create_failure(self.path, error)) from error
         previous, self._server = self._server, server
         self._stamp = file_stamp(self.path)
         log.info("serving the device plugin API", extra={"socket": str(self.path)})
