@@ -22,6 +22,7 @@ import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
+from ascend_plugin.faces.deviceplugin.instance_lock import InstanceLock
 from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import ChipMetric, KubeletCounters, PluginMetrics
 from ascend_plugin.faults import load_table
@@ -49,6 +50,7 @@ class PluginApp:
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
+        self.lock = InstanceLock(settings.device_plugin_path)
         self.node: Node | None = None
         self.monitor: HealthMonitor | None = None
         self.book: OfferBook | None = None
@@ -82,6 +84,8 @@ class PluginApp:
     def readiness(self) -> Probe:
         """Ready when registered with the kubelet and the driver answering; otherwise why not."""
         now = time.monotonic()
+        if not self.lock.held and (self.lock.waiting_since is not None or self.lock.problem):
+            return Probe(False, self.lock.status())
         if self.node is None:
             return Probe(False, f"chips not available: {self.discovery.problem}")
         if (stuck := self.calls.stuck(None)) is not None:
@@ -118,10 +122,13 @@ class PluginApp:
                 group.cancel_scope.cancel()
         finally:
             self.calls.shutdown()
+            self.lock.release()  # after the sockets are gone: the next instance finds none of ours
 
     async def _serve(self) -> None:
         settings = self.settings
         node = await self.discovery.run()
+        # Chips found while an old instance may still be serving; no socket is touched before the lock.
+        await self.lock.acquire()
         inventory = node.inventory
         monitor = HealthMonitor(
             node.backend,
@@ -148,6 +155,7 @@ class PluginApp:
             ),
         )
         face.on_registered(self.registered_once.set)
+        face.on_registered(self.lock.keep_note)
         self.node, self.monitor, self.book, self.face = node, monitor, book, face
         log.info(
             "serving %d %s chip(s) as %s in %s mode",

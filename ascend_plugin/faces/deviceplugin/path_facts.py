@@ -45,7 +45,7 @@ def not_a_socket(path: Path) -> str | None:
     )
 
 
-def _ownership(path: Path) -> str:
+def ownership(path: Path) -> str:
     """``mode 0555, owned by uid 0, and this process runs as uid 1000`` for ``path``."""
     try:
         st = os.stat(path)
@@ -60,7 +60,7 @@ def _ownership(path: Path) -> str:
 def create_failure(path: Path, error: OSError) -> str:
     """Why ``path`` (a socket, a directory) could not be created, with the facts of where it goes."""
     if error.errno in _NOT_ALLOWED:
-        return f"cannot create {path}: directory is {_ownership(path.parent)}"
+        return f"cannot create {path}: directory is {ownership(path.parent)}"
     if error.errno == errno.EROFS:
         return f"cannot create {path}: {path.parent} is on a read-only file system (mounted read-only?)"
     if error.errno == errno.EADDRINUSE and path.exists() and not path.is_socket():
@@ -78,5 +78,5 @@ def connect_failure(path: Path, error: OSError) -> str:
     if isinstance(error, ConnectionRefusedError):
         return f"{path} refuses connections (no kubelet is listening on it)"
     if error.errno in _NOT_ALLOWED:
-        return f"cannot connect to {path}: the socket is {_ownership(path)}"
+        return f"cannot connect to {path}: the socket is {ownership(path)}"
     return f"cannot connect to {path}: {error.strerror or error}"
