@@ -42,7 +42,8 @@ async def test_a_kubelet_sock_that_is_no_socket_is_named_for_what_it_is(
     caplog.set_level(logging.DEBUG, REGISTRAR)
     kubelet_sock = plugin_dir / "kubelet.sock"
     make(kubelet_sock)  # type: ignore[operator]
-    expected = f"{kubelet_sock} is {kind}, not a socket: is the kubelet running, and is the right host directory mounted?"
+    advice = "is the kubelet running, and is the right host directory mounted?"
+    expected = f"{kubelet_sock} is {kind}, not a socket: {advice}"
     async with running_plugin(node.settings(plugin_dir)) as app:
         await until(lambda: repeats(caplog) >= 2, "two more attempts")
         assert errors(caplog) == [
