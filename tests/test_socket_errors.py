@@ -47,7 +47,7 @@ async def test_a_kubelet_sock_that_is_no_socket_is_named_for_what_it_is(
     async with running_plugin(node.settings(plugin_dir)) as app:
         await until(lambda: repeats(caplog) >= 2, "two more attempts")
         assert errors(caplog) == [
-            f"registration with the kubelet failed: {expected}; retrying with backoff (next in 0.2 s)"
+            f"registration with the kubelet failed: {expected}; retrying with backoff (next in 0.02 s)"
         ]
         assert app.readiness().detail == f"not registered with the kubelet: {expected}"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
+from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
@@ -79,6 +80,7 @@ class DevicePluginFace:
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
+        self.changes = DirectoryChanges(settings.directory)
         self._registered_listeners: list[Callable[[], None]] = []
 
     @property
@@ -97,6 +99,7 @@ class DevicePluginFace:
 
     async def run(self) -> None:
         """Follow the offers until the inventory closes, then stop every server."""
+        self.changes.start()
         try:
             async with anyio.create_task_group() as group:
                 version = -1
@@ -107,6 +110,7 @@ class DevicePluginFace:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.stop()
+            self.changes.close()
 
     async def _follow(self, group: TaskGroup) -> None:
         resources = self.book.resources()
@@ -130,7 +134,9 @@ class DevicePluginFace:
             resource, self.book, self.handover, self.stats, preferred_allocation=settings.preferred_allocation
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(endpoint, service, resource, settings.watch_interval)
+        registrar = KubeletRegistrar(
+            endpoint, service, resource, settings.watch_interval, changes=self.changes
+        )
         registrar.on_registered(self._registered)
         return ResourceServer(resource, service, registrar)
 

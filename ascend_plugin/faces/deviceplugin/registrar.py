@@ -18,6 +18,10 @@ in time, and the registrar starts over at once instead of waiting it out.
 
 A failure is logged once, in words that name its cause, and retried with
 backoff; the same failure again is logged at DEBUG until something changes.
+
+Every wait wakes at the directory's next change (:class:`DirectoryChanges`,
+inotify) and at the latest after the watch interval, and looks at the files
+before it sleeps, so a change between two looks is never slept through.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
+from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import FileStamp, PluginEndpoint, SocketUnavailable, file_stamp
 from ascend_plugin.faces.deviceplugin.path_facts import connect_failure, not_a_socket
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
@@ -49,7 +54,9 @@ PENDING_POLL = 0.01
 # How long a dropped ListAndWatch stream may go without a successor before we
 # re-register (the kubelet closes the old stream when a plugin re-registers).
 STREAM_GRACE = 0.5
-REGISTER_BACKOFF = Backoff(0.2, 10.0)
+# Seen within a millisecond (inotify), a new kubelet.sock can still be between bind() and listen():
+# the first retry comes soon, later ones back off to 10 s.
+REGISTER_BACKOFF = Backoff(0.02, 10.0)
 
 
 class KubeletSocketUnusable(Exception):
@@ -76,9 +83,12 @@ class KubeletRegistrar:
         service: DevicePluginService,
         resource_name: str,
         watch_interval: float,
+        *,
+        changes: DirectoryChanges,
         register_backoff: Backoff = REGISTER_BACKOFF,
     ) -> None:
         self.endpoint = endpoint
+        self.changes = changes
         self.service = service
         self.resource_name = resource_name
         self.watch_interval = watch_interval
@@ -118,7 +128,9 @@ class KubeletRegistrar:
                 abandoned = await self._register_watched(stamp)
             except _FAILURES as error:
                 attempt += 1
-                self._failed(attempt, _describe(error, self.kubelet_socket))
+                # Nobody listening on kubelet.sock is a kubelet that is down or starting, not a mistake.
+                level = logging.WARNING if isinstance(error, ConnectionRefusedError) else logging.ERROR
+                self._failed(attempt, _describe(error, self.kubelet_socket), level)
                 await self._sleep_unless_kubelet_changes(
                     self.register_backoff.after(attempt), file_stamp(self.kubelet_socket)
                 )
@@ -140,18 +152,19 @@ class KubeletRegistrar:
             )
             return stamp
 
-    def _failed(self, attempt: int, description: str) -> None:
+    def _failed(self, attempt: int, description: str, level: int) -> None:
         """Log a failure once; the same failure again only at DEBUG."""
         delay = self.register_backoff.after(attempt)
         if description != self.last_error:
-            log.error(
-                "registration with the kubelet failed: %s; retrying with backoff (next in %.1f s)",
+            log.log(
+                level,
+                "registration with the kubelet failed: %s; retrying with backoff (next in %g s)",
                 description,
                 delay,
                 extra={"attempt": attempt, "error": description},
             )
         else:
-            log.debug("registration attempt %d failed the same way; retrying in %.1f s", attempt, delay)
+            log.debug("registration attempt %d failed the same way; retrying in %g s", attempt, delay)
         self.last_error = description
 
     async def _ensure_answering(self) -> None:
@@ -188,11 +201,11 @@ class KubeletRegistrar:
     async def _pending_change(self, stamp: FileStamp) -> str:
         """Return, with the reason, once a pending Register can no longer succeed."""
         while True:
-            await anyio.sleep(PENDING_POLL)
             if file_stamp(self.kubelet_socket) != stamp:
                 return f"{self.kubelet_socket} changed while Register was pending (a new kubelet)"
             if not self.endpoint.serving:
                 return f"our socket {self.endpoint.path} was deleted while Register was pending"
+            await self.changes.wait(PENDING_POLL)
 
     async def _register(self) -> None:
         channel = Channel(path=str(self.kubelet_socket))
@@ -220,34 +233,37 @@ class KubeletRegistrar:
             if not announced:
                 log.warning("waiting for the kubelet: %s does not exist", self.kubelet_socket)
                 announced = True
-            await anyio.sleep(self.watch_interval)
+            await self.changes.wait(self.watch_interval)
 
     async def _sleep_unless_kubelet_changes(self, delay: float, stamp: FileStamp | None) -> None:
         """Back off, but retry at once if a new kubelet appears meanwhile."""
         with anyio.move_on_after(delay):
-            # Polling a stat() is the portable way to see a file change here (no inotify in the stdlib).
-            while file_stamp(self.kubelet_socket) == stamp:  # noqa: ASYNC110
-                await anyio.sleep(self.watch_interval)
+            while file_stamp(self.kubelet_socket) == stamp:
+                await self.changes.wait(self.watch_interval)
 
     # -- watching ---------------------------------------------------------------------
 
     async def _watch(self, stamp: FileStamp) -> str:
         """Return, with the reason, when the registration needs renewing."""
-        while True:
-            await anyio.sleep(self.watch_interval)
-            current = file_stamp(self.kubelet_socket)
-            if current is None:
-                return f"{self.kubelet_socket} was removed (kubelet stopped)"
-            if current != stamp:
-                return f"{self.kubelet_socket} was re-created (kubelet restarted)"
-            if not self.endpoint.serving:
-                return f"our socket {self.endpoint.path} was deleted"
-            dropped = self._stream_dropped_at
-            if dropped is not None:
-                if self.service.open_streams > 0:
-                    self._stream_dropped_at = None
-                elif time.monotonic() - dropped >= STREAM_GRACE:
-                    return "the kubelet dropped our ListAndWatch stream"
+        while (reason := self._renewal_reason(stamp)) is None:
+            await self.changes.wait(self.watch_interval)
+        return reason
+
+    def _renewal_reason(self, stamp: FileStamp) -> str | None:
+        current = file_stamp(self.kubelet_socket)
+        if current is None:
+            return f"{self.kubelet_socket} was removed (kubelet stopped)"
+        if current != stamp:
+            return f"{self.kubelet_socket} was re-created (kubelet restarted)"
+        if not self.endpoint.serving:
+            return f"our socket {self.endpoint.path} was deleted"
+        dropped = self._stream_dropped_at
+        if dropped is not None:
+            if self.service.open_streams > 0:
+                self._stream_dropped_at = None
+            elif time.monotonic() - dropped >= STREAM_GRACE:
+                return "the kubelet dropped our ListAndWatch stream"
+        return None
 
     def _stream_closed(self) -> None:
         if self.registered and self.service.open_streams == 0:
