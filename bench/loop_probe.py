@@ -2,9 +2,11 @@
 
 Run: ``python bench/loop_probe.py PROBE_FILE run --backend fake ...``. Every
 event loop the process creates gets one more task: it sleeps 1 ms in a loop
-and appends ``<unix time> <ms late>`` to PROBE_FILE whenever it woke more than
-1 ms late, i.e. whenever something held the loop. The plugin itself is not
-changed in any way.
+and appends ``<unix time> <ms late> <ms of CPU>`` to PROBE_FILE whenever it
+woke more than 1 ms late, i.e. whenever something held the loop. The CPU
+figure is what the loop's thread itself used meanwhile: a stall the plugin
+caused shows it close to the lateness, one where a noisy machine did not
+schedule the process shows little. The plugin itself is not changed in any way.
 """
 
 from __future__ import annotations
@@ -23,11 +25,12 @@ async def _probe(path: str) -> None:
     # A line buffered local file: writing one line is far below what the probe measures.
     with open(path, "a", buffering=1, encoding="utf-8") as out:  # noqa: ASYNC230
         while True:
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.thread_time()
             await asyncio.sleep(PERIOD)
             late = time.perf_counter() - start - PERIOD
             if late > REPORTED:
-                out.write(f"{time.time():.6f} {late * 1000:.3f}\n")
+                used = time.thread_time() - cpu
+                out.write(f"{time.time():.6f} {late * 1000:.3f} {used * 1000:.3f}\n")
 
 
 class _ProbedLoops(asyncio.DefaultEventLoopPolicy):
