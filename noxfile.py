@@ -82,5 +82,7 @@ def bench(session: nox.Session) -> None:
         "bench/health.py",
         "bench/footprint.py",
         "bench/placement.py",
+        "bench/kubelet_soak.py",
+        "bench/loop_stall.py",
     ):
         session.run("python", script, *session.posargs)

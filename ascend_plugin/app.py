@@ -46,8 +46,12 @@ log = logging.getLogger(__name__)
 class PluginApp:
     """One plugin process's parts, wired together."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, freeze_heap: bool = False) -> None:
+        """``freeze_heap``: keep the garbage collector off what start-up built (the daemon does; a
+        process that runs many apps, like the tests, must not, or each would pin the garbage before it).
+        """
         self.settings = settings
+        self.freeze_heap = freeze_heap
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
@@ -168,7 +172,8 @@ class PluginApp:
                 "resources": {name: [d.id for d in devices] for name, devices in book.resources().items()}
             },
         )
-        _freeze_the_heap()
+        if self.freeze_heap:
+            _freeze_the_heap()
         tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
@@ -192,7 +197,8 @@ class PluginApp:
         from ascend_plugin.faces.kube.publishers import KubeInputs
         from ascend_plugin.faces.kube.run import run_kube
 
-        _freeze_the_heap()  # and the Kubernetes client's, as large again
+        if self.freeze_heap:
+            _freeze_the_heap()  # and the Kubernetes client's, as large again
         inputs = KubeInputs(self.settings, node_name, self.config, inventory)
         await supervise("kubernetes", lambda: run_kube(inputs))
 

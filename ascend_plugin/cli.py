@@ -75,7 +75,7 @@ def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None)
     from ascend_plugin.app import PluginApp
 
     async def main() -> None:
-        app = PluginApp(settings)
+        app = PluginApp(settings, freeze_heap=True)
         async with anyio.create_task_group() as tasks:
 
             async def stop_on_signal() -> None:

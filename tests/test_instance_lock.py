@@ -3,25 +3,27 @@
 Two real ``ascend-device-plugin run`` processes on one directory, as during a
 DaemonSet rollout whose old pod is still terminating, with the grpcio kubelet
 stand-in counting registrations: without the lock the two delete each other's
-socket and register hundreds of times a minute.
+socket and register hundreds of times a minute. Then the lock itself, in one
+process: what it says while it waits, and a directory it cannot lock yet.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import signal
+import socket
 import time
 from pathlib import Path
 
+import anyio
 import pytest
-from plugin_harness import WAIT, FakeNode, registered
+from plugin_harness import WAIT, FakeNode, registered, until
 from plugin_process import PluginProcess, plugin_process
 
 from ascend_plugin.faces.deviceplugin.endpoint import file_stamp
-from ascend_plugin.faces.deviceplugin.instance_lock import HOLDER_NOTE
+from ascend_plugin.faces.deviceplugin.instance_lock import HOLDER_NOTE, InstanceLock
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-
-pytestmark = pytest.mark.slow
 
 RESOURCE = "huawei.com/Ascend310"
 
@@ -46,6 +48,7 @@ def holder_pid(plugin_dir: Path) -> int:
     return pid
 
 
+@pytest.mark.slow
 def test_a_second_instance_waits_for_the_lock_and_takes_over_when_the_first_exits(
     kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, short_tmp: Path
 ) -> None:
@@ -86,6 +89,7 @@ def test_a_second_instance_waits_for_the_lock_and_takes_over_when_the_first_exit
     assert len(kubelet.registrations) == 2
 
 
+@pytest.mark.slow
 def test_an_instance_killed_outright_leaves_the_lock_free(
     kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, short_tmp: Path
 ) -> None:
@@ -98,3 +102,48 @@ def test_an_instance_killed_outright_leaves_the_lock_free(
         kubelet.wait_until(registered(RESOURCE, times=2), WAIT, "the next instance registers")
         assert not [line for line in second.lines() if "waiting for the lock" in line["msg"]]
         assert holder_pid(plugin_dir) == second.pid
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.anyio
+async def test_the_waiting_lock_names_the_holder_and_how_long_it_has_waited(plugin_dir: Path) -> None:
+    holder, clock = InstanceLock(plugin_dir), Clock()
+    waiter = InstanceLock(plugin_dir, clock=clock)
+    await holder.acquire()
+    assert holder.status() == f"holding the lock on {plugin_dir}"
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter.acquire)
+        await until(lambda: waiter.holder is not None, "the waiter reads the holder's note")
+        clock.now += 12
+        assert waiter.status().startswith(
+            f"waiting for the lock held by pid {os.getpid()} (host {socket.gethostname()}, since "
+        )
+        assert waiter.status().endswith(") for 12 s")
+        assert not waiter.held
+        holder.release()
+        await until(lambda: waiter.held, "the waiter takes the lock")
+    assert holder_pid(plugin_dir) == os.getpid()
+    waiter.release()
+    assert not (plugin_dir / HOLDER_NOTE).exists()
+
+
+@pytest.mark.anyio
+async def test_a_directory_that_cannot_be_created_is_named_then_locked_once_it_can(short_tmp: Path) -> None:
+    blocker = short_tmp / "kubelet"
+    blocker.write_text("a file where the kubelet's directory should be")
+    lock = InstanceLock(blocker / "device-plugins")
+    async with anyio.create_task_group() as group:
+        group.start_soon(lock.acquire)
+        await until(lambda: bool(lock.problem), "the lock's problem")
+        assert lock.status() == f"cannot create {blocker / 'device-plugins'}: Not a directory"
+        blocker.unlink()
+        await until(lambda: lock.held, "the lock once the directory can be created")
+    assert lock.problem == ""
+    lock.release()

@@ -63,8 +63,9 @@ class Holder:
     since: float  # time.time() when it took the lock
 
     def describe(self) -> str:
-        """``pid 4242 (host ascend-device-plugin-x7k2p)``."""
-        return f"pid {self.pid} (host {self.host})"
+        """``pid 4242 (host ascend-device-plugin-x7k2p, since 2026-12-01T21:40:03Z)``."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))
+        return f"pid {self.pid} (host {self.host}, since {since})"
 
 
 class InstanceLock:
