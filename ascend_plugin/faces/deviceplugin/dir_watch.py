@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import ctypes.util
 import logging
 import os
 from pathlib import Path
@@ -87,10 +86,9 @@ class DirectoryChanges:
 
 def _inotify_watch(directory: Path) -> int:
     """An inotify descriptor watching ``directory``; OSError when the kernel or libc will not."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        raise OSError("no C library to call inotify through")
-    libc = ctypes.CDLL(name, use_errno=True)
+    libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc is among them
+    if not hasattr(libc, "inotify_init1"):
+        raise OSError("this C library has no inotify")
     fd = int(libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC))
     if fd < 0:
         number = ctypes.get_errno()
