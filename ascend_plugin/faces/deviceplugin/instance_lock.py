@@ -95,7 +95,13 @@ class InstanceLock:
         return f"waiting for the lock held by {holder} for {waited:.0f} s"
 
     async def acquire(self) -> None:
-        """Return holding the lock; wait (without blocking the loop) while another instance has it."""
+        """Return holding the lock; wait (without blocking the loop) while another instance has it.
+
+        Holding it already (a restarted part of this process asks again) returns at once: a second
+        descriptor of ours would wait for the first forever.
+        """
+        if self.held:
+            return
         fd = await self._open_with_retries()
         attempt = 0
         reminders = 0

@@ -118,7 +118,7 @@ class KubeletRegistrar:
 
     async def _register_with_retries(self) -> FileStamp:
         """Register with the current kubelet; return the stamp of the kubelet.sock we reached."""
-        attempt = 0
+        attempt = abandons = 0
         while True:
             try:
                 if not self.endpoint.serving:  # up before the kubelet, which must be able to dial back
@@ -136,7 +136,17 @@ class KubeletRegistrar:
                 )
                 continue
             if abandoned is not None:
-                log.warning("Register abandoned: %s; registering again at once", abandoned)
+                abandons += 1
+                if abandons == 1:
+                    log.warning("Register abandoned: %s; registering again at once", abandoned)
+                    continue
+                # Again and again: something keeps changing the directory (an old plugin without the
+                # instance lock deleting our socket?). Back off rather than spin.
+                delay = self.register_backoff.after(abandons - 1)
+                log.warning(
+                    "Register abandoned %d times in a row: %s; again in %g s", abandons, abandoned, delay
+                )
+                await anyio.sleep(delay)
                 continue
             self.registrations += 1
             if self.last_error:
