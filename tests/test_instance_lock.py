@@ -90,6 +90,23 @@ def test_a_second_instance_waits_for_the_lock_and_takes_over_when_the_first_exit
 
 
 @pytest.mark.slow
+def test_a_waiting_instance_stopped_exits_cleanly_and_leaves_the_first_alone(
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, short_tmp: Path
+) -> None:
+    with plugin_process(node, plugin_dir, short_tmp / "first.log") as first:
+        kubelet.wait_until(registered(RESOURCE), WAIT, "the first instance registers")
+        served = file_stamp(plugin_dir / "Ascend310.sock")
+        with plugin_process(node, plugin_dir, short_tmp / "second.log") as second:
+            second.wait_for_line(lambda line: "waiting for the lock held by" in line["msg"], "the wait")
+            second.process.send_signal(signal.SIGTERM)
+            assert second.process.wait(timeout=WAIT) == 0
+        assert file_stamp(plugin_dir / "Ascend310.sock") == served
+        assert holder_pid(plugin_dir) == first.pid
+        assert len(kubelet.registrations) == 1
+        assert first.process.poll() is None
+
+
+@pytest.mark.slow
 def test_an_instance_killed_outright_leaves_the_lock_free(
     kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, short_tmp: Path
 ) -> None:
@@ -147,4 +164,14 @@ async def test_a_directory_that_cannot_be_created_is_named_then_locked_once_it_c
         blocker.unlink()
         await until(lambda: lock.held, "the lock once the directory can be created")
     assert lock.problem == ""
+    lock.release()
+
+
+@pytest.mark.anyio
+async def test_the_holder_note_comes_back_after_a_kubelet_deletes_it(plugin_dir: Path) -> None:
+    lock = InstanceLock(plugin_dir)
+    await lock.acquire()
+    (plugin_dir / HOLDER_NOTE).unlink()  # what a kubelet that deletes every file does
+    lock.keep_note()  # the app calls it after every registration
+    assert holder_pid(plugin_dir) == os.getpid()
     lock.release()

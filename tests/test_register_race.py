@@ -11,6 +11,7 @@ pending and start over at once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -83,3 +84,24 @@ async def test_a_new_kubelet_sock_while_register_is_pending_starts_over_at_once(
             await wait_for(faulty_kubelet, lambda k: not k.pending_calls(), "every Register answered")
     finally:
         release.set()
+
+
+async def test_a_socket_deleted_before_every_dial_back_makes_the_plugin_back_off_not_spin(
+    faulty_kubelet: FaultyKubelet, node: FakeNode, plugin_dir: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Something that keeps deleting our socket (an old plugin without the lock) meets backoff."""
+    caplog.set_level(logging.WARNING, "ascend_plugin.faces.deviceplugin.registrar")
+    wiped: list[Path] = []
+
+    def wipe_three_times(plugin_socket: Path) -> None:
+        if len(wiped) < 3:
+            plugin_socket.unlink(missing_ok=True)
+            wiped.append(plugin_socket)
+
+    faulty_kubelet.before_dial_back(wipe_three_times)
+    async with running_plugin(node.settings(plugin_dir)):
+        await wait_for(faulty_kubelet, registered(RESOURCE), "registration once the wiping stops")
+        await wait_for(faulty_kubelet, lambda k: not k.pending_calls(), "every Register answered")
+    messages = [record.getMessage() for record in caplog.records]
+    assert any(message.startswith("Register abandoned: ") for message in messages)
+    assert any("Register abandoned 3 times in a row: " in message for message in messages), messages

@@ -51,6 +51,7 @@ from ascend_plugin.faces.deviceplugin.wire_check import (
 )
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+REASON_LENGTH = 200  # a refusal's reason is a line, whatever the decoder had to say
 _PEER_CREDENTIALS = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 
@@ -81,7 +82,9 @@ class _CheckedCodec(ProtoCodec):
         except RequestRefused as refused:
             raise self.guard.refuse(Status.INVALID_ARGUMENT, refused.reason) from None
         except Exception as error:  # whatever the decoder raises on bytes the check let through
-            reason = f"{message_type.__name__} does not decode: {type(error).__name__}: {error}"
+            reason = f"{message_type.__name__} does not decode: {type(error).__name__}: {error}"[
+                :REASON_LENGTH
+            ]
             raise self.guard.refuse(Status.INVALID_ARGUMENT, reason) from None
 
 
