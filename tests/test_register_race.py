@@ -49,9 +49,10 @@ async def test_socket_deleted_before_the_dial_back_is_re_created_and_registered_
     async with running_plugin(node.settings(plugin_dir)) as app:
         await wait_for(faulty_kubelet, lambda k: len(k.calls) >= 2, "a second Register")
         first, second = faulty_kubelet.calls[:2]
-        # The plugin did not wait for the first dial-back to give up: it re-created its socket
-        # and sent the next Register while the first was still pending.
-        assert first.finished is None or second.received < first.finished
+        # The plugin did not wait for the first dial-back to give up: it re-created its socket and
+        # sent the next Register while the first was still pending, or so fast that the first
+        # dial-back itself found the new socket.
+        assert first.finished is None or second.received < first.finished or first.outcome == "OK"
         await wait_for(faulty_kubelet, registered(RESOURCE), "registration")
         await until(lambda: app.face is not None and app.face.registered, "the plugin sees it registered")
         # The first call's dial-back reaches the new socket once grpcio retries; wait it out so the
@@ -99,9 +100,17 @@ async def test_a_socket_deleted_before_every_dial_back_makes_the_plugin_back_off
             wiped.append(plugin_socket)
 
     faulty_kubelet.before_dial_back(wipe_three_times)
-    async with running_plugin(node.settings(plugin_dir)):
-        await wait_for(faulty_kubelet, registered(RESOURCE), "registration once the wiping stops")
+    async with running_plugin(node.settings(plugin_dir)) as app:
+        # An abandoned Register's dial-back may still reach a later socket and register on the
+        # kubelet's side: what counts is the plugin's own Register answered, after the third wipe.
+        await until(
+            lambda: len(wiped) == 3 and app.face is not None and app.face.registered,
+            "the plugin registered once the wiping stopped",
+        )
         await wait_for(faulty_kubelet, lambda k: not k.pending_calls(), "every Register answered")
+        await wait_for(faulty_kubelet, registered(RESOURCE), "registered")
     messages = [record.getMessage() for record in caplog.records]
     assert any(message.startswith("Register abandoned: ") for message in messages)
-    assert any("Register abandoned 3 times in a row: " in message for message in messages), messages
+    assert any("Register abandoned 3 times in a row: " in message for message in messages), "\n".join(
+        messages
+    )

@@ -132,6 +132,7 @@ class _PeerProtocol(H2Protocol):
 
     def __init__(self, server: Server, guard: _RequestGuard) -> None:
         self.guard = guard
+        self.closed = False
         handler = _GuardedHandler(server, guard)
         server._handlers.add(handler)
         super().__init__(handler, server._config, server._h2_config)
@@ -139,6 +140,15 @@ class _PeerProtocol(H2Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.guard.peer = describe_peer(transport)
         super().connection_made(transport)
+        if self.closed:  # accepted just before the server closed: it must not outlive it
+            self.processor.close("the plugin closed its server")
+
+    def close(self) -> None:
+        """Close the connection, or, if it is not made yet, as soon as it is."""
+        self.closed = True
+        processor = getattr(self, "processor", None)  # absent until the connection was made
+        if processor is not None:
+            processor.close("the plugin closed its server")
 
 
 def describe_peer(transport: asyncio.BaseTransport) -> str:
@@ -171,7 +181,7 @@ class PluginServer(Server):
             raise TypeError(f"no request shape in wire_check.REQUEST_SHAPES for {', '.join(unchecked)}")
         self._limits = limits
         self._refusals = refusals
-        self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
+        self._protocols: weakref.WeakSet[_PeerProtocol] = weakref.WeakSet()
 
     def _protocol_factory(self) -> H2Protocol:
         # What grpclib's own factory does, with our per-connection objects.
@@ -183,6 +193,4 @@ class PluginServer(Server):
     def close(self) -> None:
         super().close()
         for protocol in list(self._protocols):
-            processor = getattr(protocol, "processor", None)  # absent until the connection was made
-            if processor is not None:
-                processor.close("the plugin closed its server")
+            protocol.close()
