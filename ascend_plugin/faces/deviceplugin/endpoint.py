@@ -93,7 +93,10 @@ class PluginEndpoint:
         try:
             if self.path.is_socket():
                 self.path.unlink()  # stale socket of an earlier run (the instance lock says it is not live)
-            await server.start(path=str(self.path))
+            # One loop iteration, shielded: cancelled inside it, asyncio would leave a listening
+            # socket that nobody owns or closes.
+            with anyio.CancelScope(shield=True):
+                await server.start(path=str(self.path))
         except OSError as error:
             raise SocketUnavailable(create_failure(self.path, error)) from error
         previous, self._server = self._server, server
