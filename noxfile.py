@@ -84,5 +84,7 @@ def bench(session: nox.Session) -> None:
         "bench/placement.py",
         "bench/dra.py",
         "bench/vnpus.py",
+        "bench/kubelet_soak.py",
+        "bench/loop_stall.py",
     ):
         session.run("python", script, *session.posargs)

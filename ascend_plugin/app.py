@@ -18,15 +18,18 @@ release the library.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
+from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
@@ -42,7 +45,7 @@ from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChi
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
 from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
-from ascend_plugin.settings import Settings
+from ascend_plugin.settings import Settings, dra_plugin_dir
 from backends.errors import ChipError
 
 if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
@@ -57,11 +60,16 @@ EXIT_REFUSED = 2
 class PluginApp:
     """One plugin process's parts, wired together."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, freeze_heap: bool = False) -> None:
+        """``freeze_heap``: keep the garbage collector off what start-up built (the daemon does; a
+        process that runs many apps, like the tests, must not, or each would pin the garbage before it).
+        """
         self.settings = settings
+        self.freeze_heap = freeze_heap
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
+        self.lock = InstanceLock(_served_directory(settings))
         self.node: Node | None = None
         self.monitor: HealthMonitor | None = None
         self.book: OfferBook | None = None
@@ -101,6 +109,8 @@ class PluginApp:
     def readiness(self) -> Probe:
         """Ready when registered with the kubelet and the driver answering; otherwise why not."""
         now = time.monotonic()
+        if not self.lock.held and (self.lock.waiting_since is not None or self.lock.problem):
+            return Probe(False, self.lock.status())
         if self.node is None:
             return Probe(False, f"chips not available: {self.discovery.problem}")
         if (stuck := self.calls.stuck(None)) is not None:
@@ -138,10 +148,13 @@ class PluginApp:
                 group.cancel_scope.cancel()
         finally:
             self.calls.shutdown()
+            self.lock.release()  # after the sockets are gone: the next instance finds none of ours
 
     async def _serve(self) -> None:
         settings = self.settings
         node = await self.discovery.run()
+        # Chips found while an old instance may still be serving; no socket is touched before the lock.
+        await self.lock.acquire()
         inventory = node.inventory
         monitor = HealthMonitor(
             node.backend,
@@ -183,6 +196,7 @@ class PluginApp:
             chooser,
         )
         face.on_registered(self.registered_once.set)
+        face.on_registered(self.lock.keep_note)
         self.node, self.monitor, self.book, self.face = node, monitor, book, face
         log.info(
             "serving %d %s chip(s) as %s in %s mode",
@@ -194,6 +208,8 @@ class PluginApp:
                 "resources": {name: [d.id for d in devices] for name, devices in book.resources().items()}
             },
         )
+        if self.freeze_heap:
+            _freeze_the_heap()
         tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
@@ -216,6 +232,7 @@ class PluginApp:
         dra_settings = DraSettings.from_settings(self.settings)
         dra = DraFace(inventory, host, dra_settings)
         dra.on_registered(self.registered_once.set)
+        dra.on_registered(self.lock.keep_note)
         self.dra = dra
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
@@ -241,6 +258,8 @@ class PluginApp:
         from ascend_plugin.faces.kube.publishers import KubeInputs
         from ascend_plugin.faces.kube.run import run_kube
 
+        if self.freeze_heap:
+            _freeze_the_heap()  # and the Kubernetes client's, as large again
         inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held, notices=notices)
         await supervise("kubernetes", lambda: run_kube(inputs))
 
@@ -286,6 +305,23 @@ class PluginApp:
             except (ChipError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")
+
+
+def _served_directory(settings: Settings) -> Path:
+    """The directory whose sockets this instance serves, so the one two instances must not share."""
+    return dra_plugin_dir(settings) if settings.serve == "dra" else settings.device_plugin_path
+
+
+def _freeze_the_heap() -> None:
+    """Keep the cyclic garbage collector off what start-up built: it lives as long as the process.
+
+    A full collection walks every object: over the modules, classes and tables
+    loaded by now it held the event loop for 26-43 ms (bench/loop_stall.py),
+    longer than any call may. Frozen objects are never walked again. (No
+    collection first: it would cost that pause once more, to save a few
+    objects of import-time garbage.)
+    """
+    gc.freeze()
 
 
 class _MetricsView:

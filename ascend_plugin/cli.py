@@ -10,7 +10,7 @@ import argparse
 import logging
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -80,21 +80,29 @@ def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def run_daemon(settings: Settings) -> int:
+def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown.
 
     Exit :data:`EXIT_BAD_SETTINGS` when the settings turn out not to work with the
     chips found (the app's ``exit_code``), after the same clean shutdown.
+
+    SIGHUP re-reads the settings with ``reload`` (the same flags and
+    environment, the config file read again) and applies what may change at
+    run time, the way a config ConfigMap change is applied.
     """
     from ascend_plugin.app import PluginApp
 
     async def main() -> int:
-        app = PluginApp(settings)
+        app = PluginApp(settings, freeze_heap=True)
         async with anyio.create_task_group() as tasks:
 
             async def stop_on_signal() -> None:
-                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as signals:
                     async for received in signals:
+                        if received == signal.SIGHUP:
+                            log.info("received SIGHUP: re-reading the config file")
+                            app.config.reread_config_file(reload or load_settings)
+                            continue
                         log.info("received %s; shutting down", signal.Signals(received).name)
                         app.stop()
                         return
@@ -104,6 +112,8 @@ def run_daemon(settings: Settings) -> int:
             tasks.cancel_scope.cancel()
         return app.exit_code
 
+    # Until the signal receiver is up, a SIGHUP must not end the process (its default action).
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     log.info(
         "ascend-device-plugin %s starting",
         __version__,
@@ -140,4 +150,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     from ascend_plugin.logs import setup_logging
 
     setup_logging(settings.log_level, settings.log_format)
-    return run_daemon(settings)
+    values = _settings_values(args)
+    return run_daemon(settings, lambda: load_settings(values))

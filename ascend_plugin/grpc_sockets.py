@@ -15,7 +15,13 @@ plugin that re-creates its socket after every kubelet restart must not leave a
 connection behind each time, so :class:`PluginServer` remembers the
 connections it accepted and closes them with itself. A connection the loop
 accepted just before the close is set up (``connection_made``) only after it:
-that one is closed as soon as it is set up.
+that one is closed as soon as it is set up. A face that checks what clients
+send builds its own per-connection protocol (``_new_protocol``) and serves it
+through its own endpoint (``_new_server``).
+
+A socket that cannot be created is a :class:`SocketUnavailable` whose message
+names the cause (the directory's mode and owner against our uid, a read-only
+file system, a file in the way), for the face to log and retry.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from grpclib._typing import IServable
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
+from ascend_plugin.path_facts import create_failure
+
 log = logging.getLogger(__name__)
 
 FileStamp = tuple[int, int, int]
@@ -46,6 +54,10 @@ ACCEPT_TURNS = 3  # loop turns from accepting a connection to setting it up
 
 class SocketPathTooLong(ValueError):
     """A socket path longer than a unix socket address can hold."""
+
+
+class SocketUnavailable(Exception):
+    """Our socket cannot be created; the message names the cause."""
 
 
 def file_stamp(path: Path) -> FileStamp | None:
@@ -69,8 +81,12 @@ class PluginServer(Server):
         self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
         self._closed = False
 
+    def _new_protocol(self) -> H2Protocol:
+        """The protocol of one accepted connection: grpclib's own, unless a subclass checks more."""
+        return super()._protocol_factory()
+
     def _protocol_factory(self) -> H2Protocol:
-        protocol = super()._protocol_factory()
+        protocol = self._new_protocol()
         set_up = protocol.connection_made
 
         def connection_made(transport: BaseTransport) -> None:
@@ -118,8 +134,15 @@ class SocketEndpoint:
         """True while our socket file is in place."""
         return self._server is not None and self._stamp is not None and file_stamp(self.path) == self._stamp
 
+    def _new_server(self) -> PluginServer:
+        """The server for a fresh socket; a face that checks requests builds its own."""
+        return PluginServer(self.handlers)
+
     async def start(self) -> None:
-        """Serve on a fresh socket; the previous server (if any) is closed afterwards."""
+        """Serve on a fresh socket; the previous server (if any) is closed afterwards.
+
+        Raises SocketUnavailable, naming the cause, when the socket cannot be created.
+        """
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
             raise SocketPathTooLong(
                 f"socket path {self.path} is {len(os.fsencode(self.path))} bytes; a unix socket path may "
@@ -129,11 +152,18 @@ class SocketEndpoint:
             async with self._lock:
                 if self._stopped:
                     raise EndpointStopped(f"{self.what} on {self.path} was stopped")
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                if self.path.is_socket():
-                    self.path.unlink()  # stale socket of an earlier run
-                server = PluginServer(self.handlers)
-                await server.start(path=str(self.path))
+                try:
+                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                except OSError as error:
+                    failed = Path(error.filename) if error.filename else self.path.parent
+                    raise SocketUnavailable(create_failure(failed, error)) from error
+                server = self._new_server()
+                try:
+                    if self.path.is_socket():
+                        self.path.unlink()  # stale socket of an earlier run (no live instance serves it)
+                    await server.start(path=str(self.path))
+                except OSError as error:
+                    raise SocketUnavailable(create_failure(self.path, error)) from error
                 previous, self._server = self._server, server
                 self._stamp = file_stamp(self.path)
                 log.info("serving %s", self.what, extra={"socket": str(self.path)})

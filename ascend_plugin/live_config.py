@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -31,6 +32,7 @@ class LiveConfig:
         self.fault_table = fault_table
         self.startup_settings = settings
         self.startup_table = fault_table
+        self.overrides: dict[str, object] = {}  # the config ConfigMap's, over the start-up settings
         self._listeners: list[ChangeListener] = []
 
     def on_change(self, listener: ChangeListener) -> Callable[[], None]:
@@ -66,6 +68,55 @@ class LiveConfig:
             log.info("settings changed at run time: %s", ", ".join(changed), extra={"changed": changed})
             self._notify(changed)
         return changed
+
+    def apply_overrides(self, overrides: Mapping[str, object]) -> list[str]:
+        """Make ``overrides`` the run-time layer (what the config ConfigMap says) over the start-up base.
+
+        A setting the overrides no longer name returns to its start-up value.
+        """
+        changed = self.apply({**self.reloadable_at_startup(), **overrides})
+        self.overrides = dict(overrides)
+        return changed
+
+    def rebase(self, base: Settings) -> list[str]:
+        """Replace the start-up base (the config file re-read on SIGHUP); the overrides stay on top.
+
+        Raises SettingsError, refusing it all, when the new base changes a
+        setting that cannot change at run time, exactly as an override would.
+        """
+        moved: dict[str, Any] = {
+            name: getattr(base, name)
+            for name in Settings.model_fields
+            if name not in RELOADABLE and getattr(base, name) != getattr(self.startup_settings, name)
+        }
+        reloadable = {name: getattr(base, name) for name in RELOADABLE}
+        changed = self.apply({**moved, **reloadable, **self.overrides})
+        self.startup_settings = base
+        return changed
+
+    def reread_config_file(self, load: Callable[[], Settings]) -> bool:
+        """SIGHUP: rebase on ``load()``, the settings read again with the config file.
+
+        False (logged, nothing changed) when there is no config file, or the new
+        settings are invalid or change what cannot change at run time.
+        """
+        path = self.startup_settings.config_file
+        if path is None:
+            log.warning("received SIGHUP, but no config file is set (config_file): nothing to re-read")
+            return False
+        source = f"config file {path}"
+        try:
+            changed = self.rebase(load())
+        except SettingsError as error:
+            log.error(
+                "%s refused, the current configuration stays: %s", source, error, extra={"source": source}
+            )
+            return False
+        now = ", ".join(f"{name} is now {getattr(self.settings, name)!r}" for name in changed)
+        log.info(
+            "%s re-read: %s", source, now or "nothing changed", extra={"source": source, "changed": changed}
+        )
+        return True
 
     def replace_fault_table(self, table: FaultTable) -> None:
         """Use a new fault-level table from the next verdict on."""

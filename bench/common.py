@@ -72,14 +72,16 @@ class Workspace:
         temporary.write_text(json.dumps(scenario))
         temporary.replace(self.scenario)
 
-    def start_plugin(self, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        """The plugin as a real process on this workspace (fake backend)."""
+    def start_plugin(
+        self, *extra: str, env: dict[str, str] | None = None, entry: Sequence[str] = ("-m", "ascend_plugin")
+    ) -> subprocess.Popen[bytes]:
+        """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command."""
         for node in ("davinci0", "davinci_manager", "hisi_hdc", "devmm_svm"):
             path = self.host_root / "dev" / node
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
         command = [
-            sys.executable, "-m", "ascend_plugin", "run",
+            sys.executable, *entry, "run",
             "--backend", "fake", "--fake-scenario", str(self.scenario),
             "--device-plugin-path", str(self.plugin_dir), "--host-root", str(self.host_root),
             "--http-address", "", "--log-level", "WARNING", *extra,

@@ -62,7 +62,14 @@ async def test_runtime_mode_sets_the_ascend_docker_runtime_env(
         (["Ascend310-0", "Ascend310-0"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend310-0' appears twice"),
         (["Ascend910-0"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend910-0' is malformed"),
         (["Ascend310-01"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend310-01' is malformed"),
-        (["x" * 300], grpc.StatusCode.INVALID_ARGUMENT, "is malformed"),
+        (["x" * 300], grpc.StatusCode.INVALID_ARGUMENT, "is 300 bytes long; device IDs have at most 50"),
+        (["x" * 51], grpc.StatusCode.INVALID_ARGUMENT, "is 51 bytes long"),
+        (["x" * 50], grpc.StatusCode.INVALID_ARGUMENT, "is malformed"),
+        (
+            ["Ascend310-0", "Ascend310-1", "Ascend310-0"],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "has more entries than the 2 huawei.com/Ascend310 device(s) on this node",
+        ),
         ([], grpc.StatusCode.INVALID_ARGUMENT, "names no device IDs"),
     ],
 )
@@ -74,6 +81,7 @@ async def test_bad_ids_are_refused_naming_the_id(
     status: grpc.StatusCode,
     message: str,
 ) -> None:
+    node.write({"chip_name": "310B1", "chips": [{"phy_id": 0}, {"phy_id": 1}]})
     async with running_plugin(node.settings(plugin_dir)):
         await wait_for(kubelet, registered(RESOURCE), "registration")
         with pytest.raises(grpc.RpcError) as refused:

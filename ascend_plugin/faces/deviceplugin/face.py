@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
+from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
@@ -87,6 +88,7 @@ class DevicePluginFace:
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
+        self.changes = DirectoryChanges(settings.directory)
         self._registered_listeners: list[Callable[[], None]] = []
         self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 
@@ -106,6 +108,7 @@ class DevicePluginFace:
 
     async def run(self) -> None:
         """Follow the offers until the inventory closes, then stop every server."""
+        self.changes.start()
         try:
             async with anyio.create_task_group() as group:
                 if self.chooser is not None:
@@ -118,6 +121,7 @@ class DevicePluginFace:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.stop()
+            self.changes.close()
 
     async def _follow(self, group: TaskGroup) -> None:
         resources = self.book.resources()
@@ -156,7 +160,9 @@ class DevicePluginFace:
             chooser=self.chooser,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(endpoint, service, resource, settings.watch_interval)
+        registrar = KubeletRegistrar(
+            endpoint, service, resource, settings.watch_interval, changes=self.changes
+        )
         registrar.on_registered(self._registered)
         return ResourceServer(resource, service, registrar)
 

@@ -9,7 +9,19 @@ sends the registrar round again: make sure our socket is served, wait for
 words), then watch for the next one.
 
 Register must only be sent while our server is serving: the kubelet dials
-back and calls GetDevicePluginOptions before it answers.
+back and calls GetDevicePluginOptions before it answers, and waits up to 10 s
+for a socket that is not there. So right before each Register the registrar
+checks that our socket exists and answers (re-creating it if the kubelet
+deleted it), and while Register is pending it keeps looking: if our socket
+goes or a new ``kubelet.sock`` appears, that Register can no longer succeed
+in time, and the registrar starts over at once instead of waiting it out.
+
+A failure is logged once, in words that name its cause, and retried with
+backoff; the same failure again is logged at DEBUG until something changes.
+
+Every wait wakes at the directory's next change (:class:`DirectoryChanges`,
+inotify) and at the latest after the watch interval, and looks at the files
+before it sleeps, so a change between two looks is never slept through.
 """
 
 from __future__ import annotations
@@ -17,16 +29,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import anyio
 from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
+from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
-from ascend_plugin.grpc_sockets import FileStamp, file_stamp
+from ascend_plugin.grpc_sockets import FileStamp, SocketUnavailable, file_stamp
 from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
+from ascend_plugin.path_facts import connect_failure, not_a_socket
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
@@ -35,10 +50,29 @@ API_VERSION = "v1beta1"
 KUBELET_SOCKET = "kubelet.sock"
 # The kubelet dials back within Register with a 10 s timeout of its own.
 REGISTER_TIMEOUT = 15.0
+# While Register is pending (normally milliseconds), look this often for a reason to start over.
+PENDING_POLL = 0.01
 # How long a dropped ListAndWatch stream may go without a successor before we
 # re-register (the kubelet closes the old stream when a plugin re-registers).
 STREAM_GRACE = 0.5
-REGISTER_BACKOFF = Backoff(0.2, 10.0)
+# Seen within a millisecond (inotify), a new kubelet.sock can still be between bind() and listen():
+# the first retry comes soon, later ones back off to 10 s.
+REGISTER_BACKOFF = Backoff(0.02, 10.0)
+
+
+class KubeletSocketUnusable(Exception):
+    """``kubelet.sock`` is there but is no socket; the message names what it is instead."""
+
+
+_FAILURES = (
+    GRPCError,
+    StreamTerminatedError,
+    ProtocolError,
+    OSError,
+    TimeoutError,
+    SocketUnavailable,
+    KubeletSocketUnusable,
+)
 
 
 class KubeletRegistrar:
@@ -50,9 +84,12 @@ class KubeletRegistrar:
         service: DevicePluginService,
         resource_name: str,
         watch_interval: float,
+        *,
+        changes: DirectoryChanges,
         register_backoff: Backoff = REGISTER_BACKOFF,
     ) -> None:
         self.endpoint = endpoint
+        self.changes = changes
         self.service = service
         self.resource_name = resource_name
         self.watch_interval = watch_interval
@@ -72,8 +109,6 @@ class KubeletRegistrar:
     async def run(self) -> None:
         """Register, watch, re-register; forever."""
         while True:
-            if not self.endpoint.serving:
-                await self.endpoint.start()
             stamp = await self._register_with_retries()
             self.registered = True
             reason = await self._watch(stamp)
@@ -84,27 +119,39 @@ class KubeletRegistrar:
 
     async def _register_with_retries(self) -> FileStamp:
         """Register with the current kubelet; return the stamp of the kubelet.sock we reached."""
-        attempt = 0
+        attempt = abandons = 0
         while True:
-            stamp = await self._wait_for_kubelet()
-            if not self.endpoint.serving:
-                await self.endpoint.start()
             try:
-                await self._register()
-            except (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError) as error:
+                if not self.endpoint.serving:  # up before the kubelet, which must be able to dial back
+                    await self.endpoint.start()
+                stamp = await self._wait_for_kubelet()
+                await self._ensure_answering()
+                abandoned = await self._register_watched(stamp)
+            except _FAILURES as error:
                 attempt += 1
-                self.last_error = _describe(error)
-                delay = self.register_backoff.after(attempt)
-                log.error(
-                    "registration with the kubelet failed (attempt %d): %s; retrying in %.1f s",
-                    attempt,
-                    self.last_error,
-                    delay,
-                    extra={"attempt": attempt, "error": self.last_error},
+                # Nobody listening on kubelet.sock is a kubelet that is down or starting, not a mistake.
+                level = logging.WARNING if isinstance(error, ConnectionRefusedError) else logging.ERROR
+                self._failed(attempt, _describe(error, self.kubelet_socket), level)
+                await self._sleep_unless_kubelet_changes(
+                    self.register_backoff.after(attempt), file_stamp(self.kubelet_socket)
                 )
-                await self._sleep_unless_kubelet_changes(delay, stamp)
+                continue
+            if abandoned is not None:
+                abandons += 1
+                if abandons == 1:
+                    log.warning("Register abandoned: %s; registering again at once", abandoned)
+                    continue
+                # Again and again: something keeps changing the directory (an old plugin without the
+                # instance lock deleting our socket?). Back off rather than spin.
+                delay = self.register_backoff.after(abandons - 1)
+                log.warning(
+                    "Register abandoned %d times in a row: %s; again in %g s", abandons, abandoned, delay
+                )
+                await anyio.sleep(delay)
                 continue
             self.registrations += 1
+            if self.last_error:
+                log.info("registration works again after %d failed attempt(s)", attempt)
             self.last_error = ""
             self._stream_dropped_at = None
             for listener in self._registered_listeners:
@@ -115,6 +162,61 @@ class KubeletRegistrar:
                 extra={"resource": self.resource_name, "endpoint": self.endpoint.socket_name},
             )
             return stamp
+
+    def _failed(self, attempt: int, description: str, level: int) -> None:
+        """Log a failure once; the same failure again only at DEBUG."""
+        delay = self.register_backoff.after(attempt)
+        if description != self.last_error:
+            log.log(
+                level,
+                "registration with the kubelet failed: %s; retrying with backoff (next in %g s)",
+                description,
+                delay,
+                extra={"attempt": attempt, "error": description},
+            )
+        else:
+            log.debug("registration attempt %d failed the same way; retrying in %g s", attempt, delay)
+        self.last_error = description
+
+    async def _ensure_answering(self) -> None:
+        """Make sure our socket exists and answers right before Register, re-creating it if not."""
+        if not self.endpoint.serving:
+            log.warning("our socket %s was deleted before Register: re-creating it", self.endpoint.path)
+        elif not await self.endpoint.answers():
+            log.warning("our socket %s does not answer: re-creating it", self.endpoint.path)
+        else:
+            return
+        await self.endpoint.start()
+
+    async def _register_watched(self, stamp: FileStamp) -> str | None:
+        """Register; None once the kubelet answered, else why the pending Register was abandoned."""
+        failure: Exception | None = None
+        reason: str | None = None
+        async with anyio.create_task_group() as group:
+
+            async def register() -> None:
+                nonlocal failure
+                try:
+                    await self._register()
+                except _FAILURES as error:
+                    failure = error
+                group.cancel_scope.cancel()
+
+            group.start_soon(register, name=f"Register {self.resource_name}")
+            reason = await self._pending_change(stamp)
+            group.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+        return reason
+
+    async def _pending_change(self, stamp: FileStamp) -> str:
+        """Return, with the reason, once a pending Register can no longer succeed."""
+        while True:
+            if file_stamp(self.kubelet_socket) != stamp:
+                return f"{self.kubelet_socket} changed while Register was pending (a new kubelet)"
+            if not self.endpoint.serving:
+                return f"our socket {self.endpoint.path} was deleted while Register was pending"
+            await self.changes.wait(PENDING_POLL)
 
     async def _register(self) -> None:
         channel = Channel(path=str(self.kubelet_socket))
@@ -132,56 +234,62 @@ class KubeletRegistrar:
             channel.close()
 
     async def _wait_for_kubelet(self) -> FileStamp:
-        """Return once kubelet.sock exists, checking every watch interval."""
+        """Return once kubelet.sock exists, checking every watch interval; raise if it is no socket."""
         announced = False
-        while (stamp := file_stamp(self.kubelet_socket)) is None:
+        while True:
+            if (problem := not_a_socket(self.kubelet_socket)) is not None:
+                raise KubeletSocketUnusable(problem)
+            if (stamp := file_stamp(self.kubelet_socket)) is not None:
+                return stamp
             if not announced:
                 log.warning("waiting for the kubelet: %s does not exist", self.kubelet_socket)
                 announced = True
-            await anyio.sleep(self.watch_interval)
-        return stamp
+            await self.changes.wait(self.watch_interval)
 
-    async def _sleep_unless_kubelet_changes(self, delay: float, stamp: FileStamp) -> None:
+    async def _sleep_unless_kubelet_changes(self, delay: float, stamp: FileStamp | None) -> None:
         """Back off, but retry at once if a new kubelet appears meanwhile."""
         with anyio.move_on_after(delay):
-            # Polling a stat() is the portable way to see a file change here (no inotify in the stdlib).
-            while file_stamp(self.kubelet_socket) == stamp:  # noqa: ASYNC110
-                await anyio.sleep(self.watch_interval)
+            while file_stamp(self.kubelet_socket) == stamp:
+                await self.changes.wait(self.watch_interval)
 
     # -- watching ---------------------------------------------------------------------
 
     async def _watch(self, stamp: FileStamp) -> str:
         """Return, with the reason, when the registration needs renewing."""
-        while True:
-            await anyio.sleep(self.watch_interval)
-            current = file_stamp(self.kubelet_socket)
-            if current is None:
-                return f"{self.kubelet_socket} was removed (kubelet stopped)"
-            if current != stamp:
-                return f"{self.kubelet_socket} was re-created (kubelet restarted)"
-            if not self.endpoint.serving:
-                return f"our socket {self.endpoint.path} was deleted"
-            dropped = self._stream_dropped_at
-            if dropped is not None:
-                if self.service.open_streams > 0:
-                    self._stream_dropped_at = None
-                elif time.monotonic() - dropped >= STREAM_GRACE:
-                    return "the kubelet dropped our ListAndWatch stream"
+        while (reason := self._renewal_reason(stamp)) is None:
+            await self.changes.wait(self.watch_interval)
+        return reason
+
+    def _renewal_reason(self, stamp: FileStamp) -> str | None:
+        current = file_stamp(self.kubelet_socket)
+        if current is None:
+            return f"{self.kubelet_socket} was removed (kubelet stopped)"
+        if current != stamp:
+            return f"{self.kubelet_socket} was re-created (kubelet restarted)"
+        if not self.endpoint.serving:
+            return f"our socket {self.endpoint.path} was deleted"
+        dropped = self._stream_dropped_at
+        if dropped is not None:
+            if self.service.open_streams > 0:
+                self._stream_dropped_at = None
+            elif time.monotonic() - dropped >= STREAM_GRACE:
+                return "the kubelet dropped our ListAndWatch stream"
+        return None
 
     def _stream_closed(self) -> None:
         if self.registered and self.service.open_streams == 0:
             self._stream_dropped_at = time.monotonic()
 
 
-def _describe(error: BaseException) -> str:
+def _describe(error: BaseException, kubelet_socket: Path) -> str:
+    if isinstance(error, SocketUnavailable | KubeletSocketUnusable):
+        return str(error)
     if isinstance(error, GRPCError):
         return f"kubelet answered {error.status.name}: {error.message}"
-    if isinstance(error, FileNotFoundError):
-        return "kubelet.sock disappeared"
-    if isinstance(error, ConnectionRefusedError):
-        return "kubelet.sock refuses connections"
+    if isinstance(error, TimeoutError):  # before OSError, of which it is one
+        return f"no answer within {REGISTER_TIMEOUT:g} s"
+    if isinstance(error, OSError):
+        return connect_failure(kubelet_socket, error)
     if isinstance(error, StreamTerminatedError | ProtocolError):
         return f"the kubelet closed the connection during Register ({error})"
-    if isinstance(error, TimeoutError):
-        return f"no answer within {REGISTER_TIMEOUT:g} s"
     return f"{type(error).__name__}: {error}"

@@ -27,6 +27,7 @@ from ascend_plugin.faces.deviceplugin.allocate import (
     known_devices,
 )
 from ascend_plugin.faces.deviceplugin.convert import allocate_response
+from ascend_plugin.faces.deviceplugin.wire_check import RequestLimits
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
@@ -126,6 +127,10 @@ class DevicePluginService(DevicePluginBase):
                 for kubelet_id, device in listed
             ]
         )
+
+    def request_limits(self) -> RequestLimits:
+        """What one request may hold: no list longer than the resource has devices (wire_check)."""
+        return RequestLimits(len(self.book.devices(self.resource)), self.resource)
 
     async def streams_ended(self) -> None:
         """Return once no ListAndWatch stream is open."""

@@ -70,7 +70,7 @@ class ConfigWatcher:
         try:
             overrides, table = self._parse(data)
             # A removed key returns to the value the plugin started with.
-            self.config.apply({**self.config.reloadable_at_startup(), **overrides})
+            self.config.apply_overrides(overrides)
         except (ConfigRefused, SettingsError) as error:
             log.error(
                 "config ConfigMap %s refused, the current configuration stays: %s",

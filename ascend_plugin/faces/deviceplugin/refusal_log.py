@@ -1,0 +1,74 @@
+"""RefusalLog: one log line per peer per interval for requests the plugin refused.
+
+A client that sends bad bytes in a loop must not fill the node's disk: the
+first refusal of each peer is logged, further ones within ``interval``
+seconds are counted, and the peer's next line says how many were not logged.
+A peer that goes quiet gets its count logged when any later refusal finds its
+interval over, so nothing counted is lost while the table of peers stays
+small.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from grpclib.const import Status
+
+log = logging.getLogger(__name__)
+
+REFUSAL_LOG_INTERVAL = 10.0
+_KEEP_PEERS = 64  # beyond this many peers, quiet ones are summed up and forgotten
+
+
+@dataclass
+class _Peer:
+    logged_at: float
+    suppressed: int = 0
+
+
+class RefusalLog:
+    """Logs refused requests, at most one line per peer per ``interval`` seconds."""
+
+    def __init__(
+        self, interval: float = REFUSAL_LOG_INTERVAL, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.interval = interval
+        self.clock = clock
+        self._peers: dict[str, _Peer] = {}
+
+    def refused(self, peer: str, status: Status, reason: str) -> None:
+        """Record that a request from ``peer`` got ``status`` for ``reason``; log it unless too soon."""
+        now = self.clock()
+        seen = self._peers.get(peer)
+        if seen is not None and now - seen.logged_at < self.interval:
+            seen.suppressed += 1
+            return
+        if len(self._peers) >= _KEEP_PEERS:
+            self._forget_quiet_peers(now)
+        suppressed = seen.suppressed if seen is not None else 0
+        note = f" ({suppressed} more from this peer not logged since its last line)" if suppressed else ""
+        log.warning(
+            "refused a request from %s with %s: %s%s",
+            peer,
+            status.name,
+            reason,
+            note,
+            extra={"peer": peer, "status": status.name, "suppressed": suppressed},
+        )
+        self._peers[peer] = _Peer(now)
+
+    def _forget_quiet_peers(self, now: float) -> None:
+        for peer, seen in list(self._peers.items()):
+            if now - seen.logged_at < self.interval:
+                continue
+            if seen.suppressed:
+                log.warning(
+                    "refused %d more requests from %s (not logged one by one)",
+                    seen.suppressed,
+                    peer,
+                    extra={"peer": peer, "suppressed": seen.suppressed},
+                )
+            del self._peers[peer]

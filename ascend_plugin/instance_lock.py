@@ -1,0 +1,218 @@
+"""InstanceLock: one plugin per device-plugin directory.
+
+During a DaemonSet rollout the old pod can still be terminating when the new
+one starts. Two plugins on one directory take each other's socket for stale,
+delete it and register again, for as long as both live. So the plugin takes
+an exclusive lock before it touches any socket; a second instance waits,
+saying whom it waits for and for how long, and takes over as soon as the
+first one exits: the kernel releases a flock when its holder's process ends,
+however it ends, so there is nothing stale to clean up.
+
+The lock is a ``flock`` on the directory itself, not on a file in it: for
+years the kubelet deleted every file but its checkpoint from this directory
+when it started (only recent versions spare what is not a socket), and a lock
+file deleted under its holder lets a second instance lock a new one. Locking a
+directory needs only read permission, so an unwritable directory still gets
+as far as the socket, whose error names the directory's mode and owner.
+
+The holder writes who it is to :data:`HOLDER_NOTE` beside the sockets (pid,
+host name, since when). In a pod the pid is the pod's own (often 1), so the
+host name, which is the pod's name, tells two pods apart. A kubelet that
+deletes the note with everything else gets it back at the holder's next
+registration (:meth:`InstanceLock.keep_note`).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from ascend_plugin.path_facts import create_failure, ownership
+from ascend_plugin.resilience import Backoff
+
+log = logging.getLogger(__name__)
+
+HOLDER_NOTE = "ascend-device-plugin.pid"
+# How often to try the lock while another instance holds it: soon after it is released, cheaply.
+LOCK_POLL = Backoff(0.02, 0.25)
+# When to say again that we are still waiting.
+WAIT_REMINDERS = Backoff(10.0, 60.0)
+# Retrying a directory that cannot be created or opened.
+OPEN_BACKOFF = Backoff(0.5, 30.0)
+
+
+class LockUnavailable(Exception):
+    """The directory cannot be locked at all (it cannot be created or opened); the message says why."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds the lock, as its note says."""
+
+    pid: int
+    host: str
+    since: float  # time.time() when it took the lock
+
+    def describe(self) -> str:
+        """``pid 4242 (host ascend-device-plugin-x7k2p, since 2026-12-01T21:40:03Z)``."""
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.since))
+        return f"pid {self.pid} (host {self.host}, since {since})"
+
+
+class InstanceLock:
+    """An exclusive lock on the device-plugin directory for this process."""
+
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.monotonic) -> None:
+        self.directory = directory
+        self.note = directory / HOLDER_NOTE
+        self.clock = clock
+        self.held = False
+        self.waiting_since: float | None = None
+        self.holder: Holder | None = None  # the other instance we wait for, as last read
+        self.problem = ""  # why the directory cannot be locked at all, while that lasts
+        self._fd: int | None = None
+        self._me = Holder(os.getpid(), socket.gethostname(), time.time())
+
+    def status(self) -> str:
+        """What the lock is doing, for readiness: held, or whom we have been waiting for and how long."""
+        if self.held:
+            return f"holding the lock on {self.directory}"
+        if self.problem:
+            return self.problem
+        if self.waiting_since is None:
+            return f"not yet locking {self.directory}"
+        waited = self.clock() - self.waiting_since
+        holder = self.holder.describe() if self.holder is not None else "another process (no holder note)"
+        return f"waiting for the lock held by {holder} for {waited:.0f} s"
+
+    async def acquire(self) -> None:
+        """Return holding the lock; wait (without blocking the loop) while another instance has it.
+
+        Holding it already (a restarted part of this process asks again) returns at once: a second
+        descriptor of ours would wait for the first forever.
+        """
+        if self.held:
+            return
+        fd = await self._open_with_retries()
+        attempt = 0
+        reminders = 0
+        next_reminder = 0.0
+        try:
+            while not self._try_lock(fd):
+                now = self.clock()
+                if self.waiting_since is None:
+                    self.waiting_since = now
+                self.holder = self._read_note()
+                if now >= next_reminder:
+                    self._log_waiting(now - self.waiting_since)
+                    reminders += 1
+                    next_reminder = now + WAIT_REMINDERS.after(reminders)
+                attempt += 1
+                await anyio.sleep(LOCK_POLL.after(attempt))
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.held = True
+        if self.waiting_since is not None:
+            waited = self.clock() - self.waiting_since
+            log.info(
+                "took the lock on %s after waiting %.1f s", self.directory, waited, extra={"waited": waited}
+            )
+        self.waiting_since = None
+        self.holder = None
+        self.keep_note()
+
+    def keep_note(self) -> None:
+        """(Re)write our holder note if it is missing or not ours; best effort, the lock does not need it."""
+        if not self.held or self._read_note() == self._me:
+            return
+        temporary = self.note.with_name(f".{HOLDER_NOTE}.{self._me.pid}")
+        note = {"pid": self._me.pid, "host": self._me.host, "since": self._me.since}
+        try:
+            temporary.write_text(json.dumps(note) + "\n", encoding="utf-8")
+            temporary.replace(self.note)
+        except OSError as error:
+            log.debug("cannot write the holder note %s: %s", self.note, error.strerror)
+
+    def release(self) -> None:
+        """Give the lock up (the note first: nobody else writes it while we hold the lock)."""
+        if self._fd is None:
+            return
+        if self._read_note() == self._me:
+            self.note.unlink(missing_ok=True)
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        os.close(self._fd)
+        self._fd = None
+        self.held = False
+
+    async def _open_with_retries(self) -> int:
+        """The directory, opened for locking; a failure is logged once and retried with backoff."""
+        attempt = 0
+        while True:
+            try:
+                fd = self._open()
+            except LockUnavailable as error:
+                attempt += 1
+                if str(error) != self.problem:
+                    log.error("%s; retrying with backoff", error)
+                self.problem = str(error)
+                await anyio.sleep(OPEN_BACKOFF.after(attempt))
+                continue
+            if self.problem:
+                log.info("%s can be locked again", self.directory)
+            self.problem = ""
+            return fd
+
+    def _open(self) -> int:
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            failed = Path(error.filename) if error.filename else self.directory
+            raise LockUnavailable(create_failure(failed, error)) from error
+        try:
+            return os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as error:
+            raise LockUnavailable(
+                f"cannot open {self.directory} to lock it ({error.strerror}): "
+                f"it is {ownership(self.directory)}"
+            ) from error
+
+    @staticmethod
+    def _try_lock(fd: int) -> bool:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _read_note(self) -> Holder | None:
+        try:
+            data = json.loads(self.note.read_text(encoding="utf-8"))
+            return Holder(int(data["pid"]), str(data["host"]), float(data["since"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def _log_waiting(self, waited: float) -> None:
+        holder = self.holder.describe() if self.holder is not None else "another process (no holder note)"
+        log.warning(
+            "another instance of the plugin serves %s: waiting for the lock held by %s (waited %.0f s); "
+            "this instance takes over when that one exits",
+            self.directory,
+            holder,
+            waited,
+            extra={
+                "holder_pid": self.holder.pid if self.holder else None,
+                "holder_host": self.holder.host if self.holder else None,
+                "waited": round(waited, 1),
+            },
+        )

@@ -1,0 +1,112 @@
+"""``ascend-device-plugin run`` as a real process for tests: start it, read its JSON log, ask its probes."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from plugin_harness import WAIT, FakeNode
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 nobody listens on right now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class PluginProcess:
+    """One plugin process on the fake backend, logging JSON lines to ``log``."""
+
+    process: subprocess.Popen[bytes]
+    log: Path
+    http_port: int | None = None
+    _lines: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def lines(self) -> list[dict[str, Any]]:
+        """Every JSON log line so far."""
+        text = self.log.read_text(encoding="utf-8", errors="replace")
+        parsed = []
+        for line in text.splitlines():
+            with contextlib.suppress(ValueError):
+                parsed.append(json.loads(line))
+        return parsed
+
+    def wait_for_line(
+        self, matches: Callable[[dict[str, Any]], bool], what: str, after: int = 0
+    ) -> dict[str, Any]:
+        """The first log line from line ``after`` on that ``matches`` accepts, waiting for it."""
+        deadline = time.monotonic() + WAIT
+        while time.monotonic() < deadline:
+            found = next((line for line in self.lines()[after:] if matches(line)), None)
+            if found is not None:
+                return found
+            if self.process.poll() is not None:
+                raise AssertionError(f"plugin exited with {self.process.returncode} before: {what}")
+            time.sleep(0.02)
+        raise TimeoutError(f"not within {WAIT:g} s: {what}")
+
+    def readiness(self) -> tuple[int, str]:
+        """GET /readyz: (status, body)."""
+        assert self.http_port is not None, "started without an HTTP endpoint"
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/readyz", timeout=5) as answer:
+                return answer.status, answer.read().decode()
+        except urllib.error.HTTPError as refused:
+            return refused.code, refused.read().decode()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def plugin_command(node: FakeNode, plugin_dir: Path, *extra: str) -> list[str]:
+    return [
+        sys.executable, "-m", "ascend_plugin", "run",
+        "--backend", "fake", "--fake-scenario", str(node.scenario),
+        "--device-plugin-path", str(plugin_dir), "--host-root", str(node.host_root),
+        "--health-interval", "0.1", "--kubelet-watch-interval", "0.02",
+        "--log-format", "json", *extra,
+    ]  # fmt: skip
+
+
+@contextlib.contextmanager
+def plugin_process(
+    node: FakeNode,
+    plugin_dir: Path,
+    log: Path,
+    *extra: str,
+    http: bool = False,
+    wrapper: Sequence[str] = (),
+) -> Iterator[PluginProcess]:
+    """A running plugin process (through ``wrapper``, e.g. setpriv), killed at the end if still running."""
+    port = free_port() if http else None
+    address = f"127.0.0.1:{port}" if port else ""
+    command = [*wrapper, *plugin_command(node, plugin_dir, "--http-address", address, *extra)]
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            command, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, "NODE_NAME": ""}
+        )
+    running = PluginProcess(process, log, port)
+    try:
+        yield running
+    finally:
+        running.stop()
