@@ -29,7 +29,6 @@ import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
-from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
@@ -37,6 +36,7 @@ from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
+from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy

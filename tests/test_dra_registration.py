@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import anyio.to_thread
@@ -20,6 +21,7 @@ from dra_harness import (
 )
 from plugin_harness import until
 
+from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
@@ -136,3 +138,25 @@ async def test_serving_dra_leaves_the_device_plugin_api_alone(
             assert [path.name for path in device_plugins.iterdir()] == ["kubelet.sock"]
     finally:
         device_kubelet.stop()
+
+
+async def test_a_second_driver_on_the_same_directory_waits_for_the_lock_and_touches_no_socket(
+    dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> None:
+    """Two DRA drivers on one node (a rollout) must not replace each other's sockets: the second waits."""
+    apiserver.add_node(NODE)
+    holder = InstanceLock(dra_node.plugin_dir)
+    await holder.acquire()
+    try:
+        async with running_driver(dra_node.settings(kubeconfig)) as app:
+            await until(lambda: app.lock.waiting_since is not None, "the second driver waiting")
+            probe = app.readiness()
+            assert not probe.ok
+            assert probe.detail.startswith(f"waiting for the lock held by pid {os.getpid()}")
+            assert not (dra_node.plugin_dir / "dra.sock").exists()
+            assert DRIVER not in dra_kubelet.drivers
+            holder.release()
+            await kubelet_sees(dra_kubelet, registered, "the driver registered once the lock is free")
+            assert app.lock.held
+    finally:
+        holder.release()

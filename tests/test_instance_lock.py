@@ -21,7 +21,7 @@ import pytest
 from plugin_harness import WAIT, FakeNode, registered, until
 from plugin_process import PluginProcess, plugin_process
 
-from ascend_plugin.faces.deviceplugin.endpoint import file_stamp
+from ascend_plugin.grpc_sockets import file_stamp
 from ascend_plugin.instance_lock import HOLDER_NOTE, InstanceLock
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
