@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
 
@@ -25,10 +25,10 @@ from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
+from ascend_plugin.testing.simulate_dra import FAULT, server_scenario
 
 DRIVER = "npu.huawei.com"
 NODE = "bench-node"
-FAULT = "80E01801"
 WAIT = 60.0
 T = TypeVar("T")
 
@@ -68,23 +68,6 @@ def wait_until(condition: Callable[[], bool], what: str) -> float:
             raise TimeoutError(what)
         time.sleep(0.001)
     return time.monotonic()
-
-
-def scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
-    return {
-        "chip_name": "910B3",
-        "aicore": 20.0,
-        "memory_mb": 65536,
-        "chips": [
-            {
-                "phy_id": phy,
-                "card_id": phy,
-                "pcie": f"0000:{0xC1 + phy:02x}:00.0",
-                "fault_codes": faults.get(phy, []),
-            }
-            for phy in range(8)
-        ],
-    }
 
 
 def claim(api: ApiServerThread, index: int) -> tuple[str, str, str]:
@@ -131,10 +114,10 @@ def measure_slices(api: ApiServerThread, work: Workspace, faults: int, wipes: in
     figures: dict[str, list[float]] = {"faulted": [], "cleared": [], "wiped": []}
     for _ in range(faults):
         begin = time.monotonic()
-        work.write_scenario(scenario({3: [FAULT]}))
+        work.write_scenario(server_scenario({3: [FAULT]}))
         figures["faulted"].append(wait_until(lambda: "npu-3" not in api.devices(), "npu-3 out") - begin)
         begin = time.monotonic()
-        work.write_scenario(scenario({}))
+        work.write_scenario(server_scenario({}))
         figures["cleared"].append(wait_until(lambda: len(api.devices()) == 8, "npu-3 back") - begin)
     for _ in range(wipes):
         begin = time.monotonic()
@@ -154,7 +137,7 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Workspace.create()
-    work.write_scenario(scenario({}))
+    work.write_scenario(server_scenario({}))
     for node in ("davinci_manager", "hisi_hdc", *(f"davinci{phy}" for phy in range(8))):
         (work.host_root / "dev").mkdir(parents=True, exist_ok=True)
         (work.host_root / "dev" / node).touch()

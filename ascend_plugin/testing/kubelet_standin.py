@@ -31,7 +31,6 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,6 +50,7 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     RegisterRequest,
 )
 from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH, extended_resource_problem
+from ascend_plugin.testing.grpc_unix import serve_unix, stop_unix
 
 KUBELET_SOCKET = "kubelet.sock"
 DIAL_TIMEOUT = 10.0
@@ -124,8 +124,6 @@ class KubeletStandIn:
 
     def start(self) -> None:
         """Listen on kubelet.sock."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         handler = grpc.method_handlers_generic_handler(
             "v1beta1.Registration",
             {
@@ -134,20 +132,15 @@ class KubeletStandIn:
                 )
             },
         )
-        server.add_generic_rpc_handlers((handler,))
-        server.add_insecure_port(f"unix:{self.socket}")
-        server.start()
-        self._server = server
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._server = serve_unix(self.socket, [handler], workers=8)
 
     def stop(self) -> None:
-        """Stop serving and drop every plugin connection (the sockets stay)."""
-        if self._server is not None:
-            self._server.stop(grace=None).wait()
-            self._server = None
+        """Stop serving and drop every plugin connection (the plugins' sockets stay)."""
+        server, self._server = self._server, None
         for resource in list(self._streams):
             self._end_stream(resource)
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
+        stop_unix(server, self.socket)
 
     def restart(self) -> Restart:
         """What a kubelet restart does to the directory: every socket goes, kubelet.sock comes back."""

@@ -17,10 +17,8 @@ answer UNIMPLEMENTED, as grpc does for an unknown method).
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -30,6 +28,7 @@ import grpc
 
 from ascend_plugin.kubelet_api import v1, v1alpha1
 from ascend_plugin.kubelet_api.v1beta1 import AllocateResponse
+from ascend_plugin.testing.grpc_unix import serve_unix, stop_unix
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 VERSIONS = ("v1", "v1alpha1")
@@ -63,8 +62,6 @@ class PodResourcesStandIn:
 
     def start(self) -> None:
         """Serve on ``socket``."""
-        self.socket.parent.mkdir(parents=True, exist_ok=True)
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         handlers = []
         if "v1" in self.versions:
             handlers.append(
@@ -95,18 +92,12 @@ class PodResourcesStandIn:
                     },
                 )
             )
-        server.add_generic_rpc_handlers(tuple(handlers))
-        server.add_insecure_port(f"unix:{self.socket}")
-        server.start()
-        self._server = server
+        self._server = serve_unix(self.socket, handlers, workers=4)
 
     def stop(self) -> None:
         """Stop serving and remove the socket."""
-        if self._server is not None:
-            self._server.stop(grace=None).wait()
-            self._server = None
-        with contextlib.suppress(FileNotFoundError):
-            self.socket.unlink()
+        server, self._server = self._server, None
+        stop_unix(server, self.socket)
 
     # -- what the kubelet does at pod admission and when a pod ends --------------------------
 

@@ -30,7 +30,8 @@ TIMEOUT = 20.0
 FAULT = "80E01801"  # SeparateNPU
 
 
-def _scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
+def server_scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
+    """The fake server of the demo and bench/dra.py: eight 910B3, ``faults`` by physical ID."""
     return {
         "chip_name": "910B3",
         "aicore": 20.0,
@@ -49,7 +50,7 @@ def _scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
 
 def _write_scenario(path: Path, faults: dict[int, list[str]]) -> None:
     temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(_scenario(faults)), encoding="utf-8")
+    temporary.write_text(json.dumps(server_scenario(faults)), encoding="utf-8")
     temporary.replace(path)
 
 
