@@ -71,26 +71,51 @@ def allocations(kubelet: KubeletStandIn, until: float) -> list[float]:
     return latencies
 
 
-def stalls(probe: Path, start: float, end: float) -> list[tuple[float, float]]:
-    """(lateness, CPU the loop's thread used meanwhile), in ms, the probe saw between two unix times."""
+def stalls(probe: Path, start: float, end: float) -> list[tuple[float, float, float]]:
+    """(lateness, CPU the loop's thread used meanwhile, in ms; seconds into the window) of each stall."""
     seen = []
     for line in probe.read_text().splitlines():
+        if line.startswith("gc "):
+            continue
         stamp, late, cpu = line.split()
         if start <= float(stamp) <= end:
-            seen.append((float(late), float(cpu)))
+            seen.append((float(late), float(cpu), float(stamp) - start))
     return seen
 
 
-def describe_stalls(name: str, seen: list[tuple[float, float]]) -> str:
+def collections(probe: Path, start: float, end: float) -> list[tuple[int, float]]:
+    """(generation, ms) of each garbage collection over 1 ms on the loop's thread between two unix times."""
+    seen = []
+    for line in probe.read_text().splitlines():
+        if line.startswith("gc "):
+            _, stamp, generation, took = line.split()
+            if start <= float(stamp) <= end:
+                seen.append((int(generation), float(took)))
+    return seen
+
+
+def describe_collections(name: str, seen: list[tuple[int, float]]) -> str:
+    if not seen:
+        return f"{name}: no garbage collection over 1 ms"
+    generation, took = max(seen, key=lambda collection: collection[1])
+    return (
+        f"{name}: {len(seen)} garbage collections over 1 ms, "
+        f"the longest {took:.1f} ms (generation {generation})"
+    )
+
+
+def describe_stalls(name: str, seen: list[tuple[float, float, float]]) -> str:
     if not seen:
         return f"{name}: no stall over 1 ms"
-    late = [wall for wall, _ in seen]
+    late = [wall for wall, _, _ in seen]
     over = {limit: sum(1 for ms in late if ms > limit) for limit in (5, 10, 20)}
+    longest = max(seen)
     busiest = max(seen, key=lambda stall: stall[1])
     return (
-        f"{name}: longest {max(late):.1f} ms; over 1 ms: {len(late)}, over 5 ms: {over[5]}, "
-        f"over 10 ms: {over[10]}, over 20 ms: {over[20]}; the most CPU the loop's thread spent in one "
-        f"stall: {busiest[1]:.1f} ms (of a {busiest[0]:.1f} ms stall)"
+        f"{name}: longest {longest[0]:.1f} ms ({longest[2]:.1f} s in); over 1 ms: {len(late)}, "
+        f"over 5 ms: {over[5]}, over 10 ms: {over[10]}, over 20 ms: {over[20]}; the most CPU the loop's "
+        f"thread spent in one stall: {busiest[1]:.1f} ms (of a {busiest[0]:.1f} ms stall, "
+        f"{busiest[2]:.1f} s in)"
     )
 
 
@@ -135,6 +160,8 @@ def main() -> None:
     print(f"plugin: {CHIPS} chips on the fake backend; windows of {args.seconds:g} s")
     print(describe_stalls("quiet window, loop stalls", stalls(probe, quiet_start, quiet_end)))
     print(describe_stalls("hostile client, loop stalls", stalls(probe, attack_start, attack_end)))
+    print(describe_collections("quiet window", collections(probe, quiet_start, quiet_end)))
+    print(describe_collections("hostile client", collections(probe, attack_start, attack_end)))
     for kind, payload in HOSTILE.items():
         answers = ", ".join(f"{n} {status}" for (k, status), n in sorted(outcomes.items()) if k == kind)
         print(f"  {kind} ({len(payload)} bytes): {answers}")
