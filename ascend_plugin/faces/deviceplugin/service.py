@@ -16,7 +16,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-import anyio
 from grpclib import GRPCError
 from grpclib.const import Status
 
@@ -49,6 +48,7 @@ from ascend_plugin.offers.assignments import ChoiceRefused, DeviceChooser
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
+from ascend_plugin.streams import OpenStreams
 from backends.topology import TopologyUnit, UnitKind
 
 log = logging.getLogger(__name__)
@@ -89,26 +89,25 @@ class DevicePluginService(DevicePluginBase):
             pre_start_required=False, get_preferred_allocation_available=preferred_allocation
         )
         self._topology: tuple[int, NodeTopology] | None = None
-        self.open_streams = 0
-        self._stopping = False
-        self._changed = anyio.Event()
-        self._no_streams = anyio.Event()
-        self._no_streams.set()
+        self.streams = OpenStreams()
         self._stream_closed_listeners: list[Callable[[], None]] = []
 
     def on_stream_closed(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` whenever a ListAndWatch stream ends before shutdown."""
         self._stream_closed_listeners.append(listener)
 
+    @property
+    def open_streams(self) -> int:
+        """ListAndWatch streams open now."""
+        return self.streams.count
+
     def notify(self) -> None:
         """The offers changed: every open stream looks again."""
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
+        self.streams.changed()
 
     def stop(self) -> None:
         """End every ListAndWatch stream (the resource is going away, or the plugin is)."""
-        self._stopping = True
-        self.notify()
+        self.streams.stop()
 
     def snapshot(self) -> ListAndWatchResponse:
         """Every device of the resource with its health, as the kubelet wants it."""
@@ -134,7 +133,7 @@ class DevicePluginService(DevicePluginBase):
 
     async def streams_ended(self) -> None:
         """Return once no ListAndWatch stream is open."""
-        await self._no_streams.wait()
+        await self.streams.ended()
 
     async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
         return self.options
@@ -145,29 +144,25 @@ class DevicePluginService(DevicePluginBase):
         Returning ends the kubelet's view of the resource, so this only returns
         on :meth:`stop`.
         """
-        self.open_streams += 1
-        if self._no_streams.is_set():
-            self._no_streams = anyio.Event()
-        log.info(
-            "kubelet opened ListAndWatch", extra={"resource": self.resource, "streams": self.open_streams}
-        )
         try:
-            last: ListAndWatchResponse | None = None
-            while not self._stopping:
-                changed = self._changed
-                current = self.snapshot()
-                # The offers also change for things the kubelet never sees (fault
-                # codes, reasons): send only what changes its view.
-                if current != last:
-                    yield current
-                    self.stats.updates_sent += 1
-                    last = current
-                await changed.wait()
+            with self.streams.open():
+                log.info(
+                    "kubelet opened ListAndWatch",
+                    extra={"resource": self.resource, "streams": self.open_streams},
+                )
+                last: ListAndWatchResponse | None = None
+                while not self.streams.stopping:
+                    changed = self.streams.next_change()
+                    current = self.snapshot()
+                    # The offers also change for things the kubelet never sees (fault
+                    # codes, reasons): send only what changes its view.
+                    if current != last:
+                        yield current
+                        self.stats.updates_sent += 1
+                        last = current
+                    await changed.wait()
         finally:
-            self.open_streams -= 1
-            if self.open_streams == 0:
-                self._no_streams.set()
-            if not self._stopping:
+            if not self.streams.stopping:
                 log.warning(
                     "ListAndWatch stream dropped by the kubelet",
                     extra={"resource": self.resource, "streams": self.open_streams},

@@ -27,6 +27,7 @@ from ascend_plugin.kubelet_api.v1alpha1 import (
     NodeWatchResourcesRequest,
     NodeWatchResourcesResponse,
 )
+from ascend_plugin.streams import OpenStreams
 
 HEARTBEAT: Final = 10.0  # seconds between reports when nothing changes
 REPORT_TIMEOUT: Final = 30  # seconds the kubelet may trust a report (three heartbeats)
@@ -53,12 +54,8 @@ class DeviceHealthService(DraResourceHealthBase):
         self.pool = pool
         self.heartbeat = heartbeat
         self.clock = clock
-        self.open_streams = 0
         self.messages_sent = 0
-        self._stopping = False
-        self._changed = anyio.Event()
-        self._no_streams = anyio.Event()
-        self._no_streams.set()
+        self.streams = OpenStreams()
 
     def snapshot(self) -> NodeWatchResourcesResponse:
         """Every chip with its health now."""
@@ -77,34 +74,30 @@ class DeviceHealthService(DraResourceHealthBase):
             ]
         )
 
+    @property
+    def open_streams(self) -> int:
+        """Health streams open now."""
+        return self.streams.count
+
     def notify(self) -> None:
         """The inventory changed: every open stream reports again."""
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
+        self.streams.changed()
 
     def stop(self) -> None:
         """End every stream (the plugin is stopping)."""
-        self._stopping = True
-        self.notify()
+        self.streams.stop()
 
     async def streams_ended(self) -> None:
         """Return once no stream is open."""
-        await self._no_streams.wait()
+        await self.streams.ended()
 
     async def node_watch_resources(
         self, message: NodeWatchResourcesRequest
     ) -> AsyncIterator[NodeWatchResourcesResponse]:
-        self.open_streams += 1
-        if self._no_streams.is_set():
-            self._no_streams = anyio.Event()
-        try:
-            while not self._stopping:
-                changed = self._changed
+        with self.streams.open():
+            while not self.streams.stopping:
+                changed = self.streams.next_change()
                 yield self.snapshot()
                 self.messages_sent += 1
                 with anyio.move_on_after(self.heartbeat):
                     await changed.wait()
-        finally:
-            self.open_streams -= 1
-            if self.open_streams == 0:
-                self._no_streams.set()
