@@ -22,7 +22,6 @@ import gc
 import logging
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
@@ -45,7 +44,7 @@ from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChi
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
 from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
-from ascend_plugin.settings import Settings, dra_plugin_dir
+from ascend_plugin.settings import Settings, served_directory
 from backends.errors import ChipError
 
 if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
@@ -69,7 +68,7 @@ class PluginApp:
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
-        self.lock = InstanceLock(_served_directory(settings))
+        self.lock = InstanceLock(served_directory(settings))
         self.node: Node | None = None
         self.monitor: HealthMonitor | None = None
         self.book: OfferBook | None = None
@@ -305,11 +304,6 @@ class PluginApp:
             except (ChipError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")
-
-
-def _served_directory(settings: Settings) -> Path:
-    """The directory whose sockets this instance serves, so the one two instances must not share."""
-    return dra_plugin_dir(settings) if settings.serve == "dra" else settings.device_plugin_path
 
 
 def _freeze_the_heap() -> None:

@@ -68,6 +68,44 @@ class Holder:
         return f"pid {self.pid} (host {self.host}, since {since})"
 
 
+def read_note(note: Path) -> Holder | None:
+    """The holder note at ``note``; None when there is none or it cannot be read."""
+    try:
+        data = json.loads(note.read_text(encoding="utf-8"))
+        return Holder(int(data["pid"]), str(data["host"]), float(data["since"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class LockState:
+    """Whether some instance holds the lock on a directory now, and who, as its note says."""
+
+    held: bool
+    holder: Holder | None  # None when free, or held by a process that left no note
+
+
+def lock_state(directory: Path) -> LockState:
+    """Look at the lock on ``directory`` without waiting for it (for ``doctor``).
+
+    A shared lock is taken and dropped at once: it is granted only while no
+    instance holds the exclusive one. An instance starting at that very moment
+    finds the lock busy once and tries again a few milliseconds later.
+    Raises LockUnavailable when the directory cannot be opened.
+    """
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise LockUnavailable(f"cannot open {directory} to look at its lock ({error.strerror})") from error
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return LockState(held=True, holder=read_note(directory / HOLDER_NOTE))
+    finally:
+        os.close(fd)  # closing drops the shared lock, if it was granted
+    return LockState(held=False, holder=None)
+
+
 class InstanceLock:
     """An exclusive lock on the device-plugin directory for this process."""
 
@@ -196,11 +234,7 @@ class InstanceLock:
         return True
 
     def _read_note(self) -> Holder | None:
-        try:
-            data = json.loads(self.note.read_text(encoding="utf-8"))
-            return Holder(int(data["pid"]), str(data["host"]), float(data["since"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        return read_note(self.note)
 
     def _log_waiting(self, waited: float) -> None:
         holder = self.holder.describe() if self.holder is not None else "another process (no holder note)"

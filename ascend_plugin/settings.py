@@ -442,6 +442,11 @@ def dra_plugin_dir(settings: Settings) -> Path:
     return settings.dra_plugin_path or Path("/var/lib/kubelet/plugins") / settings.dra_driver_name
 
 
+def served_directory(settings: Settings) -> Path:
+    """The directory whose sockets an instance serves: the one two instances must not share."""
+    return dra_plugin_dir(settings) if settings.serve == "dra" else settings.device_plugin_path
+
+
 # -- naming a setting in messages --
 
 

@@ -1,8 +1,10 @@
-"""Checks of the kubelet's side: its device-plugin directory and its registration socket.
+"""Checks of the kubelet's side: its device-plugin directory, its registration socket, the instance lock.
 
 The plugin creates its own socket in that directory and registers through
 ``kubelet.sock`` in it; without either the kubelet never hears of the NPUs,
-however healthy they are.
+however healthy they are. Only one instance serves a directory at a time
+(:mod:`ascend_plugin.instance_lock`): the doctor says which one holds the lock
+now, so an instance that waits for it can be traced to the one it waits for.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from pathlib import Path
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, how_to_set
+from ascend_plugin.instance_lock import LockUnavailable, lock_state
+from ascend_plugin.settings import served_directory
 
 DIRECTORY = "kubelet-directory"
 SOCKET = "kubelet-socket"
+INSTANCE = "instance-lock"
 
 _DIRECTORY_FIX = (
     "mount the kubelet's device-plugin directory into the pod read-write (Helm kubeletDevicePluginPath, "
@@ -33,6 +38,7 @@ async def kubelet(context: Context) -> list[Finding]:
         return [
             Finding.problem(DIRECTORY, f"{directory} is not a directory", fix=_DIRECTORY_FIX),
             Finding.skipped(SOCKET, f"not checked: {DIRECTORY} did not pass"),
+            _instance(context.host(str(served_directory(context.settings)))),
         ]
     if os.access(directory, os.W_OK | os.X_OK):
         found = Finding.ok(DIRECTORY, f"{directory} exists and this process may create its socket there")
@@ -42,7 +48,31 @@ async def kubelet(context: Context) -> list[Finding]:
             f"this process (uid {os.geteuid()}) cannot create its socket in {directory}",
             fix="run the plugin as root with the directory mounted read-write (the chart does both)",
         )
-    return [found, _socket(directory / "kubelet.sock")]
+    return [
+        found,
+        _socket(directory / "kubelet.sock"),
+        _instance(context.host(str(served_directory(context.settings)))),
+    ]
+
+
+def _instance(directory: Path) -> Finding:
+    """Who holds the instance lock on the served directory: informational, a held lock is the normal case."""
+    if not directory.is_dir():
+        return Finding.skipped(INSTANCE, f"not checked: {directory} is not a directory")
+    try:
+        state = lock_state(directory)
+    except LockUnavailable as error:
+        return Finding.skipped(INSTANCE, f"not checked: {error}")
+    if not state.held:
+        return Finding.ok(
+            INSTANCE, f"no plugin instance holds the lock on {directory}: one started now serves it"
+        )
+    holder = state.holder.describe() if state.holder is not None else "a process that left no holder note"
+    return Finding.ok(
+        INSTANCE,
+        f"the lock on {directory} is held by {holder}: that instance serves this node, and one started now "
+        "waits until it exits",
+    )
 
 
 def _socket(path: Path) -> Finding:
