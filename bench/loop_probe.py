@@ -30,14 +30,18 @@ REPORTED = 0.001  # lateness worth a line
 async def _probe(path: str) -> None:
     # A line buffered local file: writing one line is far below what the probe measures.
     with open(path, "a", buffering=1, encoding="utf-8") as out:  # noqa: ASYNC230
-        gc.callbacks.append(_CollectionTimer(out))
-        while True:
-            start, cpu = time.perf_counter(), time.thread_time()
-            await asyncio.sleep(PERIOD)
-            late = time.perf_counter() - start - PERIOD
-            if late > REPORTED:
-                used = time.thread_time() - cpu
-                out.write(f"{time.time():.6f} {late * 1000:.3f} {used * 1000:.3f}\n")
+        timer = _CollectionTimer(out)
+        gc.callbacks.append(timer)
+        try:
+            while True:
+                start, cpu = time.perf_counter(), time.thread_time()
+                await asyncio.sleep(PERIOD)
+                late = time.perf_counter() - start - PERIOD
+                if late > REPORTED:
+                    used = time.thread_time() - cpu
+                    out.write(f"{time.time():.6f} {late * 1000:.3f} {used * 1000:.3f}\n")
+        finally:
+            gc.callbacks.remove(timer)  # before the file closes: a later collection has nowhere to write
 
 
 class _CollectionTimer:
