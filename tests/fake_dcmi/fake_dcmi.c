@@ -17,6 +17,7 @@
  * lock released, so it stalls its own call only.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -250,7 +251,10 @@ static int parse_line(char *line, struct scenario *s) {
 
 static int parse_file(const char *path, struct scenario *s) {
     FILE *file = fopen(path, "r");
-    if (!file) return -1;
+    if (!file) {
+        fprintf(stderr, "fake_dcmi: cannot read %s (%s); keeping the previous scenario\n", path, strerror(errno));
+        return -1;
+    }
     memset(s, 0, sizeof *s);
     char line[8192];
     int number = 0, bad = 0;
