@@ -19,12 +19,15 @@ from volcano_harness import (
     annotations_of,
     chip_id,
     make_node,
+    pod_cache,
     scenario,
+    synced,
     volcano_pod,
     volcano_settings,
 )
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
@@ -33,15 +36,10 @@ from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 pytestmark = pytest.mark.anyio
 
 
-def synced(app: PluginApp) -> bool:
-    """The Volcano face follows the node's pods."""
-    task = app.volcano
-    return task is not None and app.face is not None and app.face.chooser is not None and _cache(app).synced
-
-
-def _cache(app: PluginApp):  # type: ignore[no-untyped-def]
-    assert app.face is not None
-    return app.face.chooser.pods  # type: ignore[union-attr]
+def _cache(app: PluginApp) -> PodCache:
+    cache = pod_cache(app)
+    assert cache is not None
+    return cache
 
 
 async def admit(pod_resources: PodResourcesStandIn, name: str, ids: list[str]):  # type: ignore[no-untyped-def]

@@ -19,21 +19,16 @@ from volcano_harness import (
     make_node,
     rank_table_of,
     scenario,
+    synced,
     volcano_pod,
     volcano_settings,
 )
 
-from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
-
-
-def synced(app: PluginApp) -> bool:
-    chooser = app.face.chooser if app.face is not None else None
-    return chooser is not None and chooser.pods.synced  # type: ignore[attr-defined]
 
 
 def free_list(apiserver: FakeApiServer) -> str | None:

@@ -19,22 +19,17 @@ from volcano_harness import (
     annotations_of,
     make_node,
     scenario,
+    synced,
     volcano_pod,
     volcano_settings,
 )
 
-from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
-
-
-def synced(app: PluginApp) -> bool:
-    chooser = app.face.chooser if app.face is not None else None
-    return chooser is not None and chooser.pods.synced  # type: ignore[attr-defined]
 
 
 def unhealthy(kubelet: KubeletStandIn) -> set[str]:

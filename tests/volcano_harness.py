@@ -14,6 +14,9 @@ from typing import Any
 
 from plugin_harness import FakeNode
 
+from ascend_plugin.app import PluginApp
+from ascend_plugin.faces.volcano.chooser import VolcanoChooser
+from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import PREDICATE_TIME
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -139,3 +142,15 @@ def annotations_of(apiserver: FakeApiServer, name: str, namespace: str = "defaul
 def rank_table_of(apiserver: FakeApiServer, name: str) -> dict[str, Any] | None:
     value = annotations_of(apiserver, name).get("ascend.kubectl.kubernetes.io/ascend-910-configuration")
     return json.loads(value) if value else None
+
+
+def pod_cache(app: PluginApp) -> PodCache | None:
+    """The Volcano chooser's cache of the node's pods, once the device-plugin face runs."""
+    chooser = app.face.chooser if app.face is not None else None
+    return chooser.pods if isinstance(chooser, VolcanoChooser) else None
+
+
+def synced(app: PluginApp) -> bool:
+    """The Volcano face follows the node's pods."""
+    cache = pod_cache(app)
+    return cache is not None and cache.synced
