@@ -35,6 +35,11 @@ def test_ci_installs_the_engines_the_check_needs() -> None:
     assert 'apt-get install -y -qq "${missing[@]}"' in script
 
 
+def test_ci_installs_the_c_compiler_before_the_tests() -> None:
+    """The tests compile the fake libdcmi.so; a fresh machine may have no compiler."""
+    assert "missing+=(gcc)" in "\n".join(CI[: _line_of("python3 -m nox -s tests lint typecheck")])
+
+
 def test_the_image_check_is_not_a_default_session() -> None:
     """It needs an engine and root: `nox` alone runs what any machine can."""
     noxfile = (ROOT / "noxfile.py").read_text(encoding="utf-8")
