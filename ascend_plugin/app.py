@@ -298,7 +298,11 @@ class PluginApp:
             await self.face.stop()
         if self.dra is not None:
             await self.dra.stop()
-        if self.calls.stuck(None) is None:
+        if not await self.calls.drain_chip_lanes():
+            log.warning(
+                "a driver call still hangs: the chip library is left loaded (unloading it would crash)"
+            )
+        else:
             try:
                 await self.calls.node("close", self.node.backend.close)
             except (ChipError, ChipCallError) as error:

@@ -146,6 +146,10 @@ class _Worker:
                 future.set_exception(error)
 
 
+def _nothing() -> None:
+    """A call that only tells that the lane's earlier calls are done."""
+
+
 async def _answer(future: concurrent.futures.Future[T], limit: float) -> T:
     """The call's result once its thread has it; TimeoutError after ``limit`` seconds (the call goes on).
 
@@ -207,6 +211,7 @@ class ChipCalls:
         self._listeners: list[LaneListener] = []
         self._observers: list[CallObserver] = []
         self._closed = False
+        self._chips_closed = False  # drain_chip_lanes: only node-wide calls from then on
 
     # -- what others read -----------------------------------------------------------
 
@@ -247,7 +252,7 @@ class ChipCalls:
         self, lane: LaneKey, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """Run ``function`` on ``lane``'s worker; ChipCallTimeout or LaneStuck when it cannot."""
-        if self._closed:
+        if self._closed or (self._chips_closed and lane is not NODE):
             raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
         state = self._lanes.get(lane)
         if state is None:
@@ -346,6 +351,29 @@ class ChipCalls:
     def _observe(self, name: str, seconds: float, outcome: str) -> None:
         for observer in self._observers:
             observer(name, seconds, outcome)
+
+    async def drain_chip_lanes(self) -> bool:
+        """Refuse new chip calls and wait for those in flight; True when no thread of ours is left inside.
+
+        The library may be unloaded (``close``, on the node lane) only then:
+        lanes run side by side, so a node-lane call does not wait for a chip's
+        call in flight, and unloading the library under it would crash the
+        process when that call returns. A worker runs its jobs in order, so a
+        no-op handed to each returns once the call before it is done. False, at
+        once or after a call timeout, while a call hangs (its abandoned thread
+        is still inside the library).
+        """
+        self._chips_closed = True
+        for lane in list(self._lanes.values()):
+            if self.abandoned_threads:
+                return False
+            if lane.key is NODE or lane.worker is None:
+                continue
+            try:
+                await _answer(lane.worker.submit(_nothing), self.timeout)
+            except TimeoutError:
+                return False
+        return self.abandoned_threads == 0
 
     def shutdown(self) -> None:
         """Let every worker thread end after its current call; stuck calls are abandoned."""
