@@ -4,8 +4,7 @@ The format is JSON. The smallest useful scenario is::
 
     {"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": []}]}
 
-Everything else has a default; see the README ("The fake backend and its
-scenario format") for the full list. The same model feeds the C fake
+Everything else has a default; docs/fake-backend.md has the full list. The same model feeds the C fake
 ``libdcmi.so`` used by the tests. Beyond health and fault codes a scenario can
 describe what newer features read:
 

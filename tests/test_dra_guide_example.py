@@ -1,4 +1,4 @@
-"""The README's ResourceClaimTemplate is valid and asks for what the driver publishes: 4 chips of a ring."""
+"""The DRA guide's ResourceClaimTemplate is valid and asks for what the driver publishes: 4 chips of a ring."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ DRIVER = "npu.huawei.com"
 
 
 def example() -> list[dict[str, Any]]:
-    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Dynamic Resource Allocation", 1)[1]
+    section = (ROOT / "docs" / "dra.md").read_text(encoding="utf-8")
     block = section.split("```yaml\n", 1)[1].split("```", 1)[0]
     return [document for document in yaml.safe_load_all(block) if document]
 
