@@ -242,7 +242,7 @@ from backends.fake import FakeScenario  # noqa: E402
 class DoctorRoot:
     """A host file system under a temporary directory, as ``doctor --root`` sees it.
 
-    Built healthy: a 310B board (the field report's Atlas 200I A2) with its six
+    Built healthy: a 310B board (an Atlas 200I A2) with its six
     host files, dmp_daemon's /dev/shm entries, device nodes and a kubelet. Each
     test breaks the one thing it is about. ``backend`` says who plays the chips:
     "python" (the fake backend) or "c" (the real binding over the C fake,

@@ -1,4 +1,4 @@
-"""docs/deployment.md keeps up with the chart: every value documented, every field-report symptom mapped."""
+"""docs/deployment.md keeps up with the chart: every value documented, every board failure mapped."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ DOCUMENTED_WHOLE = frozenset(
     }
 )
 
-# The field report's symptoms, as its readers would search for them.
+# What a failed board deployment shows, as an operator would search for it.
 SEED_SYMPTOMS = (
     "invalid ai core num 1.000000",
     "MountVolume",

@@ -1,4 +1,4 @@
-"""RBAC: every request the plugin makes is allowed, and nothing else (pitfalls 5 and 6).
+"""RBAC: every request the plugin makes is allowed, and nothing else.
 
 The rendered Roles and bindings are evaluated the way the API server's RBAC
 authorizer does (chart_harness.Rendering.allows), for the plugin's service
@@ -16,9 +16,9 @@ Request = tuple[str, str, str, str | None]
 
 def plugin_requests(release_namespace: str, device_info_namespace: str = "kube-system") -> list[Request]:
     return [
-        # Node labels: read and follow our Node, patch its labels (pitfall 5).
+        # Node labels: read and follow our Node, patch its labels.
         *[(verb, "", "nodes", None) for verb in ("get", "list", "watch", "patch")],
-        # Device-info ConfigMap for Volcano, and the config ConfigMap (pitfall 6).
+        # Device-info ConfigMap for Volcano, and the config ConfigMap.
         *[
             (verb, "", "configmaps", namespace)
             for namespace in (device_info_namespace, release_namespace)

@@ -1,4 +1,4 @@
-"""doctor, the chips: dcmi_init, enumeration, family and AI-core figures (pitfall 1), on both fakes."""
+"""doctor, the chips: dcmi_init, enumeration, family and AI-core figures, on both fakes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from conftest import DoctorRoot
 
-from ascend_plugin.doctor.findings import Status
+from ascend_plugin.doctor.findings import Guide, Status
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
@@ -30,10 +30,10 @@ async def test_a_healthy_310b1_passes_every_chip_check(doctor_root: DoctorRoot) 
     )
 
 
-async def test_pitfall_1_huaweis_global_bounds_name_the_setting_to_change(doctor_root: DoctorRoot) -> None:
+async def test_huaweis_global_bounds_name_the_setting_to_change(doctor_root: DoctorRoot) -> None:
     ai_cores = (await doctor_root.run(ai_core_min=8, ai_core_max=36))["ai-cores"]
     assert ai_cores.status is Status.PROBLEM
-    assert ai_cores.pitfall == 1
+    assert ai_cores.see is Guide.AI_CORES
     assert "chip 0 (card 0, device 0, 310B1) report(s) 1 AI cores" in ai_cores.detail
     assert "outside the 310B family's bounds [8, 36]" in ai_cores.detail
     assert ai_cores.fix is not None
@@ -47,7 +47,7 @@ async def test_pitfall_1_huaweis_global_bounds_name_the_setting_to_change(doctor
 async def test_a_figure_above_the_bounds_names_ai_core_max(doctor_root: DoctorRoot) -> None:
     doctor_root.write_scenario(_scenario(aicore=2.0))
     ai_cores = (await doctor_root.run())["ai-cores"]
-    assert (ai_cores.status, ai_cores.pitfall) == (Status.PROBLEM, 1)
+    assert (ai_cores.status, ai_cores.see) == (Status.PROBLEM, Guide.AI_CORES)
     assert ai_cores.fix is not None
     assert "set ai_core_max=2 (--ai-core-max 2" in ai_cores.fix
     assert "overridden" not in ai_cores.fix  # the family's own bound, nothing of the operator's

@@ -1,4 +1,4 @@
-"""doctor, the host's files: the 310B board's six files (pitfall 2) and dmp_daemon's /dev/shm (pitfall 3)."""
+"""doctor, the host's files: the 310B board's six files and dmp_daemon's /dev/shm."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import yaml
 from chart_harness import CHART_DIR
 from conftest import DoctorRoot
 
-from ascend_plugin.doctor.findings import Status
+from ascend_plugin.doctor.findings import Guide, Status
 from backends.fake import FakeScenario
 from backends.families import ASCEND_310B
 
@@ -29,14 +29,12 @@ async def test_a_healthy_board_has_every_file_and_the_hosts_shared_memory(doctor
 @pytest.mark.parametrize(
     "path", ["/var/slogd", "/var/dmp_daemon", "/var/queue_schedule", "/etc/hdcBasic.cfg"]
 )
-async def test_pitfall_2_a_file_seen_as_a_directory_names_the_mount_type(
-    doctor_py_root: DoctorRoot, path: str
-) -> None:
+async def test_a_file_seen_as_a_directory_names_the_mount_type(doctor_py_root: DoctorRoot, path: str) -> None:
     doctor_py_root.remove(path)
     doctor_py_root.add_directories(path)
     finding = (await doctor_py_root.run())[f"host-file:{path}"]
     assert finding.status is Status.PROBLEM
-    assert finding.pitfall == 2
+    assert finding.see is Guide.BOARD_FILES
     assert f"{doctor_py_root.host(path)} is a directory, not the file the driver needs" in finding.detail
     assert finding.fix is not None
     assert "hostPath of type File, read-only (Helm hostFiles" in finding.fix
@@ -47,7 +45,7 @@ async def test_a_missing_host_file_is_named_with_what_needs_it(doctor_py_root: D
     doctor_py_root.remove(path)
     found = await doctor_py_root.run()
     finding = found[f"host-file:{path}"]
-    assert (finding.status, finding.pitfall) == (Status.PROBLEM, 2)
+    assert (finding.status, finding.see) == (Status.PROBLEM, Guide.BOARD_FILES)
     assert finding.detail.startswith(f"{doctor_py_root.host(path)} does not exist (")
     others = [other for other in DoctorRoot.HOST_FILES if other != path]
     assert all(found[f"host-file:{other}"].status is Status.OK for other in others)
@@ -60,13 +58,13 @@ async def test_without_hdc_config_the_detail_says_hdc_fails(doctor_py_root: Doct
 
 
 @pytest.mark.parametrize("missing", [("/dev/shm/dmp", "/dev/shm/iam"), ("/dev/shm/iam",)])
-async def test_pitfall_3_a_private_dev_shm_names_dm_send_msg_and_the_host_path(
+async def test_a_private_dev_shm_names_dm_send_msg_and_the_host_path(
     doctor_py_root: DoctorRoot, missing: tuple[str, ...]
 ) -> None:
     for path in missing:
         doctor_py_root.remove(path)
     shm = (await doctor_py_root.run())["dev-shm"]
-    assert (shm.status, shm.pitfall) == (Status.PROBLEM, 3)
+    assert (shm.status, shm.see) == (Status.PROBLEM, Guide.SHARED_MEMORY)
     assert shm.detail.startswith(", ".join(str(doctor_py_root.host(path)) for path in missing) + " not found")
     assert "dm_send_msg fail:2" in shm.detail
     assert shm.fix is not None

@@ -1,25 +1,25 @@
-"""doctor, the node's identity: NODE_NAME and HOST_IP from the downward API (pitfall 7)."""
+"""doctor, the node's identity: NODE_NAME and HOST_IP from the downward API."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import DoctorRoot
 
-from ascend_plugin.doctor.findings import Status
+from ascend_plugin.doctor.findings import Guide, Status
 
 pytestmark = pytest.mark.anyio
 
 
-async def test_pitfall_7_unset_node_name_and_host_ip_name_the_downward_api(
+async def test_unset_node_name_and_host_ip_name_the_downward_api(
     doctor_py_root: DoctorRoot,
 ) -> None:
     found = await doctor_py_root.run(node_name=None, host_ip=None)
     node_name, host_ip = found["node-name"], found["host-ip"]
-    assert (node_name.status, node_name.pitfall) == (Status.PROBLEM, 7)
+    assert (node_name.status, node_name.see) == (Status.PROBLEM, Guide.NODE_IDENTITY)
     assert node_name.detail.startswith("NODE_NAME is not set")
     assert node_name.fix is not None
     assert "fieldRef spec.nodeName" in node_name.fix
-    assert (host_ip.status, host_ip.pitfall) == (Status.PROBLEM, 7)
+    assert (host_ip.status, host_ip.see) == (Status.PROBLEM, Guide.NODE_IDENTITY)
     assert "'host ip is invalid'" in host_ip.detail
     assert host_ip.fix is not None
     assert "fieldRef status.hostIP" in host_ip.fix

@@ -1,4 +1,4 @@
-"""doctor, the library: found as the binding finds it, trusted, glibc new enough (pitfall 4), loadable."""
+"""doctor, the library: found as the binding finds it, trusted, glibc new enough, loadable."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.doctor import library
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.elf import ElfError, read_dynamic
-from ascend_plugin.doctor.findings import Status
+from ascend_plugin.doctor.findings import Guide, Status
 from ascend_plugin.doctor.glibc import newest_glibc_needed, parse_version, running_glibc
 from ascend_plugin.settings import Settings
 
@@ -138,21 +138,21 @@ def test_what_is_not_a_readable_elf_object_is_named(tmp_path: Path, content: byt
         read_dynamic(path)
 
 
-async def test_pitfall_4_a_library_needing_a_newer_glibc_is_named_with_the_fix(
+async def test_a_library_needing_a_newer_glibc_is_named_with_the_fix(
     doctor_c_root: DoctorRoot,
 ) -> None:
     version = _craft_newer_glibc(doctor_c_root.host(DoctorRoot.LIBRARY))
     found = await doctor_c_root.run()
     glibc = found["dcmi-library-glibc"]
     assert glibc.status is Status.PROBLEM
-    assert glibc.pitfall == 4
+    assert glibc.see is Guide.GLIBC
     assert f"needs glibc {version}" in glibc.detail
     assert glibc.fix is not None
     assert "hostLoader.enabled=true" in glibc.fix
     assert "SIGBUS" in glibc.fix
     # The loader refuses it in its own words, and the doctor points back at the cause.
     loads = found["dcmi-library-loads"]
-    assert (loads.status, loads.pitfall) == (Status.PROBLEM, 4)
+    assert (loads.status, loads.see) == (Status.PROBLEM, Guide.GLIBC)
     assert f"GLIBC_{version}" in loads.detail
     assert found["dcmi-init"].status is Status.SKIPPED
 

@@ -1,4 +1,4 @@
-"""doctor, RBAC: SelfSubjectAccessReviews per verb the enabled features need (pitfalls 5 and 6).
+"""doctor, RBAC: SelfSubjectAccessReviews per verb the enabled features need.
 
 The reviews go through the real kubernetes-asyncio client to the loopback API
 server of tests/kube_apiserver.py, whose denials stand in for missing rules.
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import DoctorRoot
 
-from ascend_plugin.doctor.findings import Status
+from ascend_plugin.doctor.findings import Guide, Status
 from ascend_plugin.doctor.rbac import needed_permissions
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.kube_apiserver import REVIEWS, FakeApiServer
@@ -53,14 +53,14 @@ async def test_a_fully_granted_service_account_passes(
     assert len(apiserver.requests_of("create", REVIEWS, 201)) == 8  # one review per verb
 
 
-async def test_pitfall_5_a_missing_nodes_rule_is_named(
+async def test_a_missing_nodes_rule_is_named(
     doctor_py_root: DoctorRoot, apiserver: FakeApiServer, kubeconfig: Path
 ) -> None:
     apiserver.deny("get", "nodes")
     apiserver.deny("patch", "nodes")
     found = await doctor_py_root.run(kubeconfig=kubeconfig)
     nodes = found["rbac:nodes"]
-    assert (nodes.status, nodes.pitfall) == (Status.PROBLEM, 5)
+    assert (nodes.status, nodes.see) == (Status.PROBLEM, Guide.RBAC)
     assert nodes.detail.startswith(
         "denied: get, patch nodes cluster-wide, which node_labels, node_events need(s)"
     )
@@ -72,7 +72,7 @@ async def test_pitfall_5_a_missing_nodes_rule_is_named(
     assert found["rbac:configmaps/kube-system"].status is Status.OK
 
 
-async def test_pitfall_6_a_missing_configmaps_verb_is_named_with_its_namespace(
+async def test_a_missing_configmaps_verb_is_named_with_its_namespace(
     doctor_py_root: DoctorRoot, apiserver: FakeApiServer, kubeconfig: Path
 ) -> None:
     apiserver.deny("update", "configmaps", "kube-system")
@@ -81,14 +81,14 @@ async def test_pitfall_6_a_missing_configmaps_verb_is_named_with_its_namespace(
         kubeconfig=kubeconfig, config_configmap="adp-config", pod_namespace="ascend"
     )
     device_info = found["rbac:configmaps/kube-system"]
-    assert (device_info.status, device_info.pitfall) == (Status.PROBLEM, 6)
+    assert (device_info.status, device_info.see) == (Status.PROBLEM, Guide.RBAC)
     assert 'cannot update resource "configmaps"' in device_info.detail
     assert device_info.fix is not None
     assert '{apiGroups: [""], resources: ["configmaps"], verbs: ["update"]}' in device_info.fix
     assert "Role in namespace kube-system" in device_info.fix
     assert "kubectl auth can-i update configmaps -n kube-system" in device_info.fix
     config = found["rbac:configmaps/ascend"]
-    assert (config.status, config.pitfall) == (Status.PROBLEM, 6)
+    assert (config.status, config.see) == (Status.PROBLEM, Guide.RBAC)
     assert config.detail.startswith("denied: watch configmaps in namespace ascend, which config_configmap")
     assert found["rbac:nodes"].status is Status.OK
 

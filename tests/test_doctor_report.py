@@ -10,11 +10,11 @@ from pathlib import Path
 
 from conftest import DoctorRoot
 
-from ascend_plugin.doctor.findings import Finding
+from ascend_plugin.doctor.findings import Finding, Guide
 from ascend_plugin.doctor.report import render_text
 from backends.fake import FakeScenario
 
-KEYS = {"name", "status", "detail", "fix", "pitfall"}
+KEYS = {"name", "status", "detail", "fix", "see"}
 
 
 def _doctor(
@@ -59,18 +59,23 @@ def test_the_json_findings_keep_their_keys(doctor_py_root: DoctorRoot) -> None:
         assert finding["status"] in ("ok", "problem", "warning", "skipped")
         assert isinstance(finding["detail"], str)
         assert (finding["fix"] is None) == (finding["status"] not in ("problem", "warning"))
-    pitfalls = {finding["name"]: finding["pitfall"] for finding in report["findings"] if finding["pitfall"]}
-    assert pitfalls == {"ai-cores": 1, "host-file:/var/slogd": 2, "node-name": 7, "host-ip": 7}
+    guides = {finding["name"]: finding["see"] for finding in report["findings"] if finding["see"]}
+    assert guides == {
+        "ai-cores": "docs/operations.md#ai-core-bounds",
+        "host-file:/var/slogd": "docs/operations.md#board-files-mounted-as-files",
+        "node-name": "docs/operations.md#node-name-and-host-ip",
+        "host-ip": "docs/operations.md#node-name-and-host-ip",
+    }
 
 
-def test_the_text_report_shows_problems_their_pitfall_and_fix(doctor_py_root: DoctorRoot) -> None:
+def test_the_text_report_shows_problems_their_guide_and_fix(doctor_py_root: DoctorRoot) -> None:
     doctor_py_root.remove("/dev/shm/iam")
     result = _doctor(doctor_py_root, "--node-name", "edge-1", "--host-ip", "192.0.2.7")
     assert result.returncode == 1
     lines = result.stdout.splitlines()
     [problem] = [index for index, line in enumerate(lines) if line.startswith("PROBLEM")]
     assert lines[problem].split()[1] == "dev-shm"
-    assert lines[problem + 1].strip() == "(the field report's pitfall 3)"
+    assert lines[problem + 1].strip() == "(see docs/operations.md#the-hosts-shared-memory)"
     assert lines[problem + 2].strip().startswith("fix: mount the host's /dev/shm")
     assert lines[-1].endswith("1 problem(s), 6 skipped")
 
@@ -85,7 +90,7 @@ def test_the_text_report_aligns_details_under_each_other() -> None:
     findings = [
         Finding.ok("a", "fine"),
         Finding.skipped("longer-name", "not here"),
-        Finding.problem("b", "broken", fix="mend it", pitfall=2),
+        Finding.problem("b", "broken", fix="mend it", see=Guide.BOARD_FILES),
     ]
     lines = render_text(findings, Path("/host")).splitlines()
     assert lines[0].endswith("doctor, host root /host")
@@ -94,7 +99,7 @@ def test_the_text_report_aligns_details_under_each_other() -> None:
         "ok       a            fine",
         "skipped  longer-name  not here",
         "PROBLEM  b            broken",
-        "                      (the field report's pitfall 2)",
+        "                      (see docs/operations.md#board-files-mounted-as-files)",
         "                      fix: mend it",
         "",
         "3 checked: 1 ok, 1 problem(s), 1 skipped",

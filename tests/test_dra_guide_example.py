@@ -1,4 +1,4 @@
-"""The DRA guide's ResourceClaimTemplate is valid and asks for what the driver publishes: 4 chips of a ring."""
+"""The DRA guide's ResourceClaimTemplate is valid and asks for what the driver publishes: a ring's 4 chips."""
 
 from __future__ import annotations
 

@@ -2,9 +2,8 @@
 
 Every check reproduces one step the plugin depends on (the library, the chips,
 the host's files and device nodes, the kubelet, the Kubernetes identity and
-permissions) and reports ok, problem or skipped, with the fix and, where the
-field report of deploying on an Atlas 200I A2 met it, the number of its
-pitfall. See docs/operations.md.
+permissions) and reports ok, problem or skipped, with the fix and, for a
+known deployment failure, the docs section that explains it. See docs/operations.md.
 
 Only the command-line options live here, so that building the CLI parser
 imports nothing of the checks.
@@ -29,5 +28,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--format",
         choices=("text", "json"),
         default="text",
-        help="text for people; json for scripts (keys: name, status, detail, fix, pitfall)",
+        help="text for people; json for scripts (keys: name, status, detail, fix, see)",
     )

@@ -2,8 +2,8 @@
 
 The same calls the plugin's bring-up makes, on the same worker thread with the
 same per-call timeout (a wedged driver must not hang the doctor either).
-The AI-core check is the field report's headline (pitfall 1): Huawei's plugin
-exits on a 310B1's 1.0 AI cores; this one serves the chip with a warning, and
+The AI-core check matters most on a 310B board: Huawei's plugin exits on a
+310B1's 1.0 AI cores; this one serves the chip with a warning, and
 the doctor says which setting makes the warning go away.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, Unmet, how_to_set, listing
+from ascend_plugin.doctor.findings import Finding, Guide, Unmet, how_to_set, listing
 from ascend_plugin.inventory.discovery import open_library
 from backends.backend import WITHOUT, ChipBackend
 from backends.chips import AiCoreFigure, Chip
@@ -143,7 +143,7 @@ async def ai_cores(context: Context) -> Finding:
         "; ".join(details) + ". The plugin serves these chips anyway, with a warning "
         "(Huawei's plugin exits here: 'invalid ai core num')",
         fix="; ".join(fixes),
-        pitfall=1,
+        see=Guide.AI_CORES,
     )
 
 

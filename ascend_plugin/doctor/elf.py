@@ -1,7 +1,7 @@
 """A small reader of the dynamic section of an ELF shared object: what it needs to load.
 
 The doctor must tell whether a vendor library will load here before loading it
-(pitfall 4: a library built against a newer glibc than the process has). The
+(a library built against a newer glibc than the process has would end it with SIGBUS). The
 dynamic loader decides that from two tables reached through the ``PT_DYNAMIC``
 segment: ``DT_NEEDED`` (the libraries it needs) and ``DT_VERNEED`` (the symbol
 versions, e.g. ``GLIBC_2.34``, it needs from each). This module reads exactly

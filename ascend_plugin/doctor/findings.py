@@ -21,7 +21,22 @@ from typing import Any
 
 from ascend_plugin.settings import how_to_set
 
-__all__ = ["Finding", "NotApplicable", "Status", "Unmet", "how_to_set", "listing"]
+__all__ = ["Finding", "Guide", "NotApplicable", "Status", "Unmet", "how_to_set", "listing"]
+
+
+class Guide(StrEnum):
+    """The section of docs/operations.md that explains a deployment failure a finding names.
+
+    An operator reading a problem in a pod's terminal gets the place to read on, not a number
+    that means something only to whoever wrote the check.
+    """
+
+    AI_CORES = "docs/operations.md#ai-core-bounds"
+    BOARD_FILES = "docs/operations.md#board-files-mounted-as-files"
+    SHARED_MEMORY = "docs/operations.md#the-hosts-shared-memory"
+    GLIBC = "docs/operations.md#the-librarys-glibc"
+    RBAC = "docs/operations.md#permissions"
+    NODE_IDENTITY = "docs/operations.md#node-name-and-host-ip"
 
 
 class Status(StrEnum):
@@ -41,15 +56,15 @@ class Finding:
     status: Status
     detail: str
     fix: str | None = None
-    pitfall: int | None = None  # number in the field report's table of eight pitfalls
+    see: Guide | None = None  # where the docs explain this failure
 
     @classmethod
     def ok(cls, name: str, detail: str) -> Finding:
         return cls(name, Status.OK, detail)
 
     @classmethod
-    def problem(cls, name: str, detail: str, fix: str, pitfall: int | None = None) -> Finding:
-        return cls(name, Status.PROBLEM, detail, fix, pitfall)
+    def problem(cls, name: str, detail: str, fix: str, see: Guide | None = None) -> Finding:
+        return cls(name, Status.PROBLEM, detail, fix, see)
 
     @classmethod
     def warning(cls, name: str, detail: str, fix: str) -> Finding:
@@ -66,7 +81,7 @@ class Finding:
             "status": self.status.value,
             "detail": self.detail,
             "fix": self.fix,
-            "pitfall": self.pitfall,
+            "see": self.see.value if self.see is not None else None,
         }
 
 

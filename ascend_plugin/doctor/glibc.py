@@ -1,9 +1,9 @@
-"""The glibc a library needs, against the glibc this process runs on (field report pitfall 4).
+"""The glibc a library needs, against the glibc this process runs on.
 
 A libdcmi.so built on a newer host than the plugin's image needs symbol
 versions (``GLIBC_2.38`` ...) the image's C library lacks: dlopen then fails
-with "version `GLIBC_2.38' not found", and the field report's workaround of
-mixing the host's C library into the image ended in SIGBUS (exit 135). Reading
+with "version `GLIBC_2.38' not found", and the tempting workaround of
+mixing the host's C library into the image ends in SIGBUS (exit 135). Reading
 the requirement from the file says which glibc the image must have, before
 anything is loaded.
 """

@@ -2,8 +2,8 @@
 
 On 310B boards (Atlas 200I A2 and friends) the driver runs on the SoC itself
 and DCMI talks to daemons of the board: it reads a few of the board's files
-and exchanges messages through the host's /dev/shm. The field report lost
-hours to each (pitfalls 2 and 3). The lists here are the ones values-310b.yaml
+and exchanges messages through the host's /dev/shm. A deployment that gets
+either wrong fails in ways that do not name the cause. The lists here are the ones values-310b.yaml
 mounts (the family table's host_files and shm_markers); a test keeps the
 two in step.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, NotApplicable
+from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable
 from backends.families import FamilyTable, HostFile
 
 HOST_FILES_CHECK = "host-files"
@@ -42,7 +42,7 @@ def _family(context: Context) -> FamilyTable:
 
 @check(HOST_FILES_CHECK)
 async def host_files(context: Context) -> list[Finding]:
-    """Each host file the family needs is a regular file (pitfall 2: never a directory)."""
+    """Each host file the family needs is a regular file (never a directory: a hostPath of the wrong type)."""
     table = _family(context)
     wanted = table.host_files
     if not wanted:
@@ -61,18 +61,20 @@ def _host_file(context: Context, item: HostFile) -> Finding:
             f"{path} is a directory, not the file the driver needs ({item.role}); a hostPath volume of the "
             "wrong type shows up as an empty directory",
             fix=_DIRECTORY_FIX,
-            pitfall=2,
+            see=Guide.BOARD_FILES,
         )
     if path.exists():
         return Finding.problem(
-            name, f"{path} is not a regular file ({item.role})", fix=_DIRECTORY_FIX, pitfall=2
+            name, f"{path} is not a regular file ({item.role})", fix=_DIRECTORY_FIX, see=Guide.BOARD_FILES
         )
-    return Finding.problem(name, f"{path} does not exist ({item.role})", fix=_MISSING_FIX, pitfall=2)
+    return Finding.problem(
+        name, f"{path} does not exist ({item.role})", fix=_MISSING_FIX, see=Guide.BOARD_FILES
+    )
 
 
 @check(SHM)
 async def shared_memory(context: Context) -> Finding:
-    """The host's /dev/shm, recognised by dmp_daemon's files in it (pitfall 3: an emptyDir has none)."""
+    """The host's /dev/shm, recognised by dmp_daemon's files in it (an emptyDir has none)."""
     table = _family(context)
     wanted = table.shm_markers
     if not wanted:
@@ -85,7 +87,7 @@ async def shared_memory(context: Context) -> Finding:
             "/dev/shm, or dmp_daemon is not running; DCMI then fails with 'dm_send_msg fail:2'",
             fix="mount the host's /dev/shm into the pod as a hostPath, never an emptyDir (the chart always "
             "does); on the host, check that dmp_daemon runs (`ps -e | grep dmp_daemon`): it creates them",
-            pitfall=3,
+            see=Guide.SHARED_MEMORY,
         )
     shown = " and ".join(str(context.host(path)) for path in wanted)
     return Finding.ok(SHM, f"the host's /dev/shm: dmp_daemon's {shown} are visible")

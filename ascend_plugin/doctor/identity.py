@@ -1,9 +1,9 @@
-"""Checks of what the pod must be told about its node: NODE_NAME and HOST_IP (pitfall 7).
+"""Checks of what the pod must be told about its node: NODE_NAME and HOST_IP.
 
 The chart takes both from the downward API. Without NODE_NAME the plugin still
 serves the kubelet but keeps none of its Kubernetes objects (labels, device-info
-ConfigMap, config reload, Events); a missing or malformed HOST_IP is what the
-field report met as "host ip is invalid".
+ConfigMap, config reload, Events); a missing or malformed HOST_IP is what Huawei's
+plugin reports as "host ip is invalid".
 """
 
 from __future__ import annotations
@@ -12,11 +12,10 @@ import ipaddress
 
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding
+from ascend_plugin.doctor.findings import Finding, Guide
 
 NODE_NAME = "node-name"
 HOST_IP = "host-ip"
-_PITFALL = 7
 
 
 @check("node-identity")
@@ -34,7 +33,7 @@ def _node_name(value: str | None) -> Finding:
         "ConfigMap, no config reload and no node Events",
         fix="the chart sets it from the downward API (fieldRef spec.nodeName); by hand: "
         "env NODE_NAME=<node name> or --node-name",
-        pitfall=_PITFALL,
+        see=Guide.NODE_IDENTITY,
     )
 
 
@@ -48,7 +47,7 @@ def _host_ip(value: str | None) -> Finding:
             HOST_IP,
             "HOST_IP is not set: the node's address is unknown ('host ip is invalid')",
             fix=fix,
-            pitfall=_PITFALL,
+            see=Guide.NODE_IDENTITY,
         )
     try:
         address = ipaddress.ip_address(value)
@@ -57,6 +56,6 @@ def _host_ip(value: str | None) -> Finding:
             HOST_IP,
             f"HOST_IP={value!r} is not an IP address ('host ip is invalid')",
             fix=fix,
-            pitfall=_PITFALL,
+            see=Guide.NODE_IDENTITY,
         )
     return Finding.ok(HOST_IP, f"HOST_IP={address}")

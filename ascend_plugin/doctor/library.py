@@ -15,7 +15,7 @@ from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.elf import ElfError
-from ascend_plugin.doctor.findings import Finding, NotApplicable, Unmet, how_to_set
+from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable, Unmet, how_to_set
 from ascend_plugin.doctor.glibc import format_version, newest_glibc_needed, running_glibc
 from backends.dcmi import loader
 from backends.dcmi._dcmi_cffi import ffi
@@ -118,7 +118,7 @@ async def library_glibc(context: Context) -> Finding:
             "start the plugin under the host's dynamic loader (Helm hostLoader.enabled=true, see "
             "docs/deployment.md). Never put the host's libc on LD_LIBRARY_PATH: two glibcs in one "
             "process end in SIGBUS (exit code 135)",
-            pitfall=4,
+            see=Guide.GLIBC,
         )
     return Finding.ok(GLIBC, f"{path} needs glibc {need.text} at most; this process has glibc {have}")
 
@@ -153,7 +153,7 @@ def _load_failed(path: Path, error: Exception) -> Finding:
             LOADS,
             message,
             fix="the library needs a newer glibc than this process has: see the dcmi-library-glibc finding",
-            pitfall=4,
+            see=Guide.GLIBC,
         )
     elif "cannot open shared object file" in message:
         fix = (

@@ -1,4 +1,4 @@
-"""Check of the plugin's permissions, asked of the API server itself (pitfalls 5 and 6).
+"""Check of the plugin's permissions, asked of the API server itself.
 
 One SelfSubjectAccessReview per verb the enabled features need answers what
 the API server would decide for this process's own credentials (in the pod:
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, NotApplicable
+from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
 from ascend_plugin.faces.kube.publishers import PUBLISHERS
 from ascend_plugin.settings import Settings
@@ -30,7 +30,6 @@ if TYPE_CHECKING:
 RBAC = "rbac"
 _CHART_FIX = "the chart's rbac.create=true (the default) grants every one of them"
 _VERB_ORDER: Final = ("get", "list", "watch", "create", "update", "patch", "delete")
-_PITFALLS: Final = {"nodes": 5, "configmaps": 6}
 
 
 @dataclass(frozen=True)
@@ -42,7 +41,6 @@ class Permission:
     verbs: tuple[str, ...]
     role: str  # where the chart grants it
     features: tuple[str, ...]
-    pitfall: int | None
     group: str = ""  # the API group; "" is the core group
 
     @property
@@ -82,7 +80,6 @@ def needed_permissions(settings: Settings) -> list[Permission]:
             tuple(verb for verb in _VERB_ORDER if verb in all_verbs),
             "Role in namespace " + namespace if resource == "configmaps" and namespace else "ClusterRole",
             tuple(dict.fromkeys(features)),
-            _PITFALLS.get(resource),
             group,
         )
     return list(merged.values())
@@ -152,7 +149,7 @@ async def _reviewed(kube: Kube, permission: Permission) -> Finding:
         fix=f"add the rule {rule} to the plugin's {permission.role} ({_CHART_FIX}); check with "
         f"`kubectl auth can-i {denied[0]} {target}{namespace} "
         "--as=system:serviceaccount:<namespace>:<serviceaccount>`",
-        pitfall=permission.pitfall,
+        see=Guide.RBAC,
     )
 
 

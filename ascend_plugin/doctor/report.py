@@ -1,7 +1,7 @@
 """The report: aligned text for a person at a terminal, or JSON for a script.
 
 The JSON form is a contract: ``findings`` is a list of objects with exactly the
-keys name, status (ok / problem / warning / skipped), detail, fix and pitfall
+keys name, status (ok / problem / warning / skipped), detail, fix and see
 (null when none), and ``passed`` is what the exit code says (warnings pass).
 """
 
@@ -16,7 +16,6 @@ from ascend_plugin.doctor.findings import Finding, Status
 
 EXIT_PASSED = 0
 EXIT_PROBLEMS = 1
-_FIELD_REPORT = "the field report's pitfall"
 
 
 def passed(findings: Sequence[Finding]) -> bool:
@@ -46,8 +45,8 @@ def render_text(findings: Sequence[Finding], root: Path) -> str:
         shout = finding.status in (Status.PROBLEM, Status.WARNING)
         label = finding.status.value.upper() if shout else finding.status.value
         lines.append(f"{label:<9}{finding.name:<{width}}  {finding.detail}")
-        if finding.pitfall is not None:
-            lines.append(f"{indent}({_FIELD_REPORT} {finding.pitfall})")
+        if finding.see is not None:
+            lines.append(f"{indent}(see {finding.see.value})")
         if finding.fix:
             lines.append(f"{indent}fix: {finding.fix}")
     counts = {status: sum(1 for f in findings if f.status is status) for status in Status}

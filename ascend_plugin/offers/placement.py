@@ -9,8 +9,8 @@ mesh group) as it can and leaves the rest of the node as whole as it can.
 The rules are data, :data:`PLACEMENT_RULES`, one entry per unit kind:
 
 * ``fit_order``: for a request that fits in one unit, which free counts of a
-  unit to take it from, best first, per unit size and request size. From
-  issue 15's table: on a ring of 4, one chip goes to a ring with 1 free, then 3,
+  unit to take it from, best first, per unit size and request size. On a
+  ring of 4, one chip goes to a ring with 1 free, then 3,
   2, 4; two chips to a ring with 2, then 4, then 3; four chips to a ring with
   exactly 4. On a 310 card of 4: one chip 1, 3, 2, 4; two chips 2, 3, 4;
   three chips 3, 4; four chips a whole free card. On a 2-chip card or module:

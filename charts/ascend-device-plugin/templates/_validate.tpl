@@ -50,11 +50,11 @@ Included once, from daemonset.yaml.
 {{- fail "settings.backend is \"fake\" but settings.fakeScenario is empty: the fake backend needs a scenario file" }}
 {{- end }}
 
-{{- /* Pitfall 4: the host's glibc on LD_LIBRARY_PATH under the image's loader. */}}
+{{- /* The host's glibc on LD_LIBRARY_PATH under the image's loader. */}}
 {{- if not $v.hostLoader.enabled }}
 {{- range $v.libraryPath }}
 {{- if and (has . $v.hostDirectories) (regexMatch "^/(usr/)?lib(64)?(/[a-z0-9_]+-linux-gnu)?/?$" .) }}
-{{- fail (printf "libraryPath contains %s, a host directory (hostDirectories) that holds the host's C library: the image's Python would load the host's glibc with the image's loader and die with SIGBUS, exit 135 (field report pitfall 4). Remove it from libraryPath (libdcmi.so is found through settings.dcmiLibrary), or set hostLoader.enabled=true to run everything on the host's glibc" .) }}
+{{- fail (printf "libraryPath contains %s, a host directory (hostDirectories) that holds the host's C library: the image's Python would load the host's glibc with the image's loader and die with SIGBUS, exit 135 (see docs/operations.md#the-librarys-glibc). Remove it from libraryPath (libdcmi.so is found through settings.dcmiLibrary), or set hostLoader.enabled=true to run everything on the host's glibc" .) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -86,7 +86,7 @@ Included once, from daemonset.yaml.
 {{- end }}
 {{- range $requested }}
 {{- if eq (trimSuffix "/" .) "/dev/shm" }}
-{{- fail "/dev/shm is mounted by the chart from the host and cannot be replaced: the driver's dmp_daemon keeps its message files in the host's /dev/shm, and a private /dev/shm (emptyDir) breaks DCMI with \"dm_send_msg fail:2\" (field report pitfall 3)" }}
+{{- fail "/dev/shm is mounted by the chart from the host and cannot be replaced: the driver's dmp_daemon keeps its message files in the host's /dev/shm, and a private /dev/shm (emptyDir) breaks DCMI with \"dm_send_msg fail:2\" (see docs/operations.md#the-hosts-shared-memory)" }}
 {{- end }}
 {{- if has . $seen }}
 {{- fail (printf "%s is mounted twice (hostFiles, hostDirectories, hostLoader, extraVolumeMounts or a path the chart mounts itself: %s)" . (join ", " $owned)) }}

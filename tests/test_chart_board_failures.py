@@ -1,9 +1,10 @@
-"""The field report's eight pitfalls, each made impossible or explained by the chart.
+"""The ways a deployment of Huawei's plugin on an Atlas 200I A2 (310B1) fails, each made impossible
+or explained by the chart.
 
-The report (shared/seed) deployed Huawei's plugin on an Atlas 200I A2 (310B1)
-and hand-edited its way past eight failures. Pitfalls 5 and 6 (RBAC) are in
-test_chart_rbac.py; the rest are here, followed by the report's working
-deployment reproduced from values-310b.yaml alone.
+Deploying Huawei's plugin on such a board takes eight hand edits (the AI-core range, the board's files,
+/dev/shm, glibc, two RBAC rules, the node's identity, the image's registry). RBAC is tested in
+test_chart_rbac.py; the rest are here, followed by the working board deployment from values-310b.yaml
+alone.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from chart_harness import (
 
 from backends.families import family_named
 
-# Pitfall 2: what an Atlas 200I A2 needs from the board, all of them regular files.
+# What an Atlas 200I A2 needs from the board, all of them regular files.
 SEED_HOST_FILES = (
     "/etc/hdcBasic.cfg",
     "/etc/sys_version.conf",
@@ -46,7 +47,7 @@ def chart_metadata() -> dict[str, Any]:
     return data
 
 
-# -- 1: MinAICoreNum = 8 -> "invalid ai core num 1.000000" -----------------------------------
+# -- AI cores: MinAICoreNum = 8 -> "invalid ai core num 1.000000" -----------------------------------
 
 
 @pytest.mark.parametrize(("family", "values_file"), FAMILY_FILES.items())
@@ -70,7 +71,7 @@ def test_defaults_leave_ai_core_bounds_to_the_detected_family(renderings: dict[s
     assert not {"ASCEND_DP_AI_CORE_MIN", "ASCEND_DP_AI_CORE_MAX"} & set(renderings[DEFAULTS].plain_env)
 
 
-# -- 2: host executables mounted as directories -> MountVolume fails --------------------------
+# -- Board files: host executables mounted as directories -> MountVolume fails --------------------------
 
 
 @pytest.mark.parametrize("values_file", VALUES_FILES)
@@ -100,7 +101,7 @@ def test_310b_mounts_every_file_of_the_board(renderings: dict[str, Rendering]) -
         assert (source["type"], mount["readOnly"]) == ("File", True), path
 
 
-# -- 3: /dev/shm as emptyDir -> "dm_send_msg fail:2" -----------------------------------------
+# -- Shared memory: /dev/shm as emptyDir -> "dm_send_msg fail:2" -----------------------------------------
 
 
 @pytest.mark.parametrize("values_file", VALUES_FILES)
@@ -112,7 +113,7 @@ def test_dev_shm_is_the_hosts(renderings: dict[str, Rendering], values_file: str
 
 
 def test_dev_shm_cannot_be_replaced_by_an_empty_dir(chart: ChartRenderer) -> None:
-    with pytest.raises(helm.HelmRenderError, match=r"dm_send_msg fail:2.*pitfall 3"):
+    with pytest.raises(helm.HelmRenderError, match=r"dm_send_msg fail:2.*#the-hosts-shared-memory"):
         chart.render(
             {
                 "extraVolumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
@@ -121,7 +122,7 @@ def test_dev_shm_cannot_be_replaced_by_an_empty_dir(chart: ChartRenderer) -> Non
         )
 
 
-# -- 4: container glibc vs the host's libdcmi.so -> SIGBUS, exit 135 -------------------------
+# -- glibc: the container's vs the host's libdcmi.so -> SIGBUS, exit 135 -------------------------
 
 
 @pytest.mark.parametrize("values_file", VALUES_FILES)
@@ -137,12 +138,12 @@ def test_host_glibc_stays_off_the_library_path(renderings: dict[str, Rendering],
 def test_host_glibc_on_the_library_path_is_refused_with_the_reason(chart: ChartRenderer) -> None:
     values = load_values_file(FAMILY_FILES["310B"])
     values["libraryPath"] = ["/usr/lib64", "/usr/local/Ascend/driver/lib64"]
-    with pytest.raises(helm.HelmRenderError, match=r"SIGBUS, exit 135 .*pitfall 4.*hostLoader"):
+    with pytest.raises(helm.HelmRenderError, match=r"SIGBUS, exit 135 .*the-librarys-glibc.*hostLoader"):
         chart.render(values)
 
 
 def test_host_loader_runs_the_plugin_on_the_hosts_glibc(chart: ChartRenderer) -> None:
-    """The report's way out, as an opt-in: the host's loader starts the image's Python."""
+    """The board's own loader, as an opt-in: the host's loader starts the image's Python."""
     values = load_values_file(FAMILY_FILES["310B"])
     values["hostLoader"]["enabled"] = True
     rendering = chart.render(values)
@@ -166,7 +167,7 @@ def test_host_loader_without_a_path_is_refused(chart: ChartRenderer) -> None:
         chart.render({"hostLoader": {"enabled": True}})
 
 
-# -- 7: kubelet address unknown -> "host ip is invalid" --------------------------------------
+# -- Identity: kubelet address unknown -> "host ip is invalid" --------------------------------------
 
 
 @pytest.mark.parametrize("values_file", VALUES_FILES)
@@ -185,7 +186,7 @@ def test_node_name_and_host_ip_come_from_the_downward_api(
     }
 
 
-# -- 8: base image pulls time out -> the image is the operator's to choose --------------------
+# -- Image: base image pulls time out -> the image is the operator's to choose --------------------
 
 
 @pytest.mark.parametrize(
@@ -213,12 +214,12 @@ def test_pull_secrets_reach_the_pod(chart: ChartRenderer) -> None:
     assert rendering.pod_spec["imagePullSecrets"] == [{"name": "mirror-credentials"}]
 
 
-# -- The report's working deployment, from values-310b.yaml alone -----------------------------
+# -- The working board deployment, from values-310b.yaml alone -----------------------------
 
-# The report's working `docker run` mounts, host path -> read-only. /sys is left
+# A working board's `docker run` mounts, host path -> read-only. /sys is left
 # out on purpose: a privileged container sees the host's sysfs anyway.
 SEED_DOCKER_RUN_MOUNTS = {
-    "/usr/local/Ascend/driver": True,  # the report mounted it writable; nothing needs to write it
+    "/usr/local/Ascend/driver": True,  # often mounted writable; nothing needs to write it
     "/usr/lib64": True,
     "/dev": False,
     "/dev/shm": False,
@@ -226,8 +227,8 @@ SEED_DOCKER_RUN_MOUNTS = {
 }
 
 
-def test_values_310b_alone_is_the_reports_working_deployment(renderings: dict[str, Rendering]) -> None:
-    """No hand edits: every fix the report made by hand is in the rendered objects."""
+def test_values_310b_alone_is_a_working_board_deployment(renderings: dict[str, Rendering]) -> None:
+    """No hand edits: every fix a board deployment needs is in the rendered objects."""
     rendering = renderings[FAMILY_FILES["310B"]]
     env = rendering.plain_env
 
