@@ -1,4 +1,4 @@
-"""A DCMI error that leaves a chip's fact unknown is said at debug level: the function, the chip, the code."""
+"""A DCMI error a query drops (a fact left unknown, a fallback taken) is said at debug level, with code."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 from typing import Any
 
 import pytest
-from fake_dcmi.players import ScenarioPlayer
+from fake_dcmi.players import CFakePlayer, ScenarioPlayer
 from node_harness import backend_of
 
 from backends.fake import FakeScenario
@@ -35,3 +35,16 @@ def test_the_dropped_error_is_said_with_function_chip_and_code(
     (record,) = caplog.records
     assert record.levelno == logging.DEBUG
     assert (record.function, record.chip, record.code) == (function, 3, -8020)  # type: ignore[attr-defined]
+
+
+def test_the_binding_says_the_ipv4_miss_before_an_ipv6_answer(
+    c_fake: CFakePlayer, caplog: pytest.LogCaptureFixture
+) -> None:
+    chips = [{"phy_id": 0, "card_id": 7, "device_ip": "2001:db8::7"}]
+    library = c_fake.open(FakeScenario.model_validate({"chip_name": "910B3", "chips": chips}))
+    caplog.set_level(logging.DEBUG, logger="backends.dcmi.library")
+    assert library.device_ip(7, 0) == "2001:db8::7"
+    (record,) = [record for record in caplog.records if record.getMessage().startswith("dcmi_get_device_ip")]
+    assert record.levelno == logging.DEBUG
+    assert (record.function, record.card, record.device) == ("dcmi_get_device_ip", 7, 0)  # type: ignore[attr-defined]
+    assert record.code < 0  # type: ignore[attr-defined]
