@@ -169,7 +169,7 @@ class PluginApp:
             await run_root_tasks([RootTask("health monitor", monitor.run), *self._dra_tasks(inventory, host)])
             return
         try:
-            plan = plan_offers(OfferSettings.from_settings(settings), inventory)
+            plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
         except SharingRefused as refused:
             log.error("refusing to start: %s", refused)
             self.node, self.exit_code = node, EXIT_REFUSED

@@ -1,31 +1,47 @@
-"""ChipBackend: the one face through which the plugin reaches chips.
+"""ChipBackend: the one face through which the plugin reaches chips, one implementation per chip family.
 
 Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
-scenario-driven fake), the plugin asks the same six things: open it
-(:meth:`init`), find the chips (:meth:`discover`), read one chip's health
-(:meth:`read_health`) and its static vNPUs (:meth:`vnpus`), hear of faults as
-they happen (:meth:`subscribe_faults`), and let go (:meth:`close`), plus what a
-chip reports of itself (AI cores, device memory, PCIe and RoCE addresses).
-Family rules are data (:mod:`backends.families`), not subclasses.
+scenario-driven fake), the plugin asks the same things of a chip: its health
+(:meth:`~ChipBackend.read_health`), its static vNPUs (:meth:`~ChipBackend.vnpus`),
+and what it reports of itself (AI cores, device memory, PCIe and RoCE
+addresses); and of the node: fault events as they happen
+(:meth:`~ChipBackend.subscribe_faults`), the chips' topology units
+(:meth:`~ChipBackend.units`) and which chips a hot reset takes together
+(:meth:`~ChipBackend.reset_group`).
+
+:class:`ChipBackend` is abstract: each family (:mod:`backends.families`) has
+its implementation, which carries the family's row (names, AI-core bounds,
+device nodes: data, :class:`~backends.family_table.FamilyTable`) and answers
+what its chips do differently. The defaults here are what holds for most
+families (DDR memory, no fault events, no vNPUs, units by card); what no
+default can guess, which chips restart together, every family must say.
+The library is opened and the chips enumerated before the family is known,
+by a :class:`~backends.session.LibrarySession`; the family's backend is built
+over that session.
 
 Drivers differ in what they offer: an older libdcmi.so has no
-``dcmi_get_device_errorcode_v2``, and only 910 drivers deliver fault events.
-A missing function is never fatal here: health then comes from the health
-value alone, and the first time a function turns out missing it is recorded
-in :attr:`missing` so the caller can say so once.
-A driver without VDEV_MNG, or a chip that answers "not supported", simply has
-no vNPUs.
+``dcmi_get_device_errorcode_v2``, and some builds lack other optional calls.
+A missing function is never fatal here: the first time one turns out missing
+it is recorded in :attr:`~ChipBackend.missing` so the caller can say so once.
+A DCMI error a query turns into "unknown" is said at debug level, naming the
+function, the chip and the code.
 """
 
 from __future__ import annotations
 
+import abc
+import enum
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
+from typing import ClassVar
 
-from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
-from backends.errors import NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
-from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, MemoryInfo, PcieAddress, VdevInfo
+from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
+from backends.errors import NOT_READY, DcmiError, SymbolMissing
+from backends.family_table import FamilyTable
+from backends.library import HEALTH_ABSENT, ChipInfo, FaultHandler, MemoryInfo, PcieAddress, VdevInfo
+from backends.session import LibrarySession
+from backends.topology import ChipFacts, TopologyUnit, UnitKind, assign_units
 
 log = logging.getLogger(__name__)
 
@@ -45,40 +61,68 @@ WITHOUT: Mapping[str, str] = MappingProxyType(
         SUBSCRIBE: "no fault events: health comes from polling alone",
         PCIE_INFO: "no NUMA nodes: placement and the Topology Manager get no NUMA preference",
         DEVICE_IP: "device IPs are unknown (Volcano's rank table says -1)",
-        "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
-        HBM_INFO: "device memory comes from dcmi_get_device_memory_info_v3 (the DRA memory capacity)",
-        MEMORY_INFO: "device memory comes from dcmi_get_device_hbm_info alone (the DRA memory capacity)",
+        DEVICE_INFO: "AI cores come from chip info or the family nominal figure; no vNPU is seen",
+        HBM_INFO: "the device memory of HBM chips (the 910 families) is unknown (no DRA memory capacity)",
+        MEMORY_INFO: "the device memory of DDR chips (310, 310B, 310P) is unknown (no DRA memory capacity)",
     }
 )
 
 
-class ChipBackend:
-    """One chip library, as the plugin uses it. Synchronous: callers run it off the event loop."""
+class MemoryKind(enum.Enum):
+    """The device memory a family's chips give their containers, by the DCMI call that reads it."""
 
-    def __init__(self, library: DeviceLibrary) -> None:
-        self.library = library
-        self.missing: set[str] = set()  # optional DCMI functions found missing
-        self._without_vnpus: set[int] = set()  # chips whose driver answered "not supported" for vNPUs
+    HBM = HBM_INFO  # the 910 families; 910B and A3 have no DDR (memory_info_v3 answers -8255)
+    DDR = MEMORY_INFO  # 310, 310B, 310P
+
+
+class ChipBackend(abc.ABC):
+    """One chip family over one chip library. Synchronous: callers run it off the event loop.
+
+    A family's class sets :attr:`TABLE` and overrides what its chips do
+    differently; the class attributes below are the family's facts, the
+    methods its behaviour.
+    """
+
+    TABLE: ClassVar[FamilyTable]  # the family's own row, before the operator's overrides
+    # The unit its chips share a fast link with (backends.topology); without a faster link, the card.
+    unit_kind: ClassVar[UnitKind] = UnitKind.CARD
+    memory_kind: ClassVar[MemoryKind] = MemoryKind.DDR
+    # The driver's device-share mode lets several containers open one chip: share_count applies.
+    shares_chips: ClassVar[bool] = False
+    # Chips can be split into vNPUs (backends.vnpu_family.VnpuFamily); vnpus() lists them.
+    splits_into_vnpus: ClassVar[bool] = False
+
+    def __init__(self, session: LibrarySession, table: FamilyTable | None = None) -> None:
+        self.session = session
+        self.library = session.library
+        # The row this node is served by: the family's, with the operator's overrides.
+        self.table = table or self.TABLE
+
+    @classmethod
+    def claims(cls, info: ChipInfo) -> bool:
+        """True when a chip with this info belongs to the family (its row's chip names)."""
+        return cls.TABLE.claims(info)
+
+    @classmethod
+    def for_chip(cls, info: ChipInfo) -> type[ChipBackend]:
+        """The implementation serving chips like ``info``: the family's own, or the sub-family it names."""
+        return cls
+
+    @property
+    def missing(self) -> set[str]:
+        """The optional DCMI functions the library lacks, as found so far."""
+        return self.session.missing
 
     @property
     def description(self) -> str:
         """Where the chips come from (a library path, or a fake's scenario file)."""
-        return self.library.description
-
-    def init(self) -> frozenset[str]:
-        """Open the library and ``dcmi_init`` it; return the optional functions it lacks."""
-        self.library.init()
-        missing = self.library.missing_functions()
-        self.missing.update(missing)
-        return missing
+        return self.session.description
 
     def close(self) -> None:
-        """Release the library."""
-        self.library.close()
+        """Release the library this backend was built over."""
+        self.session.close()
 
-    def discover(self) -> list[Chip]:
-        """Every NPU chip of the node, ordered by physical id."""
-        return sorted(enumerate_chips(self.library), key=lambda chip: chip.phy_id)
+    # -- what every chip is asked ----------------------------------------------------------
 
     def read_health(self, chip: Chip) -> HealthReading:
         """Poll one chip: health value plus current fault codes.
@@ -105,14 +149,6 @@ class ChipBackend:
             return HealthReading(value, (), codes_known=False)
         return HealthReading(value, codes)
 
-    def subscribe_faults(self, handler: FaultHandler) -> None:
-        """Deliver every chip's fault events to ``handler`` (on a library thread)."""
-        try:
-            self.library.subscribe_faults(handler)
-        except SymbolMissing:
-            self.missing.add(SUBSCRIBE)
-            raise
-
     def pcie_address(self, chip: Chip) -> PcieAddress | None:
         """Where the chip sits on PCI; None where the driver does not say (SoC boards, old drivers)."""
         if PCIE_INFO in self.missing:
@@ -121,31 +157,29 @@ class ChipBackend:
             return self.library.pcie_address(chip.card_id, chip.device_id)
         except SymbolMissing:
             self.missing.add(PCIE_INFO)
-        except DcmiError:
-            pass
+        except DcmiError as error:
+            _unknown(error, chip, "its PCIe address is unknown")
         return None
 
     def memory(self, chip: Chip) -> MemoryInfo | None:
-        """The chip's device memory: HBM where the chip has it (910), else its DDR; None when neither answers.
+        """The chip's device memory, of the family's :attr:`memory_kind`; None when the driver does not say.
 
-        ``dcmi_get_device_hbm_info`` is asked first because 910B and A3 drivers
-        refuse ``dcmi_get_device_memory_info_v3`` (-8255); a chip without HBM
-        answers the HBM query with an error or a total of 0, and its DDR figure
-        comes from the other call. A missing function is recorded once.
+        A chip answering with a total of 0 has none of that memory. A missing
+        function is recorded once.
         """
-        for function, read in ((HBM_INFO, self.library.hbm_info), (MEMORY_INFO, self.library.memory_info)):
-            if function in self.missing:
-                continue
-            try:
-                info = read(chip.card_id, chip.device_id)
-            except SymbolMissing:
-                self.missing.add(function)
-                continue
-            except DcmiError:
-                continue
-            if info.total_mb > 0:
-                return info
-        return None
+        function = self.memory_kind.value
+        if function in self.missing:
+            return None
+        read = self.library.hbm_info if self.memory_kind is MemoryKind.HBM else self.library.memory_info
+        try:
+            info = read(chip.card_id, chip.device_id)
+        except SymbolMissing:
+            self.missing.add(function)
+            return None
+        except DcmiError as error:
+            _unknown(error, chip, "its device memory is unknown")
+            return None
+        return info if info.total_mb > 0 else None
 
     def device_ip(self, chip: Chip) -> str | None:
         """The chip's RoCE address (IPv4, else IPv6); None where the driver has none or no such function."""
@@ -155,47 +189,62 @@ class ChipBackend:
             return self.library.device_ip(chip.card_id, chip.device_id)
         except SymbolMissing:
             self.missing.add(DEVICE_IP)
-        except DcmiError:
-            pass
+        except DcmiError as error:
+            _unknown(error, chip, "its device IP is unknown")
         return None
 
-    def ai_cores(self, chip: Chip, nominal: float) -> AiCoreFigure:
-        """The chip's AI-core count: VDEV_MNG total resource, else chip info, else ``nominal``."""
-        try:
-            aic = self.library.total_aicore(chip.card_id, chip.device_id)
-        except (DcmiError, SymbolMissing):
-            aic = 0.0
+    def ai_cores(self, chip: Chip) -> AiCoreFigure:
+        """The chip's AI-core count: VDEV_MNG total resource, else chip info, else the family's nominal."""
+        aic = 0.0
+        if DEVICE_INFO not in self.missing:
+            try:
+                aic = self.library.total_aicore(chip.card_id, chip.device_id)
+            except SymbolMissing:
+                self.missing.add(DEVICE_INFO)
+            except DcmiError as error:
+                _unknown(error, chip, "the AI cores come from chip info or the family's nominal figure")
         if aic > 0:
             return AiCoreFigure(aic, "vdev_total_resource")
         if chip.info.aicore_cnt > 0:
             return AiCoreFigure(float(chip.info.aicore_cnt), "chip_info")
-        return AiCoreFigure(nominal, "family_nominal")
+        return AiCoreFigure(self.table.ai_core_nominal, "family_nominal")
+
+    # -- what differs by family ------------------------------------------------------------
+
+    def subscribe_faults(self, handler: FaultHandler) -> bool:
+        """Deliver every chip's fault events to ``handler`` (on a library thread); False where none come.
+
+        Only 910 drivers deliver fault events (DCMI answers -8255 on 310, and
+        Huawei's plugin polls 310, 310B and 310P): a family that does not
+        override this subscribes to nothing, and its chips are polled alone.
+        """
+        return False
 
     def vnpus(self, chip: Chip) -> list[VdevInfo]:
-        """The chip's static vNPUs by id; empty where the driver or the chip has none.
-
-        One VDEV_MNG query lists the ids and one more describes each: every read
-        describes every vNPU afresh, since a vNPU destroyed and re-created (the
-        driver hands the freed id out again) may carry another template under the
-        same id. Any other failure is raised: a vNPU that cannot be described is
-        not taken for absent. A driver without ``dcmi_get_device_info``, or a chip
-        that answers "not supported", has no vNPUs: said once per chip at debug
-        level, and not asked again.
-        """
-        if DEVICE_INFO in self.missing or chip.phy_id in self._without_vnpus:
-            return []
-        try:
-            ids = self.library.vdev_ids(chip.card_id, chip.device_id)
-        except SymbolMissing:
-            self.missing.add(DEVICE_INFO)
-            return self._no_vnpus(chip, f"the driver has no {DEVICE_INFO}")
-        except DcmiError as error:
-            if error.code != NOT_SUPPORTED:
-                raise
-            return self._no_vnpus(chip, f"{error.function} answers {error.code} (not supported) for VDEV_MNG")
-        return [self.library.vdev_info(chip.card_id, chip.device_id, vdev_id) for vdev_id in sorted(set(ids))]
-
-    def _no_vnpus(self, chip: Chip, why: str) -> list[VdevInfo]:
-        self._without_vnpus.add(chip.phy_id)
-        log.debug("%s has no static vNPUs: %s", chip.label, why, extra={"chip": chip.phy_id})
+        """The chip's static vNPUs by id: none, on a family whose chips cannot be split."""
         return []
+
+    def units(self, chips: Sequence[Chip]) -> Mapping[int, TopologyUnit]:
+        """The topology unit of every chip of the node, keyed by physical id (units of :attr:`unit_kind`)."""
+        return assign_units(ChipFacts.of(chip, self.unit_kind) for chip in chips)
+
+    @abc.abstractmethod
+    def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+        """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the node's).
+
+        Every chip of the group must be free before the reset and is waited for
+        after it; :mod:`backends.reset_groups` has the shapes.
+        """
+
+
+def _unknown(error: DcmiError, chip: Chip, outcome: str) -> None:
+    """Say at debug level that a query's DCMI error leaves a fact unknown."""
+    log.debug(
+        "%s answered %d (%s) for %s: %s",
+        error.function,
+        error.code,
+        error.meaning,
+        chip.label,
+        outcome,
+        extra={"function": error.function, "chip": chip.phy_id, "code": error.code},
+    )

@@ -12,20 +12,18 @@ request inside as few units as it can. There are three kinds of unit:
 * **mesh**: the whole node (910B / Atlas A2, full mesh of 8); a box with more
   than 8 such chips is split into groups of 8 by physical id (``phy_id // 8``).
 
-Which kind a chip gets is data, :data:`UNIT_RULES`: family name plus a
-chip-name pattern, first match wins. A chip no rule names (a family added
-without rules, a chip name no rule knows) gets its card: a physical grouping
-every chip has, and on servers with one chip per card it simply expresses no
-preference. Unit sizes depend on the
-whole node (chips per card, 16-chip boxes), so :func:`assign_units` takes
-every chip of the node at once.
+Which kind a chip gets is its family's (``unit_kind`` of the family's
+:class:`~backends.backend.ChipBackend`; a family that names none gets cards):
+a card is a physical grouping every chip has, and on servers with one chip
+per card it simply expresses no preference. Unit sizes depend on the whole
+node (chips per card, 16-chip boxes), so :func:`assign_units` takes every chip
+of the node at once.
 """
 
 from __future__ import annotations
 
 import collections
 import enum
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -69,44 +67,17 @@ class TopologyUnit:
 
 
 @dataclass(frozen=True)
-class UnitRule:
-    """Chips of ``family`` whose chip name matches ``chip_name`` (in full) form units of ``kind``."""
-
-    family: str
-    chip_name: re.Pattern[str]
-    kind: UnitKind
-
-
-# First match wins; the order inside a family matters ("910B" is a first-generation
-# chip, "910B3" an A2 one).
-UNIT_RULES: tuple[UnitRule, ...] = (
-    UnitRule("910", re.compile(r"910A|910B|910ProA|910ProB|910PremiumA"), UnitKind.RING),
-    UnitRule("910", re.compile(r"910B\d|A2G\d"), UnitKind.MESH),
-    UnitRule("910", re.compile(r"Ascend910.*"), UnitKind.CARD),
-)
-
-
-@dataclass(frozen=True)
 class ChipFacts:
-    """What unit assignment needs to know of one chip, as DCMI reports it."""
+    """What unit assignment needs to know of one chip: its DCMI ids and the kind of unit its family forms."""
 
     phy_id: int
     card_id: int
-    chip_name: str
-    family: str
+    kind: UnitKind
 
     @classmethod
-    def of(cls, chip: Chip, family: str) -> ChipFacts:
-        """The facts of a discovered chip of ``family``."""
-        return cls(phy_id=chip.phy_id, card_id=chip.card_id, chip_name=chip.info.chip_name, family=family)
-
-
-def unit_kind(family: str, chip_name: str) -> UnitKind:
-    """The kind of unit a chip of ``family`` named ``chip_name`` belongs to."""
-    for rule in UNIT_RULES:
-        if rule.family.lower() == family.lower() and rule.chip_name.fullmatch(chip_name):
-            return rule.kind
-    return UnitKind.CARD
+    def of(cls, chip: Chip, kind: UnitKind) -> ChipFacts:
+        """The facts of a discovered chip whose family forms units of ``kind``."""
+        return cls(phy_id=chip.phy_id, card_id=chip.card_id, kind=kind)
 
 
 def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
@@ -119,7 +90,7 @@ def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
     for chip in chips:
         if chip.phy_id in kinds:
             raise TopologyError(f"physical id {chip.phy_id} appears twice among the node's chips")
-        kinds[chip.phy_id] = unit_kind(chip.family, chip.chip_name)
+        kinds[chip.phy_id] = chip.kind
         cards[chip.phy_id] = chip.card_id
     split_mesh = sum(kind is UnitKind.MESH for kind in kinds.values()) > MESH_GROUP_SIZE
 

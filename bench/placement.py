@@ -18,6 +18,8 @@ from collections.abc import Callable
 from common import describe_ms, print_command
 
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology
+from backends.families import family_named
+from backends.library import ChipInfo
 from backends.topology import ChipFacts, assign_units
 
 NumaOf = Callable[[int], int]
@@ -32,7 +34,8 @@ def _node(
     *,
     shares: int = 1,
 ) -> list[DevicePlace]:
-    units = assign_units(ChipFacts(phy, card_of(phy), chip_name, family) for phy in range(chips))
+    kind = family_named(family).for_chip(ChipInfo("Ascend", chip_name, "V1", 0)).unit_kind
+    units = assign_units(ChipFacts(phy, card_of(phy), kind) for phy in range(chips))
     return [
         DevicePlace(f"npu-{phy}-{share}", phy, units[phy], numa_of(phy))
         for phy in range(chips)

@@ -252,10 +252,11 @@ def cel_selects(expression: str, device: dict[str, Any], driver: str) -> bool:
 
 def server_inventory(directory: Path, chip_name: str, ai_cores: float, chips: int = 8) -> Inventory:
     """A healthy 910 server of ``chips`` chips, one per card, with the topology units discovery gives them."""
-    table = family_named("910")
+    family = family_named("910")
+    table = family.TABLE
     info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
     found = [Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info) for phy in range(chips)]
-    units = assign_units(ChipFacts.of(chip, table.family) for chip in found)
+    units = assign_units(ChipFacts.of(chip, family.for_chip(info).unit_kind) for chip in found)
     healthy = ChipHealth(known=True, healthy=True, reason="")
     states = [ChipState(chip, healthy, ai_cores, unit=units[chip.phy_id]) for chip in found]
     return Inventory(NodeFacts(table, str(directory / "scenario.json"), "24.1.rc2"), states)

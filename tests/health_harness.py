@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from node_harness import inventory_of
+from node_harness import backend_of, inventory_of
 
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faults import FaultTable, builtin_table
@@ -60,7 +60,7 @@ def monitored(
     The call threads end with the block.
     """
     inventory = inventory_of(library, healthy=False)
-    backend = ChipBackend(library)
+    backend = backend_of(library)
     calls = ChipCalls(timeout)
     clock = FakeClock()
     chosen_policy = policy or HealthPolicy()

@@ -34,7 +34,7 @@ def make_inventory(
     driver_version: str = "24.1.rc1",
 ) -> Inventory:
     """A node of ``family`` with one healthy chip per physical id (``directory`` names its library)."""
-    table = family_named(family)
+    table = family_named(family).TABLE
     info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
     cores = ai_cores if ai_cores is not None else dict.fromkeys(phy_ids, table.ai_core_nominal)
     healthy = ChipHealth(known=True, healthy=True, reason="")

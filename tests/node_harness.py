@@ -1,13 +1,15 @@
 """A node's inventory, offers and handover built straight from a library, without a running plugin.
 
 For tests of one layer at a time: the chips a library reports, under the
-family its chip name picks (or the one given), offered whole and handed over
-in any mode.
+family its chip name picks (or the one given), the family's backend over it,
+offered whole and handed over in any mode.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
@@ -15,9 +17,11 @@ from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, Hando
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.whole_chips import WholeChips
+from backends.backend import ChipBackend
 from backends.chips import enumerate_chips
-from backends.families import FamilyTable, family_for
+from backends.families import FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
+from backends.session import LibrarySession
 
 HEALTHY = ChipHealth(known=True, healthy=True, reason="")
 
@@ -27,9 +31,37 @@ def inventory_of(
 ) -> Inventory:
     """The chips of an initialised ``library``, every one healthy unless told otherwise."""
     chips = enumerate_chips(library)
-    chosen = table or family_for(chips[0].info)
+    chosen = table or family_for(chips[0].info).TABLE
     health = HEALTHY if healthy else ChipHealth()
     return Inventory(NodeFacts(chosen, library.description), [ChipState(chip, health) for chip in chips])
+
+
+class CallCounter:
+    """A real library, with a count of the calls made through it (pass it on as a DeviceLibrary)."""
+
+    def __init__(self, library: DeviceLibrary) -> None:
+        self.library = library
+        self.calls: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self.library, name)
+        if not callable(attribute):
+            return attribute
+
+        def counted(*args: Any) -> Any:
+            self.calls[name] += 1
+            return attribute(*args)
+
+        return counted
+
+
+def backend_of(library: DeviceLibrary, table: FamilyTable | None = None) -> ChipBackend:
+    """The backend of an initialised ``library``: its first chip's family (or ``table``'s), over ``table``."""
+    session = LibrarySession(library)
+    session.missing.update(library.missing_functions())
+    info = session.discover()[0].info
+    family = family_named(table.family) if table else family_for(info)
+    return family.for_chip(info)(session, table)
 
 
 def whole_chips(library: DeviceLibrary, table: FamilyTable | None = None) -> list[OfferedDevice]:

@@ -1,4 +1,8 @@
-"""Nodes for the placement tests: real unit assignment over chip facts, asked in physical ids."""
+"""Nodes for the placement tests: real unit assignment over chip facts, asked in physical ids.
+
+A chip's unit kind is the one its family's backend names, picked from the chip
+name as discovery picks it.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology
+from backends.families import family_named
+from backends.library import ChipInfo
 from backends.topology import ChipFacts, TopologyUnit, assign_units
 
 NumaOf = Callable[[int], int | None]
@@ -29,7 +35,7 @@ class Node:
         shares: int = 1,
     ) -> Node:
         """``chips`` are (physical id, card id) pairs; each chip offers ``shares`` devices."""
-        return cls.of([ChipFacts(phy, card, chip_name, family) for phy, card in chips], numa, shares)
+        return cls.of([chip_facts(phy, card, chip_name, family) for phy, card in chips], numa, shares)
 
     @classmethod
     def of(cls, chips: Sequence[ChipFacts], numa: NumaOf | None = None, shares: int = 1) -> Node:
@@ -66,6 +72,12 @@ class Node:
         """The physical ids preferred for ``size`` whole chips out of ``free`` (default: all)."""
         available = self.all_ids if free is None else self.ids(free)
         return [self.phy(device_id) for device_id in self.topology.preferred(available, self.ids(must), size)]
+
+
+def chip_facts(phy: int, card: int, chip_name: str, family: str) -> ChipFacts:
+    """A chip of ``family`` named ``chip_name``, with the unit kind the family's backend gives it."""
+    implementation = family_named(family).for_chip(ChipInfo("Ascend", chip_name, "V1", 0))
+    return ChipFacts(phy, card, implementation.unit_kind)
 
 
 def _device_id(phy: int, share: int, shares: int) -> str:

@@ -1,50 +1,34 @@
-"""ChipBackend.vnpus: a chip's static vNPUs, each described afresh; none where unsupported."""
+"""The vNPU families' backends read a chip's static vNPUs, each described afresh; none where unsupported."""
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from typing import Any, cast
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
+from node_harness import CallCounter, backend_of
 from split_nodes import DUO_SPLIT, duo, with_chip
 
 from backends.backend import ChipBackend
+from backends.chips import Chip
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
 from backends.library import DeviceLibrary
 
 
-class CallCounter:
-    """A real library, with a count of the calls made through it."""
-
-    def __init__(self, library: DeviceLibrary) -> None:
-        self.library = library
-        self.calls: Counter[str] = Counter()
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self.library, name)
-        if not callable(attribute):
-            return attribute
-
-        def counted(*args: Any) -> Any:
-            self.calls[name] += 1
-            return attribute(*args)
-
-        return counted
-
-
 def _backend(player: ScenarioPlayer[Any], scenario: FakeScenario) -> tuple[ChipBackend, CallCounter]:
     counter = CallCounter(player.open(scenario))
-    backend = ChipBackend(cast(DeviceLibrary, counter))
-    backend.missing.update(counter.library.missing_functions())
-    return backend, counter
+    return backend_of(cast(DeviceLibrary, counter)), counter
+
+
+def _chips(backend: ChipBackend) -> list[Chip]:
+    return backend.session.discover()
 
 
 def test_a_split_chip_lists_its_vnpus_and_a_whole_one_none(any_fake: ScenarioPlayer[Any]) -> None:
     backend, _ = _backend(any_fake, duo())
-    first, second = backend.discover()
+    first, second = _chips(backend)
     vnpus = backend.vnpus(first)
     assert [(vnpu.vdev_id, vnpu.template, vnpu.aicore) for vnpu in vnpus] == [
         (100, "vir02", 2.0),
@@ -56,7 +40,7 @@ def test_a_split_chip_lists_its_vnpus_and_a_whole_one_none(any_fake: ScenarioPla
 
 def test_every_read_describes_every_vnpu_so_a_reused_id_is_seen(any_fake: ScenarioPlayer[Any]) -> None:
     backend, counter = _backend(any_fake, duo())
-    chip, whole = backend.discover()
+    chip, whole = _chips(backend)
     counter.calls.clear()
     assert [vnpu.template for vnpu in backend.vnpus(chip)] == ["vir02", "vir02", "vir04"]
     assert backend.vnpus(whole) == []
@@ -69,10 +53,12 @@ def test_every_read_describes_every_vnpu_so_a_reused_id_is_seen(any_fake: Scenar
 def test_a_chip_without_vnpu_support_is_said_once_and_not_asked_again(
     any_fake: ScenarioPlayer[Any], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.DEBUG, logger="backends.backend")
-    scenario = FakeScenario.model_validate({"chip_name": "310", "chips": [{"phy_id": 0}]})
+    caplog.set_level(logging.DEBUG, logger="backends.vnpu_family")
+    scenario = FakeScenario.model_validate(
+        {"chip_name": "310P3", "chips": [{"phy_id": 0, "errors": {"total_aicore": -8255}}]}
+    )
     backend, counter = _backend(any_fake, scenario)
-    chip = backend.discover()[0]
+    chip = _chips(backend)[0]
     assert backend.vnpus(chip) == []
     assert backend.vnpus(chip) == []
     assert counter.calls["vdev_ids"] == 1
@@ -80,7 +66,7 @@ def test_a_chip_without_vnpu_support_is_said_once_and_not_asked_again(
     assert [(record.levelno, record.getMessage()) for record in said] == [
         (
             logging.DEBUG,
-            "chip 0 (card 0, device 0, 310) has no static vNPUs: "
+            "chip 0 (card 0, device 0, 310P3) has no static vNPUs: "
             "dcmi_get_device_info answers -8255 (not supported) for VDEV_MNG",
         )
     ]
@@ -91,12 +77,24 @@ def test_a_driver_without_vdev_mng_has_no_vnpus(any_fake: ScenarioPlayer[Any]) -
         any_fake, duo().model_validate(duo().model_dump() | {"missing": ["total_aicore"]})
     )
     assert "dcmi_get_device_info" in backend.missing
-    assert backend.vnpus(backend.discover()[0]) == []
+    assert backend.vnpus(_chips(backend)[0]) == []
     assert counter.calls["vdev_ids"] == 0
 
 
 def test_a_vnpu_that_cannot_be_described_is_an_error_not_an_absence(any_fake: ScenarioPlayer[Any]) -> None:
     backend, _ = _backend(any_fake, with_chip(duo({0: DUO_SPLIT[:1]}), 0, errors={"vdev_info": -8012}))
     with pytest.raises(DcmiError) as raised:
-        backend.vnpus(backend.discover()[0])
+        backend.vnpus(_chips(backend)[0])
     assert (raised.value.function, raised.value.code) == ("dcmi_get_device_info", -8012)
+
+
+@pytest.mark.parametrize("chip_name", ["310", "310B1"])
+def test_a_family_whose_chips_cannot_be_split_never_asks(
+    any_fake: ScenarioPlayer[Any], chip_name: str
+) -> None:
+    backend, counter = _backend(
+        any_fake, FakeScenario.model_validate({"chip_name": chip_name, "chips": [{"phy_id": 0}]})
+    )
+    assert not backend.splits_into_vnpus
+    assert backend.vnpus(_chips(backend)[0]) == []
+    assert counter.calls["vdev_ids"] == 0

@@ -55,7 +55,7 @@ def test_family_files_carry_their_familys_ai_core_bounds(
     renderings: dict[str, Rendering], family: str, values_file: str
 ) -> None:
     """Each family file states its family's bounds and resource name, the same as the plugin's table."""
-    table = family_named(family)
+    table = family_named(family).TABLE
     env = renderings[values_file].plain_env
     assert float(env["ASCEND_DP_AI_CORE_MIN"]) == table.ai_core_min
     assert float(env["ASCEND_DP_AI_CORE_MAX"]) == table.ai_core_max

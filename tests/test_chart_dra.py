@@ -74,10 +74,10 @@ def test_one_device_class_per_family_with_the_family_s_extended_resource(dra: Re
     }
     # Each family's chips are reached by the name pods already use for them (the family table's).
     names = {value for value in extended.values() if value}
-    assert {table.resource_name for table in FAMILIES} == names
+    assert {family.TABLE.resource_name for family in FAMILIES} == names
 
 
-@pytest.mark.parametrize("family", [table.family for table in FAMILIES])
+@pytest.mark.parametrize("family", [family.TABLE.family for family in FAMILIES])
 def test_the_selectors_pick_exactly_the_devices_of_their_families(
     dra: Rendering, family: str, short_tmp: Path
 ) -> None:

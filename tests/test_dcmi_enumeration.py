@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 
-from backends.backend import ChipBackend
 from backends.chips import enumerate_chips
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
+from backends.session import LibrarySession
 
 
 def _addresses(player: ScenarioPlayer[Any], node: dict[str, Any]) -> list[tuple[int, int, int, int]]:
@@ -67,5 +67,5 @@ def test_the_mcu_is_never_asked_for(any_fake: ScenarioPlayer[Any], chip_name: st
 
 def test_discover_orders_by_physical_id(any_fake: ScenarioPlayer[Any]) -> None:
     node = {"chip_name": "310B1", "chips": [{"phy_id": 3, "card_id": 0}, {"phy_id": 1, "card_id": 1}]}
-    backend = ChipBackend(any_fake.open(FakeScenario.model_validate(node)))
-    assert [chip.phy_id for chip in backend.discover()] == [1, 3]
+    session = LibrarySession(any_fake.open(FakeScenario.model_validate(node)))
+    assert [chip.phy_id for chip in session.discover()] == [1, 3]

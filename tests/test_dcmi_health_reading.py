@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from fake_dcmi.players import CFakePlayer
+from node_harness import backend_of
 
-from backends.backend import ChipBackend
 from backends.chips import CARD_DROPPED_CODE, HealthReading
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
@@ -13,8 +13,8 @@ from backends.library import HEALTH_ABSENT
 
 
 def _readings(c_fake: CFakePlayer, chips: list[dict[str, object]]) -> list[HealthReading]:
-    backend = ChipBackend(c_fake.open(FakeScenario.model_validate({"chip_name": "310P3", "chips": chips})))
-    return [backend.read_health(chip) for chip in backend.discover()]
+    backend = backend_of(c_fake.open(FakeScenario.model_validate({"chip_name": "310P3", "chips": chips})))
+    return [backend.read_health(chip) for chip in backend.session.discover()]
 
 
 def test_health_value_and_fault_codes(c_fake: CFakePlayer) -> None:
@@ -46,8 +46,8 @@ def test_more_fault_codes_than_the_buffer_holds_fail_the_query(c_fake: CFakePlay
             }
         )
     )
-    backend = ChipBackend(library)
-    (chip,) = backend.discover()
+    backend = backend_of(library)
+    (chip,) = backend.session.discover()
     with pytest.raises(DcmiError) as raised:
         backend.read_health(chip)
     assert (raised.value.function, raised.value.code) == ("dcmi_get_device_errorcode_v2", -8001)

@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 from fake_dcmi.players import CFakePlayer
+from node_harness import backend_of
 
-from backends.backend import ChipBackend
 from backends.chips import AiCoreFigure
 from backends.fake import FakeScenario
 from backends.families import ASCEND_310, ASCEND_310B, ASCEND_310P, ASCEND_910, FamilyTable
 
 
 def _figure(c_fake: CFakePlayer, family: FamilyTable, node: dict[str, Any]) -> AiCoreFigure:
-    backend = ChipBackend(c_fake.open(FakeScenario.model_validate({**node, "chips": [{"phy_id": 0}]})))
-    (chip,) = backend.discover()
-    return backend.ai_cores(chip, family.ai_core_nominal)
+    backend = backend_of(c_fake.open(FakeScenario.model_validate({**node, "chips": [{"phy_id": 0}]})), family)
+    (chip,) = backend.session.discover()
+    return backend.ai_cores(chip)
 
 
 @pytest.mark.parametrize(

@@ -5,39 +5,49 @@ from __future__ import annotations
 import pytest
 from fake_dcmi.players import CFakePlayer
 
+from backends.backend import ChipBackend
 from backends.chips import enumerate_chips
 from backends.errors import UnknownChipFamily
 from backends.fake import FakeScenario
 from backends.families import (
-    ASCEND_310,
-    ASCEND_310B,
-    ASCEND_310P,
-    ASCEND_910,
-    FamilyTable,
+    Ascend310,
+    Ascend310B,
+    Ascend310P,
+    Ascend910,
+    Ascend910A1,
+    Ascend910A3,
+    Ascend910B,
     family_for,
     family_named,
 )
+from backends.library import ChipInfo
 
-CHIP_NAMES: list[tuple[str, str, FamilyTable]] = [
-    ("310", "", ASCEND_310),  # Atlas 300I (model 3000/3010)
-    ("310B1", "", ASCEND_310B),  # Atlas 200I A2: contains "310", must not be taken for a 310
-    ("310B4", "", ASCEND_310B),
-    ("310P3", "", ASCEND_310P),  # Atlas 300I Pro / Duo
-    ("310P1", "", ASCEND_310P),
-    ("I2", "", ASCEND_310P),  # 310P under a China-edition driver
-    ("910B3", "910B3", ASCEND_910),  # Atlas A2: npu_name repeats the chip name
-    ("A2G3", "A2G3", ASCEND_910),  # 910B3 under a China-edition driver
-    ("910A", "", ASCEND_910),  # Atlas A1
-    ("910ProB", "", ASCEND_910),
-    ("Ascend910", "9391", ASCEND_910),  # Atlas A3: the model is in npu_name
+# chip name, npu name, the family, the implementation serving it
+CHIP_NAMES: list[tuple[str, str, type[ChipBackend], type[ChipBackend]]] = [
+    ("310", "", Ascend310, Ascend310),  # Atlas 300I (model 3000/3010)
+    ("310B1", "", Ascend310B, Ascend310B),  # Atlas 200I A2: contains "310", must not be taken for a 310
+    ("310B4", "", Ascend310B, Ascend310B),
+    ("310P3", "", Ascend310P, Ascend310P),  # Atlas 300I Pro / Duo
+    ("310P1", "", Ascend310P, Ascend310P),
+    ("I2", "", Ascend310P, Ascend310P),  # 310P under a China-edition driver
+    ("910B3", "910B3", Ascend910, Ascend910B),  # Atlas A2: npu_name repeats the chip name
+    ("A2G3", "A2G3", Ascend910, Ascend910B),  # 910B3 under a China-edition driver
+    ("910A", "", Ascend910, Ascend910A1),  # Atlas A1
+    ("910ProB", "", Ascend910, Ascend910A1),
+    ("910B", "", Ascend910, Ascend910A1),  # a first-generation name, though it starts like an A2 one
+    ("Ascend910", "9391", Ascend910, Ascend910A3),  # Atlas A3: the model is in npu_name
 ]
 
 
 @pytest.mark.parametrize(
-    ("chip_name", "npu_name", "family"), CHIP_NAMES, ids=[name for name, _, _ in CHIP_NAMES]
+    ("chip_name", "npu_name", "family", "implementation"), CHIP_NAMES, ids=[row[0] for row in CHIP_NAMES]
 )
-def test_the_chip_name_picks_the_family(
-    c_fake: CFakePlayer, chip_name: str, npu_name: str, family: FamilyTable
+def test_the_chip_name_picks_the_family_and_its_implementation(
+    c_fake: CFakePlayer,
+    chip_name: str,
+    npu_name: str,
+    family: type[ChipBackend],
+    implementation: type[ChipBackend],
 ) -> None:
     library = c_fake.open(
         FakeScenario.model_validate({"chip_name": chip_name, "npu_name": npu_name, "chips": [{"phy_id": 0}]})
@@ -45,6 +55,7 @@ def test_the_chip_name_picks_the_family(
     (chip,) = enumerate_chips(library)
     assert (chip.info.chip_name, chip.info.npu_name) == (chip_name, npu_name)
     assert family_for(chip.info) is family
+    assert family.for_chip(chip.info) is implementation
 
 
 @pytest.mark.parametrize("chip_name", ["Ascend950", "710", "P910"])
@@ -58,11 +69,20 @@ def test_an_unsupported_chip_name_is_a_clear_error(c_fake: CFakePlayer, chip_nam
 @pytest.mark.parametrize(
     ("name", "family"),
     [
-        ("310", ASCEND_310),
-        ("310b", ASCEND_310B),
-        ("310P", ASCEND_310P),
-        ("910", ASCEND_910),
+        ("310", Ascend310),
+        ("310b", Ascend310B),
+        ("310P", Ascend310P),
+        ("910", Ascend910),
     ],
 )
-def test_a_family_can_be_forced_by_name(name: str, family: FamilyTable) -> None:
+def test_a_family_can_be_forced_by_name(name: str, family: type[ChipBackend]) -> None:
     assert family_named(name) is family
+
+
+def test_a_forced_910_serves_a_chip_name_no_generation_claims_as_a3() -> None:
+    assert family_named("910").for_chip(ChipInfo("Ascend", "Z42", "V1", 0)) is Ascend910A3
+
+
+def test_an_unknown_family_name_says_which_are_allowed() -> None:
+    with pytest.raises(ValueError, match="unknown chip family '710'; allowed: 310P, 310B, 310, 910"):
+        family_named("710")

@@ -1,8 +1,9 @@
-"""A fifth chip family is one more table row: discovery, device IDs, health, Allocate and placement follow."""
+"""A fifth chip family is one row and one small class: discovery, IDs, health, Allocate, placement follow."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,16 @@ from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.whole_chips import WholeChips
+from backends.backend import ChipBackend
+from backends.chips import Chip
 from backends.dcmi import DcmiLibrary
 from backends.fake import FakeScenario
 from backends.families import FAMILIES, FamilyTable
+from backends.reset_groups import same_card
 
 pytestmark = pytest.mark.anyio
 
-# The one entry: an imagined "710" chip, four to a card.
+# The row: an imagined "710" chip, four to a card.
 ASCEND_710 = FamilyTable(
     family="710",
     chip_names=re.compile(r"^710"),
@@ -35,15 +39,25 @@ ASCEND_710 = FamilyTable(
 )
 
 
+class Ascend710(ChipBackend):
+    """The class: its row, and the one fact no default can guess, what a reset takes down (here: the card)."""
+
+    TABLE = ASCEND_710
+
+    def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+        return same_card(chip, chips)
+
+
 async def test_a_fifth_family_needs_one_table_entry(c_fake: CFakePlayer, tmp_path: Path) -> None:
     chips = [{"phy_id": p, "card_id": 2, "fault_codes": ["80E01801"] if p == 3 else []} for p in range(4)]
     c_fake.update(FakeScenario.model_validate({"chip_name": "710A", "aicore": 4.0, "chips": chips}))
     calls = ChipCalls(5.0)
     library = DcmiLibrary(c_fake.current_library(), allow_untrusted=True)
-    settings = DiscoverySettings(lambda: library, None, {}, tmp_path, families=(*FAMILIES, ASCEND_710))
+    settings = DiscoverySettings(lambda: library, None, {}, tmp_path, families=(*FAMILIES, Ascend710))
     try:
         node = await Discovery(settings, calls).run()
         inventory = node.inventory
+        assert type(node.backend) is Ascend710
         assert inventory.table == ASCEND_710  # with_overrides() of no override: an equal copy
         policy = HealthPolicy()
         table = builtin_table()
@@ -60,6 +74,13 @@ async def test_a_fifth_family_needs_one_table_entry(c_fake: CFakePlayer, tmp_pat
             ("Ascend710-3", False),
         ]
         assert {device.unit.label for device in devices if device.unit} == {"card 2"}
+        # What every family gets without a word: DDR memory, polling alone, no vNPUs.
+        assert [state.memory_mb for state in inventory.chips()] == [8192] * 4
+        await monitor.subscribe()
+        assert not monitor.subscribed
+        assert not inventory.facts.reads_vnpus
+        chips = [state.chip for state in inventory.chips()]
+        assert [chip.phy_id for chip in node.backend.reset_group(chips[1], chips)] == [0, 1, 2, 3]
         grant = handover(HandoverMode.RUNTIME, ASCEND_710, tmp_path).grant(devices[:2])
         assert grant.envs["ASCEND_VISIBLE_DEVICES"] == "0,1"
         await calls.node("close", node.backend.close)

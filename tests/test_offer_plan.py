@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from fake_dcmi.players import PythonFakePlayer
-from node_harness import inventory_of
+from node_harness import backend_of, inventory_of
 from split_nodes import atlas_200i_a2, atlas_300i, box_910b3, duo
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_offers
+from ascend_plugin.offers.node_offers import OfferPlan, OfferSettings, SharingRefused, plan_offers
 from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
@@ -20,14 +21,23 @@ from backends.backend import ChipBackend
 from backends.fake import FakeScenario
 
 
-def _inventory(player: PythonFakePlayer, scenario: FakeScenario) -> Inventory:
-    """The node's chips, healthy, with the vNPUs the library lists."""
+@dataclass
+class _Node:
+    inventory: Inventory
+    backend: ChipBackend
+
+    def plan(self, settings: OfferSettings) -> OfferPlan:
+        return plan_offers(settings, self.inventory, self.backend)
+
+
+def _node(player: PythonFakePlayer, scenario: FakeScenario) -> _Node:
+    """The node's chips, healthy, with the vNPUs the library lists, and its family's backend."""
     library = player.open(scenario)
     inventory = inventory_of(library)
-    backend = ChipBackend(library)
+    backend = backend_of(library)
     for state in inventory.chips():
         inventory.set_vnpus(state.phy_id, tuple(backend.vnpus(state.chip)))
-    return inventory
+    return _Node(inventory, backend)
 
 
 def _kinds(offers: Any) -> list[type]:
@@ -35,19 +45,19 @@ def _kinds(offers: Any) -> list[type]:
 
 
 def test_a_310p_node_offers_whole_chips_and_vnpus(python_fake: PythonFakePlayer) -> None:
-    plan = plan_offers(OfferSettings(), _inventory(python_fake, duo()))
+    plan = _node(python_fake, duo()).plan(OfferSettings())
     assert (_kinds(plan.offers), plan.notices, plan.sharing) == ([WholeChips, StaticVnpus], (), False)
 
 
 def test_vnpu_off_and_families_without_vnpus_offer_whole_chips_only(python_fake: PythonFakePlayer) -> None:
-    off = plan_offers(OfferSettings(vnpu="off"), _inventory(python_fake, duo()))
+    off = _node(python_fake, duo()).plan(OfferSettings(vnpu="off"))
     assert _kinds(off.offers) == [WholeChips]
-    soc = plan_offers(OfferSettings(), _inventory(python_fake, atlas_200i_a2()))
+    soc = _node(python_fake, atlas_200i_a2()).plan(OfferSettings())
     assert _kinds(soc.offers) == [WholeChips]
 
 
 def test_sharing_a_310b_says_how_to_turn_device_share_on(python_fake: PythonFakePlayer) -> None:
-    plan = plan_offers(OfferSettings(share_count=4), _inventory(python_fake, atlas_200i_a2()))
+    plan = _node(python_fake, atlas_200i_a2()).plan(OfferSettings(share_count=4))
     assert (_kinds(plan.offers), plan.sharing, plan.warnings) == ([Shares], True, ())
     (notice,) = plan.notices
     assert (notice.reason, notice.level) == ("DeviceShareNeeded", logging.INFO)
@@ -59,7 +69,7 @@ def test_sharing_a_310b_says_how_to_turn_device_share_on(python_fake: PythonFake
 
 
 def test_share_count_on_910_is_a_warning_and_the_chips_stay_whole(python_fake: PythonFakePlayer) -> None:
-    plan = plan_offers(OfferSettings(share_count=8), _inventory(python_fake, box_910b3({})))
+    plan = _node(python_fake, box_910b3({})).plan(OfferSettings(share_count=8))
     assert (_kinds(plan.offers), plan.sharing) == ([WholeChips, StaticVnpus], False)
     (notice,) = plan.warnings
     assert notice.reason == "ShareCountIgnored"
@@ -74,17 +84,17 @@ def test_share_count_on_910_is_a_warning_and_the_chips_stay_whole(python_fake: P
 def test_a_large_node_is_named_briefly(python_fake: PythonFakePlayer) -> None:
     chips = [{"phy_id": phy, "card_id": phy // 4} for phy in range(16)]
     scenario = FakeScenario.model_validate({"chip_name": "310", "chips": chips})
-    (notice,) = plan_offers(OfferSettings(share_count=2), _inventory(python_fake, scenario)).warnings
+    (notice,) = _node(python_fake, scenario).plan(OfferSettings(share_count=2)).warnings
     named = ", ".join(f"Ascend310-{phy}" for phy in range(8))
     assert f"its chips {named} and 8 more (310) are of family 310" in notice.message
-    assert len(plan_offers(OfferSettings(share_count=2), _inventory(python_fake, atlas_300i())).warnings) == 1
+    assert len(_node(python_fake, atlas_300i()).plan(OfferSettings(share_count=2)).warnings) == 1
 
 
 def test_sharing_chips_that_carry_vnpus_is_refused_naming_both_settings(
     python_fake: PythonFakePlayer,
 ) -> None:
     with pytest.raises(SharingRefused) as refused:
-        plan_offers(OfferSettings(share_count=2), _inventory(python_fake, duo()))
+        _node(python_fake, duo()).plan(OfferSettings(share_count=2))
     assert str(refused.value) == (
         "share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount) would share "
         "chips that carry vNPUs (vnpu=static: vNPUs 100 (vir02), 101 (vir02), 102 (vir04) on "
@@ -93,22 +103,25 @@ def test_sharing_chips_that_carry_vnpus_is_refused_naming_both_settings(
         "settings.shareCount: 1) on this node, or destroy the vNPUs (npu-smi set -t destroy-vnpu)"
     )
     # With vnpu=off the plugin reads no vNPUs (the operator vouches there are none): nothing to refuse.
-    unread = inventory_of(python_fake.open(duo()))
-    assert plan_offers(OfferSettings(share_count=2, vnpu="off"), unread).sharing
+    library = python_fake.open(duo())
+    assert plan_offers(
+        OfferSettings(share_count=2, vnpu="off"), inventory_of(library), backend_of(library)
+    ).sharing
 
 
 def test_a_chip_split_while_shared_loses_its_shares_with_one_warning(
     python_fake: PythonFakePlayer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    inventory = _inventory(python_fake, duo({}))
-    book = OfferBook(inventory, plan_offers(OfferSettings(share_count=2), inventory).offers)
+    node = _node(python_fake, duo({}))
+    inventory = node.inventory
+    book = OfferBook(inventory, node.plan(OfferSettings(share_count=2)).offers)
     assert [device.id for device in book.devices("huawei.com/Ascend310P")] == [
         "Ascend310P-0-0",
         "Ascend310P-0-1",
         "Ascend310P-1-0",
         "Ascend310P-1-1",
     ]
-    vnpus = _inventory(python_fake, duo()).chips()[0].vnpus
+    vnpus = _node(python_fake, duo()).inventory.chips()[0].vnpus
     assert vnpus
     inventory.set_vnpus(0, vnpus)
     assert [device.id for device in book.devices("huawei.com/Ascend310P")] == [

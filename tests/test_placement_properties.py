@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from placement_nodes import Node
+from placement_nodes import Node, chip_facts
 
-from backends.topology import ChipFacts, TopologyUnit
+from backends.topology import TopologyUnit
 
 # (chip name, family, chips per card); 0 chips per card: random card ids (one chip or several per card).
 LAYOUTS = [
@@ -37,7 +37,7 @@ def nodes(draw: st.DrawFn) -> Node:
     chip_name, family, per_card = draw(st.sampled_from([*LAYOUTS, ("mixed", "910", 0)]))
     phys = sorted(draw(st.sets(st.integers(0, 15), min_size=1, max_size=16)))
     chips = [
-        ChipFacts(
+        chip_facts(
             phy,
             phy // per_card if per_card else draw(st.integers(0, 5)),
             draw(MIXED_910) if chip_name == "mixed" else chip_name,

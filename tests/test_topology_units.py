@@ -1,13 +1,14 @@
-"""Topology units: which chips share a fast link, from DCMI's chip facts and the family rule table."""
+"""Topology units: which chips share a fast link, from DCMI's chip facts and the unit kind of each family."""
 
 from __future__ import annotations
 
 import pytest
+from node_harness import backend_of
+from placement_nodes import chip_facts
 from plugin_harness import FakeNode
 
-from backends.backend import ChipBackend
 from backends.fake import FakeLibrary
-from backends.families import ASCEND_910, FAMILY_NAMES, family_for
+from backends.families import FAMILIES, Ascend910, family_for
 from backends.library import ChipInfo
 from backends.topology import (
     ChipFacts,
@@ -15,50 +16,49 @@ from backends.topology import (
     TopologyUnit,
     UnitKind,
     assign_units,
-    unit_kind,
 )
+
+
+def _kind(chip_name: str) -> UnitKind:
+    info = ChipInfo("Ascend", chip_name, "V1", 0)
+    return family_for(info).for_chip(info).unit_kind
 
 
 @pytest.mark.parametrize(
-    ("chip_name", "family", "kind"),
+    ("chip_name", "kind"),
     [
-        *[(name, "910", UnitKind.RING) for name in ("910A", "910B", "910ProA", "910ProB", "910PremiumA")],
-        *[(name, "910", UnitKind.MESH) for name in ("910B1", "910B2", "910B3", "910B4", "A2G1", "A2G3")],
-        ("Ascend910", "910", UnitKind.CARD),
-        ("910C", "910", UnitKind.CARD),  # a name no rule knows: its card, which means no preference
-        ("310", "310", UnitKind.CARD),
-        ("310P3", "310P", UnitKind.CARD),
-        ("I2", "310P", UnitKind.CARD),
-        ("310B1", "310B", UnitKind.CARD),
-        ("310B4", "310b", UnitKind.CARD),
+        *[(name, UnitKind.RING) for name in ("910A", "910B", "910ProA", "910ProB", "910PremiumA")],
+        *[(name, UnitKind.MESH) for name in ("910B1", "910B2", "910B3", "910B4", "A2G1", "A2G3")],
+        ("Ascend910", UnitKind.CARD),
+        ("910C", UnitKind.CARD),  # a 910 name no generation claims: served as A3, by card
+        ("310", UnitKind.CARD),
+        ("310P3", UnitKind.CARD),
+        ("I2", UnitKind.CARD),
+        ("310B1", UnitKind.CARD),
+        ("310B4", UnitKind.CARD),
     ],
 )
-def test_the_rule_table_gives_each_chip_name_its_unit_kind(
-    chip_name: str, family: str, kind: UnitKind
-) -> None:
-    assert unit_kind(family, chip_name) is kind
+def test_each_family_gives_its_chips_their_unit_kind(chip_name: str, kind: UnitKind) -> None:
+    assert _kind(chip_name) is kind
 
 
 @pytest.mark.parametrize("chip_name", ["910A", "910B", "910B3", "A2G2", "Ascend910"])
-def test_the_910_names_of_the_table_are_910_chips(chip_name: str) -> None:
-    assert family_for(ChipInfo("Ascend", chip_name, "V1", 0)) is ASCEND_910
+def test_the_910_names_of_the_generations_are_910_chips(chip_name: str) -> None:
+    assert family_for(ChipInfo("Ascend", chip_name, "V1", 0)) is Ascend910
 
 
-def test_names_are_matched_in_full_not_by_prefix() -> None:
-    assert unit_kind("910", "910B") is UnitKind.RING
-    assert unit_kind("910", "910B3") is UnitKind.MESH
-    assert unit_kind("910", "910A-x") is UnitKind.CARD
+def test_generation_names_are_matched_in_full_not_by_prefix() -> None:
+    assert _kind("910B") is UnitKind.RING
+    assert _kind("910B3") is UnitKind.MESH
+    assert _kind("910A-x") is UnitKind.CARD
 
 
-def test_a_chip_no_rule_names_gets_its_card() -> None:
-    for family in FAMILY_NAMES:
-        assert unit_kind(family, "a chip name no rule knows") is UnitKind.CARD
-    # A family added without rules (one table row, nothing else) gets cards too.
-    assert unit_kind("710", "710") is UnitKind.CARD
+def test_a_family_naming_no_unit_kind_gets_cards() -> None:
+    assert {family.unit_kind for family in FAMILIES if family is not Ascend910} == {UnitKind.CARD}
 
 
 def _facts(chip_name: str, family: str, chips: list[tuple[int, int]]) -> list[ChipFacts]:
-    return [ChipFacts(phy, card, chip_name, family) for phy, card in chips]
+    return [chip_facts(phy, card, chip_name, family) for phy, card in chips]
 
 
 def test_first_generation_910_chips_form_two_rings_by_physical_id() -> None:
@@ -132,8 +132,9 @@ def test_units_come_from_a_discovered_node(node: FakeNode) -> None:
     )
     library = FakeLibrary(node.scenario)
     library.init()
-    chips = ChipBackend(library).discover()
-    units = assign_units(ChipFacts.of(chip, "310") for chip in chips)
+    backend = backend_of(library)
+    chips = backend.session.discover()
+    units = backend.units(chips)
     assert [units[chip.phy_id] for chip in chips] == [TopologyUnit(UnitKind.CARD, 5, 4)] * 4 + [
         TopologyUnit(UnitKind.CARD, 9, 4)
     ] * 4

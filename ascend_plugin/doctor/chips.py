@@ -16,10 +16,11 @@ from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, Unmet, how_to_set, listing
 from ascend_plugin.inventory.discovery import open_library
-from backends.backend import WITHOUT, ChipBackend
+from backends.backend import WITHOUT
 from backends.chips import AiCoreFigure, Chip
 from backends.errors import ChipError, UnknownChipFamily
 from backends.families import FAMILY_NAMES, family_for, family_named
+from backends.session import LibrarySession
 
 INIT = "dcmi-init"
 CHIPS = "chips"
@@ -33,12 +34,12 @@ _DRIVER_FIX = (
 )
 
 
-def _open(context: Context) -> ChipBackend:
+def _open(context: Context) -> LibrarySession:
     """The chip library the settings select, not initialised yet."""
     settings = context.settings
     if settings.backend == "dcmi" and not context.library_loads:
         raise Unmet("dcmi-library-loads")
-    return ChipBackend(open_library(settings, context.library_path))
+    return LibrarySession(open_library(settings, context.library_path))
 
 
 def _named(chips: Sequence[Chip]) -> str:
@@ -49,42 +50,50 @@ def _named(chips: Sequence[Chip]) -> str:
 async def dcmi_init(context: Context) -> Finding:
     """``dcmi_init`` answers 0; the driver version is read on the way."""
     try:
-        backend = _open(context)
+        session = _open(context)
     except ChipError as error:  # a fake scenario that cannot be read
         return Finding.problem(INIT, str(error), fix="fix the file named (docs/dcmi.md, fake scenarios)")
     try:
-        missing = await context.calls.node("dcmi_init", backend.init)
-        version = await context.calls.node("driver_version", backend.library.driver_version)
+        missing = await context.calls.node("dcmi_init", session.init)
+        version = await context.calls.node("driver_version", session.driver_version)
     except (ChipError, ChipCallError) as error:
-        await context.release(backend)
-        return Finding.problem(INIT, f"dcmi_init on {backend.description} failed: {error}", fix=_DRIVER_FIX)
-    context.backend = backend
+        await context.release(session)
+        return Finding.problem(INIT, f"dcmi_init on {session.description} failed: {error}", fix=_DRIVER_FIX)
+    context.session = session
     lacks = "".join(f"; it has no {name}: {WITHOUT.get(name, 'done without')}" for name in sorted(missing))
-    return Finding.ok(INIT, f"dcmi_init succeeded on {backend.description}; driver {version}{lacks}")
+    return Finding.ok(INIT, f"dcmi_init succeeded on {session.description}; driver {version}{lacks}")
 
 
 @check(CHIPS)
 async def chips(context: Context) -> Finding:
     """The chips enumerate (cards, NPUs per card, logic and physical ids, chip info)."""
-    backend = context.need(context.backend, INIT)
+    session = context.need(context.session, INIT)
     try:
-        found = await context.calls.node("enumerate chips", backend.discover)
+        found = await context.calls.node("enumerate chips", session.discover)
     except (ChipError, ChipCallError) as error:
         return Finding.problem(CHIPS, f"enumerating the chips failed: {error}", fix=_DRIVER_FIX)
     if not found:
-        return Finding.problem(CHIPS, f"{backend.description} reports no NPU chips", fix=_DRIVER_FIX)
+        return Finding.problem(CHIPS, f"{session.description} reports no NPU chips", fix=_DRIVER_FIX)
     context.chips = found
     return Finding.ok(CHIPS, f"{len(found)} chip(s): {_named(context.chips)}")
 
 
 @check(FAMILY)
 async def chip_family(context: Context) -> Finding:
-    """The family from the chip name (Huawei's order), or the one the chip_family setting forces."""
+    """The family from the chip name (Huawei's order), or the one the chip_family setting forces.
+
+    The family's backend is built here too, over the library, for the checks
+    that ask the chips what only the family knows (AI cores, vNPUs, sharing).
+    """
     forced = context.settings.chip_family
     if forced is not None:
-        context.family = family_named(forced)
+        family = family_named(forced)
+        context.family = family.TABLE
+        if context.session is not None and context.chips:
+            context.backend = family.for_chip(context.chips[0].info)(context.session, context.table)
         return Finding.ok(FAMILY, f"{forced}, forced by the chip_family setting")
     found = context.need(context.chips, CHIPS)
+    session = context.need(context.session, INIT)
     first = found[0].info
     try:
         family = family_for(first)
@@ -95,10 +104,11 @@ async def chip_family(context: Context) -> Finding:
             fix=f"if the chip belongs to one of {', '.join(FAMILY_NAMES)}, "
             f"set {how_to_set('chip_family', '<family>')}",
         )
-    context.family = family
-    others = sorted({chip.info.chip_name for chip in found if not family.claims(chip.info)})
-    mixed = f"; chips of another family are served as {family.family} too: {', '.join(others)}"
+    context.family = family.TABLE
     table = context.table
+    context.backend = family.for_chip(first)(session, table)
+    others = sorted({chip.info.chip_name for chip in found if not family.claims(chip.info)})
+    mixed = f"; chips of another family are served as {table.family} too: {', '.join(others)}"
     return Finding.ok(
         FAMILY,
         f"chip name {first.chip_name} -> family {table.family}, resource {table.resource_name}"
@@ -110,19 +120,12 @@ async def chip_family(context: Context) -> Finding:
 async def ai_cores(context: Context) -> Finding:
     """Each chip's AI-core figure lies within the family's bounds (after the operator's overrides)."""
     found = context.need(context.chips, CHIPS)
-    backend = context.need(context.backend, INIT)
-    table = context.table
+    backend = context.need(context.backend, FAMILY)
+    table = backend.table
     figures: list[tuple[Chip, AiCoreFigure]] = []
     for chip in found:
         try:
-            figures.append(
-                (
-                    chip,
-                    await context.calls.call(
-                        chip.phy_id, "ai_cores", backend.ai_cores, chip, table.ai_core_nominal
-                    ),
-                )
-            )
+            figures.append((chip, await context.calls.call(chip.phy_id, "ai_cores", backend.ai_cores, chip)))
         except (ChipError, ChipCallError) as error:
             return Finding.problem(
                 AI_CORES, f"cannot read the AI-core figure of {chip.label}: {error}", fix=_DRIVER_FIX

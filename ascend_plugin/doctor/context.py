@@ -3,6 +3,7 @@
 The doctor inspects a host file system that may be mounted somewhere else
 (``--root /host`` in a debug pod, a fake root in the tests), so every host
 path goes through :meth:`Context.host`. The library, the chips and the family
+(and the family's backend, built over the library once the family is known)
 are found once, by the checks that report on them, and reused by the checks
 after them.
 """
@@ -23,6 +24,7 @@ from backends.chips import Chip
 from backends.errors import ChipError
 from backends.families import FamilyTable
 from backends.library import VdevInfo
+from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +44,10 @@ class Context:
     library_may_load: bool = False  # trusted, or the operator allows untrusted libraries
     library_loads: bool = False
     # ... and by the chip checks.
-    backend: ChipBackend | None = None
+    session: LibrarySession | None = None  # the library, initialised
     chips: list[Chip] | None = None
     family: FamilyTable | None = None  # the family's own row, before the operator's overrides
+    backend: ChipBackend | None = None  # the family's backend over the session, with the overrides
     # ... and by the vNPU check: each chip's static vNPUs, by physical id.
     vnpus: dict[int, tuple[VdevInfo, ...]] | None = None
 
@@ -68,20 +71,20 @@ class Context:
         family = self.need(self.family, "chip-family")
         return family.with_overrides(**family_overrides(self.settings))
 
-    async def release(self, backend: ChipBackend) -> None:
-        """Close ``backend``, unless a call into it is stuck (closing would wait behind that call)."""
+    async def release(self, session: LibrarySession) -> None:
+        """Close ``session``, unless a call into it is stuck (closing would wait behind that call)."""
         if self.calls.stuck(None) is not None:
             return
         try:
-            await self.calls.node("close", backend.close)
+            await self.calls.node("close", session.close)
         except (ChipError, ChipCallError) as error:
             log.warning("closing the chip library failed: %s", error)
 
     async def close(self) -> None:
         """Release the chip library and the call threads."""
-        backend, self.backend = self.backend, None
+        session, self.session, self.backend = self.session, None, None
         try:
-            if backend is not None:
-                await self.release(backend)
+            if session is not None:
+                await self.release(session)
         finally:
             self.calls.shutdown()

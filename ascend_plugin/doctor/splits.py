@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
-from ascend_plugin.doctor.chips import CHIPS, FAMILY, INIT
+from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
@@ -51,12 +51,13 @@ def _described(table: FamilyTable, vnpus: Mapping[int, tuple[VdevInfo, ...]]) ->
 @check(VNPUS)
 async def vnpus(context: Context) -> Finding:
     """Each chip's static vNPUs: known templates, and none on a node whose settings say there are none."""
-    table = context.table
-    if not table.static_vnpus:
+    chips = context.need(context.chips, CHIPS)
+    backend = context.need(context.backend, FAMILY)
+    table = backend.table
+    if not backend.splits_into_vnpus:
         raise NotApplicable(f"chips of the {table.family} family have no vNPUs")
-    backend = context.need(context.backend, INIT)
     found: dict[int, tuple[VdevInfo, ...]] = {}
-    for chip in context.need(context.chips, CHIPS):
+    for chip in chips:
         try:
             found[chip.phy_id] = tuple(await context.calls.call(chip.phy_id, "vnpus", backend.vnpus, chip))
         except (ChipError, ChipCallError) as error:
@@ -98,16 +99,15 @@ async def share_count(context: Context) -> Finding:
     settings = context.settings
     if settings.share_count == 1:
         return Finding.ok(SHARE_COUNT, "share_count=1: chips are not shared")
-    context.need(context.family, FAMILY)
     chips = context.need(context.chips, CHIPS)
-    table = context.table
+    backend = context.need(context.backend, FAMILY)
     vnpus: Mapping[int, tuple[VdevInfo, ...]] = {}
-    if settings.vnpu == "static" and table.static_vnpus:
+    if settings.vnpu == "static" and backend.splits_into_vnpus:
         vnpus = context.need(context.vnpus, VNPUS)  # what the plugin would see
     states = [ChipState(chip, vnpus=vnpus.get(chip.phy_id, ())) for chip in chips]
-    inventory = Inventory(NodeFacts(table, "doctor"), states)
+    inventory = Inventory(NodeFacts(backend.table, "doctor"), states)
     try:
-        plan = plan_offers(OfferSettings.from_settings(settings), inventory)
+        plan = plan_offers(OfferSettings.from_settings(settings), inventory, backend)
     except SharingRefused as refused:
         return Finding.problem(
             SHARE_COUNT,

@@ -6,9 +6,12 @@ the plugin: discovery logs one clear line per distinct problem, keeps it for
 facts the other parts publish (driver version, AI cores, which optional driver
 functions are missing) and warns about an implausible AI-core figure, but never
 refuses a chip for it: Huawei's plugin exits on a 310B1's 1.0 AI cores and takes
-every healthy chip off the node. It also decides whether the chips' static vNPUs
-are read (``vnpu=static`` on a family that has them, a driver with VDEV_MNG);
-the health monitor reads them, first before the kubelet's first list.
+every healthy chip off the node. The chips' names pick the family, and discovery
+builds that family's backend over the opened library: everything after it asks
+the family's backend, not the family's name. It also decides whether the chips'
+static vNPUs are read (``vnpu=static`` on a family whose chips can be split, a
+driver with VDEV_MNG); the health monitor reads them, first before the kubelet's
+first list.
 """
 
 from __future__ import annotations
@@ -27,10 +30,10 @@ from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError, NoChips
-from backends.families import FAMILIES, FamilyTable, family_for, family_named
+from backends.families import FAMILIES, family_for, family_named
 from backends.library import DeviceLibrary, PcieAddress
 from backends.pci import PciSysfsError, numa_node
-from backends.topology import ChipFacts, assign_units
+from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ class DiscoverySettings:
     family_overrides: Mapping[str, object]
     host_root: Path = Path("/")  # where the host's /sys is seen (NUMA nodes)
     vnpus: bool = True  # read static vNPUs where the family has them (the vnpu setting)
-    families: tuple[FamilyTable, ...] = FAMILIES  # the rows a chip name is matched against, in order
+    families: tuple[type[ChipBackend], ...] = FAMILIES  # the families chip names pick from, in order
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscoverySettings:
@@ -73,7 +76,7 @@ class DiscoverySettings:
 
 @dataclass(frozen=True)
 class Node:
-    """What discovery found: the backend it reached the chips through, and their inventory."""
+    """What discovery found: the family's backend it reaches the chips through, and their inventory."""
 
     backend: ChipBackend
     inventory: Inventory
@@ -94,7 +97,7 @@ class Discovery:
         last_problem = ""
         while True:
             try:
-                backend, table, chips = await self._attempt()
+                backend, chips = await self._attempt()
                 break
             except (ChipError, ChipCallError, OSError) as error:
                 attempt += 1
@@ -112,30 +115,33 @@ class Discovery:
                 last_problem = problem
                 self.problem = problem
                 await anyio.sleep(delay)
-        return Node(backend, await self._gather_facts(backend, table, chips))
+        return Node(backend, await self._gather_facts(backend, chips))
 
-    async def _attempt(self) -> tuple[ChipBackend, FamilyTable, list[Chip]]:
-        backend = ChipBackend(self.settings.open_library())
+    async def _attempt(self) -> tuple[ChipBackend, list[Chip]]:
+        session = LibrarySession(self.settings.open_library())
         try:
-            missing = await self.calls.node("dcmi_init", backend.init)
-            chips = await self.calls.node("enumerate chips", backend.discover)
+            missing = await self.calls.node("dcmi_init", session.init)
+            chips = await self.calls.node("enumerate chips", session.discover)
             if not chips:
-                raise NoChips(f"{backend.description} reports no NPU chips")
+                raise NoChips(f"{session.description} reports no NPU chips")
             forced = self.settings.chip_family
             families = self.settings.families
             family = family_named(forced, families) if forced else family_for(chips[0].info, families)
         except BaseException:
             if self.calls.stuck(None) is None:
-                await self.calls.node("close", backend.close)
+                await self.calls.node("close", session.close)
             raise
         others = sorted({chip.info.chip_name for chip in chips if not family.claims(chip.info)})
         if others:
-            log.warning("chips of another family are served as %s too: %s", family.family, ", ".join(others))
-        table = family.with_overrides(**self.settings.family_overrides)
+            log.warning(
+                "chips of another family are served as %s too: %s", family.TABLE.family, ", ".join(others)
+            )
+        table = family.TABLE.with_overrides(**self.settings.family_overrides)
+        backend = family.for_chip(chips[0].info)(session, table)
         for function in sorted(missing):
             log.warning(
                 "%s has no %s: %s",
-                backend.description,
+                session.description,
                 function,
                 WITHOUT.get(function, "the plugin does without it"),
                 extra={"function": function},
@@ -145,22 +151,23 @@ class Discovery:
             len(chips),
             table.family,
             chips[0].info.chip_name,
-            backend.description,
+            session.description,
+            extra={"family": table.family, "implementation": type(backend).__name__},
         )
-        return backend, table, chips
+        return backend, chips
 
-    async def _gather_facts(self, backend: ChipBackend, table: FamilyTable, chips: list[Chip]) -> Inventory:
+    async def _gather_facts(self, backend: ChipBackend, chips: list[Chip]) -> Inventory:
         """Driver version and AI-core counts; warn about figures outside the family's bounds."""
         try:
-            driver_version = await self.calls.node("driver_version", backend.library.driver_version)
+            driver_version = await self.calls.node("driver_version", backend.session.driver_version)
         except (ChipError, ChipCallError) as error:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
-        units = assign_units(ChipFacts.of(chip, table.family) for chip in chips)
-        reads_vnpus = self.settings.vnpus and table.static_vnpus and DEVICE_INFO not in backend.missing
+        units = backend.units(chips)
+        reads_vnpus = self.settings.vnpus and backend.splits_into_vnpus and DEVICE_INFO not in backend.missing
         states = []
         for chip in chips:
-            ai_cores = await self._ai_cores(backend, table, chip)
+            ai_cores = await self._ai_cores(backend, chip)
             address = await self._pcie_address(backend, chip)
             states.append(
                 ChipState(
@@ -173,7 +180,9 @@ class Discovery:
                     vnpus=None if reads_vnpus else (),
                 )
             )
-        facts = NodeFacts(table, backend.description, driver_version, frozenset(backend.missing), reads_vnpus)
+        facts = NodeFacts(
+            backend.table, backend.description, driver_version, frozenset(backend.missing), reads_vnpus
+        )
         return Inventory(facts, states)
 
     async def _pcie_address(self, backend: ChipBackend, chip: Chip) -> PcieAddress | None:
@@ -203,11 +212,10 @@ class Discovery:
             return None
         return info.total_mb if info is not None else None
 
-    async def _ai_cores(self, backend: ChipBackend, table: FamilyTable, chip: Chip) -> float | None:
+    async def _ai_cores(self, backend: ChipBackend, chip: Chip) -> float | None:
+        table = backend.table
         try:
-            figure = await self.calls.call(
-                chip.phy_id, "ai_cores", backend.ai_cores, chip, table.ai_core_nominal
-            )
+            figure = await self.calls.call(chip.phy_id, "ai_cores", backend.ai_cores, chip)
         except (ChipError, ChipCallError) as error:
             log.warning("cannot read the AI-core count of %s: %s", chip.label, error)
             return None

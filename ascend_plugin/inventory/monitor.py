@@ -221,11 +221,7 @@ class HealthMonitor:
 
     async def subscribe(self) -> None:
         """Subscribe to fault events where the family and the driver support it."""
-        if (
-            not self.inventory.table.fault_subscription
-            or self.subscribed
-            or SUBSCRIBE in self.backend.missing
-        ):
+        if self.subscribed or SUBSCRIBE in self.backend.missing:
             return
         loop = asyncio.get_running_loop()
 
@@ -233,13 +229,17 @@ class HealthMonitor:
             loop.call_soon_threadsafe(self.on_fault_event, event)
 
         try:
-            await self.calls.node("dcmi_subscribe_fault_event", self.backend.subscribe_faults, handler)
+            subscribed = await self.calls.node(
+                "dcmi_subscribe_fault_event", self.backend.subscribe_faults, handler
+            )
         except SymbolMissing as error:
             log.warning("%s: fault events unavailable, health comes from polling alone", error)
             return
         except (ChipError, ChipCallError) as error:
             log.info("fault events unavailable (%s); polling only", error)
             return
+        if not subscribed:
+            return  # the family's driver sends none: its chips are polled alone
         self.subscribed = True
         log.info("subscribed to fault events; polling stays as the fallback")
 

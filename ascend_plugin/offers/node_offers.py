@@ -4,12 +4,14 @@ One place decides how this node's chips are offered, so the plugin and
 ``doctor`` come to the same answer:
 
 * whole chips, or, with ``share_count`` N > 1 on a family whose driver shares
-  chips (310B, 310P), each chip N times (:class:`~ascend_plugin.offers.shares.Shares`);
+  chips (its backend's ``shares_chips``: 310B, 310P), each chip N times
+  (:class:`~ascend_plugin.offers.shares.Shares`);
   on other families the setting is ignored, as Huawei's plugin does, so that one
   chart value across a mixed cluster never takes chips away: the chips are offered
   whole and a warning :class:`Notice` says so (logged, posted as a node Event,
   reported by ``doctor``);
-* with ``vnpu=static`` on a family with vNPUs (310P, 910), the static vNPUs
+* with ``vnpu=static`` on a family whose chips can be split (``splits_into_vnpus``:
+  310P, 910), the static vNPUs
   (:class:`~ascend_plugin.offers.vnpus.StaticVnpus`); a chip that carries some is
   then neither offered whole nor shared.
 
@@ -32,6 +34,7 @@ from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
 from ascend_plugin.settings import Settings, how_to_set
+from backends.backend import ChipBackend
 from backends.families import FAMILIES
 
 SHARE_COUNT_IGNORED = "ShareCountIgnored"
@@ -82,13 +85,12 @@ class SharingRefused(Exception):
     """share_count asks to share chips that carry vNPUs; the message names both settings and the chips."""
 
 
-def plan_offers(settings: OfferSettings, inventory: Inventory) -> OfferPlan:
-    """The node's offers; SharingRefused when sharing meets chips that carry vNPUs."""
-    table = inventory.table
+def plan_offers(settings: OfferSettings, inventory: Inventory, family: ChipBackend) -> OfferPlan:
+    """The node's offers, as ``family`` (the node's backend) allows; SharingRefused: shares meet vNPUs."""
     chips = inventory.chips()
     notices: list[Notice] = []
-    sharing = settings.share_count > 1 and table.device_share
-    if settings.share_count > 1 and not table.device_share:
+    sharing = settings.share_count > 1 and family.shares_chips
+    if settings.share_count > 1 and not family.shares_chips:
         notices.append(_share_count_ignored(settings.share_count, inventory))
     offers: list[Offer] = []
     if sharing:
@@ -99,14 +101,14 @@ def plan_offers(settings: OfferSettings, inventory: Inventory) -> OfferPlan:
         notices.append(_device_share_needed(settings.share_count, chips))
     else:
         offers.append(WholeChips())
-    if settings.vnpu == "static" and table.static_vnpus:
+    if settings.vnpu == "static" and family.splits_into_vnpus:
         offers.append(StaticVnpus())
     return OfferPlan(tuple(offers), tuple(notices), sharing)
 
 
 def sharing_families() -> str:
     """The families whose driver shares chips, e.g. ``310P, 310B``."""
-    return ", ".join(table.family for table in FAMILIES if table.device_share)
+    return ", ".join(family.TABLE.family for family in FAMILIES if family.shares_chips)
 
 
 def _chips(inventory: Inventory, states: Sequence[ChipState]) -> str:

@@ -229,6 +229,15 @@ class DcmiLibrary:
         except DcmiError as error:
             if error.temporary:
                 raise
+            log.debug(
+                "%s for IPv4 answered %d (%s) on card %d, device %d: asking for IPv6",
+                error.function,
+                error.code,
+                error.meaning,
+                card_id,
+                device_id,
+                extra={"function": error.function, "card": card_id, "device": device_id, "code": error.code},
+            )
         return self._device_ip(card_id, device_id, 6)
 
     def _device_ip(self, card_id: int, device_id: int, version: int) -> str:

@@ -1,0 +1,68 @@
+"""The chip families: a :class:`~backends.backend.ChipBackend` implementation each, and how a chip picks one.
+
+Each family's module holds its row (a :class:`~backends.family_table.FamilyTable`:
+names, AI-core bounds, device nodes, host files) and its class, which carries
+the row and does what the family's chips do differently. Adding a family is one
+module with one row and one small class, listed in :data:`FAMILIES` (and its
+tests); nothing else branches on the family.
+
+Detection follows Huawei's order (310P, then 310B, then 310, then 910), because
+a "310B1" also contains "310" and a "310P3" too. Within a family the chip name
+may pick a sub-family (:meth:`~backends.backend.ChipBackend.for_chip`: the 910
+generations).
+"""
+
+from __future__ import annotations
+
+from backends.backend import ChipBackend
+from backends.errors import UnknownChipFamily
+from backends.families.ascend310 import ASCEND_310, Ascend310
+from backends.families.ascend310b import ASCEND_310B, Ascend310B
+from backends.families.ascend310p import ASCEND_310P, Ascend310P
+from backends.families.ascend910 import ASCEND_910, Ascend910, Ascend910A1, Ascend910A3, Ascend910B
+from backends.family_table import FamilyTable, HostFile
+from backends.library import ChipInfo
+
+# Detection order matters: see the module docstring.
+FAMILIES: tuple[type[ChipBackend], ...] = (Ascend310P, Ascend310B, Ascend310, Ascend910)
+
+FAMILY_NAMES: tuple[str, ...] = tuple(family.TABLE.family for family in FAMILIES)
+
+
+def family_for(info: ChipInfo, families: tuple[type[ChipBackend], ...] = FAMILIES) -> type[ChipBackend]:
+    """The family a chip belongs to, from its chip name (call ``for_chip`` on it for the sub-family)."""
+    for family in families:
+        if family.claims(info):
+            return family
+    raise UnknownChipFamily(info.chip_name)
+
+
+def family_named(name: str, families: tuple[type[ChipBackend], ...] = FAMILIES) -> type[ChipBackend]:
+    """The family called ``name`` ("310", "310B", "310P" or "910"), case-insensitively."""
+    for family in families:
+        if family.TABLE.family.lower() == name.lower():
+            return family
+    raise ValueError(
+        f"unknown chip family {name!r}; allowed: {', '.join(family.TABLE.family for family in families)}"
+    )
+
+
+__all__ = [
+    "ASCEND_310",
+    "ASCEND_310B",
+    "ASCEND_310P",
+    "ASCEND_910",
+    "FAMILIES",
+    "FAMILY_NAMES",
+    "Ascend310",
+    "Ascend310B",
+    "Ascend310P",
+    "Ascend910",
+    "Ascend910A1",
+    "Ascend910A3",
+    "Ascend910B",
+    "FamilyTable",
+    "HostFile",
+    "family_for",
+    "family_named",
+]

@@ -1,0 +1,111 @@
+"""Ascend 910: the training chips, in three generations that differ in interconnect and reset groups.
+
+* A1 (first generation: ``910A``, ``910B``, ``910ProA``, ``910ProB``,
+  ``910PremiumA``): Atlas 800 (model 9000) and 300T, two HCCS rings of 4;
+* A2 (``910B1``-``910B4``, ``A2Gx`` under a China-edition driver): Atlas A2
+  boxes, a full mesh of 8 (two of 8 on a 16-chip box);
+* A3 (the driver names the chip ``Ascend910``, the model ``93xx`` in
+  ``npu_name``): modules of two dies per card.
+
+All three share one row (the resource ``huawei.com/Ascend910`` and its device
+IDs), fault events, static vNPUs and HBM; the generation is chosen by chip name
+(:meth:`Ascend910.for_chip`). A 910 chip name that neither A1 nor A2 claims is
+served as A3, the newest generation, whose unit (the card) and reset group (the
+node) assume the least.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import ClassVar
+
+from backends.backend import SUBSCRIBE, ChipBackend, MemoryKind
+from backends.chips import Chip
+from backends.errors import SymbolMissing
+from backends.family_table import FamilyTable
+from backends.library import ChipInfo, FaultHandler
+from backends.reset_groups import logic_block, whole_node
+from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
+from backends.vnpu_family import VnpuFamily
+
+ASCEND_910 = FamilyTable(
+    family="910",
+    chip_names=re.compile(r"^(910|A2G\d|Ascend910)"),
+    resource_name="huawei.com/Ascend910",
+    device_id_prefix="Ascend910",
+    accelerator_label="huawei-Ascend910",
+    ai_core_min=20,
+    ai_core_max=32,
+    ai_core_nominal=20,
+)
+
+# An A2 box of more than 8 chips (Atlas 200T A2 Box16) resets all 16 together.
+_BOX16_RESET = 16
+
+
+class Ascend910(VnpuFamily):
+    """What every 910 generation shares: fault events, HBM, static vNPUs. Abstract: a generation serves."""
+
+    TABLE = ASCEND_910
+    memory_kind: ClassVar[MemoryKind] = MemoryKind.HBM
+
+    @classmethod
+    def for_chip(cls, info: ChipInfo) -> type[ChipBackend]:
+        """A1 or A2 where the chip name is one of theirs (in full), else A3."""
+        for generation in (Ascend910A1, Ascend910B):
+            if generation.CHIP_NAMES.fullmatch(info.chip_name):
+                return generation
+        return Ascend910A3
+
+    def subscribe_faults(self, handler: FaultHandler) -> bool:
+        """Subscribe ``handler`` to every chip's fault events (``dcmi_subscribe_fault_event``); True.
+
+        The handler runs on a library thread. A driver without the function
+        raises :class:`~backends.errors.SymbolMissing`, recorded in :attr:`missing`.
+        """
+        try:
+            self.library.subscribe_faults(handler)
+        except SymbolMissing:
+            self.missing.add(SUBSCRIBE)
+            raise
+        return True
+
+
+class Ascend910A1(Ascend910):
+    """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids."""
+
+    # In full: "910B" alone is a first-generation chip, "910B3" an A2 one.
+    CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910A|910B|910ProA|910ProB|910PremiumA")
+    unit_kind: ClassVar[UnitKind] = UnitKind.RING
+
+    def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+        return logic_block(chip, chips, RING_SIZE)
+
+
+class Ascend910B(Ascend910):
+    """910B (Atlas A2): a full mesh of 8; a reset takes the 8 by logic id, or all 16 of a 16-chip box.
+
+    Huawei resets the A2 inference boards without HCCS (board ids 0x28, 0x29,
+    0x33, 0x3c) chip by chip; the board id is not read, so they get the mesh's
+    group too: a wider group only waits longer for its chips to be free.
+    """
+
+    CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910B\d|A2G\d")
+    unit_kind: ClassVar[UnitKind] = UnitKind.MESH
+
+    def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+        size = _BOX16_RESET if len(chips) > MESH_GROUP_SIZE else MESH_GROUP_SIZE
+        return logic_block(chip, chips, size)
+
+
+class Ascend910A3(Ascend910):
+    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes the whole node.
+
+    Huawei's group is the chip, its sibling die and both dies of the "brother"
+    card that ``dcmi_get_netdev_brother_device`` names; until that call is
+    bound, the whole node stands in for it, as Huawei's training mode takes it.
+    """
+
+    def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+        return whole_node(chip, chips)

@@ -1,0 +1,77 @@
+"""A chip family's facts as data: the row every family's backend carries.
+
+:class:`FamilyTable` holds what the cluster and the host see of a family: the
+names existing clusters already use, the AI-core bounds, the device nodes a
+container needs, the host files the driver reads. What a family's chips *do*
+differently (fault events, vNPUs, memory, topology, reset groups) is not data
+here but behaviour of the family's :class:`~backends.backend.ChipBackend`
+implementation (:mod:`backends.families`), which carries its row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from backends.library import ChipInfo
+
+# Shared nodes every family hands over when they exist on the host.
+DEFAULT_SHARED_NODES = ("/dev/hisi_hdc", "/dev/devmm_svm", "/dev/dvpp_cmdlist")
+
+
+@dataclass(frozen=True)
+class HostFile:
+    """A file of the host that the driver's user space reads, and what it is for."""
+
+    path: str
+    role: str
+
+
+@dataclass(frozen=True)
+class FamilyTable:
+    """A family's names, bounds, device nodes and host files.
+
+    Fields an operator may change are overridden from settings (and so from
+    the Helm values of a family) with :meth:`with_overrides`.
+    """
+
+    family: str
+    chip_names: re.Pattern[str]  # dcmi_chip_info.chip_name values this family claims
+    resource_name: str
+    device_id_prefix: str
+    accelerator_label: str
+    ai_core_min: float
+    ai_core_max: float
+    ai_core_nominal: float
+    # Candidates for the manager node, best first; the first that exists on the
+    # host is mapped to /dev/davinci_manager in the container.
+    manager_nodes: tuple[str, ...] = ("/dev/davinci_manager",)
+    # Shared nodes added (same path inside) when they exist on the host.
+    shared_nodes: tuple[str, ...] = DEFAULT_SHARED_NODES
+    # Host paths mounted read-only in device mode when they exist.
+    driver_mounts: tuple[str, ...] = ("/usr/local/Ascend/driver",)
+    # Extra environment in Ascend-Docker-Runtime mode.
+    runtime_env: Mapping[str, str] = field(default_factory=dict)
+    # Host files the driver reads (the chart mounts them; the doctor checks them).
+    host_files: tuple[HostFile, ...] = ()
+    # Entries of the host's /dev/shm that show the driver's daemons are reachable.
+    shm_markers: tuple[str, ...] = ()
+
+    def claims(self, info: ChipInfo) -> bool:
+        """True when a chip with this info belongs to the family."""
+        return bool(self.chip_names.search(info.chip_name))
+
+    def chip_id(self, phy_id: int) -> str:
+        """The kubelet's (and Huawei's) name for a whole chip, e.g. ``Ascend310-0``."""
+        return f"{self.device_id_prefix}-{phy_id}"
+
+    def ai_cores_in_bounds(self, value: float) -> bool:
+        """True when an AI-core figure lies within the family's plausible bounds."""
+        return self.ai_core_min <= value <= self.ai_core_max
+
+    def with_overrides(self, **overrides: object) -> FamilyTable:
+        """A copy with every non-None override applied."""
+        chosen = {key: value for key, value in overrides.items() if value is not None}
+        return dataclasses.replace(self, **chosen)  # type: ignore[arg-type]
