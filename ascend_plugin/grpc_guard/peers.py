@@ -76,6 +76,4 @@ class OwnerOf:
         uid, source = self.owner()
         if peer.uid == uid:
             return ""
-        return (
-            f"this socket answers only {self.who}, uid {uid} ({source}); {peer} is not {self.who}"
-        )
+        return f"this socket answers only {self.who}, uid {uid} ({source}); {peer} is not {self.who}"

@@ -30,9 +30,7 @@ class PluginEndpoint(GuardedEndpoint):
     """Serves one resource's DevicePlugin service on ``<directory>/<socket_name>``."""
 
     def __init__(self, service: DevicePluginService, directory: Path, socket_name: str) -> None:
-        super().__init__(
-            [service], directory / socket_name, "the device plugin API", service.request_rules()
-        )
+        super().__init__([service], directory / socket_name, "the device plugin API", service.request_rules())
         self.service = service
         self.socket_name = socket_name
 

@@ -1,4 +1,4 @@
-"""What a kubelet sends a device-plugin socket, as data for the request guard (:mod:`ascend_plugin.grpc_guard`).
+"""What a kubelet sends a device-plugin socket: the data the request guard (``grpc_guard``) checks by.
 
 The kubelet never sends a device ID longer than Huawei's 50 characters, nor
 to Allocate (or PreStartContainer) more IDs than the resource has devices, so

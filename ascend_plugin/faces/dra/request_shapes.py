@@ -1,4 +1,4 @@
-"""What a kubelet sends the DRA driver's two sockets, as data for the request guard (:mod:`ascend_plugin.grpc_guard`).
+"""What a kubelet sends the DRA driver's two sockets: the data the request guard (``grpc_guard``) checks by.
 
 The kubelet names a claim by namespace, UID and name, each as Kubernetes
 allows it: a namespace is a DNS label (63 characters), a ResourceClaim's name
@@ -51,9 +51,7 @@ _CLAIM = MessageShape(
     {
         1: text_field("namespace", TextLimit("namespaces", MAX_NAMESPACE, " (a DNS label)"), required=True),
         2: text_field("uid", TextLimit("claim UIDs", MAX_CLAIM_UID), required=True),
-        3: text_field(
-            "name", TextLimit("claim names", MAX_CLAIM_NAME, " (a DNS subdomain)"), required=True
-        ),
+        3: text_field("name", TextLimit("claim names", MAX_CLAIM_NAME, " (a DNS subdomain)"), required=True),
     },
 )
 
