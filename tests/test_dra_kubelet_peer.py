@@ -22,6 +22,7 @@ import pytest
 from dra_harness import DRIVER, DraNode, prepare, put_claim, result
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.grpc_guard.peers import OwnerOf, Peer
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.kubelet_api.pluginregistration import InfoRequest, PluginInfo, RegistrationStatus
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
@@ -155,3 +156,13 @@ async def test_a_dra_call_from_another_uid_is_refused_and_the_claim_stays_prepar
     answer = await anyio.to_thread.run_sync(call_as, NOBODY, dra_socket, UNPREPARE, unprepare)
     assert answer["code"] == "PERMISSION_DENIED", answer
     assert dra_node.spec_files() == specs
+
+
+def test_a_registry_directory_that_cannot_be_read_stands_for_root(short_tmp: Path) -> None:
+    rule = OwnerOf(short_tmp / "absent", "the kubelet")
+    assert rule(Peer(pid=7, uid=0, gid=0)) == ""
+    assert rule(Peer(pid=7, uid=1000, gid=1000)) == (
+        f"this socket answers only the kubelet, uid 0 (root: the owner of {short_tmp / 'absent'} cannot be "
+        "read (No such file or directory)); pid 7 (uid 1000) is not the kubelet"
+    )
+    assert rule(Peer()).endswith("; a peer whose credentials are unknown is not the kubelet")
