@@ -11,6 +11,7 @@ annotation quoted back) summarise instead.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio.to_thread
@@ -79,34 +80,55 @@ async def test_any_status_message_is_cut_to_4_kib_where_the_call_ends(refusing_s
     assert details.endswith(f" ... (cut to fit 4 KiB; {len(LONG_REASON)} characters in all)")
 
 
-async def test_a_volcano_refusal_over_many_long_named_pods_is_summarised(
+@dataclass
+class VolcanoNode:
+    """A Volcano-mode plugin's surroundings: the API server with its Node, the kubelet, PodResources."""
+
+    apiserver: FakeApiServer
+    kubeconfig: Path
+    kubelet: KubeletStandIn
+    pod_resources: PodResourcesStandIn
+    root: Path
+    plugin_dir: Path
+
+    async def refusal(self, pod: str) -> str:
+        """The plugin's refusal of an Allocate of one chip for ``pod``: its status message."""
+        settings = volcano_settings(
+            make_node(self.root), self.plugin_dir, self.kubeconfig, self.pod_resources.socket
+        )
+        async with running_plugin(settings) as app:
+            await wait_for(self.kubelet, registered(RESOURCE), "registration")
+            await until(lambda: synced(app), "the pod cache")
+            with pytest.raises(grpc.RpcError) as refused:
+                await anyio.to_thread.run_sync(
+                    self.pod_resources.admit, "default", pod, RESOURCE, ["Ascend910-4"]
+                )
+        assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
+        return str(refused.value.details())
+
+
+@pytest.fixture
+def volcano_node(
     apiserver: FakeApiServer,
     kubeconfig: Path,
     kubelet: KubeletStandIn,
     pod_resources: PodResourcesStandIn,
     short_tmp: Path,
     plugin_dir: Path,
-) -> None:
+) -> VolcanoNode:
     add_node_object(apiserver)
-    node = make_node(short_tmp)
+    return VolcanoNode(apiserver, kubeconfig, kubelet, pod_resources, short_tmp, plugin_dir)
+
+
+async def test_a_volcano_refusal_over_many_long_named_pods_is_summarised(volcano_node: VolcanoNode) -> None:
     padded = " " * 11_000 + "Ascend910-0,Ascend910-1"  # an 11 KB annotation naming two chips
     for index in range(40):
         name = f"{'n' * 240}-{index:02d}"
-        apiserver.put(
-            "pods", volcano_pod(name, None, 10 + index, request=1, extra_annotations={RESOURCE: padded})
-        )
+        pod = volcano_pod(name, None, 10 + index, request=1, extra_annotations={RESOURCE: padded})
+        volcano_node.apiserver.put("pods", pod)
     for index in range(5):
-        apiserver.put("pods", volcano_pod(f"served-{index}", [index], "18446744073709551615"))
-    settings = volcano_settings(node, plugin_dir, kubeconfig, pod_resources.socket)
-    async with running_plugin(settings) as app:
-        await wait_for(kubelet, registered(RESOURCE), "registration")
-        await until(lambda: synced(app), "the pod cache")
-        with pytest.raises(grpc.RpcError) as refused:
-            await anyio.to_thread.run_sync(
-                pod_resources.admit, "default", "nobody", RESOURCE, ["Ascend910-4"]
-            )
-    assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    message = str(refused.value.details())
+        volcano_node.apiserver.put("pods", volcano_pod(f"served-{index}", [index], "18446744073709551615"))
+    message = await volcano_node.refusal("nobody")
     assert encoded_size(message) <= FOUR_KIB
     assert "cut to fit" not in message  # short by itself, not by the cap
     assert "Passed over: 45 pod(s): " in message
@@ -117,25 +139,12 @@ async def test_a_volcano_refusal_over_many_long_named_pods_is_summarised(
 
 
 async def test_a_chosen_pod_whose_long_annotation_names_no_chip_here_is_quoted_by_its_start(
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    kubelet: KubeletStandIn,
-    pod_resources: PodResourcesStandIn,
-    short_tmp: Path,
-    plugin_dir: Path,
+    volcano_node: VolcanoNode,
 ) -> None:
-    add_node_object(apiserver)
-    node = make_node(short_tmp)
     annotation = "Ascend910-99" + " " * 20_000
-    apiserver.put("pods", volcano_pod("odd", None, 1, request=1, extra_annotations={RESOURCE: annotation}))
-    settings = volcano_settings(node, plugin_dir, kubeconfig, pod_resources.socket)
-    async with running_plugin(settings) as app:
-        await wait_for(kubelet, registered(RESOURCE), "registration")
-        await until(lambda: synced(app), "the pod cache")
-        with pytest.raises(grpc.RpcError) as refused:
-            await anyio.to_thread.run_sync(pod_resources.admit, "default", "odd", RESOURCE, ["Ascend910-4"])
-    assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
-    message = str(refused.value.details())
+    pod = volcano_pod("odd", None, 1, request=1, extra_annotations={RESOURCE: annotation})
+    volcano_node.apiserver.put("pods", pod)
+    message = await volcano_node.refusal("odd")
     assert encoded_size(message) <= 1024
     assert f"its {RESOURCE} annotation 'Ascend910-99" in message
     assert f"... ({len(annotation)} characters) names Ascend910-99, not on this node" in message

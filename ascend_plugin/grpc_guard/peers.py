@@ -57,9 +57,9 @@ def admit_anyone(peer: Peer) -> str:
 class OwnerOf:
     """Admits only the uid that owns ``directory``: ``who`` ("the kubelet") runs as that uid.
 
-    The owner is read at each connection's first call (one stat), so a
-    directory re-created by a restarted kubelet counts as it is now; a
-    directory that cannot be read stands for root, the kubelet's usual uid.
+    The owner is read at every call (one stat), so a directory re-created by
+    a restarted kubelet counts as it is now; a directory that cannot be read
+    stands for root, the kubelet's usual uid.
     """
 
     directory: Path

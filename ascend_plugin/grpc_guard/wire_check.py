@@ -99,6 +99,11 @@ def text_field(name: str, limit: TextLimit, *, entries: str = "", required: bool
     return FieldShape(name, WireType.LENGTH_DELIMITED, entries=entries, text=limit, required=required)
 
 
+def number_field(name: str) -> FieldShape:
+    """A varint field: a number or a bool."""
+    return FieldShape(name, WireType.VARINT)
+
+
 def message_field(name: str, shape: MessageShape, *, entries: str = "", required: bool = False) -> FieldShape:
     """A nested message field (repeated when ``entries`` names its bound)."""
     return FieldShape(name, WireType.LENGTH_DELIMITED, entries=entries, message=shape, required=required)

@@ -22,18 +22,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from ascend_plugin.grpc_guard import wire_check as wire
 from ascend_plugin.grpc_guard.peers import OwnerOf
 from ascend_plugin.grpc_guard.server import RequestRules
-from ascend_plugin.grpc_guard.wire_check import (
-    EntryLimit,
-    FieldShape,
-    MessageShape,
-    RequestLimits,
-    TextLimit,
-    WireType,
-    message_field,
-    text_field,
-)
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1, v1beta1
 from ascend_plugin.kubelet_api.pluginregistration import InfoRequest, RegistrationStatus
 from ascend_plugin.kubelet_api.v1alpha1 import NodeWatchResourcesRequest
@@ -46,52 +37,56 @@ MAX_REGISTRATION_ERROR: Final = 16 * 1024  # the kubelet's reason for refusing a
 
 CLAIMS: Final = "claims"
 
-_CLAIM = MessageShape(
+_CLAIM = wire.MessageShape(
     "Claim",
     {
-        1: text_field("namespace", TextLimit("namespaces", MAX_NAMESPACE, " (a DNS label)"), required=True),
-        2: text_field("uid", TextLimit("claim UIDs", MAX_CLAIM_UID), required=True),
-        3: text_field("name", TextLimit("claim names", MAX_CLAIM_NAME, " (a DNS subdomain)"), required=True),
+        1: wire.text_field(
+            "namespace", wire.TextLimit("namespaces", MAX_NAMESPACE, " (a DNS label)"), required=True
+        ),
+        2: wire.text_field("uid", wire.TextLimit("claim UIDs", MAX_CLAIM_UID), required=True),
+        3: wire.text_field(
+            "name", wire.TextLimit("claim names", MAX_CLAIM_NAME, " (a DNS subdomain)"), required=True
+        ),
     },
 )
 
 
-def _claims_request(name: str) -> MessageShape:
-    return MessageShape(name, {1: message_field("claims", _CLAIM, entries=CLAIMS, required=True)})
+def _claims_request(name: str) -> wire.MessageShape:
+    return wire.MessageShape(name, {1: wire.message_field("claims", _CLAIM, entries=CLAIMS, required=True)})
 
 
 _PREPARE = _claims_request("NodePrepareResourcesRequest")
 _UNPREPARE = _claims_request("NodeUnprepareResourcesRequest")
 
 # Every request message of the DRA socket: the DRA service, v1 and v1beta1 alike, and the health stream.
-DRA_SHAPES: Mapping[type, MessageShape] = {
+DRA_SHAPES: Mapping[type, wire.MessageShape] = {
     v1.NodePrepareResourcesRequest: _PREPARE,
     v1beta1.NodePrepareResourcesRequest: _PREPARE,
     v1.NodeUnprepareResourcesRequest: _UNPREPARE,
     v1beta1.NodeUnprepareResourcesRequest: _UNPREPARE,
-    NodeWatchResourcesRequest: MessageShape("NodeWatchResourcesRequest"),
+    NodeWatchResourcesRequest: wire.MessageShape("NodeWatchResourcesRequest"),
 }
 
 # Every request message of the registration socket.
-REGISTRATION_SHAPES: Mapping[type, MessageShape] = {
-    InfoRequest: MessageShape("InfoRequest"),
-    RegistrationStatus: MessageShape(
+REGISTRATION_SHAPES: Mapping[type, wire.MessageShape] = {
+    InfoRequest: wire.MessageShape("InfoRequest"),
+    RegistrationStatus: wire.MessageShape(
         "RegistrationStatus",
         {
-            1: FieldShape("plugin_registered", WireType.VARINT),
-            2: text_field("error", TextLimit("registration errors", MAX_REGISTRATION_ERROR)),
+            1: wire.number_field("plugin_registered"),
+            2: wire.text_field("error", wire.TextLimit("registration errors", MAX_REGISTRATION_ERROR)),
         },
     ),
 }
 
-_LIMITS: RequestLimits = {
-    CLAIMS: EntryLimit(
+_LIMITS: wire.RequestLimits = {
+    CLAIMS: wire.EntryLimit(
         MAX_CLAIMS_PER_CALL, f"the {MAX_CLAIMS_PER_CALL} claims one call may name (a kubelet sends one pod's)"
     )
 }
 
 
-def _limits() -> RequestLimits:
+def _limits() -> wire.RequestLimits:
     return _LIMITS
 
 
