@@ -19,6 +19,7 @@ from ascend_plugin.kubelet_api.v1beta1 import (
 
 LIMITS = request_limits("huawei.com/Ascend910", 8, chips=8)
 IDS = [f"Ascend910-{n}" for n in range(8)]
+GPA = (REQUEST_SHAPES[PreferredAllocationRequest], LIMITS)
 
 
 def refusal(message: object, limits: RequestLimits = LIMITS) -> str:
@@ -94,9 +95,6 @@ def test_a_resource_without_devices_still_takes_one_preference_request() -> None
         "PreferredAllocationRequest.container_requests has more entries than one container "
         "(a kubelet asks for one at a time)"
     )
-
-
-GPA = (REQUEST_SHAPES[PreferredAllocationRequest], LIMITS)
 
 
 def test_an_id_over_50_characters_is_refused_with_its_start_and_length() -> None:
