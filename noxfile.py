@@ -83,6 +83,7 @@ def bench(session: nox.Session) -> None:
         "bench/footprint.py",
         "bench/placement.py",
         "bench/dra.py",
+        "bench/dra_hostile.py",
         "bench/vnpus.py",
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",

@@ -7,9 +7,9 @@ import logging
 import pytest
 from grpclib.const import Status
 
-from ascend_plugin.faces.deviceplugin.refusal_log import RefusalLog
+from ascend_plugin.grpc_guard.refusal_log import RefusalLog
 
-LOGGER = "ascend_plugin.faces.deviceplugin.refusal_log"
+LOGGER = "ascend_plugin.grpc_guard.refusal_log"
 
 
 class Clock:

@@ -20,7 +20,7 @@ import pytest
 from plugin_harness import FakeNode, registered, running_plugin, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faces.deviceplugin.grpc_server import MAX_MESSAGE_BYTES
+from ascend_plugin.grpc_guard.server import MAX_MESSAGE_BYTES
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
     ContainerAllocateRequest,
@@ -32,7 +32,7 @@ from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 pytestmark = pytest.mark.anyio
 
 RESOURCE = "huawei.com/Ascend310"
-REFUSALS = "ascend_plugin.faces.deviceplugin.refusal_log"
+REFUSALS = "ascend_plugin.grpc_guard.refusal_log"
 
 
 @dataclass
@@ -185,7 +185,8 @@ async def test_10000_ids_or_container_requests_are_refused_before_any_work_on_th
     error = await plugin.refused("GetPreferredAllocation", bytes(preferred))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details() == (
-        f"PreferredAllocationRequest.container_requests[0].available_deviceIDs {expected}"
+        "PreferredAllocationRequest.container_requests[0].available_deviceIDs has more entries than the "
+        "100 huawei.com/Ascend310 devices a kubelet can have been told of on this node (100 per chip)"
     )
     await plugin.still_serves()
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from volcano_harness import RESOURCE, volcano_pod
 
-from ascend_plugin.faces.volcano.candidates import MAX_NAMED, select
+from ascend_plugin.faces.volcano.candidates import MAX_REASONS, select
 from ascend_plugin.faces.volcano.pods import CONSUMED, Pod, parse_pod
 
 
@@ -88,8 +88,18 @@ def test_pods_without_the_resource_are_not_near_misses() -> None:
     assert selection.describe_misses() == "no pod on this node asks for it or carries its annotation"
 
 
-def test_a_long_list_of_near_misses_is_cut_and_counted() -> None:
-    pods = [pod(f"p{index:02d}", [0, 1], index) for index in range(MAX_NAMED + 3)]
+def test_near_misses_are_grouped_by_reason_with_a_few_pods_each_and_counted() -> None:
+    pods = [pod(f"p{index:02d}", [0, 1], index) for index in range(13)]
+    pods.append(pod("served", [0], "18446744073709551615"))
     described = select(pods, RESOURCE, 1).describe_misses()
-    assert described.count("annotation names 2 chip(s)") == MAX_NAMED
-    assert described.endswith("; and 3 more")
+    assert described == (
+        "14 pod(s): default/p00, default/p01, default/p02 and 10 more: its huawei.com/Ascend910 annotation "
+        "names 2 chip(s), the request is for 1; default/served: already served (predicate-time consumed)"
+    )
+
+
+def test_beyond_the_commonest_reasons_the_pods_are_only_counted() -> None:
+    pods = [pod(f"p{chips}", list(range(chips)), 1) for chips in range(2, 2 + MAX_REASONS + 2)]
+    described = select(pods, RESOURCE, 1).describe_misses()
+    assert described.count("annotation names") == MAX_REASONS
+    assert described.endswith("; and 2 more for 2 other reason(s)")

@@ -1,16 +1,12 @@
-"""The wire check of requests, as a pure function: what it refuses, what it lets through, and how fast."""
+"""The wire check of device-plugin requests, as a pure function: what it refuses and what it lets through."""
 
 from __future__ import annotations
 
 import pytest
 
-from ascend_plugin.faces.deviceplugin import wire_check
-from ascend_plugin.faces.deviceplugin.wire_check import (
-    REQUEST_SHAPES,
-    RequestLimits,
-    RequestRefused,
-    check_request,
-)
+from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
+from ascend_plugin.grpc_guard import wire_check
+from ascend_plugin.grpc_guard.wire_check import RequestLimits, RequestRefused, check_request
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
     ContainerAllocateRequest,
@@ -21,8 +17,9 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     PreStartContainerRequest,
 )
 
-LIMITS = RequestLimits(8, "huawei.com/Ascend910")
+LIMITS = request_limits("huawei.com/Ascend910", 8, chips=8)
 IDS = [f"Ascend910-{n}" for n in range(8)]
+GPA = (REQUEST_SHAPES[PreferredAllocationRequest], LIMITS)
 
 
 def refusal(message: object, limits: RequestLimits = LIMITS) -> str:
@@ -75,9 +72,28 @@ def test_entries_beyond_the_device_count_are_refused_naming_the_field_and_the_co
     assert refusal(AllocateRequest(container_requests=containers)).startswith(
         "AllocateRequest.container_requests has more entries than the 8"
     )
-    must = ContainerPreferredAllocationRequest(available_deviceIDs=IDS, must_include_deviceIDs=nine)
-    assert refusal(PreferredAllocationRequest(container_requests=[must])).startswith(
-        "PreferredAllocationRequest.container_requests[0].must_include_deviceIDs has more entries"
+
+
+def test_preferred_allocation_lists_are_bounded_by_what_a_kubelet_can_have_been_told_of() -> None:
+    """Its view lags ours: more IDs than the resource has now pass, up to 100 per chip of the node."""
+    view = [f"Ascend910-{n}" for n in range(800)]
+    lagging = ContainerPreferredAllocationRequest(available_deviceIDs=view, must_include_deviceIDs=view)
+    check_request(bytes(PreferredAllocationRequest(container_requests=[lagging])), *GPA)
+    beyond = ContainerPreferredAllocationRequest(available_deviceIDs=[*view, "Ascend910-800"])
+    assert refusal(PreferredAllocationRequest(container_requests=[beyond])) == (
+        "PreferredAllocationRequest.container_requests[0].available_deviceIDs has more entries than the "
+        "800 huawei.com/Ascend910 devices a kubelet can have been told of on this node (100 per chip)"
+    )
+
+
+def test_a_resource_without_devices_still_takes_one_preference_request() -> None:
+    """A resource that shrank to nothing may still be asked about the devices the kubelet saw."""
+    empty = request_limits("huawei.com/Ascend910", 0, chips=8)
+    one = ContainerPreferredAllocationRequest(available_deviceIDs=IDS, allocation_size=1)
+    check_request(bytes(PreferredAllocationRequest(container_requests=[one])), GPA[0], empty)
+    assert refusal(PreferredAllocationRequest(container_requests=[one, one]), empty) == (
+        "PreferredAllocationRequest.container_requests has more entries than one container "
+        "(a kubelet asks for one at a time)"
     )
 
 

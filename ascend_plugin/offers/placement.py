@@ -28,7 +28,7 @@ chip. The lower levels use best fit and consolidation: a share or vNPU
 belongs to its chip's unit, shares of one chip are taken together, and the
 chip with the fewest free shares that still fits goes first.
 
-Decisions where the issue's table is silent:
+Decisions where the table is silent:
 
 * 3 chips on a ring, and 5-7 chips of a first-generation 910 server: inside one
   ring by best fit (3, then 4 free), and beyond a ring whole rings first with
@@ -50,12 +50,13 @@ Decisions where the issue's table is silent:
 
 The answer is a function of the request's sets and the offered devices: the
 order of ``available`` or ``must_include`` and repeated IDs change nothing.
-It comes back in the offered devices' order. Bad requests never raise: IDs
-not on the node are ignored with one warning naming them; ``must_include``
-IDs that are not available are dropped (the answer holds only available
-IDs); more ``must_include`` than ``allocation_size`` (or a size below 1)
-answers the ``must_include`` IDs; an ``allocation_size`` above what is
-available answers every available ID. Each of these logs one warning line.
+It comes back in the offered devices' order. Bad requests never raise (the
+kubelet fails the pod's admission on any error): IDs not on the node, which a
+kubelet whose view lags one ListAndWatch update sends, are ignored with one
+warning naming them; ``must_include`` IDs that are not available are
+dropped (the answer holds only available IDs); more ``must_include`` than
+``allocation_size`` (or a size below 1) answers the ``must_include`` IDs; an
+``allocation_size`` above what is available answers every available ID. Each of these logs one warning line.
 """
 
 from __future__ import annotations

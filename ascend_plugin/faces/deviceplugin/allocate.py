@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from grpclib.const import Status
 
+from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
@@ -65,11 +66,10 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
         seen.add(device_id)
         device = book.get(resource, device_id)
         if device is None:
-            known = ", ".join(d.id for d in offered) or "none"
             raise AllocationRefused(
                 Status.INVALID_ARGUMENT,
                 "unknown",
-                f"device ID {device_id!r} is not on this node; known devices: {known}",
+                f"device ID {device_id!r} is not on this node; known devices: {_ids(offered)}",
             )
         devices.append(device)
     virtual = [device.id for device in devices if device.virtual]
@@ -77,7 +77,7 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
         raise AllocationRefused(
             Status.INVALID_ARGUMENT,
             "vnpus",
-            f"the request names {len(virtual)} vNPUs ({', '.join(virtual)}); a container can hold one "
+            f"the request names {len(virtual)} vNPUs ({listed(virtual)}); a container can hold one "
             "vNPU only (the Ascend runtime mounts one virtual device per container): request 1 of "
             f"{resource}",
         )
@@ -92,16 +92,20 @@ def chosen_devices(
     for real_id in real_ids:
         device = book.get(resource, real_id)
         if device is None:
-            known = ", ".join(d.id for d in book.devices(resource)) or "none"
             raise AllocationRefused(
                 Status.FAILED_PRECONDITION,
                 "chosen-unknown",
                 f"{chooser} chose {real_id!r}, which this node does not offer as {resource}; "
-                f"known devices: {known}",
+                f"known devices: {_ids(book.devices(resource))}",
             )
         _check_healthy(device, f"{chooser} chose {real_id}, but it")
         devices.append(device)
     return devices
+
+
+def _ids(devices: Sequence[OfferedDevice]) -> str:
+    """The devices' IDs for a refusal: the first ten and how many more (a node may offer hundreds)."""
+    return listed([device.id for device in devices])
 
 
 def _check_healthy(device: OfferedDevice, subject: str = "") -> None:

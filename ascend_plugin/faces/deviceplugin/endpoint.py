@@ -4,8 +4,9 @@ The kubelet deletes every socket in that directory when it restarts, so the
 endpoint can be re-created on a new socket while the process lives on
 (:class:`~ascend_plugin.grpc_sockets.SocketEndpoint` does the serving and the
 clean-up; this names the socket for the registrar, serves it through the
-:class:`GuardedServer` that checks every request, and tells whether it answers
-as the kubelet's dial-back will need it to).
+:class:`~ascend_plugin.grpc_guard.server.GuardedServer` that checks every
+request against the service's rules, and tells whether it answers as the
+kubelet's dial-back will need it to).
 """
 
 from __future__ import annotations
@@ -17,27 +18,21 @@ from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
-from ascend_plugin.faces.deviceplugin.grpc_server import GuardedServer
-from ascend_plugin.faces.deviceplugin.refusal_log import RefusalLog
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
-from ascend_plugin.grpc_sockets import PluginServer, SocketEndpoint
+from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.kubelet_api.v1beta1 import DevicePluginStub, Empty
 
 # Our own server answers a local call in milliseconds; a second means it does not.
 ANSWER_TIMEOUT = 1.0
 
 
-class PluginEndpoint(SocketEndpoint):
+class PluginEndpoint(GuardedEndpoint):
     """Serves one resource's DevicePlugin service on ``<directory>/<socket_name>``."""
 
     def __init__(self, service: DevicePluginService, directory: Path, socket_name: str) -> None:
-        super().__init__([service], directory / socket_name, "the device plugin API")
+        super().__init__([service], directory / socket_name, "the device plugin API", service.request_rules())
         self.service = service
         self.socket_name = socket_name
-        self.refusals = RefusalLog()
-
-    def _new_server(self) -> PluginServer:
-        return GuardedServer(self.handlers, self.service.request_limits, self.refusals)
 
     async def answers(self) -> bool:
         """True when a gRPC call on our socket gets our options back, as the kubelet's dial-back will."""

@@ -26,7 +26,9 @@ from ascend_plugin.faces.deviceplugin.allocate import (
     known_devices,
 )
 from ascend_plugin.faces.deviceplugin.convert import allocate_response
-from ascend_plugin.faces.deviceplugin.wire_check import RequestLimits
+from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
+from ascend_plugin.grpc_guard.server import RequestRules
+from ascend_plugin.grpc_guard.wire_check import RequestLimits
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
@@ -128,8 +130,13 @@ class DevicePluginService(DevicePluginBase):
         )
 
     def request_limits(self) -> RequestLimits:
-        """What one request may hold: no list longer than the resource has devices (wire_check)."""
-        return RequestLimits(len(self.book.devices(self.resource)), self.resource)
+        """What one request may hold now (:mod:`.request_shapes`): bounds from the resource and the chips."""
+        devices = len(self.book.devices(self.resource))
+        return request_limits(self.resource, devices, len(self.book.inventory.chips()))
+
+    def request_rules(self) -> RequestRules:
+        """What this service's socket accepts, for the request guard."""
+        return RequestRules(REQUEST_SHAPES, self.request_limits)
 
     async def streams_ended(self) -> None:
         """Return once no ListAndWatch stream is open."""

@@ -35,9 +35,10 @@ from ascend_plugin.faces.dra.health import DeviceHealthService
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
 from ascend_plugin.faces.dra.prepare import ClaimPreparer
 from ascend_plugin.faces.dra.registration import RegistrationService
+from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
-from ascend_plugin.grpc_sockets import SocketEndpoint
+from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
@@ -124,16 +125,18 @@ class DraFace:
         )
         service = DraPluginV1(self.preparer)
         self.health = DeviceHealthService(inventory, settings.node)
-        self.dra_endpoint = SocketEndpoint(
+        self.dra_endpoint = GuardedEndpoint(
             [service, DraPluginV1beta1(service), self.health],
             settings.plugin_dir / DRA_SOCKET,
             "the DRA driver API",
+            dra_rules(settings.registry_dir),
         )
         self.registration = RegistrationService(settings.driver, self.dra_endpoint.path)
-        self.registration_endpoint = SocketEndpoint(
+        self.registration_endpoint = GuardedEndpoint(
             [self.registration],
             settings.registry_dir / registration_socket(settings.driver),
             "the DRA driver's registration",
+            registration_rules(settings.registry_dir),
         )
         self.slices: SliceController | None = None
         self._stopping = False

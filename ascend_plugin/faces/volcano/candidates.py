@@ -23,8 +23,10 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
+from ascend_plugin.grpc_guard.status import listed
 
-MAX_NAMED = 10  # near misses a refusal names; the rest are counted
+MAX_REASONS = 5  # reasons a refusal names, most common first; the pods of the others are counted
+MAX_PODS_PER_REASON = 3  # pods a refusal names for each reason; the others are counted
 
 
 @dataclass(frozen=True)
@@ -46,12 +48,25 @@ class Selection:
     near_misses: tuple[NearMiss, ...]
 
     def describe_misses(self) -> str:
-        """The near misses for a message: at most MAX_NAMED, then how many more."""
+        """The near misses for a message, grouped by reason, most common first.
+
+        A node may have hundreds of pods with names of 253 characters: the
+        message names the commonest reasons with a few pods each and counts the
+        rest, so it stays short enough to reach the kubelet whole (the gRPC
+        status travels in a trailer) and still says what to fix.
+        """
         if not self.near_misses:
             return "no pod on this node asks for it or carries its annotation"
-        named = "; ".join(str(miss) for miss in self.near_misses[:MAX_NAMED])
-        more = len(self.near_misses) - MAX_NAMED
-        return named + (f"; and {more} more" if more > 0 else "")
+        by_reason: dict[str, list[str]] = {}
+        for miss in self.near_misses:
+            by_reason.setdefault(miss.why, []).append(miss.pod)
+        reasons = sorted(by_reason.items(), key=lambda reason: -len(reason[1]))  # stable: first seen first
+        named = [f"{listed(pods, MAX_PODS_PER_REASON)}: {why}" for why, pods in reasons[:MAX_REASONS]]
+        others = reasons[MAX_REASONS:]
+        if others:
+            count = sum(len(pods) for _, pods in others)
+            named.append(f"and {count} more for {len(others)} other reason(s)")
+        return f"{len(self.near_misses)} pod(s): " + "; ".join(named)
 
 
 def passed_over(pod: Pod, resource: str, count: int, consumed: bool, holds: bool) -> str:

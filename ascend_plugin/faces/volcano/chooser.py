@@ -23,6 +23,7 @@ from ascend_plugin.faces.volcano.patcher import PodPatcher
 from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
 from ascend_plugin.faces.volcano.served import Served, ServedPods
+from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.offers.assignments import Assignments, ChoiceRefused
 from ascend_plugin.offers.book import OfferBook
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 
 ATTEMPTS = 3
 ATTEMPT_INTERVAL = 1.0  # seconds between attempts
+QUOTED = 80  # characters of an annotation a refusal quotes
 
 
 class VolcanoChooser:
@@ -81,11 +83,11 @@ class VolcanoChooser:
         chosen = pod.chosen(resource) or ()
         unknown = [chip for chip in chosen if chip not in order]
         if unknown or len(set(chosen)) != len(chosen):
-            problem = f"names {', '.join(unknown)}, not on this node" if unknown else "names a chip twice"
+            problem = f"names {listed(unknown)}, not on this node" if unknown else "names a chip twice"
             raise ChoiceRefused(
                 "chosen-unknown",
                 f"pod {pod.key} was chosen for {len(ids)} {resource} chip(s), but its {resource} annotation "
-                f"{pod.annotations.get(resource, '')!r} {problem} (devices: {', '.join(order)})",
+                f"{_quoted(pod.annotations.get(resource, ''))} {problem} (devices: {listed(list(order))})",
             )
         real = sorted(chosen, key=order.__getitem__)
         self._assignments.record(resource, ids, real)
@@ -123,3 +125,10 @@ class VolcanoChooser:
             f"Volcano mode: no pod on node {self.pods.node_name} is waiting for {count} {resource} chip(s) "
             f"after {ATTEMPTS} attempts{where}. Passed over: {selection.describe_misses()}",
         )
+
+
+def _quoted(value: str) -> str:
+    """An annotation's value for a message: quoted whole when short, else its start and its length."""
+    if len(value) <= QUOTED:
+        return repr(value)
+    return f"{value[:QUOTED]!r}... ({len(value)} characters)"

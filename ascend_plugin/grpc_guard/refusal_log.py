@@ -33,9 +33,13 @@ class RefusalLog:
     """Logs refused requests, at most one line per peer per ``interval`` seconds."""
 
     def __init__(
-        self, interval: float = REFUSAL_LOG_INTERVAL, clock: Callable[[], float] = time.monotonic
+        self,
+        interval: float = REFUSAL_LOG_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+        socket: str = "",
     ) -> None:
         self.interval = interval
+        self.socket = socket  # the socket the requests came to, for the lines' ``socket`` field
         self.clock = clock
         self._peers: dict[str, _Peer] = {}
 
@@ -56,7 +60,7 @@ class RefusalLog:
             status.name,
             reason,
             note,
-            extra={"peer": peer, "status": status.name, "suppressed": suppressed},
+            extra={"peer": peer, "status": status.name, "suppressed": suppressed, "socket": self.socket},
         )
         self._peers[peer] = _Peer(now)
 
@@ -69,6 +73,6 @@ class RefusalLog:
                     "refused %d more requests from %s (not logged one by one)",
                     seen.suppressed,
                     peer,
-                    extra={"peer": peer, "suppressed": seen.suppressed},
+                    extra={"peer": peer, "suppressed": seen.suppressed, "socket": self.socket},
                 )
             del self._peers[peer]

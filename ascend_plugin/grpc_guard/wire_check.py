@@ -1,14 +1,21 @@
 """A request's protobuf bytes, checked against what a kubelet can send, before anything decodes them.
 
 betterproto2 decodes in pure Python, field by field: 10,000 device IDs take it
-60 ms of event loop, a 4 MB message of one-byte IDs 9 s. The kubelet never
-sends more entries in a repeated field than the resource has devices, nor a
-device ID longer than Huawei's 50 characters, so this walk over the wire
-format refuses such a request at its first excess, having looked at no more
-than that many fields, and also refuses bytes that are not protobuf at all
-(a truncated field, an impossible wire type) with the byte offset. What it
-lets through is small enough to decode in well under a millisecond per
-device.
+60 ms of event loop, a 4 MB message of one-byte IDs 9 s. A kubelet's requests
+are small and regular (a list of device IDs no longer than the resource's,
+claims named as Kubernetes names them), so each service describes its
+requests as data, a :class:`MessageShape` per request type, and this walk over
+the wire format refuses a request at its first excess, having looked at no
+more than that many fields:
+
+* a repeated field with more entries than its bound (an :class:`EntryLimit`,
+  looked up by name in the :data:`RequestLimits` the service gives for this
+  request, since some bounds change at run time);
+* a string longer than its :class:`TextLimit`, or not UTF-8;
+* a field the kubelet always sends that is missing or empty (``required``), so
+  bytes that happen to parse are not taken for an empty request;
+* bytes that are not protobuf at all (a truncated field, an impossible wire
+  type), named with the byte offset.
 
 Fields a newer kubelet may add are skipped, as protobuf requires, but they
 count: at most :data:`MAX_UNKNOWN_FIELDS` of them and :data:`MAX_UNKNOWN_BYTES`
@@ -21,18 +28,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ascend_plugin.kubelet_api.v1beta1 import (
-    AllocateRequest,
-    Empty,
-    PreferredAllocationRequest,
-    PreStartContainerRequest,
-)
-
-# Huawei's plugin refuses longer device IDs; ours are far shorter (Ascend910-15).
-MAX_REQUEST_ID_LENGTH = 50
 MAX_UNKNOWN_FIELDS = 64
 MAX_UNKNOWN_BYTES = 64 * 1024
 _MAX_VARINT_BYTES = 10
+_PREVIEW = 20  # characters of an over-long string a refusal shows
 
 
 class WireType(IntEnum):
@@ -48,14 +47,43 @@ _FIXED_SIZE = {WireType.FIXED64: 8, WireType.FIXED32: 4}
 
 
 @dataclass(frozen=True)
+class TextLimit:
+    """How long a string field may be: ``what`` names its values in a refusal ("device IDs")."""
+
+    what: str
+    max_length: int
+    why: str = ""  # where the bound comes from, e.g. " (a DNS subdomain)"
+
+    def rule(self) -> str:
+        return f"{self.what} have at most {self.max_length} characters{self.why}"
+
+
+@dataclass(frozen=True)
+class EntryLimit:
+    """How many entries a repeated field may have; ``than`` ends the refusal ("the 8 ... devices")."""
+
+    count: int
+    than: str
+
+
+# A request's bounds by name: the service decides them per request (a resource's device count changes).
+RequestLimits = Mapping[str, EntryLimit]
+
+
+@dataclass(frozen=True)
 class FieldShape:
-    """One field of a request: a device ID, a nested message or a number, possibly repeated."""
+    """One field of a request: a string, a nested message or a number, possibly repeated."""
 
     name: str
     wire: WireType
-    repeated: bool = False
+    entries: str = ""  # the name of its EntryLimit: set for a repeated field, empty otherwise
     message: MessageShape | None = None  # a nested message
-    device_id: bool = False  # a string holding a device ID
+    text: TextLimit | None = None  # a string
+    required: bool = False  # a kubelet always sends it, non-empty
+
+    @property
+    def repeated(self) -> bool:
+        return bool(self.entries)
 
 
 @dataclass(frozen=True)
@@ -66,49 +94,33 @@ class MessageShape:
     fields: Mapping[int, FieldShape] = field(default_factory=dict)
 
 
-def _ids(name: str) -> FieldShape:
-    return FieldShape(name, WireType.LENGTH_DELIMITED, repeated=True, device_id=True)
+def text_field(name: str, limit: TextLimit, *, entries: str = "", required: bool = False) -> FieldShape:
+    """A string field (repeated when ``entries`` names its bound)."""
+    return FieldShape(name, WireType.LENGTH_DELIMITED, entries=entries, text=limit, required=required)
 
 
-_CONTAINER_ALLOCATE = MessageShape("ContainerAllocateRequest", {1: _ids("devices_ids")})
-_CONTAINER_PREFERRED = MessageShape(
-    "ContainerPreferredAllocationRequest",
-    {
-        1: _ids("available_deviceIDs"),
-        2: _ids("must_include_deviceIDs"),
-        3: FieldShape("allocation_size", WireType.VARINT),
-    },
-)
-
-# Every request message the DevicePlugin service receives.
-REQUEST_SHAPES: Mapping[type, MessageShape] = {
-    Empty: MessageShape("Empty"),
-    AllocateRequest: MessageShape(
-        "AllocateRequest",
-        {
-            1: FieldShape(
-                "container_requests", WireType.LENGTH_DELIMITED, repeated=True, message=_CONTAINER_ALLOCATE
-            )
-        },
-    ),
-    PreferredAllocationRequest: MessageShape(
-        "PreferredAllocationRequest",
-        {
-            1: FieldShape(
-                "container_requests", WireType.LENGTH_DELIMITED, repeated=True, message=_CONTAINER_PREFERRED
-            )
-        },
-    ),
-    PreStartContainerRequest: MessageShape("PreStartContainerRequest", {1: _ids("devices_ids")}),
-}
+def number_field(name: str) -> FieldShape:
+    """A varint field: a number or a bool."""
+    return FieldShape(name, WireType.VARINT)
 
 
-@dataclass(frozen=True)
-class RequestLimits:
-    """What one request to a resource's socket may hold: no repeated field beyond its device count."""
+def message_field(name: str, shape: MessageShape, *, entries: str = "", required: bool = False) -> FieldShape:
+    """A nested message field (repeated when ``entries`` names its bound)."""
+    return FieldShape(name, WireType.LENGTH_DELIMITED, entries=entries, message=shape, required=required)
 
-    devices: int
-    resource: str
+
+def limit_names(shapes: Mapping[type, MessageShape]) -> set[str]:
+    """Every EntryLimit name the shapes refer to: what a service's RequestLimits must hold."""
+    names: set[str] = set()
+    pending = list(shapes.values())
+    while pending:
+        shape = pending.pop()
+        for known in shape.fields.values():
+            if known.entries:
+                names.add(known.entries)
+            if known.message is not None:
+                pending.append(known.message)
+    return names
 
 
 class RequestRefused(Exception):
@@ -133,6 +145,7 @@ class _Walk:
 
     def message(self, shape: MessageShape, pos: int, end: int, path: str) -> None:
         counts: dict[int, int] = {}
+        present: set[int] = set()  # fields seen with a value (an empty string is none)
         while pos < end:
             at = pos
             tag, pos = self._varint(pos, end, path)
@@ -158,16 +171,20 @@ class _Walk:
             name = f"{path}.{known.name}"
             if known.repeated:
                 count = counts[number] = counts.get(number, 0) + 1
-                if count > self.limits.devices:
-                    raise RequestRefused(
-                        f"{name} has more entries than the {self.limits.devices} "
-                        f"{self.limits.resource} device(s) on this node"
-                    )
+                limit = self.limits[known.entries]
+                if count > limit.count:
+                    raise RequestRefused(f"{name} has more entries than {limit.than}")
                 name = f"{name}[{count - 1}]"
-            if known.device_id:
-                self._device_id(start, pos, name)
+            if known.text is not None:
+                self._text(start, pos, name, known.text)
             elif known.message is not None:
                 self.message(known.message, start, pos, name)
+            if pos > start or known.message is not None:
+                present.add(number)
+        for number, known in shape.fields.items():
+            if known.required and number not in present:
+                what = "names no entry" if known.repeated else "is missing or empty"
+                raise RequestRefused(f"{path}.{known.name} {what}; a kubelet always sends it")
 
     def _value(self, wire: WireType, pos: int, end: int, path: str, number: int) -> tuple[int, int]:
         """(where the value starts, where the next field starts)."""
@@ -198,18 +215,16 @@ class _Walk:
             shift += 7
         raise RequestRefused(f"{path} is malformed: a number longer than 10 bytes at byte {pos}")
 
-    def _device_id(self, start: int, end: int, name: str) -> None:
-        if end - start > MAX_REQUEST_ID_LENGTH:
-            preview = bytes(self.data[start : start + 20]).decode("utf-8", "replace")
-            raise RequestRefused(
-                f"{name} ({preview!r}...) is {end - start} bytes long; device IDs have at most "
-                f"{MAX_REQUEST_ID_LENGTH} characters"
-            )
-        raw = bytes(self.data[start:end])
+    def _text(self, start: int, end: int, name: str, limit: TextLimit) -> None:
+        if end - start > limit.max_length:
+            preview = bytes(self.data[start : start + _PREVIEW]).decode("utf-8", "replace")
+            raise RequestRefused(f"{name} ({preview!r}...) is {end - start} bytes long; {limit.rule()}")
         try:
-            raw.decode("utf-8")
+            bytes(self.data[start:end]).decode("utf-8")
         except UnicodeDecodeError:
-            raise RequestRefused(f"{name} is malformed: not UTF-8 ({raw!r})") from None
+            shown = bytes(self.data[start : min(end, start + _PREVIEW)])
+            more = "..." if end - start > _PREVIEW else ""
+            raise RequestRefused(f"{name} is malformed: not UTF-8 ({shown!r}{more})") from None
 
     def _unknown(self, size: int, path: str, number: int) -> None:
         self.unknown_fields += 1
