@@ -42,7 +42,14 @@ from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
+from ascend_plugin.offers.node_offers import (
+    DraPlan,
+    Notice,
+    OfferSettings,
+    SharingRefused,
+    plan_dra,
+    plan_offers,
+)
 from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
 from ascend_plugin.settings import Settings, served_directory
 from backends.errors import ChipError
@@ -124,6 +131,8 @@ class PluginApp:
         stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
         if stuck_chips:
             detail += "; " + "; ".join(stuck_chips)
+        if self.dra is not None and self.dra.notes:
+            detail += "; " + "; ".join(self.dra.notes)
         return Probe(True, detail)
 
     # -- running -------------------------------------------------------------------------
@@ -164,9 +173,17 @@ class PluginApp:
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         host = HostDevices(inventory.table, settings.host_root)
-        if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
+        if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
+            try:
+                dra_plan = plan_dra(OfferSettings.from_settings(settings), inventory, node.backend)
+            except SharingRefused as refused:
+                log.error("refusing to start: %s", refused)
+                self.node, self.exit_code = node, EXIT_REFUSED
+                self.stop()
+                return
             self.node, self.monitor = node, monitor
-            await run_root_tasks([RootTask("health monitor", monitor.run), *self._dra_tasks(inventory, host)])
+            tasks = self._dra_tasks(inventory, host, dra_plan)
+            await run_root_tasks([RootTask("health monitor", monitor.run), *tasks])
             return
         try:
             plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
@@ -224,12 +241,14 @@ class PluginApp:
             )
         await run_root_tasks(tasks)
 
-    def _dra_tasks(self, inventory: Inventory, host: HostDevices) -> list[RootTask]:
+    def _dra_tasks(self, inventory: Inventory, host: HostDevices, plan: DraPlan) -> list[RootTask]:
         """The DRA driver face, and the Kubernetes publishers once the kubelet registered it."""
         from ascend_plugin.faces.dra.face import DraFace, DraSettings
 
+        for notice in plan.notices:
+            log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings)
+        dra = DraFace(inventory, host, dra_settings, plan)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.dra = dra
@@ -243,7 +262,7 @@ class PluginApp:
         )
         return [
             RootTask("DRA driver", dra.run),
-            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, ())),
+            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings)),
         ]
 
     async def _run_kube(self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...]) -> None:

@@ -1,13 +1,18 @@
-"""VnpuFamily: the families whose chips an operator can split into vNPUs (310P, the 910 families).
+"""VnpuFamily: the families whose chips can be split into vNPUs (310P, the 910 families).
 
 An operator carves static vNPUs out of a chip with ``npu-smi set -t
 create-vnpu``; the driver lists them through VDEV_MNG (``dcmi_get_device_info``).
 A driver without VDEV_MNG, or a chip that answers "not supported", simply has
 no vNPUs.
+
+For vNPUs made on demand, each family says what its chips can be split by
+(:meth:`VnpuFamily.splits`: Huawei's templates and what each takes, see
+:mod:`backends.vnpu_split`).
 """
 
 from __future__ import annotations
 
+import abc
 import logging
 from typing import ClassVar
 
@@ -17,12 +22,13 @@ from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
 from backends.library import VdevInfo
 from backends.session import LibrarySession
+from backends.vnpu_split import AICORE, MEMORY, ChipSplits, VnpuTemplate
 
 log = logging.getLogger(__name__)
 
 
 class VnpuFamily(ChipBackend):
-    """A family whose chips can carry static vNPUs, read through VDEV_MNG."""
+    """A family whose chips can carry vNPUs: static ones read through VDEV_MNG, others made on demand."""
 
     splits_into_vnpus: ClassVar[bool] = True
 
@@ -58,3 +64,28 @@ class VnpuFamily(ChipBackend):
         self._without_vnpus.add(chip.phy_id)
         log.debug("%s has no static vNPUs: %s", chip.label, why, extra={"chip": chip.phy_id})
         return []
+
+    def splits(self, chip: Chip, ai_cores: float | None, memory_mb: int | None) -> ChipSplits | None:
+        """What ``chip`` can be split into; None where its AI cores or memory are unknown or fit no template.
+
+        ``ai_cores`` and ``memory_mb`` are what the chip reported (discovery's
+        figures): the totals are the chip's own, the templates the family's.
+        Only the resources some template takes are counted.
+        """
+        if ai_cores is None or ai_cores < 1 or ai_cores != round(ai_cores) or not memory_mb or memory_mb < 0:
+            return None
+        cores = round(ai_cores)
+        templates = self.vnpu_templates(cores, memory_mb)
+        if not templates:
+            return None
+        used = {resource for template in templates for resource in template.takes}
+        totals = {name: value for name, value in self.chip_totals(cores, memory_mb).items() if name in used}
+        return ChipSplits(totals, tuple(sorted(templates, key=lambda t: (t.ai_cores, t.name))))
+
+    @abc.abstractmethod
+    def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
+        """The templates a chip of ``cores`` AI cores and ``memory_mb`` MiB splits by, with their costs."""
+
+    def chip_totals(self, cores: int, memory_mb: int) -> dict[str, int]:
+        """The chip's totals of everything its family's templates may take: AI cores and memory here."""
+        return {AICORE: cores, MEMORY: memory_mb}

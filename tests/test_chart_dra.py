@@ -40,7 +40,7 @@ def device_classes(rendering: Rendering) -> dict[str, dict[str, Any]]:
 def published(family: str, short_tmp: Path, driver: str = DRIVER) -> list[dict[str, Any]]:
     """The devices the driver publishes for a node of ``family``."""
     inventory = make_inventory(short_tmp, family=family, chip_name=CHIP_NAMES[family], phy_ids=(0, 1))
-    return DeviceCatalog(inventory, driver).devices(tainted=False)
+    return DeviceCatalog(inventory, driver).devices()
 
 
 @pytest.mark.parametrize("kube_version", ["1.34", "1.35"])

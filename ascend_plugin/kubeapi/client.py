@@ -181,8 +181,12 @@ class Kube:
         version = string_field(mapping_field(body, "metadata"), "resourceVersion")
         return Listing(items, version)
 
-    async def create(self, resource: Resource, namespace: str, body: JsonObject) -> JsonObject:
-        """Create an object."""
+    async def create(
+        self, resource: Resource, namespace: str, body: JsonObject, *, dry_run: bool = False
+    ) -> JsonObject:
+        """Create an object; ``dry_run``: only as far as admission and validation, nothing stored."""
+        if dry_run:
+            return await self._call(_Request("create", resource, namespace), body, dry_run="All")
         return await self._call(_Request("create", resource, namespace), body)
 
     async def replace(self, resource: Resource, name: str, namespace: str, body: JsonObject) -> JsonObject:

@@ -44,6 +44,7 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
 
@@ -62,7 +63,8 @@ class DraSettings:
     plugin_dir: Path
     cdi_kind: str
     cdi_spec_dir: Path
-    device_taints: bool = False
+    device_taints: bool | None = None  # None: wherever the API server keeps them
+    evict: bool = True  # NoExecute taints for the levels that must stop work
     kubeconfig: Path | None = None
     watch_interval: float = 0.1  # seconds between checks that the sockets are in place
     host_root: Path = Path("/")
@@ -78,6 +80,7 @@ class DraSettings:
             cdi_kind=settings.cdi_kind,
             cdi_spec_dir=settings.cdi_spec_dir,
             device_taints=settings.dra_device_taints,
+            evict=settings.dra_taint_effect == "by-level",
             kubeconfig=settings.kubeconfig,
             watch_interval=settings.kubelet_watch_interval,
             host_root=settings.host_root,
@@ -110,10 +113,21 @@ class ApiClaims:
 class DraFace:
     """The registration and DRA sockets, the preparer, the health stream and the ResourceSlices."""
 
-    def __init__(self, inventory: Inventory, host: HostDevices, settings: DraSettings) -> None:
+    def __init__(
+        self, inventory: Inventory, host: HostDevices, settings: DraSettings, plan: DraPlan | None = None
+    ) -> None:
+        """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``)."""
         self.inventory = inventory
         self.settings = settings
-        self.catalog = DeviceCatalog(inventory, settings.driver, settings.host_root)
+        plan = plan or DraPlan({})
+        self.catalog = DeviceCatalog(
+            inventory,
+            settings.driver,
+            settings.host_root,
+            splits=plan.splits,
+            share_count=plan.share_count,
+            evict=settings.evict,
+        )
         self.claims = ApiClaims()
         self.preparer = ClaimPreparer(
             driver=settings.driver,
@@ -124,7 +138,7 @@ class DraFace:
             source=self.claims,
         )
         service = DraPluginV1(self.preparer)
-        self.health = DeviceHealthService(inventory, settings.node)
+        self.health = DeviceHealthService(inventory, settings.node, devices_of=self.catalog.names_of)
         self.dra_endpoint = GuardedEndpoint(
             [service, DraPluginV1beta1(service), self.health],
             settings.plugin_dir / DRA_SOCKET,
@@ -145,6 +159,11 @@ class DraFace:
     def registered(self) -> bool:
         """The kubelet confirmed the registration (and has not refused a later one)."""
         return self.registration.registered
+
+    @property
+    def notes(self) -> list[str]:
+        """Why the published pool lacks something the settings ask for (what the API server drops)."""
+        return self.slices.notes if self.slices is not None else []
 
     @property
     def last_error(self) -> str:
