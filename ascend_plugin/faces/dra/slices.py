@@ -153,6 +153,29 @@ def _content(slice_: JsonObject) -> JsonObject:
 _INVALID = 422
 
 
+def _paired(ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> list[JsonObject | None]:
+    """The stored slice each chunk is written into (None: a new one), so that a rewrite moves least.
+
+    A slice that holds a chunk already keeps it; the others go to slices that
+    held the same kind of content (counter sets, devices), then to any left,
+    in name order: the slices never trade contents back and forth.
+    """
+    free = list(ours)
+    paired: list[JsonObject | None] = [None] * len(chunks)
+    for index, chunk in enumerate(chunks):
+        same = next((slice_ for slice_ in free if _content(slice_) == chunk), None)
+        if same is not None:
+            paired[index] = same
+            free.remove(same)
+    for index, chunk in enumerate(chunks):
+        if paired[index] is not None or not free:
+            continue
+        kind = next((slice_ for slice_ in free if _content(slice_).keys() == chunk.keys()), free[0])
+        paired[index] = kind
+        free.remove(kind)
+    return paired
+
+
 class SliceController:
     """Keeps this node's pool of this driver published as the chips are."""
 
@@ -329,11 +352,15 @@ class SliceController:
 
     @property
     def notes(self) -> list[str]:
-        """Why the pool lacks a feature the settings ask for (for /readyz and doctor): one line each."""
+        """Why the pool lacks a feature the settings ask for (for /readyz and doctor): one line each.
+
+        Taints left to the default (wherever the server keeps them) are not
+        asked for: a server without them is no problem to report.
+        """
         return [
             verdict.why
             for feature, verdict in sorted(self.verdicts.items(), key=lambda item: item[0].value)
-            if not verdict.kept and feature in self.wanted
+            if not verdict.kept and self.wanted.get(feature, False)
         ]
 
     async def _refresh(self, name: str) -> None:
@@ -360,7 +387,9 @@ class SliceController:
     def _up_to_date(self, ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> bool:
         if len(ours) != len(chunks) or len({_generation(slice_) for slice_ in ours}) != 1:
             return False
-        for slice_, chunk in zip(ours, chunks, strict=True):
+        for slice_, chunk in zip(_paired(ours, chunks), chunks, strict=True):
+            if slice_ is None:
+                return False
             pool = _pool(slice_)
             if (
                 pool.get("resourceSliceCount") != len(chunks)
@@ -381,12 +410,13 @@ class SliceController:
         if self._up_to_date(ours, chunks):
             return False
         generation = self.generation + 1
-        for index, chunk in enumerate(chunks):
+        paired = _paired(ours, chunks)
+        for current, chunk in zip(paired, chunks, strict=True):
             pool = {"name": self.node, "generation": generation, "resourceSliceCount": len(chunks)}
-            if not await self._written(ours[index] if index < len(ours) else None, pool, chunk):
+            if not await self._written(current, pool, chunk):
                 self.generation = generation
                 return True  # publish again, without what the server dropped or refused
-        for slice_ in ours[len(chunks) :]:
+        for slice_ in [slice_ for slice_ in ours if not any(slice_ is kept for kept in paired)]:
             await self._delete(slice_)
         self.generation = generation
         self._said_published(chunks, generation)
