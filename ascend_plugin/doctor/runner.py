@@ -16,7 +16,17 @@ from typing import TextIO
 import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.doctor import chips, devices, host_files, identity, kubelet, library, rbac, splits
+from ascend_plugin.doctor import (
+    chips,
+    devices,
+    dra_features,
+    host_files,
+    identity,
+    kubelet,
+    library,
+    rbac,
+    splits,
+)
 from ascend_plugin.doctor.check import Check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding
@@ -41,6 +51,7 @@ CHECKS: tuple[Check, ...] = (
     kubelet.kubelet,
     identity.node_identity,
     rbac.permissions,
+    dra_features.dra_features,
 )
 
 
