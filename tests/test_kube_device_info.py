@@ -112,7 +112,12 @@ async def test_created_in_huawei_format_with_a_valid_check_code(
     configmap = stored(apiserver)
     assert configmap is not None
     assert configmap["metadata"]["labels"] == {"mx-consumer-cim": "true"}
-    assert set(configmap["data"]) == {"DeviceInfoCfg", "ManuallySeparateNPU", "UpgradeFaultReason", "Description"}
+    assert set(configmap["data"]) == {
+        "DeviceInfoCfg",
+        "ManuallySeparateNPU",
+        "UpgradeFaultReason",
+        "Description",
+    }
     assert configmap["data"]["ManuallySeparateNPU"] == ""
     assert configmap["data"]["UpgradeFaultReason"] == "{}"
     text = configmap["data"]["DeviceInfoCfg"]
