@@ -110,20 +110,21 @@ class ChipFaults:
             self._apply(admitted)
         return False
 
-    def reconcile(self, listed: Collection[int], at: int) -> bool:
-        """A poll lists ``listed``: raise the new codes, clear the polled ones it no longer lists."""
-        reread = False
+    def reconcile(self, listed: Collection[int], at: int) -> None:
+        """A poll lists ``listed``: raise the new codes, clear the polled ones it no longer lists.
+
+        The reset-finished code is not a fault: a poll is already the fresh read it asks for.
+        """
         for code in listed:
             current = self._current.get(code)
-            if current is None:
-                reread |= self.observe(Observation(code, Assertion.RAISED, at, POLLED_SEVERITY, polled=True))
-            else:
+            if current is not None:
                 current.polled = True
+            elif code != RESET_FINISHED:
+                self.observe(Observation(code, Assertion.RAISED, at, POLLED_SEVERITY, polled=True))
         for code, current in list(self._current.items()):
             if current.polled and current.until is None and code not in listed:
                 self.observe(Observation(code, Assertion.RECOVERED, at, POLLED_SEVERITY, polled=True))
         self._accompanying.forget_absent(listed)
-        return reread
 
     def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
         """Take back what the device-info ConfigMap recorded before a restart.

@@ -48,7 +48,7 @@ class FaultPolicy:
 
     def now(self) -> int:
         """The clock's time in Unix milliseconds."""
-        return int(self._clock() * 1000)
+        return round(self._clock() * 1000)
 
     def chip(self, phy_id: int) -> ChipFaults:
         """The state of chip ``phy_id`` (a chip never seen starts without faults)."""
@@ -63,9 +63,9 @@ class FaultPolicy:
         """Apply a fault event's observation; True when the chip's codes should be read afresh."""
         return self.chip(phy_id).observe(observation)
 
-    def reconcile(self, phy_id: int, codes: Collection[int], at: int | None = None) -> bool:
-        """A poll of chip ``phy_id`` listed ``codes`` (at ``at``, default now); True: read again."""
-        return self.chip(phy_id).reconcile(codes, self.now() if at is None else at)
+    def reconcile(self, phy_id: int, codes: Collection[int], at: int | None = None) -> None:
+        """A poll of chip ``phy_id`` listed ``codes`` (at ``at``, Unix ms; default now)."""
+        self.chip(phy_id).reconcile(codes, self.now() if at is None else at)
 
     def judge(self, phy_id: int, *, held: bool = False) -> ChipJudgement:
         """Chip ``phy_id``'s levels and health now; ``held``: a pod holds the chip."""
