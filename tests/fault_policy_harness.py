@@ -52,7 +52,7 @@ def configured(
 class Node:
     """A policy, its clock, and verbs for one chip at a time."""
 
-    config: FaultConfig = field(default_factory=lambda: configured())
+    config: FaultConfig = field(default_factory=configured)
     clock: Clock = field(default_factory=Clock)
 
     def __post_init__(self) -> None:

@@ -93,7 +93,8 @@ def test_a_malformed_key_falls_back_with_an_error_saying_why(
     assert [getattr(record, "entry", None) for record in errors] == [key]
     assert why in errors[0].getMessage()
     assert "applies instead" in errors[0].getMessage()
-    assert config.codes == builtin_codes() and config.customization == builtin_customization()
+    assert config.codes == builtin_codes()
+    assert config.customization == builtin_customization()
 
 
 @pytest.mark.parametrize(
@@ -131,7 +132,7 @@ def test_an_operators_file_in_huaweis_format_replaces_the_built_in_lists(tmp_pat
     assert base.codes.list_level(0xA0000001) is L.SeparateNPU
     assert base.codes.list_level(0x80E18402) is L.NotHandleFault
     assert base.codes_source == f"fault-level file {path}"
-    # It is what a malformed faultCode.json key of the ConfigMap falls back to, as /usr/local/faultCode.json is.
+    # A malformed faultCode.json key of the ConfigMap falls back to it (Huawei: /usr/local/faultCode.json).
     config = fault_config(base, {"faultCode.json": "{"})
     assert config.codes == base.codes
     # And the verdict's table is the file's.

@@ -35,7 +35,8 @@ def test_the_third_occurrence_in_a_day_separates_the_chip_for_good() -> None:
     third = node.clock.ms
     judged = node.judge(0)
     assert judged.level is L.ManuallySeparateNPU
-    assert judged.manually_separated and not judged.healthy
+    assert judged.manually_separated
+    assert not judged.healthy
     assert judged.reasons == (UpgradeReason("80e18005", L.ManuallySeparateNPU, UpgradeKind.FREQUENCY, third),)
     node.cleared(0, RECURRING)
     assert node.at(30 * DAY).level is L.ManuallySeparateNPU  # no ReleaseTimeWindow: only an operator lifts it

@@ -66,7 +66,8 @@ def test_a_network_code_is_judged_for_the_network_only() -> None:
     judged = node.judge(0)
     assert (judged.level, judged.healthy) == (L.NormalNPU, True)
     assert (judged.network_level, judged.network_healthy) == (L.SeparateNPU, False)
-    assert judged.network.codes == ("81078603",) and judged.chip.codes == ()
+    assert judged.network.codes == ("81078603",)
+    assert judged.chip.codes == ()
 
 
 def test_an_unknown_network_code_pre_separates_the_network() -> None:
