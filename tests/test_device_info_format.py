@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from fault_policy_harness import LINK_DOWN, Node
+from fault_policy_harness import LINK_DOWN, Node, configured
 
 from ascend_plugin.faces.kube.huawei_format import (
     DESCRIPTION,
@@ -25,7 +25,6 @@ from ascend_plugin.faces.kube.huawei_format import (
     go_map,
     parse_device_names,
 )
-from ascend_plugin.fault_policy.chip import ChipJudgement
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
 
@@ -119,15 +118,7 @@ def test_super_pod_id_and_server_index(place: SuperPodPlace, written: tuple[int,
 
 
 def report(node: Node, phy: int, *, healthy: bool | None = None) -> ChipReport:
-    judged: ChipJudgement = node.judge(phy)
-    return ChipReport(
-        f"Ascend910-{phy}",
-        phy,
-        judged.healthy if healthy is None else healthy,
-        judged.network_healthy,
-        chip=judged.chip,
-        network=judged.network,
-    )
+    return ChipReport.judged(f"Ascend910-{phy}", phy, node.judge(phy), healthy=healthy)
 
 
 def device_list(reports: list[ChipReport], **options: Any) -> dict[str, str]:
@@ -209,6 +200,17 @@ def test_a_chip_unhealthy_for_another_reason_has_an_element_without_codes() -> N
         "",
         {},
     )
+
+
+def test_an_escalation_at_a_healthy_level_alone_writes_no_element() -> None:
+    # Huawei writes an element for a chip with current codes, or an unhealthy one.
+    rule = {"EventId": ["A0000001"], "TimeWindow": 600, "Times": 1, "FaultHandling": "SubHealthFault"}
+    node = Node(configured(customization={"FaultFrequency": [{**rule, "ReleaseTimeWindow": 600}]}))
+    node.raised(0, 0xA0000001)
+    node.cleared(0, 0xA0000001)
+    judged = node.judge(0)
+    assert (judged.level, judged.chip.codes) == (L.SubHealthFault, ("A0000001",))
+    assert device_list([report(node, 0)])[f"{ASCEND910}-Fault"] == "[]"
 
 
 def test_no_faults_write_an_empty_list() -> None:

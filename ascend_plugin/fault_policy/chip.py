@@ -59,6 +59,12 @@ class FaultSide:
     # they came, then codes that only an escalation still names.
     codes: tuple[str, ...] = ()
     times: Mapping[str, CodeTime] = field(default_factory=lambda: MappingProxyType({}))
+    current: int = 0  # how many of ``codes`` (the first ones) are on the chip now
+
+    @property
+    def present(self) -> bool:
+        """Whether the chip has a code of this side now."""
+        return self.current > 0
 
 
 @dataclass(frozen=True)
@@ -415,7 +421,7 @@ class ChipFaults:
         for reason in reasons:
             if reason.code is not None:  # an autofilled reason names no code
                 times[reason.fault_code.upper()] = CodeTime(reason.upgrade_time, reason.level)
-        return FaultSide(level, tuple(times), MappingProxyType(times))
+        return FaultSide(level, tuple(times), MappingProxyType(times), len(codes))
 
     def _escalate(self, reason: UpgradeReason) -> None:
         was_manual = self.reasons.manual

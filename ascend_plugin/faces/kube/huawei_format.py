@@ -49,7 +49,7 @@ from types import MappingProxyType
 from typing import TypeVar
 
 from ascend_plugin.faces.kube.chips import ChipView
-from ascend_plugin.fault_policy.chip import CodeTime, FaultSide
+from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
 from ascend_plugin.faults import format_code
@@ -173,6 +173,27 @@ class ChipReport:
     chip: FaultSide = field(default_factory=FaultSide)
     network: FaultSide = field(default_factory=FaultSide)
 
+    @classmethod
+    def judged(
+        cls,
+        name: str,
+        phy_id: int,
+        judgement: ChipJudgement,
+        *,
+        healthy: bool | None = None,
+        recovering: bool = False,
+    ) -> ChipReport:
+        """A chip as the fault policy judged it; ``healthy`` overrides its health (a hung call ...)."""
+        return cls(
+            name,
+            phy_id,
+            judgement.healthy if healthy is None else healthy,
+            judgement.network_healthy,
+            recovering,
+            judgement.chip,
+            judgement.network,
+        )
+
 
 def fault_element(fault_type: str, name: str, side: FaultSide) -> dict[str, object]:
     """One ``DeviceFault`` of the ``-Fault`` list, fields in Huawei's struct order."""
@@ -194,12 +215,12 @@ def fault_element(fault_type: str, name: str, side: FaultSide) -> dict[str, obje
 
 
 def fault_elements(report: ChipReport, keys: FamilyKeys) -> list[dict[str, object]]:
-    """The chip's ``-Fault`` elements: its network's (910 families), then its own."""
+    """The chip's ``-Fault`` elements: its network's, then its own; each with a code now or unhealthy."""
     elements = []
     network_unhealthy = keys.network_unhealthy is not None and not report.network_healthy
-    if report.network.codes or network_unhealthy:
+    if report.network.present or network_unhealthy:
         elements.append(fault_element(NETWORK_FAULT, report.name, report.network))
-    if report.chip.codes or not report.healthy:
+    if report.chip.present or not report.healthy:
         elements.append(fault_element(CHIP_FAULT, report.name, report.chip))
     return elements
 
@@ -391,7 +412,7 @@ def verdict_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) 
         format_code(fault.code): CodeTime(first_seen[device.id, fault.code], fault.level)
         for fault in device.faults
     }
-    side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times))
+    side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times), len(times))
     return ChipReport(device.id, device.state.phy_id, device.healthy, chip=side)
 
 
