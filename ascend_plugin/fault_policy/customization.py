@@ -50,6 +50,10 @@ NETWORK_RULE_LEVELS = frozenset({L.NotHandleFault, L.SubHealthFault, L.PreSepara
 
 R = TypeVar("R")
 
+# Each section's numbers and their ranges, in the order Huawei checks them.
+_FREQUENCY_RANGES = (("TimeWindow", TIME_WINDOW), ("ReleaseTimeWindow", RELEASE_WINDOW), ("Times", TIMES))
+_DURATION_RANGES = (("FaultTimeout", FAULT_TIMEOUT), ("RecoverTimeout", RECOVER_TIMEOUT))
+
 _FREQUENCY_FIELDS = ("EventId", "TimeWindow", "Times", "FaultHandling", "ReleaseTimeWindow")
 _DURATION_FIELDS = ("EventId", "FaultTimeout", "RecoverTimeout", "FaultHandling")
 
@@ -176,8 +180,8 @@ class _Entry:
     matched: dict[str, object]
     ids: list[str]
 
-    def number(self, name: str, source: str) -> int:
-        return go_int(self.matched.get(name), source, f"{self.named}.{name}")
+    def numbers(self, names: tuple[str, ...], source: str) -> dict[str, int]:
+        return {name: go_int(self.matched.get(name), source, f"{self.named}.{name}") for name in names}
 
     def handling(self, source: str) -> str:
         return go_string(self.matched.get("FaultHandling"), source, f"{self.named}.FaultHandling")
@@ -232,46 +236,52 @@ class _Rules(Generic[R]):
         return L.NotHandleFault
 
 
+def _problem(  # noqa: PLR0917 - the parts of one entry's check, in Huawei's order
+    entry: _Entry,
+    numbers: Mapping[str, int],
+    ranges: tuple[tuple[str, tuple[int, int]], ...],
+    handling: str,
+    level: FaultLevel | None,
+    allowed: frozenset[FaultLevel],
+    other: str | None = None,
+) -> str | None:
+    """What makes ``entry`` unusable, checked in Huawei's order; None when nothing does."""
+    if not entry.ids:
+        return "it has no EventId"
+    for name, bounds in ranges:
+        problem = _range_problem(name, numbers[name], bounds)
+        if problem is not None:
+            return problem
+    return other or _level_problem(handling, level, allowed)
+
+
 def _frequency(value: object, rules: _Rules[FrequencyRule]) -> None:
     allowed = NETWORK_RULE_LEVELS | {L.ManuallySeparateNPU}
     for entry in _entries(value, "FaultFrequency", _FREQUENCY_FIELDS, rules.source, rules.notes):
-        window = entry.number("TimeWindow", rules.source)
-        times = entry.number("Times", rules.source)
-        release = entry.number("ReleaseTimeWindow", rules.source) or NEVER
+        numbers = entry.numbers(("TimeWindow", "Times", "ReleaseTimeWindow"), rules.source)
+        release = numbers["ReleaseTimeWindow"] = numbers["ReleaseTimeWindow"] or NEVER
         handling = entry.handling(rules.source)
         level = _level(handling, FREQUENCY_LEVELS)
-        problem = (
-            ("it has no EventId" if not entry.ids else None)
-            or _range_problem("TimeWindow", window, TIME_WINDOW)
-            or _range_problem("ReleaseTimeWindow", release, RELEASE_WINDOW)
-            or _range_problem("Times", times, TIMES)
-            or (
-                f"FaultHandling {handling} needs a ReleaseTimeWindow (only ManuallySeparateNPU goes without)"
-                if handling != L.ManuallySeparateNPU.name and release == NEVER
-                else None
-            )
-            or _level_problem(handling, level, FREQUENCY_LEVELS)
+        unreleased = (
+            f"FaultHandling {handling} needs a ReleaseTimeWindow (only ManuallySeparateNPU goes without)"
+            if handling != L.ManuallySeparateNPU.name and release == NEVER
+            else None
         )
+        problem = _problem(entry, numbers, _FREQUENCY_RANGES, handling, level, FREQUENCY_LEVELS, unreleased)
         for code in rules.admit(entry, problem):
             handled = rules.network_level(entry, code, level or L.NotHandleFault, allowed)
-            rules.rules[code] = FrequencyRule(window, times, handled, release)
+            rules.rules[code] = FrequencyRule(numbers["TimeWindow"], numbers["Times"], handled, release)
 
 
 def _duration(value: object, rules: _Rules[DurationRule]) -> None:
     for entry in _entries(value, "FaultDuration", _DURATION_FIELDS, rules.source, rules.notes):
-        timeout = entry.number("FaultTimeout", rules.source)
-        recover = entry.number("RecoverTimeout", rules.source)
+        numbers = entry.numbers(("FaultTimeout", "RecoverTimeout"), rules.source)
         handling = entry.handling(rules.source)
         level = _level(handling, DURATION_LEVELS)
-        problem = (
-            ("it has no EventId" if not entry.ids else None)
-            or _range_problem("FaultTimeout", timeout, FAULT_TIMEOUT)
-            or _range_problem("RecoverTimeout", recover, RECOVER_TIMEOUT)
-            or _level_problem(handling, level, DURATION_LEVELS)
-        )
+        problem = _problem(entry, numbers, _DURATION_RANGES, handling, level, DURATION_LEVELS)
         for code in rules.admit(entry, problem):
             handled = rules.network_level(entry, code, level or L.NotHandleFault, NETWORK_RULE_LEVELS)
-            rules.rules[code] = DurationRule(timeout, recover, handled)
+            rules.rules[code] = DurationRule(numbers["FaultTimeout"], numbers["RecoverTimeout"], handled)
 
 
 def decode_customization(
