@@ -6,7 +6,7 @@ import json
 from importlib import resources
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascend_plugin.fault_policy.codes import LINK_DOWN, NETWORK_CODES, parse_code
@@ -16,6 +16,8 @@ from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.problems import FaultConfigError
 
 L = FaultLevel
+# Wall-clock deadlines would fail under CPU pressure; the examples are cheap.
+PROPERTIES = settings(max_examples=200, deadline=None)
 SOURCE = "faultCode.json of the test"
 
 
@@ -194,6 +196,7 @@ chip_codes = st.integers(0x80000000, 0x80000040).filter(lambda code: code not in
 listings = st.dictionaries(chip_codes, st.sampled_from([level for _, level in CHIP_LISTS]), max_size=30)
 
 
+@PROPERTIES
 @given(listings, st.lists(chip_codes, max_size=8), st.dictionaries(chip_codes, st.integers(0, 3) | st.none()))
 def test_the_level_is_the_most_severe_listed_code_else_the_severity_rule(
     listing: dict[int, FaultLevel], codes: list[int], severities: dict[int, int | None]
@@ -210,6 +213,7 @@ def test_the_level_is_the_most_severe_listed_code_else_the_severity_rule(
         assert level is (L.SeparateNPU if severe else L.NotHandleFault)
 
 
+@PROPERTIES
 @given(listings)
 def test_an_overlay_moves_each_code_to_exactly_one_list(listing: dict[int, FaultLevel]) -> None:
     parsed = builtin_codes().with_overlay(listing)
