@@ -161,9 +161,7 @@ class ChipFaults:
             if code is None:
                 continue
             if reason.kind is UpgradeKind.FREQUENCY and code in customization.frequency:
-                counter = self._counter(code)
-                counter.last_fault = max(counter.last_fault or reason.upgrade_time, reason.upgrade_time)
-                counter.recovered(now)
+                self._counter(code).restored(reason.upgrade_time, now)
             elif reason.kind is UpgradeKind.DURATION and code in customization.duration:
                 self._clocks[code] = DurationClock(timed_out=True, present=False, since=now)
 

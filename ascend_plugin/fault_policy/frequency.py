@@ -34,6 +34,11 @@ class FrequencyCounter:
     def recovered(self, at: int) -> None:
         self.last_recover = at if self.last_recover is None else max(self.last_recover, at)
 
+    def restored(self, escalated_at: int, now: int) -> None:
+        """An escalation at ``escalated_at`` was read back at ``now``: count the code clear since then."""
+        self.last_fault = escalated_at if self.last_fault is None else max(self.last_fault, escalated_at)
+        self.recovered(now)
+
     def reached(self, rule: FrequencyRule, now: int) -> bool:
         """Whether the code occurred ``times`` times within the window ending ``now``."""
         start = now - rule.time_window * MS
