@@ -39,6 +39,8 @@ def test_the_built_in_file_is_huaweis_with_its_entry_counts() -> None:
         "PreSeparateNPUCodes": 200,
         "SubHealthFaultCodes": 13,
     }
+    _, notes = parse_fault_codes(json.dumps(shipped), "built-in")
+    assert notes == []  # nothing in it is skipped or moved
     builtin = builtin_codes()
     assert builtin.list_level(0x80E01801) is L.RestartBusiness  # HBM multi-bit
     assert builtin.list_level(0x40F84E00) is L.RestartNPU  # card drop

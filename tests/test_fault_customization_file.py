@@ -54,6 +54,7 @@ def test_the_built_in_file_is_huaweis() -> None:
         resources.files("ascend_plugin").joinpath("data/faultCustomization.json").read_text()
     )
     assert [len(entry["EventId"]) for entry in shipped["FaultFrequency"]] == [41, 1, 1]
+    assert parsed(shipped)[1] == []  # nothing in it is ignored
     builtin = builtin_customization()
     assert builtin.grace == GraceTolerance(30, 150, 15)
     assert len(builtin.frequency) == 43
