@@ -156,11 +156,6 @@ def family_keys(resource_name: str) -> FamilyKeys:
     return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault)
 
 
-def fault_key(resource_name: str) -> str:
-    """The DeviceList key of the fault list for ``resource_name``."""
-    return family_keys(resource_name).fault
-
-
 @dataclass(frozen=True)
 class ChipReport:
     """What the device-info ConfigMap says of one chip."""
