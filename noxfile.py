@@ -82,6 +82,7 @@ def bench(session: nox.Session) -> None:
         "bench/health.py",
         "bench/footprint.py",
         "bench/placement.py",
+        "bench/fault_policy.py",
         "bench/dra.py",
         "bench/dra_hostile.py",
         "bench/vnpus.py",
