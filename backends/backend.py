@@ -25,7 +25,15 @@ from types import MappingProxyType
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading, enumerate_chips
 from backends.errors import NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
-from backends.library import HEALTH_ABSENT, DeviceLibrary, FaultHandler, MemoryInfo, PcieAddress, VdevInfo
+from backends.library import (
+    FEATURE_FUNCTIONS,
+    HEALTH_ABSENT,
+    DeviceLibrary,
+    FaultHandler,
+    MemoryInfo,
+    PcieAddress,
+    VdevInfo,
+)
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +56,7 @@ WITHOUT: Mapping[str, str] = MappingProxyType(
         "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
         HBM_INFO: "device memory comes from dcmi_get_device_memory_info_v3 (the DRA memory capacity)",
         MEMORY_INFO: "device memory comes from dcmi_get_device_hbm_info alone (the DRA memory capacity)",
+        **FEATURE_FUNCTIONS,
     }
 )
 

@@ -34,6 +34,13 @@ describe what newer features read:
   defaults to the position on the chip, ``status`` to 0, ``in_use`` to false.
   Their cores and memory must fit the chip, and only chips with the VDEV_MNG
   query (not 310, not 310B) have any.
+
+The telemetry readings (``telemetry``, ``processes``, die ids), resets
+(``reset_seconds``, ``reset_clears_faults``, ``outband_channel``,
+``brother_card``), the super pod (``super_pod``) and vNPUs made on demand
+(``vnpu_templates``, ``aicpu``, ``vdev_usage``, ``vdev_node_dir``) are
+described in docs/dcmi.md; their models are in :mod:`backends.fake.telemetry`
+and their rules in :mod:`backends.fake.vnpu_rules` and :mod:`backends.fake.driver`.
 """
 
 from __future__ import annotations
