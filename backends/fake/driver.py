@@ -54,10 +54,16 @@ class FakeDriver:
     def __init__(self, scenario_path: Path) -> None:
         self._file = DriverStateFile.beside(scenario_path)
         self._lock = threading.Lock()  # the file's cache, between the caller's threads
+        self._state = DriverState()
+
+    def refresh(self) -> None:
+        """Read the state file again if it changed: once per call, before the rules below are asked."""
+        with self._lock:
+            self._state = self._file.read()
 
     def state(self) -> DriverState:
-        with self._lock:
-            return self._file.read()
+        """The state as last read (by :meth:`refresh`) or written here."""
+        return self._state
 
     # -- resets ------------------------------------------------------------------
 
@@ -75,11 +81,11 @@ class FakeDriver:
     def boot_status(self, scenario: FakeScenario, placed: PlacedChip) -> int:
         reset = self.state().reset_of(placed.chip.phy_id)
         if reset is None:
-            return BootStatus.SYSTEM_START_FINISH
+            return int(BootStatus.SYSTEM_START_FINISH)
         progress = self._window(scenario, placed, reset)
         if progress >= 1.0:
-            return BootStatus.SYSTEM_START_FINISH
-        return _BOOTING[int(progress * len(_BOOTING))]
+            return int(BootStatus.SYSTEM_START_FINISH)
+        return int(_BOOTING[int(progress * len(_BOOTING))])
 
     def repaired(self, scenario: FakeScenario, placed: PlacedChip, stamp: Stamp | None) -> bool:
         """Whether a reset cleared ``placed``'s faults and the scenario has not been written since."""
@@ -101,7 +107,7 @@ class FakeDriver:
             return state
 
         with self._lock:
-            self._file.change(edit)
+            self._state = self._file.change(edit)
 
     # -- vNPUs -------------------------------------------------------------------
 
@@ -158,7 +164,7 @@ class FakeDriver:
             return replace(self._pruned(state, scenario), made=(*state.made, record))
 
         with self._lock:
-            self._file.change(edit)
+            self._state = self._file.change(edit)
         self._device_node(scenario, made[0].vdev_id, present=True)
         return made[0]
 
@@ -188,7 +194,7 @@ class FakeDriver:
             )
 
         with self._lock:
-            self._file.change(edit)
+            self._state = self._file.change(edit)
         for number in destroyed:
             self._device_node(scenario, number, present=False)
 

@@ -5,7 +5,9 @@ person or a test can inject a fault into a running plugin by editing it. An
 invalid edit is logged and the previous scenario stays in force. A scenario
 can make any operation fail with a DCMI code, take time, or hang until the
 file no longer says so; a hang holds no lock, so it stalls its own call only.
-It can also play an older driver that lacks functions (``missing``).
+It can also play an older driver that lacks functions (``missing``). What
+DCMI calls change (vNPUs made, chips resetting) is :mod:`backends.fake.driver`'s,
+kept beside the scenario so that it outlives the process.
 """
 
 from __future__ import annotations
@@ -191,6 +193,7 @@ class FakeLibrary:
             placed = scenario.by_address.get((card_id, device_id))
             if placed is None:
                 raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+            self._driver.refresh()
             if op not in ANSWERED_WHILE_RESETTING and self._driver.resetting(scenario, placed):
                 raise DcmiError(DCMI_FUNCTIONS[op], NOT_READY)
             return body(scenario, placed)
@@ -594,6 +597,7 @@ class FakeLibrary:
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
         """Library thread: an event per fault code that appears or clears, and each scenario event once."""
+        self._driver.refresh()
         known = {p.logic_id: set(self._codes(scenario, p)) for p in scenario.placed}
         while not self._closed.wait(self._poll_seconds):
             for event in self._new_events(self.scenario(), known):
@@ -608,6 +612,7 @@ class FakeLibrary:
         A chip in a reset raises and clears nothing until it is back.
         """
         events = []
+        self._driver.refresh()
         for placed in scenario.placed:
             chip, logic = placed.chip, placed.logic_id
             before = known.get(logic, set())

@@ -15,6 +15,7 @@ otherwise through the scenario's ``errors``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from enum import IntEnum
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
@@ -23,7 +24,6 @@ from backends.library import (
     DieId,
     EccDeviceType,
     EccInfo,
-    FrequencyType,
     MultiUtilization,
     UtilizationType,
 )
@@ -58,10 +58,18 @@ def _laid_over(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     return merged
 
 
-class FakeFrequencies(BaseModel):
-    """Clocks in MHz, one per ``enum dcmi_freq_type``."""
+class _PerKind(BaseModel):
+    """A figure per member of a DCMI enum, each field named as its member in lower case."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    def of(self, kind: IntEnum) -> int:
+        value: int = getattr(self, kind.name.lower())
+        return value
+
+
+class FakeFrequencies(_PerKind):
+    """Clocks in MHz, one per ``enum dcmi_freq_type``."""
 
     ddr: Mhz = 2133
     ctrlcpu: Mhz = 1900
@@ -70,15 +78,9 @@ class FakeFrequencies(BaseModel):
     aicore_max: Mhz = 1000
     vectorcore_current: Mhz = 1000
 
-    def of(self, kind: FrequencyType) -> int:
-        value: int = getattr(self, kind.name.lower())
-        return value
 
-
-class FakeUtilization(BaseModel):
+class FakeUtilization(_PerKind):
     """Percent busy, one per ``dcmi_get_device_utilization_rate`` input type."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     ddr: Percent = 0
     aicore: Percent = 0
@@ -90,10 +92,6 @@ class FakeUtilization(BaseModel):
     vectorcore: Percent = 0
     npu: Percent = 0
     aicube: Percent = 0
-
-    def of(self, kind: UtilizationType) -> int:
-        value: int = getattr(self, kind.name.lower())
-        return value
 
     def multi(self) -> MultiUtilization:
         """The multi-rate sample: AI cube, vector, core and overall from the single figures."""

@@ -12,16 +12,20 @@ no spaces, lists are comma-separated, a line starting with ``#`` is a comment::
 
 One ``chip`` line per chip, on a single line; a field left out is empty or
 zero. ``events`` are ``serial:code:severity:assertion``; ``vdevs`` are
-``id:template:aicore:memory_mb:vfg_id:status:in_use``. Everything the scenario
+``id:template:aicore:memory_mb:vfg_id:status:in_use``; the telemetry, reset,
+super-pod and vNPU fields are listed in docs/dcmi.md. Everything the scenario
 model resolves (card, device and logic ids, the AI-core figure per chip name,
 whether subscription is supported, default PCIe addresses, event severities,
-vNPU figures) is resolved here, by the same FakeScenario methods the Python
-fake uses, so both fakes play the same node. What the driver itself decides
-(the MCU's logic id, memory_info_v3 on 910B, -8255 for the IP of a 310B,
-the "not initialised" answer) is the C fake's own business. The scenario's
-``missing`` functions are no business of the file: a driver cannot drop a
-symbol at run time, so the C player builds a variant of the library without
-them (:class:`fake_dcmi.players.CFakePlayer`).
+vNPU figures, every reading and which of them the chip's driver reports at
+all, the reset group, the vNPU room and templates) is resolved here, by the
+same FakeScenario methods the Python fake uses, so both fakes play the same
+node. What the driver itself does (the MCU's logic id, -8255 for the IP of a
+310B, the "not initialised" answer, -8001 for a type no DCMI enum has, the
+reset window and boot status, the vNPU accounting and ids, the driver-state
+file) is the C fake's own business. The scenario's ``missing`` functions are
+no business of the file: a driver cannot drop a symbol at run time, so the C
+player builds a variant of the library without them
+(:class:`fake_dcmi.players.CFakePlayer`).
 """
 
 from __future__ import annotations
