@@ -180,23 +180,40 @@ else:
 library.init()
 if action == "create":
     print(library.create_vdev(0, 1, "vir04").vdev_id)
+elif action == "fill":
+    from backends.errors import DcmiError
+    made = []
+    for _ in range(8):
+        try:
+            made.append(library.create_vdev(0, 0, "vir01").vdev_id)
+        except DcmiError as error:
+            assert error.code == -8020, error
+    print(",".join(str(n) for n in made))
 else:
     print(",".join(str(n) for n in library.vdev_ids(0, 1)))
 """
 
 
-def _other_process(player: ScenarioPlayer[Any], action: str) -> str:
+def _start(player: ScenarioPlayer[Any], action: str) -> subprocess.Popen[str]:
     library = str(player.current_library()) if isinstance(player, CFakePlayer) else ""
     environment = os.environ | {"PYTHONPATH": str(ROOT), SCENARIO_ENV: str(player.scenario_path)}
-    done = subprocess.run(
+    return subprocess.Popen(
         [sys.executable, "-c", _IN_ANOTHER_PROCESS, player.kind, str(player.scenario_path), library, action],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
         env=environment,
-        timeout=120,
-        check=True,
     )
-    return done.stdout.strip()
+
+
+def _finish(process: subprocess.Popen[str]) -> str:
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return out.strip()
+
+
+def _other_process(player: ScenarioPlayer[Any], action: str) -> str:
+    return _finish(_start(player, action))
 
 
 def test_what_another_process_made_is_there_after_it_is_gone(
@@ -208,3 +225,13 @@ def test_what_another_process_made_is_there_after_it_is_gone(
     assert library.vdev_info(0, 1, made).template == "vir04"
     library.destroy_vdev(0, 1, made)
     assert _other_process(any_fake, "list") == ""
+
+
+def test_processes_racing_for_the_last_room_get_no_more_than_there_is(
+    any_fake: ScenarioPlayer[Any], tmp_path: Path
+) -> None:
+    library = any_fake.open(_duo(tmp_path))
+    racers = [_start(any_fake, "fill") for _ in range(3)]
+    made = [int(n) for racer in racers for n in _finish(racer).split(",") if n]
+    assert sorted(made) == list(range(100, 107))  # seven, each id once
+    assert library.vdev_ids(0, 0) == list(range(100, 107))
