@@ -344,15 +344,17 @@ static int parse_usage(char *value, struct chip *chip) {
     return 0;
 }
 
-static int parse_words(const char *value, unsigned int *words, int n, const char *format) {
-    char pattern[64] = "";
+/* "1:2:3": exactly n numbers in base 10 or 16, joined by ':' */
+static int parse_words(const char *value, unsigned int *words, int n, int base) {
+    const char *at = value;
     for (int i = 0; i < n; i++) {
-        strcat(pattern, format);
-        if (i + 1 < n) strcat(pattern, ":");
+        char *end;
+        errno = 0;
+        unsigned long word = strtoul(at, &end, base);
+        if (end == at || errno != 0 || word > 0xFFFFFFFFUL || *end != (i + 1 < n ? ':' : '\0')) return -1;
+        words[i] = (unsigned int)word;
+        at = end + 1;
     }
-    unsigned int w[6];
-    if (n > 6 || sscanf(value, pattern, &w[0], &w[1], &w[2], &w[3], &w[4], &w[5]) != n) return -1;
-    memcpy(words, w, (size_t)n * sizeof w[0]);
     return 0;
 }
 
@@ -401,7 +403,7 @@ static int parse_chip_field(const char *key, char *value, struct chip *c) {
     else if (strcmp(key, "voltage") == 0) c->voltage = (unsigned int)strtoul(value, NULL, 10);
     else if (strcmp(key, "freq") == 0) return parse_typed(value, c->has_freq, c->freq, FREQ_TYPES);
     else if (strcmp(key, "util") == 0) return parse_typed(value, c->has_util, c->util, 15);
-    else if (strcmp(key, "multi") == 0) return c->has_multi = 1, parse_words(value, c->multi, 4, "%u");
+    else if (strcmp(key, "multi") == 0) return c->has_multi = 1, parse_words(value, c->multi, 4, 10);
     else if (strcmp(key, "hbm") == 0) {
         c->has_hbm = 1;
         return sscanf(value, "%llu:%u:%d:%u", &c->hbm_used_mb, &c->hbm_freq, &c->hbm_temp, &c->hbm_bw) == 4 ? 0 : -1;
@@ -410,8 +412,8 @@ static int parse_chip_field(const char *key, char *value, struct chip *c) {
         return sscanf(value, "%llu:%u:%u", &c->ddr_used_mb, &c->ddr_freq, &c->ddr_util) == 3 ? 0 : -1;
     } else if (strcmp(key, "ecc") == 0) return parse_ecc(value, c);
     else if (strcmp(key, "net") == 0) c->has_net = 1, c->net = (unsigned int)strtoul(value, NULL, 10);
-    else if (strcmp(key, "ndie") == 0) return parse_words(value, c->die[0], 5, "%x");
-    else if (strcmp(key, "vdie") == 0) return parse_words(value, c->die[1], 5, "%x");
+    else if (strcmp(key, "ndie") == 0) return parse_words(value, c->die[0], 5, 16);
+    else if (strcmp(key, "vdie") == 0) return parse_words(value, c->die[1], 5, 16);
     else if (strcmp(key, "procs") == 0) return parse_procs(value, c);
     else if (strcmp(key, "reset_ms") == 0) c->reset_ms = strtoll(value, NULL, 10);
     else if (strcmp(key, "clears") == 0) c->clears = atoi(value);
@@ -419,9 +421,9 @@ static int parse_chip_field(const char *key, char *value, struct chip *c) {
     else if (strcmp(key, "a3") == 0) c->a3 = atoi(value);
     else if (strcmp(key, "brother") == 0) c->has_brother = 1, c->brother = atoi(value);
     else if (strcmp(key, "outband") == 0) c->has_outband = 1, c->outband = atoi(value);
-    else if (strcmp(key, "spod") == 0) return c->has_spod = 1, parse_words(value, c->spod, 6, "%u");
+    else if (strcmp(key, "spod") == 0) return c->has_spod = 1, parse_words(value, c->spod, 6, 10);
     else if (strcmp(key, "room") == 0) return parse_room(value, c);
-    else if (strcmp(key, "media") == 0) return c->has_media = 1, parse_words(value, c->media, MEDIA, "%u");
+    else if (strcmp(key, "media") == 0) return c->has_media = 1, parse_words(value, c->media, MEDIA, 10);
     else if (strcmp(key, "templates") == 0) return parse_templates(value, c);
     else if (strcmp(key, "usage") == 0) return parse_usage(value, c);
     else if (strcmp(key, "errors") == 0) return parse_errors(value, c->errors);
@@ -624,9 +626,9 @@ static int state_commit(int fd) {
 }
 
 static long long monotonic_ns(void) {
-    struct timespec now;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+    struct timespec clock;
+    clock_gettime(CLOCK_MONOTONIC, &clock);
+    return (long long)clock.tv_sec * 1000000000LL + clock.tv_nsec;
 }
 
 /* The stamp of the scenario in force, as Python's os.stat gives it. */
