@@ -9,14 +9,12 @@ struct layouts are the ones a real ``libdcmi.so`` hands over.
 
 from __future__ import annotations
 
-import sys
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
+from library_threads import inside_the_library, until
 
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
@@ -56,24 +54,6 @@ TRAINING = {
         {"phy_id": 1, "card_id": 2, "telemetry": {"temperature_c": 88, "utilization_pct": {"aicore": 5}}},
     ],
 }
-
-
-def _inside_the_library(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is in a library's call (waiting out a hang, or in the C function doing so)."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_call" and code.co_filename.endswith(("fake/library.py", "dcmi/library.py")):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
 
 
 def _scenario(node: dict[str, Any]) -> FakeScenario:
@@ -248,7 +228,7 @@ def test_network_health_hangs_on_one_chip_while_the_others_answer(any_fake: Scen
     blocked = threading.Thread(target=lambda: answers.append(library.network_health(1, 0)), daemon=True)
     blocked.start()
     try:
-        _until(lambda: _inside_the_library(blocked), "the network health call to be under way")
+        until(lambda: inside_the_library(blocked), "the network health call to be under way")
         assert library.network_health(2, 0) == 0
         assert library.temperature(1, 0) == 51  # only that call of that chip hangs
         assert answers == []
