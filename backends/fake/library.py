@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeVar
 
@@ -60,6 +61,15 @@ def _node(_: FakeScenario) -> PlacedChip | None:
     return None
 
 
+@dataclass
+class _StormRun:
+    """How far a chip's storm has got."""
+
+    serial: int
+    started: float  # time.monotonic()
+    sent: int = 0
+
+
 class FakeLibrary:
     """A DeviceLibrary over a scenario file."""
 
@@ -77,6 +87,8 @@ class FakeLibrary:
         self._watcher: threading.Thread | None = None
         # (logic id, serial) of the scenario events delivered: each once for the life of the library.
         self._delivered: set[tuple[int, int]] = set()
+        # logic id -> the storm it plays (or played last).
+        self._storms: dict[int, _StormRun] = {}
 
     @property
     def description(self) -> str:
@@ -302,7 +314,7 @@ class FakeLibrary:
         return MemoryInfo(total_mb=scenario.memory_mb_of(placed.chip), used_mb=0)
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
-        """Library thread: an event per fault code that appears or clears, and each scenario event once."""
+        """Library thread: events for codes that appear or clear, each scenario event once, storms."""
         known = {p.logic_id: set(p.chip.fault_codes) for p in scenario.placed}
         while not self._closed.wait(self._poll_seconds):
             for event in self._new_events(self.scenario(), known):
@@ -325,4 +337,22 @@ class FakeLibrary:
                     self._delivered.add((logic, event.serial))
                     severity = chip.event_severity(event)
                     events.append(FaultEvent(logic, event.code, severity, event.assertion, event.serial))
+            events += self._storm_events(placed)
         return events
+
+    def _storm_events(self, placed: PlacedChip) -> list[FaultEvent]:
+        """The events of the chip's storm that came due since the last look."""
+        storm, logic = placed.chip.storm, placed.logic_id
+        if storm is None:
+            return []
+        now = time.monotonic()
+        run = self._storms.get(logic)
+        if run is None or run.serial != storm.serial:
+            run = self._storms[logic] = _StormRun(storm.serial, now)
+        sent, run.sent = run.sent, storm.due(now - run.started)
+        steps = storm.steps
+        return [
+            FaultEvent(logic, step.code, placed.chip.event_severity(step), step.assertion, storm.serial + i)
+            for i in range(sent, run.sent)
+            for step in (steps[i % len(steps)],)
+        ]

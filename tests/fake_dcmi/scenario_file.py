@@ -12,7 +12,8 @@ no spaces, lists are comma-separated, a line starting with ``#`` is a comment::
 
 One ``chip`` line per chip, on a single line; a field left out is empty or
 zero. ``events`` are ``serial:code:severity:assertion``; ``vdevs`` are
-``id:template:aicore:memory_mb:vfg_id:status:in_use``. Everything the scenario
+``id:template:aicore:memory_mb:vfg_id:status:in_use``; a ``storm`` is
+``serial:rate:count:`` then its steps ``code/severity/assertion`` joined by ``+``. Everything the scenario
 model resolves (card, device and logic ids, the AI-core figure per chip name,
 whether subscription is supported, default PCIe addresses, event severities,
 vNPU figures) is resolved here, by the same FakeScenario methods the Python
@@ -67,6 +68,16 @@ def _events(chip: FakeChip) -> str:
     )
 
 
+def _storm(chip: FakeChip) -> str:
+    storm = chip.storm
+    if storm is None:
+        return ""
+    steps = "+".join(
+        f"{step.code:08X}/{chip.event_severity(step)}/{step.assertion}" for step in storm.steps
+    )
+    return f"{storm.serial}:{storm.rate!r}:{storm.count}:{steps}"
+
+
 def _vdevs(scenario: FakeScenario, chip: FakeChip) -> str:
     return ",".join(
         f"{vdev.vdev_id}:{vdev.template}:{vdev.aicore!r}:{vdev.memory_mb}:{vdev.vfg_id}:{vdev.status}:{int(vdev.in_use)}"
@@ -106,6 +117,7 @@ def render(scenario: FakeScenario) -> str:
             "severity": chip.fault_severity,
             "faults": _codes(chip.fault_codes),
             "events": _events(chip),
+            "storm": _storm(chip),
             "vdevs": _vdevs(scenario, chip),
             "ip": chip.device_ip or "",
             "errors": _errors(chip.errors),
