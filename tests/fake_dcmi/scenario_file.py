@@ -72,9 +72,7 @@ def _storm(chip: FakeChip) -> str:
     storm = chip.storm
     if storm is None:
         return ""
-    steps = "+".join(
-        f"{step.code:08X}/{chip.event_severity(step)}/{step.assertion}" for step in storm.steps
-    )
+    steps = "+".join(f"{step.code:08X}/{chip.event_severity(step)}/{step.assertion}" for step in storm.steps)
     return f"{storm.serial}:{storm.rate!r}:{storm.count}:{steps}"
 
 
