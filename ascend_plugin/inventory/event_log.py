@@ -114,8 +114,8 @@ class FaultEventLog:
         self._windows[source] = _Window(timer)
 
     def _summarise(self, source: Source) -> None:
-        window = self._windows.pop(source)
-        if window.events:
+        window = self._windows.pop(source, None)
+        if window is not None and window.events:
             self._write(source, window)
             self._open(source)  # still busy: the next summary in another interval
         # else quiet for a whole interval: its next event is logged at once again
