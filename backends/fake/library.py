@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 NO_ADDRESS: Final = -8023
 
 _POLL_SECONDS: Final = 0.01
+STORM_BATCH: Final = 1000  # events of one chip's storm delivered at most per look (every _POLL_SECONDS)
 T = TypeVar("T")
 # Which chip a call is about, looked up in the scenario in force at each step.
 Target = Callable[[FakeScenario], PlacedChip | None]
@@ -349,7 +350,8 @@ class FakeLibrary:
         run = self._storms.get(logic)
         if run is None or run.serial != storm.serial:
             run = self._storms[logic] = _StormRun(storm.serial, now)
-        sent, run.sent = run.sent, storm.due(now - run.started)
+        # A driver's event thread calls the handler for each event in turn: it cannot get ahead of it.
+        sent, run.sent = run.sent, min(storm.due(now - run.started), run.sent + STORM_BATCH)
         steps = storm.steps
         return [
             FaultEvent(logic, step.code, placed.chip.event_severity(step), step.assertion, storm.serial + i)

@@ -162,7 +162,10 @@ class FakeStorm(BaseModel):
     Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; the last
     one, ``steps[(count - 1) % len(steps)]``, is where each code ends up. A
     storm plays once from the moment the subscription first sees it; a storm
-    with another serial on the same chip starts over.
+    with another serial on the same chip starts over. Like a driver's event
+    thread, the fakes call the handler for one event after the other, so a
+    handler slower than ``rate`` stretches the storm (at most 1000 of a
+    storm's events are delivered per look, every 10 ms).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -40,7 +40,7 @@ _Static_assert(sizeof(struct dcmi_vdev_query_stru) == 264, "dcmi_vdev_query_stru
 
 enum { OK = 0, INVALID_PARAMETER = -8001, INNER_ERR = -8005, CONFIG_INFO_NOT_EXIST = -8023, NOT_SUPPORT = -8255 };
 enum { MAX_CHIPS = 256, MAX_FAULTS = 256, MAX_EVENTS = 64, MAX_VDEVS = 32, TEXT = 32, VDEV_NAME = 16 };
-enum { MAX_STORM_STEPS = 16 };
+enum { MAX_STORM_STEPS = 16, STORM_BATCH = 1000 /* a storm's events per look at most, as the Python fake */ };
 enum { POLL_US = 10000, HUAWEI_PCI_VENDOR = 0x19e5 };
 
 /* The operations a scenario can fail or hang: the names of backends.fake.scenario.Operation.
@@ -675,6 +675,8 @@ static void add_storm_events(struct pending **events, int *n, const struct chip 
     }
     long long due = 1 + (long long)((at - storms[run].started) * storm->rate);
     if (due > storm->count) due = storm->count;
+    /* The event thread calls the subscribers for each event in turn: it cannot get ahead of them. */
+    if (due > storms[run].sent + STORM_BATCH) due = storms[run].sent + STORM_BATCH;
     for (long long i = storms[run].sent; i < due; i++) {
         const struct event *step = &storm->steps[i % storm->nsteps];
         add_event(events, n, chip, step->code, step->severity, step->assertion, (int)(storm->serial + i));
