@@ -17,6 +17,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
 from typing import Final, TypeVar
@@ -77,6 +78,7 @@ _BROTHER_OFFSET: Final = 4
 _BROTHER_CARDS: Final = 8
 _BROTHER_DEVICES: Final = 2
 _PERIODS: Final = range(1, 5)  # dcmi_get_device_multi_utilization_rate_period: seconds
+STORM_BATCH: Final = 1000  # events of one chip's storm delivered at most per look (every _POLL_SECONDS)
 T = TypeVar("T")
 E = TypeVar("E", bound=IntEnum)
 # Which chip a call is about, looked up in the scenario in force at each step.
@@ -107,6 +109,15 @@ def _kind(function: str, enum: type[E], value: int) -> E:
         raise DcmiError(function, INVALID_PARAMETER) from None
 
 
+@dataclass
+class _StormRun:
+    """How far a chip's storm has got."""
+
+    serial: int
+    started: float  # time.monotonic()
+    sent: int = 0
+
+
 class FakeLibrary:
     """A DeviceLibrary over a scenario file."""
 
@@ -125,6 +136,8 @@ class FakeLibrary:
         # (logic id, serial) of the scenario events delivered: each once for the life of the library.
         self._delivered: set[tuple[int, int]] = set()
         self._driver = FakeDriver(path)
+        # logic id -> the storm it plays (or played last).
+        self._storms: dict[int, _StormRun] = {}
 
     @property
     def description(self) -> str:
@@ -596,7 +609,7 @@ class FakeLibrary:
         return () if self._repaired(scenario, placed) else placed.chip.fault_codes
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
-        """Library thread: an event per fault code that appears or clears, and each scenario event once."""
+        """Library thread: events for codes that appear or clear, each scenario event once, storms."""
         self._driver.refresh()
         known = {p.logic_id: set(self._codes(scenario, p)) for p in scenario.placed}
         while not self._closed.wait(self._poll_seconds):
@@ -625,4 +638,23 @@ class FakeLibrary:
                     self._delivered.add((logic, event.serial))
                     severity = chip.event_severity(event)
                     events.append(FaultEvent(logic, event.code, severity, event.assertion, event.serial))
+            events += self._storm_events(placed)
         return events
+
+    def _storm_events(self, placed: PlacedChip) -> list[FaultEvent]:
+        """The events of the chip's storm that came due since the last look."""
+        storm, logic = placed.chip.storm, placed.logic_id
+        if storm is None:
+            return []
+        now = time.monotonic()
+        run = self._storms.get(logic)
+        if run is None or run.serial != storm.serial:
+            run = self._storms[logic] = _StormRun(storm.serial, now)
+        # A driver's event thread calls the handler for each event in turn: it cannot get ahead of it.
+        sent, run.sent = run.sent, min(storm.due(now - run.started), run.sent + STORM_BATCH)
+        steps = storm.steps
+        return [
+            FaultEvent(logic, step.code, placed.chip.event_severity(step), step.assertion, storm.serial + i)
+            for i in range(sent, run.sent)
+            for step in (steps[i % len(steps)],)
+        ]

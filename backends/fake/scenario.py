@@ -20,6 +20,13 @@ describe what newer features read:
   in the file when it subscribes included); the serial number, unique per
   chip, tells one event from another. Codes that appear in or vanish from
   ``fault_codes`` still raise (assertion 1) and recover (0) events of their own.
+* ``storm`` (chip): a driver flooding the chip with fault events,
+  ``{"serial": 1, "rate": 10000, "count": 100000, "steps": [{"code":
+  "81078603", "assertion": 1}, {"code": "81078603", "assertion": 0}]}``:
+  ``count`` events at ``rate`` a second, cycling through ``steps`` (each like
+  an event without a serial); event ``i`` is numbered ``serial + i``. It plays
+  once, from the moment the subscription first sees it; another serial starts
+  another storm.
 * ``pcie`` (chip): its PCI address ``"0000:3b:00.0"``. Default: a bus of its
   own counted from the physical id (phy_id N at bus N+1: 0 at ``0000:01:00.0``,
   254 at ``0000:ff:00.0``, 255 at ``0001:00:00.0``); none on SoC boards (310B),
@@ -206,15 +213,53 @@ def _canonical_bdf(text: str) -> str:
 Bdf = Annotated[str, AfterValidator(_canonical_bdf)]
 
 
-class FakeEvent(BaseModel):
-    """A fault event the driver delivers, whether or not its code is in the chip's fault codes."""
+class FakeStep(BaseModel):
+    """What a fault event says: its code, severity and assertion."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    serial: int = Field(ge=0, le=2**31 - 1, description="event_serial_num; unique per chip")
     code: FaultCode
     severity: int | None = Field(default=None, ge=0, le=3, description="default: the chip's fault_severity")
     assertion: int = Field(default=1, ge=0, le=2, description="0 recovered, 1 raised, 2 one-off")
+
+
+class FakeEvent(FakeStep):
+    """A fault event the driver delivers, whether or not its code is in the chip's fault codes."""
+
+    serial: int = Field(ge=0, le=2**31 - 1, description="event_serial_num; unique per chip")
+
+
+class FakeStorm(BaseModel):
+    """A driver flooding one chip with fault events: ``count`` of them, ``rate`` a second, cycling ``steps``.
+
+    Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; the last
+    one, ``steps[(count - 1) % len(steps)]``, is where each code ends up. A
+    storm plays once from the moment the subscription first sees it; a storm
+    with another serial on the same chip starts over. Like a driver's event
+    thread, the fakes call the handler for one event after the other, so a
+    handler slower than ``rate`` stretches the storm (at most 1000 of a
+    storm's events are delivered per look, every 10 ms).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    serial: int = Field(ge=0, le=2**31 - 1, description="tells storms apart; numbers their events")
+    rate: float = Field(gt=0, le=1_000_000, description="events a second")
+    count: int = Field(ge=1, le=2**31 - 1)
+    steps: tuple[FakeStep, ...] = Field(min_length=1, max_length=16)
+
+    @model_validator(mode="after")
+    def _serials_fit(self) -> FakeStorm:
+        if self.serial + self.count - 1 > 2**31 - 1:
+            raise ValueError(
+                f"storm serial {self.serial} + count {self.count} - 1 exceeds 2147483647, "
+                "the largest event_serial_num"
+            )
+        return self
+
+    def due(self, elapsed: float) -> int:
+        """How many of its events are due ``elapsed`` seconds after it began (the first at once)."""
+        return min(self.count, 1 + int(elapsed * self.rate))
 
 
 class FakeVdev(BaseModel):
@@ -278,6 +323,7 @@ class FakeChip(BaseModel):
     memory_mb: int | None = Field(default=None, ge=0)
     fault_severity: int = Field(default=2, ge=0, le=3, description="severity of this chip's fault events")
     events: tuple[FakeEvent, ...] = Field(default=(), max_length=64)
+    storm: FakeStorm | None = None
     pcie: Bdf | None = Field(default=None, description="PCI address; default from phy_id, none on 310B")
     device_ip: IPvAnyAddress | None = Field(default=None, description="RoCE port address")
     vdevs: tuple[FakeVdev, ...] = Field(default=(), max_length=32)
@@ -315,7 +361,7 @@ class FakeChip(BaseModel):
             raise ValueError(f"chip {self.phy_id}: event serial numbers must be unique; repeated: {repeated}")
         return self
 
-    def event_severity(self, event: FakeEvent) -> int:
+    def event_severity(self, event: FakeStep) -> int:
         """The severity ``event`` is delivered with."""
         return event.severity if event.severity is not None else self.fault_severity
 

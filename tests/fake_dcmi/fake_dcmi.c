@@ -14,7 +14,8 @@
  * memory_info_v3 on 910B/A3, -8255 for the PCIe and IP queries on SoC boards (310B),
  * -8023 for the IP of a RoCE port without one, subscription only where the scenario
  * allows it, and injected errors, latency and hangs. A hang waits with the library's
- * lock released, so it stalls its own call only.
+ * lock released, so it stalls its own call only. A chip's storm floods its subscribers
+ * with events at the scenario's rate, through the same event thread.
  *
  * What DCMI calls change (vNPUs made and destroyed, chips resetting) lives in the
  * driver-state file beside the scenario (<scenario>.driver-state, the format of
@@ -58,6 +59,7 @@ enum {
     CONFIG_INFO_NOT_EXIST = -8023, NOT_SUPPORT = -8255
 };
 enum { MAX_CHIPS = 256, MAX_FAULTS = 256, MAX_EVENTS = 64, MAX_VDEVS = 32, TEXT = 32, VDEV_NAME = 16 };
+enum { MAX_STORM_STEPS = 16, STORM_BATCH = 1000 /* a storm's events per look at most, as the Python fake */ };
 enum { POLL_US = 10000, HUAWEI_PCI_VENDOR = 0x19e5 };
 enum { MAX_TEMPLATES = 16, MEDIA = 5, MAX_USAGE = 64, MAX_ECC = 4, ECC_FIELDS = 9, FREQ_TYPES = 13 };
 enum { MAX_MADE = 2048, MAX_GONE = 1024, ALL_VDEVS = 0xFFFF, AUTO_ID = -1 /* 0xFFFFFFFF */ };
@@ -89,6 +91,9 @@ static int answered_while_resetting(enum op op) {
 
 /* A fault event of the scenario, delivered once whether or not its code is among the chip's faults. */
 struct event { int serial; unsigned int code; unsigned char severity, assertion; };
+
+/* A storm: count events at rate a second, event i being steps[i % nsteps] numbered serial + i. */
+struct storm { int serial, nsteps; double rate; long long count; struct event steps[MAX_STORM_STEPS]; };
 
 /* A static vNPU: what VDEV_MNG / GET_VDEV_RESOURCE answers. */
 struct vdev {
@@ -126,6 +131,8 @@ struct chip {
     unsigned int faults[MAX_FAULTS];
     int nevents;
     struct event events[MAX_EVENTS];
+    int has_storm;
+    struct storm storm;
     int nvdevs;
     struct vdev vdevs[MAX_VDEVS];
     int has_pcie;
@@ -248,6 +255,23 @@ static int parse_events(char *value, struct chip *chip) {
         if (sscanf(item, "%d:%x:%hhu:%hhu", &e->serial, &e->code, &e->severity, &e->assertion) != 4) return -1;
     }
     return 0;
+}
+
+/* "1:10000.0:100000:81078603/2/1+81078603/2/0": serial, rate, count, then steps of code (hex)/severity/assertion */
+static int parse_storm(char *value, struct chip *chip) {
+    struct storm *storm = &chip->storm;
+    int used = 0;
+    if (sscanf(value, "%d:%lf:%lld:%n", &storm->serial, &storm->rate, &storm->count, &used) != 3 || !used)
+        return -1;
+    if (storm->rate <= 0 || storm->count < 1) return -1;
+    char *save = NULL;
+    for (char *item = strtok_r(value + used, "+", &save); item; item = strtok_r(NULL, "+", &save)) {
+        if (storm->nsteps == MAX_STORM_STEPS) return -1;
+        struct event *step = &storm->steps[storm->nsteps++];
+        if (sscanf(item, "%x/%hhu/%hhu", &step->code, &step->severity, &step->assertion) != 3) return -1;
+    }
+    chip->has_storm = storm->nsteps > 0;
+    return chip->has_storm ? 0 : -1;
 }
 
 /* "100:vir02:2.0:6144:0:0:0,...": id, template, aicore, memory (MB), vfg id, status, in use */
@@ -394,6 +418,7 @@ static int parse_chip_field(const char *key, char *value, struct chip *c) {
     else if (strcmp(key, "severity") == 0) c->severity = (unsigned char)atoi(value);
     else if (strcmp(key, "faults") == 0) return parse_faults(value, c);
     else if (strcmp(key, "events") == 0) return parse_events(value, c);
+    else if (strcmp(key, "storm") == 0) return parse_storm(value, c);
     else if (strcmp(key, "vdevs") == 0) return parse_vdevs(value, c);
     else if (strcmp(key, "pcie") == 0) return parse_pcie(value, c);
     else if (strcmp(key, "ip") == 0) return parse_ip(value, c);
@@ -1412,6 +1437,9 @@ static int nseen;
 static struct { int logic, serial; } *delivered; /* the scenario's events already delivered */
 static int ndelivered;
 struct pending { int card, device; struct dcmi_event event; };
+/* How far each chip's storm has got (the storm it plays, or played last). */
+static struct { int logic, serial; double started; long long sent; } storms[MAX_CHIPS];
+static int nstorms;
 
 static int contains(const unsigned int *codes, int n, unsigned int code) {
     for (int i = 0; i < n; i++)
@@ -1464,6 +1492,44 @@ static void add_event(struct pending **events, int *n, const struct chip *chip, 
     snprintf(fault->event_name, sizeof fault->event_name, "fake fault %08X", code);
 }
 
+static double monotonic_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* The chip's entry in storms (serial -1 when new), or -1 when the table is full. */
+static int storm_run(int logic) {
+    for (int i = 0; i < nstorms; i++)
+        if (storms[i].logic == logic) return i;
+    if (nstorms == MAX_CHIPS) return -1;
+    storms[nstorms].logic = logic;
+    storms[nstorms].serial = -1;
+    return nstorms++;
+}
+
+/* With the lock held: the events of the chip's storm that came due since the last look. */
+static void add_storm_events(struct pending **events, int *n, const struct chip *chip) {
+    const struct storm *storm = &chip->storm;
+    int run = chip->has_storm ? storm_run(chip->logic) : -1;
+    if (run < 0) return;
+    double at = monotonic_seconds();
+    if (storms[run].serial != storm->serial) { /* a storm not played yet: it begins now */
+        storms[run].serial = storm->serial;
+        storms[run].started = at;
+        storms[run].sent = 0;
+    }
+    long long due = 1 + (long long)((at - storms[run].started) * storm->rate);
+    if (due > storm->count) due = storm->count;
+    /* The event thread calls the subscribers for each event in turn: it cannot get ahead of them. */
+    if (due > storms[run].sent + STORM_BATCH) due = storms[run].sent + STORM_BATCH;
+    for (long long i = storms[run].sent; i < due; i++) {
+        const struct event *step = &storm->steps[i % storm->nsteps];
+        add_event(events, n, chip, step->code, step->severity, step->assertion, (int)(storm->serial + i));
+    }
+    storms[run].sent = due;
+}
+
 /* With the lock held: the events between what was seen and the scenario now. */
 static int collect_events(struct pending **events) {
     int n = 0;
@@ -1488,6 +1554,7 @@ static int collect_events(struct pending **events) {
             delivered[ndelivered++].serial = e->serial;
             add_event(events, &n, chip, e->code, e->severity, e->assertion, e->serial);
         }
+        add_storm_events(events, &n, chip);
     }
     remember_faults();
     return n;

@@ -12,8 +12,9 @@ no spaces, lists are comma-separated, a line starting with ``#`` is a comment::
 
 One ``chip`` line per chip, on a single line; a field left out is empty or
 zero. ``events`` are ``serial:code:severity:assertion``; ``vdevs`` are
-``id:template:aicore:memory_mb:vfg_id:status:in_use``; the telemetry, reset,
-super-pod and vNPU fields are listed in docs/dcmi.md. Everything the scenario
+``id:template:aicore:memory_mb:vfg_id:status:in_use``; a ``storm`` is
+``serial:rate:count:`` then its steps ``code/severity/assertion`` joined by ``+``;
+the telemetry, reset, super-pod and vNPU fields are listed in docs/dcmi.md. Everything the scenario
 model resolves (card, device and logic ids, the AI-core figure per chip name,
 whether subscription is supported, default PCIe addresses, event severities,
 vNPU figures, every reading and which of them the chip's driver reports at
@@ -72,6 +73,14 @@ def _events(chip: FakeChip) -> str:
         f"{event.serial}:{event.code:08X}:{chip.event_severity(event)}:{event.assertion}"
         for event in chip.events
     )
+
+
+def _storm(chip: FakeChip) -> str:
+    storm = chip.storm
+    if storm is None:
+        return ""
+    steps = "+".join(f"{step.code:08X}/{chip.event_severity(step)}/{step.assertion}" for step in storm.steps)
+    return f"{storm.serial}:{storm.rate!r}:{storm.count}:{steps}"
 
 
 def _vdevs(scenario: FakeScenario, chip: FakeChip) -> str:
@@ -233,6 +242,7 @@ def render(scenario: FakeScenario) -> str:
             "severity": chip.fault_severity,
             "faults": _codes(chip.fault_codes),
             "events": _events(chip),
+            "storm": _storm(chip),
             "vdevs": _vdevs(scenario, chip),
             "ip": chip.device_ip or "",
             **_telemetry(scenario, placed),
