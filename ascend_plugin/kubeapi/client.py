@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,134 +39,98 @@ WATCH_READ_SLACK = 30.0
 
 
 Call = Callable[..., Any]  # an untyped client method, called with the API object first
-
-
-@dataclass(frozen=True)
-class Calls:
-    """The client methods one kind of object is read and written with, named as the client spells them.
-
-    They are the API classes' own functions (``CoreV1Api.read_namespaced_config_map``),
-    called with the API object as their first argument, so every call the plugin
-    makes can be found by its name.
-    """
-
-    get: Call
-    list: Call  # a namespaced kind: the objects of one namespace
-    create: Call
-    update: Call
-    patch: Call
-    delete: Call
-    list_everywhere: Call | None = None  # a namespaced kind: the objects of every namespace
+EVERYWHERE = "list everywhere"  # the key of a namespaced kind's call that lists (and watches) all namespaces
 
 
 @dataclass(frozen=True)
 class Resource:
-    """A kind of object: its plural (as RBAC names it), API group, and the client calls that reach it."""
+    """A kind of object: its plural (as RBAC names it), its API group, and the calls the plugin makes on it.
+
+    ``calls`` maps a verb as RBAC names it (``get``, ``list``, ``create``,
+    ``update``, ``patch``, ``delete``; a watch is a list with ``watch=True``, and
+    :data:`EVERYWHERE` lists a namespaced kind across namespaces) to the API
+    class's own function, e.g. ``CoreV1Api.read_namespaced_config_map``, called
+    with the API object as its first argument: every call the plugin makes can
+    be found by its name, and only those are here.
+    """
 
     plural: str
     namespaced: bool
-    api: type  # the client's API class of its group: CoreV1Api, ResourceV1Api
-    calls: Calls
+    calls: Mapping[str, Call] = field(compare=False)
     group: str = ""  # "" is the core group (/api/v1)
+
+    @property
+    def api(self) -> type:
+        """The client's API class of the kind's group."""
+        return _API_CLASSES[self.group]
 
     @property
     def qualified(self) -> str:
         """``<group>/<plural>`` (just the plural in the core group), as errors name it."""
         return f"{self.group}/{self.plural}" if self.group else self.plural
 
-    def lister(self, namespace: str | None) -> Call:
-        """The call that lists (and, with ``watch=True``, watches) in ``namespace``; None: everywhere."""
-        if self.namespaced and namespace is None:
-            assert self.calls.list_everywhere is not None, f"{self.plural}: no call lists every namespace"
-            return self.calls.list_everywhere
-        return self.calls.list
+    def call(self, verb: str, namespace: str | None = None) -> Call:
+        """The client call for ``verb`` in ``namespace`` (None: every namespace, for a list or a watch)."""
+        if verb == "watch":
+            verb = "list"
+        if verb == "list" and self.namespaced and namespace is None:
+            verb = EVERYWHERE
+        try:
+            return self.calls[verb]
+        except KeyError:
+            raise LookupError(
+                f"the plugin makes no {verb!r} call on {self.qualified}; "
+                "name the client's method in its calls (ascend_plugin/kubeapi/client.py)"
+            ) from None
 
 
 NODES = Resource(
     "nodes",
     namespaced=False,
-    api=CoreV1Api,
-    calls=Calls(
-        get=CoreV1Api.read_node,
-        list=CoreV1Api.list_node,
-        create=CoreV1Api.create_node,
-        update=CoreV1Api.replace_node,
-        patch=CoreV1Api.patch_node,
-        delete=CoreV1Api.delete_node,
-    ),
+    calls={"get": CoreV1Api.read_node, "list": CoreV1Api.list_node, "patch": CoreV1Api.patch_node},
 )
 CONFIGMAPS = Resource(
     "configmaps",
     namespaced=True,
-    api=CoreV1Api,
-    calls=Calls(
-        get=CoreV1Api.read_namespaced_config_map,
-        list=CoreV1Api.list_namespaced_config_map,
-        list_everywhere=CoreV1Api.list_config_map_for_all_namespaces,
-        create=CoreV1Api.create_namespaced_config_map,
-        update=CoreV1Api.replace_namespaced_config_map,
-        patch=CoreV1Api.patch_namespaced_config_map,
-        delete=CoreV1Api.delete_namespaced_config_map,
-    ),
+    calls={
+        "get": CoreV1Api.read_namespaced_config_map,
+        "list": CoreV1Api.list_namespaced_config_map,
+        "create": CoreV1Api.create_namespaced_config_map,
+        "update": CoreV1Api.replace_namespaced_config_map,
+    },
 )
-EVENTS = Resource(
-    "events",
-    namespaced=True,
-    api=CoreV1Api,
-    calls=Calls(
-        get=CoreV1Api.read_namespaced_event,
-        list=CoreV1Api.list_namespaced_event,
-        list_everywhere=CoreV1Api.list_event_for_all_namespaces,
-        create=CoreV1Api.create_namespaced_event,
-        update=CoreV1Api.replace_namespaced_event,
-        patch=CoreV1Api.patch_namespaced_event,
-        delete=CoreV1Api.delete_namespaced_event,
-    ),
-)
+EVENTS = Resource("events", namespaced=True, calls={"create": CoreV1Api.create_namespaced_event})
 PODS = Resource(
     "pods",
     namespaced=True,
-    api=CoreV1Api,
-    calls=Calls(
-        get=CoreV1Api.read_namespaced_pod,
-        list=CoreV1Api.list_namespaced_pod,
-        list_everywhere=CoreV1Api.list_pod_for_all_namespaces,
-        create=CoreV1Api.create_namespaced_pod,
-        update=CoreV1Api.replace_namespaced_pod,
-        patch=CoreV1Api.patch_namespaced_pod,
-        delete=CoreV1Api.delete_namespaced_pod,
-    ),
+    calls={
+        "get": CoreV1Api.read_namespaced_pod,
+        EVERYWHERE: CoreV1Api.list_pod_for_all_namespaces,
+        "patch": CoreV1Api.patch_namespaced_pod,
+    },
 )
 # Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34 and later).
+DRA_GROUP = "resource.k8s.io"
 RESOURCE_SLICES = Resource(
     "resourceslices",
     namespaced=False,
-    api=ResourceV1Api,
-    group="resource.k8s.io",
-    calls=Calls(
-        get=ResourceV1Api.read_resource_slice,
-        list=ResourceV1Api.list_resource_slice,
-        create=ResourceV1Api.create_resource_slice,
-        update=ResourceV1Api.replace_resource_slice,
-        patch=ResourceV1Api.patch_resource_slice,
-        delete=ResourceV1Api.delete_resource_slice,
-    ),
+    group=DRA_GROUP,
+    calls={
+        "get": ResourceV1Api.read_resource_slice,
+        "list": ResourceV1Api.list_resource_slice,
+        "create": ResourceV1Api.create_resource_slice,
+        "update": ResourceV1Api.replace_resource_slice,
+        "delete": ResourceV1Api.delete_resource_slice,
+    },
 )
 RESOURCE_CLAIMS = Resource(
     "resourceclaims",
     namespaced=True,
-    api=ResourceV1Api,
-    group="resource.k8s.io",
-    calls=Calls(
-        get=ResourceV1Api.read_namespaced_resource_claim,
-        list=ResourceV1Api.list_namespaced_resource_claim,
-        list_everywhere=ResourceV1Api.list_resource_claim_for_all_namespaces,
-        create=ResourceV1Api.create_namespaced_resource_claim,
-        update=ResourceV1Api.replace_namespaced_resource_claim,
-        patch=ResourceV1Api.patch_namespaced_resource_claim,
-        delete=ResourceV1Api.delete_namespaced_resource_claim,
-    ),
+    group=DRA_GROUP,
+    calls={"get": ResourceV1Api.read_namespaced_resource_claim},
 )
+
+_API_CLASSES: Mapping[str, type] = {"": CoreV1Api, DRA_GROUP: ResourceV1Api}
 
 _CLIENT_FAILURES = (aiohttp.ClientError, OSError, TimeoutError)
 
@@ -265,11 +229,11 @@ class Kube:
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
         """Read one object."""
-        return await self._call(_Request("get", resource, resource.calls.get, namespace, name))
+        return await self._call(_Request("get", resource, resource.call("get"), namespace, name))
 
     async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
         """List the objects matching ``field_selector``."""
-        request = _Request("list", resource, resource.lister(namespace), namespace)
+        request = _Request("list", resource, resource.call("list", namespace), namespace)
         body = await self._call(request, field_selector=field_selector)
         raw_items = body.get("items")
         items = [item for item in raw_items if isinstance(item, dict)] if isinstance(raw_items, list) else []
@@ -278,17 +242,17 @@ class Kube:
 
     async def create(self, resource: Resource, namespace: str, body: JsonObject) -> JsonObject:
         """Create an object."""
-        return await self._call(_Request("create", resource, resource.calls.create, namespace), body)
+        return await self._call(_Request("create", resource, resource.call("create"), namespace), body)
 
     async def replace(self, resource: Resource, name: str, namespace: str, body: JsonObject) -> JsonObject:
         """Replace an object; a stale ``metadata.resourceVersion`` in ``body`` raises Conflict."""
-        return await self._call(_Request("update", resource, resource.calls.update, namespace, name), body)
+        return await self._call(_Request("update", resource, resource.call("update"), namespace, name), body)
 
     async def patch(
         self, resource: Resource, name: str, namespace: str | None, body: JsonObject
     ) -> JsonObject:
         """Strategic-merge-patch an object (the client's default content type for a dict body)."""
-        return await self._call(_Request("patch", resource, resource.calls.patch, namespace, name), body)
+        return await self._call(_Request("patch", resource, resource.call("patch"), namespace, name), body)
 
     async def delete(
         self,
@@ -299,7 +263,7 @@ class Kube:
     ) -> JsonObject:
         """Delete an object; ``preconditions`` (uid, resourceVersion) make a changed object a Conflict."""
         options: JsonObject = {"preconditions": preconditions} if preconditions else {}
-        request = _Request("delete", resource, resource.calls.delete, namespace, name)
+        request = _Request("delete", resource, resource.call("delete"), namespace, name)
         return await self._call(request, body=None, body_option=options)
 
     async def watch(
@@ -315,7 +279,7 @@ class Kube:
         An ERROR event raises its status as an exception (410 Gone when the
         version is too old: list again).
         """
-        request = _Request("watch", resource, resource.lister(namespace), namespace)
+        request = _Request("watch", resource, resource.call("watch", namespace), namespace)
         query = {
             "field_selector": field_selector,
             "watch": True,
