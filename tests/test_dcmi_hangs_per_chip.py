@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fake_dcmi.players import ScenarioPlayer
+from waiting import eventually
 
 from backends.fake import FakeScenario
 
@@ -38,13 +38,6 @@ def _inside_the_library(thread: threading.Thread) -> bool:
     return False
 
 
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
-
-
 def _answered_in_time(call: Callable[[], list[int]]) -> list[int] | None:
     """``call``'s answer from another thread; None if it did not answer within WAIT."""
     answers: list[list[int]] = []
@@ -60,7 +53,12 @@ def test_a_hung_chip_leaves_the_others_answering(any_fake: ScenarioPlayer[Any]) 
     stuck = threading.Thread(target=lambda: hung.append(library.health(3, 0)), daemon=True)
     stuck.start()
     try:
-        _until(lambda: _inside_the_library(stuck), "chip 3's health call to be inside the library")
+        eventually(
+            lambda: _inside_the_library(stuck),
+            "chip 3's health call inside the library",
+            within=WAIT,
+            every=0.001,
+        )
         for _ in range(ROUNDS):  # again and again while chip 3 is held
             answers = _answered_in_time(lambda: [library.health(card, 0) for card in range(3)])
             assert answers == [0, 0, 0]

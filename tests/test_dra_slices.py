@@ -16,7 +16,6 @@ from dra_harness import (
     NODE,
     DraNode,
     device_names,
-    kubelet_sees,
     make_dra_node,
     prepare,
     put_claim,
@@ -25,7 +24,7 @@ from dra_harness import (
     running_driver,
 )
 from kube_harness import make_inventory, running
-from plugin_harness import until
+from waiting import until, wait_for
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.slices import SliceController
@@ -298,7 +297,7 @@ async def test_a_chip_split_into_vnpus_is_never_published_or_prepared_whole(
     kubelet = await dra_kubelet_for(node)
     async with running_driver(node.settings(kubeconfig)):
         await published(apiserver, EIGHT[1:])
-        await kubelet_sees(kubelet, registered, "registered")
+        await wait_for(kubelet, registered, "registered")
         claim = put_claim(apiserver, "whole", [result("npu-0")])
         refused = (await prepare(kubelet, claim)).claims[claim[2]].error
         assert "device npu-0 is split into vNPUs; a chip that carries vNPUs is never given whole" in refused
