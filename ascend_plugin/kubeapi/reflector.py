@@ -142,6 +142,7 @@ class Reflector(Generic[T]):
         self._synced = anyio.Event()
         self._must_list = True
         self._just_listed = False  # nothing came of the watch since the last list yet
+        self._expired_at_once = False  # the last failure: 410 Gone straight after a list
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -181,7 +182,8 @@ class Reflector(Generic[T]):
             try:
                 async with aclosing(self._steps()) as steps:
                     async for _ in steps:
-                        self.retry.succeeded()
+                        if not (self._just_listed and self._expired_at_once):
+                            self.retry.succeeded()  # (a list between two such 410s is no recovery)
                         if not said_synced:
                             said_synced = True
                             log.info(
@@ -219,11 +221,12 @@ class Reflector(Generic[T]):
             try:
                 async with aclosing(self._watch()) as steps:
                     async for changed in steps:
-                        self._just_listed = False
+                        self._just_listed = self._expired_at_once = False
                         yield changed
             except Gone:
                 self._must_list = True
                 if self._just_listed:
+                    self._expired_at_once = True
                     raise  # the version of a list just taken: something is wrong, back off first
                 log.debug(
                     "%s: the watch's resourceVersion expired (410 Gone); listing again",

@@ -47,8 +47,11 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
 * switches for the failures a plugin must survive: :meth:`inject` answers
   chosen requests with 403, 500, 410 or any status; :meth:`stop` takes the
   server down (connections refused) and :meth:`start` brings it back on the
-  same port; :meth:`drop_watches` cuts the open watches' connections mid-stream,
-  as a load balancer or a restarting server does.
+  same port; :meth:`hold` keeps chosen answers back (the change done, the
+  answer not sent yet), so a watch event can be made to arrive first;
+  :meth:`end_watches` ends the open watches as their timeout does,
+  :meth:`drop_watches` cuts their connections mid-stream, as a load balancer or
+  a restarting server does.
 
 Every request is recorded (:attr:`requests`) so tests can count writes.
 """
@@ -144,6 +147,7 @@ class Recorded:
     at: float  # time.monotonic() when it arrived
     content_type: str = ""
     status: int = 0
+    query: dict[str, str] = field(default_factory=dict)  # its query parameters
 
 
 @dataclass
@@ -162,6 +166,19 @@ class Injection:
             and self.verb in (None, verb)
             and self.resource in (None, resource)
         )
+
+
+@dataclass
+class Hold:
+    """Keep the answers of matching requests back, their effect done, until :meth:`release`."""
+
+    verb: str
+    resource: str
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0  # answers held back now
+
+    def release(self) -> None:
+        self.released.set()
 
 
 @dataclass(frozen=True)
@@ -272,6 +289,7 @@ class FakeApiServer:
     requests: list[Recorded] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)
     denials: list[Denial] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
     version: int = 1000
     oldest_watchable: int = 0  # watches from before this version get 410
     device_taints: bool = False  # the DRADeviceTaints feature gate: off keeps no taints on devices
@@ -284,6 +302,7 @@ class FakeApiServer:
         self._changed = asyncio.Event()
         self._stopping = asyncio.Event()
         self._dropping = asyncio.Event()
+        self._ending = asyncio.Event()
         self._bookmark_round = 0  # send_bookmarks() calls so far
         self._names = itertools.count(1)
         self._tokens: dict[int, str] = {}  # version -> its opaque token
@@ -360,6 +379,12 @@ class FakeApiServer:
         self.injections.append(injection)
         return injection
 
+    def hold(self, verb: str, resource: str) -> Hold:
+        """Answer matching requests only once the hold is released (what they do is done at once)."""
+        hold = Hold(verb, resource)
+        self.holds.append(hold)
+        return hold
+
     def clear_injections(self) -> None:
         self.injections.clear()
 
@@ -380,6 +405,11 @@ class FakeApiServer:
     def compact(self) -> None:
         """Forget the history before now: open watches go on; watching from an older version gets 410."""
         self.oldest_watchable = self.version
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly, as the server does at the watch's timeout."""
+        ending, self._ending = self._ending, asyncio.Event()
+        ending.set()
 
     def drop_watches(self) -> None:
         """Cut every open watch's connection mid-stream (the client sees a broken response)."""
@@ -501,7 +531,16 @@ class FakeApiServer:
         name = request.match_info.get("name", "")
         verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
         body = await request.json() if request.can_read_body else None
-        recorded = Recorded(verb, resource, namespace, name, body, time.monotonic(), request.content_type)
+        recorded = Recorded(
+            verb,
+            resource,
+            namespace,
+            name,
+            body,
+            time.monotonic(),
+            request.content_type,
+            query=dict(request.query),
+        )
         self.requests.append(recorded)
         response = await self._answer(request, recorded)
         recorded.status = response.status
@@ -527,6 +566,11 @@ class FakeApiServer:
             if verb == "watch":
                 return await self._watch(request, resource, namespace)
             result, code = self._dispatch(request, verb, (resource, namespace, name), recorded.body)
+            for hold in self.holds:
+                if (hold.verb, hold.resource) == (verb, resource) and not hold.released.is_set():
+                    hold.waiting += 1
+                    await hold.released.wait()
+                    hold.waiting -= 1
             return web.json_response(result, status=code)
         except ApiFailure as failure:
             return web.json_response(
@@ -687,6 +731,9 @@ class FakeApiServer:
         return response
 
     async def _watch(self, request: web.Request, resource: str, namespace: str) -> web.StreamResponse:
+        # Taken before the first await: a switch thrown once the request is recorded reaches this watch.
+        stopping, dropping, ending = self._stopping, self._dropping, self._ending
+        bookmark_round = self._bookmark_round
         start = request.query.get("resourceVersion", "")
         timeout = float(request.query.get("timeoutSeconds", "300"))
         bookmarks = request.query.get("allowWatchBookmarks", "").lower() in ("true", "1")
@@ -701,9 +748,7 @@ class FakeApiServer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         next_bookmark = self._next_bookmark(loop.time(), deadline) if bookmarks else None
-        bookmark_round = self._bookmark_round
-        stopping, dropping = self._stopping, self._dropping
-        while not stopping.is_set() and since >= self.oldest_watchable:
+        while not (stopping.is_set() or ending.is_set()) and since >= self.oldest_watchable:
             if dropping.is_set():
                 assert request.transport is not None
                 request.transport.abort()  # mid-stream: no last chunk, the client sees a broken response
@@ -724,7 +769,7 @@ class FakeApiServer:
             wake_at = min(deadline, next_bookmark) if next_bookmark is not None else deadline
             if deadline - now <= 0:
                 break
-            waiters = [asyncio.ensure_future(event.wait()) for event in (changed, stopping, dropping)]
+            waiters = [asyncio.ensure_future(event.wait()) for event in (changed, stopping, dropping, ending)]
             _, pending = await asyncio.wait(
                 waiters, timeout=max(wake_at - now, 0), return_when=asyncio.FIRST_COMPLETED
             )
