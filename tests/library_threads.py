@@ -1,13 +1,9 @@
-"""Watching threads that call a device library: is one inside a call, and waiting for a condition."""
+"""Watching threads that call a device library: is one inside a call."""
 
 from __future__ import annotations
 
 import sys
 import threading
-import time
-from collections.abc import Callable
-
-WAIT = 30.0  # generous: a healthy call answers within milliseconds
 
 
 def inside_the_library(thread: threading.Thread) -> bool:
@@ -19,11 +15,3 @@ def inside_the_library(thread: threading.Thread) -> bool:
             return True
         frame = frame.f_back
     return False
-
-
-def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` after WAIT seconds."""
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from fake_dcmi.players import ScenarioPlayer
-from library_threads import inside_the_library, until
+from library_threads import inside_the_library
+from waiting import eventually
 
 from backends.fake import FakeScenario
 
@@ -41,7 +42,12 @@ def test_a_hung_chip_leaves_the_others_answering(any_fake: ScenarioPlayer[Any]) 
     stuck = threading.Thread(target=lambda: hung.append(library.health(3, 0)), daemon=True)
     stuck.start()
     try:
-        until(lambda: inside_the_library(stuck), "chip 3's health call to be inside the library")
+        eventually(
+            lambda: inside_the_library(stuck),
+            "chip 3's health call inside the library",
+            within=WAIT,
+            every=0.001,
+        )
         for _ in range(ROUNDS):  # again and again while chip 3 is held
             answers = _answered_in_time(lambda: [library.health(card, 0) for card in range(3)])
             assert answers == [0, 0, 0]

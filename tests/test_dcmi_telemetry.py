@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from library_threads import inside_the_library, until
+from library_threads import inside_the_library
+from waiting import eventually
 
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
@@ -228,7 +229,7 @@ def test_network_health_hangs_on_one_chip_while_the_others_answer(any_fake: Scen
     blocked = threading.Thread(target=lambda: answers.append(library.network_health(1, 0)), daemon=True)
     blocked.start()
     try:
-        until(lambda: inside_the_library(blocked), "the network health call to be under way")
+        eventually(lambda: inside_the_library(blocked), "the network health call under way", every=0.001)
         assert library.network_health(2, 0) == 0
         assert library.temperature(1, 0) == 51  # only that call of that chip hangs
         assert answers == []

@@ -20,7 +20,7 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 from hypothesis import given
 from hypothesis import strategies as st
-from plugin_harness import WAIT, until
+from waiting import WAIT, until
 
 from ascend_plugin.faults import FaultLevel, builtin_table
 from ascend_plugin.inventory.damping import DampingPolicy

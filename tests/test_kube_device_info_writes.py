@@ -16,7 +16,7 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 from kube_harness import running
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.inventory.damping import DampingPolicy

@@ -16,7 +16,7 @@ import threading
 import pytest
 from fake_dcmi.players import CFakePlayer
 from health_harness import monitored
-from plugin_harness import WAIT
+from waiting import WAIT
 
 from ascend_plugin.chip_calls import ChipCalls, ChipCallTimeout
 from ascend_plugin.resilience import Backoff
