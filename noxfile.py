@@ -82,10 +82,12 @@ def bench(session: nox.Session) -> None:
         "bench/health.py",
         "bench/footprint.py",
         "bench/placement.py",
+        "bench/fault_policy.py",
         "bench/dra.py",
         "bench/dra_hostile.py",
         "bench/vnpus.py",
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
+        "bench/event_storm.py",
     ):
         session.run("python", script, *session.posargs)

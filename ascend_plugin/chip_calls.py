@@ -16,13 +16,16 @@ their caps: a wedged driver costs a bounded number of threads, never one per
 poll. When an abandoned call finally returns, or a retry succeeds, the lane is
 free again and the listeners hear of it, so the chip recovers by the normal
 path.
+
+Results travel back to the event loop from these threads, and fault events from
+the library's own thread; every such hand-off goes through :func:`hand_to_loop`,
+which knows that a thread can finish after the loop has closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
 import itertools
 import logging
 import queue
@@ -30,7 +33,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, TypeVarTuple
 
 from ascend_plugin.resilience import Backoff
 
@@ -38,6 +41,7 @@ log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
+Ts = TypeVarTuple("Ts")
 
 LaneKey = int | None  # a chip's physical id; None for node-wide calls
 NODE: LaneKey = None
@@ -50,6 +54,22 @@ LaneListener = Callable[[LaneKey, "StuckCall | None"], None]
 RETRY_BACKOFF = Backoff(1.0, 60.0)
 MAX_ABANDONED_PER_LANE = 2
 MAX_ABANDONED = 32
+
+
+def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], object], *args: *Ts) -> bool:
+    """Run ``callback(*args)`` on ``loop`` soon, from any thread; False when the loop has closed.
+
+    A thread can finish after the loop is gone: a call abandoned at shutdown
+    returns at last, or the driver delivers one more fault event. Nobody waits
+    for it any more, so there is nothing to do; raising instead would only end
+    as a traceback in the log (concurrent.futures logs what a done-callback
+    raises, the DCMI binding what an event handler raises).
+    """
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop is closed
+        return False
+    return True
 
 
 def lane_name(key: LaneKey) -> str:
@@ -166,12 +186,8 @@ async def _answer(future: concurrent.futures.Future[T], limit: float) -> T:
         if not answered.done():
             answered.set_result(None)
 
-    def wake_from_thread(_: concurrent.futures.Future[T]) -> None:
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
-            loop.call_soon_threadsafe(wake)
-
     timer = loop.call_later(limit, wake)
-    future.add_done_callback(wake_from_thread)
+    future.add_done_callback(lambda _: hand_to_loop(loop, wake))
     try:
         await answered
     finally:
@@ -311,7 +327,7 @@ class ChipCalls:
         lane.worker = None
         lane.abandoned += 1
         worker.stop()  # the thread ends once the call returns
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._abandoned_returned, lane, name))
+        future.add_done_callback(lambda _: hand_to_loop(loop, self._abandoned_returned, lane, name))
         log.error(
             "driver call %s on %s did not return within %g s; %s, retrying in %.0f s",
             name,

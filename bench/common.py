@@ -11,7 +11,7 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -73,9 +73,16 @@ class Workspace:
         temporary.replace(self.scenario)
 
     def start_plugin(
-        self, *extra: str, env: dict[str, str] | None = None, entry: Sequence[str] = ("-m", "ascend_plugin")
+        self,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        entry: Sequence[str] = ("-m", "ascend_plugin"),
+        stderr: IO[bytes] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command."""
+        """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command.
+
+        Its log goes to ``stderr`` when given (a file to count lines in), else to this script's.
+        """
         for node in ("davinci0", "davinci_manager", "hisi_hdc", "devmm_svm"):
             path = self.host_root / "dev" / node
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,7 +93,7 @@ class Workspace:
             "--device-plugin-path", str(self.plugin_dir), "--host-root", str(self.host_root),
             "--http-address", "", "--log-level", "WARNING", *extra,
         ]  # fmt: skip
-        return subprocess.Popen(command, env={**os.environ, **(env or {})})
+        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr)
 
 
 def print_command() -> None:

@@ -22,13 +22,12 @@ from dra_harness import (
     NODE,
     DraNode,
     device_names,
-    kubelet_sees,
     make_dra_node,
     registered,
     running_driver,
     validated,
 )
-from plugin_harness import until
+from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
@@ -100,7 +99,7 @@ async def test_where_the_server_drops_counters_chips_are_whole_only_and_it_is_sa
     apiserver.kube_version = version
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic", http_address="")) as app:
-        await kubelet_sees(dra_kubelet, registered, "registered")
+        await wait_for(dra_kubelet, registered, "registered")
         await until(lambda: device_names(ours(apiserver)) == EIGHT, "whole chips")
         await until(lambda: in_sync(app), "in sync")
         await until(lambda: app.readiness().ok, "ready")
@@ -211,7 +210,7 @@ async def test_by_default_taints_are_kept_where_the_server_keeps_them_partitions
         dra_node.set_faults({5: ["80E01801"]})
         await until(lambda: "taints" in devices(apiserver)["npu-5"], "npu-5 tainted")
         tainted = {name for name, device in devices(apiserver).items() if device.get("taints")}
-        await kubelet_sees(
+        await wait_for(
             dra_kubelet,
             lambda k: (
                 k.drivers[DRIVER].health.get((NODE, "npu-5-vir10-3c-32g-1")) is not None
