@@ -248,7 +248,7 @@ class PluginApp:
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings, plan)
+        dra = DraFace(inventory, host, dra_settings, plan, self.calls)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.dra = dra

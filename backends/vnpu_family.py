@@ -7,7 +7,10 @@ no vNPUs.
 
 For vNPUs made on demand, each family says what its chips can be split by
 (:meth:`VnpuFamily.splits`: Huawei's templates and what each takes, see
-:mod:`backends.vnpu_split`).
+:mod:`backends.vnpu_split`), and :meth:`VnpuFamily.create_vnpu` /
+:meth:`VnpuFamily.destroy_vnpu` make and destroy one (``dcmi_create_vdevice``
+with the driver choosing the vNPU's id, as Huawei's plugin lets it;
+``dcmi_set_destroy_vdevice``).
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from backends.backend import DEVICE_INFO, ChipBackend
 from backends.chips import Chip
 from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import VdevInfo
+from backends.library import ALL_VDEVS, VdevInfo
 from backends.session import LibrarySession
 from backends.vnpu_split import AICORE, MEMORY, ChipSplits, VnpuTemplate
 
@@ -64,6 +67,24 @@ class VnpuFamily(ChipBackend):
         self._without_vnpus.add(chip.phy_id)
         log.debug("%s has no static vNPUs: %s", chip.label, why, extra={"chip": chip.phy_id})
         return []
+
+    def create_vnpu(self, chip: Chip, template: str) -> int:
+        """Make a vNPU of ``template`` on ``chip``; its id (the N of ``/dev/vdavinciN``).
+
+        DcmiError with the driver's code when it refuses (-8001 a template it
+        does not know, -8020 no room beside the chip's vNPUs), SymbolMissing
+        when the driver has no ``dcmi_create_vdevice``.
+        """
+        created = self.library.create_vdev(chip.card_id, chip.device_id, template)
+        log.debug("%s: made vNPU %d (%s)", chip.label, created.vdev_id, template, extra={"chip": chip.phy_id})
+        return created.vdev_id
+
+    def destroy_vnpu(self, chip: Chip, vdev_id: int) -> None:
+        """Destroy vNPU ``vdev_id`` of ``chip`` (never all of them: that id is refused here)."""
+        if vdev_id == ALL_VDEVS:
+            raise ValueError(f"vNPU id {vdev_id:#x} would destroy every vNPU of {chip.label}")
+        self.library.destroy_vdev(chip.card_id, chip.device_id, vdev_id)
+        log.debug("%s: destroyed vNPU %d", chip.label, vdev_id, extra={"chip": chip.phy_id})
 
     def splits(self, chip: Chip, ai_cores: float | None, memory_mb: int | None) -> ChipSplits | None:
         """What ``chip`` can be split into; None where its AI cores or memory are unknown or fit no template.

@@ -42,7 +42,7 @@ def test_no_file_is_no_claim(tmp_path: Path) -> None:
 
 def test_the_format_is_versioned_and_sorted() -> None:
     data = json.loads(render({"uid-2": CLAIM, "uid-1": CLAIM}))
-    assert data["format"] == 1
+    assert data["format"] == 2
     assert list(data["claims"]) == ["uid-1", "uid-2"]
 
 
@@ -50,7 +50,7 @@ def test_the_format_is_versioned_and_sorted() -> None:
     ("text", "problem"),
     [
         ("{", "not JSON"),
-        ('{"claims": {}}', "not a checkpoint of format 1"),
+        ('{"claims": {}}', "not a checkpoint of format 1 or 2"),
         ('{"format": 1, "claims": []}', "claims must be an object of claims by UID"),
         (
             '{"format": 1, "claims": {"u": {"namespace": "d", "name": "n", "pool": "p"}}}',

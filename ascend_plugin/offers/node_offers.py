@@ -39,10 +39,12 @@ from ascend_plugin.offers.whole_chips import WholeChips
 from ascend_plugin.settings import Settings, how_to_set
 from backends.backend import ChipBackend
 from backends.families import FAMILIES
+from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import ChipSplits
 
 SHARE_COUNT_IGNORED = "ShareCountIgnored"
 DYNAMIC_VNPU_IGNORED = "DynamicVnpuIgnored"
+_MAKING = frozenset({"dcmi_create_vdevice", "dcmi_set_destroy_vdevice"})
 NOT_SPLIT_ON_DEMAND = "NotSplitOnDemand"
 DEVICE_SHARE_NEEDED = "DeviceShareNeeded"
 _LISTED = 8  # chips named in one message
@@ -119,6 +121,7 @@ class DraPlan:
     splits: Mapping[int, ChipSplits]
     share_count: int = 1
     notices: tuple[Notice, ...] = ()
+    maker: VnpuFamily | None = None  # the backend that makes the partitions' vNPUs (splits not empty)
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
@@ -139,9 +142,14 @@ def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend)
     sharing = settings.share_count > 1 and family.shares_chips
     if settings.share_count > 1 and not family.shares_chips:
         notices.append(_share_count_ignored(settings.share_count, inventory))
-    dynamic = settings.vnpu == "dynamic" and family.splits_into_vnpus
-    if settings.vnpu == "dynamic" and not family.splits_into_vnpus:
+    maker = family if isinstance(family, VnpuFamily) else None
+    dynamic = settings.vnpu == "dynamic" and maker is not None
+    if settings.vnpu == "dynamic" and maker is None:
         notices.append(_dynamic_ignored(inventory))
+    lacking = sorted(_MAKING & family.missing)
+    if dynamic and lacking:
+        notices.append(_driver_cannot_make(inventory, lacking))
+        dynamic = False
     if sharing:
         split = [state for state in chips if state.split]
         if split or dynamic:
@@ -156,7 +164,16 @@ def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend)
         unsplit = [state for state in chips if state.phy_id not in splits]
         if unsplit:
             notices.append(_not_split_on_demand(inventory, unsplit))
-    return DraPlan(splits, settings.share_count if sharing else 1, tuple(notices))
+    return DraPlan(splits, settings.share_count if sharing else 1, tuple(notices), maker if splits else None)
+
+
+def _driver_cannot_make(inventory: Inventory, lacking: Sequence[str]) -> Notice:
+    return Notice(
+        DYNAMIC_VNPU_IGNORED,
+        f"vnpu=dynamic: the chip library {inventory.facts.library} has no {' or '.join(lacking)}, so no "
+        "vNPU can be made on demand; the chips are published whole. A driver whose npu-smi makes vNPUs "
+        "(npu-smi set -t create-vnpu) has them",
+    )
 
 
 def _dynamic_ignored(inventory: Inventory) -> Notice:

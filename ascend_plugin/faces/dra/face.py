@@ -27,6 +27,7 @@ from pathlib import Path
 
 import anyio
 
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.claims import ClaimRef, ClaimRefused
@@ -38,6 +39,8 @@ from ascend_plugin.faces.dra.registration import RegistrationService
 from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
+from ascend_plugin.faces.dra.vnpu_keeper import VnpuKeeper
+from ascend_plugin.faces.dra.vnpus import ChipVnpus
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
@@ -114,9 +117,15 @@ class DraFace:
     """The registration and DRA sockets, the preparer, the health stream and the ResourceSlices."""
 
     def __init__(
-        self, inventory: Inventory, host: HostDevices, settings: DraSettings, plan: DraPlan | None = None
+        self,
+        inventory: Inventory,
+        host: HostDevices,
+        settings: DraSettings,
+        plan: DraPlan | None = None,
+        calls: ChipCalls | None = None,
     ) -> None:
-        """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``)."""
+        """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
+        chip lanes its vNPUs are made on (needed with a plan that splits chips)."""
         self.inventory = inventory
         self.settings = settings
         plan = plan or DraPlan({})
@@ -129,13 +138,19 @@ class DraFace:
             evict=settings.evict,
         )
         self.claims = ApiClaims()
+        keeper = None
+        if plan.maker is not None and plan.splits:
+            assert calls is not None, "vNPUs are made on the chips' lanes"
+            keeper = VnpuKeeper(ChipVnpus(plan.maker, calls, inventory), plan.splits.keys())
+        self.keeper = keeper
         self.preparer = ClaimPreparer(
             driver=settings.driver,
             pool=settings.node,
-            inventory=inventory,
+            catalog=self.catalog,
             specs=ClaimSpecs(settings.cdi_kind, settings.cdi_spec_dir, host),
             checkpoint=Checkpoint(settings.plugin_dir / CHECKPOINT),
             source=self.claims,
+            keeper=keeper,
         )
         service = DraPluginV1(self.preparer)
         self.health = DeviceHealthService(inventory, settings.node, devices_of=self.catalog.names_of)
