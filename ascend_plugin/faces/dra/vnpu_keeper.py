@@ -101,7 +101,12 @@ class VnpuKeeper:
             for vnpu in wanted:
                 if vnpu.phy_id in self.unswept:
                     await self.sweep(vnpu.phy_id, owned)
-                vdev_id = await self.lifecycle.create(vnpu.phy_id, vnpu.template)
+                try:
+                    vdev_id = await self.lifecycle.create(vnpu.phy_id, vnpu.template)
+                except VnpuError:
+                    # A create that timed out may still finish in the driver: look before the chip's next one.
+                    self.unswept.add(vnpu.phy_id)
+                    raise
                 self.made += 1
                 made.append(dataclasses.replace(vnpu, vdev_id=vdev_id))
         except VnpuError:
