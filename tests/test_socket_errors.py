@@ -49,7 +49,9 @@ async def test_a_kubelet_sock_that_is_no_socket_is_named_for_what_it_is(
         assert errors(caplog) == [
             f"registration with the kubelet failed: {expected}; retrying with backoff (next in 0.02 s)"
         ]
-        assert app.readiness().detail == f"not registered with the kubelet: {expected}"
+        assert (
+            app.readiness().detail == f"device plugin: {RESOURCE} not registered with the kubelet: {expected}"
+        )
 
         # The node is fixed: the kubelet comes up on a real socket, and the plugin registers.
         if kubelet_sock.is_dir():

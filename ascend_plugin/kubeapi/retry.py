@@ -10,6 +10,7 @@ same problem again only at DEBUG, and one INFO line when it works again.
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from ascend_plugin.resilience import Backoff
 log = logging.getLogger(__name__)
 
 # The API server is usually back within seconds (a control-plane restart); the
-# cap keeps catching up after a longer outage within a quarter of a minute.
-KUBE_BACKOFF = Backoff(0.5, 15.0)
+# cap keeps catching up after a longer outage within a quarter of a minute. Full
+# jitter: every node of the DaemonSet retries the same server, and not all at once.
+KUBE_BACKOFF = Backoff(0.5, 15.0, jitter=random.random)
 
 # Problems that do not go away by waiting: someone has to change RBAC or config.
 _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)

@@ -199,6 +199,8 @@ class SliceController:
             except Gone:
                 log.debug("the ResourceSlice watch expired (410 Gone); listing again")
             except KubeError as error:
+                if not self._listed.is_set():
+                    self.problem = f"cannot list them: {error}"
                 await retry.failed(error)
 
     def _replace(self, items: Sequence[JsonObject], list_version: str) -> None:
