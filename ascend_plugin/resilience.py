@@ -198,11 +198,12 @@ async def supervise(
 
 @dataclass(frozen=True)
 class RootTask:
-    """A named long-running part of the plugin, and how it says what keeps it from its job."""
+    """A named long-running part of the plugin, how it says what keeps it from its job, its backoff."""
 
     name: str
     run: Part
     problems: Problems | None = None
+    backoff: Backoff = PART_BACKOFF
 
 
 async def run_root_tasks(tasks: Sequence[RootTask], supervision: Supervision | None = None) -> None:
@@ -215,7 +216,7 @@ async def run_root_tasks(tasks: Sequence[RootTask], supervision: Supervision | N
     try:
         async with anyio.create_task_group() as group:
             for task in tasks:
-                group.start_soon(supervise, task.name, task.run, PART_BACKOFF, task.problems, name=task.name)
+                group.start_soon(supervise, task.name, task.run, task.backoff, task.problems, name=task.name)
     finally:
         if token is not None:
             _SUPERVISION.reset(token)

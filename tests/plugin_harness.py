@@ -83,9 +83,9 @@ def player_settings(
 
 
 @asynccontextmanager
-async def running_plugin(settings: Settings) -> AsyncIterator[PluginApp]:
-    """A PluginApp running in the background for the duration of the block."""
-    app = PluginApp(settings)
+async def running_plugin(settings: Settings, **options: Any) -> AsyncIterator[PluginApp]:
+    """A PluginApp (with ``options``) running in the background for the duration of the block."""
+    app = PluginApp(settings, **options)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         try:

@@ -32,6 +32,7 @@ from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.offers.base import DeviceNode, OfferedDevice
 from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.path_facts import create_failure
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,8 @@ class CdiSpec:
             version = await book.wait_for_change(version)
 
     def _failed(self, error: OSError, attempt: int) -> None:
-        problem = f"cannot write the CDI spec {self.path}: {error.strerror or error}"
+        where = Path(error.filename) if error.filename else self.path
+        problem = f"cannot write the CDI spec {self.path}: {create_failure(where, error)}"
         log.log(
             logging.DEBUG if problem == self.problem else logging.ERROR,
             "%s; containers given NPUs will not start until it exists. Mount the runtime's CDI directory "

@@ -18,6 +18,7 @@ the disk answers, so the start fails and is retried.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -166,7 +167,12 @@ class Checkpoint:
 
     def _text(self) -> str:
         """The file's text; CheckpointError when what is there is no UTF-8 text file."""
-        mode = os.stat(self.path).st_mode
+        try:
+            mode = os.stat(self.path).st_mode
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise CheckpointError("a symbolic link that leads nowhere (a loop)") from None
+            raise
         if not stat.S_ISREG(mode):  # a directory, a FIFO (reading it would block), a socket, a device
             raise CheckpointError(f"not a regular file but {file_kind(mode)}")
         data = self.path.read_bytes()
