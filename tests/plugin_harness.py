@@ -108,6 +108,12 @@ async def until(predicate: Callable[[], bool], what: str) -> None:
         raise TimeoutError(f"not within {WAIT:g} s: {what}")
 
 
+def not_ready_with(app: PluginApp, *words: str) -> bool:
+    """Condition: /readyz answers not ready, and its text has every one of ``words``."""
+    probe = app.readiness()
+    return not probe.ok and all(word in probe.detail for word in words)
+
+
 def health_of(resource: str, device: str) -> Callable[[KubeletStandIn], str | None]:
     """A reader of one device's health as the kubelet last saw it."""
     return lambda kubelet: kubelet.health(resource).get(device)

@@ -8,10 +8,9 @@ import logging
 from pathlib import Path
 
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, not_ready_with, registered, running_plugin, until, wait_for
 from read_only import read_only
 
-from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
@@ -25,11 +24,6 @@ def spec_devices(path: Path) -> list[str] | None:
         return [device["name"] for device in json.loads(path.read_text())["devices"]]
     except (OSError, ValueError):
         return None
-
-
-def not_ready_with(app: PluginApp, *words: str) -> bool:
-    probe = app.readiness()
-    return not probe.ok and all(word in probe.detail for word in words)
 
 
 async def test_a_spec_directory_blocked_by_a_file_is_written_once_the_file_goes(

@@ -6,20 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, not_ready_with, registered, running_plugin, until, wait_for
 from read_only import read_only
 
-from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
 RESOURCE = "huawei.com/Ascend310"
-
-
-def not_ready_with(app: PluginApp, *words: str) -> bool:
-    probe = app.readiness()
-    return not probe.ok and all(word in probe.detail for word in words)
 
 
 async def test_a_device_plugin_directory_not_writable_at_start_is_named_and_registered_once_it_is(

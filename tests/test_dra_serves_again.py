@@ -19,7 +19,7 @@ from dra_harness import (
     result,
     running_driver,
 )
-from plugin_harness import until
+from plugin_harness import not_ready_with, until
 from read_only import read_only
 
 from ascend_plugin.app import PluginApp
@@ -31,11 +31,6 @@ from ascend_plugin.testing.kube_apiserver import FakeApiServer
 pytestmark = pytest.mark.anyio
 
 EIGHT = [f"npu-{phy}" for phy in range(8)]
-
-
-def not_ready_with(app: PluginApp, *words: str) -> bool:
-    probe = app.readiness()
-    return not probe.ok and all(word in probe.detail for word in words)
 
 
 async def serves_claims(app: PluginApp, kubelet: DraKubeletStandIn, apiserver: FakeApiServer) -> None:

@@ -81,16 +81,22 @@ class PodCache:
         return self.pods()
 
     async def run(self, kube: Kube) -> None:
-        """Follow the node's pods forever; API failures are retried with backoff."""
+        """Follow the node's pods forever; API failures are retried with backoff.
+
+        ``kube`` serves :meth:`list_fresh` only while this runs: the face closes it when its run ends.
+        """
         self.kube = kube
         retry = Retrier(f"pods of node {self.node_name}")
-        while True:
-            try:
-                await self._list_and_watch(kube, retry)
-            except Gone:
-                log.debug("watch of the pods of %s expired (410 Gone); listing again", self.node_name)
-            except KubeError as error:
-                await retry.failed(error)
+        try:
+            while True:
+                try:
+                    await self._list_and_watch(kube, retry)
+                except Gone:
+                    log.debug("watch of the pods of %s expired (410 Gone); listing again", self.node_name)
+                except KubeError as error:
+                    await retry.failed(error)
+        finally:
+            self.kube = None
 
     async def _list_and_watch(self, kube: Kube, retry: Retrier) -> None:
         listing = await kube.list(PODS, None, self.selector)
