@@ -128,8 +128,9 @@ class CdiSpec:
                     self.write(devices)
                 except OSError as error:
                     attempt += 1
-                    self._failed(error, attempt)
-                    with anyio.move_on_after(self.backoff.after(attempt)):
+                    delay = self.backoff.after(attempt)
+                    self._failed(error, attempt, delay)
+                    with anyio.move_on_after(delay):
                         version = await book.wait_for_change(version)
                     continue
                 if attempt:
@@ -140,7 +141,8 @@ class CdiSpec:
                 log.info("wrote the CDI spec", extra={"path": str(self.path), "kind": self.kind})
             version = await book.wait_for_change(version)
 
-    def _failed(self, error: OSError, attempt: int) -> None:
+    def _failed(self, error: OSError, attempt: int, delay: float) -> None:
+        """Log a failed write once; the same failure again only at DEBUG."""
         where = Path(error.filename) if error.filename else self.path
         problem = f"cannot write the CDI spec {self.path}: {create_failure(where, error)}"
         log.log(
@@ -148,7 +150,7 @@ class CdiSpec:
             "%s; containers given NPUs will not start until it exists. Mount the runtime's CDI directory "
             "(/var/run/cdi) writable, or set cdi_spec_dir; retrying in %.1f s",
             problem,
-            self.backoff.after(attempt),
+            delay,
             extra={"path": str(self.path), "attempt": attempt},
         )
         self.problem = problem

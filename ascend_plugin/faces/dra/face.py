@@ -20,9 +20,9 @@ of a claim, which has to read it: the sockets are served before the client
 exists, Unprepare and a repeated Prepare are answered from the checkpoint.
 
 The end of a run, and shutdown: the health streams end, the registration
-socket goes (the plugin watcher deregisters the driver), then the DRA socket. The slices stay: a
-restarted plugin adopts them, and the kubelet removes them itself if the
-driver stays away.
+socket goes (the plugin watcher deregisters the driver), then the DRA socket.
+The slices stay: a restarted plugin adopts them, and the kubelet removes them
+itself if the driver stays away.
 """
 
 from __future__ import annotations
@@ -219,7 +219,8 @@ class DraFace:
             try:
                 for endpoint in sockets.endpoints:
                     if not endpoint.serving and not self._stopping:
-                        if endpoint in sockets.started:
+                        if endpoint in sockets.started:  # said once, however long re-creating it takes
+                            sockets.started.discard(endpoint)
                             log.warning("%s was removed; serving it again", endpoint.path)
                         await endpoint.start()
                         sockets.started.add(endpoint)

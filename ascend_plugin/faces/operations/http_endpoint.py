@@ -4,10 +4,12 @@ A few lines of asyncio instead of a web framework: the plugin answers three
 GETs from the kubelet's probes and Prometheus, and a 4 GB edge board should
 not pay for more. Each connection carries one request and is closed.
 
-* ``/healthz``: the process is alive and its event loop answers (this handler
-  runs on it), and only a restart cannot help it (:mod:`.probes` decides);
-* ``/readyz``: the node is served, or why not (:mod:`.probes`);
+* ``/healthz``: the process is alive, its event loop answers (this handler
+  runs on it), and nothing is wrong that only a restart could fix;
+* ``/readyz``: the node is served, or every cause why not;
 * ``/metrics``: Prometheus text format.
+
+What the two probes answer is decided in :mod:`.probes`.
 """
 
 from __future__ import annotations
