@@ -273,7 +273,8 @@ async def test_a_flood_of_bad_calls_logs_one_line_per_peer_per_10_s_with_the_cou
     dra_kubelet: DraKubeletStandIn,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    assert dra_driver.dra is not None and dra_driver.dra.sockets is not None
+    assert dra_driver.dra is not None
+    assert dra_driver.dra.sockets is not None
     now = [1000.0]
     dra_driver.dra.sockets.dra.refusals.clock = lambda: now[0]
 
