@@ -8,7 +8,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, field
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from fake_dcmi.build import FakeLibraryBuildFailed
@@ -81,15 +82,24 @@ class Ready:
     library: Path
 
 
-@dataclass
+@dataclass(frozen=True)
+class Made:
+    """A platform's base, and the seconds it took to have it."""
+
+    base: base_image.Base
+    seconds: float
+
+
+@dataclass(frozen=True)
 class Checked:
-    """A platform's image that passed: its figures, its fake node, and what each step took."""
+    """A platform's image that passed: its figures, its fake node, what each step took, when it was done."""
 
     target: Platform
     image: str
     figures: image_report.Figures
     node: FakeNode
-    seconds: dict[str, float] = field(default_factory=dict)
+    seconds: dict[str, float]
+    finished: float
 
 
 def _ready(target: Platform, native: Platform | None, clock: Clock) -> Ready:
@@ -132,9 +142,21 @@ def _cdi(used: Engine, image: str, node: FakeNode, scratch: Path, clock: Clock) 
     )
 
 
+def _base(used: Engine, target: Platform, args: argparse.Namespace, scratch: Path, clock: Clock) -> Made:
+    """``target``'s base image (run in a thread of its own: a foreign debootstrap takes minutes)."""
+    started = clock.elapsed()
+    base = base_image.choose(
+        used.on(target.name), ROOT / "Dockerfile", target,
+        registry=args.base_registry, mirror=args.debian_mirror, scratch=scratch, clock=clock,
+    )  # fmt: skip
+    clock.say(f"base: {base.image} ({base.how}); its Python runs as {target.machine}")
+    return Made(base, clock.elapsed() - started)
+
+
 def _platform(
     used: Engine,
     ready: Ready,
+    base: Future[Made],
     args: argparse.Namespace,
     *,
     ca: Path | None,
@@ -142,29 +164,24 @@ def _platform(
     scratch: Path,
     clock: Clock,
 ) -> Checked:
-    """Base, build, figures, contents and smoke test of one platform's image."""
+    """Build, figures, contents and smoke test of one platform's image, once its base is made."""
     target, on = ready.target, used.on(ready.target.name)
     image = f"{args.tag}-{target.arch}"
-    seconds: dict[str, float] = {}
+    made = base.result()
+    seconds = {"base": made.seconds}
     mark = clock.elapsed()
 
     def step(name: str) -> None:
         nonlocal mark
         seconds[name], mark = clock.elapsed() - mark, clock.elapsed()
 
-    base = base_image.choose(
-        on, ROOT / "Dockerfile", target,
-        registry=args.base_registry, mirror=args.debian_mirror, scratch=scratch, clock=clock,
-    )  # fmt: skip
-    clock.say(f"base: {base.image} ({base.how}); its Python runs as {target.machine}")
-    step("base")
-    build.build(on, ROOT, image, base=base, ca=ca, index=index, clock=clock)
+    build.build(on, ROOT, image, base=made.base, ca=ca, index=index, clock=clock)
     step("build")
-    figures = image_report.measure(on, image, base, clock)
-    for line in image_report.report(figures, image, base):
+    figures = image_report.measure(on, image, made.base, clock)
+    for line in image_report.report(figures, image, made.base):
         clock.say(line)
-    image_report.check_budgets(figures, base)
-    for line in image_report.check_contents(on, image, base, DISTRIBUTION, clock):
+    image_report.check_budgets(figures, made.base)
+    for line in image_report.check_contents(on, image, made.base, DISTRIBUTION, clock):
         clock.say(line)
     step("report")
 
@@ -176,11 +193,16 @@ def _platform(
         for mode in MODES:
             smoke.plugin(on, image, node, kubelet, mode=mode, clock=clock)
     step("smoke")
-    return Checked(target, image, figures, node, seconds)
+    return Checked(target, image, figures, node, seconds, clock.elapsed())
 
 
 def _check(args: argparse.Namespace, scratch: Path, clock: Clock) -> list[str]:
-    """Every platform that can be checked here, checked; the closing lines (figures, times, skips)."""
+    """Every platform that can be checked here, checked; the closing lines (figures, times, skips).
+
+    The bases are made in parallel, the images built and smoke-tested one after
+    the other, the native one first: a foreign debootstrap's minutes under qemu
+    pass while the native image is checked.
+    """
     native = platforms.host()
     skipped: dict[Platform, str] = {}
     with engine(args.engine, args.state_dir, scratch, clock) as used:
@@ -200,12 +222,19 @@ def _check(args: argparse.Namespace, scratch: Path, clock: Clock) -> list[str]:
         clock.say(
             f"CA bundle for the build: {ca or '-'} ({ca_source}); index: {index or '-'} ({index_source})"
         )
-        checked = [
-            _platform(
-                used, item, args, ca=ca, index=index, scratch=scratch, clock=clock.tagged(item.target.name)
-            )
-            for item in ready
-        ]
+        with ThreadPoolExecutor(max_workers=len(ready)) as pool:
+            try:
+                bases = [
+                    pool.submit(_base, used, item.target, args, scratch, clock.tagged(item.target.name))
+                    for item in ready
+                ]
+                checked = [
+                    _platform(used, item, base, args, ca=ca, index=index, scratch=scratch,
+                              clock=clock.tagged(item.target.name))
+                    for item, base in zip(ready, bases, strict=True)
+                ]  # fmt: skip
+            finally:
+                base_image.stop_debootstraps()  # only ever running here when a step failed
         on_native = next((item for item in checked if item.target == native), None)
         if on_native is not None:
             for line in _cdi(used, on_native.image, on_native.node, scratch, clock):
@@ -216,10 +245,12 @@ def _check(args: argparse.Namespace, scratch: Path, clock: Clock) -> list[str]:
 def _closing(checked: list[Checked], skipped: dict[Platform, str]) -> list[str]:
     lines = ["images:"]
     lines += [f"  {image_report.summary(item.target.name, item.image, item.figures)}" for item in checked]
-    lines.append("time per platform (wall clock):")
+    lines.append("time (wall clock; the bases made in parallel, then each image built and smoke-tested):")
+    first = checked[0]
     for item in checked:
         steps = ", ".join(f"{name} {took:.0f} s" for name, took in item.seconds.items())
-        lines.append(f"  {item.target.name:<12} {sum(item.seconds.values()):4.0f} s ({steps})")
+        later = "" if item is first else f", {item.finished - first.finished:.0f} s after {first.target.name}"
+        lines.append(f"  {item.target.name:<12} {steps}; done at {item.finished:.0f} s{later}")
     lines += [f"  {target.name:<12} SKIPPED: {why}" for target, why in skipped.items()]
     return lines
 

@@ -18,9 +18,11 @@ and the architecture, so a second run, and every step of this one, reuses them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,6 +61,10 @@ TRIMMED = (
     "var/log/*.log",
     "dev/*",
 )
+
+
+# debootstraps under way, each in its own process group (its chroot's dpkg and scripts with it).
+_RUNNING: set[subprocess.Popen[str]] = set()
 
 
 class BaseImageError(RuntimeError):
@@ -182,15 +188,13 @@ def build_standin(
     root, context = work / "root", work / "context"
     context.mkdir(parents=True)
     clock.say(f"building the stand-in base {tag}: debootstrap --arch={target.arch} {suite} from {mirror}")
-    result = subprocess.run(
+    code, output = _debootstrap(
         ["debootstrap", f"--arch={target.arch}", "--variant=minbase", "--include=python3,python3-pip",
          suite, str(root), mirror],
-        capture_output=True, text=True, timeout=clock.budget(DEBOOTSTRAP_TIMEOUT), check=False,
+        clock,
     )  # fmt: skip
-    if result.returncode != 0:
-        raise BaseImageError(
-            f"debootstrap --arch={target.arch} {suite} failed:\n{(result.stdout + result.stderr)[-3000:]}"
-        )
+    if code != 0:
+        raise BaseImageError(f"debootstrap --arch={target.arch} {suite} failed ({code}):\n{output[-3000:]}")
     _trim(root)
     clock.say(f"debootstrap {suite} {target.arch} done; building {tag} from it")
     with (context / "root.tar").open("wb") as archive:
@@ -208,6 +212,33 @@ def build_standin(
         clock=clock, timeout=STANDIN_BUILD_TIMEOUT,
     )  # fmt: skip
     shutil.rmtree(work)
+
+
+def _debootstrap(command: list[str], clock: Clock) -> tuple[int, str]:
+    """Run debootstrap where :func:`stop_debootstraps` can end it; its exit code and output."""
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    ) as process:
+        _RUNNING.add(process)
+        try:
+            output, _ = process.communicate(timeout=clock.budget(DEBOOTSTRAP_TIMEOUT))
+        except subprocess.TimeoutExpired:
+            _kill(process)
+            raise
+        finally:
+            _RUNNING.discard(process)
+    return process.returncode, output
+
+
+def stop_debootstraps() -> None:
+    """End the debootstraps still running: the check failed, and their minutes would be spent for nothing."""
+    for process in list(_RUNNING):
+        _kill(process)
+
+
+def _kill(process: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
 
 
 def _remove(path: Path) -> None:
