@@ -121,10 +121,10 @@ def _mount(directory: Path) -> None:
         )
 
 
-def _register(target: Platform, directory: Path) -> None:
+def _register(target: Platform, directory: Path, debian_handlers: Path) -> None:
     """Enable Debian's qemu handler for ``target`` (update-binfmts mounts binfmt_misc itself if needed)."""
     name = f"qemu-{target.machine}"
-    if not (DEBIAN_HANDLERS / name).is_file() or shutil.which("update-binfmts") is None:
+    if not (debian_handlers / name).is_file() or shutil.which("update-binfmts") is None:
         raise NoEmulation(f"no binfmt_misc handler runs {target.machine} binaries here ({INSTALL})")
     if os.geteuid() != 0:
         raise NoEmulation(
@@ -137,7 +137,9 @@ def _register(target: Platform, directory: Path) -> None:
         raise NoEmulation(f"`update-binfmts --enable {name}` failed: {enabled.stderr.strip()}")
 
 
-def ensure(target: Platform, directory: Path = BINFMT_MISC) -> tuple[Handler, list[str]]:
+def ensure(
+    target: Platform, directory: Path = BINFMT_MISC, debian_handlers: Path = DEBIAN_HANDLERS
+) -> tuple[Handler, list[str]]:
     """The handler that runs ``target``'s binaries, set up if need be, and what was done for it."""
     done = []
     if not _mounted(directory):
@@ -147,7 +149,7 @@ def ensure(target: Platform, directory: Path = BINFMT_MISC) -> tuple[Handler, li
         raise NoEmulation(f"binfmt_misc is disabled on this machine ({directory / 'status'})")
     handler = handler_for(target, directory)
     if handler is None:
-        _register(target, directory)
+        _register(target, directory, debian_handlers)
         handler = handler_for(target, directory)
         if handler is None:
             raise NoEmulation(
