@@ -222,9 +222,11 @@ def _debootstrap(command: list[str], clock: Clock) -> tuple[int, str]:
         _RUNNING.add(process)
         try:
             output, _ = process.communicate(timeout=clock.budget(DEBOOTSTRAP_TIMEOUT))
-        except subprocess.TimeoutExpired:
+        except subprocess.TimeoutExpired as error:
             _kill(process)
-            raise
+            raise BaseImageError(
+                f"`{' '.join(command[:2])} ... {command[-3]}` did not finish within {error.timeout:.0f} s"
+            ) from None
         finally:
             _RUNNING.discard(process)
     return process.returncode, output

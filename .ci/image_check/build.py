@@ -94,3 +94,6 @@ def build(
         raise EngineError(f"the build did not finish within {error.timeout:.0f} s") from None
     if result.returncode != 0:
         raise EngineError(f"the build failed (exit code {result.returncode}); its output is above")
+    if not engine.has_image(tag, clock):  # what a manifest list would file it under, and nodes pull by
+        found = engine.run("image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", tag, clock=clock)
+        raise EngineError(f"the build gave {tag} for {found.stdout.strip()}, not {engine.platform}")
