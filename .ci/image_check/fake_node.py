@@ -123,25 +123,24 @@ class FakeNode:
 
     def _library_options(self) -> list[str]:
         """The driver directory, read-only as the chart mounts it, and the scenario the library plays."""
-        return [
-            "-v", f"{self.host(DRIVER)}:{DRIVER}:ro",
-            "-v", f"{self.scenario_dir}:{SCENARIO_DIR}:ro",
-            "-e", f"{SCENARIO_ENV}={SCENARIO_DIR}/{self.scenario.name}",
-        ]  # fmt: skip
+        volumes = _volumes((self.host(DRIVER), DRIVER, True), (self.scenario_dir, SCENARIO_DIR, True))
+        return [*volumes, "-e", f"{SCENARIO_ENV}={SCENARIO_DIR}/{self.scenario.name}"]
 
     def plugin_options(self) -> list[str]:
         """The plugin's view of this node, as the chart gives it (spec directory included)."""
-        return [
-            "-v", f"{self.plugin_dir}:{PLUGIN_DIR}",
-            "-v", f"{self.root}:{HOST_ROOT}:ro",
-            "-v", f"{self.cdi_dir}:{CDI_DIR}",
-            *self._library_options(),
-        ]  # fmt: skip
+        own = _volumes(
+            (self.plugin_dir, PLUGIN_DIR, False), (self.root, HOST_ROOT, True), (self.cdi_dir, CDI_DIR, False)
+        )
+        return [*own, *self._library_options()]
 
     def doctor_options(self) -> list[str]:
         """For ``doctor --root``: the host root read-only, the kubelet's directory writable."""
-        return [
-            "-v", f"{self.root}:{HOST_ROOT}:ro",
-            "-v", f"{self.plugin_dir}:{HOST_ROOT}{PLUGIN_DIR}",
-            *self._library_options(),
-        ]  # fmt: skip
+        own = _volumes((self.root, HOST_ROOT, True), (self.plugin_dir, f"{HOST_ROOT}{PLUGIN_DIR}", False))
+        return [*own, *self._library_options()]
+
+
+def _volumes(*mounts: tuple[Path, str, bool]) -> list[str]:
+    """``-v host:inside[:ro]`` for each (host, inside, read-only) mount."""
+    return [
+        option for host, inside, ro in mounts for option in ("-v", f"{host}:{inside}{':ro' if ro else ''}")
+    ]
