@@ -74,7 +74,8 @@ def test_the_handler_for_a_platform_is_an_enabled_one_that_matches(tmp_path: Pat
     assert emulation.handler_for(platforms.ARM64, directory) is None
     (directory / "aarch64-by-another-name").write_text(DEBIAN_QEMU_AARCH64)
     found = emulation.handler_for(platforms.ARM64, directory)
-    assert found is not None and found.name == "aarch64-by-another-name"
+    assert found is not None
+    assert found.name == "aarch64-by-another-name"
     assert emulation.handler_for(platforms.AMD64, directory) is None
 
 
