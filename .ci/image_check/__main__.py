@@ -78,7 +78,6 @@ class Ready:
     """A platform this machine can check, with the fake libdcmi.so built for it."""
 
     target: Platform
-    native: bool
     library: Path
 
 
@@ -111,7 +110,7 @@ def _ready(target: Platform, native: Platform | None, clock: Clock) -> Ready:
         clock.say(f"under emulation: {handler.describe()}")
     library, compiler = fake_node.fake_library(target, native=target == native)
     clock.say(f"fake libdcmi.so for {target.machine}: {library} ({compiler})")
-    return Ready(target, target == native, library)
+    return Ready(target, library)
 
 
 def _transfer(source: Engine, target: Engine, image: str, clock: Clock) -> None:

@@ -24,7 +24,8 @@ from image_check.clock import Clock
 from image_check.engine import Engine, EngineError
 from image_check.fake_node import CDI_DEVICE, DEVICE, DRIVER, FAULT, HOST_ROOT, RESOURCE, FakeNode
 
-WAIT = 90.0  # generous: without byte code the plugin compiles its modules at start, under qemu 10x slower
+# Generous: without byte code the plugin compiles its modules at start, several times slower on qemu.
+WAIT = 90.0
 BACKEND = ("--backend", "dcmi")  # Huawei's library, found by the image's LD_LIBRARY_PATH
 READYZ = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:11251/readyz', timeout=10).status)"
 # What doctor checks of the library before the plugin may load it, in the binding's order.
