@@ -74,14 +74,6 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 @dataclass(frozen=True)
-class Ready:
-    """A platform this machine can check, with the fake libdcmi.so built for it."""
-
-    target: Platform
-    library: Path
-
-
-@dataclass(frozen=True)
 class Made:
     """A platform's base, and the seconds it took to have it."""
 
@@ -101,7 +93,7 @@ class Checked:
     finished: float
 
 
-def _ready(target: Platform, native: Platform | None, clock: Clock) -> Ready:
+def _ready(target: Platform, native: Platform | None, clock: Clock) -> Path:
     """What ``target`` needs here: qemu if foreign, a C compiler for it; Unavailable says what is missing."""
     if target != native:
         handler, done = emulation.ensure(target)
@@ -110,7 +102,7 @@ def _ready(target: Platform, native: Platform | None, clock: Clock) -> Ready:
         clock.say(f"under emulation: {handler.describe()}")
     library, compiler = fake_node.fake_library(target, native=target == native)
     clock.say(f"fake libdcmi.so for {target.machine}: {library} ({compiler})")
-    return Ready(target, library)
+    return library
 
 
 def _transfer(source: Engine, target: Engine, image: str, clock: Clock) -> None:
@@ -154,7 +146,8 @@ def _base(used: Engine, target: Platform, args: argparse.Namespace, scratch: Pat
 
 def _platform(
     used: Engine,
-    ready: Ready,
+    target: Platform,
+    library: Path,
     base: Future[Made],
     args: argparse.Namespace,
     *,
@@ -164,7 +157,7 @@ def _platform(
     clock: Clock,
 ) -> Checked:
     """Build, figures, contents and smoke test of one platform's image, once its base is made."""
-    target, on = ready.target, used.on(ready.target.name)
+    on = used.on(target.name)
     image = f"{args.tag}-{target.arch}"
     made = base.result()
     seconds = {"base": made.seconds}
@@ -184,7 +177,7 @@ def _platform(
         clock.say(line)
     step("report")
 
-    node = FakeNode(scratch / f"node-{target.arch}", ready.library)
+    node = FakeNode(scratch / f"node-{target.arch}", library)
     node.build()
     smoke.version(on, image, __version__, clock)
     with smoke.kubelet_on(node) as kubelet:
@@ -207,10 +200,10 @@ def _check(args: argparse.Namespace, scratch: Path, clock: Clock) -> list[str]:
     with engine(args.engine, args.state_dir, scratch, clock) as used:
         clock.say(f"engine: {used.name} {used.version(clock)} ({' '.join(used.argv)})")
         clock.say(f"this machine: {native.name if native else os.uname().machine}")
-        ready = []
+        ready: dict[Platform, Path] = {}  # each platform that can be checked here, and its fake library
         for target in platforms.native_first(args.platforms, native):
             try:
-                ready.append(_ready(target, native, clock.tagged(target.name)))
+                ready[target] = _ready(target, native, clock.tagged(target.name))
             except Unavailable as why:
                 skipped[target] = str(why)
                 clock.tagged(target.name).say(f"SKIPPED: {why}")
@@ -224,13 +217,13 @@ def _check(args: argparse.Namespace, scratch: Path, clock: Clock) -> list[str]:
         with ThreadPoolExecutor(max_workers=len(ready)) as pool:
             try:
                 bases = [
-                    pool.submit(_base, used, item.target, args, scratch, clock.tagged(item.target.name))
-                    for item in ready
+                    pool.submit(_base, used, target, args, scratch, clock.tagged(target.name))
+                    for target in ready
                 ]
                 checked = [
-                    _platform(used, item, base, args, ca=ca, index=index, scratch=scratch,
-                              clock=clock.tagged(item.target.name))
-                    for item, base in zip(ready, bases, strict=True)
+                    _platform(used, target, library, base, args, ca=ca, index=index, scratch=scratch,
+                              clock=clock.tagged(target.name))
+                    for (target, library), base in zip(ready.items(), bases, strict=True)
                 ]  # fmt: skip
             finally:
                 base_image.stop_debootstraps()  # only ever running here when a step failed
