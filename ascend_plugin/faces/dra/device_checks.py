@@ -30,8 +30,7 @@ def checked_chip(
     if entry is None or state is None:
         known = ", ".join(device_name(s.phy_id) for s in catalog.inventory.chips()) or "none"
         raise ClaimRefused(
-            f"ResourceClaim {ref}: device {device.device} is not a device of pool {pool} "
-            f"(it has {known})",
+            f"ResourceClaim {ref}: device {device.device} is not a device of pool {pool} (it has {known})",
             "device",
         )
     if entry.template is not None and not dynamic:
