@@ -21,8 +21,8 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 
@@ -59,6 +59,7 @@ if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with s
     from ascend_plugin.faces.dra.face import DraFace
 
 log = logging.getLogger(__name__)
+P = TypeVar("P")  # a plan of the node's offers
 
 # The exit code when the settings cannot work with the chips found: the same as for invalid settings.
 EXIT_REFUSED = 2
@@ -177,24 +178,17 @@ class PluginApp:
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         host = HostDevices(inventory.table, settings.host_root)
+        offer_settings = OfferSettings.from_settings(settings)
         if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
-            try:
-                dra_plan = plan_dra(OfferSettings.from_settings(settings), inventory, node.backend)
-            except SharingRefused as refused:
-                log.error("refusing to start: %s", refused)
-                self.exit_code = EXIT_REFUSED
-                self.stop()
+            dra_plan = self._planned(lambda: plan_dra(offer_settings, inventory, node.backend))
+            if dra_plan is None:
                 return
             self.monitor = monitor
             tasks = self._dra_tasks(inventory, host, dra_plan)
             await run_root_tasks([RootTask("health monitor", monitor.run), *tasks])
             return
-        try:
-            plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
-        except SharingRefused as refused:
-            log.error("refusing to start: %s", refused)
-            self.exit_code = EXIT_REFUSED
-            self.stop()
+        plan = self._planned(lambda: plan_offers(offer_settings, inventory, node.backend))
+        if plan is None:
             return
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
@@ -247,6 +241,16 @@ class PluginApp:
                 "are off (the Helm chart sets NODE_NAME from the downward API)"
             )
         await run_root_tasks(tasks)
+
+    def _planned(self, plan: Callable[[], P]) -> P | None:
+        """The node's plan; None (and the plugin stopping with EXIT_REFUSED) when the settings are refused."""
+        try:
+            return plan()
+        except SharingRefused as refused:
+            log.error("refusing to start: %s", refused)
+            self.exit_code = EXIT_REFUSED
+            self.stop()
+            return None
 
     def _dra_tasks(self, inventory: Inventory, host: HostDevices, plan: DraPlan) -> list[RootTask]:
         """The DRA driver face, and the Kubernetes publishers once the kubelet registered it."""

@@ -366,6 +366,19 @@ def _counters_problems(where: str, counters: object) -> list[str]:
     return problems
 
 
+def _unique_labels(where: str, field: str, items: Sequence[Any]) -> list[str]:
+    """Each item's ``field`` a DNS label, no two alike (counter-set names, consumption entries)."""
+    names = [item.get(field, "") if isinstance(item, dict) else "" for item in items]
+    problems = [
+        f"{where}[].{field}: Duplicate value: {duplicate!r}"
+        for duplicate in sorted({name for name in names if names.count(name) > 1})
+    ]
+    for index, name in enumerate(names):
+        if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > 63:
+            problems.append(f"{where}[{index}].{field}: Invalid value: {name!r}: must be a DNS label")
+    return problems
+
+
 def _counter_set_problems(sets: Sequence[Any], server: ServerVersion) -> list[str]:
     problems = []
     if server.split_layout and len(sets) > MAX_COUNTER_SETS:
@@ -377,15 +390,8 @@ def _counter_set_problems(sets: Sequence[Any], server: ServerVersion) -> list[st
         problems.append(
             f"spec.sharedCounters: Too many: {total}: must have at most {MAX_COUNTERS} counters in all sets"
         )
-    names = [s.get("name", "") for s in sets if isinstance(s, dict)]
-    for duplicate in sorted({n for n in names if names.count(n) > 1}):
-        problems.append(f"spec.sharedCounters[].name: Duplicate value: {duplicate!r}")
+    problems += _unique_labels("spec.sharedCounters", "name", sets)
     for index, counter_set in enumerate(sets):
-        name = counter_set.get("name", "") if isinstance(counter_set, dict) else ""
-        if not _DNS_LABEL.match(name) or len(name) > 63:
-            problems.append(
-                f"spec.sharedCounters[{index}].name: Invalid value: {name!r}: must be a DNS label"
-            )
         counters = counter_set.get("counters") if isinstance(counter_set, dict) else None
         problems += _counters_problems(f"spec.sharedCounters[{index}].counters", counters)
     return problems
@@ -401,14 +407,10 @@ def _consumption_problems(
         problems.append(
             f"{where}.consumesCounters: Too many: {len(consumptions)}: must have at most {limit} items"
         )
-    named = [c.get("counterSet", "") for c in consumptions if isinstance(c, dict)]
-    for duplicate in sorted({n for n in named if named.count(n) > 1}):
-        problems.append(f"{where}.consumesCounters[].counterSet: Duplicate value: {duplicate!r}")
+    problems += _unique_labels(f"{where}.consumesCounters", "counterSet", consumptions)
     for index, consumption in enumerate(consumptions):
         at = f"{where}.consumesCounters[{index}]"
         counter_set = consumption.get("counterSet", "") if isinstance(consumption, dict) else ""
-        if not _DNS_LABEL.match(counter_set) or len(counter_set) > 63:
-            problems.append(f"{at}.counterSet: Invalid value: {counter_set!r}: must be a DNS label")
         counters = consumption.get("counters") if isinstance(consumption, dict) else None
         problems += _counters_problems(f"{at}.counters", counters)
         if server.split_layout or not isinstance(counters, dict):

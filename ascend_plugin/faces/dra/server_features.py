@@ -77,24 +77,26 @@ class Verdict:
 
 def dropped_verdict(feature: Feature, where: str) -> Verdict:
     """The verdict on a feature whose fields the server dropped from ``where``."""
-    return Verdict(
+    return _not_kept(
         feature,
-        False,
         f"the API server drops {feature.fields} from {where}: its {feature.gate} feature gate is off "
-        f"({_GATE_DEFAULTS}); {feature.without}. Enable {feature.gate} on kube-apiserver and "
-        "kube-scheduler, or upgrade to Kubernetes 1.36",
+        f"({_GATE_DEFAULTS})",
+        f"Enable {feature.gate} on kube-apiserver and kube-scheduler, or upgrade to Kubernetes 1.36",
     )
 
 
 def refused_verdict(feature: Feature, error: ApiError) -> Verdict:
     """The verdict on a feature whose slices the server refuses."""
-    return Verdict(
+    return _not_kept(
         feature,
-        False,
         f"the API server refuses ResourceSlices with {feature.fields} in the layout of Kubernetes 1.35 "
-        f"and later ({error}); {feature.without}. This driver's partitions need Kubernetes 1.35 or "
-        "later with the gate on, or 1.36",
+        f"and later ({error})",
+        "This driver's partitions need Kubernetes 1.35 or later with the gate on, or 1.36",
     )
+
+
+def _not_kept(feature: Feature, what: str, fix: str) -> Verdict:
+    return Verdict(feature, False, f"{what}; {feature.without}. {fix}")
 
 
 def _probe_device(feature: Feature) -> JsonObject:
