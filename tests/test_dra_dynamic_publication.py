@@ -52,7 +52,11 @@ def counter_sets(apiserver: FakeApiServer) -> list[str]:
 
 
 def said(caplog: pytest.LogCaptureFixture, gate: str) -> list[logging.LogRecord]:
-    return [record for record in caplog.records if getattr(record, "feature", None) == gate]
+    return [
+        record
+        for record in caplog.records
+        if record.name == "ascend_plugin.faces.dra.slices" and getattr(record, "feature", None) == gate
+    ]
 
 
 def in_sync(app: PluginApp) -> bool:

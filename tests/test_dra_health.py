@@ -126,7 +126,11 @@ async def test_taints_the_api_server_drops_are_said_once_and_the_chips_leave_ins
         await until(lambda: "npu-0" not in devices(apiserver), "npu-0 left the slice")
         dra_node.set_faults({0: ["80E01801"], 7: ["80E01801"]})
         await until(lambda: "npu-7" not in devices(apiserver), "npu-7 left the slice")
-    said = [r for r in caplog.records if getattr(r, "feature", None) == DEVICE_TAINTS]
+    said = [
+        r
+        for r in caplog.records
+        if r.name == "ascend_plugin.faces.dra.slices" and getattr(r, "feature", None) == DEVICE_TAINTS
+    ]
     assert len(said) == 1
     assert said[0].levelno == logging.WARNING, "dra_device_taints asked for them"
     assert "DRADeviceTaints" in said[0].getMessage()

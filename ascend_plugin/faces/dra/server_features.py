@@ -157,7 +157,7 @@ async def probe(kube: Kube, driver: str, node: str, features: Sequence[Feature])
                 verdict = dropped_verdict(feature, "a dry-run ResourceSlice")
                 break
         verdicts[feature] = verdict
-        log.debug("the API server keeps %s: %s", feature.gate, verdict.kept, extra={"feature": feature.gate})
+        log.debug("the API server keeps %s: %s", feature.gate, verdict.kept, extra={"gate": feature.gate})
     return verdicts
 
 
