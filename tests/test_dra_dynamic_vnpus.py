@@ -253,3 +253,19 @@ async def test_without_dynamic_vnpus_a_partition_is_not_prepared(
     claim = put_claim(apiserver, "infer", [result(VIR10)])
     error = (await prepare(dra_kubelet, claim)).claims[claim[2]].error
     assert f"device {VIR10} is not a device of pool {NODE}" in error, "the catalog has no partitions"
+
+
+async def test_a_chip_held_whole_is_not_split_and_one_split_is_not_given_whole(
+    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, apiserver: FakeApiServer
+) -> None:
+    whole = put_claim(apiserver, "whole", [result("npu-1")])
+    assert (await prepare(dra_kubelet, whole)).claims[whole[2]].error == ""
+    part = put_claim(apiserver, "part", [result("npu-1-vir05-1c-16g-0")])
+    error = (await prepare(dra_kubelet, part)).claims[part[2]].error
+    assert "is a partition of a chip of which ResourceClaim default/whole" in error
+    assert vnpus_on(dynamic, 1) == [], "nothing made"
+    split = put_claim(apiserver, "split", [result("npu-2-vir05-1c-16g-0")])
+    also_whole = put_claim(apiserver, "also-whole", [result("npu-2")])
+    answers = await prepare(dra_kubelet, split, also_whole)  # one call: before any health poll sees the vNPU
+    assert answers.claims[split[2]].error == ""
+    assert "is the whole chip of which ResourceClaim default/split" in answers.claims[also_whole[2]].error

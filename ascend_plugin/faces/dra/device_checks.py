@@ -55,6 +55,36 @@ def checked_chip(
     return state
 
 
+def check_whole_or_split(
+    catalog: DeviceCatalog, ref: ClaimRef, device: AllocatedDevice, others: Iterable[PreparedClaim]
+) -> None:
+    """ClaimRefused when a chip would be given whole beside a partition of it, or split while held whole.
+
+    The scheduler's counters keep these apart; this holds even where the last
+    health poll has not seen a vNPU just made.
+    """
+    entry = catalog.find(device.device)
+    if entry is None:
+        return
+    for other in others:
+        for held in other.devices:
+            found = catalog.find(held.device)
+            if (
+                found is None
+                or found.phy_id != entry.phy_id
+                or (found.template is None) == (entry.template is None)
+            ):
+                continue
+            whole = entry.template is None
+            raise ClaimRefused(
+                f"ResourceClaim {ref}: device {device.device} "
+                + ("is the whole chip" if whole else "is a partition of a chip")
+                + f" of which ResourceClaim {other.ref} (UID {other.ref.uid}) holds {held.device}; a chip is "
+                "given whole or split, never both",
+                "device",
+            )
+
+
 def check_not_held(ref: ClaimRef, device: AllocatedDevice, others: Iterable[PreparedClaim]) -> None:
     """ClaimRefused when another claim holds ``device`` in a way that excludes this one."""
     if device.admin_access:

@@ -52,7 +52,7 @@ from ascend_plugin.faces.dra.checkpoint import (
 )
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, ClaimRefused, allocated_devices
-from ascend_plugin.faces.dra.device_checks import check_not_held, checked_chip
+from ascend_plugin.faces.dra.device_checks import check_not_held, check_whole_or_split, checked_chip
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.names import phy_of
 from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
@@ -150,9 +150,25 @@ class ClaimPreparer:
                 changed = await self._sweep_all() or len(self.claims) != len(loaded)
                 if changed:
                     await self._save_logged(self.claims)
+            self._warn_unkept()
             await self._restore_specs()
         if self.claims:
             log.info("%d prepared claim(s) in the checkpoint", len(self.claims))
+
+    def _warn_unkept(self) -> None:
+        """Say which prepared claims hold vNPUs that no run without vnpu=dynamic destroys."""
+        if self.keeper is not None:
+            return
+        for uid, claim in self.claims.items():
+            made = [vnpu for vnpu in claim.vnpus if vnpu.vdev_id is not None]
+            if made:
+                log.warning(
+                    "ResourceClaim %s holds vNPU(s) %s made on demand, but vnpu=dynamic is off now: they are "
+                    "not destroyed when it is unprepared (npu-smi set -t destroy-vnpu destroys them by hand)",
+                    claim.ref,
+                    ", ".join(f"{vnpu.vdev_id} on chip {vnpu.phy_id}" for vnpu in made),
+                    extra={"uid": uid, "vnpus": [vnpu.vdev_id for vnpu in made]},
+                )
 
     async def _restore_specs(self) -> None:
         for uid, claim in self.claims.items():
@@ -294,7 +310,9 @@ class ClaimPreparer:
     ) -> PreparedDevice:
         """The device as it will be prepared (a partition: with its vNPU to make); else ClaimRefused."""
         state = checked_chip(self.catalog, self.pool, ref, device, dynamic=self.keeper is not None)
-        check_not_held(ref, device, (*self.claims.values(), *pending.values()))
+        others = (*self.claims.values(), *pending.values())
+        check_not_held(ref, device, others)
+        check_whole_or_split(self.catalog, ref, device, others)
         entry = self.catalog.find(device.device)
         template = entry.template if entry is not None else None
         vnpu = OwnedVnpu(state.phy_id, template.name) if template is not None else None
@@ -303,7 +321,8 @@ class ClaimPreparer:
     async def _make_vnpus(self, claim: PreparedClaim, pending: Mapping[str, PreparedClaim]) -> PreparedClaim:
         """Write the claim down as preparing, then make its vNPUs; the claim with their ids."""
         assert self.keeper is not None  # a partition passed checked_chip only with a keeper
-        if not await self._save_logged({**self.claims, claim.ref.uid: claim}):
+        unanswered = {uid: dataclasses.replace(other, state=PREPARING) for uid, other in pending.items()}
+        if not await self._save_logged({**self.claims, **unanswered, claim.ref.uid: claim}):
             raise ClaimRefused(
                 f"cannot write the checkpoint {self.checkpoint.path} before making the vNPUs of "
                 f"ResourceClaim {claim.ref}: the plugin directory must be writable",
