@@ -359,7 +359,8 @@ def main() -> None:
     print(describe_ms("NodeUnprepareResources, one partition (vNPU destroyed, spec removed, checkpoint)",
                       latency["unprepare"]))  # fmt: skip
     print(f"SIGKILLs: {args.kills}; calls when killed or in between: {dict(sorted(model.outcomes.items()))}")
-    print(describe_ms("restart after a SIGKILL to registered (checkpoint read, chips swept)", restarts))
+    if restarts:
+        print(describe_ms("restart after a SIGKILL to registered (checkpoint read, chips swept)", restarts))
     print(f"broken promises: {len(problems)}")
     for problem in problems[:20]:
         print(f"  {problem}")
