@@ -212,7 +212,7 @@ class HealthMonitor:
                     chip.label,
                     error,
                     "nothing yet: the chip is not offered healthy" if state.vnpus is None else "as before",
-                    extra={"chip": chip.phy_id, "error": str(error)},
+                    extra={"chip": chip.phy_id, "call": "vnpus", "error": str(error)},
                 )
             watch.vnpu_error = str(error)
             return
