@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 
 import pytest
-from grpclib.const import Status
 
 from ascend_plugin.grpc_guard.refusal_log import RefusalLog
+from ascend_plugin.grpc_guard.refusals import TooLarge
+from ascend_plugin.grpc_guard.wire_check import RequestRefused
 
 LOGGER = "ascend_plugin.grpc_guard.refusal_log"
 
@@ -29,11 +30,13 @@ def test_one_line_per_peer_per_interval_then_the_count(caplog: pytest.LogCapture
     refusals = RefusalLog(clock=clock)
     caplog.set_level(logging.WARNING, LOGGER)
     for _ in range(500):
-        refusals.refused("pid 7 (uid 0)", Status.INVALID_ARGUMENT, "Empty is malformed")
+        refusals.refused("pid 7 (uid 0)", RequestRefused("Empty is malformed"))
         clock.now += 0.01  # 500 calls in 5 s
     assert lines(caplog) == ["refused a request from pid 7 (uid 0) with INVALID_ARGUMENT: Empty is malformed"]
+    (first,) = [record for record in caplog.records if record.name == LOGGER]
+    assert (first.peer, first.reason, first.status) == ("pid 7 (uid 0)", "shape", "INVALID_ARGUMENT")  # type: ignore[attr-defined]
     clock.now = 110.0  # exactly 10 s after the first line
-    refusals.refused("pid 7 (uid 0)", Status.RESOURCE_EXHAUSTED, "too big")
+    refusals.refused("pid 7 (uid 0)", TooLarge("size", "too big"))
     assert lines(caplog)[1] == (
         "refused a request from pid 7 (uid 0) with RESOURCE_EXHAUSTED: too big "
         "(499 more from this peer not logged since its last line)"
@@ -44,7 +47,7 @@ def test_peers_are_limited_separately(caplog: pytest.LogCaptureFixture) -> None:
     refusals = RefusalLog(clock=Clock())
     caplog.set_level(logging.WARNING, LOGGER)
     for peer in ("pid 7 (uid 0)", "pid 8 (uid 0)", "pid 7 (uid 0)", "pid 8 (uid 1000)"):
-        refusals.refused(peer, Status.INVALID_ARGUMENT, "bad")
+        refusals.refused(peer, RequestRefused("bad"))
     assert [line.split(" with ")[0] for line in lines(caplog)] == [
         "refused a request from pid 7 (uid 0)",
         "refused a request from pid 8 (uid 0)",
@@ -56,9 +59,9 @@ def test_a_quiet_peer_s_count_is_logged_when_the_table_is_pruned(caplog: pytest.
     clock = Clock()
     refusals = RefusalLog(clock=clock)
     caplog.set_level(logging.WARNING, LOGGER)
-    refusals.refused("pid 1 (uid 0)", Status.INVALID_ARGUMENT, "bad")
-    refusals.refused("pid 1 (uid 0)", Status.INVALID_ARGUMENT, "bad")  # suppressed
+    refusals.refused("pid 1 (uid 0)", RequestRefused("bad"))
+    refusals.refused("pid 1 (uid 0)", RequestRefused("bad"))  # suppressed
     clock.now += 11
     for pid in range(2, 66):  # enough other peers to prune the table
-        refusals.refused(f"pid {pid} (uid 0)", Status.INVALID_ARGUMENT, "bad")
+        refusals.refused(f"pid {pid} (uid 0)", RequestRefused("bad"))
     assert "refused 1 more requests from pid 1 (uid 0) (not logged one by one)" in lines(caplog)
