@@ -36,7 +36,7 @@ import anyio
 
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import ClaimRef, ClaimRefused
+from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.health import DeviceHealthService
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
@@ -45,6 +45,7 @@ from ascend_plugin.faces.dra.registration import RegistrationService
 from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
+from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint, SocketUnavailable
 from ascend_plugin.handover.host_devices import HostDevices
@@ -102,18 +103,18 @@ class ApiClaims:
 
     async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
         if self.kube is None:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
                 "the kubelet retries",
-                "api",
             )
         try:
             return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
         except NotFound:
-            raise ClaimRefused(f"ResourceClaim {ref} does not exist (any more)", "claim") from None
+            raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
         except KubeError as error:
-            raise ClaimRefused(
-                f"cannot read ResourceClaim {ref}: {error}; the kubelet retries", "api"
+            raise Unavailable(
+                "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
             ) from None
 
 
