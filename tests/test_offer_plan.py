@@ -17,6 +17,7 @@ from ascend_plugin.offers.node_offers import OfferPlan, OfferSettings, SharingRe
 from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.fake import FakeScenario
 
@@ -95,6 +96,7 @@ def test_sharing_chips_that_carry_vnpus_is_refused_naming_both_settings(
 ) -> None:
     with pytest.raises(SharingRefused) as refused:
         _node(python_fake, duo()).plan(OfferSettings(share_count=2))
+    assert isinstance(refused.value, SettingsError)  # so the plugin stops as for invalid settings
     assert str(refused.value) == (
         "share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount) would share "
         "chips that carry vNPUs (vnpu=static: vNPUs 100 (vir02), 101 (vir02), 102 (vir04) on "
