@@ -47,12 +47,13 @@ from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
 from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
-from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint, SocketUnavailable
+from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
 
@@ -236,7 +237,7 @@ class DraFace:
                         sockets.started.add(endpoint)
             except EndpointStopped:
                 return  # shutdown closed it meanwhile
-            except SocketUnavailable as error:
+            except PathUnusable as error:
                 attempt += 1
                 delay = SOCKET_BACKOFF.after(attempt)
                 self._socket_failed(str(error), attempt, delay)
