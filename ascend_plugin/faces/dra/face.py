@@ -45,6 +45,7 @@ from ascend_plugin.faces.dra.registration import RegistrationService
 from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
@@ -178,11 +179,20 @@ class DraFace:
         self.sockets: RunSockets | None = None  # the current run's
         self.socket_problem = ""  # why a socket cannot be served, while that lasts
         self.slices: SliceController | None = None
-        self._stopping = False
 
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
+
+    def counters(self) -> KubeletCounters:
+        """What the driver has counted (registrations, claims), for the metrics."""
+        claims = self.preparer.stats
+        return KubeletCounters(
+            registrations=self.registration.registrations,
+            claims_prepared=claims.prepared,
+            claims_unprepared=claims.unprepared,
+            prepare_errors=dict(claims.errors),
+        )
 
     def problems(self) -> list[str]:
         """What keeps the driver from serving the node now, one line per cause; empty while it does."""
@@ -226,10 +236,10 @@ class DraFace:
         said once, kept for /readyz and retried with backoff until it can be.
         """
         attempt = 0
-        while not self._stopping:
+        while True:
             try:
                 for endpoint in sockets.endpoints:
-                    if not endpoint.serving and not self._stopping:
+                    if not endpoint.serving:
                         if endpoint in sockets.started:  # said once, however long re-creating it takes
                             sockets.started.discard(endpoint)
                             log.warning("%s was removed; serving it again", endpoint.path)
@@ -286,9 +296,3 @@ class DraFace:
         await sockets.registration.stop()
         self.registration.forget()
         await sockets.dra.stop()
-
-    async def stop(self) -> None:
-        """Shut down: close the current run's sockets; nothing serves them again."""
-        self._stopping = True
-        if self.sockets is not None:
-            await self._close(self.sockets)
