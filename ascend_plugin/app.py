@@ -9,28 +9,33 @@ devices. With ``serve: dra`` the DRA driver face runs instead of the
 device-plugin face (never both: the scheduler would count every chip twice).
 A part that fails is logged and restarted with backoff; nothing a chip
 library raises can end the process. The one exception is settings that cannot
-work with the chips found (sharing chips that carry vNPUs): the plugin then
-stops with :data:`EXIT_REFUSED`, as it would for invalid settings.
+work with the chips found (sharing chips that carry vNPUs): :meth:`PluginApp.run`
+then raises that :class:`~ascend_plugin.settings.SettingsError` after a clean
+shutdown, and the command exits as it does for invalid settings.
 
-Shutdown: end every ListAndWatch stream, close the servers, remove the sockets,
-release the library.
+Each part reports its own state for the probes: the supervisors record every
+part's runs and failures, and a part's ``problems`` say what keeps it from its
+job (:mod:`ascend_plugin.faces.operations.probes`).
+
+Shutdown: the inventory closes and the parts are cancelled; each kubelet face,
+as its run ends, ends its streams, closes its servers and removes its sockets;
+then the library is released.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
-import time
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
+from ascend_plugin import heap
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
-from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
+from ascend_plugin.faces.operations.plugin_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
@@ -43,29 +48,37 @@ from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import (
-    DraPlan,
-    Notice,
-    OfferSettings,
-    SharingRefused,
-    plan_dra,
-    plan_offers,
-)
+from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_dra, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
-from ascend_plugin.settings import Settings, served_directory
+from ascend_plugin.settings import Settings, SettingsError, served_directory
 from backends.errors import ChipError
 
 if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
     from ascend_plugin.faces.dra.face import DraFace
 
 log = logging.getLogger(__name__)
-P = TypeVar("P")  # a plan of the node's offers
 
-# The exit code when the settings cannot work with the chips found: the same as for invalid settings.
-EXIT_REFUSED = 2
 # The root tasks the kubelet is served through: readiness needs the one the settings choose running.
 DEVICE_PLUGIN_PART = "device plugin"
 DRA_PART = "DRA driver"
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The parts built once the chips are found, published together when all are built."""
+
+    monitor: HealthMonitor
+    face: DevicePluginFace | None = None  # serve=device-plugin
+    dra: DraFace | None = None  # serve=dra
+
+
+@dataclass(frozen=True)
+class VolcanoParts:
+    """Volcano mode's parts: the chooser Allocate asks, the chips pods hold, the face's root task."""
+
+    chooser: DeviceChooser
+    held: HeldChips
+    task: RootTask
 
 
 class PluginApp:
@@ -79,9 +92,9 @@ class PluginApp:
         supervision: Supervision | None = None,
         limits: ProbeLimits = LIMITS,
     ) -> None:
-        """``freeze_heap``: keep the garbage collector off what start-up built (the daemon does; a
-        process that runs many apps, like the tests, must not, or each would pin the garbage before it).
-        ``supervision`` and ``limits``: when a failing part counts as serving again, and as dead.
+        """``freeze_heap``: keep the garbage collector off what start-up built (:mod:`ascend_plugin.heap`:
+        the daemon does, a process that runs many apps must not). ``supervision`` and ``limits``: when a
+        failing part counts as serving again, and as dead.
         """
         self.settings = settings
         self.freeze_heap = freeze_heap
@@ -97,23 +110,19 @@ class PluginApp:
             supervision=self.supervision,
             kubelet_part=DRA_PART if settings.serve == "dra" else DEVICE_PLUGIN_PART,
             limits=limits,
-            notes=lambda: self.dra.notes if self.dra is not None else [],
+            notes=lambda: (
+                self.parts.dra.notes if self.parts is not None and self.parts.dra is not None else []
+            ),
         )
-        self.monitor: HealthMonitor | None = None
-        self.book: OfferBook | None = None
-        self.face: DevicePluginFace | None = None
-        self.dra: DraFace | None = None
-        # Volcano mode: the kubelet-ID map and the chips pods hold, shared by the faces.
-        self.assignments: Assignments | None = None
-        self.held: HeldChips | None = None
-        self.volcano: RootTask | None = None
+        self.metrics_source = PluginSource(self.discovery, self.calls, self.probes)
+        self.metrics = PluginMetrics(self.metrics_source)
+        self.calls.on_call_done(self.metrics.observe_call)
+        self.config.on_change(self._log_level_changed)
+        self.parts: Parts | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
-        self.exit_code = 0  # EXIT_REFUSED once the settings were refused for the chips found
-        self.metrics = PluginMetrics(_MetricsView(self))
-        self.calls.on_call_done(self.metrics.observe_call)
-        self.config.on_change(self._config_changed)
+        self._refused: SettingsError | None = None
 
     @property
     def node(self) -> Node | None:
@@ -124,6 +133,21 @@ class PluginApp:
     def inventory(self) -> Inventory | None:
         """The node's chips, once discovery found them."""
         return self.node.inventory if self.node is not None else None
+
+    @property
+    def monitor(self) -> HealthMonitor | None:
+        """The health monitor, once the parts are built."""
+        return self.parts.monitor if self.parts is not None else None
+
+    @property
+    def face(self) -> DevicePluginFace | None:
+        """The device-plugin face, once the parts are built (serve=device-plugin)."""
+        return self.parts.face if self.parts is not None else None
+
+    @property
+    def dra(self) -> DraFace | None:
+        """The DRA driver face, once the parts are built (serve=dra)."""
+        return self.parts.dra if self.parts is not None else None
 
     # -- probes (decided in faces.operations.probes) ---------------------------------------
 
@@ -142,12 +166,17 @@ class PluginApp:
 
     # -- running -------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Ask :meth:`run` to shut down cleanly."""
+    def stop(self, refused: SettingsError | None = None) -> None:
+        """Ask :meth:`run` to shut down cleanly; with ``refused``, :meth:`run` raises it afterwards."""
+        self._refused = self._refused or refused
         self.stop_requested.set()
 
     async def run(self) -> None:
-        """Run until :meth:`stop`; returns after a clean shutdown."""
+        """Run until :meth:`stop`; returns after a clean shutdown.
+
+        Raises the SettingsError the plugin stopped for (settings that cannot
+        work with the chips found), after the same clean shutdown.
+        """
         tasks = [RootTask("plugin", self._serve)]
         if self.settings.http_address:
             routes = Routes(self.liveness, self.readiness, self.metrics.render)
@@ -157,11 +186,15 @@ class PluginApp:
             async with anyio.create_task_group() as group:
                 group.start_soon(run_root_tasks, tasks, self.supervision)
                 await self.stop_requested.wait()
-                await self._shutdown()
-                group.cancel_scope.cancel()
+                if self.node is not None:
+                    self.node.inventory.close()  # what follows the chips sees the end
+                group.cancel_scope.cancel()  # the faces' runs close what they served as they end
+            await self._release_library()
         finally:
             self.calls.shutdown()
             self.lock.release()  # after the sockets are gone: the next instance finds none of ours
+        if self._refused is not None:
+            raise self._refused
 
     async def _serve(self) -> None:
         settings = self.settings
@@ -178,25 +211,33 @@ class PluginApp:
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         host = HostDevices(inventory.table, settings.host_root)
-        offer_settings = OfferSettings.from_settings(settings)
-        if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
-            dra_plan = self._planned(lambda: plan_dra(offer_settings, inventory, node.backend))
-            if dra_plan is None:
-                return
-            self.monitor = monitor
-            tasks = self._dra_tasks(inventory, host, dra_plan)
+        try:
+            if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
+                tasks = self._dra_tasks(node, monitor, host)
+            else:
+                tasks = self._device_plugin_tasks(node, monitor, host)
+        except SettingsError as refused:  # settings that cannot work with these chips: no restart helps
+            self.stop(refused)
+            return
+        if self.freeze_heap:
+            heap.freeze()
+        stop_waking = self.config.on_change(lambda changed: monitor.wake())
+        try:
             await run_root_tasks([RootTask("health monitor", monitor.run), *tasks])
-            return
-        plan = self._planned(lambda: plan_offers(offer_settings, inventory, node.backend))
-        if plan is None:
-            return
+        finally:
+            stop_waking()
+
+    def _device_plugin_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
+        """The device-plugin face, its CDI spec, Volcano mode, and the Kubernetes publishers."""
+        settings, inventory = self.settings, node.inventory
+        plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         book = OfferBook(inventory, plan.offers)
         mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
-        chooser = self._volcano(node, book) if settings.volcano else None
+        volcano = self._volcano(node, book) if settings.volcano else None
         face = DevicePluginFace(
             book,
             handover,
@@ -207,11 +248,12 @@ class PluginApp:
                 settings.kubelet_watch_interval,
                 settings.preferred_allocation,
             ),
-            chooser,
+            volcano.chooser if volcano is not None else None,
         )
         face.on_registered(self.registered_once.set)
         face.on_registered(self.lock.keep_note)
-        self.monitor, self.book, self.face = monitor, book, face
+        self.metrics_source.kubelet = face.counters
+        self.parts = Parts(monitor, face=face)
         log.info(
             "serving %d %s chip(s) as %s in %s mode",
             len(inventory.chips()),
@@ -222,47 +264,36 @@ class PluginApp:
                 "resources": {name: [d.id for d in devices] for name, devices in book.resources().items()}
             },
         )
-        if self.freeze_heap:
-            _freeze_the_heap()
-        tasks = [
-            RootTask("health monitor", monitor.run),
-            RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
-        ]
+        tasks = [RootTask(DEVICE_PLUGIN_PART, face.run, face.problems)]
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book), cdi.problems))
-        if self.volcano is not None:
-            tasks.append(self.volcano)
+        if volcano is not None:
+            tasks.append(volcano.task)
         if settings.node_name:
             node_name, warnings = settings.node_name, plan.warnings
-            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings)))
+            held = volcano.held if volcano is not None else None
+            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings, held)))
         else:
             log.warning(
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
                 "are off (the Helm chart sets NODE_NAME from the downward API)"
             )
-        await run_root_tasks(tasks)
+        return tasks
 
-    def _planned(self, plan: Callable[[], P]) -> P | None:
-        """The node's plan; None (and the plugin stopping with EXIT_REFUSED) when the settings are refused."""
-        try:
-            return plan()
-        except SharingRefused as refused:
-            log.error("refusing to start: %s", refused)
-            self.exit_code = EXIT_REFUSED
-            self.stop()
-            return None
-
-    def _dra_tasks(self, inventory: Inventory, host: HostDevices, plan: DraPlan) -> list[RootTask]:
+    def _dra_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
         """The DRA driver face, and the Kubernetes publishers once the kubelet registered it."""
         from ascend_plugin.faces.dra.face import DraFace, DraSettings
 
+        inventory = node.inventory
+        plan = plan_dra(OfferSettings.from_settings(self.settings), inventory, node.backend)
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
         dra = DraFace(inventory, host, dra_settings, plan, self.calls)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
-        self.dra = dra
+        self.metrics_source.kubelet = dra.counters
+        self.parts = Parts(monitor, dra=dra)
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
             len(inventory.chips()),
@@ -273,10 +304,12 @@ class PluginApp:
         )
         return [
             RootTask(DRA_PART, dra.run, dra.problems),
-            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings)),
+            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings, None)),
         ]
 
-    async def _run_kube(self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...]) -> None:
+    async def _run_kube(
+        self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...], held: HeldChips | None
+    ) -> None:
         """The Kubernetes side, started only after the first registration.
 
         kubernetes-asyncio costs tens of MB and most of a second to import, so it
@@ -288,11 +321,11 @@ class PluginApp:
         from ascend_plugin.faces.kube.run import run_kube
 
         if self.freeze_heap:
-            _freeze_the_heap()  # and the Kubernetes client's, as large again
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held, notices=notices)
+            heap.freeze()  # and the Kubernetes client's, as large again
+        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=held, notices=notices)
         await run_kube(inputs)
 
-    def _volcano(self, node: Node, book: OfferBook) -> DeviceChooser:
+    def _volcano(self, node: Node, book: OfferBook) -> VolcanoParts:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.
 
         Imported here, before the kubelet registration, and not after it like the
@@ -301,33 +334,26 @@ class PluginApp:
         """
         from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
 
-        self.assignments, self.held = Assignments(), HeldChips()
+        held = HeldChips()
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
             chips=ChipAccess(self.calls, node.backend),
-            assignments=self.assignments,
-            held=self.held,
+            assignments=Assignments(),
+            held=held,
         )
-        self.volcano = RootTask("volcano", volcano.run)
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
-        return volcano.chooser
+        return VolcanoParts(volcano.chooser, held, RootTask("volcano", volcano.run))
 
-    def _config_changed(self, changed: list[str]) -> None:
+    def _log_level_changed(self, changed: list[str]) -> None:
         if "log_level" in changed:
             logging.getLogger().setLevel(self.config.settings.log_level)
-        if self.monitor is not None:
-            self.monitor.wake()
 
-    async def _shutdown(self) -> None:
+    async def _release_library(self) -> None:
+        """Close the library once no call is inside it; left loaded while one still hangs."""
         if self.node is None:
             return
-        self.node.inventory.close()
-        if self.face is not None:
-            await self.face.stop()
-        if self.dra is not None:
-            await self.dra.stop()
         if not await self.calls.drain_chip_lanes():
             log.warning(
                 "a driver call still hangs: the chip library is left loaded (unloading it would crash)"
@@ -338,67 +364,3 @@ class PluginApp:
             except (ChipError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")
-
-
-def _freeze_the_heap() -> None:
-    """Keep the cyclic garbage collector off what start-up built: it lives as long as the process.
-
-    A full collection walks every object: over the modules, classes and tables
-    loaded by now it held the event loop for 26-43 ms (bench/loop_stall.py),
-    longer than any call may. Frozen objects are never walked again. (No
-    collection first: it would cost that pause once more, to save a few
-    objects of import-time garbage.)
-    """
-    gc.freeze()
-
-
-class _MetricsView:
-    """What the metrics read of the app (the MetricsSource protocol)."""
-
-    def __init__(self, app: PluginApp) -> None:
-        self.app = app
-
-    def chip_metrics(self) -> Sequence[ChipMetric]:
-        inventory = self.app.inventory
-        if inventory is None:
-            return []
-        return [
-            ChipMetric(
-                inventory.table.chip_id(state.phy_id),
-                state.healthy,
-                state.health.worst_level.name,
-                int(state.health.worst_level),
-                state.ai_cores,
-            )
-            for state in inventory.chips()
-        ]
-
-    def kubelet_counters(self) -> KubeletCounters:
-        dra = self.app.dra
-        if dra is not None:
-            claims = dra.preparer.stats
-            return KubeletCounters(
-                registrations=dra.registration.registrations,
-                claims_prepared=claims.prepared,
-                claims_unprepared=claims.unprepared,
-                prepare_errors=dict(claims.errors),
-            )
-        face = self.app.face
-        if face is None:
-            return KubeletCounters()
-        stats = face.stats
-        return KubeletCounters(
-            stats.allocations, dict(stats.allocation_errors), stats.updates_sent, face.registrations
-        )
-
-    def ready(self) -> bool:
-        return self.app.ready
-
-    def stuck_calls(self) -> Sequence[StuckCall]:
-        return self.app.calls.stuck_calls()
-
-    def abandoned_threads(self) -> int:
-        return self.app.calls.abandoned_threads
-
-    def now(self) -> float:
-        return time.monotonic()

@@ -103,7 +103,14 @@ class StuckCall:
 
 
 class ChipCallError(Exception):
-    """A call that did not run to completion (the library's own errors are ChipErrors)."""
+    """Root of the call errors: a library call that did not run to completion.
+
+    What belongs here: a call that overran its timeout, a lane whose last
+    call still hangs, calls refused because the plugin is shutting down. An
+    answer the library gave, error or not, is the library's: a ``ChipError``
+    passes through unchanged. Callers catch both where a chip's state is
+    judged (the monitor, discovery).
+    """
 
 
 class ChipCallTimeout(ChipCallError):

@@ -29,7 +29,17 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 class SettingsError(Exception):
-    """Settings that cannot be used; the message says which and why."""
+    """Root of the configuration errors: what the operator configured cannot be used.
+
+    The message says which setting or key, its value, and what is allowed.
+    What belongs here: the settings (flags, environment, config file), the
+    config ConfigMap's keys, a fault configuration document that cannot be
+    read at all, and settings that cannot work with the chips found (sharing
+    chips that carry vNPUs). At start the command exits with code 2 for any of
+    them (``ascend_plugin.cli``); while running, the configuration in force
+    stays and the error is logged. Subclasses exist where a caller tells them
+    apart (``doctor`` reports the sharing refusal as a finding of its own).
+    """
 
 
 def _split_list(value: object) -> object:

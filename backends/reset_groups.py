@@ -33,9 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from backends.chips import Chip
+from backends.errors import ChipError
 
 
-class ResetGroupError(ValueError):
+class ResetGroupError(ChipError):
     """The chip asked about is not one of the node's chips given."""
 
 

@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from log_records import records
 
 from ascend_plugin.faces.dra.checkpoint import (
     Checkpoint,
     CheckpointError,
-    CheckpointUnavailable,
     PreparedClaim,
     PreparedDevice,
     parse,
     render,
 )
 from ascend_plugin.faces.dra.claims import ClaimRef
+from ascend_plugin.path_facts import PathUnusable
+
+CHECKPOINT = "ascend_plugin.faces.dra.checkpoint"
 
 CLAIM = PreparedClaim(
     ClaimRef("default", "train", "uid-1"),
@@ -165,7 +169,7 @@ def test_whatever_cannot_be_decoded_is_moved_aside_and_nothing_is_lost(
     assert checkpoint.load() == {}
     (aside,) = tmp_path.glob("checkpoint.json.bad-*")
     assert not checkpoint.path.exists()
-    record = next(r for r in caplog.records if "unusable" in r.getMessage())
+    (record,) = records(caplog, CHECKPOINT, level=logging.ERROR, checkpoint=str(checkpoint.path))
     assert record.problem == problem  # type: ignore[attr-defined]
     assert record.moved_to == str(aside)  # type: ignore[attr-defined]
     checkpoint.save({"uid-1": CLAIM})
@@ -186,7 +190,7 @@ def test_a_checkpoint_that_cannot_be_read_is_left_where_it_is(tmp_path: Path) ->
     """An I/O error may pass (the file may be fine once the disk answers): nothing moves, the start fails."""
     failing = tmp_path / "checkpoint.json"
     failing.symlink_to("/proc/self/mem")  # a regular file whose read fails with EIO, for root too
-    with pytest.raises(CheckpointUnavailable) as raised:
+    with pytest.raises(PathUnusable) as raised:
         Checkpoint(failing).load()
     assert str(raised.value) == f"cannot read the prepared-claims checkpoint {failing}: Input/output error"
     assert failing.is_symlink()

@@ -22,6 +22,7 @@ from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.offers.assignments import DeviceChooser
 from ascend_plugin.offers.book import OfferBook
@@ -90,7 +91,6 @@ class DevicePluginFace:
         self.registrations = 0
         self.changes = DirectoryChanges(settings.directory)
         self._registered_listeners: list[Callable[[], None]] = []
-        self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 
     @property
     def registered(self) -> bool:
@@ -105,6 +105,13 @@ class DevicePluginFace:
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every successful registration of any resource."""
         self._registered_listeners.append(listener)
+
+    def counters(self) -> KubeletCounters:
+        """What the face has counted, for the metrics."""
+        stats = self.stats
+        return KubeletCounters(
+            stats.allocations, dict(stats.allocation_errors), stats.updates_sent, self.registrations
+        )
 
     def problems(self) -> list[str]:
         """The resources the kubelet does not have now, and why; empty while it has every one."""
@@ -182,9 +189,8 @@ class DevicePluginFace:
             listener()
 
     async def stop(self) -> None:
-        """Stop every resource's server (shutdown); a second caller waits for the first to finish."""
-        async with self._stopping:
-            for server in self.servers.values():
-                server.service.stop()
-            while self.servers:
-                await self.servers.popitem()[1].stop()
+        """Stop every resource's server: each stream ends first, then the sockets go."""
+        for server in self.servers.values():
+            server.service.stop()
+        while self.servers:
+            await self.servers.popitem()[1].stop()

@@ -39,9 +39,9 @@ from grpclib.exceptions import ProtocolError, StreamTerminatedError
 from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
-from ascend_plugin.grpc_sockets import FileStamp, SocketUnavailable, file_stamp
+from ascend_plugin.grpc_sockets import FileStamp, file_stamp
 from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
-from ascend_plugin.path_facts import connect_failure, not_a_socket
+from ascend_plugin.path_facts import PathUnusable, connect_failure, not_a_socket
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
@@ -60,18 +60,13 @@ STREAM_GRACE = 0.5
 REGISTER_BACKOFF = Backoff(0.02, 10.0)
 
 
-class KubeletSocketUnusable(Exception):
-    """``kubelet.sock`` is there but is no socket; the message names what it is instead."""
-
-
 _FAILURES = (
     GRPCError,
     StreamTerminatedError,
     ProtocolError,
     OSError,
     TimeoutError,
-    SocketUnavailable,
-    KubeletSocketUnusable,
+    PathUnusable,  # our socket cannot be created, or kubelet.sock is no socket
 )
 
 
@@ -178,7 +173,12 @@ class KubeletRegistrar:
                 extra={"attempt": attempt, "error": description},
             )
         else:
-            log.debug("registration attempt %d failed the same way; retrying in %g s", attempt, delay)
+            log.debug(
+                "registration attempt %d failed the same way; retrying in %g s",
+                attempt,
+                delay,
+                extra={"attempt": attempt, "error": description},
+            )
         self.last_error = description
 
     async def _ensure_answering(self) -> None:
@@ -241,7 +241,7 @@ class KubeletRegistrar:
         announced = False
         while True:
             if (problem := not_a_socket(self.kubelet_socket)) is not None:
-                raise KubeletSocketUnusable(problem)
+                raise PathUnusable(problem)
             if (stamp := file_stamp(self.kubelet_socket)) is not None:
                 return stamp
             if not announced:
@@ -285,7 +285,7 @@ class KubeletRegistrar:
 
 
 def _describe(error: BaseException, kubelet_socket: Path) -> str:
-    if isinstance(error, SocketUnavailable | KubeletSocketUnusable):
+    if isinstance(error, PathUnusable):
         return str(error)
     if isinstance(error, GRPCError):
         return f"kubelet answered {error.status.name}: {error.message}"

@@ -37,7 +37,7 @@ import anyio
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import ClaimRef, ClaimRefused
+from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.health import DeviceHealthService
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
@@ -48,14 +48,17 @@ from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
 from ascend_plugin.faces.dra.vnpu_keeper import VnpuKeeper
 from ascend_plugin.faces.dra.vnpus import ChipVnpus
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
-from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint, SocketUnavailable
+from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
 from ascend_plugin.offers.node_offers import DraPlan
+from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
 
@@ -108,18 +111,18 @@ class ApiClaims:
 
     async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
         if self.kube is None:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
                 "the kubelet retries",
-                "api",
             )
         try:
             return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
         except NotFound:
-            raise ClaimRefused(f"ResourceClaim {ref} does not exist (any more)", "claim") from None
+            raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
         except KubeError as error:
-            raise ClaimRefused(
-                f"cannot read ResourceClaim {ref}: {error}; the kubelet retries", "api"
+            raise Unavailable(
+                "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
             ) from None
 
 
@@ -207,7 +210,6 @@ class DraFace:
         self.sockets: RunSockets | None = None  # the current run's
         self.socket_problem = ""  # why a socket cannot be served, while that lasts
         self.slices: SliceController | None = None
-        self._stopping = False
 
     @property
     def notes(self) -> list[str]:
@@ -217,6 +219,16 @@ class DraFace:
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
+
+    def counters(self) -> KubeletCounters:
+        """What the driver has counted (registrations, claims), for the metrics."""
+        claims = self.preparer.stats
+        return KubeletCounters(
+            registrations=self.registration.registrations,
+            claims_prepared=claims.prepared,
+            claims_unprepared=claims.unprepared,
+            prepare_errors=dict(claims.errors),
+        )
 
     def problems(self) -> list[str]:
         """What keeps the driver from serving the node now, one line per cause; empty while it does."""
@@ -260,10 +272,10 @@ class DraFace:
         said once, kept for /readyz and retried with backoff until it can be.
         """
         attempt = 0
-        while not self._stopping:
+        while True:
             try:
                 for endpoint in sockets.endpoints:
-                    if not endpoint.serving and not self._stopping:
+                    if not endpoint.serving:
                         if endpoint in sockets.started:  # said once, however long re-creating it takes
                             sockets.started.discard(endpoint)
                             log.warning("%s was removed; serving it again", endpoint.path)
@@ -271,7 +283,7 @@ class DraFace:
                         sockets.started.add(endpoint)
             except EndpointStopped:
                 return  # shutdown closed it meanwhile
-            except SocketUnavailable as error:
+            except PathUnusable as error:
                 attempt += 1
                 delay = SOCKET_BACKOFF.after(attempt)
                 self._socket_failed(str(error), attempt, delay)
@@ -320,9 +332,3 @@ class DraFace:
         await sockets.registration.stop()
         self.registration.forget()
         await sockets.dra.stop()
-
-    async def stop(self) -> None:
-        """Shut down: close the current run's sockets; nothing serves them again."""
-        self._stopping = True
-        if self.sockets is not None:
-            await self._close(self.sockets)

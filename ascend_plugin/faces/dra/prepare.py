@@ -28,6 +28,13 @@ is shielded from the kubelet giving up, so driver and file never part.
 Every claim gets an answer of its own; one claim's failure never fails the
 call. The API server gets a budget per call, so a slow one turns into
 per-claim errors before the kubelet's deadline, not into a timed-out call.
+
+A claim that cannot be prepared is a refusal
+(:mod:`ascend_plugin.grpc_guard.refusals`) whose reason is the claim's error
+for the kubelet and whose label counts it: ``claim`` (the claim itself),
+``api`` (the API server could not be asked: ``Unavailable``), ``device`` (a
+device of the claim), ``vnpu`` (its vNPU could not be made), ``io`` (a file
+could not be written).
 """
 
 from __future__ import annotations
@@ -51,12 +58,13 @@ from ascend_plugin.faces.dra.checkpoint import (
     PreparedDevice,
 )
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, ClaimRefused, allocated_devices
+from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, allocated_devices
 from ascend_plugin.faces.dra.device_checks import check_not_held, check_whole_or_split, checked_chip
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.names import phy_of
 from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
 from ascend_plugin.faces.dra.vnpus import VnpuError
+from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
 from ascend_plugin.offers.base import DeviceNode
 from ascend_plugin.offers.vnpus import vnpu_node
 from ascend_plugin.offers.whole_chips import chip_node
@@ -68,7 +76,7 @@ API_BUDGET = 30.0
 
 
 class ClaimSource(Protocol):
-    """Where claims are read: the API server. Raises ClaimRefused (kind ``api`` or ``claim``)."""
+    """Where claims are read: the API server. Raises Unavailable when it is away, CannotServe (``claim``)."""
 
     async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
         """The ResourceClaim as JSON."""
@@ -258,10 +266,15 @@ class ClaimPreparer:
                     continue
                 try:
                     claim = await self._prepare_one(ref, new, deadline)
-                except ClaimRefused as refused:
-                    self.stats.errors[refused.kind] += 1
-                    log.warning("cannot prepare ResourceClaim %s: %s", ref, refused, extra={"uid": ref.uid})
-                    outcomes[ref.uid] = Outcome(None, str(refused))
+                except Refused as refused:
+                    self.stats.errors[refused.label] += 1
+                    log.warning(
+                        "cannot prepare ResourceClaim %s: %s",
+                        ref,
+                        refused,
+                        extra={"uid": ref.uid, **refused.fields()},
+                    )
+                    outcomes[ref.uid] = Outcome(None, refused.reason)
                     continue
                 new[ref.uid] = claim
                 outcomes[ref.uid] = Outcome(claim)
@@ -274,18 +287,18 @@ class ClaimPreparer:
     ) -> PreparedClaim:
         remaining = deadline - anyio.current_time()
         if remaining <= 0:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"ResourceClaim {ref} was not read: the API server took this call's whole budget "
                 f"({self.api_budget:g} s) on the claims before it; the kubelet retries",
-                "api",
             )
         with anyio.move_on_after(remaining) as scope:
             claim = await self.source.claim(ref)
         if scope.cancelled_caught:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
                 "the kubelet retries",
-                "api",
             )
         allocated = allocated_devices(claim, ref, self.driver, self.pool)
         devices = [self._checked(ref, device, pending) for device in allocated]
@@ -297,10 +310,10 @@ class ClaimPreparer:
                 ids = await anyio.to_thread.run_sync(self.specs.write, ref.uid, _nodes(prepared.devices))
             except OSError as error:
                 await self._undo(prepared)
-                raise ClaimRefused(
+                raise CannotServe(
+                    "io",
                     f"cannot write the CDI spec {self.specs.path(ref.uid)}: {error.strerror or error}; mount "
                     "the runtime's CDI directory writable (cdi_spec_dir)",
-                    "io",
                 ) from None
         devices = [dataclasses.replace(device, cdi_ids=(ids[device.device],)) for device in prepared.devices]
         return dataclasses.replace(prepared, devices=tuple(devices), state=PREPARED)
@@ -308,7 +321,7 @@ class ClaimPreparer:
     def _checked(
         self, ref: ClaimRef, device: AllocatedDevice, pending: Mapping[str, PreparedClaim]
     ) -> PreparedDevice:
-        """The device as it will be prepared (a partition: with its vNPU to make); else ClaimRefused."""
+        """The device as it will be prepared (a partition: with its vNPU to make); else CannotServe."""
         state = checked_chip(self.catalog, self.pool, ref, device, dynamic=self.keeper is not None)
         others = (*self.claims.values(), *pending.values())
         check_not_held(ref, device, others)
@@ -323,17 +336,17 @@ class ClaimPreparer:
         assert self.keeper is not None  # a partition passed checked_chip only with a keeper
         unanswered = {uid: dataclasses.replace(other, state=PREPARING) for uid, other in pending.items()}
         if not await self._save_logged({**self.claims, **unanswered, claim.ref.uid: claim}):
-            raise ClaimRefused(
+            raise CannotServe(
+                "io",
                 f"cannot write the checkpoint {self.checkpoint.path} before making the vNPUs of "
                 f"ResourceClaim {claim.ref}: the plugin directory must be writable",
-                "io",
             )
         owned = {vdev for vnpu in claim.vnpus for vdev in self._owned(vnpu.phy_id, *pending.values())}
         try:
             made = iter(await self.keeper.make(claim.vnpus, owned))
         except VnpuError as error:
             await self._save_logged(self.claims)
-            raise ClaimRefused(f"ResourceClaim {claim.ref}: {error}", "vnpu") from None
+            raise CannotServe("vnpu", f"ResourceClaim {claim.ref}: {error}") from None
         devices = [
             dataclasses.replace(device, vnpu=next(made)) if device.vnpu is not None else device
             for device in claim.devices

@@ -52,6 +52,11 @@ class Feature(enum.Enum):
         """What the driver publishes when the server does not keep the feature."""
         return _WITHOUT[self]
 
+    @property
+    def setting(self) -> str:
+        """The setting that asks for the feature."""
+        return _SETTINGS[self]
+
 
 _FIELDS = {
     Feature.PARTITIONS: "sharedCounters and consumesCounters",
@@ -62,6 +67,11 @@ _WITHOUT = {
     Feature.PARTITIONS: "chips are published whole only, and no vNPU is made on demand",
     Feature.SHARES: "chips are published whole, one claim each, instead of shared",
     Feature.TAINTS: "unhealthy chips leave the slice instead of staying in it tainted",
+}
+_SETTINGS = {
+    Feature.PARTITIONS: "vnpu=dynamic",
+    Feature.SHARES: "share_count",
+    Feature.TAINTS: "dra_device_taints (false: never ask)",
 }
 _GATE_DEFAULTS = "alpha and off by default in 1.34 and 1.35, beta and on from 1.36"
 
@@ -96,7 +106,7 @@ def refused_verdict(feature: Feature, error: ApiError) -> Verdict:
 
 
 def _not_kept(feature: Feature, what: str, fix: str) -> Verdict:
-    return Verdict(feature, False, f"{what}; {feature.without}. {fix}")
+    return Verdict(feature, False, f"{what}; {feature.without}. {fix}; {feature.setting} asks for it")
 
 
 def _probe_device(feature: Feature) -> JsonObject:

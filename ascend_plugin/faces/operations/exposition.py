@@ -13,7 +13,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from ascend_plugin.chip_calls import lane_name
-from ascend_plugin.faces.operations.metrics_source import CallStats, KubeletCounters, MetricsSource
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.faces.operations.metrics_source import CallStats, MetricsSource
 
 
 def render(source: MetricsSource, calls: CallStats) -> bytes:

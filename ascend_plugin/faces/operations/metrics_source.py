@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import bisect
 import collections
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ascend_plugin.chip_calls import StuckCall
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
 
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -33,21 +34,8 @@ class ChipMetric:
     ai_cores: float | None
 
 
-@dataclass(frozen=True)
-class KubeletCounters:
-    """What the kubelet-facing face has counted (the device plugin's, or the DRA driver's claims)."""
-
-    allocations: int = 0
-    allocation_errors: Mapping[str, int] = field(default_factory=dict)
-    updates_sent: int = 0
-    registrations: int = 0
-    claims_prepared: int = 0
-    claims_unprepared: int = 0
-    prepare_errors: Mapping[str, int] = field(default_factory=dict)
-
-
 class MetricsSource(Protocol):
-    """What the metrics read at scrape time; the app provides it."""
+    """What the metrics read at scrape time; :class:`~.plugin_source.PluginSource` reads it from the parts."""
 
     def chip_metrics(self) -> Sequence[ChipMetric]: ...
 

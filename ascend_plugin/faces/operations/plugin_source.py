@@ -1,0 +1,69 @@
+"""PluginSource: the metrics' view of a running plugin, each figure read from the part that keeps it.
+
+The chips come from discovery (none until it found them), the stuck and
+abandoned driver calls from :class:`~ascend_plugin.chip_calls.ChipCalls`,
+readiness from the probes (so ``ascend_plugin_ready`` says what /readyz says),
+and the kubelet's counters from the face that serves it: that face is built
+only once the chips are found, so the wiring hands its ``counters`` over then
+(:attr:`PluginSource.kubelet`); until then they are zeros.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from ascend_plugin.chip_calls import ChipCalls, StuckCall
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.faces.operations.metrics_source import ChipMetric
+from ascend_plugin.faces.operations.probes import PluginProbes
+from ascend_plugin.inventory.discovery import Discovery
+
+
+class PluginSource:
+    """The :class:`~.metrics_source.MetricsSource` of one plugin process."""
+
+    def __init__(
+        self,
+        discovery: Discovery,
+        calls: ChipCalls,
+        probes: PluginProbes,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.discovery = discovery
+        self.calls = calls
+        self.probes = probes
+        self.clock = clock
+        # The counters of the face serving the kubelet: the device plugin's, or the DRA driver's.
+        self.kubelet: Callable[[], KubeletCounters] = KubeletCounters
+
+    def chip_metrics(self) -> Sequence[ChipMetric]:
+        node = self.discovery.node
+        if node is None:
+            return []
+        inventory = node.inventory
+        return [
+            ChipMetric(
+                inventory.table.chip_id(state.phy_id),
+                state.healthy,
+                state.health.worst_level.name,
+                int(state.health.worst_level),
+                state.ai_cores,
+            )
+            for state in inventory.chips()
+        ]
+
+    def kubelet_counters(self) -> KubeletCounters:
+        return self.kubelet()
+
+    def ready(self) -> bool:
+        return self.probes.readiness().ok
+
+    def stuck_calls(self) -> Sequence[StuckCall]:
+        return self.calls.stuck_calls()
+
+    def abandoned_threads(self) -> int:
+        return self.calls.abandoned_threads
+
+    def now(self) -> float:
+        return self.clock()
