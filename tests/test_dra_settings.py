@@ -117,3 +117,11 @@ def test_the_taint_setting_is_a_flag_with_a_default_of_its_own(flag: list[str], 
     arguments = build_parser().parse_args(["run", *flag])
     assert arguments.dra_device_taints is value
     assert build_parser().parse_args(["run"]).dra_device_taints is None
+
+
+def test_the_taint_effect_setting_reaches_the_driver() -> None:
+    base = {**FAKE, "serve": "dra", "node_name": "n1"}
+    assert DraSettings.from_settings(load_settings(base)).evict is True
+    assert DraSettings.from_settings(load_settings({**base, "dra_taint_effect": "NoSchedule"})).evict is False
+    with pytest.raises(SettingsError, match="dra_taint_effect"):
+        load_settings({**base, "dra_taint_effect": "PreferNoSchedule"})
