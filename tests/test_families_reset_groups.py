@@ -46,11 +46,27 @@ def test_910b_resets_its_mesh_of_eight_or_a_whole_box_of_sixteen(
     assert _groups(backend, found) == groups
 
 
-def test_an_a3_reset_waits_for_the_whole_node(python_fake: PythonFakePlayer) -> None:
-    chips = [{"phy_id": phy, "card_id": phy // 2} for phy in range(8)]
+def test_an_a3_reset_takes_its_card_and_the_brother_card(python_fake: PythonFakePlayer) -> None:
+    # Eight cards of two dies: the driver pairs cards 0-3 with 4-7.
+    chips = [{"phy_id": phy, "card_id": phy // 2} for phy in range(16)]
     backend, found = _node(python_fake, "Ascend910", chips)
     assert type(backend) is Ascend910A3
+    assert _groups(backend, found) == {(0, 1, 8, 9), (2, 3, 10, 11), (4, 5, 12, 13), (6, 7, 14, 15)}
+    assert [backend.associated_card(chip) for chip in found[:4]] == [4, 4, 5, 5]
+
+
+def test_an_a3_driver_that_names_no_brother_resets_the_whole_node(python_fake: PythonFakePlayer) -> None:
+    chips = [{"phy_id": phy, "card_id": phy // 2} for phy in range(8)]
+    scenario = {"chip_name": "Ascend910", "chips": chips, "missing": ["brother_card"]}
+    backend = backend_of(python_fake.open(FakeScenario.model_validate(scenario)))
+    found = backend.session.discover()
     assert _groups(backend, found) == {tuple(range(8))}
+    assert backend.associated_card(found[0]) == -1
+
+
+def test_only_a3_names_an_associated_card(python_fake: PythonFakePlayer) -> None:
+    backend, found = _node(python_fake, "910B3", [{"phy_id": phy, "card_id": phy} for phy in range(8)])
+    assert {backend.associated_card(chip) for chip in found} == {-1}
 
 
 def test_a_300i_duo_resets_both_chips_of_its_card_a_300i_pro_its_one(python_fake: PythonFakePlayer) -> None:

@@ -67,7 +67,7 @@ class DeviceHealthService(DraResourceHealthBase):
                     health=_status(state),
                     last_updated_time=now,
                     health_check_timeout_seconds=REPORT_TIMEOUT,
-                    message=state.health.reason[:MAX_MESSAGE],
+                    message=state.reason[:MAX_MESSAGE],
                 )
                 for state in self.inventory.chips()
                 if not state.split  # its vNPUs are no devices of this driver
