@@ -21,7 +21,7 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import anyio
@@ -30,11 +30,13 @@ from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
-from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
+from ascend_plugin.faces.operations.metrics_source import ChipMetric, HotResetFigures, KubeletCounters
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
+from ascend_plugin.hot_reset.manager import HotResetManager
+from ascend_plugin.hot_reset.sequence import Shown
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
@@ -59,12 +61,16 @@ EXIT_REFUSED = 2
 class PluginApp:
     """One plugin process's parts, wired together."""
 
-    def __init__(self, settings: Settings, *, freeze_heap: bool = False) -> None:
+    def __init__(
+        self, settings: Settings, *, freeze_heap: bool = False, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         """``freeze_heap``: keep the garbage collector off what start-up built (the daemon does; a
         process that runs many apps, like the tests, must not, or each would pin the garbage before it).
+        ``clock``: what hot reset counts its idle time and its budget of resets on (tests move it).
         """
         self.settings = settings
         self.freeze_heap = freeze_heap
+        self.clock = clock
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
@@ -78,6 +84,7 @@ class PluginApp:
         self.assignments: Assignments | None = None
         self.held: HeldChips | None = None
         self.volcano: RootTask | None = None
+        self.hot_reset: HotResetManager | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
@@ -166,7 +173,10 @@ class PluginApp:
         host = HostDevices(inventory.table, settings.host_root)
         if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
             self.node, self.monitor = node, monitor
-            await run_root_tasks([RootTask("health monitor", monitor.run), *self._dra_tasks(inventory, host)])
+            dra_tasks = self._dra_tasks(inventory, host)
+            assert self.dra is not None
+            hot_reset = self._hot_reset(node, monitor, self.dra.shown)
+            await run_root_tasks([RootTask("health monitor", monitor.run), *dra_tasks, *hot_reset])
             return
         try:
             plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
@@ -210,6 +220,7 @@ class PluginApp:
         if self.freeze_heap:
             _freeze_the_heap()
         tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
+        tasks += self._hot_reset(node, monitor, face.shown)
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
         if self.volcano is not None:
@@ -259,8 +270,32 @@ class PluginApp:
 
         if self.freeze_heap:
             _freeze_the_heap()  # and the Kubernetes client's, as large again
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held, notices=notices)
+        inputs = KubeInputs(
+            self.settings,
+            node_name,
+            self.config,
+            inventory,
+            held=self.held,
+            notices=notices,
+            hot_reset=self.hot_reset,
+        )
         await supervise("kubernetes", lambda: run_kube(inputs))
+
+    def _hot_reset(self, node: Node, monitor: HealthMonitor, shown: Shown) -> list[RootTask]:
+        """The hot-reset manager's task, with hot_reset on (it waits for the kubelet to be ``shown``)."""
+        if not self.settings.hot_reset:
+            return []
+        self.hot_reset = HotResetManager(
+            node.backend,
+            self.calls,
+            node.inventory,
+            held=self.held,
+            idle=self.settings.hot_reset_idle,
+            look_again=monitor.look_again,
+            shown=shown,
+            clock=self.clock,
+        )
+        return [RootTask("hot reset", self.hot_reset.run)]
 
     def _volcano(self, node: Node, book: OfferBook) -> DeviceChooser:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.
@@ -363,6 +398,16 @@ class _MetricsView:
 
     def ready(self) -> bool:
         return self.app.ready
+
+    def hot_resets(self) -> HotResetFigures | None:
+        manager, inventory = self.app.hot_reset, self.app.inventory
+        if manager is None or inventory is None:
+            return None
+        return HotResetFigures(
+            manager.stats,
+            tuple(inventory.table.chip_id(phy) for phy in sorted(manager.waiting)),
+            tuple(inventory.table.chip_id(entry.chip.phy_id) for entry in manager.manual.entries()),
+        )
 
     def stuck_calls(self) -> Sequence[StuckCall]:
         return self.app.calls.stuck_calls()

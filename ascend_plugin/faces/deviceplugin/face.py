@@ -106,6 +106,15 @@ class DevicePluginFace:
         """Call ``listener()`` after every successful registration of any resource."""
         self._registered_listeners.append(listener)
 
+    async def shown(self, version: int) -> None:
+        """Return once every ListAndWatch stream has sent the kubelet the offers of inventory ``version``.
+
+        A hot reset waits here after taking its chips out, so the kubelet has
+        them Unhealthy before the reset starts.
+        """
+        for server in list(self.servers.values()):
+            await server.service.streams.shown(version)
+
     async def run(self) -> None:
         """Follow the offers until the inventory closes, then stop every server."""
         self.changes.start()

@@ -155,6 +155,17 @@ class DraFace:
         """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
 
+    async def shown(self, version: int) -> None:
+        """Return once the kubelet's health streams and the ResourceSlices show inventory ``version``.
+
+        A hot reset waits here after taking its chips out. The slices wait for
+        the API server, and the caller bounds the wait; before the client exists
+        nothing is published, and the first slices show the chips as they are then.
+        """
+        await self.health.streams.shown(version)
+        if self.slices is not None:
+            await self.slices.published(version)
+
     async def run(self) -> None:
         """Serve until the inventory closes, then stop."""
         try:

@@ -94,10 +94,12 @@ class DeviceHealthService(DraResourceHealthBase):
     async def node_watch_resources(
         self, message: NodeWatchResourcesRequest
     ) -> AsyncIterator[NodeWatchResourcesResponse]:
-        with self.streams.open():
+        with self.streams.open() as sight:
             while not self.streams.stopping:
                 changed = self.streams.next_change()
+                version = self.inventory.version
                 yield self.snapshot()
                 self.messages_sent += 1
+                sight.showed(version)
                 with anyio.move_on_after(self.heartbeat):
                     await changed.wait()
