@@ -30,7 +30,7 @@ from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.hot_reset.budget import ResetBudget
 from ascend_plugin.hot_reset.freeness import HOLDERS_UNKNOWN, Busy, GroupCheck
-from ascend_plugin.hot_reset.manual import ManualReset, ManualResets
+from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
 from ascend_plugin.hot_reset.notices import NoticeLog
 from ascend_plugin.hot_reset.rules import Remedy, remedy
 from ascend_plugin.hot_reset.sequence import (
@@ -38,6 +38,7 @@ from ascend_plugin.hot_reset.sequence import (
     BOOT_TIMEOUT,
     GroupReset,
     LookAgain,
+    PutOff,
     ResetParts,
     Shown,
     shown_at_once,
@@ -57,10 +58,11 @@ RESTORED = "named in the node's ResetInfo annotation when the plugin started"
 
 @dataclass(frozen=True)
 class Waiting:
-    """A chip that needs a reset, waiting for its group: free since when (None: busy now), and why busy."""
+    """A chip that needs a reset, waiting: its group free since when (None: busy now), why not yet."""
 
     free_since: float | None
     busy: str = ""
+    not_before: float = 0.0  # a reset put off is not tried again before this time
 
 
 class HotResetManager:
@@ -126,7 +128,7 @@ class HotResetManager:
             state = self.inventory.get(phy)
             if state is None or state.healthy:
                 continue
-            if await self._list(state, RESTORED):
+            if await self._list(state, RESTORED, Listed.RESTORED):
                 log.warning(
                     "%s stays out of hot reset: %s",
                     self._name(phy),
@@ -169,24 +171,32 @@ class HotResetManager:
             )
         due: list[float] = []
         for state in states:
-            phy = state.phy_id
-            wanted = remedy(state)
-            if wanted is Remedy.NONE or phy in self.manual:
-                self.waiting.pop(phy, None)
-            elif wanted is Remedy.MANUAL:
-                self.waiting.pop(phy, None)
-                level = state.health.worst_level.name
-                await self._list(state, f"{level}: a separated chip is never reset, an operator decides")
-            elif phy not in self.resetting():
-                if self.budget.left(phy) == 0:
-                    self.waiting.pop(phy, None)
-                    spent = f"{self.budget.resets} hot resets in the last 6 hours did not mend it"
-                    await self._list(state, spent)
-                    continue
-                wait = await self._consider(tasks, state)
-                if wait is not None:
-                    due.append(wait)
+            wait = await self._act(tasks, state)
+            if wait is not None:
+                due.append(wait)
         return min(due) if due else None
+
+    async def _act(self, tasks: TaskGroup, state: ChipState) -> float | None:
+        """What one chip needs now; seconds until it needs a look again (None: at the next change)."""
+        phy = state.phy_id
+        wanted = remedy(state)
+        listed = self.manual.get(phy)
+        if wanted is Remedy.MANUAL:
+            self.waiting.pop(phy, None)
+            level = state.health.worst_level.name
+            await self._list(state, f"{level}: a separated chip is never reset", Listed.SEPARATED)
+            return None
+        if wanted is Remedy.NONE or (listed is not None and listed.listed is not Listed.SPENT):
+            self.waiting.pop(phy, None)
+            return None
+        if phy in self.resetting():
+            return None
+        if self.budget.left(phy) == 0:
+            self.waiting.pop(phy, None)
+            spent = f"{self.budget.resets} hot resets in the last 6 hours did not mend it"
+            await self._list(state, spent, Listed.SPENT)
+            return self.budget.next_in(phy)
+        return await self._consider(tasks, state)
 
     async def _consider(self, tasks: TaskGroup, state: ChipState) -> float | None:
         """Start the chip's reset if its group is free and idle long enough; else when to look again."""
@@ -199,6 +209,8 @@ class HotResetManager:
         else:
             busy = await self.parts.check.busy(group, resetting)
         before = self.waiting.get(phy)
+        if before is not None and now < before.not_before:
+            return before.not_before - now
         if busy:
             why = "; ".join(f"{self._name(each.phy_id)} {each.why}" for each in busy)
             if before is None or before.busy != why:
@@ -237,7 +249,9 @@ class HotResetManager:
             return self.resetting() - mine
 
         try:
-            await GroupReset(self.parts, chip, group, others).run()
+            outcome = await GroupReset(self.parts, chip, group, others).run()
+            if isinstance(outcome, PutOff):
+                self.waiting[chip.phy_id] = Waiting(None, outcome.why, self.clock() + self.recheck)
         finally:
             self.active.pop(chip.phy_id, None)
             self.wake()
@@ -257,7 +271,7 @@ class HotResetManager:
             self._groups[chip.phy_id] = tuple(group)
         return self._groups[chip.phy_id]
 
-    async def _list(self, state: ChipState, why: str) -> bool:
+    async def _list(self, state: ChipState, why: str, listed: Listed) -> bool:
         """Name the chip for an operator's reset; True when it was not named yet."""
         if state.phy_id in self.manual:
             return False
@@ -268,8 +282,8 @@ class HotResetManager:
             )
         except (ChipError, ChipCallError):
             associated = -1
-        added = self.manual.add(ManualReset(state.chip, associated, why))
-        if added and why != RESTORED:
+        added = self.manual.add(ManualReset(state.chip, associated, why, listed))
+        if added and listed is not Listed.RESTORED:
             log.warning(
                 "%s needs an operator's reset: %s; named in the node's ResetInfo annotation",
                 self._name(state.phy_id),

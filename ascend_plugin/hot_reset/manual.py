@@ -1,21 +1,33 @@
 """The chips that wait for an operator's reset: what the node's ``ResetInfo`` annotation lists.
 
-A chip goes here when hot reset will not (or can no longer) help it: it is
-separated (SeparateNPU, ManuallySeparateNPU), its three resets of the last
-6 hours are spent, or its reset failed or timed out. It stays out of service
-through its own verdict (its fault keeps it unhealthy) and is not reset again
-by the plugin; it leaves the list once it is healthy again, however that came
-about. The Kubernetes face writes the list into the annotation in Huawei's
-format (``ManualResetDevs``) whenever it changes.
+A chip goes here when hot reset will not (or can no longer) help it
+(:class:`Listed`): it is separated (SeparateNPU, ManuallySeparateNPU), its
+three resets of the last 6 hours are spent, its reset failed or timed out, or
+the annotation named it when the plugin started. It stays out of service
+through its own verdict (its fault keeps it unhealthy). It is not reset again
+by the plugin, except once a spent budget allows another reset; it leaves the
+list once it is healthy again, however that came about. The Kubernetes face
+writes the list into the annotation in Huawei's format (``ManualResetDevs``)
+whenever it changes.
 """
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ascend_plugin.changes import Changes
 from backends.chips import Chip
+
+
+class Listed(enum.Enum):
+    """Why a chip is listed, as far as hot reset's next step goes."""
+
+    SEPARATED = "separated"  # never reset
+    SPENT = "budget spent"  # reset again once the budget allows, listed until healthy
+    FAILED = "reset failed"  # not reset again
+    RESTORED = "named at start"  # not reset again: a previous run listed it
 
 
 @dataclass(frozen=True)
@@ -25,6 +37,7 @@ class ManualReset:
     chip: Chip
     associated_card: int  # Huawei's AssociatedCardId: the brother card on A3, else -1
     why: str  # in an operator's words, e.g. "its reset failed: ..."
+    listed: Listed
 
 
 class ManualResets:
@@ -48,6 +61,9 @@ class ManualResets:
 
     def __contains__(self, phy_id: object) -> bool:
         return phy_id in self._entries
+
+    def get(self, phy_id: int) -> ManualReset | None:
+        return self._entries.get(phy_id)
 
     def add(self, entry: ManualReset) -> bool:
         """List the chip (its first reason is kept); True when it was not listed yet."""

@@ -5,10 +5,11 @@
    offers turn them Unhealthy, Allocate and Prepare refuse them, and the reset
    waits (at most :data:`MARK_OUT_WAIT`) until the kubelet has been sent the
    new list (and, serving DRA, the ResourceSlices show it).
-2. With the door closed, the group is checked once more (no pod, no process)
-   and the faulty chip's health read again: a health of 0 means it mended
-   itself, and there is nothing to reset (Huawei's rule; -8012, a card that
-   dropped, counts as bad). Either puts the reset off; nothing is spent.
+2. With the door closed, the group is checked once more (no pod, no process):
+   a busy group puts the reset off, and nothing is spent. (Before step 1 the
+   faulty chip's health was read again: a health of 0 means it mended itself,
+   and there is nothing to reset, Huawei's rule; -8012, a card that dropped,
+   counts as bad.)
 3. One reset of the budget is spent, ``HotResetStart`` is told, and the
    in-band reset (``dcmi_set_device_reset``, INBAND) is asked of the faulty
    chip only: the driver restarts its group.
@@ -36,7 +37,7 @@ import anyio
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.hot_reset.budget import ResetBudget
 from ascend_plugin.hot_reset.freeness import GroupCheck
-from ascend_plugin.hot_reset.manual import ManualReset, ManualResets
+from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
 from ascend_plugin.hot_reset.notices import NoticeLog, ResetStage
 from ascend_plugin.hot_reset.stats import ResetStats, Result
 from ascend_plugin.inventory.inventory import Inventory
@@ -53,6 +54,13 @@ MARK_OUT_WAIT: Final = 10.0  # seconds the reset waits for the kubelet to hear t
 
 Shown = Callable[[int], Awaitable[None]]  # returns once the faces show this inventory version
 LookAgain = Callable[[Sequence[int]], Awaitable[None]]  # reads these chips afresh, returns once judged
+
+
+@dataclass(frozen=True)
+class PutOff:
+    """A reset that did not go ahead, and why (the group was busy after all, the chip reads healthy)."""
+
+    why: str
 
 
 async def shown_at_once(version: int) -> None:
@@ -98,25 +106,44 @@ class GroupReset:
         self.device = parts.name(chip.phy_id)
         self.members = parts.names(self.group)
 
-    async def run(self) -> Result | None:
-        """Reset the chip; how it ended, or None when it was put off (nothing was spent or asked)."""
+    async def run(self) -> Result | PutOff:
+        """Reset the chip: how it ended, or why it was put off (then nothing is spent, no reset asked)."""
+        why_not = await self._health_calls_for_it()
+        if why_not:
+            return self._put_off(why_not)
         parts = self.parts
         phy_ids = [chip.phy_id for chip in self.group]
         parts.inventory.set_resetting(phy_ids, True)
         try:
             await self._tell_the_kubelet(parts.inventory.version)
-            why_not = await self._still_wanted()
-            if why_not:
-                log.info(
-                    "hot reset of %s put off: %s",
-                    self.device,
-                    why_not,
-                    extra={"device": self.device, "group": list(self.members), "reason": why_not},
-                )
-                return None
+            busy = await parts.check.busy(self.group, self.others())
+            if busy:
+                return self._put_off("; ".join(f"{parts.name(each.phy_id)} {each.why}" for each in busy))
             return await self._reset()
         finally:
             parts.inventory.set_resetting(phy_ids, False)
+
+    async def _health_calls_for_it(self) -> str:
+        """Why the chip's health says no reset now (empty: it says reset): health 0 means it mended itself."""
+        parts = self.parts
+        try:
+            reading = await parts.calls.call(
+                self.chip.phy_id, "read_health", parts.backend.read_health, self.chip
+            )
+        except (ChipError, ChipCallError) as error:
+            return f"its health cannot be read ({error})"
+        if reading.value == 0 and not reading.dropped:
+            return "it reads health 0 (Huawei's rule: a chip whose health is 0 is not reset)"
+        return ""
+
+    def _put_off(self, why: str) -> PutOff:
+        log.info(
+            "hot reset of %s put off: %s",
+            self.device,
+            why,
+            extra={"device": self.device, "group": list(self.members), "reason": why},
+        )
+        return PutOff(why)
 
     async def _tell_the_kubelet(self, version: int) -> None:
         with anyio.move_on_after(self.parts.mark_out_wait) as waited:
@@ -129,22 +156,6 @@ class GroupReset:
                 ", ".join(self.members),
                 extra={"device": self.device, "group": list(self.members)},
             )
-
-    async def _still_wanted(self) -> str:
-        """Why the reset must not go ahead now (empty: it may)."""
-        parts = self.parts
-        busy = await parts.check.busy(self.group, self.others())
-        if busy:
-            return "; ".join(f"{parts.name(each.phy_id)} {each.why}" for each in busy)
-        try:
-            reading = await parts.calls.call(
-                self.chip.phy_id, "read_health", parts.backend.read_health, self.chip
-            )
-        except (ChipError, ChipCallError) as error:
-            return f"its health cannot be read ({error})"
-        if reading.value == 0 and not reading.dropped:
-            return "it reads health 0 again"
-        return ""
 
     async def _reset(self) -> Result:
         parts = self.parts
@@ -218,7 +229,7 @@ class GroupReset:
             )
         except (ChipError, ChipCallError):
             associated = -1
-        parts.manual.add(ManualReset(self.chip, associated, f"its hot reset failed: {why}"))
+        parts.manual.add(ManualReset(self.chip, associated, f"its hot reset failed: {why}", Listed.FAILED))
         message = (
             f"hot reset of {self.device} failed: {why}; it stays out, named in the node's ResetInfo "
             f"annotation, until it is healthy again (by hand: npu-smi set -t reset -i {self.chip.card_id} "
