@@ -293,6 +293,7 @@ class PluginApp:
             idle=self.settings.hot_reset_idle,
             look_again=monitor.look_again,
             shown=shown,
+            reads_annotation=bool(self.settings.node_name),
             clock=self.clock,
         )
         return [RootTask("hot reset", self.hot_reset.run)]

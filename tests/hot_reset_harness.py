@@ -167,7 +167,8 @@ async def reset_rig(
     """The plugin with hot reset on ``scenario``, registered and following the node's pods."""
     levels = root / "levels.json"
     levels.write_text(json.dumps(LEVELS), encoding="utf-8")
-    add_node_object(apiserver)
+    if apiserver.get("nodes", NODE) is None:
+        add_node_object(apiserver)
     player.update(scenario)
     values: dict[str, Any] = {
         "node_name": NODE,

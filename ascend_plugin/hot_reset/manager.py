@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 RECHECK: Final = 1.0  # seconds between two looks at a busy group (processes end without telling anyone)
 RESTORED = "named in the node's ResetInfo annotation when the plugin started"
+UNREAD = "the node's ResetInfo annotation is not read yet (a chip a previous run named there is not reset)"
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ class HotResetManager:
         idle: float,
         look_again: LookAgain,
         shown: Shown = shown_at_once,
+        reads_annotation: bool = False,
         clock: Callable[[], float] = time.monotonic,
         boot_timeout: float = BOOT_TIMEOUT,
         boot_poll: float = BOOT_POLL,
@@ -111,6 +113,8 @@ class HotResetManager:
         self.active: dict[int, tuple[int, ...]] = {}  # faulty chip -> its group, while its reset runs
         self._groups: dict[int, tuple[Chip, ...]] = {}
         self._wake = Changes()
+        # With the Kubernetes side on, nothing is reset before the annotation a previous run left is read.
+        self.restored = not reads_annotation
 
     # -- what others ask -------------------------------------------------------------------
 
@@ -135,6 +139,7 @@ class HotResetManager:
                     RESTORED,
                     extra={"device": self._name(phy)},
                 )
+        self.restored = True
         self.wake()
 
     # -- running ---------------------------------------------------------------------------
@@ -190,6 +195,9 @@ class HotResetManager:
             self.waiting.pop(phy, None)
             return None
         if phy in self.resetting():
+            return None
+        if not self.restored:
+            self.waiting[phy] = Waiting(None, UNREAD)
             return None
         if self.budget.left(phy) == 0:
             self.waiting.pop(phy, None)

@@ -154,12 +154,12 @@ class HotResetPublisher:
                 self.node_name,
                 ANNOTATION,
             )
-            return
+            node = {}
         text = string_map(mapping_field(node, "metadata"), "annotations").get(ANNOTATION)
-        if text is None:
-            return
-        self.written = text
-        phy_ids, problems = decode_reset_info(text)
-        for problem in problems:
-            log.warning("%s", problem)
+        phy_ids: list[int] = []
+        if text is not None:
+            self.written = text
+            phy_ids, problems = decode_reset_info(text)
+            for problem in problems:
+                log.warning("%s", problem)
         await self.manager.restore(phy_ids)
