@@ -6,7 +6,9 @@ PodResources API, against the loopback API server. It runs in Volcano mode:
 that is where the plugin knows which chips pods hold (a pod's
 ``huawei.com/AscendReal``), and a chip no one can say is free is never reset.
 Its clock is :class:`MovingClock`, so a test can let hours pass for the reset
-budget, and ``hot_reset_idle`` is 0 unless a test says otherwise.
+budget, and ``hot_reset_idle`` is 0 unless a test says otherwise. A test
+starts once the plugin has read the node's ResetInfo annotation back (until
+then it resets nothing).
 
 The fault codes below are given their levels by the test's fault-level file.
 What the driver did is read from the fakes' driver state: each chip's latest
@@ -193,6 +195,7 @@ async def reset_rig(
         try:
             await wait_for(kubelet, registered(RESOURCE), "registration")
             await until(lambda: synced(app), "the pod cache")
+            await until(lambda: app.hot_reset is not None and app.hot_reset.restored, "the annotation read")
             yield ResetRig(app, player, kubelet, apiserver, pod_resources, clock)
         finally:
             app.stop()

@@ -9,18 +9,21 @@ busy again starts it over.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from hot_reset_harness import RESTART_NPU, ResetRig, node_scenario, reset_rig
+from hot_reset_harness import LEVELS, RESTART_NPU, ResetRig, node_scenario, reset_rig
+from plugin_harness import player_settings, registered, running_plugin
 from volcano_harness import volcano_pod
-from waiting import until
+from waiting import until, wait_for
 
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
+from backends.fake.driver_state import DriverStateFile
 
 pytestmark = pytest.mark.anyio
 
@@ -122,3 +125,23 @@ async def test_the_group_must_stay_free_for_the_idle_time_in_a_row(
         assert rig.reset_count(0) == 0
         rig.advance(idle)
         await rig.reset_done(0)
+
+
+async def test_where_no_one_can_say_which_chips_pods_hold_nothing_is_reset(
+    python_fake: ScenarioPlayer[Any], kubelet: KubeletStandIn, plugin_dir: Path, short_tmp: Path
+) -> None:
+    """Outside Volcano mode this plugin does not learn which chips pods hold: every group counts as busy."""
+    levels = short_tmp / "levels.json"
+    levels.write_text(json.dumps(LEVELS), encoding="utf-8")
+    python_fake.update(node_scenario())
+    settings = player_settings(
+        python_fake, plugin_dir, short_tmp, fault_levels_file=levels, hot_reset=True, hot_reset_idle=0
+    )
+    async with running_plugin(settings) as app:
+        await wait_for(kubelet, registered("huawei.com/Ascend910"), "registration")
+        python_fake.update(node_scenario({0: RESTART_NPU}))
+        manager = app.hot_reset
+        assert manager is not None
+        waiting = await until(lambda: manager.waiting.get(0), "chip 0 waiting")
+        assert waiting.busy.startswith("Ascend910-0 which chips pods hold is not known on this node")
+        assert DriverStateFile.beside(python_fake.scenario_path).read().resets == ()

@@ -75,7 +75,9 @@ async def polled_on(rig: ResetRig, more: int = 20) -> None:
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("code", [RESTART_REQUEST, RESTART_BUSINESS, FREE_RESTART_NPU, RESTART_NPU])
-async def test_the_reset_levels_are_reset(python_fake: ScenarioPlayer[Any], fixtures: Fixtures, code: str) -> None:
+async def test_the_reset_levels_are_reset(
+    python_fake: ScenarioPlayer[Any], fixtures: Fixtures, code: str
+) -> None:
     async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
         rig.write(node_scenario({1: code}))
         await rig.reset_done(1)
@@ -97,7 +99,9 @@ async def test_a_separated_chip_is_named_for_an_operator_and_never_reset(
 
 
 @pytest.mark.anyio
-async def test_a_pre_separated_chip_is_left_alone(python_fake: ScenarioPlayer[Any], fixtures: Fixtures) -> None:
+async def test_a_pre_separated_chip_is_left_alone(
+    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+) -> None:
     async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
         rig.write(node_scenario({2: PRE_SEPARATE_NPU}))
         await until(lambda: rig.health(2) == "Unhealthy", "chip 2 unhealthy")
@@ -107,7 +111,9 @@ async def test_a_pre_separated_chip_is_left_alone(python_fake: ScenarioPlayer[An
 
 
 @pytest.mark.anyio
-async def test_a_chip_whose_health_reads_0_is_not_reset(python_fake: ScenarioPlayer[Any], fixtures: Fixtures) -> None:
+async def test_a_chip_whose_health_reads_0_is_not_reset(
+    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+) -> None:
     async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
         healthy_value = node_scenario({0: RESTART_NPU}, chip={0: {"health": 0}})
         rig.write(healthy_value)

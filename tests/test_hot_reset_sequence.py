@@ -99,3 +99,57 @@ async def test_a_chip_the_reset_does_not_mend_stays_out_and_waits_for_its_next_r
         await until(lambda: 0 in rig.manager.waiting, "chip 0 waiting again")
         assert rig.reset_count(0) == 1
         assert rig.manager.budget.left(0) == 2
+
+
+async def test_each_stage_is_an_event_on_the_node_and_the_metrics_count_it(
+    python_fake: ScenarioPlayer[Any],
+    kubelet: KubeletStandIn,
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    pod_resources: PodResourcesStandIn,
+    plugin_dir: Path,
+    short_tmp: Path,
+) -> None:
+    async with reset_rig(
+        python_fake,
+        kubelet,
+        apiserver,
+        kubeconfig,
+        pod_resources,
+        plugin_dir,
+        short_tmp,
+        node_scenario(),
+        node_events=True,
+    ) as rig:
+        rig.write(node_scenario({2: RESTART_NPU}))
+        await rig.reset_done(2)
+
+        def told() -> list[tuple[str, str, str]]:
+            ordered = sorted(apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
+            return [
+                (event["reason"], event["type"], event["message"])
+                for event in ordered
+                if event["reason"].startswith("HotReset")
+            ]
+
+        await until(lambda: len(told()) == 2, "the start and complete Events")
+        (start, start_type, started), (complete, complete_type, message) = told()
+        assert (start, start_type, complete, complete_type) == (
+            "HotResetStart",
+            "Warning",
+            "HotResetComplete",
+            "Normal",
+        )
+        assert started == (
+            "hot reset of Ascend910-2 started, with its reset group Ascend910-0, Ascend910-1, Ascend910-2, "
+            "Ascend910-3 (fault 80C98009:RestartNPU); 2 of 3 resets left in the next 6 hours"
+        )
+        assert message.startswith("hot reset of Ascend910-2 complete in ")
+        assert message.endswith(
+            " s: Ascend910-0, Ascend910-1, Ascend910-2, Ascend910-3 answered again; Ascend910-2 is healthy"
+        )
+
+        text = rig.app.metrics.render().decode()
+        assert 'ascend_hot_resets_total{result="complete"} 1.0' in text
+        assert 'ascend_hot_resets_total{result="failed"} 0.0' in text
+        assert "ascend_hot_reset_seconds_count 1.0" in text
