@@ -115,6 +115,16 @@ class DevicePluginFace:
         for server in list(self.servers.values()):
             await server.service.streams.shown(version)
 
+    def problems(self) -> list[str]:
+        """The resources the kubelet does not have now, and why; empty while it has every one."""
+        if not self.servers:
+            return ["no resource is served yet"]
+        return [
+            f"{resource} not registered with the kubelet: {server.registrar.last_error or 'waiting for it'}"
+            for resource, server in sorted(self.servers.items())
+            if not server.registrar.registered
+        ]
+
     async def run(self) -> None:
         """Follow the offers until the inventory closes, then stop every server."""
         self.changes.start()
