@@ -57,14 +57,15 @@ class GroupCheck:
         answers: dict[int, Busy | None] = {}
 
         async def ask(chip: Chip) -> None:
-            answers[chip.phy_id] = await self._processes(chip)
+            answers[chip.phy_id] = await self.processes(chip)
 
         async with anyio.create_task_group() as tasks:
             for chip in group:
                 tasks.start_soon(ask, chip)
         return [busy for chip in group if (busy := answers[chip.phy_id]) is not None]
 
-    async def _processes(self, chip: Chip) -> Busy | None:
+    async def processes(self, chip: Chip) -> Busy | None:
+        """Busy when a process runs on the chip, or its process list cannot be read; else None."""
         try:
             processes = await self.calls.call(chip.phy_id, "processes", self.backend.processes, chip)
         except (ChipError, ChipCallError) as error:
