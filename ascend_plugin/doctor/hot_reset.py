@@ -80,7 +80,7 @@ async def hot_reset(context: Context) -> Finding:
             HOT_RESET,
             f"{detail}. With these settings the plugin cannot tell which chips pods hold, and a chip no "
             "one can say is free is never reset: no chip is reset",
-            fix=f"hot reset works in Volcano mode ({how_to_set('volcano', True)}): docs/faults.md#hot-reset",
+            fix=f"hot reset works in Volcano mode ({how_to_set('volcano', True)}): docs/hot-reset.md",
         )
     return Finding.ok(HOT_RESET, detail)
 

@@ -154,7 +154,7 @@ class HotResetManager:
         )
         if self.held is None:
             log.warning(
-                "hot reset is on but %s in this mode: no chip is reset (see docs/faults.md#hot-reset)",
+                "hot reset is on but %s in this mode: no chip is reset (see docs/hot-reset.md)",
                 HOLDERS_UNKNOWN,
             )
         async with anyio.create_task_group() as tasks:
