@@ -5,7 +5,8 @@ own process on the real cffi binding over the C fake library (tests/fake_dcmi),
 in Volcano mode (where it knows which chips pods hold) against the loopback API
 server, with the kubelet stand-in and its PodResources API, at the default
 health interval (1 s). The node is eight 910B3 chips, one reset group; each
-reset takes the fake ``--reset-seconds``. Each trial faults one chip (a
+reset takes the fake ``--reset-seconds`` plus a random part of the boot-status
+poll (0.25 s), so the end of a reset falls anywhere between two polls. Each trial faults one chip (a
 RestartNPU code, by the fault-level file) and times, on the system's monotonic
 clock that the fake driver stamps its resets with:
 
@@ -153,21 +154,22 @@ def trials(node: ResetNode, count: int, rng: random.Random, busy: bool) -> tuple
     """``count`` resets, each of the next chip in turn: (free -> reset call, chip back -> all Healthy)."""
     to_call, to_healthy = [], []
     for trial in range(count):
+        reset_seconds = node.reset_seconds + rng.uniform(0, 0.25)
         phy = trial % CHIPS
         if phy == BUSY and busy:
             phy = (phy + 1) % CHIPS
         nth = trial // CHIPS + 1
         time.sleep(rng.uniform(0, 1.0))  # a random moment of the 1 s poll cycle
-        node.write(scenario(node.reset_seconds, phy, busy=busy))
+        node.write(scenario(reset_seconds, phy, busy=busy))
         free = time.monotonic()
         if busy:
             time.sleep(rng.uniform(0.5, 1.5))  # the fault is seen while chip BUSY has its process
-            node.write(scenario(node.reset_seconds, phy))
+            node.write(scenario(reset_seconds, phy))
             free = time.monotonic()
         since = until(lambda phy=phy, nth=nth: node.reset_of(phy, nth), f"reset {nth} of chip {phy}")
         started = since / 1e9
         to_call.append(started - free)
-        back = started + node.reset_seconds
+        back = started + reset_seconds
         healthy = until(lambda back=back: node.all_healthy_after(back), "the group Healthy again")
         to_healthy.append(healthy - back)
     return to_call, to_healthy

@@ -57,6 +57,13 @@ LEVELS = {
 }
 
 
+def levels_file(directory: Path) -> Path:
+    """A fault-level file giving the codes above their levels."""
+    path = directory / "levels.json"
+    path.write_text(json.dumps(LEVELS), encoding="utf-8")
+    return path
+
+
 def device(phy: int) -> str:
     return f"Ascend910-{phy}"
 
@@ -101,6 +108,15 @@ class MovingClock:
     def __call__(self) -> float:
         return time.monotonic() + self.offset
 
+    def events(self) -> list[tuple[str, str, str]]:
+        """The hot-reset Events on the Node, oldest first: (reason, type, message)."""
+        ordered = sorted(self.apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
+        return [
+            (event["reason"], event["type"], event["message"])
+            for event in ordered
+            if event["reason"].startswith("HotReset")
+        ]
+
     def advance(self, seconds: float) -> None:
         self.offset += seconds
 
@@ -136,6 +152,15 @@ class ResetRig:
     def health(self, phy: int) -> str | None:
         return self.kubelet.health(RESOURCE).get(device(phy))
 
+    def events(self) -> list[tuple[str, str, str]]:
+        """The hot-reset Events on the Node, oldest first: (reason, type, message)."""
+        ordered = sorted(self.apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
+        return [
+            (event["reason"], event["type"], event["message"])
+            for event in ordered
+            if event["reason"].startswith("HotReset")
+        ]
+
     def advance(self, seconds: float) -> None:
         """Let ``seconds`` pass on the plugin's clock, and have hot reset look again."""
         self.clock.advance(seconds)
@@ -154,29 +179,32 @@ class ResetRig:
         await until(lambda: not self.manager.active, "the reset to end")
 
 
+@dataclass(frozen=True)
+class RigParts:
+    """What the plugin runs against: the kubelet and its PodResources, the API server, its directories."""
+
+    kubelet: KubeletStandIn
+    apiserver: FakeApiServer
+    kubeconfig: Path
+    pod_resources: PodResourcesStandIn
+    plugin_dir: Path
+    root: Path
+
+
 @asynccontextmanager
 async def reset_rig(
-    player: ScenarioPlayer[Any],
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    root: Path,
-    scenario: FakeScenario,
-    **overrides: Any,
+    player: ScenarioPlayer[Any], parts: RigParts, scenario: FakeScenario, **overrides: Any
 ) -> AsyncIterator[ResetRig]:
-    """The plugin with hot reset on ``scenario``, registered and following the node's pods."""
-    levels = root / "levels.json"
-    levels.write_text(json.dumps(LEVELS), encoding="utf-8")
-    if apiserver.get("nodes", NODE) is None:
-        add_node_object(apiserver)
+    """The plugin with hot reset on ``scenario``, registered, following the node's pods, annotation read."""
+    levels = levels_file(parts.root)
+    if parts.apiserver.get("nodes", NODE) is None:
+        add_node_object(parts.apiserver)
     player.update(scenario)
     values: dict[str, Any] = {
         "node_name": NODE,
-        "kubeconfig": kubeconfig,
+        "kubeconfig": parts.kubeconfig,
         "volcano": True,
-        "pod_resources_socket": pod_resources.socket,
+        "pod_resources_socket": parts.pod_resources.socket,
         "host_ip": "198.51.100.7",
         "node_labels": False,
         "device_info_configmap": False,
@@ -187,15 +215,15 @@ async def reset_rig(
         "health_interval": 0.05,
     }
     values.update(overrides)
-    settings = player_settings(player, plugin_dir, root, **values)
+    settings = player_settings(player, parts.plugin_dir, parts.root, **values)
     clock = MovingClock()
     app = PluginApp(settings, clock=clock)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         try:
-            await wait_for(kubelet, registered(RESOURCE), "registration")
+            await wait_for(parts.kubelet, registered(RESOURCE), "registration")
             await until(lambda: synced(app), "the pod cache")
             await until(lambda: app.hot_reset is not None and app.hot_reset.restored, "the annotation read")
-            yield ResetRig(app, player, kubelet, apiserver, pod_resources, clock)
+            yield ResetRig(app, player, parts.kubelet, parts.apiserver, parts.pod_resources, clock)
         finally:
             app.stop()

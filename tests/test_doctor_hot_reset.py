@@ -7,13 +7,12 @@ each, from the chips as they are read now.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import DoctorRoot
-from hot_reset_harness import LEVELS, RESTART_NPU, SEPARATE_NPU, node_scenario
+from hot_reset_harness import RESTART_NPU, SEPARATE_NPU, levels_file, node_scenario
 
 from ascend_plugin.doctor.findings import Finding, Status
 from ascend_plugin.doctor.hot_reset import HOT_RESET
@@ -27,8 +26,7 @@ UP_TO_HOT_RESET = tuple(c for c in CHECKS if c.name not in {"kubelet", "node-ide
 
 
 async def hot_reset(root: DoctorRoot, tmp_path: Path, **settings: Any) -> Finding:
-    levels = tmp_path / "levels.json"
-    levels.write_text(json.dumps(LEVELS), encoding="utf-8")
+    levels = levels_file(tmp_path)
     values = {"fault_levels_file": levels, **settings}
     findings = await diagnose(root.settings(**values), root.path, {}, UP_TO_HOT_RESET)
     (found,) = [finding for finding in findings if finding.name == HOT_RESET]

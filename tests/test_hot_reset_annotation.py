@@ -11,12 +11,11 @@ runs, the device-info ConfigMap lists its group under ``-Recovering``.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from hot_reset_harness import RESTART_NPU, SEPARATE_NPU, ResetRig, node_scenario, reset_rig
+from hot_reset_harness import RESTART_NPU, SEPARATE_NPU, ResetRig, RigParts, node_scenario, reset_rig
 from volcano_harness import NODE
 from waiting import until
 
@@ -25,27 +24,12 @@ from ascend_plugin.hot_reset.manual import Listed, ManualReset
 from ascend_plugin.hot_reset.sequence import BOOT_TIMEOUT
 from ascend_plugin.hot_reset.stats import Result
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.chips import Chip
 from backends.library import ChipInfo
 
 pytestmark = pytest.mark.anyio
 
-Fixtures = tuple[KubeletStandIn, FakeApiServer, Path, PodResourcesStandIn, Path, Path]
 EMPTY = '{"ThirdPartyResetDevs":[],"ManualResetDevs":[]}'
-
-
-@pytest.fixture
-def fixtures(
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
-) -> Fixtures:
-    return kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp
 
 
 def reset_info(apiserver: FakeApiServer) -> str | None:
@@ -58,15 +42,6 @@ def reset_info(apiserver: FakeApiServer) -> str | None:
 def manual_devices(apiserver: FakeApiServer) -> list[dict[str, int]] | None:
     text = reset_info(apiserver)
     return None if text is None else list(json.loads(text)["ManualResetDevs"])
-
-
-def events(apiserver: FakeApiServer) -> list[tuple[str, str, str]]:
-    ordered = sorted(apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
-    return [
-        (event["reason"], event["type"], event["message"])
-        for event in ordered
-        if event["reason"].startswith("HotReset")
-    ]
 
 
 def entry(phy: int) -> dict[str, int]:
@@ -92,10 +67,10 @@ def test_the_annotation_is_huawei_s_format() -> None:
 
 
 async def test_a_separated_chip_is_named_until_it_is_healthy_again(
-    any_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    _, apiserver, *_ = fixtures
-    async with reset_rig(any_fake, *fixtures, node_scenario()) as rig:
+    apiserver = reset_parts.apiserver
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         assert reset_info(apiserver) is None  # nothing to say, nothing written
         rig.write(node_scenario({2: SEPARATE_NPU}))
         await until(lambda: manual_devices(apiserver) == [entry(2)], "chip 2 in ManualResetDevs")
@@ -105,15 +80,15 @@ async def test_a_separated_chip_is_named_until_it_is_healthy_again(
 
 
 async def test_a_reset_the_driver_refuses_is_told_named_and_not_tried_again(
-    any_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    _, apiserver, *_ = fixtures
+    apiserver = reset_parts.apiserver
     refusing = node_scenario({0: RESTART_NPU}, chip={0: {"errors": {"reset": -8015}}})
-    async with reset_rig(any_fake, *fixtures, node_scenario(), node_events=True) as rig:
+    async with reset_rig(any_fake, reset_parts, node_scenario(), node_events=True) as rig:
         rig.write(refusing)
         await until(lambda: manual_devices(apiserver) == [entry(0)], "chip 0 in ManualResetDevs")
-        await until(lambda: len(events(apiserver)) == 2, "the start and failure Events")
-        (start, start_type, started), (failed, failed_type, message) = events(apiserver)
+        await until(lambda: len(rig.events()) == 2, "the start and failure Events")
+        (start, start_type, started), (failed, failed_type, message) = rig.events()
         assert (start, start_type, failed, failed_type) == (
             "HotResetStart",
             "Warning",
@@ -133,11 +108,11 @@ async def test_a_reset_the_driver_refuses_is_told_named_and_not_tried_again(
 
 
 async def test_a_chip_that_does_not_boot_in_time_is_named_and_its_group_was_recovering(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    _, apiserver, *_ = fixtures
+    apiserver = reset_parts.apiserver
     slow = node_scenario({1: RESTART_NPU}, reset_seconds=3600)
-    async with reset_rig(python_fake, *fixtures, node_scenario(), device_info_configmap=True) as rig:
+    async with reset_rig(python_fake, reset_parts, node_scenario(), device_info_configmap=True) as rig:
         rig.write(slow)
         await until(lambda: rig.reset_count(1) == 1, "the reset of chip 1")
         await until(lambda: recovering(apiserver) == "Ascend910-0,Ascend910-1,Ascend910-2,Ascend910-3", "")
@@ -152,9 +127,9 @@ async def test_a_chip_that_does_not_boot_in_time_is_named_and_its_group_was_reco
 
 
 async def test_a_chip_named_when_the_plugin_starts_is_not_reset_again(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    _, apiserver, *_ = fixtures
+    apiserver = reset_parts.apiserver
     from volcano_harness import add_node_object
 
     add_node_object(apiserver)
@@ -162,7 +137,7 @@ async def test_a_chip_named_when_the_plugin_starts_is_not_reset_again(
     assert node is not None
     node["metadata"]["annotations"] = {"ResetInfo": json.dumps({"ManualResetDevs": [entry(0), entry(3)]})}
     apiserver.put("nodes", node)
-    async with reset_rig(python_fake, *fixtures, node_scenario({0: RESTART_NPU})) as rig:
+    async with reset_rig(python_fake, reset_parts, node_scenario({0: RESTART_NPU})) as rig:
         await until(lambda: manual_devices(apiserver) == [entry(0)], "chip 3, healthy, dropped")
         listed = rig.manager.manual.get(0)
         assert listed is not None

@@ -8,19 +8,15 @@ hours later (the test moves the plugin's clock) it gets its next reset.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from hot_reset_harness import RESTART_NPU, node_scenario, reset_rig
+from hot_reset_harness import RESTART_NPU, RigParts, node_scenario, reset_rig
 from waiting import until
 
 from ascend_plugin.hot_reset.budget import RESETS, WINDOW, ResetBudget
 from ascend_plugin.hot_reset.manual import Listed
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 HOUR = 3600.0
 
@@ -53,18 +49,10 @@ def test_three_resets_in_any_six_hours() -> None:
 
 @pytest.mark.anyio
 async def test_a_chip_its_resets_do_not_mend_gets_three_then_waits_six_hours(
-    any_fake: ScenarioPlayer[Any],
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
     stubborn = node_scenario({0: RESTART_NPU}, chip={0: {"reset_clears_faults": False}}, reset_seconds=0.1)
-    async with reset_rig(
-        any_fake, kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp, node_scenario()
-    ) as rig:
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         rig.write(stubborn)
         listed = await until(lambda: rig.manager.manual.get(0), "chip 0 named for an operator")
         assert listed.listed is Listed.SPENT

@@ -9,37 +9,20 @@ busy again starts it over.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from hot_reset_harness import LEVELS, RESTART_NPU, ResetRig, node_scenario, reset_rig
+from hot_reset_harness import RESTART_NPU, ResetRig, RigParts, levels_file, node_scenario, reset_rig
 from plugin_harness import player_settings, registered, running_plugin
 from volcano_harness import volcano_pod
 from waiting import until, wait_for
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake.driver_state import DriverStateFile
 
 pytestmark = pytest.mark.anyio
-
-Fixtures = tuple[KubeletStandIn, FakeApiServer, Path, PodResourcesStandIn, Path, Path]
-
-
-@pytest.fixture
-def fixtures(
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
-) -> Fixtures:
-    return kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp
 
 
 def process_lists_asked(rig: ResetRig) -> int:
@@ -61,9 +44,9 @@ async def held_back(rig: ResetRig, busy: str) -> None:
 
 
 async def test_a_process_on_another_chip_of_the_group_holds_the_reset_back_until_it_ends(
-    any_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    async with reset_rig(any_fake, *fixtures, node_scenario()) as rig:
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario({0: RESTART_NPU}, processes={2: [4242]}))
         await held_back(rig, "Ascend910-2 1 process(es) run on it (PID 4242)")
         rig.write(node_scenario({0: RESTART_NPU}))
@@ -72,9 +55,9 @@ async def test_a_process_on_another_chip_of_the_group_holds_the_reset_back_until
 
 
 async def test_a_process_list_the_driver_cannot_give_counts_as_busy(
-    any_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    async with reset_rig(any_fake, *fixtures, node_scenario()) as rig:
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario({0: RESTART_NPU}, chip={3: {"errors": {"processes": -8005}}}))
         await held_back(rig, "Ascend910-3 its process list cannot be read")
         rig.write(node_scenario({0: RESTART_NPU}))
@@ -82,10 +65,10 @@ async def test_a_process_list_the_driver_cannot_give_counts_as_busy(
 
 
 async def test_a_pod_on_a_chip_of_the_group_holds_the_reset_back_until_it_goes(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    _, apiserver, *_ = fixtures
-    async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
+    apiserver = reset_parts.apiserver
+    async with reset_rig(python_fake, reset_parts, node_scenario()) as rig:
         pod = volcano_pod(
             "trainer", [1], 100, phase="Running", extra_annotations={"huawei.com/AscendReal": "Ascend910-1"}
         )
@@ -104,10 +87,10 @@ async def test_a_pod_on_a_chip_of_the_group_holds_the_reset_back_until_it_goes(
 
 
 async def test_the_group_must_stay_free_for_the_idle_time_in_a_row(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
     idle = 600.0
-    async with reset_rig(python_fake, *fixtures, node_scenario(), hot_reset_idle=idle) as rig:
+    async with reset_rig(python_fake, reset_parts, node_scenario(), hot_reset_idle=idle) as rig:
         rig.write(node_scenario({0: RESTART_NPU}))
         first = await until(lambda: rig.manager.waiting.get(0), "chip 0 waiting for its idle time")
         assert first.free_since is not None
@@ -131,8 +114,7 @@ async def test_where_no_one_can_say_which_chips_pods_hold_nothing_is_reset(
     python_fake: ScenarioPlayer[Any], kubelet: KubeletStandIn, plugin_dir: Path, short_tmp: Path
 ) -> None:
     """Outside Volcano mode this plugin does not learn which chips pods hold: every group counts as busy."""
-    levels = short_tmp / "levels.json"
-    levels.write_text(json.dumps(LEVELS), encoding="utf-8")
+    levels = levels_file(short_tmp)
     python_fake.update(node_scenario())
     settings = player_settings(
         python_fake, plugin_dir, short_tmp, fault_levels_file=levels, hot_reset=True, hot_reset_idle=0

@@ -9,7 +9,6 @@ a health of 0 puts the reset off (Huawei's rule), a card that answers -8012
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from hot_reset_harness import (
     RESTART_REQUEST,
     SEPARATE_NPU,
     ResetRig,
+    RigParts,
     node_scenario,
     reset_rig,
 )
@@ -30,11 +30,6 @@ from waiting import until
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.hot_reset.manual import Listed
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
-
-Fixtures = tuple[KubeletStandIn, FakeApiServer, Path, PodResourcesStandIn, Path, Path]
 
 REMEDIES = {
     FaultLevel.NormalNPU: Remedy.NONE,
@@ -54,18 +49,6 @@ def test_every_level_has_its_remedy() -> None:
     assert {level: remedy_for(level) for level in FaultLevel} == REMEDIES
 
 
-@pytest.fixture
-def fixtures(
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
-) -> Fixtures:
-    return kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp
-
-
 async def polled_on(rig: ResetRig, more: int = 20) -> None:
     """Wait until the chips have been polled ``more`` times more: the manager had its chances to act."""
     latency = rig.app.metrics.calls.latency
@@ -76,9 +59,9 @@ async def polled_on(rig: ResetRig, more: int = 20) -> None:
 @pytest.mark.anyio
 @pytest.mark.parametrize("code", [RESTART_REQUEST, RESTART_BUSINESS, FREE_RESTART_NPU, RESTART_NPU])
 async def test_the_reset_levels_are_reset(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures, code: str
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts, code: str
 ) -> None:
-    async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
+    async with reset_rig(python_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario({1: code}))
         await rig.reset_done(1)
         await rig.healthy(0, 1, 2, 3)
@@ -86,9 +69,9 @@ async def test_the_reset_levels_are_reset(
 
 @pytest.mark.anyio
 async def test_a_separated_chip_is_named_for_an_operator_and_never_reset(
-    any_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    async with reset_rig(any_fake, *fixtures, node_scenario()) as rig:
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario({2: SEPARATE_NPU}))
         listed = await until(lambda: rig.manager.manual.get(2), "chip 2 named")
         assert listed.listed is Listed.SEPARATED
@@ -100,9 +83,9 @@ async def test_a_separated_chip_is_named_for_an_operator_and_never_reset(
 
 @pytest.mark.anyio
 async def test_a_pre_separated_chip_is_left_alone(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
+    async with reset_rig(python_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario({2: PRE_SEPARATE_NPU}))
         await until(lambda: rig.health(2) == "Unhealthy", "chip 2 unhealthy")
         await polled_on(rig)
@@ -112,9 +95,9 @@ async def test_a_pre_separated_chip_is_left_alone(
 
 @pytest.mark.anyio
 async def test_a_chip_whose_health_reads_0_is_not_reset(
-    python_fake: ScenarioPlayer[Any], fixtures: Fixtures
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    async with reset_rig(python_fake, *fixtures, node_scenario()) as rig:
+    async with reset_rig(python_fake, reset_parts, node_scenario()) as rig:
         healthy_value = node_scenario({0: RESTART_NPU}, chip={0: {"health": 0}})
         rig.write(healthy_value)
         waiting = await until(lambda: rig.manager.waiting.get(0), "chip 0 put off")
@@ -127,7 +110,7 @@ async def test_a_chip_whose_health_reads_0_is_not_reset(
 
 
 @pytest.mark.anyio
-async def test_a_dropped_card_is_reset(any_fake: ScenarioPlayer[Any], fixtures: Fixtures) -> None:
-    async with reset_rig(any_fake, *fixtures, node_scenario()) as rig:
+async def test_a_dropped_card_is_reset(any_fake: ScenarioPlayer[Any], reset_parts: RigParts) -> None:
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario(chip={3: {"errors": {"health": -8012}}}))  # the card drop code: RestartNPU
         await rig.reset_done(3)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from hot_reset_harness import LEVELS, RESOURCE, RESTART_NPU, node_scenario
+from hot_reset_harness import RESOURCE, RESTART_NPU, levels_file, node_scenario
 from plugin_harness import health_of, player_settings, registered, running_plugin
 from waiting import until, wait_for
 
@@ -37,8 +36,7 @@ def test_a_negative_idle_time_is_refused_by_name() -> None:
 async def test_without_hot_reset_a_faulty_chip_is_never_reset(
     any_fake: ScenarioPlayer[Any], kubelet: KubeletStandIn, plugin_dir: Path, short_tmp: Path
 ) -> None:
-    levels = short_tmp / "levels.json"
-    levels.write_text(json.dumps(LEVELS), encoding="utf-8")
+    levels = levels_file(short_tmp)
     any_fake.update(node_scenario())
     settings = player_settings(any_fake, plugin_dir, short_tmp, fault_levels_file=levels)
     async with running_plugin(settings) as app:

@@ -9,19 +9,15 @@ Healthy through the normal health path.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from hot_reset_harness import CHIPS, RESOURCE, RESTART_NPU, device, node_scenario, reset_rig
+from hot_reset_harness import CHIPS, RESOURCE, RESTART_NPU, RigParts, device, node_scenario, reset_rig
 from waiting import until
 
 from ascend_plugin.hot_reset.notices import ResetStage
 from ascend_plugin.hot_reset.stats import Result
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -29,17 +25,9 @@ GROUP = tuple(range(CHIPS))
 
 
 async def test_the_group_goes_out_one_reset_of_the_faulty_chip_and_the_group_comes_back(
-    any_fake: ScenarioPlayer[Any],
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
-    async with reset_rig(
-        any_fake, kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp, node_scenario()
-    ) as rig:
+    async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         await rig.healthy(*GROUP)
         rig.write(node_scenario({0: RESTART_NPU}))
         await rig.reset_done(0)
@@ -52,7 +40,7 @@ async def test_the_group_goes_out_one_reset_of_the_faulty_chip_and_the_group_com
 
         # Before the driver was asked, the kubelet had the whole group Unhealthy.
         started = resets[0].since_ns / 1e9
-        seen = [devices for at, devices in kubelet.resources[RESOURCE].history if at < started]
+        seen = [devices for at, devices in rig.kubelet.resources[RESOURCE].history if at < started]
         assert seen, "the kubelet heard nothing before the reset"
         assert {seen[-1][device(phy)] for phy in GROUP} == {"Unhealthy"}
 
@@ -69,24 +57,13 @@ async def test_the_group_goes_out_one_reset_of_the_faulty_chip_and_the_group_com
 
 
 async def test_a_chip_the_reset_does_not_mend_stays_out_and_waits_for_its_next_reset(
-    any_fake: ScenarioPlayer[Any],
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
     stubborn = node_scenario({0: RESTART_NPU}, chip={0: {"reset_clears_faults": False}})
     idle = 3600.0  # the next reset is an hour of idle time away
     async with reset_rig(
         any_fake,
-        kubelet,
-        apiserver,
-        kubeconfig,
-        pod_resources,
-        plugin_dir,
-        short_tmp,
+        reset_parts,
         node_scenario(),
         hot_reset_idle=idle,
     ) as rig:
@@ -102,38 +79,19 @@ async def test_a_chip_the_reset_does_not_mend_stays_out_and_waits_for_its_next_r
 
 
 async def test_each_stage_is_an_event_on_the_node_and_the_metrics_count_it(
-    python_fake: ScenarioPlayer[Any],
-    kubelet: KubeletStandIn,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    pod_resources: PodResourcesStandIn,
-    plugin_dir: Path,
-    short_tmp: Path,
+    python_fake: ScenarioPlayer[Any], reset_parts: RigParts
 ) -> None:
     async with reset_rig(
         python_fake,
-        kubelet,
-        apiserver,
-        kubeconfig,
-        pod_resources,
-        plugin_dir,
-        short_tmp,
+        reset_parts,
         node_scenario(),
         node_events=True,
     ) as rig:
         rig.write(node_scenario({2: RESTART_NPU}))
         await rig.reset_done(2)
 
-        def told() -> list[tuple[str, str, str]]:
-            ordered = sorted(apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
-            return [
-                (event["reason"], event["type"], event["message"])
-                for event in ordered
-                if event["reason"].startswith("HotReset")
-            ]
-
-        await until(lambda: len(told()) == 2, "the start and complete Events")
-        (start, start_type, started), (complete, complete_type, message) = told()
+        await until(lambda: len(rig.events()) == 2, "the start and complete Events")
+        (start, start_type, started), (complete, complete_type, message) = rig.events()
         assert (start, start_type, complete, complete_type) == (
             "HotResetStart",
             "Warning",

@@ -6,7 +6,7 @@ See :mod:`.metrics` for why prometheus_client waits until someone asks.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -135,18 +135,22 @@ def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
     seconds.add_metric(
         [], list(zip(bounds, itertools.accumulate(stats.counts), strict=True)), stats.total_seconds
     )
-    waiting = GaugeMetricFamily(
+    waiting = _one_per_device(
         "ascend_hot_reset_waiting",
         "1 per device that needs a hot reset and waits for its group",
-        labels=["device"],
+        figures.waiting,
     )
-    for device in figures.waiting:
-        waiting.add_metric([device], 1.0)
-    manual = GaugeMetricFamily(
+    manual = _one_per_device(
         "ascend_hot_reset_manual",
         "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
-        labels=["device"],
+        figures.manual,
     )
-    for device in figures.manual:
-        manual.add_metric([device], 1.0)
     yield from (resets, seconds, waiting, manual)
+
+
+def _one_per_device(name: str, documentation: str, devices: Iterable[str]) -> GaugeMetricFamily:
+    """A gauge of 1 per device named (a device not named has no sample)."""
+    gauge = GaugeMetricFamily(name, documentation, labels=["device"])
+    for device in devices:
+        gauge.add_metric([device], 1.0)
+    return gauge
