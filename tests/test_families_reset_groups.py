@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fake_dcmi.players import PythonFakePlayer
+from fake_dcmi.players import PythonFakePlayer, ScenarioPlayer
 from node_harness import backend_of
 
 from backends.backend import ChipBackend
 from backends.chips import Chip
+from backends.errors import DcmiError
 from backends.fake import FakeScenario
 from backends.families import Ascend310, Ascend310B, Ascend310P, Ascend910A1, Ascend910A3, Ascend910B
 from backends.reset_groups import ResetGroupError
@@ -94,3 +95,27 @@ def test_a_chip_outside_the_node_is_refused_by_name(python_fake: PythonFakePlaye
         match=r"chip 1 \(card 1, device 0, 310P3\) is not among the node's chips \(physical ids 0\)",
     ):
         backend.reset_group(found[1], found[:1])
+
+
+def test_a_300i_duo_is_reset_through_device_0_of_its_card(any_fake: ScenarioPlayer[Any]) -> None:
+    """Its driver takes a card's reset on device 0 only: the reset of chip 1 asks device 0, and both go."""
+    chips = [{"phy_id": 0, "card_id": 0}, {"phy_id": 1, "card_id": 0}]
+    duo = {"chip_name": "310P3", "reset_seconds": 3600, "chips": chips}
+    library = any_fake.open(FakeScenario.model_validate(duo))
+    backend = backend_of(library)
+    second = backend.session.discover()[1]
+    assert (second.card_id, second.device_id) == (0, 1)
+    backend.hot_reset(second)
+    assert all(backend.boot_status(chip) != 16 for chip in backend.session.discover())
+    with pytest.raises(DcmiError) as raised:
+        library.health(0, 1)
+    assert raised.value.code == -8012
+
+
+def test_the_calls_of_a_reset_on_another_family(any_fake: ScenarioPlayer[Any]) -> None:
+    node = {"chip_name": "910B3", "reset_seconds": 0, "chips": [{"phy_id": 0, "processes": [{"pid": 9}]}]}
+    backend = backend_of(any_fake.open(FakeScenario.model_validate(node)))
+    (chip,) = backend.session.discover()
+    assert [process.pid for process in backend.processes(chip)] == [9]
+    backend.hot_reset(chip)
+    assert backend.boot_status(chip) == 16
