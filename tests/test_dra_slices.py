@@ -336,12 +336,15 @@ async def test_published_returns_once_the_slices_show_the_chips_as_of_a_version(
     apiserver.add_node(NODE)
     inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=range(4))
     controller = SliceController(kube, DeviceCatalog(inventory, DRIVER), NODE)
-    async with running(controller.run), anyio.fail_after(WAIT):
-        await controller.published(inventory.version)
+    async with running(controller.run):
+        with anyio.fail_after(WAIT):
+            await controller.published(inventory.version)
         assert device_names(ours(apiserver)) == [f"npu-{phy}" for phy in range(4)]
         inventory.set_resetting([0, 1], True)
-        await controller.published(inventory.version)
+        with anyio.fail_after(WAIT):
+            await controller.published(inventory.version)
         assert device_names(ours(apiserver)) == ["npu-2", "npu-3"]
         inventory.set_resetting([0, 1], False)
-        await controller.published(inventory.version)
+        with anyio.fail_after(WAIT):
+            await controller.published(inventory.version)
         assert device_names(ours(apiserver)) == [f"npu-{phy}" for phy in range(4)]
