@@ -108,15 +108,6 @@ class MovingClock:
     def __call__(self) -> float:
         return time.monotonic() + self.offset
 
-    def events(self) -> list[tuple[str, str, str]]:
-        """The hot-reset Events on the Node, oldest first: (reason, type, message)."""
-        ordered = sorted(self.apiserver.events(), key=lambda event: int(event["metadata"]["resourceVersion"]))
-        return [
-            (event["reason"], event["type"], event["message"])
-            for event in ordered
-            if event["reason"].startswith("HotReset")
-        ]
-
     def advance(self, seconds: float) -> None:
         self.offset += seconds
 
