@@ -11,11 +11,13 @@ runs, the device-info ConfigMap lists its group under ``-Recovering``.
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 from hot_reset_harness import RESTART_NPU, SEPARATE_NPU, ResetRig, RigParts, node_scenario, reset_rig
+from log_records import fields, records
 from volcano_harness import NODE
 from waiting import until
 
@@ -80,7 +82,7 @@ async def test_a_separated_chip_is_named_until_it_is_healthy_again(
 
 
 async def test_a_reset_the_driver_refuses_is_told_named_and_not_tried_again(
-    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts, caplog: pytest.LogCaptureFixture
 ) -> None:
     apiserver = reset_parts.apiserver
     refusing = node_scenario({0: RESTART_NPU}, chip={0: {"errors": {"reset": -8015}}})
@@ -98,6 +100,8 @@ async def test_a_reset_the_driver_refuses_is_told_named_and_not_tried_again(
         assert started.startswith("hot reset of Ascend910-0 started, with its reset group Ascend910-0, ")
         assert "dcmi_set_device_reset returned -8015 (reset failed)" in message
         assert rig.manager.stats.results == {Result.FAILED: 1}
+        (failure,) = records(caplog, "ascend_plugin.hot_reset.sequence", level=logging.ERROR)
+        assert fields(failure, "device", "result") == {"device": "Ascend910-0", "result": "failed"}
         await polled_on(rig)
         assert rig.app.metrics.calls.latency["hot_reset"].calls == 1
         await rig.healthy(1, 2, 3)

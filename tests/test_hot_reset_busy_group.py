@@ -9,12 +9,14 @@ busy again starts it over.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 from hot_reset_harness import RESTART_NPU, ResetRig, RigParts, levels_file, node_scenario, reset_rig
+from log_records import records
 from plugin_harness import player_settings, registered, running_plugin
 from volcano_harness import volcano_pod
 from waiting import until, wait_for
@@ -44,11 +46,15 @@ async def held_back(rig: ResetRig, busy: str) -> None:
 
 
 async def test_a_process_on_another_chip_of_the_group_holds_the_reset_back_until_it_ends(
-    any_fake: ScenarioPlayer[Any], reset_parts: RigParts
+    any_fake: ScenarioPlayer[Any], reset_parts: RigParts, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, "ascend_plugin.hot_reset")
     async with reset_rig(any_fake, reset_parts, node_scenario()) as rig:
         rig.write(node_scenario({0: RESTART_NPU}, processes={2: [4242]}))
-        await held_back(rig, "Ascend910-2 1 process(es) run on it (PID 4242)")
+        busy = "Ascend910-2 1 process(es) run on it (PID 4242)"
+        await held_back(rig, busy)
+        waiting = records(caplog, "ascend_plugin.hot_reset.manager", device="Ascend910-0", busy=busy)
+        assert len(waiting) == 1  # said once, however often the group was looked at
         rig.write(node_scenario({0: RESTART_NPU}))
         await rig.reset_done(0)
         await rig.healthy(0, 1, 2, 3)

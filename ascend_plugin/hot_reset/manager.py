@@ -274,7 +274,12 @@ class HotResetManager:
                     chip.phy_id, "reset_group", backend.reset_group, chip, chips
                 )
             except (ChipError, ChipCallError) as error:
-                log.warning("the reset group of %s cannot be read: %s", chip.label, error)
+                log.warning(
+                    "the reset group of %s cannot be read: %s",
+                    chip.label,
+                    error,
+                    extra={"device": self._name(chip.phy_id), "error": str(error)},
+                )
                 return None
             self._groups[chip.phy_id] = tuple(group)
         return self._groups[chip.phy_id]

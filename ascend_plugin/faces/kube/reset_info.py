@@ -140,7 +140,7 @@ class HotResetPublisher:
                     self.node_name,
                     ANNOTATION,
                     text,
-                    extra={"devices": [entry.chip.phy_id for entry in entries]},
+                    extra={"devices": [self.manager.parts.name(entry.chip.phy_id) for entry in entries]},
                 )
             await manual.wait_for_change(version)
 
