@@ -90,5 +90,6 @@ def bench(session: nox.Session) -> None:
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
         "bench/event_storm.py",
+        "bench/hot_reset.py",
     ):
         session.run("python", script, *session.posargs)

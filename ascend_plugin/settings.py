@@ -192,6 +192,19 @@ class Settings(BaseSettings):
         description="JSON file of fault code levels that extends or overrides the built-in table",
     )
 
+    # -- hot reset --
+    hot_reset: bool = Field(
+        default=False,
+        description="reset a chip whose fault calls for a reset (RestartRequest, RestartBusiness, "
+        "FreeRestartNPU, RestartNPU) once its reset group is free, at most 3 times in 6 hours; "
+        "off: it stays out until reset by hand (Huawei's -hotReset)",
+    )
+    hot_reset_idle: Annotated[float, Field(ge=0, le=86400)] = Field(
+        default=60.0,
+        description="seconds a chip's reset group must have been free (no pod, no process) before "
+        "its hot reset",
+    )
+
     # -- sharing and vNPUs --
     share_count: Annotated[int, Field(ge=1, le=100)] = Field(
         default=1,

@@ -150,6 +150,20 @@ class HealthMonitor:
         for watch in self._watches.values():
             watch.wake.set()
 
+    async def look_again(self, phy_ids: Iterable[int]) -> None:
+        """Poll these chips now, forgetting the codes their fault events held; return once judged.
+
+        After a hot reset the driver has re-initialised the chips: a code an
+        event raised before it says nothing of them now, so their faults are
+        read afresh (Huawei's plugin does the same).
+        """
+        watches = [self._watches[phy] for phy in phy_ids if phy in self._watches]
+        for watch in watches:
+            watch.memory = FaultMemory()
+        async with anyio.create_task_group() as group:
+            for watch in watches:
+                group.start_soon(self._poll, watch)
+
     async def _watch(self, watch: _Watch) -> None:
         while True:
             with anyio.move_on_after(self._next_look(watch)):

@@ -527,7 +527,7 @@ static void refresh(void) {
 
 struct made { int phy; unsigned int id, vfg; char template[TEXT]; float aic; unsigned long long memory_mb; };
 struct gone { int phy; unsigned int id; };
-struct reset { int phy; long long since_ns; unsigned long long scenario[4]; };
+struct reset { int phy; long long since_ns; unsigned long long scenario[4]; int count; };
 struct driver_state {
     int nmade, ngone, nresets;
     struct made made[MAX_MADE];
@@ -559,8 +559,9 @@ static int parse_state_line(char *line, struct driver_state *d) {
     } else if (strcmp(kind, "reset") == 0 && d->nresets < MAX_CHIPS) {
         struct reset *r = &d->resets[d->nresets];
         unsigned long long *st = r->scenario;
-        if (sscanf(line, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu", &r->phy, &r->since_ns, &st[0],
-                   &st[1], &st[2], &st[3]) != 6)
+        r->count = 1; /* a line without a count: one reset */
+        if (sscanf(line, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu count=%d", &r->phy, &r->since_ns,
+                   &st[0], &st[1], &st[2], &st[3], &r->count) < 6)
             return -1;
         d->nresets++;
     } else {
@@ -641,8 +642,8 @@ static int state_commit(int fd) {
             fprintf(file, "gone phy=%d id=%u\n", state.gone[i].phy, state.gone[i].id);
         for (int i = 0; i < state.nresets; i++) {
             const struct reset *r = &state.resets[i];
-            fprintf(file, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu\n", r->phy, r->since_ns,
-                    r->scenario[0], r->scenario[1], r->scenario[2], r->scenario[3]);
+            fprintf(file, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu count=%d\n", r->phy, r->since_ns,
+                    r->scenario[0], r->scenario[1], r->scenario[2], r->scenario[3], r->count);
         }
         if (fclose(file) != 0 || rename(temporary, path) != 0) code = INNER_ERR;
     }
@@ -1213,7 +1214,11 @@ static void add_reset(const struct chip *chip, long long since, const unsigned l
     for (int i = 0; i < state.nresets; i++)
         if (state.resets[i].phy == chip->phy) at = i;
     if (at == MAX_CHIPS) return;
-    if (at == state.nresets) state.nresets++;
+    if (at == state.nresets) {
+        state.nresets++;
+        state.resets[at].count = 0;
+    }
+    state.resets[at].count++;
     state.resets[at].phy = chip->phy;
     state.resets[at].since_ns = since;
     memcpy(state.resets[at].scenario, stamp, sizeof state.resets[at].scenario);

@@ -113,6 +113,15 @@ class DevicePluginFace:
             stats.allocations, dict(stats.allocation_errors), stats.updates_sent, self.registrations
         )
 
+    async def shown(self, version: int) -> None:
+        """Return once every ListAndWatch stream has sent the kubelet the offers of inventory ``version``.
+
+        A hot reset waits here after taking its chips out, so the kubelet has
+        them Unhealthy before the reset starts.
+        """
+        for server in list(self.servers.values()):
+            await server.service.streams.shown(version)
+
     def problems(self) -> list[str]:
         """The resources the kubelet does not have now, and why; empty while it has every one."""
         if not self.servers:

@@ -194,6 +194,18 @@ class DraFace:
             prepare_errors=dict(claims.errors),
         )
 
+    async def shown(self, version: int) -> None:
+        """Return once the kubelet's health streams and the ResourceSlices show inventory ``version``.
+
+        A hot reset waits here after taking its chips out. The slices wait for
+        the API server, and the caller bounds the wait; before the client exists
+        nothing is published, and the first slices show the chips as they are then.
+        """
+        if self.sockets is not None:
+            await self.sockets.health.streams.shown(version)
+        if self.slices is not None:
+            await self.slices.published(version)
+
     def problems(self) -> list[str]:
         """What keeps the driver from serving the node now, one line per cause; empty while it does."""
         found = []
