@@ -81,6 +81,7 @@ def bench(session: nox.Session) -> None:
         "bench/kubelet_path.py",
         "bench/health.py",
         "bench/footprint.py",
+        "bench/idle.py",
         "bench/placement.py",
         "bench/dra.py",
         "bench/dra_hostile.py",
