@@ -83,6 +83,7 @@ def bench(session: nox.Session) -> None:
         "bench/footprint.py",
         "bench/idle.py",
         "bench/placement.py",
+        "bench/fault_policy.py",
         "bench/dra.py",
         "bench/dra_hostile.py",
         "bench/vnpus.py",

@@ -1,11 +1,18 @@
-"""Fault codes and their levels: which faults take a chip away from new pods.
+"""The per-code fault table the health verdict reads: each code's level, and the rule for the rest.
 
-The mapping from fault code to level is data: a table built into the package
-(``data/fault_levels.json``), extended or overridden by an operator's file of
-the same format. A chip is healthy while its worst level is NormalNPU,
-NotHandleFault or SubHealthFault. A code missing from the table is judged by
-its severity: warning or minor counts as NotHandleFault, anything worse (or
-unknown) as SeparateNPU.
+The table ships with the package (``data/fault_levels.json``, the plugin's own
+format: level name -> codes) and an operator's ``fault_levels_file`` changes
+it, in either format :func:`~ascend_plugin.fault_policy.config.read_levels_file`
+reads: Huawei's ``faultCode.json`` replaces it, the plugin's format is merged
+over it. A chip is healthy while its worst level is NormalNPU, NotHandleFault
+or SubHealthFault. A code missing from the table is judged by its severity:
+warning or minor counts as NotHandleFault, anything worse (or unknown) as
+SeparateNPU.
+
+Huawei's whole policy (its list order, FaultFrequency, FaultDuration, manual
+separation, network health) is :mod:`ascend_plugin.fault_policy`; the level
+names and the file formats are defined there and used here under the names
+the rest of the plugin imports.
 """
 
 from __future__ import annotations
@@ -13,71 +20,33 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
 
+from ascend_plugin.fault_policy.config import read_levels_file
+from ascend_plugin.fault_policy.levels import ONE_OFF_HOLD_SECONDS, FaultLevel
+from ascend_plugin.fault_policy.overlay import decode_overlay
+from ascend_plugin.fault_policy.problems import FaultConfigError
 
-class FaultLevel(IntEnum):
-    """Huawei's fault levels, ordered so that a larger value is more severe."""
+__all__ = [
+    "ONE_OFF_HOLD_SECONDS",
+    "Fault",
+    "FaultLevel",
+    "FaultTable",
+    "FaultTableError",
+    "builtin_table",
+    "format_code",
+    "load_table",
+    "parse_levels",
+]
 
-    NormalNPU = 0
-    NotHandleFault = 1
-    SubHealthFault = 2
-    RestartRequest = 3
-    RestartBusiness = 4
-    FreeRestartNPU = 5
-    RestartNPU = 6
-    PreSeparateNPU = 7
-    SeparateNPU = 8
-    ManuallySeparateNPU = 9
-
-    @property
-    def healthy(self) -> bool:
-        """Whether a chip whose worst fault has this level may take new pods."""
-        return self <= FaultLevel.SubHealthFault
-
-    @property
-    def recovers_by_poll(self) -> bool:
-        """Whether a raised fault of this level clears once the driver stops listing its code.
-
-        A ManuallySeparateNPU fault stays until its recovery event (or a
-        restart): an operator, not a poll, decides the chip is fit again.
-        """
-        return self < FaultLevel.ManuallySeparateNPU
-
-    @property
-    def one_off_hold(self) -> float:
-        """Seconds a one-off fault event (assertion 2) of this level keeps a chip Unhealthy."""
-        return ONE_OFF_HOLD_SECONDS[self]
-
-
-# A one-off event reports something that happened, not a state that lasts, so the
-# chip is held for a while and then trusted again: longer for the levels that
-# call for a reset or separation, not at all for the levels that stay healthy.
-ONE_OFF_HOLD_SECONDS: Mapping[FaultLevel, float] = MappingProxyType(
-    {
-        FaultLevel.NormalNPU: 0.0,
-        FaultLevel.NotHandleFault: 0.0,
-        FaultLevel.SubHealthFault: 0.0,
-        FaultLevel.RestartRequest: 60.0,
-        FaultLevel.RestartBusiness: 60.0,
-        FaultLevel.FreeRestartNPU: 60.0,
-        FaultLevel.RestartNPU: 60.0,
-        FaultLevel.PreSeparateNPU: 300.0,
-        FaultLevel.SeparateNPU: 300.0,
-        FaultLevel.ManuallySeparateNPU: 300.0,
-    }
-)
-
-
-class FaultTableError(ValueError):
-    """A fault-level table that cannot be used."""
+FaultTableError = FaultConfigError  # a fault-level table that cannot be used
+parse_levels = decode_overlay  # the plugin's format: {"LevelName": ["80E01801", ...]} -> {code: level}
 
 
 def format_code(code: int) -> str:
-    """A fault code as Huawei prints it: eight upper-case hex digits."""
+    """A fault code as the plugin logs it: at least eight upper-case hex digits."""
     return f"{code:08X}"
 
 
@@ -123,32 +92,6 @@ class FaultTable:
         return FaultTable(MappingProxyType({**self.levels, **overrides}))
 
 
-def parse_levels(data: object, source: str) -> dict[int, FaultLevel]:
-    """``{"LevelName": ["80E01801", ...], ...}`` -> {code: level}; keys starting with "_" are comments."""
-    if not isinstance(data, dict):
-        raise FaultTableError(f"{source}: expected an object of level -> list of hex codes")
-    allowed = ", ".join(level.name for level in FaultLevel)
-    result: dict[int, FaultLevel] = {}
-    for name, codes in data.items():
-        if name.startswith("_"):
-            continue
-        if name not in FaultLevel.__members__:
-            raise FaultTableError(f"{source}: unknown fault level {name!r}; allowed: {allowed}")
-        if not isinstance(codes, list):
-            raise FaultTableError(f"{source}: {name} must be a list of hex codes, not {type(codes).__name__}")
-        for text in codes:
-            try:
-                code = int(str(text), 16)
-            except ValueError:
-                raise FaultTableError(
-                    f"{source}: {name}: {text!r} is not a hex fault code like '80E01801'"
-                ) from None
-            if not 0 <= code <= 0xFFFFFFFFF:
-                raise FaultTableError(f"{source}: {name}: {text!r} is out of range")
-            result[code] = FaultLevel[name]
-    return result
-
-
 def builtin_table() -> FaultTable:
     """The table that ships with the plugin."""
     text = resources.files("ascend_plugin").joinpath("data/fault_levels.json").read_text(encoding="utf-8")
@@ -156,14 +99,14 @@ def builtin_table() -> FaultTable:
 
 
 def load_table(path: Path | None) -> FaultTable:
-    """The built-in table, with the operator's file (if any) applied on top."""
+    """The table for ``fault_levels_file`` = ``path``: the built-in one, replaced or changed by the file.
+
+    Raises FaultTableError naming the file and what is wrong with it.
+    """
     table = builtin_table()
     if path is None:
         return table
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise FaultTableError(f"cannot read fault-level file {path}: {error.strerror}") from error
-    except json.JSONDecodeError as error:
-        raise FaultTableError(f"fault-level file {path} is not valid JSON: {error}") from error
-    return table.merged(parse_levels(data, str(path)))
+    read = read_levels_file(path)
+    if read.lists is not None:
+        return FaultTable(MappingProxyType(read.lists.per_code_levels()))
+    return table.merged(read.overlay)

@@ -112,8 +112,14 @@ async def test_created_in_huawei_format_with_a_valid_check_code(
     configmap = stored(apiserver)
     assert configmap is not None
     assert configmap["metadata"]["labels"] == {"mx-consumer-cim": "true"}
-    assert set(configmap["data"]) == {"DeviceInfoCfg", "ManuallySeparateNPU"}
+    assert set(configmap["data"]) == {
+        "DeviceInfoCfg",
+        "ManuallySeparateNPU",
+        "UpgradeFaultReason",
+        "Description",
+    }
     assert configmap["data"]["ManuallySeparateNPU"] == ""
+    assert configmap["data"]["UpgradeFaultReason"] == "{}"
     text = configmap["data"]["DeviceInfoCfg"]
     document = json.loads(text)
     assert list(document) == ["DeviceInfo", "SuperPodID", "ServerIndex", "CheckCode"]
@@ -199,6 +205,8 @@ async def test_manually_separated_devices_have_their_own_key(
     assert set(listed) == {
         "huawei.com/Ascend910",
         "huawei.com/Ascend910-Unhealthy",
+        "huawei.com/Ascend910-NetworkUnhealthy",
+        "huawei.com/Ascend910-Recovering",
         "huawei.com/Ascend910-Fault",
     }
     assert listed["huawei.com/Ascend910-Unhealthy"] == "Ascend910-2"

@@ -1,46 +1,71 @@
 """Huawei's device-info ConfigMap format, byte for byte where a reader checks it.
 
-Volcano's Ascend plugin (and ClusterD, and Huawei's own tools) read
-``mindx-dl-deviceinfo-<node>`` and reject it unless ``CheckCode`` matches. In
-Huawei's sources (mind-cluster, ``ascend-device-plugin/pkg/kubeclient``,
-``WriteDeviceInfoDataIntoCM``; Volcano's ``checkNodeDeviceInfo``) the check
-code is ``hex(sha256(json.Marshal(DeviceInfo)))`` where ``DeviceInfo`` is the Go
-struct ``{DeviceList map[string]string; UpdateTime int64}``. Go's encoder
-writes struct fields in declaration order, map keys sorted, no whitespace, and
-escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as ``\\u003c`` and so on; it
-leaves other non-ASCII text as UTF-8. :func:`go_json` does the same, and a test
-checks it against a ConfigMap (with its CheckCode) published in Huawei's docs.
+Volcano's Ascend plugin, ClusterD and Huawei's own tools read
+``kube-system/mindx-dl-deviceinfo-<node>``. Its data keys, as Huawei's plugin
+(MindCluster, ``ascend-device-plugin/pkg/kubeclient/client_server.go``,
+``WriteDeviceInfoDataIntoCM``) writes them:
 
-The rest follows Huawei's structs too: the whole value is
-``{"DeviceInfo":…,"SuperPodID":-2,"ServerIndex":-2,"CheckCode":…}`` (-2: no
-super pod), the ``-Fault`` entry is the Go JSON of ``[]DeviceFault`` with fields
-``fault_type, npu_name, large_model_fault_level, fault_level, fault_handling,
-fault_code, fault_time_and_level_map`` in that order (``[]`` without faults),
-and ``ManuallySeparateNPU`` is a data key of the ConfigMap beside
-``DeviceInfoCfg``, not part of the DeviceList.
+* ``DeviceInfoCfg``: the Go JSON of ``{"DeviceInfo": {"DeviceList": {...},
+  "UpdateTime": <unix s>}, "SuperPodID": n, "ServerIndex": n, "CheckCode": h}``;
+* ``ManuallySeparateNPU``: the chips separated until an operator deletes their
+  names (``Ascend910-0,Ascend910-3``; empty when none);
+* ``UpgradeFaultReason``: the Go JSON of ``{device name: [{upgrade_time,
+  fault_code, fault_level, upgrade_type}, ...]}`` (``{}`` when none);
+* ``Description``: Huawei's fixed notice about the free list's sunset.
+
+**CheckCode.** Huawei computes it as ``common.MakeDataHash(nodeDeviceData.DeviceInfo)``
+(``pkg/common/common.go``): the lower-case hex SHA-256 of ``json.Marshal`` of
+the Go struct ``NodeDeviceInfo{DeviceList map[string]string; UpdateTime int64}``
+and nothing else; ClusterD (``clusterd/pkg/domain/device/device_util.go``)
+decodes the document, marshals its ``DeviceInfo`` again the same way and
+rejects the ConfigMap on a mismatch. Go's encoder writes struct fields in
+declaration order (``DeviceList`` then ``UpdateTime``), map keys sorted
+bytewise, no whitespace, and escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as
+``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029``; other
+non-ASCII text stays UTF-8, and control characters are escaped as JSON
+requires (``\\n``, ``\\b``, ``\\u001f`` ... since Go 1.22, which Huawei builds
+with). :func:`go_json` does the same, and the CheckCode hashes its UTF-8 bytes.
+
+**DeviceList** per resource (:func:`family_keys`): the free list (healthy chips
+no pod holds), ``-Unhealthy``, ``-Fault`` (the Go JSON of ``[]DeviceFault`` as
+a string, ``[]`` without faults), and on 910 nodes ``-NetworkUnhealthy`` and
+``-Recovering``. Names in each list are sorted as Go sorts strings. Each
+``-Fault`` element has the fields ``fault_type, npu_name,
+large_model_fault_level, fault_level, fault_handling, fault_code,
+fault_time_and_level_map`` in that order; a chip gets a ``CardNetworkUnhealthy``
+element when it has network codes or its network is unhealthy, then a
+``CardUnhealthy`` one when it has chip codes or is unhealthy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TypeVar
 
 from ascend_plugin.faces.kube.chips import ChipView
-from ascend_plugin.faults import FaultLevel, format_code
+from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
+from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
+from ascend_plugin.faults import format_code
 
 DATA_KEY = "DeviceInfoCfg"
 MANUALLY_SEPARATED_KEY = "ManuallySeparateNPU"
+UPGRADE_REASON_KEY = "UpgradeFaultReason"
+DESCRIPTION_KEY = "Description"
+DESCRIPTION = (
+    "The field[xxx.com/xxx] is sunset. Volcano has the ability to maintain the usage status of chips on "
+    "its own, and can temporarily use this field by configuring the Volcano parameter "
+    "'self-maintain-available-card'"
+)
 CONSUMER_LABEL = ("mx-consumer-cim", "true")
-NO_SUPER_POD = -2  # SuperPodID and ServerIndex of a node outside a super pod
-
-# Where Huawei's plugin files a resource's faults under another resource's key.
-# On 310 and 310B nodes (resource huawei.com/Ascend310) it writes the
-# huawei.com/Ascend310P-Fault key; readers written against it look there.
-QUIRK_FAULT_KEYS: Mapping[str, str] = {"huawei.com/Ascend310": "huawei.com/Ascend310P-Fault"}
+CHIP_FAULT = "CardUnhealthy"
+NETWORK_FAULT = "CardNetworkUnhealthy"
 
 V = TypeVar("V")
 
@@ -65,14 +90,295 @@ def go_map(entries: Mapping[str, V]) -> dict[str, V]:
     return dict(sorted(entries.items(), key=lambda item: item[0].encode()))
 
 
+def go_sorted(names: Iterable[str]) -> list[str]:
+    """Names in the order Go sorts strings (bytewise: ``Ascend910-10`` before ``Ascend910-2``)."""
+    return sorted(names, key=str.encode)
+
+
 def check_code(device_info: Mapping[str, object]) -> str:
     """Huawei's CheckCode of a DeviceInfo object: sha256 hex of its Go JSON."""
     return hashlib.sha256(go_json(device_info).encode("utf-8")).hexdigest()
 
 
-def fault_key(resource_name: str) -> str:
-    """The DeviceList key of the fault list for ``resource_name``."""
-    return QUIRK_FAULT_KEYS.get(resource_name, f"{resource_name}-Fault")
+@dataclass(frozen=True)
+class SuperPodPlace:
+    """``SuperPodID`` and ``ServerIndex`` of the node (Atlas A3 super pods).
+
+    Huawei writes -1 before it has asked the driver (and for the driver's
+    0xffffffff, "none"), and -2 when the driver cannot say (the query is
+    unsupported or failed on every chip).
+    """
+
+    super_pod_id: int
+    server_index: int
+
+    @classmethod
+    def from_driver(cls, super_pod_id: int, server_id: int) -> SuperPodPlace:
+        """The driver's ``dcmi_spod_info`` fields (unsigned 32-bit) as Huawei writes them (int32)."""
+        return cls(_int32(super_pod_id), _int32(server_id))
+
+
+NOT_QUERIED = SuperPodPlace(-1, -1)
+UNAVAILABLE = SuperPodPlace(-2, -2)
+
+
+def _int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+@dataclass(frozen=True)
+class FamilyKeys:
+    """The DeviceList keys Huawei's plugin writes for one resource."""
+
+    free: str
+    unhealthy: str
+    fault: str
+    network_unhealthy: str | None = None  # 910 families only
+    recovering: str | None = None  # 910 families only
+
+
+# Resources whose keys differ from the plain pattern.
+_NETWORK_RESOURCES = frozenset({"huawei.com/Ascend910"})
+# On 310 and 310B nodes (resource huawei.com/Ascend310) Huawei's plugin files the
+# faults under huawei.com/Ascend310P-Fault; readers written against it look there.
+_QUIRK_FAULT_KEYS: Mapping[str, str] = MappingProxyType(
+    {"huawei.com/Ascend310": "huawei.com/Ascend310P-Fault"}
+)
+
+
+def family_keys(resource_name: str) -> FamilyKeys:
+    """The DeviceList keys for ``resource_name`` (``huawei.com/Ascend910`` ...)."""
+    fault = _QUIRK_FAULT_KEYS.get(resource_name, f"{resource_name}-Fault")
+    if resource_name in _NETWORK_RESOURCES:
+        network, recovering = f"{resource_name}-NetworkUnhealthy", f"{resource_name}-Recovering"
+        return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault, network, recovering)
+    return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault)
+
+
+@dataclass(frozen=True)
+class ChipReport:
+    """What the device-info ConfigMap says of one chip."""
+
+    name: str  # Huawei's device name, e.g. Ascend910-3
+    phy_id: int
+    healthy: bool  # as the kubelet is told
+    network_healthy: bool = True
+    recovering: bool = False  # being reset
+    chip: FaultSide = field(default_factory=FaultSide)
+    network: FaultSide = field(default_factory=FaultSide)
+
+    @classmethod
+    def judged(
+        cls,
+        name: str,
+        phy_id: int,
+        judgement: ChipJudgement,
+        *,
+        healthy: bool | None = None,
+        recovering: bool = False,
+    ) -> ChipReport:
+        """A chip as the fault policy judged it; ``healthy`` overrides its health (a hung call ...)."""
+        return cls(
+            name,
+            phy_id,
+            judgement.healthy if healthy is None else healthy,
+            judgement.network_healthy,
+            recovering,
+            judgement.chip,
+            judgement.network,
+        )
+
+
+def fault_element(fault_type: str, name: str, side: FaultSide) -> dict[str, object]:
+    """One ``DeviceFault`` of the ``-Fault`` list, fields in Huawei's struct order."""
+    level = side.level.name
+    return {
+        "fault_type": fault_type,
+        "npu_name": name,
+        "large_model_fault_level": level,
+        "fault_level": level,
+        "fault_handling": level,
+        "fault_code": ",".join(side.codes),
+        "fault_time_and_level_map": go_map(
+            {
+                code: {"fault_time": time_and_level.fault_time, "fault_level": time_and_level.level.name}
+                for code, time_and_level in side.times.items()
+            }
+        ),
+    }
+
+
+def fault_elements(report: ChipReport, keys: FamilyKeys) -> list[dict[str, object]]:
+    """The chip's ``-Fault`` elements: its network's, then its own; each with a code now or unhealthy."""
+    elements = []
+    network_unhealthy = keys.network_unhealthy is not None and not report.network_healthy
+    if report.network.present or network_unhealthy:
+        elements.append(fault_element(NETWORK_FAULT, report.name, report.network))
+    if report.chip.present or not report.healthy:
+        elements.append(fault_element(CHIP_FAULT, report.name, report.chip))
+    return elements
+
+
+@dataclass(frozen=True)
+class DeviceInfoContent:
+    """What the ConfigMap says, apart from its time stamp: a change here is worth a write."""
+
+    device_list: Mapping[str, str]
+    manually_separated: str
+    upgrade_reasons: str = "{}"
+    super_pod: SuperPodPlace = UNAVAILABLE
+
+    def data(self, update_time: int) -> dict[str, str]:
+        """The ConfigMap's data with ``update_time`` (Unix seconds) as UpdateTime."""
+        device_info = {"DeviceList": go_map(self.device_list), "UpdateTime": update_time}
+        document = {
+            "DeviceInfo": device_info,
+            "SuperPodID": self.super_pod.super_pod_id,
+            "ServerIndex": self.super_pod.server_index,
+            "CheckCode": check_code(device_info),
+        }
+        return {
+            DATA_KEY: go_json(document),
+            MANUALLY_SEPARATED_KEY: self.manually_separated,
+            UPGRADE_REASON_KEY: self.upgrade_reasons,
+            DESCRIPTION_KEY: DESCRIPTION,
+        }
+
+
+def build_device_info(
+    reports: Sequence[ChipReport],
+    resource_name: str,
+    *,
+    held: frozenset[int] = frozenset(),
+    manually_separated: str = "",
+    upgrade_reasons: str = "{}",
+    super_pod: SuperPodPlace = UNAVAILABLE,
+) -> DeviceInfoContent:
+    """The device-info content for ``reports`` (in chip order).
+
+    The free list is the healthy chips no active pod holds. Only Volcano mode
+    knows which chips pods hold (``held``, physical IDs, from each pod's
+    ``huawei.com/AscendReal``); otherwise every healthy chip is listed and
+    Volcano subtracts the pods it placed itself. ``manually_separated`` and
+    ``upgrade_reasons`` are the keys' text (:func:`device_names`,
+    :func:`encode_upgrade_reasons`).
+    """
+    keys = family_keys(resource_name)
+
+    def names(chosen: Callable[[ChipReport], bool]) -> str:
+        return ",".join(go_sorted(report.name for report in reports if chosen(report)))
+
+    device_list = {
+        keys.free: names(lambda report: report.healthy and report.phy_id not in held),
+        keys.unhealthy: names(lambda report: not report.healthy),
+        keys.fault: go_json([element for report in reports for element in fault_elements(report, keys)]),
+    }
+    if keys.network_unhealthy is not None:
+        device_list[keys.network_unhealthy] = names(lambda report: not report.network_healthy)
+    if keys.recovering is not None:
+        device_list[keys.recovering] = names(lambda report: report.recovering)
+    return DeviceInfoContent(device_list, manually_separated, upgrade_reasons, super_pod)
+
+
+# -- ManuallySeparateNPU and UpgradeFaultReason -------------------------------------------
+
+
+def _device_name(prefix: str) -> re.Pattern[str]:
+    return re.compile(rf"{re.escape(prefix)}-(\d+)")
+
+
+def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
+    """The ManuallySeparateNPU value for ``phy_ids``: ``Ascend910-0,Ascend910-3``."""
+    return ",".join(f"{prefix}-{phy}" for phy in sorted(phy_ids))
+
+
+def parse_device_names(text: str, prefix: str) -> tuple[list[int], list[str]]:
+    """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours.
+
+    Spaces around a name are forgiven (an operator edits this key by hand, and
+    a name that is not read would release its chip).
+    """
+    pattern = _device_name(prefix)
+    phy_ids: list[int] = []
+    problems: list[str] = []
+    for item in text.split(","):
+        name = item.strip()
+        if not name:
+            continue
+        matched = pattern.fullmatch(name)
+        if matched is None:
+            problems.append(
+                f"{MANUALLY_SEPARATED_KEY}: {name!r} is not a device name like '{prefix}-0'; ignored"
+            )
+        elif int(matched[1]) not in phy_ids:
+            phy_ids.append(int(matched[1]))
+    return phy_ids, problems
+
+
+def encode_upgrade_reasons(reasons: Mapping[int, Sequence[UpgradeReason]], prefix: str) -> str:
+    """The UpgradeFaultReason value: the Go JSON of {device name: [reason, ...]}."""
+    document = {
+        f"{prefix}-{phy}": [
+            {
+                "upgrade_time": reason.upgrade_time,
+                "fault_code": reason.fault_code,
+                "fault_level": reason.level.name,
+                "upgrade_type": reason.kind.value,
+            }
+            for reason in chip_reasons
+        ]
+        for phy, chip_reasons in reasons.items()
+        if chip_reasons
+    }
+    return go_json(go_map(document))
+
+
+def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[UpgradeReason]], list[str]]:
+    """The reasons an UpgradeFaultReason value records per physical ID, and what was skipped in it.
+
+    A malformed entry is skipped (and named), not the whole value: each reason
+    read back keeps a chip escalated that would otherwise come back too early.
+    """
+    try:
+        document = json.loads(text) if text.strip() else {}
+    except ValueError as error:
+        return {}, [f"{UPGRADE_REASON_KEY} is not valid JSON ({error}); no reasons are read back"]
+    if not isinstance(document, dict):
+        return {}, [f"{UPGRADE_REASON_KEY} must be a JSON object of device name -> reasons"]
+    pattern = _device_name(prefix)
+    reasons: dict[int, list[UpgradeReason]] = {}
+    problems: list[str] = []
+    for name, items in document.items():
+        matched = pattern.fullmatch(name)
+        if matched is None or not isinstance(items, list):
+            problems.append(
+                f"{UPGRADE_REASON_KEY}: entry {name!r} is not '{prefix}-<id>': [reasons]; skipped"
+            )
+            continue
+        for item in items:
+            reason = _reason(item)
+            if reason is None:
+                problems.append(f"{UPGRADE_REASON_KEY}: {name}: {json.dumps(item)} is not a reason; skipped")
+            else:
+                reasons.setdefault(int(matched[1]), []).append(reason)
+    return reasons, problems
+
+
+def _reason(item: object) -> UpgradeReason | None:
+    if not isinstance(item, dict):
+        return None
+    upgrade_time, code = item.get("upgrade_time"), item.get("fault_code")
+    level = FaultLevel.__members__.get(str(item.get("fault_level")))
+    kind = {kind.value: kind for kind in UpgradeKind}.get(str(item.get("upgrade_type")))
+    if isinstance(upgrade_time, bool) or not isinstance(upgrade_time, int) or not isinstance(code, str):
+        return None
+    if level is None or kind is None:
+        return None
+    return UpgradeReason(code, level, kind, upgrade_time)
+
+
+# -- the health verdict's view, until the fault policy judges the chips ---------------------
 
 
 class FaultClock:
@@ -95,45 +401,14 @@ class FaultClock:
         return dict(self._first_seen)
 
 
-def fault_entry(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> dict[str, object]:
-    """One ``DeviceFault`` of the ``-Fault`` list, fields in Huawei's struct order."""
-    level = device.worst_level.name
-    return {
-        "fault_type": "CardUnhealthy",
-        "npu_name": device.id,
-        "large_model_fault_level": level,
-        "fault_level": level,
-        "fault_handling": level,
-        "fault_code": ",".join(device.codes),
-        "fault_time_and_level_map": go_map(
-            {
-                format_code(fault.code): {
-                    "fault_time": first_seen[device.id, fault.code],
-                    "fault_level": fault.level.name,
-                }
-                for fault in device.faults
-            }
-        ),
+def verdict_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> ChipReport:
+    """A chip as the health verdict sees it: its faults, most severe first, and its health."""
+    times = {
+        format_code(fault.code): CodeTime(first_seen[device.id, fault.code], fault.level)
+        for fault in device.faults
     }
-
-
-@dataclass(frozen=True)
-class DeviceInfoContent:
-    """What the ConfigMap says, apart from its time stamp: a change here is worth a write."""
-
-    device_list: Mapping[str, str]
-    manually_separated: str
-
-    def data(self, update_time: int) -> dict[str, str]:
-        """The ConfigMap's data with ``update_time`` (Unix seconds) as UpdateTime."""
-        device_info = {"DeviceList": go_map(self.device_list), "UpdateTime": update_time}
-        document = {
-            "DeviceInfo": device_info,
-            "SuperPodID": NO_SUPER_POD,
-            "ServerIndex": NO_SUPER_POD,
-            "CheckCode": check_code(device_info),
-        }
-        return {DATA_KEY: go_json(document), MANUALLY_SEPARATED_KEY: self.manually_separated}
+    side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times), len(times))
+    return ChipReport(device.id, device.state.phy_id, device.healthy, chip=side)
 
 
 def device_info_content(
@@ -142,26 +417,16 @@ def device_info_content(
     first_seen: Mapping[tuple[str, int], int],
     held: frozenset[int] = frozenset(),
 ) -> DeviceInfoContent:
-    """The device-info content for ``devices`` (by physical id).
+    """The device-info content for ``devices`` as the health verdict sees them.
 
-    ``<resource>`` is the free list: the healthy devices no active pod holds.
-    Only Volcano mode knows which chips pods hold (``held``, physical ids, from
-    each pod's ``huawei.com/AscendReal``); otherwise every healthy chip is listed
-    and Volcano subtracts the pods it placed itself.
+    A chip at ManuallySeparateNPU is named in that key; nothing escalates, so
+    UpgradeFaultReason stays ``{}``.
     """
     devices = list(devices)
-    device_list = {
-        resource_name: ",".join(
-            device.id for device in devices if device.healthy and device.state.phy_id not in held
-        ),
-        f"{resource_name}-Unhealthy": ",".join(device.id for device in devices if not device.healthy),
-        fault_key(resource_name): go_json(
-            [fault_entry(device, first_seen) for device in devices if device.faults]
-        ),
-    }
     separated = ",".join(
         device.id
         for device in devices
         if any(fault.level is FaultLevel.ManuallySeparateNPU for fault in device.faults)
     )
-    return DeviceInfoContent(device_list, separated)
+    reports = [verdict_report(device, first_seen) for device in devices]
+    return build_device_info(reports, resource_name, held=held, manually_separated=separated)

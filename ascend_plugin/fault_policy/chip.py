@@ -1,0 +1,458 @@
+"""One chip's faults: its current codes, their clocks and counters, and the escalations they left.
+
+The policy is told what happens (:class:`~.observations.Observation`: a code
+raised, cleared or reported once, with its time) and judges on request, at
+the time of its clock: the chip's level is the most severe of what its codes
+say (:meth:`~.fault_codes.FaultCodeLists.chip_level`) and of its escalations,
+which FaultFrequency and FaultDuration record as reasons (:mod:`.reasons`)
+the moment they happen. Network codes make a second level beside it.
+
+A one-off event keeps its code current for its level's hold, then lets it go.
+A code a poll found is cleared by a later poll that no longer lists it; one
+only events reported waits for its recovery event, since a poll that never
+listed it knows nothing of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from ascend_plugin.fault_policy.accompanying import AccompanyingFaults
+from ascend_plugin.fault_policy.codes import NETWORK_CODES, RESET_FINISHED
+from ascend_plugin.fault_policy.config import FaultConfig
+from ascend_plugin.fault_policy.duration import DurationChange, DurationClock, DurationEdge
+from ascend_plugin.fault_policy.frequency import MS, FrequencyCounter
+from ascend_plugin.fault_policy.levels import FaultLevel, kubelet_healthy, most_severe, network_healthy
+from ascend_plugin.fault_policy.observations import POLLED_SEVERITY, Assertion, Observation
+from ascend_plugin.fault_policy.reasons import (
+    AUTOFILL_CODE,
+    ReasonBook,
+    Release,
+    ReleaseCause,
+    UpgradeKind,
+    UpgradeReason,
+)
+
+log = logging.getLogger(__name__)
+
+L = FaultLevel
+
+
+@dataclass(frozen=True)
+class CodeTime:
+    """When a code was first seen on a chip (Unix milliseconds) and the level it stands at."""
+
+    fault_time: int
+    level: FaultLevel
+
+
+@dataclass(frozen=True)
+class FaultSide:
+    """One of Huawei's two views of a chip's faults: the chip's own, or its network's."""
+
+    level: FaultLevel = L.NormalNPU
+    # Upper-case hex as the configuration spells it: the current codes in the order
+    # they came, then codes that only an escalation still names.
+    codes: tuple[str, ...] = ()
+    times: Mapping[str, CodeTime] = field(default_factory=lambda: MappingProxyType({}))
+    current: int = 0  # how many of ``codes`` (the first ones) are on the chip now
+
+    @property
+    def present(self) -> bool:
+        """Whether the chip has a code of this side now."""
+        return self.current > 0
+
+
+@dataclass(frozen=True)
+class ChipJudgement:
+    """What the policy says of one chip at one moment."""
+
+    level: FaultLevel  # the chip's final level
+    network_level: FaultLevel
+    healthy: bool  # what the kubelet is told
+    network_healthy: bool
+    manually_separated: bool  # named in ManuallySeparateNPU until an operator releases it
+    chip: FaultSide
+    network: FaultSide
+    reasons: tuple[UpgradeReason, ...]  # the escalations standing, oldest first
+
+
+@dataclass
+class _Current:
+    first_seen: int
+    polled: bool  # a poll listed it: a poll that no longer does clears it
+    until: int | None = None  # a one-off's hold end
+
+
+class ChipFaults:
+    """The fault state of one chip, judged by the configuration given."""
+
+    def __init__(self, phy_id: int, config: FaultConfig) -> None:
+        self.phy_id = phy_id
+        self.config = config
+        self.reasons = ReasonBook()
+        # Whether the ConfigMap write naming this chip in ManuallySeparateNPU went out:
+        # only then may its absence from the key mean an operator released it.
+        self.separation_written = False
+        self._current: dict[int, _Current] = {}
+        self._severities: dict[int, int | None] = {}
+        self._counters: dict[int, FrequencyCounter] = {}
+        self._clocks: dict[int, DurationClock] = {}
+        self._accompanying = AccompanyingFaults()
+        self._releases: list[Release] = []
+
+    # -- what happens -------------------------------------------------------------------
+
+    def observe(self, observation: Observation) -> bool:
+        """Apply one observation; True when it asks for a fresh read of the chip's codes."""
+        if observation.code == RESET_FINISHED:
+            return True
+        self._severities[observation.code] = observation.severity
+        for admitted in self._admit(observation):
+            self._apply(admitted)
+        return False
+
+    def reconcile(self, listed: Collection[int], at: int) -> None:
+        """A poll lists ``listed``: raise the new codes, clear the polled ones it no longer lists.
+
+        The reset-finished code is not a fault: a poll is already the fresh read it asks for.
+        """
+        for code in listed:
+            current = self._current.get(code)
+            if current is not None:
+                current.polled = True
+            elif code != RESET_FINISHED:
+                self.observe(Observation(code, Assertion.RAISED, at, POLLED_SEVERITY, polled=True))
+        for code, current in list(self._current.items()):
+            if current.polled and current.until is None and code not in listed:
+                self.observe(Observation(code, Assertion.RECOVERED, at, POLLED_SEVERITY, polled=True))
+        self._accompanying.forget_absent(listed)
+
+    def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
+        """Take back what the device-info ConfigMap recorded before a restart.
+
+        ``listed``: the chip is named in ManuallySeparateNPU. The key is the
+        truth for manual separation, as in Huawei's plugin: a listed chip
+        without a ManuallySeparateNPU reason gets an autofilled one, and such
+        reasons of an unlisted chip are dropped. Escalations whose rule is
+        gone from the configuration are dropped too. Since nothing is known of
+        the time the plugin was down, a restored escalation counts its
+        release window from ``now``, unless the chip shows the code again.
+        """
+        for reason in reasons:
+            code = reason.code
+            self.reasons.newest(
+                reason if code is None else dataclasses.replace(reason, fault_code=self.config.spell(code))
+            )
+        if listed:
+            if not self.reasons.manual:
+                self._escalate(UpgradeReason(AUTOFILL_CODE, L.ManuallySeparateNPU, UpgradeKind.AUTOFILL, now))
+            self.separation_written = True
+        else:
+            self._lift(lambda reason: reason.level is L.ManuallySeparateNPU, ReleaseCause.OPERATOR)
+        self._align(now)
+        customization = self.config.customization
+        for reason in self.reasons.all():
+            code = reason.code
+            if code is None:
+                continue
+            if reason.kind is UpgradeKind.FREQUENCY and code in customization.frequency:
+                self._counter(code).restored(reason.upgrade_time, now)
+            elif reason.kind is UpgradeKind.DURATION and code in customization.duration:
+                self._clocks[code] = DurationClock(timed_out=True, present=False, since=now)
+
+    def reconfigure(self, config: FaultConfig, now: int) -> None:
+        """Judge by ``config`` from now on, adjusting the escalations standing to its rules."""
+        self.config = config
+        self._align(now)
+
+    def release_manual(self) -> None:
+        """An operator removed the chip from ManuallySeparateNPU: lift its manual separations."""
+        self._lift(lambda reason: reason.level is L.ManuallySeparateNPU, ReleaseCause.OPERATOR)
+
+    def drain_releases(self) -> list[Release]:
+        """The escalations lifted since the last call."""
+        releases, self._releases = self._releases, []
+        return releases
+
+    # -- judging ------------------------------------------------------------------------
+
+    def judge(self, now: int, *, held: bool) -> ChipJudgement:
+        """The chip's levels and health at ``now``; ``held``: a pod holds the chip."""
+        self._advance(now)
+        lists = self.config.codes
+        chip_codes = [code for code in self._current if code not in NETWORK_CODES]
+        network_codes = [code for code in self._current if code in NETWORK_CODES]
+        reasons = self.reasons.all()
+        chip_reasons = [reason for reason in reasons if not reason.network]
+        network_reasons = [reason for reason in reasons if reason.network]
+        chip_raised = most_severe(reason.level for reason in chip_reasons)
+        network_raised = most_severe(reason.level for reason in network_reasons)
+        level = most_severe([lists.chip_level(chip_codes, self._severities), chip_raised])
+        network_level = most_severe([lists.network_level(network_codes), network_raised])
+        # Huawei gives each code in the fault list the level of the chip with that
+        # code alone, escalations included.
+        chip = self._side(
+            level,
+            chip_codes,
+            chip_reasons,
+            lambda code: most_severe([lists.chip_level([code], self._severities), chip_raised]),
+        )
+        network = self._side(
+            network_level,
+            network_codes,
+            network_reasons,
+            lambda code: most_severe([lists.network_level([code]), network_raised]),
+        )
+        return ChipJudgement(
+            level,
+            network_level,
+            kubelet_healthy(level, held=held),
+            network_healthy(network_level),
+            self.reasons.manual,
+            chip,
+            network,
+            reasons,
+        )
+
+    def wake_at(self) -> int | None:
+        """When judging again may give another answer though nothing is observed (Unix ms)."""
+        customization = self.config.customization
+        times: list[int | None] = [current.until for current in self._current.values()]
+        if customization.drops_accompanying_faults:
+            times.append(self._accompanying.deadline())
+        for code, clock in self._clocks.items():
+            rule = customization.duration.get(code)
+            times.append(clock.deadline(rule) if rule else None)
+        for code, counter in self._counters.items():
+            frequency = customization.frequency.get(code)
+            if frequency and self.reasons.has(
+                (self.config.spell(code), frequency.handling, UpgradeKind.FREQUENCY)
+            ):
+                times.append(counter.release_at(frequency))
+        window = customization.autofill_release_window
+        if window is not None:
+            times.extend(
+                reason.upgrade_time + window * MS
+                for reason in self.reasons.all()
+                if reason.kind is UpgradeKind.AUTOFILL
+            )
+        return min((time for time in times if time is not None), default=None)
+
+    # -- the machinery ------------------------------------------------------------------
+
+    def _admit(self, observation: Observation) -> list[Observation]:
+        if not self.config.customization.drops_accompanying_faults:
+            return [observation]
+        return self._accompanying.offer(observation, self._current)
+
+    def _apply(self, observation: Observation) -> None:
+        code, at = observation.code, observation.at
+        current = self._current.get(code)
+        if observation.assertion is Assertion.RAISED:
+            if current is None:
+                self._current[code] = _Current(at, observation.polled)
+            else:
+                current.first_seen = min(current.first_seen, at)
+                current.polled |= observation.polled
+                current.until = None  # raised for good, not just once
+            self._occurred(code, at)
+        elif observation.assertion is Assertion.RECOVERED:
+            if current is not None:
+                del self._current[code]
+                self._recovered(code, at)
+        else:
+            until = at + int(self._own_level(code).one_off_hold * MS)
+            if current is None:
+                self._current[code] = _Current(at, polled=False, until=until)
+            elif current.until is not None:
+                current.until = max(current.until, until)
+            if code not in self.config.customization.duration:  # a moment has no duration
+                self._count(code, at)
+
+    def _advance(self, now: int) -> None:
+        customization = self.config.customization
+        if customization.drops_accompanying_faults:
+            for observation in self._accompanying.release(now, self._current):
+                self._apply(observation)
+        for code, current in list(self._current.items()):
+            if current.until is not None and current.until <= now:
+                del self._current[code]
+                self._recovered(code, current.until)
+        for code, clock in self._clocks.items():
+            duration = customization.duration.get(code)
+            if duration is not None:
+                self._duration_changed(code, clock.advance(now, duration))
+        for code, counter in self._counters.items():
+            self._count_up(code, counter, now)
+        window = customization.autofill_release_window
+        if window is not None:
+            self._lift(
+                lambda reason: (
+                    reason.kind is UpgradeKind.AUTOFILL and now >= reason.upgrade_time + window * MS
+                ),
+                ReleaseCause.AUTOFILL_WINDOW,
+            )
+
+    def _own_level(self, code: int) -> FaultLevel:
+        lists = self.config.codes
+        return (
+            lists.network_level([code])
+            if code in NETWORK_CODES
+            else lists.chip_level([code], self._severities)
+        )
+
+    def _occurred(self, code: int, at: int) -> None:
+        duration = self.config.customization.duration.get(code)
+        if duration is not None:
+            self._duration_changed(code, self._clock(code).raised(at, duration))
+        else:
+            self._count(code, at)
+
+    def _recovered(self, code: int, at: int) -> None:
+        customization = self.config.customization
+        duration = customization.duration.get(code)
+        if duration is not None:
+            self._duration_changed(code, self._clock(code).cleared(at, duration))
+        elif code in customization.frequency:
+            self._counter(code).recovered(at)
+
+    def _count(self, code: int, at: int) -> None:
+        if code in self.config.customization.frequency:
+            self._counter(code).occurred(at)
+
+    def _duration_changed(self, code: int, changes: Sequence[DurationChange]) -> None:
+        customization = self.config.customization
+        duration = customization.duration[code]
+        spelled = self.config.spell(code)
+        for change in changes:
+            if change.edge is DurationEdge.TIMED_OUT:
+                self._escalate(UpgradeReason(spelled, duration.handling, UpgradeKind.DURATION, change.at))
+                self._count(code, change.at)
+                continue
+            self._lift(
+                lambda reason: reason.kind is UpgradeKind.DURATION and reason.fault_code == spelled,
+                ReleaseCause.RECOVERED,
+            )
+            if code in customization.frequency:
+                self._counter(code).recovered(change.at)
+
+    def _count_up(self, code: int, counter: FrequencyCounter, now: int) -> None:
+        """Huawei's FaultFrequency step for one code: escalate, hold, or release."""
+        rule = self.config.customization.frequency.get(code)
+        if rule is None:
+            return
+        spelled = self.config.spell(code)
+        key = (spelled, rule.handling, UpgradeKind.FREQUENCY)
+        if counter.reached(rule, now):
+            log.info(
+                "chip %d: %s occurred %d times within %d s: escalated to %s",
+                self.phy_id,
+                spelled.upper(),
+                len(counter.occurrences),
+                rule.time_window,
+                rule.handling.name,
+                extra={"chip": self.phy_id, "code": spelled.upper(), "level": rule.handling.name},
+            )
+            self._escalate(
+                UpgradeReason(spelled, rule.handling, UpgradeKind.FREQUENCY, counter.last_fault or now)
+            )
+            counter.restart_count()
+        elif self.reasons.has(key):
+            release_at = counter.release_at(rule)
+            if release_at is not None and now >= release_at:
+                self._lift(_key_is(key), ReleaseCause.RELEASE_WINDOW)
+            else:
+                # Escalated already: a further occurrence moves its time and is not counted again.
+                if counter.last_fault is not None:
+                    self.reasons.put(
+                        UpgradeReason(spelled, rule.handling, UpgradeKind.FREQUENCY, counter.last_fault)
+                    )
+                counter.restart_count()
+
+    def _align(self, now: int) -> None:
+        """Fit the escalations, clocks and counters to the configuration in force."""
+        customization = self.config.customization
+        for reason in self.reasons.all():
+            wanted = self._configured_level(reason)
+            if wanted is reason.level:
+                continue
+            if wanted is None and reason.level is L.ManuallySeparateNPU:
+                continue  # as Huawei documents: a manual separation outlives its rule; an operator lifts it
+            self._lift(_key_is(reason.key), ReleaseCause.CONFIGURATION)
+            if wanted is not None:
+                self._escalate(dataclasses.replace(reason, level=wanted))
+        self._counters = {code: c for code, c in self._counters.items() if code in customization.frequency}
+        self._clocks = {code: c for code, c in self._clocks.items() if code in customization.duration}
+        for code, current in self._current.items():
+            duration = customization.duration.get(code)
+            if duration is not None and code not in self._clocks and current.until is None:
+                self._duration_changed(code, self._clock(code).raised(now, duration))
+        if not customization.drops_accompanying_faults:
+            for observation in self._accompanying.flush():
+                self._apply(observation)
+
+    def _configured_level(self, reason: UpgradeReason) -> FaultLevel | None:
+        """The level the configuration gives ``reason``'s rule now (None: no rule); autofill keeps its own."""
+        if reason.kind is UpgradeKind.AUTOFILL:
+            return reason.level
+        code = reason.code
+        customization = self.config.customization
+        rules = customization.frequency if reason.kind is UpgradeKind.FREQUENCY else customization.duration
+        rule = rules.get(code) if code is not None else None
+        return rule.handling if rule is not None else None
+
+    def _side(
+        self,
+        level: FaultLevel,
+        codes: Sequence[int],
+        reasons: Sequence[UpgradeReason],
+        level_of: Callable[[int], FaultLevel],
+    ) -> FaultSide:
+        times: dict[str, CodeTime] = {}
+        for code in codes:
+            times[self.config.spell(code).upper()] = CodeTime(self._current[code].first_seen, level_of(code))
+        for reason in reasons:
+            if reason.code is not None:  # an autofilled reason names no code
+                times[reason.fault_code.upper()] = CodeTime(reason.upgrade_time, reason.level)
+        return FaultSide(level, tuple(times), MappingProxyType(times), len(codes))
+
+    def _escalate(self, reason: UpgradeReason) -> None:
+        was_manual = self.reasons.manual
+        self.reasons.put(reason)
+        if self.reasons.manual and not was_manual:
+            self.separation_written = False
+            log.warning(
+                "chip %d is manually separated (%s %s): it stays unhealthy until an operator removes it "
+                "from ManuallySeparateNPU",
+                self.phy_id,
+                reason.kind.value,
+                reason.fault_code.upper(),
+                extra={"chip": self.phy_id, "code": reason.fault_code, "kind": reason.kind.value},
+            )
+
+    def _lift(self, matches: Callable[[UpgradeReason], bool], cause: ReleaseCause) -> None:
+        gone = self.reasons.remove(matches)
+        if gone:
+            self._releases.append(Release(self.phy_id, gone, cause))
+            log.info(
+                "chip %d: escalation lifted (%s): %s",
+                self.phy_id,
+                cause.value,
+                ", ".join(f"{reason.fault_code.upper()} {reason.level.name}" for reason in gone),
+                extra={"chip": self.phy_id, "cause": cause.name},
+            )
+
+    def _counter(self, code: int) -> FrequencyCounter:
+        return self._counters.setdefault(code, FrequencyCounter())
+
+    def _clock(self, code: int) -> DurationClock:
+        return self._clocks.setdefault(code, DurationClock())
+
+
+def _key_is(key: tuple[str, FaultLevel, UpgradeKind]) -> Callable[[UpgradeReason], bool]:
+    return lambda reason: reason.key == key

@@ -1,0 +1,257 @@
+"""The fault configuration in force: Huawei's ConfigMap over the operator's file over the built-ins.
+
+Where each part comes from, as in Huawei's plugin:
+
+* ``faultCode.json``: the key of the ConfigMap ``kube-system/mindx-dl-fault-config``;
+  when the key is missing or cannot be read, the base lists: the operator's
+  ``fault_levels_file`` if it is in Huawei's format (it plays the part of
+  Huawei's ``/usr/local/faultCode.json``), else the built-in file;
+* ``faultCustomization.json``: the key of the ConfigMap; when missing or
+  unreadable, the built-in file;
+* ``PollInterval``: the key of the ConfigMap, seconds 30-3600; missing,
+  unparsable or out of range: 300;
+* no ConfigMap at all (HTTP 404): every part from its base.
+
+Then the plugin's own format (``fault_levels_file`` in that format, and the
+config ConfigMap's ``fault_levels.json``) is laid over the lists
+(:mod:`.overlay`). Each part that fell back says so in a note, logged once
+per change.
+
+The built-in files are Huawei's, unchanged: ``data/faultCode.json`` and
+``data/faultCustomization.json`` from ``Ascend/mind-cluster``,
+``component/ascend-device-plugin/build/``, at commit
+22bb3d987bc0208c3eb7395e222b661276133c58 (master, 2026-08-21).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache, cached_property
+from importlib import resources
+from pathlib import Path
+from types import MappingProxyType
+from typing import TypeVar
+
+from ascend_plugin.fault_policy.codes import spell
+from ascend_plugin.fault_policy.customization import FaultCustomization, parse_customization
+from ascend_plugin.fault_policy.decoding import parse_json
+from ascend_plugin.fault_policy.fault_codes import (
+    FaultCodeLists,
+    decode_fault_codes,
+    is_fault_code_document,
+    parse_fault_codes,
+)
+from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.overlay import apply_overlay, decode_overlay
+from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError, log_notes
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CONFIGMAP_NAMESPACE = "kube-system"  # Huawei's plugin reads it there only
+CONFIGMAP_NAME = "mindx-dl-fault-config"
+FAULT_CODE_KEY = "faultCode.json"
+CUSTOMIZATION_KEY = "faultCustomization.json"
+POLL_INTERVAL_KEY = "PollInterval"
+POLL_INTERVAL_DEFAULT = 300
+POLL_INTERVAL_RANGE = (30, 3600)
+_GO_ATOI = re.compile(r"[+-]?[0-9]+")
+
+BUILTIN_FAULT_CODES = "built-in faultCode.json"
+BUILTIN_CUSTOMIZATION = "built-in faultCustomization.json"
+
+
+@dataclass(frozen=True)
+class LevelsFile:
+    """An operator's fault-level file: Huawei's lists, or an overlay in the plugin's format."""
+
+    source: str
+    lists: FaultCodeLists | None = None  # Huawei's faultCode.json format
+    overlay: Mapping[int, FaultLevel] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def read_levels_file(path: Path) -> LevelsFile:
+    """``path`` read in whichever format it is in; FaultConfigError saying why it cannot be used.
+
+    A file with any of Huawei's list names (``SeparateNPUCodes`` ...) is a
+    ``faultCode.json``; otherwise it is the plugin's format (level names). Its
+    notes (skipped codes) are logged here.
+    """
+    source = f"fault-level file {path}"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise FaultConfigError(f"cannot read fault-level file {path}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise FaultConfigError(f"fault-level file {path} is not UTF-8 text: {error}") from error
+    data = parse_json(text, source)
+    if not isinstance(data, dict) or not is_fault_code_document(data):
+        return LevelsFile(source, overlay=MappingProxyType(decode_overlay(data, source)))
+    mixed = sorted(key for key in data if key in FaultLevel.__members__)
+    if mixed:
+        raise FaultConfigError(
+            f"{source} mixes Huawei's list names with the plugin's level names ({', '.join(mixed)}): "
+            "write either faultCode.json's lists (SeparateNPUCodes ...) or level names, not both"
+        )
+    lists, notes = decode_fault_codes(data, source)
+    log_notes(notes, log)
+    return LevelsFile(source, lists=lists)
+
+
+@dataclass(frozen=True)
+class BaseConfig:
+    """What applies where Huawei's ConfigMap says nothing: the operator's file and the built-ins."""
+
+    codes: FaultCodeLists
+    codes_source: str
+    customization: FaultCustomization
+    customization_source: str = BUILTIN_CUSTOMIZATION
+    overlay: Mapping[int, FaultLevel] = field(default_factory=lambda: MappingProxyType({}))
+    overlay_source: str | None = None
+
+
+@cache
+def _builtin_text(name: str) -> str:
+    return resources.files("ascend_plugin").joinpath(f"data/{name}").read_text(encoding="utf-8")
+
+
+@cache
+def builtin_codes() -> FaultCodeLists:
+    """Huawei's shipped ``faultCode.json``."""
+    lists, _ = parse_fault_codes(_builtin_text("faultCode.json"), BUILTIN_FAULT_CODES)
+    return lists
+
+
+@cache
+def builtin_customization() -> FaultCustomization:
+    """Huawei's shipped ``faultCustomization.json``."""
+    customization, _ = parse_customization(_builtin_text("faultCustomization.json"), BUILTIN_CUSTOMIZATION)
+    return customization
+
+
+def base_config(levels_file: Path | None) -> BaseConfig:
+    """The base for a node started with ``fault_levels_file`` = ``levels_file``."""
+    if levels_file is None:
+        return BaseConfig(builtin_codes(), BUILTIN_FAULT_CODES, builtin_customization())
+    read = read_levels_file(levels_file)
+    if read.lists is not None:
+        return BaseConfig(read.lists, read.source, builtin_customization())
+    return BaseConfig(
+        builtin_codes(),
+        BUILTIN_FAULT_CODES,
+        builtin_customization(),
+        overlay=read.overlay,
+        overlay_source=read.source,
+    )
+
+
+@dataclass(frozen=True)
+class FaultConfig:
+    """The fault configuration in force, and where each part of it came from."""
+
+    codes: FaultCodeLists
+    customization: FaultCustomization
+    poll_interval: int = POLL_INTERVAL_DEFAULT
+    # part ("faultCode.json", "faultCustomization.json", "PollInterval", "overlay") -> its source
+    sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    notes: tuple[ConfigNote, ...] = ()
+
+    @cached_property
+    def _spellings(self) -> Mapping[int, str]:
+        return {**self.customization.spellings, **self.codes.spellings}
+
+    def spell(self, code: int) -> str:
+        """``code`` as the configuration first spelled it (lower-case), Huawei's way."""
+        return spell(code, self._spellings)
+
+
+def parse_poll_interval(text: str | None, source: str) -> tuple[int, ConfigNote | None]:
+    """``PollInterval`` in seconds, as Huawei reads it (``strconv.Atoi``, 30-3600, else 300)."""
+    if text is None:
+        return POLL_INTERVAL_DEFAULT, None
+    low, high = POLL_INTERVAL_RANGE
+    if not _GO_ATOI.fullmatch(text):
+        why = f"{text!r} is not a whole number of seconds"
+    elif not low <= int(text) <= high:
+        why = f"{int(text)} is out of range {low}-{high}"
+    else:
+        return int(text), None
+    return POLL_INTERVAL_DEFAULT, ConfigNote(
+        source, POLL_INTERVAL_KEY, f"{why}; the default {POLL_INTERVAL_DEFAULT} is used", error=True
+    )
+
+
+def fault_config(
+    base: BaseConfig,
+    configmap: Mapping[str, str] | None,
+    *,
+    where: str = f"{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}",
+    overlay: Mapping[int, FaultLevel] | None = None,
+    overlay_source: str | None = None,
+) -> FaultConfig:
+    """The configuration for ``configmap``'s data (None: there is no such ConfigMap) over ``base``.
+
+    ``overlay`` (the config ConfigMap's ``fault_levels.json``) is laid over the
+    base's own overlay. The notes are logged here, and kept in the result.
+    """
+    notes: list[ConfigNote] = []
+    sources: dict[str, str] = {}
+    codes = _part(
+        configmap, FAULT_CODE_KEY, where, parse_fault_codes, (base.codes, base.codes_source), notes, sources
+    )
+    customization = _part(
+        configmap,
+        CUSTOMIZATION_KEY,
+        where,
+        parse_customization,
+        (base.customization, base.customization_source),
+        notes,
+        sources,
+    )
+    interval, note = parse_poll_interval(
+        None if configmap is None else configmap.get(POLL_INTERVAL_KEY), where
+    )
+    notes.extend([note] if note else [])
+    has_interval = configmap is not None and POLL_INTERVAL_KEY in configmap and note is None
+    sources[POLL_INTERVAL_KEY] = f"{POLL_INTERVAL_KEY} of {where}" if has_interval else "default"
+    layered = {**base.overlay, **(overlay or {})}
+    if layered:
+        codes, customization = apply_overlay(codes, customization, layered)
+        sources["overlay"] = ", ".join(s for s in (base.overlay_source, overlay_source) if s)
+    log_notes(notes, log)
+    return FaultConfig(codes, customization, interval, MappingProxyType(sources), tuple(notes))
+
+
+def _part(  # noqa: PLR0917 - one call per part, each a line of the same shape
+    configmap: Mapping[str, str] | None,
+    key: str,
+    where: str,
+    parse: Callable[[str, str], tuple[T, list[ConfigNote]]],
+    base: tuple[T, str],
+    notes: list[ConfigNote],
+    sources: dict[str, str],
+) -> T:
+    """One file of the configuration: the ConfigMap's key, else ``base``, with a note on why."""
+    fallback, fallback_source = base
+    if configmap is None:
+        sources[key] = fallback_source
+        return fallback
+    source = f"{key} of {where}"
+    text = configmap.get(key)
+    if text is None:
+        notes.append(ConfigNote(where, key, f"the ConfigMap has no {key} key; {fallback_source} applies"))
+        sources[key] = fallback_source
+        return fallback
+    try:
+        value, found = parse(text, source)
+    except FaultConfigError as error:
+        notes.append(ConfigNote(where, key, f"{error}; {fallback_source} applies instead", error=True))
+        sources[key] = fallback_source
+        return fallback
+    notes.extend(found)
+    sources[key] = source
+    return value

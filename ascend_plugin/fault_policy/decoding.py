@@ -1,0 +1,115 @@
+"""Reading JSON the way Go's ``encoding/json`` fills Huawei's structs.
+
+Huawei's files are decoded into Go structs, which fixes what a document may
+contain: a key matches a field case-insensitively, an unknown key is ignored
+(here: noted, since a misspelled key is a classic mistake), ``null`` leaves the
+zero value, and a value of the wrong type (a string where a number belongs, a
+fraction or ``true`` for an integer) fails the whole document. These helpers
+do the same and raise :class:`~.problems.FaultConfigError` where Go would fail.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from ascend_plugin.fault_policy.codes import INT64_MAX
+from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError
+
+INT64_MIN = -(1 << 63)
+
+
+def _refuse_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json(text: str, source: str) -> object:
+    """The JSON value ``text`` holds (no NaN or Infinity, which Go refuses); FaultConfigError if none."""
+    try:
+        return json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as error:  # json.JSONDecodeError is a ValueError
+        raise FaultConfigError(f"{source} is not valid JSON: {error}") from None
+
+
+def load_document(text: str, source: str) -> Mapping[str, object]:
+    """The JSON object ``text`` holds; FaultConfigError naming ``source`` and why it is not one."""
+    data = parse_json(text, source)
+    if not isinstance(data, dict):
+        raise FaultConfigError(f"{source} must be a JSON object, not {_json_type(data)}")
+    return data
+
+
+def fields(
+    value: object, names: Sequence[str], source: str, where: str, notes: list[ConfigNote]
+) -> dict[str, object]:
+    """``value``'s entries under the field names they match (case-insensitively, as Go matches).
+
+    An entry that matches no field is noted and left out; FaultConfigError when
+    ``value`` is not an object. ``where`` names ``value`` in the document ("" for the top).
+    """
+    if not isinstance(value, dict):
+        raise FaultConfigError(
+            f"{source}: {where or 'the document'} must be an object, not {_json_type(value)}"
+        )
+    by_fold = {name.casefold(): name for name in names}
+    matched: dict[str, object] = {}
+    for key, item in value.items():
+        name = by_fold.get(key.casefold())
+        if name is None:
+            allowed = ", ".join(names)
+            entry = f"{where}.{key}" if where else key
+            notes.append(ConfigNote(source, entry, f"unknown key {key!r} is ignored; known keys: {allowed}"))
+            continue
+        matched[name] = item
+    return matched
+
+
+def go_int(value: object, source: str, where: str) -> int:
+    """A JSON integer as Go reads it into an int64 (``null``: 0)."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise FaultConfigError(f"{source}: {where} must be a whole number, not {json.dumps(value)}")
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise FaultConfigError(f"{source}: {where} {value} does not fit in a 64-bit integer")
+    return value
+
+
+def go_string(value: object, source: str, where: str) -> str:
+    """A JSON string (``null``: empty)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FaultConfigError(f"{source}: {where} must be a string, not {json.dumps(value)}")
+    return value
+
+
+def go_strings(value: object, source: str, where: str) -> list[str]:
+    """A JSON array of strings (``null``: empty)."""
+    return [
+        go_string(item, source, f"{where}[{index}]")
+        for index, item in enumerate(go_array(value, source, where))
+    ]
+
+
+def go_array(value: object, source: str, where: str) -> list[object]:
+    """A JSON array (``null``: empty)."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise FaultConfigError(f"{source}: {where} must be an array, not {_json_type(value)}")
+    return value
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

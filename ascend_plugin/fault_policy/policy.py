@@ -1,0 +1,130 @@
+"""The node's fault policy: every chip's state, the clock, and the API the rest of the plugin uses.
+
+:class:`FaultPolicy` is what the health monitor and the Kubernetes publishers
+talk to:
+
+* the monitor tells it what happens, :meth:`~FaultPolicy.observe` for a fault
+  event and :meth:`~FaultPolicy.reconcile` for a poll's list of codes, and
+  asks :meth:`~FaultPolicy.judge` for a chip's levels and health, again at
+  :meth:`~FaultPolicy.wake_at` when nothing new happens before;
+* the device-info publisher writes :meth:`~FaultPolicy.manually_separated`
+  and :meth:`~FaultPolicy.reasons`, confirms the write with
+  :meth:`~FaultPolicy.mark_written`, hands back what the ConfigMap's
+  ``ManuallySeparateNPU`` key says with :meth:`~FaultPolicy.sync_manual_separation`
+  (an operator deleting a name releases that chip), and at start
+  :meth:`~FaultPolicy.restore` what the ConfigMap recorded;
+* the fault-config watcher swaps the configuration with :meth:`~FaultPolicy.reconfigure`;
+* :meth:`~FaultPolicy.drain_releases` yields each escalation lifted, for a node Event.
+
+Chips are named by physical ID. Times are Unix milliseconds, read from the
+clock given (seconds, ``time.time`` by default), so tests move time.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+
+from ascend_plugin.fault_policy.chip import ChipFaults, ChipJudgement
+from ascend_plugin.fault_policy.config import FaultConfig
+from ascend_plugin.fault_policy.observations import Observation
+from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
+
+log = logging.getLogger(__name__)
+
+
+class FaultPolicy:
+    """Huawei's fault levels, escalation and manual separation for the chips of one node."""
+
+    def __init__(self, config: FaultConfig, clock: Callable[[], float] = time.time) -> None:
+        self._config = config
+        self._clock = clock
+        self._chips: dict[int, ChipFaults] = {}
+
+    @property
+    def config(self) -> FaultConfig:
+        return self._config
+
+    def now(self) -> int:
+        """The clock's time in Unix milliseconds."""
+        return round(self._clock() * 1000)
+
+    def chip(self, phy_id: int) -> ChipFaults:
+        """The state of chip ``phy_id`` (a chip never seen starts without faults)."""
+        chip = self._chips.get(phy_id)
+        if chip is None:
+            chip = self._chips[phy_id] = ChipFaults(phy_id, self._config)
+        return chip
+
+    # -- the monitor ---------------------------------------------------------------------
+
+    def observe(self, phy_id: int, observation: Observation) -> bool:
+        """Apply a fault event's observation; True when the chip's codes should be read afresh."""
+        return self.chip(phy_id).observe(observation)
+
+    def reconcile(self, phy_id: int, codes: Collection[int], at: int | None = None) -> None:
+        """A poll of chip ``phy_id`` listed ``codes`` (at ``at``, Unix ms; default now)."""
+        self.chip(phy_id).reconcile(codes, self.now() if at is None else at)
+
+    def judge(self, phy_id: int, *, held: bool = False) -> ChipJudgement:
+        """Chip ``phy_id``'s levels and health now; ``held``: a pod holds the chip."""
+        return self.chip(phy_id).judge(self.now(), held=held)
+
+    def wake_at(self) -> int | None:
+        """When judging some chip again may change its answer with nothing observed (Unix ms)."""
+        return min((t for chip in self._chips.values() if (t := chip.wake_at()) is not None), default=None)
+
+    # -- the device-info ConfigMap -------------------------------------------------------
+
+    def manually_separated(self) -> tuple[int, ...]:
+        """The chips to name in ManuallySeparateNPU, by physical ID."""
+        return tuple(sorted(phy for phy, chip in self._chips.items() if chip.reasons.manual))
+
+    def reasons(self) -> dict[int, tuple[UpgradeReason, ...]]:
+        """The escalations standing, per chip with any: the content of UpgradeFaultReason."""
+        return {phy: reasons for phy, chip in sorted(self._chips.items()) if (reasons := chip.reasons.all())}
+
+    def mark_written(self, phy_ids: Collection[int]) -> None:
+        """A ConfigMap write naming ``phy_ids`` in ManuallySeparateNPU succeeded."""
+        for phy in phy_ids:
+            chip = self._chips.get(phy)
+            if chip is not None and chip.reasons.manual:
+                chip.separation_written = True
+
+    def sync_manual_separation(self, listed: Collection[int]) -> None:
+        """The ConfigMap's ManuallySeparateNPU key names ``listed`` (a version no older than our last write).
+
+        A chip this plugin wrote out and that is missing now was released by
+        an operator. A chip not yet written out is kept; a name this plugin
+        never separated is left for the next write to drop.
+        """
+        for phy, chip in sorted(self._chips.items()):
+            if chip.reasons.manual and chip.separation_written and phy not in listed:
+                chip.release_manual()
+        strangers = sorted(set(listed) - set(self.manually_separated()))
+        if strangers:
+            log.info(
+                "ManuallySeparateNPU names chips %s this plugin has not separated; the next write drops them",
+                ", ".join(map(str, strangers)),
+                extra={"chips": strangers},
+            )
+
+    def restore(self, separated: Collection[int], reasons: Mapping[int, Iterable[UpgradeReason]]) -> None:
+        """What the ConfigMap recorded before a restart: ManuallySeparateNPU and UpgradeFaultReason."""
+        now = self.now()
+        for phy in sorted(set(separated) | set(reasons)):
+            self.chip(phy).restore(phy in separated, reasons.get(phy, ()), now)
+
+    # -- configuration and events --------------------------------------------------------
+
+    def reconfigure(self, config: FaultConfig) -> None:
+        """Judge by ``config`` from now on."""
+        self._config = config
+        now = self.now()
+        for chip in self._chips.values():
+            chip.reconfigure(config, now)
+
+    def drain_releases(self) -> list[Release]:
+        """Every escalation lifted since the last call, chip by chip."""
+        return [release for _, chip in sorted(self._chips.items()) for release in chip.drain_releases()]

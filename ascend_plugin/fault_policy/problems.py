@@ -1,0 +1,43 @@
+"""What can be wrong with a fault configuration, and how it is reported.
+
+Huawei's plugin is forgiving with its files, and so is this one: a bad code
+string, an entry out of range or an unknown key is skipped with a note naming
+it, and the rest of the file applies. Only a document that cannot be read at
+all (malformed JSON, a value of the wrong type where Go's decoder would fail)
+is refused as a whole, with a :class:`FaultConfigError`; the caller then falls
+back to the file below it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+class FaultConfigError(ValueError):
+    """A fault configuration document that cannot be used at all; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class ConfigNote:
+    """One thing in a fault configuration that was skipped or replaced, and why."""
+
+    source: str  # the document: "built-in faultCode.json", "faultCode.json of kube-system/..."
+    entry: str  # where in it: "SeparateNPUCodes", "FaultFrequency[2]", "PollInterval"
+    message: str  # what was wrong, the value, and what happens instead
+    error: bool = False  # Huawei logs these as errors (a value replaced by a default), not warnings
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.entry}: {self.message}"
+
+
+def log_notes(notes: Iterable[ConfigNote], logger: logging.Logger) -> None:
+    """Log each note once, with its source and entry as structured fields."""
+    for note in notes:
+        logger.log(
+            logging.ERROR if note.error else logging.WARNING,
+            "%s",
+            note,
+            extra={"source": note.source, "entry": note.entry},
+        )
