@@ -89,5 +89,6 @@ def bench(session: nox.Session) -> None:
         "bench/vnpus.py",
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
+        "bench/event_storm.py",
     ):
         session.run("python", script, *session.posargs)

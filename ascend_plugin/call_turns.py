@@ -24,15 +24,33 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVarTuple
 
 TURN_LIMIT = 0.1  # seconds a job may hold the turn before the next one starts beside it
 
+Ts = TypeVarTuple("Ts")
+
 Wake = Callable[[], None]  # tells the job's waiting coroutine (on the loop) that the job ended
+
+
+def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], object], *args: *Ts) -> bool:
+    """Run ``callback(*args)`` on ``loop`` soon, from any thread; False when the loop has closed.
+
+    A thread can finish after the loop is gone: a call abandoned at shutdown
+    returns at last, or the driver delivers one more fault event. Nobody waits
+    for it any more, so there is nothing to do; raising instead would only end
+    as a traceback in the log (concurrent.futures logs what a done-callback
+    raises, the DCMI binding what an event handler raises).
+    """
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop is closed
+        return False
+    return True
 
 
 @dataclass(eq=False)
@@ -126,8 +144,7 @@ class Turns:
     def _hand_over(self, wakes: list[Wake]) -> None:
         """From a thread: run ``wakes`` on the loop, in one hand-off."""
         assert self._loop is not None
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits any more
-            self._loop.call_soon_threadsafe(self._wake_all, wakes)
+        hand_to_loop(self._loop, self._wake_all, wakes)
 
     def _wake_all(self, wakes: list[Wake]) -> None:
         for wake in wakes:

@@ -23,6 +23,11 @@ function of :class:`LaneCalls`. Each of its calls is still timed, reported to
 the call observers and held to the timeout from its own start. Jobs run *in
 turn* wait for each other, so that the chips' threads do not wake together and
 fight over the interpreter (:mod:`ascend_plugin.call_turns`).
+
+Results travel back to the event loop from these threads, and fault events from
+the library's own thread; every such hand-off goes through
+:func:`~ascend_plugin.call_turns.hand_to_loop`, which knows that a thread can
+finish after the loop has closed.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ParamSpec, TypeVar
 
-from ascend_plugin.call_turns import Turn, Turns
+from ascend_plugin.call_turns import Turn, Turns, hand_to_loop
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
@@ -414,7 +419,7 @@ class ChipCalls:
         lane.worker = None
         lane.abandoned += 1
         worker.stop()  # the thread ends once the call returns
-        future.add_done_callback(lambda _: loop.call_soon_threadsafe(self._abandoned_returned, lane, name))
+        future.add_done_callback(lambda _: hand_to_loop(loop, self._abandoned_returned, lane, name))
         log.error(
             "driver call %s on %s did not return within %g s; %s, retrying in %.0f s",
             name,

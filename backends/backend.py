@@ -39,7 +39,15 @@ from typing import ClassVar
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
 from backends.errors import NOT_READY, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import HEALTH_ABSENT, ChipInfo, FaultHandler, MemoryInfo, PcieAddress, VdevInfo
+from backends.library import (
+    FEATURE_FUNCTIONS,
+    HEALTH_ABSENT,
+    ChipInfo,
+    FaultHandler,
+    MemoryInfo,
+    PcieAddress,
+    VdevInfo,
+)
 from backends.session import LibrarySession
 from backends.topology import ChipFacts, TopologyUnit, UnitKind, assign_units
 
@@ -64,6 +72,7 @@ WITHOUT: Mapping[str, str] = MappingProxyType(
         DEVICE_INFO: "AI cores come from chip info or the family nominal figure; no vNPU is seen",
         HBM_INFO: "the device memory of HBM chips (the 910 families) is unknown (no DRA memory capacity)",
         MEMORY_INFO: "the device memory of DDR chips (310, 310B, 310P) is unknown (no DRA memory capacity)",
+        **FEATURE_FUNCTIONS,
     }
 )
 

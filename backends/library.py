@@ -12,20 +12,50 @@ plugin calls them from one worker thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from enum import IntEnum
+from types import MappingProxyType
 from typing import Final, Protocol
 
 # dcmi_get_device_health: the value for "device does not exist".
 HEALTH_ABSENT = 0xFFFFFFFF
 
+# The optional functions the chip telemetry, hot reset and on-demand vNPUs use,
+# and what the plugin does without each (said once, at init, by discovery and
+# doctor). Drivers differ most in these: the period utilization and the brother
+# card are recent, the network health is absent on inference cards, the MCU
+# power is absent on SoC boards.
+FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "dcmi_get_device_temperature": "no chip temperature in the telemetry",
+        "dcmi_get_device_power_info": "no chip power in the telemetry",
+        "dcmi_mcu_get_power_info": "no card power (read by the card's MCU) in the telemetry",
+        "dcmi_get_device_voltage": "no chip voltage in the telemetry",
+        "dcmi_get_device_frequency": "no AI-core frequency in the telemetry",
+        "dcmi_get_device_utilization_rate": "no utilization figures in the telemetry",
+        "dcmi_get_device_multi_utilization_rate": "utilization comes from dcmi_get_device_utilization_rate",
+        "dcmi_get_device_multi_utilization_rate_period": "utilization comes from the instant multi-rate call",
+        "dcmi_get_device_ecc_info": "no ECC counters in the telemetry",
+        "dcmi_get_device_network_health": "the RoCE network health comes from fault codes alone",
+        "dcmi_get_device_die_v2": "the telemetry's vdie_id label is empty",
+        "dcmi_get_device_resource_info": "no process list: hot reset counts every chip as busy",
+        "dcmi_set_device_reset": "no hot reset: a faulted chip stays out until it is reset by hand",
+        "dcmi_get_device_boot_status": "no hot reset: the end of a reset cannot be seen",
+        "dcmi_get_netdev_brother_device": "an A3 reset group has no brother card",
+        "dcmi_get_device_outband_channel_state": "no out-of-band reset",
+        "dcmi_create_vdevice": "no vNPUs made on demand: chips are offered whole",
+        "dcmi_set_destroy_vdevice": "no vNPUs made on demand: chips are offered whole",
+    }
+)
+
 # The DCMI functions the plugin can do without, because drivers differ: older
 # ones lack errorcode_v2, memory_info_v3 or the fault subscription; some builds
-# lack the PCIe, IP or VDEV_MNG (dcmi_get_device_info) queries. A library
-# reports which of these it lacks (missing_functions) right after init, so the
-# layers above choose a fallback once instead of failing on every call. Every
-# other function the plugin calls is required: its absence stays a
-# SymbolMissing at the call.
+# lack the PCIe, IP or VDEV_MNG (dcmi_get_device_info) queries; and every
+# function of FEATURE_FUNCTIONS. A library reports which of these it lacks
+# (missing_functions) right after init, so the layers above choose a fallback
+# once instead of failing on every call. Every other function the plugin calls
+# is required: its absence stays a SymbolMissing at the call.
 OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
     {
         "dcmi_get_device_errorcode_v2",
@@ -35,8 +65,114 @@ OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
         "dcmi_get_device_info",
         "dcmi_get_device_hbm_info",
         "dcmi_get_device_memory_info_v3",
+        *FEATURE_FUNCTIONS,
     }
 )
+
+# dcmi_get_device_info(CHIP_INF, SPOD_INFO): a super pod id or server index of
+# 0xffffffff means "none" (Huawei writes it as -1).
+SPOD_NONE: Final = 0xFFFFFFFF
+# dcmi_set_destroy_vdevice: this vNPU id destroys every vNPU of the chip.
+ALL_VDEVS: Final = 0xFFFF
+# dcmi_get_device_resource_info: the most processes one answer lists.
+MAX_PROCESSES: Final = 32
+# dcmi_create_vdevice: a template name fills at most this many bytes (NUL excluded).
+MAX_TEMPLATE_NAME: Final = 31
+
+
+def template_name_bytes(template: str) -> bytes:
+    """``template`` as ``dcmi_create_vdev_res_stru.template_name`` holds it; ValueError if it cannot.
+
+    Whether the driver knows the template is the driver's answer (-8001); a
+    name that does not fit the 32-byte field never reaches it.
+    """
+    try:
+        encoded = template.encode("ascii")
+    except UnicodeEncodeError:
+        encoded = b""
+    if not encoded or len(encoded) > MAX_TEMPLATE_NAME or b"\0" in encoded:
+        raise ValueError(
+            f"vNPU template {template!r} cannot be passed to dcmi_create_vdevice: "
+            f"it must be 1 to {MAX_TEMPLATE_NAME} ASCII characters, e.g. 'vir04'"
+        )
+    return encoded
+
+
+class FrequencyType(IntEnum):
+    """``enum dcmi_freq_type``: which clock ``dcmi_get_device_frequency`` reads (MHz)."""
+
+    DDR = 1
+    CTRLCPU = 2
+    HBM = 6
+    AICORE_CURRENT = 7
+    AICORE_MAX = 9
+    VECTORCORE_CURRENT = 12
+
+
+class UtilizationType(IntEnum):
+    """``input_type`` of ``dcmi_get_device_utilization_rate`` (the header's DCMI_UTILIZATION_RATE_*; %)."""
+
+    DDR = 1  # the docs call it "memory"
+    AICORE = 2
+    AICPU = 3
+    CTRLCPU = 4
+    DDR_BANDWIDTH = 5
+    HBM = 6
+    HBM_BANDWIDTH = 10
+    VECTORCORE = 12
+    NPU = 13  # the chip overall
+    AICUBE = 14
+
+
+class EccDeviceType(IntEnum):
+    """``enum dcmi_device_type``: whose ECC counters ``dcmi_get_device_ecc_info`` reads."""
+
+    DDR = 0
+    SRAM = 1
+    HBM = 2
+    NPU = 3
+
+
+class DieType(IntEnum):
+    """``enum dcmi_die_type``: NDIE, or VDIE (the die id npu-exporter's ``vdie_id`` label shows)."""
+
+    NDIE = 0
+    VDIE = 1
+
+
+class ResetChannel(IntEnum):
+    """``enum dcmi_reset_channel``: in-band through the driver, out-of-band through the BMC."""
+
+    OUTBAND = 0
+    INBAND = 1
+
+
+class BootStatus(IntEnum):
+    """``enum dcmi_boot_status``: a reset is over at SYSTEM_START_FINISH, not at FINISH."""
+
+    UNINIT = 0
+    BIOS = 1
+    OS = 2
+    FINISH = 3
+    SYSTEM_START_FINISH = 16
+
+
+class NetworkHealth(IntEnum):
+    """``enum dcmi_rdfx_detect_result`` of ``dcmi_get_device_network_health``.
+
+    npu-exporter counts OK and INIT as healthy; the rest are failures of the
+    RoCE port's connectivity probe.
+    """
+
+    OK = 0
+    SOCK_FAIL = 1
+    RECV_TIMEOUT = 2
+    UNREACH = 3
+    TIME_EXCEEDED = 4
+    FAULT = 5
+    INIT = 6
+    THREAD_ERR = 7
+    IP_SET = 8
 
 
 @dataclass(frozen=True)
@@ -56,6 +192,141 @@ class MemoryInfo:
 
     total_mb: int
     used_mb: int
+
+
+@dataclass(frozen=True)
+class HbmInfo(MemoryInfo):
+    """``struct dcmi_hbm_info`` whole: the HBM's size and use (MB; the library converts from KB) and more."""
+
+    freq_mhz: int
+    temperature_c: int  # temp
+    bandwidth_utilization: int  # bandwith_util_rate (sic), percent
+
+
+@dataclass(frozen=True)
+class DdrInfo(MemoryInfo):
+    """``struct dcmi_get_memory_info_stru`` whole: the chip's DDR (MB); used = size - available."""
+
+    available_mb: int  # free, huge pages free included
+    freq_mhz: int
+    hugepage_size_kb: int
+    hugepages_total: int
+    hugepages_free: int
+    utilization: int  # utiliza, percent
+
+
+@dataclass(frozen=True)
+class Power:
+    """A power figure as DCMI gives it: in units of 0.1 W."""
+
+    deciwatts: int
+
+    @property
+    def watts(self) -> float:
+        return self.deciwatts / 10
+
+
+@dataclass(frozen=True)
+class Voltage:
+    """A voltage figure as DCMI gives it: in units of 0.01 V."""
+
+    centivolts: int
+
+    @property
+    def volts(self) -> float:
+        return self.centivolts / 100
+
+
+@dataclass(frozen=True)
+class MultiUtilization:
+    """``struct dcmi_multi_utilization_info``: the four figures of one sample, in percent."""
+
+    aic: int  # aic_util: AI cube (npu-exporter's cube utilization)
+    aiv: int  # aiv_util: AI vector (its vector utilization)
+    aicore: int  # aicore_util: AI core (its utilization)
+    npu: int  # npu_util: the chip overall
+
+
+@dataclass(frozen=True)
+class EccInfo:
+    """``struct dcmi_ecc_info`` (the 9-field layout; older drivers leave the last two 0)."""
+
+    enable_flag: int
+    single_bit_error_cnt: int
+    double_bit_error_cnt: int
+    total_single_bit_error_cnt: int
+    total_double_bit_error_cnt: int
+    single_bit_isolated_pages_cnt: int
+    double_bit_isolated_pages_cnt: int
+    single_bit_next_isolated_pages_cnt: int
+    double_bit_next_isolated_pages_cnt: int
+
+
+@dataclass(frozen=True)
+class DieId:
+    """``struct dcmi_die_id``: five 32-bit words."""
+
+    words: tuple[int, int, int, int, int]
+
+    @property
+    def text(self) -> str:
+        """npu-exporter's spelling: each word as 8 upper-case hex digits, joined by ``-``."""
+        return "-".join(f"{word:08X}" for word in self.words)
+
+
+@dataclass(frozen=True)
+class ProcessMemory:
+    """One ``struct dcmi_proc_mem_info``: a process using the chip."""
+
+    pid: int  # proc_id: the host's PID
+    memory_bytes: int  # proc_mem_usage: device memory it holds, in bytes
+
+
+@dataclass(frozen=True)
+class SuperPodInfo:
+    """``struct dcmi_spod_info`` (``dcmi_get_device_info`` CHIP_INF / SPOD_INFO, A3).
+
+    ``super_pod_id`` and ``server_id`` are -1 where the driver says 0xffffffff
+    (no super pod), as Huawei writes them into the device-info ConfigMap.
+    Newer headers call the second field ``server_index`` and ``scale_type``
+    ``super_pod_size``; the layout is the same.
+    """
+
+    sdid: int
+    scale_type: int
+    super_pod_id: int
+    server_id: int
+    chassis_id: int
+    super_pod_type: int
+
+
+@dataclass(frozen=True)
+class VdevActivity:
+    """One vNPU's activity (VDEV_MNG / GET_VDEV_ACTIVITY): ``query_info.computing``'s vNPU figures."""
+
+    vdev_id: int
+    aicore_utilization: int  # vdev_aicore_utilization, percent
+    memory_total_kb: int  # vdev_memory_total (npu-exporter publishes it as KB)
+    memory_free_kb: int  # vdev_memory_free
+
+    @property
+    def memory_used_kb(self) -> int:
+        return max(self.memory_total_kb - self.memory_free_kb, 0)
+
+
+@dataclass(frozen=True)
+class CreatedVdev:
+    """``struct dcmi_create_vdev_out``: the vNPU ``dcmi_create_vdevice`` made.
+
+    Only ``vdev_id`` is meaningful (the N of ``/dev/vdavinciN``); DCMI's
+    reference calls the PCIe fields reserved.
+    """
+
+    vdev_id: int
+    vfg_id: int
+    pcie_bus: int
+    pcie_device: int
+    pcie_function: int
 
 
 @dataclass(frozen=True)
@@ -156,12 +427,12 @@ class DeviceLibrary(Protocol):
         """``dcmi_get_device_errorcode_v2``: the chip's current fault codes."""
         ...
 
-    def hbm_info(self, card_id: int, device_id: int) -> MemoryInfo:
-        """``dcmi_get_device_hbm_info`` (910 family)."""
+    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
+        """``dcmi_get_device_hbm_info`` (910 family; -8255 on chips without HBM)."""
         ...
 
-    def memory_info(self, card_id: int, device_id: int) -> MemoryInfo:
-        """``dcmi_get_device_memory_info_v3`` (-8255 on 910B and A3)."""
+    def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
+        """``dcmi_get_device_memory_info_v3`` (-8255 on 910B and A3, which have no DDR)."""
         ...
 
     def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
@@ -187,6 +458,114 @@ class DeviceLibrary(Protocol):
         answer may be link-local (``fe80::...``); whether that counts as an address
         is the caller's decision (Huawei's plugin refuses it).
         """
+        ...
+
+    # -- telemetry ---------------------------------------------------------------
+
+    def temperature(self, card_id: int, device_id: int) -> int:
+        """``dcmi_get_device_temperature``: degrees Celsius (below -275 means the sensor failed)."""
+        ...
+
+    def power(self, card_id: int, device_id: int) -> Power:
+        """``dcmi_get_device_power_info``: the chip's power."""
+        ...
+
+    def board_power(self, card_id: int) -> Power:
+        """``dcmi_mcu_get_power_info``: the whole card's power, read by its MCU (310P boards)."""
+        ...
+
+    def voltage(self, card_id: int, device_id: int) -> Voltage:
+        """``dcmi_get_device_voltage``."""
+        ...
+
+    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
+        """``dcmi_get_device_frequency``: MHz of the clock ``kind``."""
+        ...
+
+    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
+        """``dcmi_get_device_utilization_rate``: percent busy of ``kind``."""
+        ...
+
+    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
+        """``dcmi_get_device_multi_utilization_rate``: AI cube, vector, core and overall in one sample."""
+        ...
+
+    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
+        """``dcmi_get_device_multi_utilization_rate_period``: the same over ``period_s`` (1-4 s)."""
+        ...
+
+    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
+        """``dcmi_get_device_ecc_info``: the ECC counters of the chip's ``kind`` memory."""
+        ...
+
+    def network_health(self, card_id: int, device_id: int) -> int:
+        """``dcmi_get_device_network_health``: a :class:`NetworkHealth` value (RoCE connectivity).
+
+        It can block for a long time after a card drops off the bus: callers
+        give it a timeout of its own (Huawei's: 1 s).
+        """
+        ...
+
+    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
+        """``dcmi_get_device_die_v2``."""
+        ...
+
+    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
+        """``dcmi_get_device_resource_info``: the processes on the chip (at most 32; host PIDs)."""
+        ...
+
+    # -- hot reset -----------------------------------------------------------------
+
+    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
+        """``dcmi_set_device_reset``: start a reset; the chip answers "not ready" until it is back.
+
+        An Atlas 300I Duo resets as a card: only device 0 may be named (-8255 for device 1).
+        """
+        ...
+
+    def boot_status(self, card_id: int, device_id: int) -> int:
+        """``dcmi_get_device_boot_status``: a :class:`BootStatus` value; a reset ends at 16."""
+        ...
+
+    def brother_card(self, card_id: int, device_id: int) -> int:
+        """``dcmi_get_netdev_brother_device``: the card an A3 card is reset with (-8255 elsewhere)."""
+        ...
+
+    def outband_channel_state(self, card_id: int, device_id: int) -> int:
+        """``dcmi_get_device_outband_channel_state``: 1 if an out-of-band reset can be done, 0 if not."""
+        ...
+
+    # -- identity in a super pod -----------------------------------------------------
+
+    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
+        """``dcmi_get_device_info(CHIP_INF, SPOD_INFO)`` (A3; -8255 elsewhere)."""
+        ...
+
+    # -- vNPUs on demand -------------------------------------------------------------
+
+    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
+        """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_ACTIVITY)`` for one of :meth:`vdev_ids`."""
+        ...
+
+    def create_vdev(
+        self,
+        card_id: int,
+        device_id: int,
+        template: str,
+        vdev_id: int | None = None,
+        vfg_id: int | None = None,
+    ) -> CreatedVdev:
+        """``dcmi_create_vdevice`` from ``template`` (e.g. ``vir04``); ids chosen by the driver unless given.
+
+        The vNPU then appears in :meth:`vdev_ids` and as ``/dev/vdavinci<vdev_id>``.
+        An unknown template is -8001; a chip without room for it (AI cores, AI
+        CPUs, memory, media engines, or 7 vNPUs on a 310P) is -8020. A template
+        name longer than :data:`MAX_TEMPLATE_NAME` bytes raises ValueError.
+        """
+        ...
+
+    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
+        """``dcmi_set_destroy_vdevice``; :data:`ALL_VDEVS` destroys every vNPU of the chip."""
         ...
 
     def subscribe_faults(self, handler: FaultHandler) -> None:

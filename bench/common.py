@@ -13,7 +13,7 @@ import threading
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -87,9 +87,16 @@ class Workspace:
             path.touch()
 
     def start_plugin(
-        self, *extra: str, env: dict[str, str] | None = None, entry: Sequence[str] = ("-m", "ascend_plugin")
+        self,
+        *extra: str,
+        env: dict[str, str] | None = None,
+        entry: Sequence[str] = ("-m", "ascend_plugin"),
+        stderr: IO[bytes] | None = None,
     ) -> subprocess.Popen[bytes]:
-        """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command."""
+        """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command.
+
+        Its log goes to ``stderr`` when given (a file to count lines in), else to this script's.
+        """
         self.make_device_nodes()
         command = [
             sys.executable, *entry, "run",
@@ -97,7 +104,7 @@ class Workspace:
             "--device-plugin-path", str(self.plugin_dir), "--host-root", str(self.host_root),
             "--http-address", "", "--log-level", "WARNING", *extra,
         ]  # fmt: skip
-        return subprocess.Popen(command, env={**os.environ, **(env or {})})
+        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr)
 
 
 def print_command() -> None:

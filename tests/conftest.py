@@ -392,11 +392,12 @@ async def dra_driver(
     dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
 ) -> AsyncIterator[PluginApp]:
     """The plugin serving ``dra_node`` as a DRA driver, registered with ``dra_kubelet``; its Node exists."""
-    from dra_harness import NODE, kubelet_sees, registered, running_driver
+    from dra_harness import NODE, registered, running_driver
+    from waiting import wait_for
 
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig)) as app:
-        await kubelet_sees(dra_kubelet, registered, "the driver registered")
+        await wait_for(dra_kubelet, registered, "the driver registered")
         yield app
 
 

@@ -10,7 +10,7 @@ kubelet stand-in asks the driver to prepare them.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
-from plugin_harness import WAIT, fast_settings
+from plugin_harness import fast_settings
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
@@ -191,13 +191,6 @@ async def running_driver(settings: Settings) -> AsyncIterator[PluginApp]:
             yield app
         finally:
             app.stop()
-
-
-async def kubelet_sees(
-    kubelet: DraKubeletStandIn, condition: Callable[[DraKubeletStandIn], bool], what: str
-) -> None:
-    """Wait (off the event loop) until the stand-in satisfies ``condition``."""
-    await anyio.to_thread.run_sync(kubelet.wait_until, condition, WAIT, what)
 
 
 def registered(kubelet: DraKubeletStandIn, times: int = 1) -> bool:

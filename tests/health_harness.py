@@ -11,7 +11,7 @@ from node_harness import backend_of, inventory_of
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faults import FaultTable, builtin_table
 from ascend_plugin.inventory.inventory import ChipHealth, Inventory
-from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy
+from ascend_plugin.inventory.monitor import EVENT_LOG_INTERVAL, HealthMonitor, HealthPolicy
 from backends.backend import ChipBackend
 from backends.library import DeviceLibrary
 
@@ -53,11 +53,13 @@ def monitored(
     policy: HealthPolicy | None = None,
     table: FaultTable | None = None,
     timeout: float = 5.0,
+    event_log_interval: float = EVENT_LOG_INTERVAL,
 ) -> Iterator[Monitored]:
     """A monitor over the chips of an initialised ``library`` (enter inside the event loop).
 
-    The monitor's clock is moved by hand; the call timeout runs on real time.
-    The call threads end with the block.
+    The monitor's clock is moved by hand; the call timeout and the fault-event
+    log's interval run on real time. The
+    call threads end with the block.
     """
     inventory = inventory_of(library, healthy=False)
     backend = backend_of(library)
@@ -72,6 +74,7 @@ def monitored(
         policy=lambda: chosen_policy,
         fault_table=lambda: chosen_table,
         clock=clock,
+        event_log_interval=event_log_interval,
     )
     try:
         yield Monitored(backend, inventory, monitor, calls, clock)

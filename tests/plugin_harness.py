@@ -15,14 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 from fake_dcmi.players import CFakePlayer, ScenarioPlayer
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-
-WAIT = 15.0  # generous: a condition normally holds within milliseconds
 
 
 @dataclass
@@ -92,20 +89,6 @@ async def running_plugin(settings: Settings) -> AsyncIterator[PluginApp]:
             yield app
         finally:
             app.stop()
-
-
-async def wait_for(kubelet: KubeletStandIn, condition: Callable[[KubeletStandIn], bool], what: str) -> None:
-    """Wait (off the event loop) until the stand-in satisfies ``condition``."""
-    await anyio.to_thread.run_sync(kubelet.wait_until, condition, WAIT, what)
-
-
-async def until(predicate: Callable[[], bool], what: str) -> None:
-    """Poll an in-process condition every few milliseconds; TimeoutError after WAIT seconds."""
-    with anyio.move_on_after(WAIT) as scope:
-        while not predicate():  # noqa: ASYNC110 - the conditions are plain state, not events
-            await anyio.sleep(0.005)
-    if scope.cancelled_caught:
-        raise TimeoutError(f"not within {WAIT:g} s: {what}")
 
 
 def health_of(resource: str, device: str) -> Callable[[KubeletStandIn], str | None]:

@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
@@ -16,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from plugin_harness import WAIT, FakeNode
+from plugin_harness import FakeNode
+from waiting import eventually
 
 
 def free_port() -> int:
@@ -53,15 +53,17 @@ class PluginProcess:
         self, matches: Callable[[dict[str, Any]], bool], what: str, after: int = 0
     ) -> dict[str, Any]:
         """The first log line from line ``after`` on that ``matches`` accepts, waiting for it."""
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            found = next((line for line in self.lines()[after:] if matches(line)), None)
-            if found is not None:
-                return found
-            if self.process.poll() is not None:
-                raise AssertionError(f"plugin exited with {self.process.returncode} before: {what}")
-            time.sleep(0.02)
-        raise TimeoutError(f"not within {WAIT:g} s: {what}")
+        return eventually(
+            lambda: next((line for line in self.lines()[after:] if matches(line)), None),
+            what,
+            every=0.02,
+            unless=self.exited,
+        )
+
+    def exited(self) -> str | None:
+        """Why waiting for the plugin is pointless: it has exited (None while it runs)."""
+        code = self.process.poll()
+        return None if code is None else f"plugin exited with {code}"
 
     def readiness(self) -> tuple[int, str]:
         """GET /readyz: (status, body)."""

@@ -7,7 +7,8 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
-from plugin_harness import FakeNode, health_of, registered, running_plugin, wait_for
+from plugin_harness import FakeNode, health_of, registered, running_plugin
+from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
+from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

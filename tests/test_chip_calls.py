@@ -6,7 +6,7 @@ import threading
 
 import pytest
 from health_harness import FakeClock
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.chip_calls import ChipCalls, ChipCallTimeout, LaneKey, LaneStuck, StuckCall
 from ascend_plugin.resilience import Backoff

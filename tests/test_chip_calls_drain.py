@@ -12,7 +12,7 @@ import threading
 
 import anyio
 import pytest
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.chip_calls import CallsClosed, ChipCalls, ChipCallTimeout
 from ascend_plugin.resilience import Backoff

@@ -9,7 +9,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugin_harness import WAIT, FakeNode, health_of, registered
+from plugin_harness import FakeNode, health_of, registered
+from waiting import WAIT
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

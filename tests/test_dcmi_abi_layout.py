@@ -7,9 +7,20 @@ field after it. These figures were measured with gcc on the DCMI header.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 import pytest
 
 from backends.dcmi._dcmi_cffi import ffi
+from backends.library import (
+    BootStatus,
+    DieType,
+    EccDeviceType,
+    FrequencyType,
+    NetworkHealth,
+    ResetChannel,
+    UtilizationType,
+)
 
 SIZES = {
     "dcmi_chip_info": 100,
@@ -34,6 +45,8 @@ SIZES = {
     "dcmi_dms_fault_event": 352,
     "dcmi_event": 360,
     "dcmi_event_filter": 48,
+    "dcmi_ecc_info": 36,
+    "dcmi_spod_info": 48,
 }
 
 OFFSETS = [
@@ -98,6 +111,25 @@ OFFSETS = [
     ("dcmi_event_filter", "severity", 12),
     ("dcmi_event_filter", "node_type", 13),
     ("dcmi_event_filter", "resv", 14),
+    ("dcmi_multi_utilization_info", "aiv_util", 4),
+    ("dcmi_multi_utilization_info", "aicore_util", 8),
+    ("dcmi_multi_utilization_info", "npu_util", 12),
+    ("dcmi_multi_utilization_info", "reserved", 16),
+    ("dcmi_ecc_info", "single_bit_error_cnt", 4),
+    ("dcmi_ecc_info", "double_bit_isolated_pages_cnt", 24),
+    ("dcmi_ecc_info", "double_bit_next_isolated_pages_cnt", 32),
+    ("dcmi_spod_info", "scale_type", 4),
+    ("dcmi_spod_info", "super_pod_id", 8),
+    ("dcmi_spod_info", "server_id", 12),
+    ("dcmi_spod_info", "chassis_id", 16),
+    ("dcmi_spod_info", "super_pod_type", 20),
+    ("dcmi_spod_info", "reserve", 24),
+    ("dcmi_create_vdev_res_stru", "vfg_id", 4),
+    ("dcmi_create_vdev_res_stru", "template_name", 8),
+    ("dcmi_create_vdev_res_stru", "reserved", 40),
+    ("dcmi_create_vdev_out", "pcie_bus", 4),
+    ("dcmi_create_vdev_out", "vfg_id", 16),
+    ("dcmi_create_vdev_out", "reserved", 20),
 ]
 
 
@@ -134,8 +166,50 @@ def test_enums_are_four_bytes() -> None:
         "enum dcmi_ip_addr_type",
         "enum dcmi_port_type",
         "DCMI_VDEV_MNG_SUB_CMD",
+        "DCMI_CHIP_INFO_SUB_CMD",
+        "enum dcmi_freq_type",
+        "enum dcmi_device_type",
+        "enum dcmi_die_type",
+        "enum dcmi_reset_channel",
+        "enum dcmi_boot_status",
+        "enum dcmi_rdfx_detect_result",
     ):
         assert ffi.sizeof(enum) == 4, enum
+
+
+def test_the_proc_and_ecc_fields_the_telemetry_reads() -> None:
+    # proc_mem_usage is an unsigned long (8 bytes on LP64), counted in bytes.
+    assert ffi.sizeof(ffi.typeof("struct dcmi_proc_mem_info").fields[1][1].type) == 8
+    assert ffi.integer_const("DCMI_MAX_PROC_NUM") == 32
+    assert ffi.integer_const("TEMPLATE_NAME_LEN") == 32
+
+
+# The library's enums are DCMI's: the binding passes their values straight through. ``renamed``
+# gives the header's full name where it is not the prefix and the member's name.
+ENUM_VALUES = [
+    (FrequencyType, "DCMI_FREQ_", {"AICORE_CURRENT": "DCMI_FREQ_AICORE_CURRENT_"}),
+    (UtilizationType, "DCMI_UTILIZATION_RATE_", {}),
+    (EccDeviceType, "DCMI_DEVICE_TYPE_", {}),
+    (ResetChannel, "", {"OUTBAND": "OUTBAND_CHANNEL", "INBAND": "INBAND_CHANNEL"}),
+    (DieType, "", {}),
+    (NetworkHealth, "DCMI_RDFX_DETECT_", {}),
+    (BootStatus, "DCMI_BOOT_STATUS_", {"SYSTEM_START_FINISH": "DCMI_SYSTEM_START_FINISH"}),
+]
+
+
+@pytest.mark.parametrize(("enum", "prefix", "renamed"), ENUM_VALUES, ids=[e[0].__name__ for e in ENUM_VALUES])
+def test_the_library_enums_have_dcmi_s_values(
+    enum: type[IntEnum], prefix: str, renamed: dict[str, str]
+) -> None:
+    for member in enum:
+        constant = renamed.get(member.name, prefix + member.name)
+        assert ffi.integer_const(constant) == member.value, constant
+
+
+def test_the_super_pod_query_is_chip_inf_sub_command_1() -> None:
+    assert ffi.integer_const("DCMI_MAIN_CMD_CHIP_INF") == 12
+    assert ffi.integer_const("DCMI_CHIP_INF_SUB_CMD_SPOD_INFO") == 1
+    assert ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_VDEV_ACTIVITY") == 5
 
 
 def test_the_port_and_address_types_have_dcmi_s_values() -> None:

@@ -7,7 +7,7 @@ from fake_dcmi.players import CFakePlayer
 
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
-from backends.library import HEALTH_ABSENT, ChipInfo, MemoryInfo
+from backends.library import HEALTH_ABSENT, ChipInfo, HbmInfo
 
 A3_NODE = FakeScenario.model_validate(
     {
@@ -45,14 +45,17 @@ def test_every_value_is_decoded(c_fake: CFakePlayer) -> None:
     assert library.health(176, 1) == HEALTH_ABSENT
     assert library.error_codes(176, 0) == [0x80E01801, 0x8C084E00]
     assert library.error_codes(176, 1) == []
-    assert library.hbm_info(176, 0) == MemoryInfo(total_mb=65536, used_mb=0)
+    assert library.hbm_info(176, 0) == HbmInfo(
+        total_mb=65536, used_mb=0, freq_mhz=1600, temperature_c=40, bandwidth_utilization=0
+    )
 
 
 def test_memory_info_v3_reads_the_ddr_figure(c_fake: CFakePlayer) -> None:
     library = c_fake.open(
         FakeScenario.model_validate({"chip_name": "310P3", "chips": [{"phy_id": 0, "memory_mb": 24576}]})
     )
-    assert library.memory_info(0, 0) == MemoryInfo(total_mb=24576, used_mb=0)
+    info = library.memory_info(0, 0)
+    assert (info.total_mb, info.used_mb, info.available_mb) == (24576, 0, 24576)
 
 
 def test_the_310b1_ai_core_figure_is_the_float_one(c_fake: CFakePlayer) -> None:

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ from typing import Any
 import pytest
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
-from plugin_harness import WAIT, health_of, registered
+from plugin_harness import health_of, registered
+from waiting import WAIT, eventually
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
@@ -43,17 +43,20 @@ class PluginProcess:
         return [json.loads(line) for line in lines if line.startswith("{") and line.endswith("}")]
 
     def wait_for(self, condition: Callable[[list[dict[str, Any]]], bool], what: str) -> list[dict[str, Any]]:
-        """Poll the log until ``condition`` holds; fail at once if the process has died."""
-        deadline = time.monotonic() + WAIT
-        while not condition(records := self.records()):
-            if self.process.poll() is not None:
-                raise AssertionError(
-                    f"the plugin exited ({self.process.returncode}) before: {what}\n{self.text()}"
-                )
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"not within {WAIT:g} s: {what}\n{self.text()}")
-            time.sleep(0.02)
+        """The log once ``condition`` holds on it; fail at once if the process has died."""
+        (records,) = eventually(
+            lambda: (records,) if condition(records := self.records()) else None,
+            what,
+            every=0.02,
+            unless=self.exited,
+            explain=self.text,
+        )
         return records
+
+    def exited(self) -> str | None:
+        """Why waiting for the plugin is pointless: it has exited (None while it runs)."""
+        code = self.process.poll()
+        return None if code is None else f"the plugin exited ({code})"
 
     def text(self) -> str:
         return self.log_path.read_text(encoding="utf-8")

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fake_dcmi.players import CFakePlayer
 from fake_dcmi.scenario_file import SCENARIO_ENV
+from waiting import eventually
 
 from backends.dcmi._dcmi_cffi import ffi
 from backends.errors import DcmiError
@@ -98,12 +98,13 @@ def test_a_malformed_file_keeps_the_previous_scenario(
     temporary.replace(c_fake.scenario_path)
     assert library.card_list() == [0, 1]
     # The library's own thread may be the one that reads the new file first; either says so once.
-    said = ""
-    deadline = time.monotonic() + WAIT
-    while "line 1 is malformed; keeping the previous scenario" not in said:
-        assert time.monotonic() < deadline, f"no word of the malformed line on stderr: {said!r}"
-        said += capfd.readouterr().err
-        time.sleep(0.01)
+    said = [""]
+
+    def told() -> bool:
+        said[0] += capfd.readouterr().err
+        return "line 1 is malformed; keeping the previous scenario" in said[0]
+
+    eventually(told, "word of the malformed line on stderr", within=WAIT, every=0.01, explain=lambda: said[0])
     assert library.card_list() == [0, 1]
 
 

@@ -7,13 +7,13 @@ the GIL during the C call, so the plugin's other threads are free as well.
 
 from __future__ import annotations
 
-import sys
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from fake_dcmi.players import ScenarioPlayer
+from library_threads import inside_the_library
+from waiting import eventually
 
 from backends.fake import FakeScenario
 
@@ -25,24 +25,6 @@ def _node(hang: tuple[str, ...]) -> FakeScenario:
     """Four 910B3 chips on cards 0-3; chip 3 hangs the operations ``hang``."""
     chips = [{"phy_id": n, "card_id": n, "hang": list(hang) if n == 3 else []} for n in range(4)]
     return FakeScenario.model_validate({"chip_name": "910B3", "chips": chips})
-
-
-def _inside_the_library(thread: threading.Thread) -> bool:
-    """Whether ``thread`` is in a library's call: waiting out the hang, or in the C function doing so."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        code = frame.f_code
-        if code.co_name == "_call" and code.co_filename.endswith(("fake/library.py", "dcmi/library.py")):
-            return True
-        frame = frame.f_back
-    return False
-
-
-def _until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.001)
 
 
 def _answered_in_time(call: Callable[[], list[int]]) -> list[int] | None:
@@ -60,7 +42,12 @@ def test_a_hung_chip_leaves_the_others_answering(any_fake: ScenarioPlayer[Any]) 
     stuck = threading.Thread(target=lambda: hung.append(library.health(3, 0)), daemon=True)
     stuck.start()
     try:
-        _until(lambda: _inside_the_library(stuck), "chip 3's health call to be inside the library")
+        eventually(
+            lambda: inside_the_library(stuck),
+            "chip 3's health call inside the library",
+            within=WAIT,
+            every=0.001,
+        )
         for _ in range(ROUNDS):  # again and again while chip 3 is held
             answers = _answered_in_time(lambda: [library.health(card, 0) for card in range(3)])
             assert answers == [0, 0, 0]

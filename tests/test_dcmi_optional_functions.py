@@ -16,11 +16,14 @@ from fake_dcmi.players import CFakePlayer, PythonFakePlayer, ScenarioPlayer
 from backends.chips import enumerate_chips
 from backends.errors import DcmiError, SymbolMissing
 from backends.fake import FakeScenario
+from backends.fake.scenario import DCMI_FUNCTIONS
 from backends.library import OPTIONAL_FUNCTIONS
 
 WAIT = 30.0  # generous: only a library that calls what it should merely look up would take long
 NODE = {"chip_name": "910B3", "chips": [{"phy_id": 0}, {"phy_id": 1}]}
 OLD_DRIVER = FakeScenario.model_validate(NODE | {"missing": ["error_codes", "subscribe_faults"]})
+# Every operation whose DCMI function is optional.
+OPTIONAL_OPERATIONS = sorted(op for op, function in DCMI_FUNCTIONS.items() if function in OPTIONAL_FUNCTIONS)
 
 
 def test_a_complete_driver_lacks_nothing(any_fake: ScenarioPlayer[Any]) -> None:
@@ -68,15 +71,13 @@ def test_the_binding_reports_what_a_library_build_left_out(c_fake: CFakePlayer) 
 
 
 def test_every_optional_function_can_be_missing(any_fake: ScenarioPlayer[Any]) -> None:
-    everything = ["error_codes", "subscribe_faults", "pcie_address", "device_ip", "vdev_info", "hbm_info"]
-    library = any_fake.open(FakeScenario.model_validate(NODE | {"missing": [*everything, "memory_info"]}))
+    library = any_fake.open(FakeScenario.model_validate(NODE | {"missing": OPTIONAL_OPERATIONS}))
     assert library.missing_functions() == OPTIONAL_FUNCTIONS
 
 
 def test_probing_calls_none_of_them(any_fake: ScenarioPlayer[Any]) -> None:
     # Every optional operation hangs: a library that called one to find out would never answer.
-    hanging = ["error_codes", "subscribe_faults", "pcie_address", "device_ip", "total_aicore", "vdev_info"]
-    scenario = FakeScenario.model_validate(NODE | {"hang": [*hanging, "hbm_info", "memory_info"]})
+    scenario = FakeScenario.model_validate(NODE | {"hang": OPTIONAL_OPERATIONS})
     library = any_fake.open(scenario, init=False)
     answers: list[frozenset[str]] = []
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from plugin_harness import WAIT
+from waiting import WAIT
 
 from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
 

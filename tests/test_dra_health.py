@@ -10,10 +10,10 @@ from typing import Any
 
 import anyio
 import pytest
-from dra_harness import DRIVER, NODE, DraNode, device_names, kubelet_sees, registered, running_driver
+from dra_harness import DRIVER, NODE, DraNode, device_names, registered, running_driver
 from grpclib.testing import ChannelFor
 from kube_harness import make_inventory, set_faults
-from plugin_harness import until
+from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.dra.health import REPORT_TIMEOUT, DeviceHealthService
@@ -73,7 +73,7 @@ async def test_with_device_taints_unhealthy_chips_stay_with_the_taint_their_faul
     apiserver.add_node(NODE)
     settings = dra_node.settings(kubeconfig, dra_device_taints=True, fault_levels_file=levels_file)
     async with running_driver(settings):
-        await kubelet_sees(dra_kubelet, registered, "registered")
+        await wait_for(dra_kubelet, registered, "registered")
         await until(lambda: device_names(apiserver.slices(DRIVER, NODE)) == EIGHT, "published")
         dra_node.set_faults({1: ["80E01801"], 2: ["80CB8009"], 6: ["40F84E00"]})
         await until(
@@ -134,7 +134,7 @@ async def test_taints_the_api_server_drops_are_said_once_and_the_chips_leave_ins
 async def test_the_health_stream_carries_every_device_and_each_change(
     dra_driver: PluginApp, dra_kubelet: DraKubeletStandIn, dra_node: DraNode
 ) -> None:
-    await kubelet_sees(dra_kubelet, lambda k: len(k.drivers[DRIVER].health) == 8, "eight devices reported")
+    await wait_for(dra_kubelet, lambda k: len(k.drivers[DRIVER].health) == 8, "eight devices reported")
     reports = dra_kubelet.drivers[DRIVER].health
     assert sorted(name for _, name in reports) == sorted(EIGHT)
     assert {pool for pool, _ in reports} == {NODE}
@@ -145,7 +145,7 @@ async def test_the_health_stream_carries_every_device_and_each_change(
     def npu_3_unhealthy(kubelet: DraKubeletStandIn) -> bool:
         return kubelet.drivers[DRIVER].health[(NODE, "npu-3")].health == "UNHEALTHY"
 
-    await kubelet_sees(dra_kubelet, npu_3_unhealthy, "npu-3 reported unhealthy")
+    await wait_for(dra_kubelet, npu_3_unhealthy, "npu-3 reported unhealthy")
     reports = dra_kubelet.drivers[DRIVER].health
     assert len(reports) == 8, "every message is the complete list"
     assert "fault 80E01801" in reports[(NODE, "npu-3")].message

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, prepare, put_claim, result, unprepare
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from dra_harness import CDI_KIND, NODE, DraNode, prepare, put_claim, result, unprepare
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn

@@ -8,18 +8,8 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
-from dra_harness import (
-    DRIVER,
-    NODE,
-    DraNode,
-    kubelet_sees,
-    put_claim,
-    registered,
-    result,
-    running_driver,
-    standin,
-)
-from plugin_harness import until
+from dra_harness import DRIVER, NODE, DraNode, put_claim, registered, result, running_driver, standin
+from waiting import until, wait_for
 
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
@@ -34,7 +24,7 @@ async def test_get_info_names_the_driver_its_socket_and_v1_first(
 ) -> None:
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig)) as app:
-        await kubelet_sees(dra_kubelet, registered, "the driver registered")
+        await wait_for(dra_kubelet, registered, "the driver registered")
         view = dra_kubelet.drivers[DRIVER]
         assert view.socket == dra_node.registry_dir / "npu.huawei.com-reg.sock"
         assert view.endpoint == str(dra_node.plugin_dir / "dra.sock")
@@ -56,7 +46,7 @@ async def test_a_kubelet_that_knows_no_dra_v1_or_v1beta1_refuses_and_the_driver_
     await anyio.to_thread.run_sync(kubelet.start)
     try:
         async with running_driver(dra_node.settings(kubeconfig)) as app:
-            await kubelet_sees(kubelet, lambda k: bool(k.refusals), "the registration refused")
+            await wait_for(kubelet, lambda k: bool(k.refusals), "the registration refused")
             await until(lambda: "refused to register DRA driver" in caplog.text, "the refusal logged")
             record = next(r for r in caplog.records if "refused to register" in r.getMessage())
             assert record.levelno == logging.ERROR
@@ -80,7 +70,7 @@ async def test_a_v1beta1_kubelet_gets_the_same_answers(
     await anyio.to_thread.run_sync(kubelet.start)
     try:
         async with running_driver(dra_node.settings(kubeconfig)):
-            await kubelet_sees(kubelet, registered, "registered")
+            await wait_for(kubelet, registered, "registered")
             assert kubelet.drivers[DRIVER].service == "v1beta1.DRAPlugin"
             claim = put_claim(apiserver, "train", [result("npu-3")])
             answer = await anyio.to_thread.run_sync(kubelet.prepare, DRIVER, [claim])
@@ -98,9 +88,9 @@ async def test_a_deleted_registration_socket_comes_back_and_the_kubelet_finds_it
 ) -> None:
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig)):
-        await kubelet_sees(dra_kubelet, registered, "registered")
+        await wait_for(dra_kubelet, registered, "registered")
         (dra_node.registry_dir / "npu.huawei.com-reg.sock").unlink()
-        await kubelet_sees(dra_kubelet, lambda k: registered(k, 2), "registered again")
+        await wait_for(dra_kubelet, lambda k: registered(k, 2), "registered again")
         assert (dra_node.registry_dir / "npu.huawei.com-reg.sock").is_socket()
         assert dra_kubelet.refusals == []
 
@@ -110,10 +100,10 @@ async def test_a_restarted_kubelet_asks_again_and_registers_it_again(
 ) -> None:
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig)) as app:
-        await kubelet_sees(dra_kubelet, registered, "registered")
+        await wait_for(dra_kubelet, registered, "registered")
         asked = dra_kubelet.get_info_calls
         await anyio.to_thread.run_sync(dra_kubelet.restart)
-        await kubelet_sees(dra_kubelet, lambda k: registered(k, 2), "registered with the new kubelet")
+        await wait_for(dra_kubelet, lambda k: registered(k, 2), "registered with the new kubelet")
         assert dra_kubelet.get_info_calls > asked
         dra = app.dra
         assert dra is not None
@@ -131,7 +121,7 @@ async def test_serving_dra_leaves_the_device_plugin_api_alone(
     device_kubelet.start()
     try:
         async with running_driver(dra_node.settings(kubeconfig)) as app:
-            await kubelet_sees(dra_kubelet, registered, "registered as a DRA driver")
+            await wait_for(dra_kubelet, registered, "registered as a DRA driver")
             await until(lambda: app.ready, "ready")
             assert app.face is None
             assert device_kubelet.registrations == []
@@ -156,7 +146,7 @@ async def test_a_second_driver_on_the_same_directory_waits_for_the_lock_and_touc
             assert not (dra_node.plugin_dir / "dra.sock").exists()
             assert DRIVER not in dra_kubelet.drivers
             holder.release()
-            await kubelet_sees(dra_kubelet, registered, "the driver registered once the lock is free")
+            await wait_for(dra_kubelet, registered, "the driver registered once the lock is free")
             assert app.lock.held
     finally:
         holder.release()

@@ -7,17 +7,8 @@ import logging
 from pathlib import Path
 
 import pytest
-from dra_harness import (
-    NODE,
-    DraNode,
-    kubelet_sees,
-    prepare,
-    put_claim,
-    registered,
-    result,
-    running_driver,
-    unprepare,
-)
+from dra_harness import NODE, DraNode, prepare, put_claim, registered, result, running_driver, unprepare
+from waiting import wait_for
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -26,7 +17,7 @@ pytestmark = pytest.mark.anyio
 
 
 async def _run_until_registered(dra_kubelet: DraKubeletStandIn, times: int) -> None:
-    await kubelet_sees(dra_kubelet, lambda k: registered(k, times), f"registration {times}")
+    await wait_for(dra_kubelet, lambda k: registered(k, times), f"registration {times}")
 
 
 async def test_a_claim_prepared_before_a_restart_is_unprepared_after_it_without_the_api_server(

@@ -16,7 +16,6 @@ from dra_harness import (
     NODE,
     DraNode,
     device_names,
-    kubelet_sees,
     make_dra_node,
     prepare,
     put_claim,
@@ -24,11 +23,12 @@ from dra_harness import (
     result,
     running_driver,
 )
-from kube_harness import make_inventory, running
-from plugin_harness import until
+from kube_harness import make_inventory, running, set_faults
+from waiting import until, wait_for
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.slices import SliceController
+from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, Kube
 from ascend_plugin.kubeapi.errors import ApiError
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -298,7 +298,31 @@ async def test_a_chip_split_into_vnpus_is_never_published_or_prepared_whole(
     kubelet = await dra_kubelet_for(node)
     async with running_driver(node.settings(kubeconfig)):
         await published(apiserver, EIGHT[1:])
-        await kubelet_sees(kubelet, registered, "registered")
+        await wait_for(kubelet, registered, "registered")
         claim = put_claim(apiserver, "whole", [result("npu-0")])
         refused = (await prepare(kubelet, claim)).claims[claim[2]].error
         assert "device npu-0 is split into vNPUs; a chip that carries vNPUs is never given whole" in refused
+
+
+async def test_resource_versions_that_are_not_numbers_publish_once_and_update_in_place(
+    short_tmp: Path, kube: Kube, apiserver: FakeApiServer
+) -> None:
+    """The API promises clients equality of resourceVersions only: the controller never orders them."""
+    apiserver.opaque_versions = True
+    apiserver.add_node(NODE)
+    inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=range(4))
+    controller = SliceController(kube, DeviceCatalog(inventory, DRIVER), NODE)
+    async with running(controller.run):
+        (first,) = await published(apiserver, [f"npu-{phy}" for phy in range(4)])
+        assert not first["metadata"]["resourceVersion"].isdigit()
+        set_faults(inventory, "Ascend910-2", (0x80E01801, FaultLevel.SeparateNPU))
+        (second,) = await published(apiserver, ["npu-0", "npu-1", "npu-3"])
+        assert apiserver.wipe_slices(NODE) == 1
+        await until(
+            lambda: ours(apiserver) and ours(apiserver)[0]["metadata"]["name"] != first["metadata"]["name"],
+            "put back",
+        )
+        await until(lambda: controller.in_sync, "in sync")
+    assert second["metadata"]["name"] == first["metadata"]["name"]  # updated in place
+    assert len(apiserver.requests_of("create", "resourceslices")) == 2  # the first and the one after the wipe
+    assert len(ours(apiserver)) == 1

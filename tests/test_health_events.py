@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from plugin_harness import health_of, player_settings, registered, running_plugin, until, wait_for
+from plugin_harness import health_of, player_settings, registered, running_plugin
+from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn

@@ -8,7 +8,8 @@ from typing import Any
 import anyio.to_thread
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from plugin_harness import health_of, player_settings, registered, running_plugin, until, wait_for
+from plugin_harness import health_of, player_settings, registered, running_plugin
+from waiting import until, wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
-from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, health_of, registered, running_plugin
+from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn

@@ -13,13 +13,13 @@ import json
 import os
 import signal
 import socket
-import time
 from pathlib import Path
 
 import anyio
 import pytest
-from plugin_harness import WAIT, FakeNode, registered, until
+from plugin_harness import FakeNode, registered
 from plugin_process import PluginProcess, plugin_process
+from waiting import WAIT, eventually, until
 
 from ascend_plugin.grpc_sockets import file_stamp
 from ascend_plugin.instance_lock import HOLDER_NOTE, InstanceLock
@@ -29,18 +29,21 @@ RESOURCE = "huawei.com/Ascend310"
 
 
 def readiness_until(plugin: PluginProcess, wanted: int, text: str) -> str:
-    """Poll /readyz until it answers ``wanted`` with ``text`` in the body; the body."""
-    deadline = time.monotonic() + WAIT
-    last: tuple[int, str] | None = None
-    while time.monotonic() < deadline:
+    """/readyz's body, once it answers ``wanted`` with ``text`` in the body."""
+    last: list[tuple[int, str] | None] = [None]
+
+    def answered() -> str | None:
         try:
-            last = plugin.readiness()
+            last[0] = plugin.readiness()
         except OSError:  # the endpoint is not listening yet
-            last = None
-        if last is not None and last[0] == wanted and text in last[1]:
-            return last[1]
-        time.sleep(0.05)
-    raise TimeoutError(f"/readyz never answered {wanted} with {text!r}; last: {last}")
+            last[0] = None
+            return None
+        status, body = last[0]
+        return body if status == wanted and text in body else None
+
+    return eventually(
+        answered, f"/readyz answering {wanted} with {text!r}", every=0.05, explain=lambda: f"last: {last[0]}"
+    )
 
 
 def holder_pid(plugin_dir: Path) -> int:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from kube_harness import running
-from plugin_harness import FakeNode, until
+from plugin_harness import FakeNode
+from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher

@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from kube_harness import NODE, make_inventory, running, set_faults
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher

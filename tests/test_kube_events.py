@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from kube_harness import NODE, make_inventory, running, set_faults
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.faces.kube.events import NodeEvents, TokenBucket
 from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE

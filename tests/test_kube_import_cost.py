@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from plugin_harness import WAIT, FakeNode
+from plugin_harness import FakeNode
+from waiting import WAIT
 
 # Imports every module of both packages except those that talk to the API server
 # (the kube, Volcano and DRA faces' and kubeapi's modules; their packages and the

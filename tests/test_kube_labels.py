@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 from kube_harness import NODE, make_inventory, running
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.faces.kube.labels import (
     VALUE_RULE,

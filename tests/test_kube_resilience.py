@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 from kube_harness import NODE, make_inventory, running, set_faults
-from plugin_harness import FakeNode, health_of, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, health_of, registered, running_plugin
+from waiting import until, wait_for
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
+from waiting import until, wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

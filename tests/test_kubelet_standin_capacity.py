@@ -6,7 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
+from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

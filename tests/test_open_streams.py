@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from plugin_harness import until
+from waiting import until
 
 from ascend_plugin.streams import OpenStreams
 

@@ -14,7 +14,8 @@ from typing import Any
 import anyio.to_thread
 import pytest
 from fake_dcmi.players import CFakePlayer
-from plugin_harness import player_settings, registered, running_plugin, wait_for
+from plugin_harness import player_settings, registered, running_plugin
+from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario

@@ -15,8 +15,9 @@ from pathlib import Path
 import anyio.to_thread
 import pytest
 from fake_dcmi.players import CFakePlayer
-from plugin_harness import player_settings, registered, running_plugin, wait_for
+from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import DUO_SPLIT, duo, make_host
+from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

@@ -20,8 +20,9 @@ import pytest
 from grpclib import GRPCError
 from grpclib.const import Status
 from grpclib.metadata import encode_grpc_message
-from plugin_harness import registered, running_plugin, until, wait_for
+from plugin_harness import registered, running_plugin
 from volcano_harness import RESOURCE, add_node_object, make_node, synced, volcano_pod, volcano_settings
+from waiting import until, wait_for
 
 from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
 from ascend_plugin.grpc_guard.server import GuardedEndpoint, RequestRules

@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugin_harness import WAIT, FakeNode, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
+from waiting import WAIT, until, wait_for
 
 from ascend_plugin.testing.kubelet_faults import FaultyKubelet
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
+from waiting import until, wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

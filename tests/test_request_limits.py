@@ -17,7 +17,8 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
-from plugin_harness import FakeNode, registered, running_plugin, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
+from waiting import wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.grpc_guard.server import MAX_MESSAGE_BYTES

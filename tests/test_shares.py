@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from fake_dcmi.players import CFakePlayer
-from plugin_harness import player_settings, registered, running_plugin, until, wait_for
+from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
+from waiting import until, wait_for
 
 from ascend_plugin.app import EXIT_REFUSED
 from ascend_plugin.cli import EXIT_BAD_SETTINGS

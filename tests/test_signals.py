@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from plugin_harness import WAIT, FakeNode, registered
+from plugin_harness import FakeNode, registered
 from plugin_process import PluginProcess, plugin_process
+from waiting import WAIT
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 

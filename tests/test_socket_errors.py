@@ -15,8 +15,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from plugin_harness import WAIT, FakeNode, registered, running_plugin, until, wait_for
+from plugin_harness import FakeNode, registered, running_plugin
 from plugin_process import plugin_process
+from waiting import WAIT, until, wait_for
 
 from ascend_plugin.path_facts import create_failure
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn

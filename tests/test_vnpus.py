@@ -17,7 +17,7 @@ import anyio.to_thread
 import grpc
 import pytest
 from fake_dcmi.players import CFakePlayer
-from plugin_harness import player_settings, registered, running_plugin, until, wait_for
+from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import (
     DUO_SPLIT,
     FAULT,
@@ -29,6 +29,7 @@ from split_nodes import (
     whole_chip_nodes,
     with_chip,
 )
+from waiting import until, wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario

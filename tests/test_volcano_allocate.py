@@ -11,7 +11,7 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
-from plugin_harness import WAIT, registered, running_plugin, until, wait_for
+from plugin_harness import registered, running_plugin
 from volcano_harness import (
     NODE,
     RESOURCE,
@@ -25,6 +25,7 @@ from volcano_harness import (
     volcano_pod,
     volcano_settings,
 )
+from waiting import WAIT, until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.volcano.pod_cache import PodCache

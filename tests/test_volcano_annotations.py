@@ -8,7 +8,7 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
-from plugin_harness import registered, running_plugin, until, wait_for
+from plugin_harness import registered, running_plugin
 from volcano_harness import (
     NODE,
     NODE_IP,
@@ -23,6 +23,7 @@ from volcano_harness import (
     volcano_pod,
     volcano_settings,
 )
+from waiting import until, wait_for
 
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn

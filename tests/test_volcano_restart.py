@@ -12,7 +12,7 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
-from plugin_harness import health_of, registered, running_plugin, until, wait_for
+from plugin_harness import health_of, registered, running_plugin
 from volcano_harness import (
     RESOURCE,
     add_node_object,
@@ -23,6 +23,7 @@ from volcano_harness import (
     volcano_pod,
     volcano_settings,
 )
+from waiting import until, wait_for
 
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

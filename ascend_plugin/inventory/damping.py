@@ -6,7 +6,10 @@ damped: it stays unhealthy, however its readings look, until it has been clean
 without a break for ``flap_hold`` seconds, however long it flapped before. A
 single unhealthy reading while damped starts the clean period over. While
 held, the reason says so, since when the chip has been clean and when it will
-be released if it stays that way.
+be released if it stays that way, and the faults are every fault seen since
+the chip was damped: what a held chip reports (to the kubelet, in the
+device-info ConfigMap, on its ResourceSlice) stays put while it flaps, rather
+than changing with each flip of the state that is held out anyway.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ class Damping:
         self._damped = False
         self._clean_since: float | None = None
         self._clean_since_wall = 0.0
+        self._faults: dict[int, Fault] = {}  # while damped: every fault seen since, by code
 
     @property
     def damped(self) -> bool:
@@ -64,6 +68,8 @@ class Damping:
                 self._spells.popleft()
             if len(self._spells) >= policy.flap_threshold:
                 self._damped = True
+            if self._damped:
+                return Verdict(False, verdict.reason, self._seen(verdict.faults))
             return verdict
         self._last_healthy = True
         if not self._damped:
@@ -75,6 +81,7 @@ class Damping:
             self._damped = False
             self._spells.clear()
             self._clean_since = None
+            self._faults.clear()
             return verdict
         clean_at = _clock_time(self._clean_since_wall)
         release_at = _clock_time(self._clean_since_wall + policy.flap_hold)
@@ -83,8 +90,13 @@ class Damping:
             f"flapping ({len(self._spells)} unhealthy spells within {policy.flap_window:g} s): held until "
             f"clean for {policy.flap_hold:g} s; clean since {clean_at}, released at {release_at} "
             "if it stays clean",
-            verdict.faults,
+            self._seen(verdict.faults),
         )
+
+    def _seen(self, faults: tuple[Fault, ...]) -> tuple[Fault, ...]:
+        """``faults`` added to those seen while damped; all of them, most severe first."""
+        self._faults.update((fault.code, fault) for fault in faults)
+        return tuple(sorted(self._faults.values(), key=lambda fault: (-fault.level, fault.code)))
 
     def release_due(self, now: float, policy: DampingPolicy) -> float | None:
         """When a held chip that stays clean is to be released (monotonic), if one is pending."""

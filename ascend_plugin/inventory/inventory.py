@@ -17,11 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import MappingProxyType
 
-import anyio
-
+from ascend_plugin.changes import Changes
 from ascend_plugin.faults import Fault, FaultLevel, format_code
 from backends.chips import Chip
 from backends.families import FamilyTable
@@ -94,12 +93,6 @@ class NodeFacts:
 Transition = Callable[[ChipState, ChipState], None]
 
 
-@dataclass
-class _Versioned:
-    version: int = 0
-    changed: anyio.Event = field(default_factory=anyio.Event)
-
-
 class Inventory:
     """The node's chips by physical id, with change notification."""
 
@@ -110,8 +103,7 @@ class Inventory:
             {state.chip.logic_id: state.phy_id for state in self._chips.values()}
         )
         self._ordered = self._sorted()
-        self._versioned = _Versioned()
-        self._closed = False
+        self._changes = Changes()
         self._transition_listeners: list[Transition] = []
 
     @property
@@ -122,12 +114,12 @@ class Inventory:
     @property
     def version(self) -> int:
         """Increases on every change."""
-        return self._versioned.version
+        return self._changes.version
 
     @property
     def closed(self) -> bool:
         """True once the plugin is shutting down; waiters return at once."""
-        return self._closed
+        return self._changes.closed
 
     @property
     def chip_name(self) -> str:
@@ -171,7 +163,7 @@ class Inventory:
         if new.healthy != old.healthy:
             for listener in list(self._transition_listeners):
                 listener(old, new)
-        self._bump()
+        self._changes.bump()
         return True
 
     def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
@@ -181,24 +173,16 @@ class Inventory:
             return False
         self._chips[phy_id] = dataclasses.replace(old, vnpus=vnpus)
         self._ordered = self._sorted()
-        self._bump()
+        self._changes.bump()
         return True
 
     def close(self) -> None:
         """Wake every waiter for good: the plugin is stopping."""
-        self._closed = True
-        self._bump()
+        self._changes.close()
 
     async def wait_for_change(self, seen_version: int) -> int:
         """Return the current version once it differs from ``seen_version`` (or on close)."""
-        while self._versioned.version == seen_version and not self._closed:
-            await self._versioned.changed.wait()
-        return self._versioned.version
+        return await self._changes.wait_for_change(seen_version)
 
     def _sorted(self) -> tuple[ChipState, ...]:
         return tuple(sorted(self._chips.values(), key=lambda state: state.phy_id))
-
-    def _bump(self) -> None:
-        changed = self._versioned.changed
-        self._versioned = _Versioned(self._versioned.version + 1)
-        changed.set()

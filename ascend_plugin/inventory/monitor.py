@@ -11,7 +11,12 @@ an event is applied on the loop the moment it arrives, without waiting for a
 poll or a driver call, and the chip's next poll follows at once. Events and
 polls are combined by :class:`~ascend_plugin.inventory.fault_memory.FaultMemory`
 and :func:`~ascend_plugin.inventory.verdict.judge`; flapping chips are held by
-:class:`~ascend_plugin.inventory.damping.Damping`.
+:class:`~ascend_plugin.inventory.damping.Damping`. A chip whose events keep
+coming has them applied at most ``EVENT_RATE`` times a second (after a burst of
+``EVENT_BURST``), each time all that came meanwhile, coalesced
+(:mod:`~ascend_plugin.inventory.fault_events`), and logged once per
+``event_log_interval`` (:mod:`~ascend_plugin.inventory.event_log`): however fast
+the driver sends, the monitor's memory, work and log stay bounded.
 
 Where the node reads static vNPUs, each poll also reads the chip's vNPUs on the
 same lane (one query for the list, one per vNPU to describe it, so a vNPU
@@ -39,6 +44,8 @@ import anyio
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneCalls, LaneKey, StuckCall
 from ascend_plugin.faults import FaultTable, format_code
 from ascend_plugin.inventory.damping import Damping, DampingPolicy, Verdict
+from ascend_plugin.inventory.event_log import FaultEventLog, Source
+from ascend_plugin.inventory.fault_events import Arrival, Batch, ChipBurst, EventInbox, Pace
 from ascend_plugin.inventory.fault_memory import FaultMemory
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory
 from ascend_plugin.inventory.verdict import Observation, judge
@@ -46,11 +53,15 @@ from ascend_plugin.settings import Settings
 from backends.backend import SUBSCRIBE, ChipBackend
 from backends.chips import Chip, HealthReading
 from backends.errors import ChipError, SymbolMissing
-from backends.library import FaultEvent, VdevInfo
+from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)
 
-_ASSERTIONS = {0: "recovered", 1: "raised", 2: "one-off"}
+EVENT_RATE = 10.0  # times a second a chip's events are applied while they keep coming
+EVENT_BURST = 5  # ... after this many applied at once
+EVENT_LOG_INTERVAL = 10.0  # seconds between two fault-event lines of one chip while its events keep coming
+MAX_SEVERITIES = 4096  # fault codes whose last event severity is remembered (the oldest is forgotten)
+STRAYS = Source("chips this node does not have")
 # A poll that starts this little before its tick (the loop runs timers a hair early) is that tick's.
 TICK_SLACK = 0.001
 
@@ -81,12 +92,16 @@ class _Watch:
 
     chip: Chip
     damping: Damping
+    source: Source  # how fault-event lines name it
     memory: FaultMemory = field(default_factory=FaultMemory)
     reading: HealthReading | None = None
     failures: int = 0
     error: str = ""
     wake: anyio.Event = field(default_factory=anyio.Event)
     vnpu_error: str = ""  # the last vNPU read's failure, so a repeat is not logged again
+    events: ChipBurst | None = None  # fault events not applied yet
+    pace: Pace = field(default_factory=lambda: Pace(EVENT_RATE, EVENT_BURST))
+    events_due: asyncio.TimerHandle | None = None  # when the waiting events are applied
     polled_at: float | None = None  # when its last poll started
 
 
@@ -113,6 +128,7 @@ class HealthMonitor:
         fault_table: Callable[[], FaultTable],
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        event_log_interval: float = EVENT_LOG_INTERVAL,
     ) -> None:
         self.backend = backend
         self.calls = calls
@@ -121,8 +137,13 @@ class HealthMonitor:
         self.fault_table = fault_table
         self.clock = clock
         self.subscribed = False
-        self._watches = {state.phy_id: _Watch(state.chip, Damping(wall_clock)) for state in inventory.chips()}
+        self.inbox: EventInbox | None = None  # once subscribed: where the library leaves events
+        self._watches = {
+            state.phy_id: _Watch(state.chip, Damping(wall_clock), self._source(state))
+            for state in inventory.chips()
+        }
         self._severities: dict[int, int] = {}  # fault code -> last severity an event gave it
+        self._event_log = FaultEventLog(event_log_interval)
         self._ticks_from = clock()  # the node-wide ticks of the regular polls: this plus whole intervals
 
     # -- running -----------------------------------------------------------------------
@@ -143,6 +164,7 @@ class HealthMonitor:
                     group.start_soon(self._watch, watch, name=f"health of chip {watch.chip.phy_id}")
         finally:
             stop_listening()
+            self._event_log.flush()
 
     def wake(self) -> None:
         """Look at every chip now (a config change)."""
@@ -265,14 +287,11 @@ class HealthMonitor:
         """Subscribe to fault events where the family and the driver support it."""
         if self.subscribed or SUBSCRIBE in self.backend.missing:
             return
-        loop = asyncio.get_running_loop()
-
-        def handler(event: FaultEvent) -> None:  # runs on a library thread
-            loop.call_soon_threadsafe(self.on_fault_event, event)
-
+        logic_ids = [state.chip.logic_id for state in self.inventory.chips()]
+        inbox = EventInbox(asyncio.get_running_loop(), self._take_events, logic_ids, self.clock)
         try:
             subscribed = await self.calls.node(
-                "dcmi_subscribe_fault_event", self.backend.subscribe_faults, handler
+                "dcmi_subscribe_fault_event", self.backend.subscribe_faults, inbox.put
             )
         except SymbolMissing as error:
             log.warning("%s: fault events unavailable, health comes from polling alone", error)
@@ -282,27 +301,57 @@ class HealthMonitor:
             return
         if not subscribed:
             return  # the family's driver sends none: its chips are polled alone
-        self.subscribed = True
+        self.subscribed, self.inbox = True, inbox
         log.info("subscribed to fault events; polling stays as the fallback")
 
-    def on_fault_event(self, event: FaultEvent) -> None:
-        """A fault event arrived (on the loop thread): apply it now, then poll the chip."""
-        self._severities[event.code] = event.severity
-        state = self.inventory.by_logic_id(event.logic_id)
-        log.info(
-            "fault event %s on %s (severity %d, %s)",
-            format_code(event.code),
-            self.inventory.table.chip_id(state.phy_id) if state else f"logic id {event.logic_id}",
-            event.severity,
-            _ASSERTIONS.get(event.assertion, f"assertion {event.assertion}"),
-            extra={"code": format_code(event.code), "logic_id": event.logic_id},
-        )
-        if state is None:
+    def _take_events(self, batch: Batch) -> None:
+        """Events from the library's thread (on the loop): each chip's applied now or once its pace allows."""
+        for logic_id, burst in batch.chips.items():
+            state = self.inventory.by_logic_id(logic_id)
+            if state is None:
+                continue
+            watch = self._watches[state.phy_id]
+            if watch.events is None:
+                watch.events = burst
+            else:
+                watch.events.merge(burst)
+            if watch.events_due is None:
+                loop = asyncio.get_running_loop()
+                wait = watch.pace.delay(loop.time())
+                if wait > 0:
+                    watch.events_due = loop.call_later(wait, self._apply_events, watch)
+                else:
+                    self._apply_events(watch)
+        if batch.strays.events:
+            self._event_log.burst(STRAYS, batch.strays)
+
+    def _apply_events(self, watch: _Watch) -> None:
+        """Apply a chip's waiting events: the turns within them, a verdict, the last of each code, a verdict.
+
+        The first verdict shows damping where the chip went during the burst
+        (:mod:`~ascend_plugin.inventory.fault_events`); the chip's poll follows.
+        """
+        burst, watch.events, watch.events_due = watch.events, None, None
+        if burst is None:
             return
-        watch = self._watches[state.phy_id]
-        watch.memory.record(event, self.clock(), self.fault_table())
+        watch.pace.spend(asyncio.get_running_loop().time())
+        self._event_log.burst(watch.source, burst)
+        table = self.fault_table()
+        if turns := burst.turns():
+            self._record(watch, turns, table)
+            self._decide(watch)
+        self._record(watch, burst.lasts(), table)
         self._decide(watch)
         watch.wake.set()
+
+    def _record(self, watch: _Watch, arrivals: Iterable[Arrival], table: FaultTable) -> None:
+        for arrival in arrivals:
+            event = arrival.event
+            self._severities.pop(event.code, None)  # re-inserted last: the oldest is what goes
+            self._severities[event.code] = event.severity
+            if len(self._severities) > MAX_SEVERITIES:
+                del self._severities[next(iter(self._severities))]
+            watch.memory.record(event, arrival.at, table)
 
     def _lane_changed(self, lane: LaneKey, stuck: StuckCall | None) -> None:
         watch = self._watches.get(lane) if lane is not None else None
@@ -311,6 +360,9 @@ class HealthMonitor:
         if stuck is not None:
             self._decide(watch)  # marked unhealthy now, not at the next poll
         watch.wake.set()
+
+    def _source(self, state: ChipState) -> Source:
+        return Source(self.inventory.table.chip_id(state.phy_id), state.phy_id, state.chip.logic_id)
 
     @staticmethod
     def _log_transition(name: str, old: ChipState, verdict: Verdict) -> None:

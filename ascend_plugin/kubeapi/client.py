@@ -4,7 +4,7 @@ kubernetes-asyncio is largely untyped and turns every object into a generated mo
 class; the plugin needs a handful of fields from a few kinds of object. So each
 call asks the client for the raw response (``_preload_content=False``), checks
 the status itself and hands back plain JSON objects, and every failure leaves
-here as one of the exceptions in :mod:`ascend_plugin.kube.errors`. The ``Any``
+here as one of the exceptions in :mod:`ascend_plugin.kubeapi.errors`. The ``Any``
 of the untyped client stays inside this module.
 
 Every request carries a timeout: an API server that accepts connections but
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,42 +38,99 @@ WATCH_TIMEOUT = 180
 WATCH_READ_SLACK = 30.0
 
 
+Call = Callable[..., Any]  # an untyped client method, called with the API object first
+EVERYWHERE = "list everywhere"  # the key of a namespaced kind's call that lists (and watches) all namespaces
+
+
 @dataclass(frozen=True)
 class Resource:
-    """A kind of object: its plural (as RBAC names it), API group, and how the client's methods spell it."""
+    """A kind of object: its plural (as RBAC names it), its API group, and the calls the plugin makes on it.
+
+    ``calls`` maps a verb as RBAC names it (``get``, ``list``, ``create``,
+    ``update``, ``patch``, ``delete``; a watch is a list with ``watch=True``, and
+    :data:`EVERYWHERE` lists a namespaced kind across namespaces) to the API
+    class's own function, e.g. ``CoreV1Api.read_namespaced_config_map``, called
+    with the API object as its first argument: every call the plugin makes can
+    be found by its name, and only those are here.
+    """
 
     plural: str
-    method: str  # the API class's method suffix: read_<method>, list_namespaced_<method>, ...
     namespaced: bool
+    calls: Mapping[str, Call] = field(compare=False)
     group: str = ""  # "" is the core group (/api/v1)
+
+    @property
+    def api(self) -> type:
+        """The client's API class of the kind's group."""
+        return _API_CLASSES[self.group]
 
     @property
     def qualified(self) -> str:
         """``<group>/<plural>`` (just the plural in the core group), as errors name it."""
         return f"{self.group}/{self.plural}" if self.group else self.plural
 
+    def call(self, verb: str, namespace: str | None = None) -> Call:
+        """The client call for ``verb`` in ``namespace`` (None: every namespace, for a list or a watch)."""
+        if verb == "watch":
+            verb = "list"
+        if verb == "list" and self.namespaced and namespace is None:
+            verb = EVERYWHERE
+        try:
+            return self.calls[verb]
+        except KeyError:
+            raise LookupError(
+                f"the plugin makes no {verb!r} call on {self.qualified}; "
+                "name the client's method in its calls (ascend_plugin/kubeapi/client.py)"
+            ) from None
 
-NODES = Resource("nodes", "node", namespaced=False)
-CONFIGMAPS = Resource("configmaps", "config_map", namespaced=True)
-EVENTS = Resource("events", "event", namespaced=True)
+
+NODES = Resource(
+    "nodes",
+    namespaced=False,
+    calls={"get": CoreV1Api.read_node, "list": CoreV1Api.list_node, "patch": CoreV1Api.patch_node},
+)
+CONFIGMAPS = Resource(
+    "configmaps",
+    namespaced=True,
+    calls={
+        "get": CoreV1Api.read_namespaced_config_map,
+        "list": CoreV1Api.list_namespaced_config_map,
+        "create": CoreV1Api.create_namespaced_config_map,
+        "update": CoreV1Api.replace_namespaced_config_map,
+    },
+)
+EVENTS = Resource("events", namespaced=True, calls={"create": CoreV1Api.create_namespaced_event})
+PODS = Resource(
+    "pods",
+    namespaced=True,
+    calls={
+        "get": CoreV1Api.read_namespaced_pod,
+        EVERYWHERE: CoreV1Api.list_pod_for_all_namespaces,
+        "patch": CoreV1Api.patch_namespaced_pod,
+    },
+)
 # Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34 and later).
-RESOURCE_SLICES = Resource("resourceslices", "resource_slice", namespaced=False, group="resource.k8s.io")
-RESOURCE_CLAIMS = Resource("resourceclaims", "resource_claim", namespaced=True, group="resource.k8s.io")
+DRA_GROUP = "resource.k8s.io"
+RESOURCE_SLICES = Resource(
+    "resourceslices",
+    namespaced=False,
+    group=DRA_GROUP,
+    calls={
+        "get": ResourceV1Api.read_resource_slice,
+        "list": ResourceV1Api.list_resource_slice,
+        "create": ResourceV1Api.create_resource_slice,
+        "update": ResourceV1Api.replace_resource_slice,
+        "delete": ResourceV1Api.delete_resource_slice,
+    },
+)
+RESOURCE_CLAIMS = Resource(
+    "resourceclaims",
+    namespaced=True,
+    group=DRA_GROUP,
+    calls={"get": ResourceV1Api.read_namespaced_resource_claim},
+)
 
-# The client's API class of each group we use.
-_API_CLASSES: Mapping[str, Any] = {"": CoreV1Api, "resource.k8s.io": ResourceV1Api}
-PODS = Resource("pods", "pod", namespaced=True)
-
-# Our verbs (as RBAC names them) -> the client's method prefixes.
-_METHOD_PREFIX = {
-    "get": "read",
-    "list": "list",
-    "watch": "list",
-    "create": "create",
-    "update": "replace",
-    "patch": "patch",
-    "delete": "delete",
-}
+_API_CLASSES: Mapping[str, type] = {"": CoreV1Api, DRA_GROUP: ResourceV1Api}
 
 _CLIENT_FAILURES = (aiohttp.ClientError, OSError, TimeoutError)
 
@@ -139,10 +196,11 @@ def _status_message(raw: bytes) -> str:
 
 @dataclass(frozen=True)
 class _Request:
-    """What one request is about: names the client method, and the target in error messages."""
+    """What one request is about: the client call it makes (a verb as RBAC names it), and its target."""
 
     verb: str
     resource: Resource
+    call: Call
     namespace: str | None = None
     name: str = ""
 
@@ -162,7 +220,7 @@ class Kube:
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client  # for the few calls without a typed wrapper here (doctor's RBAC review)
-        self._apis = {group: api(api_client) for group, api in _API_CLASSES.items()}
+        self._apis: dict[type, Any] = {api: api(api_client) for api in (CoreV1Api, ResourceV1Api)}
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
@@ -171,11 +229,12 @@ class Kube:
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
         """Read one object."""
-        return await self._call(_Request("get", resource, namespace, name))
+        return await self._call(_Request("get", resource, resource.call("get"), namespace, name))
 
     async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
         """List the objects matching ``field_selector``."""
-        body = await self._call(_Request("list", resource, namespace), field_selector=field_selector)
+        request = _Request("list", resource, resource.call("list", namespace), namespace)
+        body = await self._call(request, field_selector=field_selector)
         raw_items = body.get("items")
         items = [item for item in raw_items if isinstance(item, dict)] if isinstance(raw_items, list) else []
         version = string_field(mapping_field(body, "metadata"), "resourceVersion")
@@ -183,17 +242,17 @@ class Kube:
 
     async def create(self, resource: Resource, namespace: str, body: JsonObject) -> JsonObject:
         """Create an object."""
-        return await self._call(_Request("create", resource, namespace), body)
+        return await self._call(_Request("create", resource, resource.call("create"), namespace), body)
 
     async def replace(self, resource: Resource, name: str, namespace: str, body: JsonObject) -> JsonObject:
         """Replace an object; a stale ``metadata.resourceVersion`` in ``body`` raises Conflict."""
-        return await self._call(_Request("update", resource, namespace, name), body)
+        return await self._call(_Request("update", resource, resource.call("update"), namespace, name), body)
 
     async def patch(
         self, resource: Resource, name: str, namespace: str | None, body: JsonObject
     ) -> JsonObject:
         """Strategic-merge-patch an object (the client's default content type for a dict body)."""
-        return await self._call(_Request("patch", resource, namespace, name), body)
+        return await self._call(_Request("patch", resource, resource.call("patch"), namespace, name), body)
 
     async def delete(
         self,
@@ -204,7 +263,8 @@ class Kube:
     ) -> JsonObject:
         """Delete an object; ``preconditions`` (uid, resourceVersion) make a changed object a Conflict."""
         options: JsonObject = {"preconditions": preconditions} if preconditions else {}
-        return await self._call(_Request("delete", resource, namespace, name), body=None, body_option=options)
+        request = _Request("delete", resource, resource.call("delete"), namespace, name)
+        return await self._call(request, body=None, body_option=options)
 
     async def watch(
         self,
@@ -219,7 +279,7 @@ class Kube:
         An ERROR event raises its status as an exception (410 Gone when the
         version is too old: list again).
         """
-        request = _Request("watch", resource, namespace)
+        request = _Request("watch", resource, resource.call("watch", namespace), namespace)
         query = {
             "field_selector": field_selector,
             "watch": True,
@@ -285,21 +345,15 @@ class Kube:
         deadline: float | aiohttp.ClientTimeout,
     ) -> Any:
         """Start one request; the aiohttp response (status not checked yet)."""
-        prefix, kind = _METHOD_PREFIX[request.verb], request.resource.method
-        api = self._apis[request.resource.group]
-        every_namespace = request.resource.namespaced and request.namespace is None
-        if every_namespace:  # list or watch a namespaced kind across the cluster
-            method = getattr(api, f"{prefix}_{kind}_for_all_namespaces")
-        else:
-            scope = "namespaced_" if request.resource.namespaced else ""
-            method = getattr(api, f"{prefix}_{scope}{kind}")
-        args: list[object] = [request.name] if request.name else []
-        if request.resource.namespaced and not every_namespace:
+        args: list[object] = [self._apis[request.resource.api]]
+        if request.name:
+            args.append(request.name)
+        if request.resource.namespaced and request.namespace is not None:
             args.append(request.namespace)
         if body is not None:
             args.append(body)
         try:
-            return await method(*args, _preload_content=False, _request_timeout=deadline, **query)
+            return await request.call(*args, _preload_content=False, _request_timeout=deadline, **query)
         except ConfigException as error:  # the in-cluster token could not be re-read
             raise KubeConfigError(f"service account credentials: {error}") from error
         except _CLIENT_FAILURES as error:

@@ -5,11 +5,16 @@ seconds, yet the first failure, every new kind of failure and the recovery must
 each be visible at a glance. So: one line per distinct problem at WARNING (ERROR
 for problems only an operator can fix: RBAC, credentials, configuration), the
 same problem again only at DEBUG, and one INFO line when it works again.
+
+The waits are jittered: every node of a cluster loses the API server at the same
+moment (a control-plane restart), and without a random part they would all come
+back at the same moments too, a thousand nodes listing at once.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -24,6 +29,8 @@ log = logging.getLogger(__name__)
 # The API server is usually back within seconds (a control-plane restart); the
 # cap keeps catching up after a longer outage within a quarter of a minute.
 KUBE_BACKOFF = Backoff(0.5, 15.0)
+# Each wait is the backoff's delay shortened by a random part of up to this much of it.
+JITTER = 0.5
 
 # Problems that do not go away by waiting: someone has to change RBAC or config.
 _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
@@ -37,11 +44,14 @@ class Retrier:
         part: str,
         backoff: Backoff = KUBE_BACKOFF,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        chance: Callable[[], float] = random.random,
     ) -> None:
         self.part = part
         self.backoff = backoff
         self.sleep = sleep
-        self.attempt = 0
+        self.chance = chance  # a number in [0, 1): how much of the jitter a wait gets
+        self.attempt = 0  # failed attempts since the last success
+        self.failures = 0  # failed attempts in all
         self._last_problem = ""
 
     def succeeded(self) -> None:
@@ -51,10 +61,15 @@ class Retrier:
         self.attempt = 0
         self._last_problem = ""
 
+    def delay(self, attempt: int) -> float:
+        """The wait after failed attempt number ``attempt``: the backoff's, less a random part."""
+        return self.backoff.after(attempt) * (1.0 - JITTER * self.chance())
+
     async def failed(self, error: KubeError) -> None:
         """Log ``error`` (once per distinct problem) and wait before the next attempt."""
         self.attempt += 1
-        delay = self.backoff.after(self.attempt)
+        self.failures += 1
+        delay = self.delay(self.attempt)
         problem = str(error)
         if problem == self._last_problem:
             level = logging.DEBUG

@@ -24,8 +24,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol
 
-import anyio
-
+from ascend_plugin.changes import Changes
 from ascend_plugin.offers.base import OfferedDevice
 
 
@@ -36,24 +35,6 @@ class ChoiceRefused(Exception):
         self.kind = kind
         self.reason = reason
         super().__init__(reason)
-
-
-class _Changes:
-    """A version that increases on every change, and a way to wait for the next one."""
-
-    def __init__(self) -> None:
-        self.version = 0
-        self._changed = anyio.Event()
-
-    def bump(self) -> None:
-        self.version += 1
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        while self.version == seen_version:
-            await self._changed.wait()
-        return self.version
 
 
 class Assignments:
@@ -67,7 +48,7 @@ class Assignments:
 
     def __init__(self) -> None:
         self._maps: dict[str, dict[str, str]] = {}
-        self._changes = _Changes()
+        self._changes = Changes()
 
     @property
     def version(self) -> int:
@@ -126,7 +107,7 @@ class HeldChips:
 
     def __init__(self) -> None:
         self._chips: frozenset[int] = frozenset()
-        self._changes = _Changes()
+        self._changes = Changes()
 
     @property
     def chips(self) -> frozenset[int]:

@@ -21,8 +21,17 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   annotation values must be strings (400 otherwise);
 * a resourceVersion on every write; update with a stale one is 409 Conflict,
   create of an existing name 409 AlreadyExists; lists and watches take a field
-  selector ``metadata.name=<name>``; a watch from a version older than the
-  last :meth:`FakeApiServer.expire_watches` gets a 410 ERROR event;
+  selector ``metadata.name=<name>``; a list in a namespace that does not exist
+  is empty, as the real server answers it; a watch from a version older than
+  the last :meth:`FakeApiServer.expire_watches` or :meth:`FakeApiServer.compact`
+  gets a 410 ERROR event;
+* resourceVersions are decimal numbers, as etcd's revisions are, or with
+  ``opaque_versions`` tokens with no order at all (the API promises clients
+  nothing but equality);
+* watch bookmarks (``allowWatchBookmarks=true``): a BOOKMARK event with the
+  current resourceVersion every :attr:`FakeApiServer.bookmark_interval` seconds
+  and 2 s before the watch's timeout, as the real watch cache sends them, and
+  on demand (:meth:`FakeApiServer.send_bookmarks`);
 * resource.k8s.io/v1 (Dynamic Resource Allocation, see the block at the end):
   resourceslices (validated as the real server does, field selectors
   ``spec.driver`` and ``spec.nodeName``, watch, create with ``generateName``,
@@ -38,7 +47,11 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
 * switches for the failures a plugin must survive: :meth:`inject` answers
   chosen requests with 403, 500, 410 or any status; :meth:`stop` takes the
   server down (connections refused) and :meth:`start` brings it back on the
-  same port.
+  same port; :meth:`hold` keeps chosen answers back (the change done, the
+  answer not sent yet), so a watch event can be made to arrive first;
+  :meth:`end_watches` ends the open watches as their timeout does,
+  :meth:`drop_watches` cuts their connections mid-stream, as a load balancer or
+  a restarting server does.
 
 Every request is recorded (:attr:`requests`) so tests can count writes.
 """
@@ -50,6 +63,7 @@ import copy
 import itertools
 import json
 import re
+import secrets
 import time
 import uuid
 from collections.abc import Mapping
@@ -133,6 +147,7 @@ class Recorded:
     at: float  # time.monotonic() when it arrived
     content_type: str = ""
     status: int = 0
+    query: dict[str, str] = field(default_factory=dict)  # its query parameters
 
 
 @dataclass
@@ -151,6 +166,19 @@ class Injection:
             and self.verb in (None, verb)
             and self.resource in (None, resource)
         )
+
+
+@dataclass
+class Hold:
+    """Keep the answers of matching requests back, their effect done, until :meth:`release`."""
+
+    verb: str
+    resource: str
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    waiting: int = 0  # answers held back now
+
+    def release(self) -> None:
+        self.released.set()
 
 
 @dataclass(frozen=True)
@@ -261,15 +289,24 @@ class FakeApiServer:
     requests: list[Recorded] = field(default_factory=list)
     injections: list[Injection] = field(default_factory=list)
     denials: list[Denial] = field(default_factory=list)
+    holds: list[Hold] = field(default_factory=list)
     version: int = 1000
     oldest_watchable: int = 0  # watches from before this version get 410
     device_taints: bool = False  # the DRADeviceTaints feature gate: off keeps no taints on devices
+    opaque_versions: bool = False  # hand out resourceVersions that are not numbers
+    bookmark_interval: float = 60.0  # seconds between a watch's bookmarks (the watch cache's frequency)
+    bookmarks_sent: int = 0
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
         self._changed = asyncio.Event()
         self._stopping = asyncio.Event()
+        self._dropping = asyncio.Event()
+        self._ending = asyncio.Event()
+        self._bookmark_round = 0  # send_bookmarks() calls so far
         self._names = itertools.count(1)
+        self._tokens: dict[int, str] = {}  # version -> its opaque token
+        self._numbers: dict[str, int] = {}  # opaque token -> its version
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -342,6 +379,12 @@ class FakeApiServer:
         self.injections.append(injection)
         return injection
 
+    def hold(self, verb: str, resource: str) -> Hold:
+        """Answer matching requests only once the hold is released (what they do is done at once)."""
+        hold = Hold(verb, resource)
+        self.holds.append(hold)
+        return hold
+
     def clear_injections(self) -> None:
         self.injections.clear()
 
@@ -358,6 +401,44 @@ class FakeApiServer:
         """Compact the history: open watches end, and resuming them from their version gets 410."""
         self.oldest_watchable = self.version + 1
         self._notify()
+
+    def compact(self) -> None:
+        """Forget the history before now: open watches go on; watching from an older version gets 410."""
+        self.oldest_watchable = self.version
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly, as the server does at the watch's timeout."""
+        ending, self._ending = self._ending, asyncio.Event()
+        ending.set()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch's connection mid-stream (the client sees a broken response)."""
+        dropping, self._dropping = self._dropping, asyncio.Event()
+        dropping.set()
+
+    def send_bookmarks(self) -> None:
+        """Every open watch that allows bookmarks gets one now, with the current resourceVersion."""
+        self._bookmark_round += 1
+        self._notify()
+
+    def resource_version(self, version: int | None = None) -> str:
+        """How a version is written in objects and lists (the current one by default)."""
+        number = self.version if version is None else version
+        if not self.opaque_versions:
+            return str(number)
+        if number not in self._tokens:
+            token = f"rv-{secrets.token_hex(6)}"
+            while token in self._numbers:
+                token = f"rv-{secrets.token_hex(6)}"
+            self._tokens[number], self._numbers[token] = token, number
+        return self._tokens[number]
+
+    def _version_of(self, text: str) -> int:
+        """The version a client's resourceVersion stands for; 400 for one this server never handed out."""
+        number = self._numbers.get(text) if self.opaque_versions else (int(text) if text.isdigit() else None)
+        if number is None:
+            raise ApiFailure(400, f"invalid resource version: {text!r}", "BadRequest")
+        return number
 
     # -- state, as another client would change it --------------------------------------------
 
@@ -413,7 +494,7 @@ class FakeApiServer:
         self.version += 1
         if kind == "DELETED":
             obj = copy.deepcopy(obj)
-            obj["metadata"]["resourceVersion"] = str(self.version)
+            obj["metadata"]["resourceVersion"] = self.resource_version()
         self.history.append(Change(self.version, key[0], key[1], kind, copy.deepcopy(obj), previous))
         self._notify()
 
@@ -439,7 +520,7 @@ class FakeApiServer:
         new_uid = str(uuid.uuid4()) if resource in DRA_KINDS else f"uid-{resource}-{name}"
         metadata["uid"] = previous["metadata"]["uid"] if previous else new_uid
         metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        metadata["resourceVersion"] = str(self.version + 1)
+        metadata["resourceVersion"] = self.resource_version(self.version + 1)
         self.objects[key] = obj
         self._record_change(key, kind, obj, copy.deepcopy(previous) if kind == "MODIFIED" else None)
         return copy.deepcopy(obj)
@@ -450,7 +531,16 @@ class FakeApiServer:
         name = request.match_info.get("name", "")
         verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
         body = await request.json() if request.can_read_body else None
-        recorded = Recorded(verb, resource, namespace, name, body, time.monotonic(), request.content_type)
+        recorded = Recorded(
+            verb,
+            resource,
+            namespace,
+            name,
+            body,
+            time.monotonic(),
+            request.content_type,
+            query=dict(request.query),
+        )
         self.requests.append(recorded)
         response = await self._answer(request, recorded)
         recorded.status = response.status
@@ -476,6 +566,11 @@ class FakeApiServer:
             if verb == "watch":
                 return await self._watch(request, resource, namespace)
             result, code = self._dispatch(request, verb, (resource, namespace, name), recorded.body)
+            for hold in self.holds:
+                if (hold.verb, hold.resource) == (verb, resource) and not hold.released.is_set():
+                    hold.waiting += 1
+                    await hold.released.wait()
+                    hold.waiting -= 1
             return web.json_response(result, status=code)
         except ApiFailure as failure:
             return web.json_response(
@@ -519,11 +614,11 @@ class FakeApiServer:
         self, request: web.Request, verb: str, key: tuple[str, str, str], body: Any
     ) -> tuple[dict[str, Any], int]:
         resource, namespace, name = key
+        if verb == "list":  # in a namespace that does not exist, too: it is empty
+            return self._list(request, resource, namespace), 200
         if namespace and namespace not in self.namespaces:
             raise ApiFailure(404, f'namespaces "{namespace}" not found')
         current = self.objects.get(key)
-        if verb == "list":
-            return self._list(request, resource, namespace), 200
         if verb == "create":
             return self._create(resource, namespace, body), 201
         if verb == "deletecollection":
@@ -618,7 +713,7 @@ class FakeApiServer:
         return {
             "kind": f"{KINDS.get(resource) or DRA_KINDS[resource]}List",
             "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
-            "metadata": {"resourceVersion": str(self.version)},
+            "metadata": {"resourceVersion": self.resource_version()},
             "items": items,
         }
 
@@ -636,9 +731,13 @@ class FakeApiServer:
         return response
 
     async def _watch(self, request: web.Request, resource: str, namespace: str) -> web.StreamResponse:
+        # Taken before the first await: a switch thrown once the request is recorded reaches this watch.
+        stopping, dropping, ending = self._stopping, self._dropping, self._ending
+        bookmark_round = self._bookmark_round
         start = request.query.get("resourceVersion", "")
         timeout = float(request.query.get("timeoutSeconds", "300"))
-        since = int(start) if start not in ("", "0") else self.version
+        bookmarks = request.query.get("allowWatchBookmarks", "").lower() in ("true", "1")
+        since = self._version_of(start) if start not in ("", "0") else self.version
         if since < self.oldest_watchable:
             return await self._watch_error(request, 410)
         response = await self._stream(request)
@@ -646,23 +745,53 @@ class FakeApiServer:
             for key, obj in list(self.objects.items()):
                 if self._selected(request, resource, namespace, key):
                     await response.write(json.dumps({"type": "ADDED", "object": obj}).encode() + b"\n")
-        deadline = asyncio.get_running_loop().time() + timeout
-        stopping = self._stopping
-        while not stopping.is_set() and since >= self.oldest_watchable:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        next_bookmark = self._next_bookmark(loop.time(), deadline) if bookmarks else None
+        while not (stopping.is_set() or ending.is_set()) and since >= self.oldest_watchable:
+            if dropping.is_set():
+                assert request.transport is not None
+                request.transport.abort()  # mid-stream: no last chunk, the client sees a broken response
+                return response
             for change in [c for c in self.history if c.version > since]:
                 since = change.version
                 event = self._watch_event(request, resource, namespace, change)
                 if event is not None:
                     await response.write(json.dumps(event).encode() + b"\n")
+            now = loop.time()
+            due = next_bookmark is not None and now >= next_bookmark
+            if bookmarks and (due or bookmark_round != self._bookmark_round):
+                await response.write(json.dumps(self._bookmark(resource)).encode() + b"\n")
+                self.bookmarks_sent += 1
+                bookmark_round = self._bookmark_round
+                next_bookmark = self._next_bookmark(now, deadline)
             changed = self._changed
-            remaining = deadline - asyncio.get_running_loop().time()
-            if remaining <= 0:
+            wake_at = min(deadline, next_bookmark) if next_bookmark is not None else deadline
+            if deadline - now <= 0:
                 break
-            waiters = [asyncio.ensure_future(changed.wait()), asyncio.ensure_future(stopping.wait())]
-            _, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            waiters = [asyncio.ensure_future(event.wait()) for event in (changed, stopping, dropping, ending)]
+            _, pending = await asyncio.wait(
+                waiters, timeout=max(wake_at - now, 0), return_when=asyncio.FIRST_COMPLETED
+            )
             for waiter in pending:
                 waiter.cancel()
         return response
+
+    def _next_bookmark(self, now: float, deadline: float) -> float | None:
+        """When a watch's next bookmark is due: the interval on, or 2 s before its end (None: neither)."""
+        due = min(now + self.bookmark_interval, deadline - 2.0)
+        return due if due > now else None
+
+    def _bookmark(self, resource: str) -> dict[str, Any]:
+        """A BOOKMARK event: an object of the watched kind carrying only the current resourceVersion."""
+        return {
+            "type": "BOOKMARK",
+            "object": {
+                "kind": KINDS.get(resource) or DRA_KINDS[resource],
+                "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
+                "metadata": {"resourceVersion": self.resource_version()},
+            },
+        }
 
     # -- resource.k8s.io/v1 (Dynamic Resource Allocation) ---------------------------------------
 

@@ -34,6 +34,20 @@ CDEF = """
 #define MAX_CARD_NUM 64                 /* list_len for dcmi_get_card_list */
 #define MAX_LENTH 256                   /* (sic) version string buffers */
 #define DCMI_ERROR_CODE_MAX_COUNT 128   /* list_len for dcmi_get_device_errorcode_v2 */
+#define DCMI_MAX_PROC_NUM 32            /* entries of the proc_info array of dcmi_get_device_resource_info */
+#define TEMPLATE_NAME_LEN 32            /* dcmi_create_vdev_res_stru.template_name */
+
+/* input_type of dcmi_get_device_utilization_rate */
+#define DCMI_UTILIZATION_RATE_DDR 1
+#define DCMI_UTILIZATION_RATE_AICORE 2
+#define DCMI_UTILIZATION_RATE_AICPU 3
+#define DCMI_UTILIZATION_RATE_CTRLCPU 4
+#define DCMI_UTILIZATION_RATE_DDR_BANDWIDTH 5
+#define DCMI_UTILIZATION_RATE_HBM 6
+#define DCMI_UTILIZATION_RATE_HBM_BANDWIDTH 10
+#define DCMI_UTILIZATION_RATE_VECTORCORE 12
+#define DCMI_UTILIZATION_RATE_NPU 13
+#define DCMI_UTILIZATION_RATE_AICUBE 14
 
 /* -- Chip, board and ids -------------------------------------------------- */
 struct dcmi_chip_info {
@@ -103,9 +117,35 @@ struct dcmi_multi_utilization_info {
 };
 
 struct dcmi_proc_mem_info {
-    int proc_id;
+    int proc_id;                          /* the host's PID */
     unsigned long proc_mem_usage;         /* bytes */
 };
+
+/* The 9-field layout of newer drivers (36 bytes); older ones fill the first 7
+   (28 bytes), so a zeroed 36-byte buffer is right for both. */
+struct dcmi_ecc_info {
+    int enable_flag;
+    unsigned int single_bit_error_cnt;
+    unsigned int double_bit_error_cnt;
+    unsigned int total_single_bit_error_cnt;
+    unsigned int total_double_bit_error_cnt;
+    unsigned int single_bit_isolated_pages_cnt;
+    unsigned int double_bit_isolated_pages_cnt;
+    unsigned int single_bit_next_isolated_pages_cnt;
+    unsigned int double_bit_next_isolated_pages_cnt;
+};
+
+enum dcmi_device_type {
+    DCMI_DEVICE_TYPE_DDR, DCMI_DEVICE_TYPE_SRAM, DCMI_DEVICE_TYPE_HBM, DCMI_DEVICE_TYPE_NPU,
+    DCMI_HBM_RECORDED_SINGLE_ADDR, DCMI_HBM_RECORDED_MULTI_ADDR, DCMI_DEVICE_TYPE_NONE = 0xff
+};
+
+enum dcmi_freq_type {
+    DCMI_FREQ_DDR = 1, DCMI_FREQ_CTRLCPU = 2, DCMI_FREQ_HBM = 6, DCMI_FREQ_AICORE_CURRENT_ = 7,
+    DCMI_FREQ_AICORE_MAX = 9, DCMI_FREQ_VECTORCORE_CURRENT = 12
+};
+
+enum dcmi_die_type { NDIE, VDIE, DDIE, INVALID_DIE };
 
 /* -- Network ---------------------------------------------------------------- */
 enum dcmi_ip_addr_type { DCMI_IPADDR_TYPE_V4 = 0, DCMI_IPADDR_TYPE_V6 = 1, DCMI_IPADDR_TYPE_ANY = 2 };
@@ -120,6 +160,21 @@ struct dcmi_ip_addr {
 
 enum dcmi_port_type { DCMI_VNIC_PORT = 0, DCMI_ROCE_PORT = 1, DCMI_INVALID_PORT };
 
+enum dcmi_rdfx_detect_result {
+    DCMI_RDFX_DETECT_OK = 0, DCMI_RDFX_DETECT_SOCK_FAIL = 1, DCMI_RDFX_DETECT_RECV_TIMEOUT = 2,
+    DCMI_RDFX_DETECT_UNREACH = 3, DCMI_RDFX_DETECT_TIME_EXCEEDED = 4, DCMI_RDFX_DETECT_FAULT = 5,
+    DCMI_RDFX_DETECT_INIT = 6, DCMI_RDFX_DETECT_THREAD_ERR = 7, DCMI_RDFX_DETECT_IP_SET = 8,
+    DCMI_RDFX_DETECT_MAX = 0xFF
+};
+
+/* -- Hot reset ----------------------------------------------------------------- */
+enum dcmi_reset_channel { OUTBAND_CHANNEL = 0, INBAND_CHANNEL };
+
+enum dcmi_boot_status {
+    DCMI_BOOT_STATUS_UNINIT = 0, DCMI_BOOT_STATUS_BIOS, DCMI_BOOT_STATUS_OS, DCMI_BOOT_STATUS_FINISH,
+    DCMI_SYSTEM_START_FINISH = 16         /* what the end of a reset is waited for */
+};
+
 /* -- dcmi_get_device_info commands ------------------------------------------- */
 enum dcmi_main_cmd {
     DCMI_MAIN_CMD_DVPP = 0, DCMI_MAIN_CMD_ISP, DCMI_MAIN_CMD_TS_GROUP_NUM, DCMI_MAIN_CMD_CAN,
@@ -130,6 +185,25 @@ enum dcmi_main_cmd {
     DCMI_MAIN_CMD_VDEV_MNG, DCMI_MAIN_CMD_SEC, DCMI_MAIN_CMD_PCIE = 55, DCMI_MAIN_CMD_SIO = 56,
     DCMI_MAIN_CMD_EX_COMPUTING = 0x8000, DCMI_MAIN_CMD_DEVICE_SHARE = 0x8001,
     DCMI_MAIN_CMD_EX_CERT = 0x8003, DCMI_MAIN_CMD_MAX
+};
+
+typedef enum {
+    DCMI_CHIP_INF_SUB_CMD_CHIP_ID = 0,
+    DCMI_CHIP_INF_SUB_CMD_SPOD_INFO = 1,
+    DCMI_CHIP_INF_SUB_CMD_SPOD_NODE_STATUS = 2,
+    DCMI_CHIP_INF_SUB_CMD_MAX = 0xFF
+} DCMI_CHIP_INFO_SUB_CMD;
+
+/* CHIP_INF / SPOD_INFO (A3). Newer headers name scale_type super_pod_size and
+   server_id server_index; the layout is the same. 0xffffffff: none. */
+struct dcmi_spod_info {
+    unsigned int sdid;
+    unsigned int scale_type;
+    unsigned int super_pod_id;
+    unsigned int server_id;
+    unsigned int chassis_id;
+    unsigned int super_pod_type;
+    unsigned int reserve[6];
 };
 
 typedef enum {
@@ -298,6 +372,39 @@ int dcmi_get_device_ip(int card_id, int device_id, enum dcmi_port_type input_typ
                        struct dcmi_ip_addr *ip, struct dcmi_ip_addr *mask);
 int dcmi_subscribe_fault_event(int card_id, int device_id, struct dcmi_event_filter filter,
                                dcmi_fault_event_callback handler);  /* filter BY VALUE */
+
+/* telemetry */
+int dcmi_get_device_temperature(int card_id, int device_id, int *temperature);        /* Celsius */
+int dcmi_get_device_power_info(int card_id, int device_id, int *power);               /* 0.1 W */
+int dcmi_mcu_get_power_info(int card_id, int *power);                                 /* 0.1 W, the card */
+int dcmi_get_device_voltage(int card_id, int device_id, unsigned int *voltage);       /* 0.01 V */
+int dcmi_get_device_frequency(int card_id, int device_id, enum dcmi_freq_type input_type,
+                              unsigned int *frequency);                                /* MHz */
+int dcmi_get_device_utilization_rate(int card_id, int device_id, int input_type,
+                                     unsigned int *utilization_rate);                  /* percent */
+int dcmi_get_device_multi_utilization_rate(int card_id, int device_id,
+                                           struct dcmi_multi_utilization_info *util_info);
+int dcmi_get_device_multi_utilization_rate_period(int card_id, int device_id,
+                                                  struct dcmi_multi_utilization_info *util_info,
+                                                  int period);                         /* seconds, 1-4 */
+int dcmi_get_device_ecc_info(int card_id, int device_id, enum dcmi_device_type input_type,
+                             struct dcmi_ecc_info *device_ecc_info);
+int dcmi_get_device_network_health(int card_id, int device_id, enum dcmi_rdfx_detect_result *result);
+int dcmi_get_device_die_v2(int card_id, int device_id, enum dcmi_die_type input_type,
+                           struct dcmi_die_id *die_id);
+int dcmi_get_device_resource_info(int card_id, int device_id, struct dcmi_proc_mem_info *proc_info,
+                                  int *proc_num);                                      /* proc_info[32] */
+
+/* hot reset */
+int dcmi_set_device_reset(int card_id, int device_id, enum dcmi_reset_channel channel_type);
+int dcmi_get_device_boot_status(int card_id, int device_id, enum dcmi_boot_status *boot_status);
+int dcmi_get_netdev_brother_device(int card_id, int device_id, int *brother_card_id);
+int dcmi_get_device_outband_channel_state(int card_id, int device_id, int *channel_state);  /* 1 ok, 0 not */
+
+/* vNPUs */
+int dcmi_create_vdevice(int card_id, int device_id, struct dcmi_create_vdev_res_stru *vdev,
+                        struct dcmi_create_vdev_out *out);
+int dcmi_set_destroy_vdevice(int card_id, int device_id, unsigned int vdevid);
 """
 
 

@@ -11,7 +11,22 @@ import ipaddress
 from typing import Any
 
 from backends.dcmi._dcmi_cffi import ffi
-from backends.library import ChipInfo, FaultEvent, MemoryInfo, PcieAddress, VdevInfo
+from backends.library import (
+    SPOD_NONE,
+    ChipInfo,
+    CreatedVdev,
+    DdrInfo,
+    DieId,
+    EccInfo,
+    FaultEvent,
+    HbmInfo,
+    MultiUtilization,
+    PcieAddress,
+    ProcessMemory,
+    SuperPodInfo,
+    VdevActivity,
+    VdevInfo,
+)
 
 
 def text(field: Any) -> str:
@@ -31,15 +46,94 @@ def chip_info(info: Any) -> ChipInfo:
     )
 
 
-def hbm_info(info: Any) -> MemoryInfo:
+def hbm_info(info: Any) -> HbmInfo:
     """``struct dcmi_hbm_info``: the library has already turned KB into MB."""
-    return MemoryInfo(total_mb=int(info.memory_size), used_mb=int(info.memory_usage))
+    return HbmInfo(
+        total_mb=int(info.memory_size),
+        used_mb=int(info.memory_usage),
+        freq_mhz=int(info.freq),
+        temperature_c=int(info.temp),
+        bandwidth_utilization=int(info.bandwith_util_rate),
+    )
 
 
-def memory_info(info: Any) -> MemoryInfo:
+def memory_info(info: Any) -> DdrInfo:
     """``struct dcmi_get_memory_info_stru``: used is what is not available (huge pages count as free)."""
-    total = int(info.memory_size)
-    return MemoryInfo(total_mb=total, used_mb=max(total - int(info.memory_available), 0))
+    total, available = int(info.memory_size), int(info.memory_available)
+    return DdrInfo(
+        total_mb=total,
+        used_mb=max(total - available, 0),
+        available_mb=available,
+        freq_mhz=int(info.freq),
+        hugepage_size_kb=int(info.hugepagesize),
+        hugepages_total=int(info.hugepages_total),
+        hugepages_free=int(info.hugepages_free),
+        utilization=int(info.utiliza),
+    )
+
+
+def multi_utilization(info: Any) -> MultiUtilization:
+    """``struct dcmi_multi_utilization_info`` (the reserved words are not read)."""
+    return MultiUtilization(
+        aic=int(info.aic_util), aiv=int(info.aiv_util), aicore=int(info.aicore_util), npu=int(info.npu_util)
+    )
+
+
+def ecc_info(info: Any) -> EccInfo:
+    """``struct dcmi_ecc_info``, every field by name."""
+    return EccInfo(**{name: int(getattr(info, name)) for name in EccInfo.__dataclass_fields__})
+
+
+def die_id(die: Any) -> DieId:
+    """``struct dcmi_die_id``: its five words."""
+    words = [int(word) for word in die.soc_die]
+    return DieId((words[0], words[1], words[2], words[3], words[4]))
+
+
+def processes(entries: Any, count: int) -> list[ProcessMemory]:
+    """The first ``count`` of the ``struct dcmi_proc_mem_info`` array."""
+    return [
+        ProcessMemory(pid=int(entry.proc_id), memory_bytes=int(entry.proc_mem_usage))
+        for entry in entries[0:count]
+    ]
+
+
+def _signed_spod(value: int) -> int:
+    return -1 if value == SPOD_NONE else value
+
+
+def super_pod_info(info: Any) -> SuperPodInfo:
+    """``struct dcmi_spod_info``; 0xffffffff in the pod id or server index becomes -1."""
+    return SuperPodInfo(
+        sdid=int(info.sdid),
+        scale_type=int(info.scale_type),
+        super_pod_id=_signed_spod(int(info.super_pod_id)),
+        server_id=_signed_spod(int(info.server_id)),
+        chassis_id=int(info.chassis_id),
+        super_pod_type=int(info.super_pod_type),
+    )
+
+
+def vdev_activity(query: Any) -> VdevActivity:
+    """``struct dcmi_vdev_query_stru`` as GET_VDEV_ACTIVITY filled it."""
+    computing = query.query_info.computing
+    return VdevActivity(
+        vdev_id=int(query.vdev_id),
+        aicore_utilization=int(computing.vdev_aicore_utilization),
+        memory_total_kb=int(computing.vdev_memory_total),
+        memory_free_kb=int(computing.vdev_memory_free),
+    )
+
+
+def created_vdev(out: Any) -> CreatedVdev:
+    """``struct dcmi_create_vdev_out``."""
+    return CreatedVdev(
+        vdev_id=int(out.vdev_id),
+        vfg_id=int(out.vfg_id),
+        pcie_bus=int(out.pcie_bus),
+        pcie_device=int(out.pcie_device),
+        pcie_function=int(out.pcie_func),
+    )
 
 
 def fault_event(event: Any) -> FaultEvent | None:

@@ -21,10 +21,26 @@ from backends.errors import NOT_INITIALISED, DcmiError, SymbolMissing
 from backends.library import (
     OPTIONAL_FUNCTIONS,
     ChipInfo,
+    CreatedVdev,
+    DdrInfo,
+    DieId,
+    DieType,
+    EccDeviceType,
+    EccInfo,
     FaultHandler,
-    MemoryInfo,
+    FrequencyType,
+    HbmInfo,
+    MultiUtilization,
     PcieAddress,
+    Power,
+    ProcessMemory,
+    ResetChannel,
+    SuperPodInfo,
+    UtilizationType,
+    VdevActivity,
     VdevInfo,
+    Voltage,
+    template_name_bytes,
 )
 
 log = logging.getLogger(__name__)
@@ -35,6 +51,11 @@ _VERSION_LEN: Final = int(ffi.integer_const("MAX_LENTH"))
 _VDEV_MNG: Final = int(ffi.integer_const("DCMI_MAIN_CMD_VDEV_MNG"))
 _TOTAL_RESOURCE: Final = int(ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_TOTAL_RESOURCE"))
 _VDEV_RESOURCE: Final = int(ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_VDEV_RESOURCE"))
+_VDEV_ACTIVITY: Final = int(ffi.integer_const("DCMI_VMNG_SUB_CMD_GET_VDEV_ACTIVITY"))
+_CHIP_INF: Final = int(ffi.integer_const("DCMI_MAIN_CMD_CHIP_INF"))
+_SPOD_INFO: Final = int(ffi.integer_const("DCMI_CHIP_INF_SUB_CMD_SPOD_INFO"))
+_PROCESSES_LEN: Final = int(ffi.integer_const("DCMI_MAX_PROC_NUM"))
+_AUTO_ID: Final = 0xFFFFFFFF  # dcmi_create_vdevice: let the driver choose the vNPU or group id
 _ROCE_PORT: Final = int(ffi.integer_const("DCMI_ROCE_PORT"))
 _IP_TYPES: Final = {
     4: int(ffi.integer_const("DCMI_IPADDR_TYPE_V4")),
@@ -123,10 +144,19 @@ class DcmiLibrary:
             return True
         return False
 
-    def _vdev_mng(self, card_id: int, device_id: int, sub_cmd: int, buffer: Any) -> None:
-        """``dcmi_get_device_info(VDEV_MNG, sub_cmd)`` into the struct at ``buffer``, its size given."""
+    def _device_info(self, card_id: int, device_id: int, main_cmd: int, sub_cmd: int, buffer: Any) -> None:
+        """``dcmi_get_device_info(main_cmd, sub_cmd)`` into the struct at ``buffer``, its size given."""
         size = ffi.new("unsigned int *", ffi.sizeof(buffer[0]))
-        self._call("dcmi_get_device_info", card_id, device_id, _VDEV_MNG, sub_cmd, buffer, size)
+        self._call("dcmi_get_device_info", card_id, device_id, main_cmd, sub_cmd, buffer, size)
+
+    def _vdev_mng(self, card_id: int, device_id: int, sub_cmd: int, buffer: Any) -> None:
+        self._device_info(card_id, device_id, _VDEV_MNG, sub_cmd, buffer)
+
+    def _read(self, name: str, ctype: str, *args: Any) -> int:
+        """Call ``name(*args, &out)`` for a function whose last argument is one ``ctype`` it fills."""
+        out = ffi.new(f"{ctype} *")
+        self._call(name, *args, out)
+        return int(out[0])
 
     # -- DeviceLibrary -----------------------------------------------------------------
 
@@ -197,12 +227,12 @@ class DcmiLibrary:
         self._call("dcmi_get_device_errorcode_v2", card_id, device_id, count, codes, _ERROR_CODES_LEN)
         return [int(code) for code in codes[0 : max(0, min(int(count[0]), _ERROR_CODES_LEN))]]
 
-    def hbm_info(self, card_id: int, device_id: int) -> MemoryInfo:
+    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
         info = ffi.new("struct dcmi_hbm_info *")
         self._call("dcmi_get_device_hbm_info", card_id, device_id, info)
         return decode.hbm_info(info)
 
-    def memory_info(self, card_id: int, device_id: int) -> MemoryInfo:
+    def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
         info = ffi.new("struct dcmi_get_memory_info_stru *")
         self._call("dcmi_get_device_memory_info_v3", card_id, device_id, info)
         return decode.memory_info(info)
@@ -246,6 +276,108 @@ class DcmiLibrary:
         mask = ffi.new("struct dcmi_ip_addr *", {"ip_type": _IP_TYPES[version]})
         self._call("dcmi_get_device_ip", card_id, device_id, _ROCE_PORT, 0, ip, mask)
         return decode.ip_text(ip, version)
+
+    # -- telemetry ---------------------------------------------------------------
+
+    def temperature(self, card_id: int, device_id: int) -> int:
+        return self._read("dcmi_get_device_temperature", "int", card_id, device_id)
+
+    def power(self, card_id: int, device_id: int) -> Power:
+        return Power(self._read("dcmi_get_device_power_info", "int", card_id, device_id))
+
+    def board_power(self, card_id: int) -> Power:
+        return Power(self._read("dcmi_mcu_get_power_info", "int", card_id))
+
+    def voltage(self, card_id: int, device_id: int) -> Voltage:
+        return Voltage(self._read("dcmi_get_device_voltage", "unsigned int", card_id, device_id))
+
+    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
+        return self._read("dcmi_get_device_frequency", "unsigned int", card_id, device_id, int(kind))
+
+    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
+        return self._read("dcmi_get_device_utilization_rate", "unsigned int", card_id, device_id, int(kind))
+
+    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
+        info = ffi.new("struct dcmi_multi_utilization_info *")
+        self._call("dcmi_get_device_multi_utilization_rate", card_id, device_id, info)
+        return decode.multi_utilization(info)
+
+    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
+        info = ffi.new("struct dcmi_multi_utilization_info *")
+        self._call("dcmi_get_device_multi_utilization_rate_period", card_id, device_id, info, period_s)
+        return decode.multi_utilization(info)
+
+    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
+        info = ffi.new("struct dcmi_ecc_info *")
+        self._call("dcmi_get_device_ecc_info", card_id, device_id, int(kind), info)
+        return decode.ecc_info(info)
+
+    def network_health(self, card_id: int, device_id: int) -> int:
+        return self._read(
+            "dcmi_get_device_network_health", "enum dcmi_rdfx_detect_result", card_id, device_id
+        )
+
+    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
+        die = ffi.new("struct dcmi_die_id *")
+        self._call("dcmi_get_device_die_v2", card_id, device_id, int(kind), die)
+        return decode.die_id(die)
+
+    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
+        entries = ffi.new("struct dcmi_proc_mem_info[]", _PROCESSES_LEN)
+        count = ffi.new("int *")
+        self._call("dcmi_get_device_resource_info", card_id, device_id, entries, count)
+        return decode.processes(entries, max(0, min(int(count[0]), _PROCESSES_LEN)))
+
+    # -- hot reset -----------------------------------------------------------------
+
+    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
+        self._call("dcmi_set_device_reset", card_id, device_id, int(channel))
+
+    def boot_status(self, card_id: int, device_id: int) -> int:
+        return self._read("dcmi_get_device_boot_status", "enum dcmi_boot_status", card_id, device_id)
+
+    def brother_card(self, card_id: int, device_id: int) -> int:
+        return self._read("dcmi_get_netdev_brother_device", "int", card_id, device_id)
+
+    def outband_channel_state(self, card_id: int, device_id: int) -> int:
+        return self._read("dcmi_get_device_outband_channel_state", "int", card_id, device_id)
+
+    # -- identity in a super pod -----------------------------------------------------
+
+    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
+        info = ffi.new("struct dcmi_spod_info *")
+        self._device_info(card_id, device_id, _CHIP_INF, _SPOD_INFO, info)
+        return decode.super_pod_info(info)
+
+    # -- vNPUs on demand -------------------------------------------------------------
+
+    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
+        query = ffi.new("struct dcmi_vdev_query_stru *", {"vdev_id": vdev_id})
+        self._vdev_mng(card_id, device_id, _VDEV_ACTIVITY, query)
+        return decode.vdev_activity(query)
+
+    def create_vdev(
+        self,
+        card_id: int,
+        device_id: int,
+        template: str,
+        vdev_id: int | None = None,
+        vfg_id: int | None = None,
+    ) -> CreatedVdev:
+        request = ffi.new(
+            "struct dcmi_create_vdev_res_stru *",
+            {
+                "vdev_id": _AUTO_ID if vdev_id is None else vdev_id,
+                "vfg_id": _AUTO_ID if vfg_id is None else vfg_id,
+                "template_name": template_name_bytes(template),
+            },
+        )
+        out = ffi.new("struct dcmi_create_vdev_out *")
+        self._call("dcmi_create_vdevice", card_id, device_id, request, out)
+        return decode.created_vdev(out)
+
+    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
+        self._call("dcmi_set_destroy_vdevice", card_id, device_id, vdev_id)
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
         subscription = _FaultSubscription(handler)

@@ -5,7 +5,9 @@ person or a test can inject a fault into a running plugin by editing it. An
 invalid edit is logged and the previous scenario stays in force. A scenario
 can make any operation fail with a DCMI code, take time, or hang until the
 file no longer says so; a hang holds no lock, so it stalls its own call only.
-It can also play an older driver that lacks functions (``missing``).
+It can also play an older driver that lacks functions (``missing``). What
+DCMI calls change (vNPUs made, chips resetting) is :mod:`backends.fake.driver`'s,
+kept beside the scenario so that it outlives the process.
 """
 
 from __future__ import annotations
@@ -15,11 +17,22 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from enum import IntEnum
 from pathlib import Path
 from typing import Final, TypeVar
 
-from backends.errors import INVALID_PARAMETER, NOT_INITIALISED, NOT_SUPPORTED, DcmiError, SymbolMissing
+from backends.errors import (
+    INVALID_PARAMETER,
+    NOT_INITIALISED,
+    NOT_READY,
+    NOT_SUPPORTED,
+    DcmiError,
+    SymbolMissing,
+)
+from backends.fake.driver import FakeDriver, reset_group
 from backends.fake.scenario import (
+    ANSWERED_WHILE_RESETTING,
     DCMI_FUNCTIONS,
     FakeScenario,
     Operation,
@@ -27,14 +40,31 @@ from backends.fake.scenario import (
     ScenarioError,
     load_scenario,
 )
+from backends.fake.telemetry import DDR_UTILIZATION, HBM_UTILIZATION, SOC_UTILIZATION, EccKind
 from backends.library import (
     OPTIONAL_FUNCTIONS,
     ChipInfo,
+    CreatedVdev,
+    DdrInfo,
+    DieId,
+    DieType,
+    EccDeviceType,
+    EccInfo,
     FaultEvent,
     FaultHandler,
-    MemoryInfo,
+    FrequencyType,
+    HbmInfo,
+    MultiUtilization,
     PcieAddress,
+    Power,
+    ProcessMemory,
+    ResetChannel,
+    SuperPodInfo,
+    UtilizationType,
+    VdevActivity,
     VdevInfo,
+    Voltage,
+    template_name_bytes,
 )
 
 log = logging.getLogger(__name__)
@@ -43,7 +73,14 @@ log = logging.getLogger(__name__)
 NO_ADDRESS: Final = -8023
 
 _POLL_SECONDS: Final = 0.01
+# dcmi_get_netdev_brother_device: A3 cards 0-3 pair with 4-7, devices 0 and 1 (the driver's table).
+_BROTHER_OFFSET: Final = 4
+_BROTHER_CARDS: Final = 8
+_BROTHER_DEVICES: Final = 2
+_PERIODS: Final = range(1, 5)  # dcmi_get_device_multi_utilization_rate_period: seconds
+STORM_BATCH: Final = 1000  # events of one chip's storm delivered at most per look (every _POLL_SECONDS)
 T = TypeVar("T")
+E = TypeVar("E", bound=IntEnum)
 # Which chip a call is about, looked up in the scenario in force at each step.
 Target = Callable[[FakeScenario], PlacedChip | None]
 
@@ -58,6 +95,27 @@ def _with_logic_id(logic_id: int) -> Target:
 
 def _node(_: FakeScenario) -> PlacedChip | None:
     return None
+
+
+def _first_on_card(card_id: int) -> Target:
+    return lambda scenario: next((p for p in scenario.placed if p.card_id == card_id), None)
+
+
+def _kind(function: str, enum: type[E], value: int) -> E:
+    """``value`` as a member of the DCMI enum ``enum``; an unknown value is -8001, as the driver says."""
+    try:
+        return enum(value)
+    except ValueError:
+        raise DcmiError(function, INVALID_PARAMETER) from None
+
+
+@dataclass
+class _StormRun:
+    """How far a chip's storm has got."""
+
+    serial: int
+    started: float  # time.monotonic()
+    sent: int = 0
 
 
 class FakeLibrary:
@@ -77,6 +135,9 @@ class FakeLibrary:
         self._watcher: threading.Thread | None = None
         # (logic id, serial) of the scenario events delivered: each once for the life of the library.
         self._delivered: set[tuple[int, int]] = set()
+        self._driver = FakeDriver(path)
+        # logic id -> the storm it plays (or played last).
+        self._storms: dict[int, _StormRun] = {}
 
     @property
     def description(self) -> str:
@@ -135,12 +196,19 @@ class FakeLibrary:
     def _on_chip(
         self, op: Operation, card_id: int, device_id: int, body: Callable[[FakeScenario, PlacedChip], T]
     ) -> T:
-        """An operation about one chip, as the scenario in force has it; an unknown chip is -8001."""
+        """An operation about one chip, as the scenario in force has it.
+
+        An unknown chip is -8001; a chip in the middle of a reset answers -8012
+        unless the operation is one the driver answers from its own tables.
+        """
 
         def run(scenario: FakeScenario) -> T:
             placed = scenario.by_address.get((card_id, device_id))
             if placed is None:
                 raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+            self._driver.refresh()
+            if op not in ANSWERED_WHILE_RESETTING and self._driver.resetting(scenario, placed):
+                raise DcmiError(DCMI_FUNCTIONS[op], NOT_READY)
             return body(scenario, placed)
 
         return self._call(op, _at(card_id, device_id), run)
@@ -220,21 +288,49 @@ class FakeLibrary:
         return self._on_chip("total_aicore", card_id, device_id, body)
 
     def health(self, card_id: int, device_id: int) -> int:
-        return self._on_chip("health", card_id, device_id, lambda _, placed: placed.chip.health)
+        return self._on_chip(
+            "health",
+            card_id,
+            device_id,
+            lambda s, placed: 0 if self._repaired(s, placed) else placed.chip.health,
+        )
 
     def error_codes(self, card_id: int, device_id: int) -> list[int]:
         return self._on_chip(
-            "error_codes", card_id, device_id, lambda _, placed: list(placed.chip.fault_codes)
+            "error_codes", card_id, device_id, lambda s, placed: list(self._codes(s, placed))
         )
 
-    def hbm_info(self, card_id: int, device_id: int) -> MemoryInfo:
-        return self._on_chip("hbm_info", card_id, device_id, self._memory)
+    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> HbmInfo:
+            if not scenario.has_hbm(placed.chip):
+                raise DcmiError(DCMI_FUNCTIONS["hbm_info"], NOT_SUPPORTED)
+            total, used = self._memory(scenario, placed)
+            readings = scenario.telemetry_of(placed.chip)
+            return HbmInfo(
+                total_mb=total,
+                used_mb=used,
+                freq_mhz=readings.frequency_mhz.hbm,
+                temperature_c=readings.hbm_temperature_c,
+                bandwidth_utilization=readings.hbm_bandwidth_pct,
+            )
 
-    def memory_info(self, card_id: int, device_id: int) -> MemoryInfo:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> MemoryInfo:
-            if scenario.chip_name_of(placed.chip).startswith(("910B", "Ascend910", "A2G")):
+        return self._on_chip("hbm_info", card_id, device_id, body)
+
+    def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> DdrInfo:
+            if not scenario.has_ddr(placed.chip):
                 raise DcmiError(DCMI_FUNCTIONS["memory_info"], NOT_SUPPORTED)
-            return self._memory(scenario, placed)
+            total, used = self._memory(scenario, placed)
+            return DdrInfo(
+                total_mb=total,
+                used_mb=used,
+                available_mb=total - used,
+                freq_mhz=scenario.telemetry_of(placed.chip).frequency_mhz.ddr,
+                hugepage_size_kb=0,
+                hugepages_total=0,
+                hugepages_free=0,
+                utilization=used * 100 // total if total else 0,
+            )
 
         return self._on_chip("memory_info", card_id, device_id, body)
 
@@ -249,22 +345,14 @@ class FakeLibrary:
 
     def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
         def body(scenario: FakeScenario, placed: PlacedChip) -> list[int]:
-            if scenario.aicore_of(placed.chip) is None:
-                raise DcmiError(DCMI_FUNCTIONS["total_aicore"], NOT_SUPPORTED)
-            return [vdev.vdev_id for vdev in placed.chip.vdevs]
+            return [vdev.vdev_id for vdev in self._vdevs("total_aicore", scenario, placed)]
 
         return self._on_chip("total_aicore", card_id, device_id, body)
 
     def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> VdevInfo:
-            if scenario.aicore_of(placed.chip) is None:
-                raise DcmiError(DCMI_FUNCTIONS["vdev_info"], NOT_SUPPORTED)
-            for info in scenario.vdevs_of(placed.chip):
-                if info.vdev_id == vdev_id:
-                    return info
-            raise DcmiError(DCMI_FUNCTIONS["vdev_info"], INVALID_PARAMETER)
-
-        return self._on_chip("vdev_info", card_id, device_id, body)
+        return self._on_chip(
+            "vdev_info", card_id, device_id, lambda s, placed: self._vdev("vdev_info", s, placed, vdev_id)
+        )
 
     def device_ip(self, card_id: int, device_id: int) -> str:
         def body(scenario: FakeScenario, placed: PlacedChip) -> str:
@@ -275,6 +363,196 @@ class FakeLibrary:
             return str(address)
 
         return self._on_chip("device_ip", card_id, device_id, body)
+
+    # -- telemetry ---------------------------------------------------------------
+
+    def temperature(self, card_id: int, device_id: int) -> int:
+        return self._on_chip(
+            "temperature", card_id, device_id, lambda s, p: s.telemetry_of(p.chip).temperature_c
+        )
+
+    def power(self, card_id: int, device_id: int) -> Power:
+        return self._on_chip(
+            "power", card_id, device_id, lambda s, p: Power(round(s.telemetry_of(p.chip).power_w * 10))
+        )
+
+    def board_power(self, card_id: int) -> Power:
+        def body(scenario: FakeScenario) -> Power:
+            if _first_on_card(card_id)(scenario) is None:
+                raise DcmiError(DCMI_FUNCTIONS["board_power"], INVALID_PARAMETER)
+            return Power(round(scenario.board_power_w(card_id) * 10))
+
+        return self._call("board_power", _first_on_card(card_id), body)
+
+    def voltage(self, card_id: int, device_id: int) -> Voltage:
+        return self._on_chip(
+            "voltage", card_id, device_id, lambda s, p: Voltage(round(s.telemetry_of(p.chip).voltage_v * 100))
+        )
+
+    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> int:
+            clock = _kind(DCMI_FUNCTIONS["frequency"], FrequencyType, kind)
+            if (clock is FrequencyType.HBM and not scenario.has_hbm(placed.chip)) or (
+                clock is FrequencyType.DDR and not scenario.has_ddr(placed.chip)
+            ):
+                raise DcmiError(DCMI_FUNCTIONS["frequency"], NOT_SUPPORTED)
+            return scenario.telemetry_of(placed.chip).frequency_mhz.of(clock)
+
+        return self._on_chip("frequency", card_id, device_id, body)
+
+    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> int:
+            function = DCMI_FUNCTIONS["utilization"]
+            what = _kind(function, UtilizationType, kind)
+            chip = placed.chip
+            if (
+                (what in HBM_UTILIZATION and not scenario.has_hbm(chip))
+                or (what in DDR_UTILIZATION and not scenario.has_ddr(chip))
+                or (scenario.is_soc(chip) and what not in SOC_UTILIZATION)
+            ):
+                raise DcmiError(function, NOT_SUPPORTED)
+            return scenario.telemetry_of(chip).utilization_pct.of(what)
+
+        return self._on_chip("utilization", card_id, device_id, body)
+
+    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
+        return self._on_chip(
+            "multi_utilization", card_id, device_id, lambda s, p: self._multi("multi_utilization", s, p)
+        )
+
+    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> MultiUtilization:
+            if period_s not in _PERIODS:
+                raise DcmiError(DCMI_FUNCTIONS["multi_utilization_period"], INVALID_PARAMETER)
+            return self._multi("multi_utilization_period", scenario, placed)
+
+        return self._on_chip("multi_utilization_period", card_id, device_id, body)
+
+    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> EccInfo:
+            function = DCMI_FUNCTIONS["ecc_info"]
+            memory = _kind(function, EccDeviceType, kind)
+            own: EccKind = "hbm" if scenario.has_hbm(placed.chip) else "ddr"
+            info = scenario.telemetry_of(placed.chip).ecc_of(memory, own)
+            if info is None:
+                raise DcmiError(function, NOT_SUPPORTED)
+            return info
+
+        return self._on_chip("ecc_info", card_id, device_id, body)
+
+    def network_health(self, card_id: int, device_id: int) -> int:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> int:
+            value = scenario.network_health_of(placed.chip)
+            if value is None:
+                raise DcmiError(DCMI_FUNCTIONS["network_health"], NOT_SUPPORTED)
+            return value
+
+        return self._on_chip("network_health", card_id, device_id, body)
+
+    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
+        return self._on_chip(
+            "die_id",
+            card_id,
+            device_id,
+            lambda s, p: s.die_of(p.chip, _kind(DCMI_FUNCTIONS["die_id"], DieType, kind)),
+        )
+
+    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
+        return self._on_chip(
+            "processes",
+            card_id,
+            device_id,
+            lambda _, p: [ProcessMemory(pid=q.pid, memory_bytes=q.memory_bytes) for q in p.chip.processes],
+        )
+
+    # -- hot reset -----------------------------------------------------------------
+
+    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> None:
+            function = DCMI_FUNCTIONS["reset"]
+            way = _kind(function, ResetChannel, channel)
+            group = reset_group(scenario, placed)
+            if group is None or (way is ResetChannel.OUTBAND and placed.chip.outband_channel != 1):
+                raise DcmiError(function, NOT_SUPPORTED)
+            self._driver.start_reset(group, self._stamp)
+
+        self._on_chip("reset", card_id, device_id, body)
+
+    def boot_status(self, card_id: int, device_id: int) -> int:
+        return self._on_chip("boot_status", card_id, device_id, self._driver.boot_status)
+
+    def brother_card(self, card_id: int, device_id: int) -> int:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> int:
+            function = DCMI_FUNCTIONS["brother_card"]
+            if not scenario.is_a3(placed.chip):
+                raise DcmiError(function, NOT_SUPPORTED)
+            if placed.chip.brother_card is not None:
+                return placed.chip.brother_card
+            if not (0 <= card_id < _BROTHER_CARDS and 0 <= device_id < _BROTHER_DEVICES):
+                raise DcmiError(function, INVALID_PARAMETER)
+            return card_id - _BROTHER_OFFSET if card_id >= _BROTHER_OFFSET else card_id + _BROTHER_OFFSET
+
+        return self._on_chip("brother_card", card_id, device_id, body)
+
+    def outband_channel_state(self, card_id: int, device_id: int) -> int:
+        def body(_: FakeScenario, placed: PlacedChip) -> int:
+            if placed.chip.outband_channel is None:
+                raise DcmiError(DCMI_FUNCTIONS["outband_channel_state"], NOT_SUPPORTED)
+            return placed.chip.outband_channel
+
+        return self._on_chip("outband_channel_state", card_id, device_id, body)
+
+    # -- identity in a super pod -----------------------------------------------------
+
+    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> SuperPodInfo:
+            pod = scenario.super_pod_of(placed.chip)
+            if pod is None:
+                raise DcmiError(DCMI_FUNCTIONS["super_pod_info"], NOT_SUPPORTED)
+            return SuperPodInfo(
+                sdid=placed.chip.phy_id,
+                scale_type=pod.scale_type,
+                super_pod_id=pod.super_pod_id,
+                server_id=pod.server_id,
+                chassis_id=pod.chassis_id,
+                super_pod_type=pod.super_pod_type,
+            )
+
+        return self._on_chip("super_pod_info", card_id, device_id, body)
+
+    # -- vNPUs on demand -------------------------------------------------------------
+
+    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> VdevActivity:
+            vdev = self._vdev("vdev_activity", scenario, placed, vdev_id)
+            usage = placed.chip.vdev_usage.get(vdev_id)
+            total = vdev.memory_mb * 1024
+            used = min(usage.memory_used_mb * 1024, total) if usage is not None else 0
+            busy = usage.aicore_utilization if usage is not None else 0
+            return VdevActivity(vdev_id, busy, memory_total_kb=total, memory_free_kb=total - used)
+
+        return self._on_chip("vdev_activity", card_id, device_id, body)
+
+    def create_vdev(
+        self,
+        card_id: int,
+        device_id: int,
+        template: str,
+        vdev_id: int | None = None,
+        vfg_id: int | None = None,
+    ) -> CreatedVdev:
+        template_name_bytes(template)  # as the binding: a name that cannot be passed never reaches the driver
+        return self._on_chip(
+            "create_vdev",
+            card_id,
+            device_id,
+            lambda s, placed: self._driver.create(s, placed, template, vdev_id, vfg_id),
+        )
+
+    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
+        self._on_chip(
+            "destroy_vdev", card_id, device_id, lambda s, placed: self._driver.destroy(s, placed, vdev_id)
+        )
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
         def body(scenario: FakeScenario) -> None:
@@ -298,12 +576,42 @@ class FakeLibrary:
     # -- helpers -----------------------------------------------------------------
 
     @staticmethod
-    def _memory(scenario: FakeScenario, placed: PlacedChip) -> MemoryInfo:
-        return MemoryInfo(total_mb=scenario.memory_mb_of(placed.chip), used_mb=0)
+    def _memory(scenario: FakeScenario, placed: PlacedChip) -> tuple[int, int]:
+        """The chip's memory and how much of it is in use, in MB."""
+        total = scenario.memory_mb_of(placed.chip)
+        return total, min(scenario.telemetry_of(placed.chip).memory_used_mb, total)
+
+    @staticmethod
+    def _multi(op: Operation, scenario: FakeScenario, placed: PlacedChip) -> MultiUtilization:
+        """The multi-rate sample, on the 910B and A3 drivers that have it."""
+        if scenario.has_ddr(placed.chip):
+            raise DcmiError(DCMI_FUNCTIONS[op], NOT_SUPPORTED)
+        return scenario.telemetry_of(placed.chip).utilization_pct.multi()
+
+    def _vdevs(self, op: Operation, scenario: FakeScenario, placed: PlacedChip) -> list[VdevInfo]:
+        """The chip's vNPUs; -8255 where the driver has no VDEV_MNG."""
+        if scenario.aicore_of(placed.chip) is None:
+            raise DcmiError(DCMI_FUNCTIONS[op], NOT_SUPPORTED)
+        return self._driver.vdevs(scenario, placed)
+
+    def _vdev(self, op: Operation, scenario: FakeScenario, placed: PlacedChip, vdev_id: int) -> VdevInfo:
+        """One of the chip's vNPUs; -8001 for an id not on it."""
+        found = next((v for v in self._vdevs(op, scenario, placed) if v.vdev_id == vdev_id), None)
+        if found is None:
+            raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+        return found
+
+    def _repaired(self, scenario: FakeScenario, placed: PlacedChip) -> bool:
+        return self._driver.repaired(scenario, placed, self._stamp)
+
+    def _codes(self, scenario: FakeScenario, placed: PlacedChip) -> tuple[int, ...]:
+        """The fault codes the chip reports: none once a reset repaired it."""
+        return () if self._repaired(scenario, placed) else placed.chip.fault_codes
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
-        """Library thread: an event per fault code that appears or clears, and each scenario event once."""
-        known = {p.logic_id: set(p.chip.fault_codes) for p in scenario.placed}
+        """Library thread: events for codes that appear or clear, each scenario event once, storms."""
+        self._driver.refresh()
+        known = {p.logic_id: set(self._codes(scenario, p)) for p in scenario.placed}
         while not self._closed.wait(self._poll_seconds):
             for event in self._new_events(self.scenario(), known):
                 try:
@@ -312,11 +620,16 @@ class FakeLibrary:
                     log.exception("handling a fake DCMI fault event failed; the event is dropped")
 
     def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
-        """The events from what ``known`` says to ``scenario``; ``known`` and the delivered set updated."""
+        """The events from what ``known`` says to ``scenario``; ``known`` and the delivered set updated.
+
+        A chip in a reset raises and clears nothing until it is back.
+        """
         events = []
+        self._driver.refresh()
         for placed in scenario.placed:
             chip, logic = placed.chip, placed.logic_id
-            now, before = set(chip.fault_codes), known.get(logic, set())
+            before = known.get(logic, set())
+            now = before if self._driver.resetting(scenario, placed) else set(self._codes(scenario, placed))
             events += [FaultEvent(logic, code, chip.fault_severity, 1) for code in sorted(now - before)]
             events += [FaultEvent(logic, code, chip.fault_severity, 0) for code in sorted(before - now)]
             known[logic] = now
@@ -325,4 +638,23 @@ class FakeLibrary:
                     self._delivered.add((logic, event.serial))
                     severity = chip.event_severity(event)
                     events.append(FaultEvent(logic, event.code, severity, event.assertion, event.serial))
+            events += self._storm_events(placed)
         return events
+
+    def _storm_events(self, placed: PlacedChip) -> list[FaultEvent]:
+        """The events of the chip's storm that came due since the last look."""
+        storm, logic = placed.chip.storm, placed.logic_id
+        if storm is None:
+            return []
+        now = time.monotonic()
+        run = self._storms.get(logic)
+        if run is None or run.serial != storm.serial:
+            run = self._storms[logic] = _StormRun(storm.serial, now)
+        # A driver's event thread calls the handler for each event in turn: it cannot get ahead of it.
+        sent, run.sent = run.sent, min(storm.due(now - run.started), run.sent + STORM_BATCH)
+        steps = storm.steps
+        return [
+            FaultEvent(logic, step.code, placed.chip.event_severity(step), step.assertion, storm.serial + i)
+            for i in range(sent, run.sent)
+            for step in (steps[i % len(steps)],)
+        ]

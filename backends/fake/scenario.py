@@ -20,6 +20,13 @@ describe what newer features read:
   in the file when it subscribes included); the serial number, unique per
   chip, tells one event from another. Codes that appear in or vanish from
   ``fault_codes`` still raise (assertion 1) and recover (0) events of their own.
+* ``storm`` (chip): a driver flooding the chip with fault events,
+  ``{"serial": 1, "rate": 10000, "count": 100000, "steps": [{"code":
+  "81078603", "assertion": 1}, {"code": "81078603", "assertion": 0}]}``:
+  ``count`` events at ``rate`` a second, cycling through ``steps`` (each like
+  an event without a serial); event ``i`` is numbered ``serial + i``. It plays
+  once, from the moment the subscription first sees it; another serial starts
+  another storm.
 * ``pcie`` (chip): its PCI address ``"0000:3b:00.0"``. Default: a bus of its
   own counted from the physical id (phy_id N at bus N+1: 0 at ``0000:01:00.0``,
   254 at ``0000:ff:00.0``, 255 at ``0001:00:00.0``); none on SoC boards (310B),
@@ -33,6 +40,13 @@ describe what newer features read:
   defaults to the position on the chip, ``status`` to 0, ``in_use`` to false.
   Their cores and memory must fit the chip, and only chips with the VDEV_MNG
   query (not 310, not 310B) have any.
+
+The telemetry readings (``telemetry``, ``processes``, die ids), resets
+(``reset_seconds``, ``reset_clears_faults``, ``outband_channel``,
+``brother_card``), the super pod (``super_pod``) and vNPUs made on demand
+(``vnpu_templates``, ``aicpu``, ``vdev_usage``, ``vdev_node_dir``) are
+described in docs/dcmi.md; their models are in :mod:`backends.fake.telemetry`
+and their rules in :mod:`backends.fake.vnpu_rules` and :mod:`backends.fake.driver`.
 """
 
 from __future__ import annotations
@@ -56,7 +70,16 @@ from pydantic import (
 )
 
 from backends.errors import ChipError
-from backends.library import HEALTH_ABSENT, PcieAddress, VdevInfo
+from backends.fake.telemetry import (
+    DieWords,
+    FakeProcess,
+    FakeSuperPod,
+    FakeTelemetry,
+    FakeVdevUsage,
+    default_die,
+)
+from backends.fake.vnpu_rules import ChipRoom, chip_room
+from backends.library import HEALTH_ABSENT, DieId, DieType, PcieAddress, VdevInfo
 from backends.pci import parse_bdf
 
 # The DeviceLibrary operations a scenario can make fail or hang.
@@ -77,11 +100,32 @@ Operation = Literal[
     "device_ip",
     "vdev_info",
     "subscribe_faults",
+    "temperature",
+    "power",
+    "board_power",
+    "voltage",
+    "frequency",
+    "utilization",
+    "multi_utilization",
+    "multi_utilization_period",
+    "ecc_info",
+    "network_health",
+    "die_id",
+    "processes",
+    "reset",
+    "boot_status",
+    "brother_card",
+    "outband_channel_state",
+    "super_pod_info",
+    "vdev_activity",
+    "create_vdev",
+    "destroy_vdev",
 ]
 
 # The DCMI function each operation stands for, so errors read like real ones.
 # VDEV_MNG / GET_TOTAL_RESOURCE answers both total_aicore and vdev_ids, so the
-# operation "total_aicore" governs both (one query on a real driver too).
+# operation "total_aicore" governs both (one query on a real driver too);
+# super_pod_info and vdev_activity are dcmi_get_device_info commands as well.
 DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
     "init": "dcmi_init",
     "driver_version": "dcmi_get_driver_version",
@@ -99,7 +143,42 @@ DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
     "device_ip": "dcmi_get_device_ip",
     "vdev_info": "dcmi_get_device_info",
     "subscribe_faults": "dcmi_subscribe_fault_event",
+    "temperature": "dcmi_get_device_temperature",
+    "power": "dcmi_get_device_power_info",
+    "board_power": "dcmi_mcu_get_power_info",
+    "voltage": "dcmi_get_device_voltage",
+    "frequency": "dcmi_get_device_frequency",
+    "utilization": "dcmi_get_device_utilization_rate",
+    "multi_utilization": "dcmi_get_device_multi_utilization_rate",
+    "multi_utilization_period": "dcmi_get_device_multi_utilization_rate_period",
+    "ecc_info": "dcmi_get_device_ecc_info",
+    "network_health": "dcmi_get_device_network_health",
+    "die_id": "dcmi_get_device_die_v2",
+    "processes": "dcmi_get_device_resource_info",
+    "reset": "dcmi_set_device_reset",
+    "boot_status": "dcmi_get_device_boot_status",
+    "brother_card": "dcmi_get_netdev_brother_device",
+    "outband_channel_state": "dcmi_get_device_outband_channel_state",
+    "super_pod_info": "dcmi_get_device_info",
+    "vdev_activity": "dcmi_get_device_info",
+    "create_vdev": "dcmi_create_vdevice",
+    "destroy_vdev": "dcmi_set_destroy_vdevice",
 }
+
+# What a resetting chip still answers: the ids and facts the driver keeps in its
+# own tables, the boot status, and the out-of-band channel. Every other call
+# about the chip answers -8012 (not ready) until the reset is over.
+ANSWERED_WHILE_RESETTING: Final[frozenset[Operation]] = frozenset(
+    {
+        "logic_id",
+        "phy_id",
+        "chip_info",
+        "pcie_address",
+        "boot_status",
+        "brother_card",
+        "outband_channel_state",
+    }
+)
 
 _HEX_CODE = re.compile(r"^(0[xX])?[0-9A-Fa-f]{1,8}$")
 
@@ -114,6 +193,8 @@ def _parse_fault_code(value: object) -> object:
 
 
 FaultCode = Annotated[int, BeforeValidator(_parse_fault_code), Field(ge=0, le=0xFFFFFFFF)]
+VdevId = Annotated[int, Field(ge=100, le=1123)]
+Template = Annotated[str, Field(pattern=r"^vir\d+[A-Za-z0-9_]*$", max_length=31)]
 DcmiCode = Annotated[int, Field(lt=0, description="a negative DCMI return code, e.g. -8012")]
 
 # computing.aic the driver reports per chip name, when the scenario gives none.
@@ -132,15 +213,53 @@ def _canonical_bdf(text: str) -> str:
 Bdf = Annotated[str, AfterValidator(_canonical_bdf)]
 
 
-class FakeEvent(BaseModel):
-    """A fault event the driver delivers, whether or not its code is in the chip's fault codes."""
+class FakeStep(BaseModel):
+    """What a fault event says: its code, severity and assertion."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    serial: int = Field(ge=0, le=2**31 - 1, description="event_serial_num; unique per chip")
     code: FaultCode
     severity: int | None = Field(default=None, ge=0, le=3, description="default: the chip's fault_severity")
     assertion: int = Field(default=1, ge=0, le=2, description="0 recovered, 1 raised, 2 one-off")
+
+
+class FakeEvent(FakeStep):
+    """A fault event the driver delivers, whether or not its code is in the chip's fault codes."""
+
+    serial: int = Field(ge=0, le=2**31 - 1, description="event_serial_num; unique per chip")
+
+
+class FakeStorm(BaseModel):
+    """A driver flooding one chip with fault events: ``count`` of them, ``rate`` a second, cycling ``steps``.
+
+    Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; the last
+    one, ``steps[(count - 1) % len(steps)]``, is where each code ends up. A
+    storm plays once from the moment the subscription first sees it; a storm
+    with another serial on the same chip starts over. Like a driver's event
+    thread, the fakes call the handler for one event after the other, so a
+    handler slower than ``rate`` stretches the storm (at most 1000 of a
+    storm's events are delivered per look, every 10 ms).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    serial: int = Field(ge=0, le=2**31 - 1, description="tells storms apart; numbers their events")
+    rate: float = Field(gt=0, le=1_000_000, description="events a second")
+    count: int = Field(ge=1, le=2**31 - 1)
+    steps: tuple[FakeStep, ...] = Field(min_length=1, max_length=16)
+
+    @model_validator(mode="after")
+    def _serials_fit(self) -> FakeStorm:
+        if self.serial + self.count - 1 > 2**31 - 1:
+            raise ValueError(
+                f"storm serial {self.serial} + count {self.count} - 1 exceeds 2147483647, "
+                "the largest event_serial_num"
+            )
+        return self
+
+    def due(self, elapsed: float) -> int:
+        """How many of its events are due ``elapsed`` seconds after it began (the first at once)."""
+        return min(self.count, 1 + int(elapsed * self.rate))
 
 
 class FakeVdev(BaseModel):
@@ -204,9 +323,26 @@ class FakeChip(BaseModel):
     memory_mb: int | None = Field(default=None, ge=0)
     fault_severity: int = Field(default=2, ge=0, le=3, description="severity of this chip's fault events")
     events: tuple[FakeEvent, ...] = Field(default=(), max_length=64)
+    storm: FakeStorm | None = None
     pcie: Bdf | None = Field(default=None, description="PCI address; default from phy_id, none on 310B")
     device_ip: IPvAnyAddress | None = Field(default=None, description="RoCE port address")
     vdevs: tuple[FakeVdev, ...] = Field(default=(), max_length=32)
+    vdev_usage: dict[VdevId, FakeVdevUsage] = Field(
+        default_factory=dict, description="per vNPU id (static or made through DCMI): in use, activity"
+    )
+    aicpu: int | None = Field(
+        default=None, ge=0, le=64, description="AI CPUs vNPUs can take; default: family"
+    )
+    telemetry: dict[str, Any] = Field(
+        default_factory=dict, description="a FakeTelemetry object laid over the node's, key by key"
+    )
+    processes: tuple[FakeProcess, ...] = Field(default=(), max_length=32)
+    vdie_id: DieWords | None = None
+    ndie_id: DieWords | None = None
+    reset_seconds: float | None = Field(default=None, ge=0, le=86_400, description="default: the node's")
+    reset_clears_faults: bool = Field(default=True, description="a reset repairs the chip's faults")
+    brother_card: int | None = Field(default=None, description="default: A3's rule (card +/- 4)")
+    outband_channel: Literal[0, 1] | None = Field(default=None, description="absent: not supported")
     errors: dict[Operation, DcmiCode] = Field(default_factory=dict)
     hang: tuple[Operation, ...] = ()
 
@@ -225,7 +361,7 @@ class FakeChip(BaseModel):
             raise ValueError(f"chip {self.phy_id}: event serial numbers must be unique; repeated: {repeated}")
         return self
 
-    def event_severity(self, event: FakeEvent) -> int:
+    def event_severity(self, event: FakeStep) -> int:
         """The severity ``event`` is delivered with."""
         return event.severity if event.severity is not None else self.fault_severity
 
@@ -261,6 +397,16 @@ class FakeScenario(BaseModel):
     missing: tuple[Operation, ...] = Field(
         default=(), description="operations whose function the driver lacks"
     )
+    telemetry: FakeTelemetry = Field(default_factory=FakeTelemetry, description="every chip's readings")
+    super_pod: FakeSuperPod | None = Field(default=None, description="default: none on A3, -8255 elsewhere")
+    reset_seconds: float = Field(default=3.0, ge=0, le=86_400, description="how long a reset takes")
+    vnpu_templates: tuple[Template, ...] | None = Field(
+        default=None, description="templates the driver accepts; default: the family's"
+    )
+    aicpu: int | None = Field(default=None, ge=0, le=64, description="AI CPUs per chip for vNPUs")
+    vdev_node_dir: Path | None = Field(
+        default=None, description="where the driver makes vdavinci<N> for the vNPUs it creates"
+    )
     errors: dict[Operation, DcmiCode] = Field(default_factory=dict)
     hang: tuple[Operation, ...] = ()
     chips: tuple[FakeChip, ...] = Field(min_length=0, max_length=1024)
@@ -280,6 +426,18 @@ class FakeScenario(BaseModel):
             duplicates = _repeated(values)
             if duplicates:
                 raise ValueError(f"{what} must be unique across chips; repeated: {duplicates}")
+        return self
+
+    @model_validator(mode="after")
+    def _readings_valid(self) -> FakeScenario:
+        for chip in self.chips:
+            try:
+                self.telemetry.under(chip.telemetry)
+            except ValidationError as error:
+                problems = "; ".join(
+                    f"{'.'.join(str(part) for part in item['loc'])}: {item['msg']}" for item in error.errors()
+                )
+                raise ValueError(f"chip {chip.phy_id}: telemetry: {problems}") from None
         return self
 
     @model_validator(mode="after")
@@ -365,6 +523,66 @@ class FakeScenario(BaseModel):
     def vdevs_of(self, chip: FakeChip) -> tuple[VdevInfo, ...]:
         """``chip``'s static vNPUs, every figure resolved."""
         return tuple(vdev.info(position) for position, vdev in enumerate(chip.vdevs))
+
+    def has_hbm(self, chip: FakeChip) -> bool:
+        """Whether ``chip`` has HBM (the 910 families): the HBM queries answer only there."""
+        return self.chip_name_of(chip).startswith(("910", "Ascend910", "A2G"))
+
+    def has_ddr(self, chip: FakeChip) -> bool:
+        """Whether ``chip`` has DDR: 910B and A3 have none (memory_info_v3 answers -8255)."""
+        return not self.chip_name_of(chip).startswith(("910B", "Ascend910", "A2G"))
+
+    def is_a3(self, chip: FakeChip) -> bool:
+        """An Atlas A3 die (the driver names it Ascend910, with npu_name 93xx)."""
+        return self.chip_name_of(chip).startswith("Ascend910")
+
+    @cached_property
+    def readings_by_phy(self) -> dict[int, FakeTelemetry]:
+        return {chip.phy_id: self.telemetry.under(chip.telemetry) for chip in self.chips}
+
+    def telemetry_of(self, chip: FakeChip) -> FakeTelemetry:
+        """``chip``'s readings: its ``telemetry`` over the node's (worked out once per scenario)."""
+        return self.readings_by_phy[chip.phy_id]
+
+    def network_health_of(self, chip: FakeChip) -> int | None:
+        """What dcmi_get_device_network_health answers; None: not supported (no RoCE port)."""
+        value = self.telemetry_of(chip).network_health
+        if value is not None:
+            return value
+        return 0 if self.has_hbm(chip) else None
+
+    def board_power_w(self, card_id: int) -> float:
+        """The card's power as its MCU reads it: a chip's ``board_power_w``, else its chips' power summed."""
+        on_card = [self.telemetry_of(p.chip) for p in self.placed if p.card_id == card_id]
+        given = next((t.board_power_w for t in on_card if t.board_power_w is not None), None)
+        return given if given is not None else sum(t.power_w for t in on_card)
+
+    def die_of(self, chip: FakeChip, kind: DieType) -> DieId:
+        """``chip``'s die id of ``kind``."""
+        given = chip.vdie_id if kind is DieType.VDIE else chip.ndie_id
+        return DieId(given) if given is not None else default_die(chip.phy_id, int(kind))
+
+    def super_pod_of(self, chip: FakeChip) -> FakeSuperPod | None:
+        """What CHIP_INF / SPOD_INFO answers; None: not supported (not an A3)."""
+        if self.super_pod is not None:
+            return self.super_pod
+        return FakeSuperPod() if self.is_a3(chip) else None
+
+    def reset_seconds_of(self, chip: FakeChip) -> float:
+        return chip.reset_seconds if chip.reset_seconds is not None else self.reset_seconds
+
+    def room_of(self, chip: FakeChip) -> ChipRoom | None:
+        """What ``chip`` can be split into; None where its driver makes no vNPUs."""
+        if self.is_soc(chip):
+            return None
+        return chip_room(
+            self.chip_name_of(chip),
+            chip.phy_id,
+            self.aicore_of(chip),
+            memory_mb=self.memory_mb_of(chip),
+            aicpu=chip.aicpu if chip.aicpu is not None else self.aicpu,
+            templates=self.vnpu_templates,
+        )
 
     def missing_functions(self) -> frozenset[str]:
         """The DCMI functions the driver of this scenario lacks (optional or not)."""

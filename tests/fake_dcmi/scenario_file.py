@@ -12,16 +12,21 @@ no spaces, lists are comma-separated, a line starting with ``#`` is a comment::
 
 One ``chip`` line per chip, on a single line; a field left out is empty or
 zero. ``events`` are ``serial:code:severity:assertion``; ``vdevs`` are
-``id:template:aicore:memory_mb:vfg_id:status:in_use``. Everything the scenario
+``id:template:aicore:memory_mb:vfg_id:status:in_use``; a ``storm`` is
+``serial:rate:count:`` then its steps ``code/severity/assertion`` joined by ``+``;
+the telemetry, reset, super-pod and vNPU fields are listed in docs/dcmi.md. Everything the scenario
 model resolves (card, device and logic ids, the AI-core figure per chip name,
 whether subscription is supported, default PCIe addresses, event severities,
-vNPU figures) is resolved here, by the same FakeScenario methods the Python
-fake uses, so both fakes play the same node. What the driver itself decides
-(the MCU's logic id, memory_info_v3 on 910B, -8255 for the IP of a 310B,
-the "not initialised" answer) is the C fake's own business. The scenario's
-``missing`` functions are no business of the file: a driver cannot drop a
-symbol at run time, so the C player builds a variant of the library without
-them (:class:`fake_dcmi.players.CFakePlayer`).
+vNPU figures, every reading and which of them the chip's driver reports at
+all, the reset group, the vNPU room and templates) is resolved here, by the
+same FakeScenario methods the Python fake uses, so both fakes play the same
+node. What the driver itself does (the MCU's logic id, -8255 for the IP of a
+310B, the "not initialised" answer, -8001 for a type no DCMI enum has, the
+reset window and boot status, the vNPU accounting and ids, the driver-state
+file) is the C fake's own business. The scenario's ``missing`` functions are
+no business of the file: a driver cannot drop a symbol at run time, so the C
+player builds a variant of the library without them
+(:class:`fake_dcmi.players.CFakePlayer`).
 """
 
 from __future__ import annotations
@@ -30,7 +35,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-from backends.fake.scenario import FakeChip, FakeScenario, Operation
+from backends.fake.driver import reset_group
+from backends.fake.scenario import FakeChip, FakeScenario, Operation, PlacedChip
+from backends.fake.telemetry import DDR_UTILIZATION, HBM_UTILIZATION, SOC_UTILIZATION
+from backends.library import SPOD_NONE, DieType, EccDeviceType, FrequencyType, UtilizationType
 
 SCENARIO_ENV: Final = "FAKE_DCMI_SCENARIO"
 
@@ -67,11 +75,138 @@ def _events(chip: FakeChip) -> str:
     )
 
 
+def _storm(chip: FakeChip) -> str:
+    storm = chip.storm
+    if storm is None:
+        return ""
+    steps = "+".join(f"{step.code:08X}/{chip.event_severity(step)}/{step.assertion}" for step in storm.steps)
+    return f"{storm.serial}:{storm.rate!r}:{storm.count}:{steps}"
+
+
 def _vdevs(scenario: FakeScenario, chip: FakeChip) -> str:
     return ",".join(
         f"{vdev.vdev_id}:{vdev.template}:{vdev.aicore!r}:{vdev.memory_mb}:{vdev.vfg_id}:{vdev.status}:{int(vdev.in_use)}"
         for vdev in scenario.vdevs_of(chip)
     )
+
+
+def _words(values: Iterable[object]) -> str:
+    return ":".join(str(value) for value in values)
+
+
+def _frequencies(scenario: FakeScenario, chip: FakeChip) -> str:
+    """Every clock the chip's driver reports (no HBM clock without HBM, no DDR clock without DDR)."""
+    clocks = scenario.telemetry_of(chip).frequency_mhz
+    absent = {FrequencyType.HBM} if not scenario.has_hbm(chip) else set()
+    absent |= {FrequencyType.DDR} if not scenario.has_ddr(chip) else set()
+    return ",".join(f"{int(kind)}:{clocks.of(kind)}" for kind in FrequencyType if kind not in absent)
+
+
+def _utilizations(scenario: FakeScenario, chip: FakeChip) -> str:
+    """Every utilization input type the chip's driver answers (the Python fake's rules)."""
+    figures = scenario.telemetry_of(chip).utilization_pct
+    kinds = [
+        kind
+        for kind in UtilizationType
+        if not (kind in HBM_UTILIZATION and not scenario.has_hbm(chip))
+        and not (kind in DDR_UTILIZATION and not scenario.has_ddr(chip))
+        and not (scenario.is_soc(chip) and kind not in SOC_UTILIZATION)
+    ]
+    return ",".join(f"{int(kind)}:{figures.of(kind)}" for kind in kinds)
+
+
+def _ecc(scenario: FakeScenario, chip: FakeChip) -> str:
+    readings = scenario.telemetry_of(chip)
+    own = "hbm" if scenario.has_hbm(chip) else "ddr"
+    entries = [(kind, readings.ecc_of(kind, own)) for kind in EccDeviceType]
+    return ",".join(
+        f"{int(kind)}:{_words(vars(info).values())}" for kind, info in entries if info is not None
+    )
+
+
+def _die(scenario: FakeScenario, chip: FakeChip, kind: DieType) -> str:
+    return ":".join(f"{word:X}" for word in scenario.die_of(chip, kind).words)
+
+
+def _spod(scenario: FakeScenario, chip: FakeChip) -> str:
+    pod = scenario.super_pod_of(chip)
+    if pod is None:
+        return ""
+    unsigned = [SPOD_NONE if value == -1 else value for value in (pod.super_pod_id, pod.server_id)]
+    return _words([chip.phy_id, pod.scale_type, *unsigned, pod.chassis_id, pod.super_pod_type])
+
+
+def _reset_mode(scenario: FakeScenario, placed: PlacedChip) -> int:
+    """0: the chip resets alone; 1: its whole card (Atlas 300I Duo, device 0); 2: refused (device 1)."""
+    group = reset_group(scenario, placed)
+    return 2 if group is None else int(len(group) > 1)
+
+
+def _room(scenario: FakeScenario, chip: FakeChip) -> dict[str, object]:
+    room = scenario.room_of(chip)
+    if room is None:
+        return {}
+    templates = ",".join(
+        _words([name, repr(cost.aicore), cost.aicpu, cost.memory_mb, *cost.media])
+        for name, cost in room.templates.items()
+    )
+    return {
+        "room": _words(
+            [repr(room.aicore), room.aicpu, room.memory_mb, room.max_vdevs, room.first_id, room.last_id]
+        ),
+        "media": _words(room.media),
+        "templates": templates,
+    }
+
+
+def _telemetry(scenario: FakeScenario, placed: PlacedChip) -> dict[str, object]:
+    chip = placed.chip
+    readings = scenario.telemetry_of(chip)
+    total = scenario.memory_mb_of(chip)
+    used = min(readings.memory_used_mb, total)
+    clocks, figures = readings.frequency_mhz, readings.utilization_pct
+    multi = figures.multi()
+    network = scenario.network_health_of(chip)
+    return {
+        "temp": readings.temperature_c,
+        "power": round(readings.power_w * 10),
+        "board_power": round(scenario.board_power_w(placed.card_id) * 10),
+        "voltage": round(readings.voltage_v * 100),
+        "freq": _frequencies(scenario, chip),
+        "util": _utilizations(scenario, chip),
+        "multi": "" if scenario.has_ddr(chip) else _words(vars(multi).values()),
+        "hbm": _words([used, clocks.hbm, readings.hbm_temperature_c, readings.hbm_bandwidth_pct])
+        if scenario.has_hbm(chip)
+        else "",
+        "ddr": _words([used, clocks.ddr, used * 100 // total if total else 0])
+        if scenario.has_ddr(chip)
+        else "",
+        "ecc": _ecc(scenario, chip),
+        "net": "" if network is None else network,
+        "ndie": _die(scenario, chip, DieType.NDIE),
+        "vdie": _die(scenario, chip, DieType.VDIE),
+        "procs": ",".join(f"{process.pid}:{process.memory_bytes}" for process in chip.processes),
+    }
+
+
+def _driver_facts(scenario: FakeScenario, placed: PlacedChip) -> dict[str, object]:
+    """Hot reset, super pod and vNPU facts of one chip."""
+    chip = placed.chip
+    usage = ",".join(
+        _words([vdev_id, int(use.in_use), use.aicore_utilization, use.memory_used_mb])
+        for vdev_id, use in chip.vdev_usage.items()
+    )
+    return {
+        "reset_ms": round(scenario.reset_seconds_of(chip) * 1000),
+        "clears": int(chip.reset_clears_faults),
+        "reset_mode": _reset_mode(scenario, placed),
+        "a3": int(scenario.is_a3(chip)),
+        "brother": "" if chip.brother_card is None else chip.brother_card,
+        "outband": "" if chip.outband_channel is None else chip.outband_channel,
+        "spod": _spod(scenario, chip),
+        **_room(scenario, chip),
+        "usage": usage,
+    }
 
 
 def render(scenario: FakeScenario) -> str:
@@ -86,6 +221,7 @@ def render(scenario: FakeScenario) -> str:
                 "subscribe": int(scenario.subscription_supported()),
                 "errors": _errors(scenario.errors),
                 "hang": ",".join(scenario.hang),
+                "vdev_dir": scenario.vdev_node_dir or "",
             },
         ),
     ]
@@ -106,8 +242,11 @@ def render(scenario: FakeScenario) -> str:
             "severity": chip.fault_severity,
             "faults": _codes(chip.fault_codes),
             "events": _events(chip),
+            "storm": _storm(chip),
             "vdevs": _vdevs(scenario, chip),
             "ip": chip.device_ip or "",
+            **_telemetry(scenario, placed),
+            **_driver_facts(scenario, placed),
             "errors": _errors(chip.errors),
             "hang": ",".join(chip.hang),
         }

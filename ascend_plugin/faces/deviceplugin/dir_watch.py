@@ -25,6 +25,8 @@ from pathlib import Path
 
 import anyio
 
+from ascend_plugin.changes import Changes
+
 log = logging.getLogger(__name__)
 
 _IN_NONBLOCK = os.O_NONBLOCK
@@ -40,7 +42,7 @@ class DirectoryChanges:
         self.directory = directory
         self._fd: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._changed = anyio.Event()
+        self._changes = Changes()
 
     @property
     def watching(self) -> bool:
@@ -62,7 +64,7 @@ class DirectoryChanges:
     async def wait(self, longest: float) -> None:
         """Return at the next change of the directory, or after ``longest`` seconds."""
         with anyio.move_on_after(longest):
-            await self._changed.wait()
+            await self._changes.next_change().wait()
 
     def close(self) -> None:
         """Stop watching."""
@@ -80,8 +82,7 @@ class DirectoryChanges:
                 pass
         except BlockingIOError:
             pass
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
+        self._changes.bump()
 
 
 def _inotify_watch(directory: Path) -> int:

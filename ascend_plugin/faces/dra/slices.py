@@ -1,10 +1,11 @@
 """The node's ResourceSlices: published, kept current with the chips' health, put back after any wipe.
 
 One pool, named after the node, in as few slices as the API allows. The
-controller keeps a copy of this driver's slices on this node (a list, then a
-watch with field selectors on ``spec.driver`` and ``spec.nodeName``) and, after
-every change of the chips or of the slices, compares them with what they
-should be; only a difference is written:
+controller keeps a copy of this driver's slices on this node (a
+:class:`~ascend_plugin.kubeapi.reflector.Reflector` with field selectors on
+``spec.driver`` and ``spec.nodeName``) and, after every change of the chips or
+of the slices, compares them with what they should be; only a difference is
+written:
 
 * an existing slice is updated in place, a missing one created (with
   ``generateName`` ``<driver>-<node>-`` and the Node as owner, so the slices go
@@ -16,8 +17,8 @@ should be; only a difference is written:
   the driver's socket: the watch sees them go and they are created again;
 * a restarted plugin lists first and adopts the slices it finds, so it
   never publishes a second copy; what it writes goes into its copy at once
-  (a watch event that is older than the copy is ignored), so a change that
-  arrives before the watch has caught up cannot create a duplicate either;
+  and stays there until the watch shows it, so a change that arrives before
+  the watch has caught up cannot create a duplicate either;
 * when the API server is away, writes wait with backoff and the latest state
   is written once it answers: the slices catch up, nothing queues.
 
@@ -31,11 +32,12 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
-from contextlib import aclosing, suppress
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
 
 import anyio
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.faces.dra.devices import DeviceCatalog, split
 from ascend_plugin.kubeapi.client import (
     NODES,
@@ -43,11 +45,11 @@ from ascend_plugin.kubeapi.client import (
     WATCH_TIMEOUT,
     JsonObject,
     Kube,
-    WatchEvent,
     mapping_field,
     string_field,
 )
-from ascend_plugin.kubeapi.errors import Conflict, Gone, KubeError, NotFound
+from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
+from ascend_plugin.kubeapi.reflector import Reflector, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -66,11 +68,6 @@ def _pool(slice_: JsonObject) -> JsonObject:
 def _generation(slice_: JsonObject) -> int:
     value = _pool(slice_).get("generation")
     return value if isinstance(value, int) else 0
-
-
-def _version(obj: JsonObject) -> int | None:
-    text = string_field(mapping_field(obj, "metadata"), "resourceVersion")
-    return int(text) if text.isdigit() else None
 
 
 def _devices(slice_: JsonObject) -> list[JsonObject]:
@@ -153,25 +150,35 @@ class SliceController:
         self.looks = 0  # comparisons of the slices with the chips
         self.in_sync = False  # the published slices matched the chips at the last look
         self.problem = "not published yet"
-        self.slices: dict[str, JsonObject] = {}  # our copy of the node's slices of this driver, by name
-        self._listed = anyio.Event()
-        self._wake = anyio.Event()
+        self._looks = Changes()  # the slices or the chips changed: look again
+        self._slices = Reflector(
+            kube,
+            RESOURCE_SLICES,
+            unchanged,
+            part="ResourceSlices watch",
+            field_selector=f"spec.driver={self.driver},spec.nodeName={node}",
+            changes=self._looks,
+            watch_timeout=watch_timeout,
+        )
         self._node_uid = ""
-        self._selector = f"spec.driver={self.driver},spec.nodeName={node}"
+
+    @property
+    def slices(self) -> Mapping[str, JsonObject]:
+        """Our copy of the node's slices of this driver, by name."""
+        return self._slices.store
 
     # -- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Follow the slices and the chips until cancelled."""
         async with anyio.create_task_group() as group:
-            group.start_soon(self._follow_slices, name="ResourceSlice watch")
+            group.start_soon(self._slices.run, name="ResourceSlice watch")
             group.start_soon(self._follow_chips, name="ResourceSlice chips")
             await self._reconcile_forever()
 
     def wake(self) -> None:
         """Something changed: look again."""
-        wake, self._wake = self._wake, anyio.Event()
-        wake.set()
+        self._looks.bump()
 
     async def _follow_chips(self) -> None:
         version = self.catalog.inventory.version
@@ -179,64 +186,11 @@ class SliceController:
             version = await self.catalog.inventory.wait_for_change(version)
             self.wake()
 
-    async def _follow_slices(self) -> None:
-        """Our copy of the slices: a list, then the watch from there; again after any failure."""
-        retry = Retrier("ResourceSlices watch")
-        while True:
-            try:
-                listing = await self.kube.list(RESOURCE_SLICES, None, self._selector)
-                retry.succeeded()
-                self._replace(listing.items, listing.resource_version)
-                version = listing.resource_version
-                while True:
-                    stream = self.kube.watch(
-                        RESOURCE_SLICES, None, self._selector, version, self.watch_timeout
-                    )
-                    async with aclosing(stream) as events:
-                        async for event in events:
-                            version = event.resource_version or version
-                            self._apply(event)
-            except Gone:
-                log.debug("the ResourceSlice watch expired (410 Gone); listing again")
-            except KubeError as error:
-                await retry.failed(error)
-
-    def _replace(self, items: Sequence[JsonObject], list_version: str) -> None:
-        """A fresh list; what we wrote after the list was taken stays (the watch from there brings it)."""
-        listed = {string_field(mapping_field(item, "metadata"), "name"): item for item in items}
-        taken = int(list_version) if list_version.isdigit() else None
-        for name, obj in self.slices.items():
-            written = _version(obj)
-            if name not in listed and taken is not None and written is not None and written > taken:
-                listed[name] = obj
-        self.slices = listed
-        self._listed.set()
-        self.wake()
-
-    def _apply(self, event: WatchEvent) -> None:
-        if event.type == "BOOKMARK":
-            return
-        name = string_field(mapping_field(event.object, "metadata"), "name")
-        known = self.slices.get(name)
-        if known is not None and (mine := _version(known)) is not None:
-            theirs = _version(event.object)
-            if theirs is not None and theirs < mine:
-                return  # we already hold a newer state (our own write)
-        if event.type == "DELETED":
-            self.slices.pop(name, None)
-        else:
-            self.slices[name] = event.object
-        self.wake()
-
-    def _stored(self, obj: JsonObject) -> None:
-        """What the API server answered to a write goes into our copy at once."""
-        self.slices[string_field(mapping_field(obj, "metadata"), "name")] = obj
-
     async def _reconcile_forever(self) -> None:
         retry = Retrier("ResourceSlices")
-        await self._listed.wait()
+        await self._slices.wait_synced()
         while True:
-            wake = self._wake
+            seen = self._looks.version
             try:
                 again = await self._reconcile()
             except Conflict as conflict:
@@ -254,13 +208,13 @@ class SliceController:
             retry.succeeded()
             self.in_sync, self.problem = True, ""
             if not again:
-                await wake.wait()
+                await self._looks.wait_for_change(seen)
 
     async def _refresh(self, name: str) -> None:
         try:
-            self._stored(await self.kube.get(RESOURCE_SLICES, name))
+            await self._slices.record_read(self.kube.get(RESOURCE_SLICES, name))
         except NotFound:
-            self.slices.pop(name, None)
+            self._slices.record_gone(name)
 
     # -- one comparison ------------------------------------------------------------------------
 
@@ -272,8 +226,9 @@ class SliceController:
         """(this node's pool's slices by name, slices of ours under another pool name)."""
         ours: list[JsonObject] = []
         strays: list[JsonObject] = []
-        for name in sorted(self.slices):
-            slice_ = self.slices[name]
+        slices = self.slices
+        for name in sorted(slices):
+            slice_ = slices[name]
             (ours if string_field(_pool(slice_), "name") == self.node else strays).append(slice_)
         return ours, strays
 
@@ -370,9 +325,8 @@ class SliceController:
             },
             "spec": {"driver": self.driver, "nodeName": self.node, "pool": pool, "devices": devices},
         }
-        stored = await self.kube.create(RESOURCE_SLICES, "", body)
+        stored = await self._slices.record_write(self.kube.create(RESOURCE_SLICES, "", body))
         self.writes += 1
-        self._stored(stored)
         return stored
 
     async def _update(self, current: JsonObject, pool: JsonObject, devices: list[JsonObject]) -> JsonObject:
@@ -382,12 +336,11 @@ class SliceController:
         body["spec"] = spec
         name = string_field(mapping_field(current, "metadata"), "name")
         try:
-            stored = await self.kube.replace(RESOURCE_SLICES, name, "", body)
+            stored = await self._slices.record_write(self.kube.replace(RESOURCE_SLICES, name, "", body))
         except NotFound:
-            self.slices.pop(name, None)
+            self._slices.record_gone(name)
             return await self._create(pool, devices)
         self.writes += 1
-        self._stored(stored)
         return stored
 
     async def _delete(self, slice_: JsonObject) -> None:
@@ -400,4 +353,4 @@ class SliceController:
         with suppress(NotFound):
             await self.kube.delete(RESOURCE_SLICES, name, None, preconditions)
         self.writes += 1
-        self.slices.pop(name, None)
+        self._slices.record_gone(name)

@@ -4,9 +4,12 @@ Volcano's Ascend plugin schedules NPU jobs from ``<prefix><node>`` (by default
 ``kube-system/mindx-dl-deviceinfo-<node>``), so it must follow the inventory
 closely, yet a flapping chip must not turn into a stream of writes to etcd:
 
-* a inventory change that alters the content is written, at most once per
+* an inventory change that alters the content is written, at most once per
   second: changes within that second are coalesced into one write of the latest
-  state;
+  state; the time stamp (UpdateTime, and the CheckCode over it) is no change;
+* a chip that flaps while flap damping holds it out does not alter the content:
+  its verdict keeps the faults it flapped with for as long as it is held
+  (:mod:`~ascend_plugin.inventory.damping`), so it costs no writes;
 * with no change it is rewritten every ``device_info_refresh`` seconds, so its
   UpdateTime shows readers the plugin is alive;
 * in Volcano mode the free list leaves out the chips of active pods

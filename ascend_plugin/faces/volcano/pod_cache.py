@@ -1,66 +1,59 @@
 """A watch cache of this node's pods, with the marks of pods this plugin served.
 
 Allocate must not wait for the API server when it can help it, so candidates
-come from here: one list of ``spec.nodeName=<node>`` pods, then a watch from its
-resourceVersion (renewed when the server ends it, listed again after 410 Gone).
+come from here: a :class:`~ascend_plugin.kubeapi.reflector.Reflector` of the
+``spec.nodeName=<node>`` pods (one list, then a watch from its resourceVersion).
 :meth:`PodCache.list_fresh` lists from the API server for the last attempt of a
 choice and refreshes the cache with what it got.
 
 A pod this plugin served is marked consumed here at once (:meth:`PodCache.consume`),
 before its ``predicate-time`` patch reaches the API server, and the mark outlives
 watch events that still show the old value: a second Allocate never takes the
-same pod, even while the API server is away.
+same pod, even while the API server is away. Once the API server shows the mark
+itself, the cache follows the API server again.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Iterable
-from contextlib import aclosing
-
-import anyio
-
+from ascend_plugin.changes import Changes
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod, parse_pod
-from ascend_plugin.kubeapi.client import PODS, Kube, Listing
-from ascend_plugin.kubeapi.errors import Gone, KubeError, Unreachable
-from ascend_plugin.kubeapi.retry import Retrier
-
-log = logging.getLogger(__name__)
+from ascend_plugin.kubeapi.client import PODS, JsonObject, Kube
+from ascend_plugin.kubeapi.errors import Unreachable
+from ascend_plugin.kubeapi.reflector import Reflector
 
 
 class PodCache:
-    """This node's pods by UID, current with the API server while it answers."""
+    """This node's pods, current with the API server while it answers."""
 
     def __init__(self, node_name: str) -> None:
         self.node_name = node_name
-        self.kube: Kube | None = None  # set by run(), once connected
-        self.synced = False  # True after the first complete list
-        self._pods: dict[str, Pod] = {}
-        self._consumed: set[str] = set()
-        self._version = 0
-        self._changed = anyio.Event()
+        self._changes = Changes()
+        self._consumed: set[str] = set()  # UIDs served here whose mark the API server does not show yet
+        self._pods: Reflector[Pod] | None = None  # set by run(), once connected
 
     @property
     def selector(self) -> str:
         return f"spec.nodeName={self.node_name}"
 
     @property
+    def synced(self) -> bool:
+        """True after the first complete list."""
+        return self._pods is not None and self._pods.synced
+
+    @property
     def version(self) -> int:
-        """Increases whenever a pod appears, changes or goes."""
-        return self._version
+        """Increases whenever a pod appears, changes, goes or is served."""
+        return self._changes.version
 
     async def wait_for_change(self, seen_version: int) -> int:
         """Return the version once it differs from ``seen_version``."""
-        while self._version == seen_version:
-            await self._changed.wait()
-        return self._version
+        return await self._changes.wait_for_change(seen_version)
 
     def pods(self) -> list[Pod]:
-        """The node's pods as last seen."""
-        return list(self._pods.values())
-
-    def get(self, uid: str) -> Pod | None:
-        return self._pods.get(uid)
+        """The node's pods as last seen, with the marks of those served here."""
+        if self._pods is None:
+            return []
+        return [self._marked(pod) for pod in self._pods.store.values()]
 
     def consumed(self, pod: Pod) -> bool:
         """True once this plugin served the pod, whatever the API server says yet."""
@@ -68,74 +61,38 @@ class PodCache:
 
     def consume(self, pod: Pod) -> None:
         """Mark ``pod`` served, here and now (its patch follows)."""
+        # The marks of pods that are gone go with them.
+        self._consumed &= {known.uid for known in self.pods()}
         self._consumed.add(pod.uid)
-        if pod.uid in self._pods:
-            self._pods[pod.uid] = self._pods[pod.uid].with_annotations({PREDICATE_TIME: str(CONSUMED)})
-        self._bump()
+        self._changes.bump()
 
     async def list_fresh(self) -> list[Pod]:
         """The node's pods as the API server lists them now; the cache takes them over."""
-        if self.kube is None:
+        if self._pods is None:
             raise Unreachable("not connected to the API server yet")
-        self._replace(await self.kube.list(PODS, None, self.selector))
+        await self._pods.relist()
         return self.pods()
 
     async def run(self, kube: Kube) -> None:
         """Follow the node's pods forever; API failures are retried with backoff."""
-        self.kube = kube
-        retry = Retrier(f"pods of node {self.node_name}")
-        while True:
-            try:
-                await self._list_and_watch(kube, retry)
-            except Gone:
-                log.debug("watch of the pods of %s expired (410 Gone); listing again", self.node_name)
-            except KubeError as error:
-                await retry.failed(error)
+        self._pods = Reflector(
+            kube,
+            PODS,
+            self._parsed,
+            part=f"pods of node {self.node_name}",
+            field_selector=self.selector,
+            changes=self._changes,
+        )
+        await self._pods.run()
 
-    async def _list_and_watch(self, kube: Kube, retry: Retrier) -> None:
-        listing = await kube.list(PODS, None, self.selector)
-        retry.succeeded()
-        self._replace(listing)
-        version = listing.resource_version
-        while True:
-            async with aclosing(kube.watch(PODS, None, self.selector, version)) as events:
-                async for event in events:
-                    version = event.resource_version or version
-                    if event.type == "BOOKMARK":
-                        continue
-                    pod = parse_pod(event.object)
-                    if event.type == "DELETED":
-                        self._forget([pod.uid])
-                    else:
-                        self._store([pod])
+    def _parsed(self, obj: JsonObject) -> Pod:
+        """A pod as the API server sent it; once it shows our mark, the mark is the API server's."""
+        pod = parse_pod(obj)
+        if pod.uid in self._consumed and pod.annotations.get(PREDICATE_TIME) == str(CONSUMED):
+            self._consumed.discard(pod.uid)
+        return pod
 
-    def _replace(self, listing: Listing) -> None:
-        pods = [parse_pod(item) for item in listing.items]
-        gone = set(self._pods) - {pod.uid for pod in pods}
-        self._forget(gone)
-        self._store(pods)
-        if not self.synced:
-            self.synced = True
-            log.info("following %d pod(s) of node %s", len(pods), self.node_name)
-
-    def _store(self, pods: Iterable[Pod]) -> None:
-        for seen in pods:
-            pod = seen
-            if pod.uid in self._consumed:
-                if pod.annotations.get(PREDICATE_TIME) == str(CONSUMED):
-                    self._consumed.discard(pod.uid)  # the API server has the mark now
-                else:
-                    pod = pod.with_annotations({PREDICATE_TIME: str(CONSUMED)})
-            self._pods[pod.uid] = pod
-        self._bump()
-
-    def _forget(self, uids: Iterable[str]) -> None:
-        for uid in uids:
-            self._pods.pop(uid, None)
-            self._consumed.discard(uid)
-        self._bump()
-
-    def _bump(self) -> None:
-        self._version += 1
-        changed, self._changed = self._changed, anyio.Event()
-        changed.set()
+    def _marked(self, pod: Pod) -> Pod:
+        if pod.uid in self._consumed:
+            return pod.with_annotations({PREDICATE_TIME: str(CONSUMED)})
+        return pod
