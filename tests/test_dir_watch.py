@@ -32,7 +32,7 @@ async def test_each_change_a_kubelet_restart_makes_ends_a_wait(short_tmp: Path) 
         ("a socket bound", lambda: _bind(path)),
         ("the same inode changed (chmod)", lambda: os.chmod(path, 0o600)),
     ]
-    changes = DirectoryChanges(directory)
+    changes = DirectoryChanges(directory, 0.1)
     changes.start()  # creates the directory it watches
     try:
         assert changes.watching
@@ -56,7 +56,7 @@ async def test_each_change_a_kubelet_restart_makes_ends_a_wait(short_tmp: Path) 
 
 
 async def test_without_a_watch_a_wait_is_its_timeout(short_tmp: Path) -> None:
-    changes = DirectoryChanges(short_tmp / "dp")  # never started: plain sleeping
+    changes = DirectoryChanges(short_tmp / "dp", 0.1)  # never started: plain sleeping
     with anyio.fail_after(WAIT):
         await changes.wait(0.01)
     assert not changes.watching

@@ -39,7 +39,7 @@ class FaceSettings:
     directory: Path  # the kubelet's device-plugin directory
     main_resource: str  # the family's resource, whose socket name may be overridden
     socket_name: str | None  # override for the main resource's socket
-    watch_interval: float
+    watch_interval: float  # seconds between looks at the directory where inotify cannot watch it
     preferred_allocation: bool = True
 
 
@@ -88,7 +88,7 @@ class DevicePluginFace:
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
-        self.changes = DirectoryChanges(settings.directory)
+        self.changes = DirectoryChanges(settings.directory, settings.watch_interval)
         self._registered_listeners: list[Callable[[], None]] = []
         self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 
@@ -160,9 +160,7 @@ class DevicePluginFace:
             chooser=self.chooser,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(
-            endpoint, service, resource, settings.watch_interval, changes=self.changes
-        )
+        registrar = KubeletRegistrar(endpoint, service, resource, changes=self.changes)
         registrar.on_registered(self._registered)
         return ResourceServer(resource, service, registrar)
 
