@@ -102,7 +102,7 @@ class _Watch:
     events: ChipBurst | None = None  # fault events not applied yet
     pace: Pace = field(default_factory=lambda: Pace(EVENT_RATE, EVENT_BURST))
     events_due: asyncio.TimerHandle | None = None  # when the waiting events are applied
-    polled_at: float | None = None  # when its last poll started
+    polled_at: float | None = None  # when its last poll started, on the loop's clock
 
 
 @dataclass(frozen=True)
@@ -144,7 +144,8 @@ class HealthMonitor:
         }
         self._severities: dict[int, int] = {}  # fault code -> last severity an event gave it
         self._event_log = FaultEventLog(event_log_interval)
-        self._ticks_from = clock()  # the node-wide ticks of the regular polls: this plus whole intervals
+        # The node-wide ticks of the regular polls, on the loop's clock: this plus whole intervals.
+        self._ticks_from: float | None = None
 
     # -- running -----------------------------------------------------------------------
 
@@ -173,27 +174,34 @@ class HealthMonitor:
 
     async def _watch(self, watch: _Watch) -> None:
         while True:
-            with anyio.move_on_after(self._next_look(watch)):
+            with anyio.CancelScope(deadline=self._next_look(watch)):
                 await watch.wake.wait()
             watch.wake = anyio.Event()
             await self._poll(watch)
 
     def _next_look(self, watch: _Watch) -> float:
-        """Seconds until the chip's next poll: the next tick, or sooner for a timed change."""
+        """When (loop clock) the chip's next poll is due: the next tick, or sooner for a timed change.
+
+        The tick is the very same deadline for every chip, so that the loop
+        wakes once for all of them rather than once for each.
+        """
         now = self.clock()
-        due = [self._next_tick(watch, now)]
+        due = []
         if (expiry := watch.memory.next_expiry()) is not None:
             due.append(expiry)
         if (release := watch.damping.release_due(now, self.policy().damping)) is not None:
             due.append(release)
         if (stuck := self.calls.stuck(watch.chip.phy_id)) is not None:
             due.append(stuck.retry_at)
-        return max(min(due) - now, 0.0)
+        tick = self._next_tick(watch)
+        return min(tick, anyio.current_time() + max(min(due) - now, 0.0)) if due else tick
 
-    def _next_tick(self, watch: _Watch, now: float) -> float:
-        """The first node-wide tick after the chip's last poll (``now`` before its first)."""
+    def _next_tick(self, watch: _Watch) -> float:
+        """The first node-wide tick after the chip's last poll, on the loop's clock."""
         interval = self.policy().interval
-        last = now if watch.polled_at is None else watch.polled_at
+        if self._ticks_from is None:
+            self._ticks_from = anyio.current_time()
+        last = anyio.current_time() if watch.polled_at is None else watch.polled_at
         ticks = (last + TICK_SLACK - self._ticks_from) // interval + 1
         return self._ticks_from + ticks * interval
 
@@ -201,7 +209,7 @@ class HealthMonitor:
 
     async def _poll(self, watch: _Watch) -> None:
         chip = watch.chip
-        started = watch.polled_at = self.clock()
+        started, watch.polled_at = self.clock(), anyio.current_time()
         reads_vnpus = self.inventory.facts.reads_vnpus and self.inventory.get(chip.phy_id) is not None
         try:
             look = await self.calls.run(
