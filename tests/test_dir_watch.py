@@ -11,7 +11,7 @@ import anyio
 import pytest
 from waiting import WAIT
 
-from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
+from ascend_plugin.dir_watch import SAFETY_CHECK, DirectoryChanges
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +32,7 @@ async def test_each_change_a_kubelet_restart_makes_ends_a_wait(short_tmp: Path) 
         ("a socket bound", lambda: _bind(path)),
         ("the same inode changed (chmod)", lambda: os.chmod(path, 0o600)),
     ]
-    changes = DirectoryChanges(directory, 0.1)
+    changes = DirectoryChanges([directory], 0.1)
     changes.start()  # creates the directory it watches
     try:
         assert changes.watching
@@ -56,7 +56,78 @@ async def test_each_change_a_kubelet_restart_makes_ends_a_wait(short_tmp: Path) 
 
 
 async def test_without_a_watch_a_wait_is_its_timeout(short_tmp: Path) -> None:
-    changes = DirectoryChanges(short_tmp / "dp", 0.1)  # never started: plain sleeping
+    changes = DirectoryChanges([short_tmp / "dp"], 0.1)  # never started: plain sleeping
     with anyio.fail_after(WAIT):
         await changes.wait(0.01)
     assert not changes.watching
+
+
+async def _ends(changes: DirectoryChanges, change: Callable[[], object]) -> None:
+    """A wait on ``changes`` ends when ``change`` is made (and not by its timeout)."""
+    ended = anyio.Event()
+
+    async def waiter() -> None:
+        await changes.wait(FOREVER)
+        ended.set()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        change()
+        with anyio.fail_after(WAIT):
+            await ended.wait()
+
+
+async def test_one_watch_covers_several_directories_and_looks_rarely(short_tmp: Path) -> None:
+    plugins, registry = short_tmp / "plugins", short_tmp / "registry"
+    changes = DirectoryChanges([plugins, registry], 0.1)
+    changes.start()
+    try:
+        assert changes.watching
+        assert changes.look_every == SAFETY_CHECK
+        await _ends(changes, lambda: (registry / "driver-reg.sock").write_text(""))
+        await _ends(changes, lambda: (plugins / "dra.sock").write_text(""))
+        await _ends(changes, changes.look_again)  # something else the waiters check has changed
+    finally:
+        changes.close()
+
+
+async def test_a_directory_moved_away_is_polled_until_it_can_be_watched_again(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    directory = short_tmp / "dp"
+    changes = DirectoryChanges([directory], 0.1)
+    changes.start()
+    try:
+        await _ends(changes, lambda: directory.rename(short_tmp / "old"))
+        assert not changes.watching
+        assert changes.look_every == 0.1  # the directory is not there: the look tries and polls
+        lost = [record for record in caplog.records if "was deleted or moved" in record.getMessage()]
+        assert [record.levelname for record in lost] == ["WARNING"]
+        assert lost[0].directories == [str(directory)]
+        directory.mkdir()
+        assert changes.look_every == SAFETY_CHECK  # the next look watches the new directory
+        assert changes.watching
+        await _ends(changes, lambda: (directory / "kubelet.sock").write_text(""))
+    finally:
+        changes.close()
+
+
+async def test_where_inotify_cannot_watch_a_warning_names_the_look_interval(
+    short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    blocker = short_tmp / "file"
+    blocker.write_text("")
+    changes = DirectoryChanges([blocker / "dp"], 0.25)  # a directory inside a file: no watch, ever
+    changes.start()
+    try:
+        assert not changes.watching
+        assert changes.look_every == 0.25
+        warnings = [record for record in caplog.records if record.levelname == "WARNING"]
+        assert len(warnings) == 1
+        assert "looking every 0.25 s instead (kubelet_watch_interval)" in warnings[0].getMessage()
+        assert warnings[0].directories == [str(blocker / "dp")]
+        with anyio.fail_after(WAIT):
+            await changes.wait(0.01)  # plain sleeping
+    finally:
+        changes.close()

@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
@@ -88,7 +88,7 @@ class DevicePluginFace:
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
-        self.changes = DirectoryChanges(settings.directory, settings.watch_interval)
+        self.changes = DirectoryChanges([settings.directory], settings.watch_interval)
         self._registered_listeners: list[Callable[[], None]] = []
         self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 

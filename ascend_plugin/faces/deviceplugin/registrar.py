@@ -39,7 +39,7 @@ from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
-from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
 from ascend_plugin.grpc_sockets import FileStamp, SocketUnavailable, file_stamp

@@ -1,21 +1,23 @@
-"""DirectoryChanges: wake up when anything in the device-plugin directory is created, deleted or moved.
+"""DirectoryChanges: wake up when anything in the kubelet's socket directories is created, deleted or moved.
 
 A kubelet restart is visible only in the file system: our socket deleted, a
 new ``kubelet.sock``. Polling a stat() every 100 ms finds it up to 100 ms
 late, which with the registration after it is more than the plugin may be
 unregistered, and costs ten wake-ups a second on every node for an event of a
-few times a year. So the registrars sleep on this instead: Linux's inotify
-(through libc, no dependency) wakes them within a millisecond of a change.
+few times a year. So the parts that keep sockets there (the device-plugin
+registrars, the DRA driver's socket keeper) sleep on this instead: Linux's
+inotify (through libc, no dependency) wakes them within a millisecond of a
+change in any of their directories.
 
-While inotify watches, the registrars look at the directory on every change
-and, as a safety net, every :data:`SAFETY_CHECK` seconds. Where inotify cannot
-watch (a kernel or C library without it, no watches left, a file system that
-does not report changes), they look every ``poll_interval`` seconds
-(``kubelet_watch_interval``), and a warning says so. When the directory itself
-is deleted, moved or replaced, the watch on it ends: the registrars poll until
-it can be watched again, which every look tries.
+While inotify watches, they look at the directories on every change and, as a
+safety net, every :data:`SAFETY_CHECK` seconds. Where inotify cannot watch (a
+kernel or C library without it, no watches left, a file system that does not
+report changes), they look every ``poll_interval`` seconds
+(``kubelet_watch_interval``), and a warning says so. When a directory itself is
+deleted, moved or replaced, the watch on it ends: they poll until it can be
+watched again, which every look tries.
 
-A wake-up only says "look again": the registrars compare the files' stamps
+A wake-up only says "look again": the parts compare the files' stamps
 themselves, so a change that concerns no one (another plugin's socket, our
 own note) costs one look.
 """
@@ -29,6 +31,7 @@ import errno
 import logging
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -49,10 +52,10 @@ _EVENT = struct.Struct("iIII")  # struct inotify_event: wd, mask, cookie, len; t
 
 
 class DirectoryChanges:
-    """Lets tasks sleep until ``directory`` changes, or at the latest until it is time to look anyway."""
+    """Lets tasks sleep until one of ``directories`` changes, or at the latest until it is time to look."""
 
-    def __init__(self, directory: Path, poll_interval: float) -> None:
-        self.directory = directory
+    def __init__(self, directories: Sequence[Path], poll_interval: float) -> None:
+        self.directories = tuple(directories)
         self.poll_interval = poll_interval
         self._fd: int | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -71,11 +74,17 @@ class DirectoryChanges:
             self._watch(quiet=True)
         return SAFETY_CHECK if self.watching else self.poll_interval
 
+    @property
+    def named(self) -> str:
+        """The directories, as the log names them."""
+        return ", ".join(str(directory) for directory in self.directories)
+
     def start(self) -> None:
-        """Watch the directory (creating it if needed); poll instead, and say so, if inotify cannot."""
+        """Watch the directories (creating them if needed); poll instead, and say so, if inotify cannot."""
         self._loop = asyncio.get_running_loop()
-        with contextlib.suppress(OSError):  # then the watch fails too, and says why
-            self.directory.mkdir(parents=True, exist_ok=True)
+        for directory in self.directories:
+            with contextlib.suppress(OSError):  # then the watch fails too, and says why
+                directory.mkdir(parents=True, exist_ok=True)
         self._watch(quiet=False)
 
     async def wait(self, longest: float) -> None:
@@ -94,7 +103,7 @@ class DirectoryChanges:
 
     def _watch(self, *, quiet: bool) -> None:
         try:
-            fd = _inotify_watch(self.directory)
+            fd = _inotify_watch(self.directories)
         except OSError as error:
             # A directory that is not there yet may come: every look tries again. Any other failure stays.
             self._lost = error.errno == errno.ENOENT
@@ -102,14 +111,14 @@ class DirectoryChanges:
                 log.warning(
                     "inotify cannot watch %s (%s): a kubelet restart is found by looking every %g s "
                     "instead (kubelet_watch_interval)",
-                    self.directory,
+                    self.named,
                     error,
                     self.poll_interval,
-                    extra={"directory": str(self.directory), "error": str(error)},
+                    extra={"directories": [str(d) for d in self.directories], "error": str(error)},
                 )
             return
         if self._lost:
-            log.info("watching %s for changes again", self.directory)
+            log.info("watching %s for changes again", self.named)
             self._lost = False
         self._fd = fd
         assert self._loop is not None
@@ -133,11 +142,11 @@ class DirectoryChanges:
             pass
         if gone:
             log.warning(
-                "%s was deleted or moved: looking for a kubelet restart every %g s until it can be "
-                "watched again",
-                self.directory,
+                "a directory of %s was deleted or moved: looking for a kubelet restart every %g s until "
+                "it can be watched again",
+                self.named,
                 self.poll_interval,
-                extra={"directory": str(self.directory)},
+                extra={"directories": [str(d) for d in self.directories]},
             )
             self._unwatch()
             self._lost = True
@@ -155,8 +164,8 @@ def _watch_ended(data: bytes) -> bool:
     return False
 
 
-def _inotify_watch(directory: Path) -> int:
-    """An inotify descriptor watching ``directory``; OSError when the kernel or libc will not."""
+def _inotify_watch(directories: Sequence[Path]) -> int:
+    """An inotify descriptor watching each of ``directories``; OSError when the kernel or libc will not."""
     libc = ctypes.CDLL(None, use_errno=True)  # the process's own symbols: libc is among them
     if not hasattr(libc, "inotify_init1"):
         raise OSError("this C library has no inotify")
@@ -164,8 +173,9 @@ def _inotify_watch(directory: Path) -> int:
     if fd < 0:
         number = ctypes.get_errno()
         raise OSError(number, os.strerror(number))
-    if libc.inotify_add_watch(fd, os.fsencode(directory), ctypes.c_uint32(_CHANGES)) < 0:
-        number = ctypes.get_errno()
-        os.close(fd)
-        raise OSError(number, os.strerror(number))
+    for directory in directories:
+        if libc.inotify_add_watch(fd, os.fsencode(directory), ctypes.c_uint32(_CHANGES)) < 0:
+            number = ctypes.get_errno()
+            os.close(fd)
+            raise OSError(number, f"{directory}: {os.strerror(number)}")
     return fd
