@@ -3,6 +3,8 @@
 #
 #   docker buildx build --platform linux/arm64,linux/amd64 -t <registry>/ascend-device-plugin:0.1.0 --push .
 #
+# (one manifest list for both; without buildx, and what CI checks of each: docs/deployment.md).
+#
 # No "# syntax=" line, deliberately: it would make BuildKit pull a frontend image
 # from Docker Hub before reading anything else, so no mirror below could help.
 # The engine's built-in frontend has every feature used here.
