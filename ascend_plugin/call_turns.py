@@ -55,11 +55,28 @@ def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], obje
 
 @dataclass(eq=False)
 class Turn:
-    """One job's place: waiting for the turn, holding it, or past it."""
+    """One job's place: waiting for the turn, holding it, or past it.
 
-    submit: Callable[[], None]  # hands the job to its lane's thread
-    refuse: Callable[[], None]  # ends the job unstarted (shutdown)
+    Its two actions are dropped once one of them is done: they hold the job's
+    result to come, which holds this turn (the end is told through it), and
+    a cycle would keep every poll's objects until the garbage collector ran.
+    """
+
+    submit: Callable[[], None] | None  # hands the job to its lane's thread
+    refuse: Callable[[], None] | None  # ends the job unstarted (shutdown)
     in_turn: bool  # False: started at once and answered at once, outside the turns
+
+    def hand_over(self) -> None:
+        """Give the job to its thread (once)."""
+        submit, self.submit, self.refuse = self.submit, None, None
+        if submit is not None:
+            submit()
+
+    def end_unstarted(self) -> None:
+        """End the job without starting it (once)."""
+        refuse, self.submit, self.refuse = self.refuse, None, None
+        if refuse is not None:
+            refuse()
 
 
 class Turns:
@@ -85,7 +102,7 @@ class Turns:
             elif turn.in_turn:
                 self._hold(turn)
         if not waits:
-            turn.submit()
+            turn.hand_over()
         elif self._watchdog is None:
             self._watchdog = self._loop.call_later(self.limit, self._check)
 
@@ -97,7 +114,7 @@ class Turns:
             free = self._holder is None or not turn.in_turn
             wakes = self._take_answered() if free else []
         if following is not None:
-            following.submit()
+            following.hand_over()
         if wakes:
             self._hand_over(wakes)
 
@@ -108,7 +125,7 @@ class Turns:
             following = self._pass_on() if turn is self._holder else None
             wakes = self._take_answered() if self._holder is None else []
         if following is not None:
-            following.submit()
+            following.hand_over()
         for wake in wakes:
             wake()
 
@@ -119,7 +136,7 @@ class Turns:
             for turn in waiting:
                 turn.in_turn = False  # answered at once, not after the holder
         for turn in waiting:
-            turn.refuse()
+            turn.end_unstarted()
 
     # -- with the lock held ---------------------------------------------------------------
 
@@ -169,7 +186,7 @@ class Turns:
             busy = self._holder is not None
             due = self._held_since + self.limit - now
         if following is not None:
-            following.submit()
+            following.hand_over()
         for wake in wakes:
             wake()
         if busy:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import itertools
 import logging
 import queue
@@ -219,8 +220,17 @@ class _Handed:
 
     def wake(self) -> None:
         """On the loop: the job ended (the turns hand this over from the thread)."""
-        if not self.ended.done():
-            self.ended.set_result(None)
+        _end(self.ended)
+
+
+def _end(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
+
+
+def _ended(turns: Turns, turn: Turn, ended: asyncio.Future[None], _: concurrent.futures.Future[Any]) -> None:
+    """The job's future is done (on its thread): the turns tell the loop."""
+    turns.ended(turn, functools.partial(_end, ended))
 
 
 async def _answer(handed: _Handed, limit: float) -> Any:
@@ -372,10 +382,11 @@ class ChipCalls:
                 future.set_exception(CallsClosed(f"driver call {name} refused: shutting down"))
 
         turn = Turn(submit, refuse, in_turn)
-        handed = _Handed(future, calls, turn, asyncio.get_running_loop().create_future())
-        future.add_done_callback(lambda _: self._turns.ended(handed.turn, handed.wake))
-        self._turns.start(handed.turn)
-        return handed
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Nothing the callback holds may hold the future: every poll's objects go as soon as it is answered.
+        future.add_done_callback(functools.partial(_ended, self._turns, turn, ended))
+        self._turns.start(turn)
+        return _Handed(future, calls, turn, ended)
 
     async def _run(self, lane: _Lane, worker: _Worker, name: str, job: Job[T], in_turn: bool) -> T:
         handed = self._hand_over(worker, name, job, in_turn=in_turn)

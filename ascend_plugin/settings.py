@@ -136,7 +136,7 @@ class Settings(BaseSettings):
     kubelet_watch_interval: Annotated[float, Field(gt=0, le=5)] = Field(
         default=0.1,
         description="seconds between looks for a kubelet restart where inotify cannot watch the kubelet's "
-        "socket directories (with inotify a change is seen at once, and they are looked at every 10 s anyway)",
+        "socket directories (with inotify a change is seen at once; they are looked at every 10 s anyway)",
     )
     preferred_allocation: bool = Field(
         default=True,
