@@ -92,10 +92,12 @@ class Workspace:
         env: dict[str, str] | None = None,
         entry: Sequence[str] = ("-m", "ascend_plugin"),
         stderr: IO[bytes] | None = None,
+        cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
         """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command.
 
-        Its log goes to ``stderr`` when given (a file to count lines in), else to this script's.
+        Its log goes to ``stderr`` when given (a file to count lines in), else to this script's. ``cwd``:
+        where it runs (``python -m`` imports from there first: the source tree of another version).
         """
         self.make_device_nodes()
         command = [
@@ -104,7 +106,7 @@ class Workspace:
             "--device-plugin-path", str(self.plugin_dir), "--host-root", str(self.host_root),
             "--http-address", "", "--log-level", "WARNING", *extra,
         ]  # fmt: skip
-        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr)
+        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr, cwd=cwd)
 
 
 def print_command() -> None:

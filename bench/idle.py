@@ -26,6 +26,8 @@ in the process's figures. Then Allocate round trips, one device per call, in
 interleaved rounds against the three processes: the p50 of each and the
 ratio to the Go reference's, with a check that both answer the same bytes.
 ``--threads`` lists the wake-ups of every thread (names from py-spy, where installed).
+``--baseline DIR`` runs the plugin of another source tree (a checkout of the code before a change)
+beside ours in the same window, on the same fake library, so that a change is measured in one run.
 """
 
 from __future__ import annotations
@@ -157,21 +159,27 @@ def _workspace(chips: int) -> tuple[Workspace, Path, KubeletStandIn]:
     return work, lines, kubelet
 
 
-def start_ours(chips: int, kube: bool, library: Path, api: ApiServerThread) -> Subject:
+def start_ours(
+    chips: int, kube: bool, library: Path, api: ApiServerThread, tree: Path | None = None
+) -> Subject:
+    """Our plugin, or with ``tree`` the plugin of that source tree."""
     work, lines, kubelet = _workspace(chips)
     extra = ["--backend", "dcmi", "--dcmi-library", str(library), "--dcmi-allow-untrusted-library"]
     extra += ["--http-address", "127.0.0.1:0"]
     env = {SCENARIO_ENV: str(lines)}
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
+    label = "baseline" if tree is not None else "ours"
     if kube:
-        node = f"idle-{chips}"
+        node = f"idle-{label}-{chips}"
         api.add_node(node)
         extra += ["--kubeconfig", str(api.server.write_kubeconfig(work.root / "kubeconfig"))]
         env["NODE_NAME"] = node
-    subject = Subject(f"ours, Kubernetes {'on' if kube else 'off'}", chips, work, kubelet, None)
-    subject.process = work.start_plugin(*extra, env=env)
+    subject = Subject(f"{label}, Kubernetes {'on' if kube else 'off'}", chips, work, kubelet, None)
+    subject.process = work.start_plugin(*extra, env=env, cwd=tree)
     _registered(kubelet, subject.label)
     if kube:
-        name = f"mindx-dl-deviceinfo-idle-{chips}"
+        name = f"mindx-dl-deviceinfo-{node}"
         deadline = time.monotonic() + WAIT
         while not api.has_configmap(name):
             if time.monotonic() > deadline:
@@ -268,6 +276,7 @@ def main() -> None:
     parser.add_argument("--allocations", type=int, default=2000, help="Allocate calls per process")
     parser.add_argument("--threads", action="store_true", help="list every thread's wake-ups")
     parser.add_argument("--no-go", action="store_true", help="leave the Go reference out")
+    parser.add_argument("--baseline", type=Path, help="also run the plugin of this source tree, beside ours")
     args = parser.parse_args()
 
     library = build_fake_library()
@@ -282,10 +291,11 @@ def main() -> None:
     try:
         starts: list[Callable[[], Subject]] = []
         for chips in args.chips:
-            starts += [
-                lambda c=chips: start_ours(c, False, library, api),
-                lambda c=chips: start_ours(c, True, library, api),
-            ]
+            for tree in [None, args.baseline] if args.baseline else [None]:
+                starts += [
+                    lambda c=chips, t=tree: start_ours(c, False, library, api, t),
+                    lambda c=chips, t=tree: start_ours(c, True, library, api, t),
+                ]
             if binary is not None:
                 starts.append(lambda c=chips, b=binary: start_go(c, library, b))
         for begin in starts:
