@@ -114,15 +114,23 @@ class DirectoryChanges:
                     self.named,
                     error,
                     self.poll_interval,
-                    extra={"directories": [str(d) for d in self.directories], "error": str(error)},
+                    extra={
+                        **self._fields("unavailable"),
+                        "interval": self.poll_interval,
+                        "error": str(error),
+                    },
                 )
             return
         if self._lost:
-            log.info("watching %s for changes again", self.named)
+            log.info("watching %s for changes again", self.named, extra=self._fields("back"))
             self._lost = False
         self._fd = fd
         assert self._loop is not None
         self._loop.add_reader(fd, self._readable)
+
+    def _fields(self, watch: str) -> dict[str, object]:
+        """A log line's fields: the directories, and what became of their watch."""
+        return {"directories": [str(directory) for directory in self.directories], "watch": watch}
 
     def _unwatch(self) -> None:
         if self._fd is None:
@@ -146,7 +154,7 @@ class DirectoryChanges:
                 "it can be watched again",
                 self.named,
                 self.poll_interval,
-                extra={"directories": [str(d) for d in self.directories]},
+                extra={**self._fields("lost"), "interval": self.poll_interval},
             )
             self._unwatch()
             self._lost = True

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
+from log_records import fields, records
 from waiting import WAIT
 
 from ascend_plugin.dir_watch import SAFETY_CHECK, DirectoryChanges
+
+LOGGER = "ascend_plugin.dir_watch"
 
 pytestmark = pytest.mark.anyio
 
@@ -68,39 +73,44 @@ async def _ends(changes: DirectoryChanges, change: Callable[[], object], what: s
     assert ended.is_set(), f"{what} did not end the wait"
 
 
-async def test_one_watch_covers_several_directories_and_looks_rarely(short_tmp: Path) -> None:
-    plugins, registry = short_tmp / "plugins", short_tmp / "registry"
-    changes = DirectoryChanges([plugins, registry], 0.1)
+@asynccontextmanager
+async def watching(directories: list[Path], interval: float) -> AsyncIterator[DirectoryChanges]:
+    changes = DirectoryChanges(directories, interval)
     changes.start()
     try:
+        yield changes
+    finally:
+        changes.close()
+
+
+async def test_one_watch_covers_several_directories_and_looks_rarely(short_tmp: Path) -> None:
+    plugins, registry = short_tmp / "plugins", short_tmp / "registry"
+    async with watching([plugins, registry], 0.1) as changes:
         assert changes.watching
         assert changes.look_every == SAFETY_CHECK
         await _ends(changes, lambda: (registry / "driver-reg.sock").write_text(""))
         await _ends(changes, lambda: (plugins / "dra.sock").write_text(""))
         await _ends(changes, changes.look_again)  # something else the waiters check has changed
-    finally:
-        changes.close()
 
 
 async def test_a_directory_moved_away_is_polled_until_it_can_be_watched_again(
     short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger=LOGGER)
     directory = short_tmp / "dp"
-    changes = DirectoryChanges([directory], 0.1)
-    changes.start()
-    try:
+    async with watching([directory], 0.1) as changes:
         await _ends(changes, lambda: directory.rename(short_tmp / "old"))
         assert not changes.watching
         assert changes.look_every == 0.1  # the directory is not there: the look tries and polls
-        lost = [record for record in caplog.records if "was deleted or moved" in record.getMessage()]
-        assert [record.levelname for record in lost] == ["WARNING"]
-        assert lost[0].directories == [str(directory)]
+        lost = records(caplog, LOGGER, level=logging.WARNING, watch="lost")
+        assert [fields(record, "directories", "interval") for record in lost] == [
+            {"directories": [str(directory)], "interval": 0.1}
+        ]
         directory.mkdir()
         assert changes.look_every == SAFETY_CHECK  # the next look watches the new directory
         assert changes.watching
+        assert len(records(caplog, LOGGER, level=logging.INFO, watch="back")) == 1
         await _ends(changes, lambda: (directory / "kubelet.sock").write_text(""))
-    finally:
-        changes.close()
 
 
 async def test_where_inotify_cannot_watch_a_warning_names_the_look_interval(
@@ -108,16 +118,13 @@ async def test_where_inotify_cannot_watch_a_warning_names_the_look_interval(
 ) -> None:
     blocker = short_tmp / "file"
     blocker.write_text("")
-    changes = DirectoryChanges([blocker / "dp"], 0.25)  # a directory inside a file: no watch, ever
-    changes.start()
-    try:
+    async with watching([blocker / "dp"], 0.25) as changes:  # a directory inside a file: no watch, ever
         assert not changes.watching
         assert changes.look_every == 0.25
-        warnings = [record for record in caplog.records if record.levelname == "WARNING"]
-        assert len(warnings) == 1
-        assert "looking every 0.25 s instead (kubelet_watch_interval)" in warnings[0].getMessage()
-        assert warnings[0].directories == [str(blocker / "dp")]
+        warnings = records(caplog, LOGGER, level=logging.WARNING)
+        assert [fields(record, "directories", "watch", "interval") for record in warnings] == [
+            {"directories": [str(blocker / "dp")], "watch": "unavailable", "interval": 0.25}
+        ]
+        assert "kubelet_watch_interval" in warnings[0].getMessage()  # the setting an operator changes
         with anyio.fail_after(WAIT):
             await changes.wait(0.01)  # plain sleeping
-    finally:
-        changes.close()
