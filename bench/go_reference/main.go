@@ -11,7 +11,8 @@
 // dcmi_get_device_health, dcmi_get_device_errorcode_v2, and the vNPU list
 // (dcmi_get_device_info, VDEV_MNG total resource).
 //
-// It is no product: no re-registration, no Kubernetes side, no fault levels.
+// It is no product: no re-registration, no Kubernetes side, no fault levels, no driver mounts (the
+// benchmark's host has none, and the benchmark checks that both plugins answer Allocate alike).
 // bench/idle.py generates the API code from proto/deviceplugin.proto and the
 // DCMI declarations from backends/dcmi/build_ffi.py into its scratch space and
 // builds this file there, offline, in GOPATH mode over Debian's Go packages.
