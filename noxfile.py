@@ -82,6 +82,7 @@ def bench(session: nox.Session) -> None:
         "bench/kubelet_path.py",
         "bench/health.py",
         "bench/footprint.py",
+        "bench/idle.py",
         "bench/placement.py",
         "bench/fault_policy.py",
         "bench/dra.py",

@@ -144,7 +144,9 @@ class Settings(BaseSettings):
         description="our socket's file name in that directory; default: <resource>.sock",
     )
     kubelet_watch_interval: Annotated[float, Field(gt=0, le=5)] = Field(
-        default=0.1, description="seconds between checks for a kubelet restart"
+        default=0.1,
+        description="seconds between looks for a kubelet restart where inotify cannot watch the kubelet's "
+        "socket directories (with inotify a change is seen at once; they are looked at every 10 s anyway)",
     )
     preferred_allocation: bool = Field(
         default=True,

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import anyio
 
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.claims import ClaimRef
@@ -77,7 +78,7 @@ class DraSettings:
     cdi_spec_dir: Path
     device_taints: bool = False
     kubeconfig: Path | None = None
-    watch_interval: float = 0.1  # seconds between checks that the sockets are in place
+    watch_interval: float = 0.1  # seconds between checks that the sockets are in place, without inotify
     host_root: Path = Path("/")
 
     @classmethod
@@ -178,6 +179,9 @@ class DraFace:
         self.registration = RegistrationService(settings.driver, self.dra_socket)
         self.sockets: RunSockets | None = None  # the current run's
         self.socket_problem = ""  # why a socket cannot be served, while that lasts
+        # Someone deleting a socket wakes the keeper (inotify); it also looks on a timer without it.
+        directories = [settings.plugin_dir, settings.registry_dir]
+        self._changes = DirectoryChanges(directories, settings.watch_interval)
         self.slices: SliceController | None = None
 
     def on_registered(self, listener: Callable[[], None]) -> None:
@@ -246,7 +250,15 @@ class DraFace:
         The kubelet finds the registration socket again by itself. A socket that
         cannot be created (a directory not yet writable, a file in the way) is
         said once, kept for /readyz and retried with backoff until it can be.
+        The keeper sleeps until something changes in the sockets' directories.
         """
+        self._changes.start()
+        try:
+            await self._keep(sockets)
+        finally:
+            self._changes.close()
+
+    async def _keep(self, sockets: RunSockets) -> None:
         attempt = 0
         while True:
             try:
@@ -268,7 +280,7 @@ class DraFace:
             if self.socket_problem:
                 log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempt)
             attempt, self.socket_problem = 0, ""
-            await anyio.sleep(self.settings.watch_interval)
+            await self._changes.wait(self._changes.look_every)
 
     def _socket_failed(self, problem: str, attempt: int, delay: float) -> None:
         """Log a socket failure once; the same failure again only at DEBUG."""
