@@ -25,6 +25,8 @@ then the library is released.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,8 @@ from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
+from ascend_plugin.hot_reset.manager import HotResetManager
+from ascend_plugin.hot_reset.sequence import Shown
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
@@ -70,6 +74,7 @@ class Parts:
     monitor: HealthMonitor
     face: DevicePluginFace | None = None  # serve=device-plugin
     dra: DraFace | None = None  # serve=dra
+    hot_reset: HotResetManager | None = None  # hot_reset on
 
 
 @dataclass(frozen=True)
@@ -91,12 +96,15 @@ class PluginApp:
         freeze_heap: bool = False,
         supervision: Supervision | None = None,
         limits: ProbeLimits = LIMITS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``freeze_heap``: keep the garbage collector off what start-up built (:mod:`ascend_plugin.heap`:
         the daemon does, a process that runs many apps must not). ``supervision`` and ``limits``: when a
-        failing part counts as serving again, and as dead.
+        failing part counts as serving again, and as dead. ``clock``: what hot reset counts its idle time
+        and its budget of resets on (tests move it).
         """
         self.settings = settings
+        self.clock = clock
         self.freeze_heap = freeze_heap
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
@@ -148,6 +156,11 @@ class PluginApp:
     def dra(self) -> DraFace | None:
         """The DRA driver face, once the parts are built (serve=dra)."""
         return self.parts.dra if self.parts is not None else None
+
+    @property
+    def hot_reset(self) -> HotResetManager | None:
+        """The hot-reset manager, once the parts are built (hot_reset on)."""
+        return self.parts.hot_reset if self.parts is not None else None
 
     # -- probes (decided in faces.operations.probes) ---------------------------------------
 
@@ -253,7 +266,9 @@ class PluginApp:
         face.on_registered(self.registered_once.set)
         face.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = face.counters
-        self.parts = Parts(monitor, face=face)
+        held = volcano.held if volcano is not None else None
+        hot_reset = self._hot_reset(node, monitor, face.shown, held)
+        self.parts = Parts(monitor, face=face, hot_reset=hot_reset)
         log.info(
             "serving %d %s chip(s) as %s in %s mode",
             len(inventory.chips()),
@@ -265,13 +280,14 @@ class PluginApp:
             },
         )
         tasks = [RootTask(DEVICE_PLUGIN_PART, face.run, face.problems)]
+        if hot_reset is not None:
+            tasks.append(RootTask("hot reset", hot_reset.run))
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book), cdi.problems))
         if volcano is not None:
             tasks.append(volcano.task)
         if settings.node_name:
             node_name, warnings = settings.node_name, plan.warnings
-            held = volcano.held if volcano is not None else None
             tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings, held)))
         else:
             log.warning(
@@ -281,7 +297,7 @@ class PluginApp:
         return tasks
 
     def _dra_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
-        """The DRA driver face, and the Kubernetes publishers once the kubelet registered it."""
+        """The DRA driver face, hot reset, and the Kubernetes publishers once the kubelet registered it."""
         from ascend_plugin.faces.dra.face import DraFace, DraSettings
 
         inventory = node.inventory
@@ -293,7 +309,8 @@ class PluginApp:
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
-        self.parts = Parts(monitor, dra=dra)
+        hot_reset = self._hot_reset(node, monitor, dra.shown, None)
+        self.parts = Parts(monitor, dra=dra, hot_reset=hot_reset)
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
             len(inventory.chips()),
@@ -302,10 +319,13 @@ class PluginApp:
             dra_settings.node,
             extra={"driver": dra_settings.driver, "pool": dra_settings.node},
         )
-        return [
+        tasks = [
             RootTask(DRA_PART, dra.run, dra.problems),
             RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings, None)),
         ]
+        if hot_reset is not None:
+            tasks.append(RootTask("hot reset", hot_reset.run))
+        return tasks
 
     async def _run_kube(
         self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...], held: HeldChips | None
@@ -322,8 +342,36 @@ class PluginApp:
 
         if self.freeze_heap:
             heap.freeze()  # and the Kubernetes client's, as large again
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=held, notices=notices)
+        inputs = KubeInputs(
+            self.settings,
+            node_name,
+            self.config,
+            inventory,
+            held=held,
+            notices=notices,
+            hot_reset=self.hot_reset,
+        )
         await run_kube(inputs)
+
+    def _hot_reset(
+        self, node: Node, monitor: HealthMonitor, shown: Shown, held: HeldChips | None
+    ) -> HotResetManager | None:
+        """The hot-reset manager, with hot_reset on (it waits for the kubelet to be ``shown``)."""
+        if not self.settings.hot_reset:
+            return None
+        manager = HotResetManager(
+            node.backend,
+            self.calls,
+            node.inventory,
+            held=held,
+            idle=self.settings.hot_reset_idle,
+            look_again=monitor.look_again,
+            shown=shown,
+            reads_annotation=bool(self.settings.node_name),
+            clock=self.clock,
+        )
+        self.metrics_source.hot_reset = manager
+        return manager
 
     def _volcano(self, node: Node, book: OfferBook) -> VolcanoParts:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.

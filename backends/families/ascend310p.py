@@ -9,6 +9,7 @@ from typing import ClassVar, Final
 
 from backends.chips import Chip
 from backends.family_table import FamilyTable
+from backends.library import ResetChannel
 from backends.reset_groups import same_card
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import AICORE, AICPU, JPEGD, JPEGE, MEMORY, VDEC, VENC, VPC, VnpuTemplate
@@ -47,7 +48,7 @@ class Ascend310P(VnpuFamily):
 
     A card is the unit and the reset group: an Atlas 300I Duo's two chips are
     reset together (its driver takes the reset on device 0 only, for the card);
-    a 300I Pro's card holds one.
+    a 300I Pro's card holds one, device 0 too.
     """
 
     TABLE = ASCEND_310P
@@ -55,6 +56,10 @@ class Ascend310P(VnpuFamily):
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return same_card(chip, chips)
+
+    def hot_reset(self, chip: Chip) -> None:
+        """Reset the chip's card through its device 0, the one the driver takes a card's reset on."""
+        self.library.reset(chip.card_id, 0, ResetChannel.INBAND)
 
     def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
         """Huawei's seven 310P templates: AI cores, memory share, AI CPUs and the five media engines.

@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
@@ -40,7 +40,7 @@ class FaceSettings:
     directory: Path  # the kubelet's device-plugin directory
     main_resource: str  # the family's resource, whose socket name may be overridden
     socket_name: str | None  # override for the main resource's socket
-    watch_interval: float
+    watch_interval: float  # seconds between looks at the directory where inotify cannot watch it
     preferred_allocation: bool = True
 
 
@@ -89,7 +89,7 @@ class DevicePluginFace:
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
-        self.changes = DirectoryChanges(settings.directory)
+        self.changes = DirectoryChanges([settings.directory], settings.watch_interval)
         self._registered_listeners: list[Callable[[], None]] = []
 
     @property
@@ -112,6 +112,15 @@ class DevicePluginFace:
         return KubeletCounters(
             stats.allocations, dict(stats.allocation_errors), stats.updates_sent, self.registrations
         )
+
+    async def shown(self, version: int) -> None:
+        """Return once every ListAndWatch stream has sent the kubelet the offers of inventory ``version``.
+
+        A hot reset waits here after taking its chips out, so the kubelet has
+        them Unhealthy before the reset starts.
+        """
+        for server in list(self.servers.values()):
+            await server.service.streams.shown(version)
 
     def problems(self) -> list[str]:
         """The resources the kubelet does not have now, and why; empty while it has every one."""
@@ -177,9 +186,7 @@ class DevicePluginFace:
             chooser=self.chooser,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(
-            endpoint, service, resource, settings.watch_interval, changes=self.changes
-        )
+        registrar = KubeletRegistrar(endpoint, service, resource, changes=self.changes)
         registrar.on_registered(self._registered)
         return ResourceServer(resource, service, registrar)
 

@@ -147,7 +147,7 @@ class DevicePluginService(DevicePluginBase):
         on :meth:`stop`.
         """
         try:
-            with self.streams.open():
+            with self.streams.open() as sight:
                 log.info(
                     "kubelet opened ListAndWatch",
                     extra={"resource": self.resource, "streams": self.open_streams},
@@ -155,6 +155,7 @@ class DevicePluginService(DevicePluginBase):
                 last: ListAndWatchResponse | None = None
                 while not self.streams.stopping:
                     changed = self.streams.next_change()
+                    version = self.book.version
                     current = self.snapshot()
                     # The offers also change for things the kubelet never sees (fault
                     # codes, reasons): send only what changes its view.
@@ -162,6 +163,7 @@ class DevicePluginService(DevicePluginBase):
                         yield current
                         self.stats.updates_sent += 1
                         last = current
+                    sight.showed(version)
                     await changed.wait()
         finally:
             if not self.streams.stopping:

@@ -35,6 +35,7 @@ from pathlib import Path
 import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.claims import ClaimRef
@@ -82,7 +83,7 @@ class DraSettings:
     device_taints: bool | None = None  # None: wherever the API server keeps them
     evict: bool = True  # NoExecute taints for the levels that must stop work
     kubeconfig: Path | None = None
-    watch_interval: float = 0.1  # seconds between checks that the sockets are in place
+    watch_interval: float = 0.1  # seconds between checks that the sockets are in place, without inotify
     host_root: Path = Path("/")
 
     @classmethod
@@ -209,6 +210,9 @@ class DraFace:
         self.registration = RegistrationService(settings.driver, self.dra_socket)
         self.sockets: RunSockets | None = None  # the current run's
         self.socket_problem = ""  # why a socket cannot be served, while that lasts
+        # Someone deleting a socket wakes the keeper (inotify); it also looks on a timer without it.
+        directories = [settings.plugin_dir, settings.registry_dir]
+        self._changes = DirectoryChanges(directories, settings.watch_interval)
         self.slices: SliceController | None = None
 
     @property
@@ -229,6 +233,18 @@ class DraFace:
             claims_unprepared=claims.unprepared,
             prepare_errors=dict(claims.errors),
         )
+
+    async def shown(self, version: int) -> None:
+        """Return once the kubelet's health streams and the ResourceSlices show inventory ``version``.
+
+        A hot reset waits here after taking its chips out. The slices wait for
+        the API server, and the caller bounds the wait; before the client exists
+        nothing is published, and the first slices show the chips as they are then.
+        """
+        if self.sockets is not None:
+            await self.sockets.health.streams.shown(version)
+        if self.slices is not None:
+            await self.slices.published(version)
 
     def problems(self) -> list[str]:
         """What keeps the driver from serving the node now, one line per cause; empty while it does."""
@@ -270,7 +286,15 @@ class DraFace:
         The kubelet finds the registration socket again by itself. A socket that
         cannot be created (a directory not yet writable, a file in the way) is
         said once, kept for /readyz and retried with backoff until it can be.
+        The keeper sleeps until something changes in the sockets' directories.
         """
+        self._changes.start()
+        try:
+            await self._keep(sockets)
+        finally:
+            self._changes.close()
+
+    async def _keep(self, sockets: RunSockets) -> None:
         attempt = 0
         while True:
             try:
@@ -292,7 +316,7 @@ class DraFace:
             if self.socket_problem:
                 log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempt)
             attempt, self.socket_problem = 0, ""
-            await anyio.sleep(self.settings.watch_interval)
+            await self._changes.wait(self._changes.look_every)
 
     def _socket_failed(self, problem: str, attempt: int, delay: float) -> None:
         """Log a socket failure once; the same failure again only at DEBUG."""

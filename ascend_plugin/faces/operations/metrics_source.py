@@ -19,6 +19,7 @@ from typing import Protocol
 
 from ascend_plugin.chip_calls import StuckCall
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.hot_reset.stats import ResetStats
 
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -34,6 +35,15 @@ class ChipMetric:
     ai_cores: float | None
 
 
+@dataclass(frozen=True)
+class HotResetFigures:
+    """Hot reset for the metrics: the resets so far; the chips waiting for their group or an operator."""
+
+    stats: ResetStats
+    waiting: tuple[str, ...] = ()  # devices that need a reset, waiting for their reset group to be free
+    manual: tuple[str, ...] = ()  # devices named in the ResetInfo annotation, waiting for an operator
+
+
 class MetricsSource(Protocol):
     """What the metrics read at scrape time; :class:`~.plugin_source.PluginSource` reads it from the parts."""
 
@@ -42,6 +52,8 @@ class MetricsSource(Protocol):
     def kubelet_counters(self) -> KubeletCounters: ...
 
     def ready(self) -> bool: ...
+
+    def hot_resets(self) -> HotResetFigures | None: ...
 
     def stuck_calls(self) -> Sequence[StuckCall]: ...
 

@@ -5,7 +5,9 @@ abandoned driver calls from :class:`~ascend_plugin.chip_calls.ChipCalls`,
 readiness from the probes (so ``ascend_plugin_ready`` says what /readyz says),
 and the kubelet's counters from the face that serves it: that face is built
 only once the chips are found, so the wiring hands its ``counters`` over then
-(:attr:`PluginSource.kubelet`); until then they are zeros.
+(:attr:`PluginSource.kubelet`); until then they are zeros. The hot-reset
+manager, where hot reset is on, is handed over the same way
+(:attr:`PluginSource.hot_reset`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from collections.abc import Callable, Sequence
 
 from ascend_plugin.chip_calls import ChipCalls, StuckCall
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
-from ascend_plugin.faces.operations.metrics_source import ChipMetric
+from ascend_plugin.faces.operations.metrics_source import ChipMetric, HotResetFigures
 from ascend_plugin.faces.operations.probes import PluginProbes
+from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.discovery import Discovery
 
 
@@ -36,6 +39,7 @@ class PluginSource:
         self.clock = clock
         # The counters of the face serving the kubelet: the device plugin's, or the DRA driver's.
         self.kubelet: Callable[[], KubeletCounters] = KubeletCounters
+        self.hot_reset: HotResetManager | None = None  # with hot_reset on, once the parts are built
 
     def chip_metrics(self) -> Sequence[ChipMetric]:
         node = self.discovery.node
@@ -58,6 +62,17 @@ class PluginSource:
 
     def ready(self) -> bool:
         return self.probes.readiness().ok
+
+    def hot_resets(self) -> HotResetFigures | None:
+        manager, node = self.hot_reset, self.discovery.node
+        if manager is None or node is None:
+            return None
+        table = node.inventory.table
+        return HotResetFigures(
+            manager.stats,
+            tuple(table.chip_id(phy) for phy in sorted(manager.waiting)),
+            tuple(table.chip_id(entry.chip.phy_id) for entry in manager.manual.entries()),
+        )
 
     def stuck_calls(self) -> Sequence[StuckCall]:
         return self.calls.stuck_calls()
