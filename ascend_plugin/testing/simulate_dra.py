@@ -228,7 +228,9 @@ class _Timeline:
         )
 
         def unhealthy(kubelet: Any) -> bool:
-            return bool(kubelet.drivers[DRIVER].health[(NODE, "npu-5")].health == "UNHEALTHY")
+            # The health stream may not have sent its first list yet: no report is not unhealthy.
+            report = kubelet.drivers[DRIVER].health.get((NODE, "npu-5"))
+            return report is not None and bool(report.health == "UNHEALTHY")
 
         await self.kubelet_sees(unhealthy, "npu-5 reported unhealthy")
         report = self.kubelet.drivers[DRIVER].health[(NODE, "npu-5")]
