@@ -35,6 +35,9 @@ from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
+from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.pod_resources import PodResourcesClient
+from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
@@ -74,9 +77,11 @@ class PluginApp:
         self.book: OfferBook | None = None
         self.face: DevicePluginFace | None = None
         self.dra: DraFace | None = None
-        # Volcano mode: the kubelet-ID map and the chips pods hold, shared by the faces.
+        # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
+        self.held = HeldChips()
+        self.holdings: PodHoldings | None = None
+        # Volcano mode: the kubelet-ID map, shared by the faces.
         self.assignments: Assignments | None = None
-        self.held: HeldChips | None = None
         self.volcano: RootTask | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
@@ -166,7 +171,19 @@ class PluginApp:
         host = HostDevices(inventory.table, settings.host_root)
         if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
             self.node, self.monitor = node, monitor
-            await run_root_tasks([RootTask("health monitor", monitor.run), *self._dra_tasks(inventory, host)])
+            from ascend_plugin.faces.dra.names import phy_of
+
+            assert settings.node_name  # Settings refuse serve=dra without it
+            holdings = self._holdings(
+                ChipResolver(claims=ClaimNames(settings.dra_driver_name, settings.node_name, phy_of))
+            )
+            await run_root_tasks(
+                [
+                    RootTask("health monitor", monitor.run),
+                    RootTask("pod holdings", holdings.run),
+                    *self._dra_tasks(inventory, host),
+                ]
+            )
             return
         try:
             plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
@@ -181,7 +198,10 @@ class PluginApp:
         mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
-        chooser = self._volcano(node, book) if settings.volcano else None
+        resolver = ChipResolver(book)
+        holdings = self._holdings(resolver)
+        chooser = self._volcano(node, book, holdings) if settings.volcano else None
+        resolver.chooser = chooser
         face = DevicePluginFace(
             book,
             handover,
@@ -209,7 +229,11 @@ class PluginApp:
         )
         if self.freeze_heap:
             _freeze_the_heap()
-        tasks = [RootTask("health monitor", monitor.run), RootTask("device plugin", face.run)]
+        tasks = [
+            RootTask("health monitor", monitor.run),
+            RootTask("device plugin", face.run),
+            RootTask("pod holdings", holdings.run),
+        ]
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
         if self.volcano is not None:
@@ -259,10 +283,20 @@ class PluginApp:
 
         if self.freeze_heap:
             _freeze_the_heap()  # and the Kubernetes client's, as large again
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=self.held, notices=notices)
+        # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
+        # subtracts the pods it placed itself, and would count held chips twice.
+        held = self.held if self.settings.volcano else None
+        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=held, notices=notices)
         await supervise("kubernetes", lambda: run_kube(inputs))
 
-    def _volcano(self, node: Node, book: OfferBook) -> DeviceChooser:
+    def _holdings(self, resolver: ChipResolver) -> PodHoldings:
+        """Which container holds which chips, from the kubelet's PodResources API (every mode)."""
+        self.holdings = PodHoldings(
+            PodResourcesClient(self.settings.pod_resources_socket), resolver, self.held
+        )
+        return self.holdings
+
+    def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> DeviceChooser:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.
 
         Imported here, before the kubelet registration, and not after it like the
@@ -271,14 +305,14 @@ class PluginApp:
         """
         from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
 
-        self.assignments, self.held = Assignments(), HeldChips()
+        self.assignments = Assignments()
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
             chips=ChipAccess(self.calls, node.backend),
             assignments=self.assignments,
-            held=self.held,
+            holdings=holdings,
         )
         self.volcano = RootTask("volcano", volcano.run)
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)

@@ -279,7 +279,7 @@ class Settings(BaseSettings):
     )
     pod_resources_socket: Path = Field(
         default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
-        description="the kubelet's PodResources socket (Volcano mode: which pod holds which device IDs)",
+        description="the kubelet's PodResources socket: which container holds which chip (every mode)",
     )
 
     # -- operations -------------------------------------------------------------------
