@@ -28,9 +28,10 @@ import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
-from ascend_plugin.faces.operations.http_endpoint import STUCK_IS_DEAD, HttpEndpoint, Probe, Routes
+from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
+from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
@@ -46,7 +47,7 @@ from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
-from ascend_plugin.resilience import RootTask, run_root_tasks, supervise
+from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
 from ascend_plugin.settings import Settings, served_directory
 from backends.errors import ChipError
 
@@ -57,14 +58,25 @@ log = logging.getLogger(__name__)
 
 # The exit code when the settings cannot work with the chips found: the same as for invalid settings.
 EXIT_REFUSED = 2
+# The root tasks the kubelet is served through: readiness needs the one the settings choose running.
+DEVICE_PLUGIN_PART = "device plugin"
+DRA_PART = "DRA driver"
 
 
 class PluginApp:
     """One plugin process's parts, wired together."""
 
-    def __init__(self, settings: Settings, *, freeze_heap: bool = False) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        freeze_heap: bool = False,
+        supervision: Supervision | None = None,
+        limits: ProbeLimits = LIMITS,
+    ) -> None:
         """``freeze_heap``: keep the garbage collector off what start-up built (the daemon does; a
         process that runs many apps, like the tests, must not, or each would pin the garbage before it).
+        ``supervision`` and ``limits``: when a failing part counts as serving again, and as dead.
         """
         self.settings = settings
         self.freeze_heap = freeze_heap
@@ -72,7 +84,15 @@ class PluginApp:
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
         self.lock = InstanceLock(served_directory(settings))
-        self.node: Node | None = None
+        self.supervision = supervision or Supervision()
+        self.probes = PluginProbes(
+            lock=self.lock,
+            discovery=self.discovery,
+            calls=self.calls,
+            supervision=self.supervision,
+            kubelet_part=DRA_PART if settings.serve == "dra" else DEVICE_PLUGIN_PART,
+            limits=limits,
+        )
         self.monitor: HealthMonitor | None = None
         self.book: OfferBook | None = None
         self.face: DevicePluginFace | None = None
@@ -92,44 +112,29 @@ class PluginApp:
         self.config.on_change(self._config_changed)
 
     @property
+    def node(self) -> Node | None:
+        """The node's chips and the backend they are reached through, once discovery found them."""
+        return self.discovery.node
+
+    @property
     def inventory(self) -> Inventory | None:
         """The node's chips, once discovery found them."""
         return self.node.inventory if self.node is not None else None
 
-    # -- probes --------------------------------------------------------------------------
+    # -- probes (decided in faces.operations.probes) ---------------------------------------
 
     @property
     def ready(self) -> bool:
-        """Registered with the kubelet and the chip library answering."""
+        """The node is served: what /readyz says."""
         return self.readiness().ok
 
     def liveness(self) -> Probe:
-        """Alive unless a node-wide driver call has been stuck so long that only a restart can help."""
-        stuck = self.calls.stuck(None)
-        if stuck is not None and stuck.stuck_for(time.monotonic()) > STUCK_IS_DEAD:
-            return Probe(False, stuck.describe(time.monotonic()))
-        return Probe(True, "ok")
+        """Alive unless only a restart can help (/healthz)."""
+        return self.probes.liveness()
 
     def readiness(self) -> Probe:
-        """Ready when registered with the kubelet and the driver answering; otherwise why not."""
-        now = time.monotonic()
-        if not self.lock.held and (self.lock.waiting_since is not None or self.lock.problem):
-            return Probe(False, self.lock.status())
-        if self.node is None:
-            return Probe(False, f"chips not available: {self.discovery.problem}")
-        if (stuck := self.calls.stuck(None)) is not None:
-            return Probe(False, stuck.describe(now))
-        face = self.face if self.face is not None else self.dra
-        if face is None or not face.registered:
-            why = face.last_error if face is not None and face.last_error else "waiting for it"
-            return Probe(False, f"not registered with the kubelet: {why}")
-        chips = self.node.inventory.chips()
-        healthy = sum(1 for state in chips if state.healthy)
-        detail = f"ready: {healthy} of {len(chips)} chips healthy"
-        stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
-        if stuck_chips:
-            detail += "; " + "; ".join(stuck_chips)
-        return Probe(True, detail)
+        """Ready when the node is served; otherwise every cause (/readyz)."""
+        return self.probes.readiness()
 
     # -- running -------------------------------------------------------------------------
 
@@ -146,7 +151,7 @@ class PluginApp:
             tasks.append(RootTask("operations endpoint", self.http.serve_forever))
         try:
             async with anyio.create_task_group() as group:
-                group.start_soon(run_root_tasks, tasks)
+                group.start_soon(run_root_tasks, tasks, self.supervision)
                 await self.stop_requested.wait()
                 await self._shutdown()
                 group.cancel_scope.cancel()
@@ -170,7 +175,7 @@ class PluginApp:
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         host = HostDevices(inventory.table, settings.host_root)
         if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
-            self.node, self.monitor = node, monitor
+            self.monitor = monitor
             from ascend_plugin.faces.dra.names import phy_of
 
             assert settings.node_name  # Settings refuse serve=dra without it
@@ -189,7 +194,7 @@ class PluginApp:
             plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
         except SharingRefused as refused:
             log.error("refusing to start: %s", refused)
-            self.node, self.exit_code = node, EXIT_REFUSED
+            self.exit_code = EXIT_REFUSED
             self.stop()
             return
         for notice in plan.notices:
@@ -216,7 +221,7 @@ class PluginApp:
         )
         face.on_registered(self.registered_once.set)
         face.on_registered(self.lock.keep_note)
-        self.node, self.monitor, self.book, self.face = node, monitor, book, face
+        self.monitor, self.book, self.face = monitor, book, face
         log.info(
             "serving %d %s chip(s) as %s in %s mode",
             len(inventory.chips()),
@@ -231,11 +236,11 @@ class PluginApp:
             _freeze_the_heap()
         tasks = [
             RootTask("health monitor", monitor.run),
-            RootTask("device plugin", face.run),
+            RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
             RootTask("pod holdings", holdings.run),
         ]
         if mode is HandoverMode.CDI:
-            tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book)))
+            tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book), cdi.problems))
         if self.volcano is not None:
             tasks.append(self.volcano)
         if settings.node_name:
@@ -266,7 +271,7 @@ class PluginApp:
             extra={"driver": dra_settings.driver, "pool": dra_settings.node},
         )
         return [
-            RootTask("DRA driver", dra.run),
+            RootTask(DRA_PART, dra.run, dra.problems),
             RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, ())),
         ]
 
@@ -287,7 +292,7 @@ class PluginApp:
         # subtracts the pods it placed itself, and would count held chips twice.
         held = self.held if self.settings.volcano else None
         inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=held, notices=notices)
-        await supervise("kubernetes", lambda: run_kube(inputs))
+        await run_kube(inputs)
 
     def _holdings(self, resolver: ChipResolver) -> PodHoldings:
         """Which container holds which chips, from the kubelet's PodResources API (every mode)."""

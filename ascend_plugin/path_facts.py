@@ -66,7 +66,21 @@ def create_failure(path: Path, error: OSError) -> str:
     if error.errno == errno.EADDRINUSE and path.exists() and not path.is_socket():
         kind = file_kind(path.stat().st_mode)
         return f"cannot create {path}: {kind} is in its place (the plugin replaces only a stale socket)"
+    if (blocker := _not_a_directory(path, error)) is not None:
+        kind = file_kind(blocker.stat().st_mode)
+        return f"cannot create {path}: {blocker} is {kind} where a directory belongs"
     return f"cannot create {path}: {error.strerror or error}"
+
+
+def _not_a_directory(path: Path, error: OSError) -> Path | None:
+    """What stands where a directory ``path`` needs belongs: itself (EEXIST) or a parent (ENOTDIR)."""
+    if error.errno == errno.EEXIST:
+        candidates: tuple[Path, ...] = (path, *path.parents)
+    elif error.errno == errno.ENOTDIR:
+        candidates = tuple(path.parents)
+    else:
+        return None
+    return next((found for found in candidates if found.exists() and not found.is_dir()), None)
 
 
 def connect_failure(path: Path, error: OSError) -> str:

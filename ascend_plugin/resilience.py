@@ -4,71 +4,219 @@ A node throws everything at a device plugin: a driver that is not loaded yet,
 an API server that is away, a kubelet that restarts. No single failure may end
 the process, and none may turn into a tight loop or a flood of log lines. So:
 
-* :class:`Backoff` - delays that double up to a cap, as data;
+* :class:`Backoff` - delays that double up to a cap, as data; with full jitter
+  (each delay drawn at random below its ceiling) where every node of the
+  DaemonSet retries against the same server, so that they do not retry in
+  lockstep after it comes back;
 * :func:`supervise` - runs a part, logs a crash with the part's name and
   restarts it with backoff (a part that ran for a good while starts again from
   the shortest delay: backoff is for crash loops, not for rare failures);
+* :class:`Supervision` - what the supervisors know of every part they run:
+  running or waiting to restart, failing since when, the last error, and what
+  the part itself says keeps it from its job. The probes read it
+  (:mod:`ascend_plugin.faces.operations.probes`);
 * :class:`RootTask` and :func:`run_root_tasks` - the plugin's one list of named,
   supervised parts, started together and cancelled together.
+
+A part supervised inside another (the DRA driver's ResourceSlices, a
+resource's registrar) is recorded in the same :class:`Supervision` as the
+root tasks: it is handed down with the task context, as a task group hands
+down cancellation, so a face needs no parameter to be accounted for.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 
 import anyio
 
 log = logging.getLogger(__name__)
 
+Jitter = Callable[[], float]  # a number in [0, 1): where below its ceiling a delay falls
+
 
 @dataclass(frozen=True)
 class Backoff:
-    """Delays that double from ``first`` up to ``cap`` seconds."""
+    """Delays that double from ``first`` up to ``cap`` seconds.
+
+    With ``jitter`` (``random.random``; a test passes its own) each delay is
+    drawn uniformly between 0 and that ceiling ("full jitter"); without, it is
+    the ceiling itself, for delays an operator is told in advance or a bound
+    the documentation promises.
+    """
 
     first: float
     cap: float
+    jitter: Jitter | None = None
+
+    def ceiling(self, attempt: int) -> float:
+        """The longest delay after failed attempt number ``attempt`` (1-based)."""
+        return float(min(self.first * 2.0 ** max(attempt - 1, 0), self.cap))
 
     def after(self, attempt: int) -> float:
         """The delay after failed attempt number ``attempt`` (1-based)."""
-        return float(min(self.first * 2.0 ** max(attempt - 1, 0), self.cap))
+        ceiling = self.ceiling(attempt)
+        return ceiling if self.jitter is None else ceiling * self.jitter()
 
 
-PART_BACKOFF = Backoff(0.5, 30.0)
+PART_BACKOFF = Backoff(0.5, 30.0, jitter=random.random)
 HEALTHY_RUN = 60.0  # seconds a part must run before its failures count as new
+# Seconds a run must last without failing for a part that failed to count as serving again.
+RECOVERED_AFTER = 10.0
 
 Part = Callable[[], Awaitable[None]]
+# What keeps a part from its job now, one operator-worded line per cause; empty while it does its job.
+Problems = Callable[[], Sequence[str]]
 
 
-async def supervise(name: str, part: Part, backoff: Backoff = PART_BACKOFF) -> None:
-    """Run ``part`` until it returns; log and restart it with backoff whenever it fails."""
+def describe(error: BaseException) -> str:
+    """An error as an operator reads it: the plugin's own errors by their message, others with their type."""
+    text = str(error)
+    if text and type(error).__module__.split(".")[0] in ("ascend_plugin", "backends"):
+        return text
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+@dataclass(frozen=True)
+class PartStatus:
+    """One supervised part as its supervisor sees it now."""
+
+    name: str
+    running: bool  # False while it waits to restart after a failure
+    failing_since: float | None  # the first failure since it last served; None while it serves
+    last_error: str  # its last failure, in operator's words ("" if it never failed)
+    restart_at: float | None  # when it is restarted, while it waits
+    problems: Problems | None  # what the part says keeps it from its job, if it says
+
+    def failing_for(self, now: float) -> float:
+        """Seconds since the first failure of the current streak; 0 while it serves."""
+        return 0.0 if self.failing_since is None else now - self.failing_since
+
+
+@dataclass
+class _Record:
+    """The supervisor's notes on one part, written as it runs and fails."""
+
+    name: str
+    problems: Problems | None
+    started_at: float | None = None  # the current run's start; None while waiting to restart
+    failing_since: float | None = None
+    last_error: str = ""
+    restart_at: float | None = None
+
+    def serving_again(self, now: float, recovered_after: float) -> bool:
+        """The current run has lasted long enough to end the streak of failures."""
+        return self.started_at is not None and now - self.started_at >= recovered_after
+
+
+@dataclass
+class Supervision:
+    """Every part its supervisors run, in the order they started, with their state.
+
+    A part's failures form a streak until one of its runs lasts
+    ``recovered_after`` seconds: a part restarted into a run that fails again
+    at once is still failing, however often it is restarted.
+    """
+
+    clock: Callable[[], float] = time.monotonic
+    recovered_after: float = RECOVERED_AFTER
+    _records: list[_Record] = field(default_factory=list)
+
+    def parts(self) -> list[PartStatus]:
+        """The supervised parts now."""
+        now = self.clock()
+        return [
+            PartStatus(
+                record.name,
+                record.started_at is not None,
+                None if record.serving_again(now, self.recovered_after) else record.failing_since,
+                record.last_error,
+                record.restart_at,
+                record.problems,
+            )
+            for record in self._records
+        ]
+
+    def _join(self, name: str, problems: Problems | None) -> _Record:
+        record = _Record(name, problems)
+        self._records.append(record)
+        return record
+
+    def _leave(self, record: _Record) -> None:
+        self._records.remove(record)
+
+    def _started(self, record: _Record) -> None:
+        record.started_at, record.restart_at = self.clock(), None
+
+    def _failed(self, record: _Record, error: str, delay: float) -> None:
+        now = self.clock()
+        if record.failing_since is None or record.serving_again(now, self.recovered_after):
+            record.failing_since = now
+        record.started_at, record.last_error, record.restart_at = None, error, now + delay
+
+
+_SUPERVISION: ContextVar[Supervision | None] = ContextVar("supervision", default=None)
+
+
+async def supervise(
+    name: str, part: Part, backoff: Backoff = PART_BACKOFF, problems: Problems | None = None
+) -> None:
+    """Run ``part`` until it returns; log and restart it with backoff whenever it fails.
+
+    The part is recorded in the :class:`Supervision` of the context (if any)
+    for as long as this runs; ``problems`` is how it tells what keeps it from
+    its job while it runs.
+    """
+    supervision = (
+        _SUPERVISION.get() or Supervision()
+    )  # unsupervised callers (tests) keep a record nobody reads
+    record = supervision._join(name, problems)
     attempt = 0
-    while True:
-        started = time.monotonic()
-        try:
-            await part()
-            return
-        except Exception:
-            if time.monotonic() - started > HEALTHY_RUN:
-                attempt = 0
-            attempt += 1
-            delay = backoff.after(attempt)
-            log.exception("%s failed; restarting it in %.1f s", name, delay, extra={"part": name})
-            await anyio.sleep(delay)
+    try:
+        while True:
+            supervision._started(record)
+            started = supervision.clock()
+            try:
+                await part()
+                return
+            except Exception as error:
+                if supervision.clock() - started > HEALTHY_RUN:
+                    attempt = 0
+                attempt += 1
+                delay = backoff.after(attempt)
+                supervision._failed(record, describe(error), delay)
+                log.exception("%s failed; restarting it in %.1f s", name, delay, extra={"part": name})
+                await anyio.sleep(delay)
+    finally:
+        supervision._leave(record)
 
 
 @dataclass(frozen=True)
 class RootTask:
-    """A named long-running part of the plugin."""
+    """A named long-running part of the plugin, how it says what keeps it from its job, its backoff."""
 
     name: str
     run: Part
+    problems: Problems | None = None
+    backoff: Backoff = PART_BACKOFF
 
 
-async def run_root_tasks(tasks: Sequence[RootTask]) -> None:
-    """Run every task supervised, side by side, until all return or the caller is cancelled."""
-    async with anyio.create_task_group() as group:
-        for task in tasks:
-            group.start_soon(supervise, task.name, task.run, name=task.name)
+async def run_root_tasks(tasks: Sequence[RootTask], supervision: Supervision | None = None) -> None:
+    """Run every task supervised, side by side, until all return or the caller is cancelled.
+
+    ``supervision`` records them (and every part supervised inside them); without
+    one, the tasks join the supervision of the caller's context.
+    """
+    token = _SUPERVISION.set(supervision) if supervision is not None else None
+    try:
+        async with anyio.create_task_group() as group:
+            for task in tasks:
+                group.start_soon(supervise, task.name, task.run, task.backoff, task.problems, name=task.name)
+    finally:
+        if token is not None:
+            _SUPERVISION.reset(token)

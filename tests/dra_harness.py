@@ -182,9 +182,9 @@ def standin(node: DraNode, apiserver: FakeApiServer, **options: Any) -> DraKubel
 
 
 @asynccontextmanager
-async def running_driver(settings: Settings) -> AsyncIterator[PluginApp]:
-    """A PluginApp with serve=dra running in the background for the duration of the block."""
-    app = PluginApp(settings)
+async def running_driver(settings: Settings, **options: Any) -> AsyncIterator[PluginApp]:
+    """A PluginApp with serve=dra (and ``options``) running in the background for the block."""
+    app = PluginApp(settings, **options)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         try:

@@ -80,15 +80,21 @@ def player_settings(
 
 
 @asynccontextmanager
-async def running_plugin(settings: Settings) -> AsyncIterator[PluginApp]:
-    """A PluginApp running in the background for the duration of the block."""
-    app = PluginApp(settings)
+async def running_plugin(settings: Settings, **options: Any) -> AsyncIterator[PluginApp]:
+    """A PluginApp (with ``options``) running in the background for the duration of the block."""
+    app = PluginApp(settings, **options)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         try:
             yield app
         finally:
             app.stop()
+
+
+def not_ready_with(app: PluginApp, *words: str) -> bool:
+    """Condition: /readyz answers not ready, and its text has every one of ``words``."""
+    probe = app.readiness()
+    return not probe.ok and all(word in probe.detail for word in words)
 
 
 def health_of(resource: str, device: str) -> Callable[[KubeletStandIn], str | None]:

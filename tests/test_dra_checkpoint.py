@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -10,6 +12,7 @@ import pytest
 from ascend_plugin.faces.dra.checkpoint import (
     Checkpoint,
     CheckpointError,
+    CheckpointUnavailable,
     PreparedClaim,
     PreparedDevice,
     parse,
@@ -70,3 +73,57 @@ def test_the_format_is_versioned_and_sorted() -> None:
 def test_a_broken_checkpoint_says_what_is_wrong(text: str, problem: str) -> None:
     with pytest.raises(CheckpointError, match=problem):
         parse(text)
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (
+            lambda path: path.write_bytes(b'{"format": 1, "claims": {"\xff": {}}}'),
+            "not UTF-8 text (byte 26 is 0xff)",
+        ),
+        (lambda path: path.mkdir(), "not a regular file but a directory"),
+        (os.mkfifo, "not a regular file but a named pipe"),
+        (lambda path: path.write_text("[" * 100_000), "not JSON this plugin can read: nested too deeply"),
+        (
+            lambda path: path.write_text('{"format": 1, "claims": {"u": 7}}'),
+            "claim u must be an object, got 7",
+        ),
+        (lambda path: path.symlink_to(path), "a symbolic link that leads nowhere (a loop)"),
+    ],
+    ids=["not-utf8", "directory", "fifo", "deep", "wrong-shape", "link-loop"],
+)
+def test_whatever_cannot_be_decoded_is_moved_aside_and_nothing_is_lost(
+    tmp_path: Path, make: Callable[[Path], object], problem: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint = Checkpoint(tmp_path / "checkpoint.json")
+    make(checkpoint.path)
+    assert checkpoint.load() == {}
+    (aside,) = tmp_path.glob("checkpoint.json.bad-*")
+    assert not checkpoint.path.exists()
+    record = next(r for r in caplog.records if "unusable" in r.getMessage())
+    assert record.problem == problem  # type: ignore[attr-defined]
+    assert record.moved_to == str(aside)  # type: ignore[attr-defined]
+    checkpoint.save({"uid-1": CLAIM})
+    assert checkpoint.load() == {"uid-1": CLAIM}, "the next checkpoint is written where it belongs"
+
+
+def test_a_second_bad_checkpoint_in_the_same_second_goes_beside_the_first(tmp_path: Path) -> None:
+    checkpoint = Checkpoint(tmp_path / "checkpoint.json")
+    checkpoint.path.mkdir()
+    checkpoint.load()
+    checkpoint.path.mkdir()
+    (checkpoint.path / "x").write_text("")
+    checkpoint.load()
+    assert len(list(tmp_path.glob("checkpoint.json.bad-*"))) == 2
+
+
+def test_a_checkpoint_that_cannot_be_read_is_left_where_it_is(tmp_path: Path) -> None:
+    """An I/O error may pass (the file may be fine once the disk answers): nothing moves, the start fails."""
+    failing = tmp_path / "checkpoint.json"
+    failing.symlink_to("/proc/self/mem")  # a regular file whose read fails with EIO, for root too
+    with pytest.raises(CheckpointUnavailable) as raised:
+        Checkpoint(failing).load()
+    assert str(raised.value) == f"cannot read the prepared-claims checkpoint {failing}: Input/output error"
+    assert failing.is_symlink()
+    assert list(tmp_path.iterdir()) == [failing]

@@ -111,8 +111,8 @@ async def test_registration_calls_from_another_uid_are_refused_and_change_nothin
             f"this socket answers only the kubelet, uid 0 (the owner of {dra_node.registry_dir}); pid "
         )
         assert answer["details"].endswith(f"(uid {NOBODY}) is not the kubelet")
-    assert dra_driver.dra.registered
-    assert dra_driver.dra.last_error == ""
+    assert dra_driver.dra.registration.registered
+    assert dra_driver.dra.registration.last_error == ""
     assert "spoofed refusal" not in caplog.text
     refused = [record for record in caplog.records if record.name == "ascend_plugin.grpc_guard.refusal_log"]
     assert refused[0].__dict__["status"] == "PERMISSION_DENIED"

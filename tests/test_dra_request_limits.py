@@ -244,7 +244,7 @@ async def test_the_registration_socket_bounds_the_kubelet_s_error_and_keeps_the_
         "RegistrationStatus.error ('eeeeeeeeeeeeeeeeeeee'...) is 17408 bytes long; registration errors "
         "have at most 16384 characters"
     )
-    assert dra_driver.dra.registered, "a refused request changed the registration"
+    assert dra_driver.dra.registration.registered, "a refused request changed the registration"
 
 
 async def test_the_health_stream_refuses_malformed_requests_too(
@@ -274,8 +274,9 @@ async def test_a_flood_of_bad_calls_logs_one_line_per_peer_per_10_s_with_the_cou
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     assert dra_driver.dra is not None
+    assert dra_driver.dra.sockets is not None
     now = [1000.0]
-    dra_driver.dra.dra_endpoint.refusals.clock = lambda: now[0]
+    dra_driver.dra.sockets.dra.refusals.clock = lambda: now[0]
 
     answers = await anyio.to_thread.run_sync(sockets.call, PREPARE, b"\x0a\xff\x01", 2000)
     assert {answer.code() for answer in answers if isinstance(answer, grpc.RpcError)} == {

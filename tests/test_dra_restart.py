@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from dra_harness import NODE, DraNode, prepare, put_claim, registered, result, running_driver, unprepare
-from waiting import wait_for
+from dra_harness import (
+    NODE,
+    DraNode,
+    prepare,
+    put_claim,
+    registered,
+    result,
+    running_driver,
+    unprepare,
+)
+from waiting import until, wait_for
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -115,4 +125,35 @@ async def test_a_checkpoint_that_cannot_be_written_refuses_the_claim_and_leaves_
         assert dra_node.spec_files() == {}
         (dra_node.plugin_dir / ".checkpoint.json.tmp").rmdir()
         assert (await prepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+    assert claim[2] in json.loads(dra_node.checkpoint.read_text())["claims"]
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda path: path.write_bytes(b'{"format": 1, "claims": {"\xc3\x28": {}}}'), "not UTF-8 text"),
+        (lambda path: path.mkdir(), "not a regular file but a directory"),
+    ],
+    ids=["not-utf8", "directory"],
+)
+async def test_a_checkpoint_that_cannot_be_decoded_is_moved_aside_and_the_driver_serves(
+    dra_node: DraNode,
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    dra_kubelet: DraKubeletStandIn,
+    caplog: pytest.LogCaptureFixture,
+    make: Callable[[Path], object],
+    problem: str,
+) -> None:
+    apiserver.add_node(NODE)
+    dra_node.plugin_dir.mkdir(parents=True)
+    make(dra_node.checkpoint)
+    async with running_driver(dra_node.settings(kubeconfig)) as app:
+        await _run_until_registered(dra_kubelet, 1)
+        claim = put_claim(apiserver, "train", [result("npu-0")])
+        assert (await prepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+        await until(lambda: app.ready, "ready")
+    assert len(list(dra_node.plugin_dir.glob("checkpoint.json.bad-*"))) == 1
+    record = next(r for r in caplog.records if "unusable" in r.getMessage())
+    assert record.problem.startswith(problem)  # type: ignore[attr-defined]
     assert claim[2] in json.loads(dra_node.checkpoint.read_text())["claims"]

@@ -163,7 +163,10 @@ async def test_a_directory_that_cannot_be_created_is_named_then_locked_once_it_c
     async with anyio.create_task_group() as group:
         group.start_soon(lock.acquire)
         await until(lambda: bool(lock.problem), "the lock's problem")
-        assert lock.status() == f"cannot create {blocker / 'device-plugins'}: Not a directory"
+        assert lock.status() == (
+            f"cannot create {blocker / 'device-plugins'}: "
+            f"{blocker} is a regular file where a directory belongs"
+        )
         blocker.unlink()
         await until(lambda: lock.held, "the lock once the directory can be created")
     assert lock.problem == ""

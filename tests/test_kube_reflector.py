@@ -29,7 +29,7 @@ pytestmark = pytest.mark.anyio
 
 NAMESPACE = "kube-system"
 FAULT_CONFIG = "mindx-dl-fault-config"
-BACKOFF = Backoff(0.01, 0.04)
+BACKOFF = Backoff(0.01, 0.04, jitter=lambda: 0.5)  # each wait half its ceiling
 
 
 def configmap(name: str, **data: str) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class Sleeps:
 
 def reflector(kube: Kube, sleeps: Sleeps | None = None, **options: Any) -> Reflector[JsonObject]:
     """The ConfigMaps of kube-system, retried with a short backoff (waits recorded when ``sleeps``)."""
-    retry = Retrier("test ConfigMaps", BACKOFF, sleep=sleeps or anyio.sleep, chance=lambda: 0.5)
+    retry = Retrier("test ConfigMaps", BACKOFF, sleep=sleeps or anyio.sleep)
     return Reflector(
         kube, CONFIGMAPS, unchanged, part="test ConfigMaps", namespace=NAMESPACE, retry=retry, **options
     )
@@ -214,8 +214,8 @@ async def test_a_server_that_answers_410_to_every_watch_is_listed_against_with_b
         await until(lambda: configmaps.retry.failures >= 4, "four refused watches")
         lists = configmaps.lists
     assert lists <= len(sleeps.delays) + 1  # never two lists without a wait between them
-    # Doubling from 0.01 s up to 0.04 s, shortened by the jitter (here always half of its most).
-    assert sleeps.delays[:4] == pytest.approx([0.0075, 0.015, 0.03, 0.03])
+    # Ceilings doubling from 0.01 s up to 0.04 s, each wait drawn below its ceiling (here always half).
+    assert sleeps.delays[:4] == pytest.approx([0.005, 0.01, 0.02, 0.02])
 
 
 async def test_a_dropped_watch_is_watched_again_from_its_version(
@@ -251,9 +251,9 @@ async def test_back_off_not_spin_attempts_are_counted_and_their_waits_grow(
     assert len(apiserver.requests_of("list", "configmaps")) == 4
     assert len(apiserver.requests_of("watch", "configmaps")) == 3
     assert configmaps.retry.failures == 5
-    # Doubling from 0.01 s, shortened by the jitter (here always half of its most): the list's three,
-    # then the watch's two, counted from one again once the list got through.
-    assert sleeps.delays == pytest.approx([0.0075, 0.015, 0.03, 0.0075, 0.015])
+    # Ceilings doubling from 0.01 s, each wait half its ceiling here: the list's three, then the watch's
+    # two, counted from one again once the list got through.
+    assert sleeps.delays == pytest.approx([0.005, 0.01, 0.02, 0.005, 0.01])
 
 
 async def test_a_named_object_that_does_not_exist_yet_comes_and_goes(

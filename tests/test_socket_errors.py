@@ -50,7 +50,9 @@ async def test_a_kubelet_sock_that_is_no_socket_is_named_for_what_it_is(
         assert errors(caplog) == [
             f"registration with the kubelet failed: {expected}; retrying with backoff (next in 0.02 s)"
         ]
-        assert app.readiness().detail == f"not registered with the kubelet: {expected}"
+        assert (
+            app.readiness().detail == f"device plugin: {RESOURCE} not registered with the kubelet: {expected}"
+        )
 
         # The node is fixed: the kubelet comes up on a real socket, and the plugin registers.
         if kubelet_sock.is_dir():
@@ -78,6 +80,14 @@ def test_the_create_failure_names_the_directory_s_mode_owner_and_our_uid(tmp_pat
     )
     assert create_failure(directory / "x.sock", OSError(30, "Read-only file system")) == (
         f"cannot create {directory}/x.sock: {directory} is on a read-only file system (mounted read-only?)"
+    )
+    blocker = tmp_path / "registry"
+    blocker.write_text("")
+    assert create_failure(blocker, FileExistsError(17, "File exists")) == (
+        f"cannot create {blocker}: {blocker} is a regular file where a directory belongs"
+    )
+    assert create_failure(blocker / "x.sock", NotADirectoryError(20, "Not a directory")) == (
+        f"cannot create {blocker}/x.sock: {blocker} is a regular file where a directory belongs"
     )
 
 

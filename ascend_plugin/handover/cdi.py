@@ -6,8 +6,9 @@ device nodes in every Allocate answer is needed. The plugin writes one spec for
 the node: a device per offered device name (``huawei.com/npu=<phy>`` for a
 chip) carrying its device node, and spec-wide edits carrying the family's shared
 nodes and the read-only driver mounts, which apply whenever any of its devices is
-used. It is rewritten when the offered devices change. Allocate answers with the
-fully qualified device names, both as ``cdi_devices`` (kubelets with
+used. It is rewritten when the offered devices change; a write that fails is
+retried with backoff until it succeeds. Allocate answers with the fully
+qualified device names, both as ``cdi_devices`` (kubelets with
 DevicePluginCDIDevices, GA in 1.31) and as the ``cdi.k8s.io/`` annotation older
 kubelets pass to the runtime.
 
@@ -24,15 +25,21 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+import anyio
+
 from ascend_plugin.handover.cdi_version import versioned
 from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.offers.base import DeviceNode, OfferedDevice
 from ascend_plugin.offers.book import OfferBook
+from ascend_plugin.path_facts import create_failure
+from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
 
 ANNOTATION_PREFIX: Final = "cdi.k8s.io/ascend-device-plugin_"
+# Retrying a spec that cannot be written: a directory mounted late is found within half a minute.
+WRITE_BACKOFF: Final = Backoff(0.5, 30.0)
 
 
 def _node(node: DeviceNode) -> dict[str, Any]:
@@ -76,10 +83,14 @@ def write_spec(path: Path, content: Mapping[str, Any]) -> None:
 class CdiSpec:
     """The node's CDI spec: what it says, where it lives, the names it hands out."""
 
-    def __init__(self, kind: str, spec_dir: Path, host: HostDevices) -> None:
+    def __init__(
+        self, kind: str, spec_dir: Path, host: HostDevices, backoff: Backoff = WRITE_BACKOFF
+    ) -> None:
         self.kind = kind
         self.path = spec_dir / f"{kind.replace('/', '-')}.json"
         self.host = host
+        self.backoff = backoff
+        self.problem = ""  # why the last write failed, until one succeeds
 
     def qualified(self, name: str) -> str:
         """The fully qualified CDI device name, ``<kind>=<name>``."""
@@ -94,15 +105,21 @@ class CdiSpec:
         """The spec as the runtime reads it."""
         return spec_content(self.kind, {device.cdi_name: device.node for device in devices}, self.host)
 
-    async def keep_written(self, book: OfferBook) -> None:
-        """Write the spec now and again whenever its content changes, until the inventory closes.
+    def problems(self) -> list[str]:
+        """Why the spec on disk may not be what Allocate hands out names of; empty once it is written."""
+        return [self.problem] if self.problem else []
 
-        A failure is logged, not fatal: without the spec, containers given NPUs
-        fail to start, but the kubelet side still serves, so the log line (and
-        the fix it names) is what matters; the next change tries again.
+    async def keep_written(self, book: OfferBook) -> None:
+        """Write the spec now and whenever its content changes, until the inventory closes.
+
+        A failure is not fatal: without the spec, containers given NPUs fail to
+        start, but the kubelet side still serves. It is logged once (a repeat at
+        DEBUG), kept for /readyz, and the write is tried again with backoff, or
+        at once when the offers change, until it succeeds.
         """
         written: dict[str, Any] | None = None
         version = -1
+        attempt = 0
         while not book.inventory.closed:
             devices = [device for devices in book.resources().values() for device in devices]
             content = self.content(devices)
@@ -110,17 +127,33 @@ class CdiSpec:
                 try:
                     self.write(devices)
                 except OSError as error:
-                    log.error(
-                        "cannot write the CDI spec %s: %s; containers given NPUs will not start until it "
-                        "exists. Mount the runtime's CDI directory (/var/run/cdi) writable, or set "
-                        "cdi_spec_dir",
-                        self.path,
-                        error.strerror,
+                    attempt += 1
+                    delay = self.backoff.after(attempt)
+                    self._failed(error, attempt, delay)
+                    with anyio.move_on_after(delay):
+                        version = await book.wait_for_change(version)
+                    continue
+                if attempt:
+                    log.info(
+                        "the CDI spec %s can be written again after %d failed attempt(s)", self.path, attempt
                     )
-                else:
-                    written = content
-                    log.info("wrote the CDI spec", extra={"path": str(self.path), "kind": self.kind})
+                written, attempt, self.problem = content, 0, ""
+                log.info("wrote the CDI spec", extra={"path": str(self.path), "kind": self.kind})
             version = await book.wait_for_change(version)
+
+    def _failed(self, error: OSError, attempt: int, delay: float) -> None:
+        """Log a failed write once; the same failure again only at DEBUG."""
+        where = Path(error.filename) if error.filename else self.path
+        problem = f"cannot write the CDI spec {self.path}: {create_failure(where, error)}"
+        log.log(
+            logging.DEBUG if problem == self.problem else logging.ERROR,
+            "%s; containers given NPUs will not start until it exists. Mount the runtime's CDI directory "
+            "(/var/run/cdi) writable, or set cdi_spec_dir; retrying in %.1f s",
+            problem,
+            delay,
+            extra={"path": str(self.path), "attempt": attempt},
+        )
+        self.problem = problem
 
     def write(self, devices: Sequence[OfferedDevice]) -> None:
         """Write the spec atomically."""

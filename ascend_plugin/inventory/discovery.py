@@ -90,9 +90,18 @@ class Discovery:
         self.calls = calls
         self.backoff = backoff
         self.problem = "starting"  # why there are no chips yet, for /readyz
+        self.node: Node | None = None  # what was found: once found, the process's for good
 
     async def run(self) -> Node:
-        """The node's backend and inventory, once the library answers."""
+        """The node's backend and inventory, once the library answers.
+
+        The chips are found once per process: asked again (a part restarted by
+        its supervisor), it returns the same node, whose library stays
+        initialised, instead of initialising the library a second time and
+        leaving the first session open.
+        """
+        if self.node is not None:
+            return self.node
         attempt = 0
         last_problem = ""
         while True:
@@ -115,7 +124,8 @@ class Discovery:
                 last_problem = problem
                 self.problem = problem
                 await anyio.sleep(delay)
-        return Node(backend, await self._gather_facts(backend, chips))
+        self.node = Node(backend, await self._gather_facts(backend, chips))
+        return self.node
 
     async def _attempt(self) -> tuple[ChipBackend, list[Chip]]:
         session = LibrarySession(self.settings.open_library())

@@ -27,10 +27,9 @@ from ascend_plugin.resilience import Backoff
 log = logging.getLogger(__name__)
 
 # The API server is usually back within seconds (a control-plane restart); the
-# cap keeps catching up after a longer outage within a quarter of a minute.
-KUBE_BACKOFF = Backoff(0.5, 15.0)
-# Each wait is the backoff's delay shortened by a random part of up to this much of it.
-JITTER = 0.5
+# cap keeps catching up after a longer outage within a quarter of a minute. Full
+# jitter: every node of the DaemonSet retries the same server, and not all at once.
+KUBE_BACKOFF = Backoff(0.5, 15.0, jitter=random.random)
 
 # Problems that do not go away by waiting: someone has to change RBAC or config.
 _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
@@ -44,34 +43,28 @@ class Retrier:
         part: str,
         backoff: Backoff = KUBE_BACKOFF,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        chance: Callable[[], float] = random.random,
     ) -> None:
         self.part = part
         self.backoff = backoff
         self.sleep = sleep
-        self.chance = chance  # a number in [0, 1): how much of the jitter a wait gets
         self.attempt = 0  # failed attempts since the last success
         self.failures = 0  # failed attempts in all
-        self._last_problem = ""
+        self.problem = ""  # the last failure, as logged; empty once the part gets through
 
     def succeeded(self) -> None:
         """The part got through to the API server: reset the backoff."""
         if self.attempt:
             log.info("%s: the API server answers again", self.part, extra={"part": self.part})
         self.attempt = 0
-        self._last_problem = ""
-
-    def delay(self, attempt: int) -> float:
-        """The wait after failed attempt number ``attempt``: the backoff's, less a random part."""
-        return self.backoff.after(attempt) * (1.0 - JITTER * self.chance())
+        self.problem = ""
 
     async def failed(self, error: KubeError) -> None:
         """Log ``error`` (once per distinct problem) and wait before the next attempt."""
         self.attempt += 1
         self.failures += 1
-        delay = self.delay(self.attempt)
+        delay = self.backoff.after(self.attempt)
         problem = str(error)
-        if problem == self._last_problem:
+        if problem == self.problem:
             level = logging.DEBUG
         elif isinstance(error, _OPERATOR_PROBLEMS):
             level = logging.ERROR
@@ -85,7 +78,7 @@ class Retrier:
             delay,
             extra={"part": self.part, "attempt": self.attempt, "error": type(error).__name__},
         )
-        self._last_problem = problem
+        self.problem = problem
         await self.sleep(delay)
 
 

@@ -106,6 +106,16 @@ class DevicePluginFace:
         """Call ``listener()`` after every successful registration of any resource."""
         self._registered_listeners.append(listener)
 
+    def problems(self) -> list[str]:
+        """The resources the kubelet does not have now, and why; empty while it has every one."""
+        if not self.servers:
+            return ["no resource is served yet"]
+        return [
+            f"{resource} not registered with the kubelet: {server.registrar.last_error or 'waiting for it'}"
+            for resource, server in sorted(self.servers.items())
+            if not server.registrar.registered
+        ]
+
     async def run(self) -> None:
         """Follow the offers until the inventory closes, then stop every server."""
         self.changes.start()

@@ -107,13 +107,16 @@ class KubeletRegistrar:
         self._registered_listeners.append(listener)
 
     async def run(self) -> None:
-        """Register, watch, re-register; forever."""
-        while True:
-            stamp = await self._register_with_retries()
-            self.registered = True
-            reason = await self._watch(stamp)
+        """Register, watch, re-register; forever (a run that fails is registered no more)."""
+        try:
+            while True:
+                stamp = await self._register_with_retries()
+                self.registered = True
+                reason = await self._watch(stamp)
+                self.registered = False
+                log.warning("re-registering with the kubelet: %s", reason, extra={"reason": reason})
+        finally:
             self.registered = False
-            log.warning("re-registering with the kubelet: %s", reason, extra={"reason": reason})
 
     # -- registering --------------------------------------------------------------
 

@@ -7,17 +7,22 @@ kubelet hears that it is prepared: a temporary file beside the checkpoint,
 flushed to disk, renamed over it, and the directory flushed too, so that after a
 crash the file is the old content or the new, never half of each.
 
-A checkpoint that cannot be read as one is moved aside (``checkpoint.json.bad-<time>``)
-with an error naming it, and the plugin starts without: losing the record of
-prepared claims is bad, refusing to serve the kubelet (which then cannot
-unprepare anything) is worse.
+A checkpoint that cannot be decoded as one, for whatever reason (cut short,
+not JSON, not UTF-8, the wrong shape, a directory or a pipe in its place), is
+moved aside (``checkpoint.json.bad-<time>``) with an error naming it, and the
+plugin starts without: losing the record of prepared claims is bad, refusing
+to serve the kubelet (which then cannot unprepare anything) is worse. A file
+that cannot be read at all (an I/O error) is not moved: it may be fine once
+the disk answers, so the start fails and is retried.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
+import stat
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,6 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ascend_plugin.faces.dra.claims import ClaimRef
+from ascend_plugin.path_facts import file_kind
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +39,10 @@ FORMAT: Final = 1
 
 class CheckpointError(Exception):
     """The checkpoint file exists but does not hold prepared claims in our format."""
+
+
+class CheckpointUnavailable(Exception):
+    """The checkpoint cannot be read, or a broken one cannot be moved aside; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -114,6 +124,8 @@ def parse(text: str) -> dict[str, PreparedClaim]:
         data = json.loads(text)
     except ValueError as error:
         raise CheckpointError(f"not JSON: {error}") from None
+    except RecursionError:
+        raise CheckpointError("not JSON this plugin can read: nested too deeply") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"not a checkpoint of format {FORMAT} (an object with format: {FORMAT})")
     claims = data.get("claims")
@@ -135,25 +147,65 @@ class Checkpoint:
         self.path = path
 
     def load(self) -> dict[str, PreparedClaim]:
-        """The prepared claims; none when there is no file; a bad file is moved aside (logged)."""
+        """The prepared claims; none when there is no file; what cannot be decoded is moved aside (logged).
+
+        Raises CheckpointUnavailable when the file cannot be read, or moved aside
+        (the disk, the mount): the start fails and is retried, and nothing is lost.
+        """
         try:
-            text = self.path.read_text(encoding="utf-8")
+            claims = parse(self._text())
         except FileNotFoundError:
             return {}
-        try:
-            return parse(text)
         except CheckpointError as error:
-            aside = self.path.with_name(f"{self.path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}")
-            os.replace(self.path, aside)
-            log.error(
-                "the prepared-claims checkpoint %s is unusable (%s); moved it to %s and starting without: "
-                "claims prepared before are unknown, so unpreparing them removes nothing and a device "
-                "may be prepared for two claims until their pods end",
-                self.path,
-                error,
-                aside,
-            )
+            self._move_aside(error)
             return {}
+        except OSError as error:
+            raise CheckpointUnavailable(
+                f"cannot read the prepared-claims checkpoint {self.path}: {error.strerror or error}"
+            ) from error
+        return claims
+
+    def _text(self) -> str:
+        """The file's text; CheckpointError when what is there is no UTF-8 text file."""
+        try:
+            mode = os.stat(self.path).st_mode
+        except OSError as error:
+            if error.errno == errno.ELOOP:
+                raise CheckpointError("a symbolic link that leads nowhere (a loop)") from None
+            raise
+        if not stat.S_ISREG(mode):  # a directory, a FIFO (reading it would block), a socket, a device
+            raise CheckpointError(f"not a regular file but {file_kind(mode)}")
+        data = self.path.read_bytes()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise CheckpointError(
+                f"not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x})"
+            ) from None
+
+    def _move_aside(self, error: CheckpointError) -> None:
+        stamp = f"{self.path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}"
+        aside = self.path.with_name(stamp)
+        number = 0
+        while aside.exists() or aside.is_symlink():  # never over an earlier one moved aside
+            number += 1
+            aside = self.path.with_name(f"{stamp}-{number}")
+        try:
+            os.replace(self.path, aside)
+        except OSError as failure:
+            raise CheckpointUnavailable(
+                f"the prepared-claims checkpoint {self.path} is unusable ({error}) and cannot be moved "
+                f"aside to {aside.name}: {failure.strerror or failure}"
+            ) from failure
+        log.error(
+            "the prepared-claims checkpoint %s is unusable (%s); moved it to %s and starting without: "
+            "claims prepared before are unknown, so unpreparing them removes nothing and a device "
+            "may be prepared for two claims until their pods end",
+            self.path,
+            error,
+            aside,
+            extra={"checkpoint": str(self.path), "moved_to": str(aside), "problem": str(error)},
+        )
 
     def save(self, claims: Mapping[str, PreparedClaim]) -> None:
         """Write ``claims`` so that the file is always either the old or the new content (blocking)."""

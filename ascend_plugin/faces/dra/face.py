@@ -1,21 +1,28 @@
 """DraFace: the DRA driver of this node, as one part of the plugin.
 
-Start-up: the checkpoint is read (and every prepared claim's CDI spec put back
-if it went), the DRA socket serves the DRA services and the health stream,
-the registration socket serves the plugin watcher, and then, side by side:
+A run: the checkpoint is read (and every prepared claim's CDI spec put back
+if it went), and then, side by side:
 
-* the sockets are kept in place (re-created if someone deletes one);
+* the DRA socket serves the DRA services and the health stream, the
+  registration socket serves the plugin watcher, and both are kept in place (a
+  socket that cannot be created yet is retried with backoff, one someone
+  deletes is re-created);
 * the health stream hears of every change of the chips;
 * the API client is made and the ResourceSlices are published and kept.
+
+A run builds its own sockets and health stream (:class:`RunSockets`) and
+closes them when it ends, however it ends, so a run its supervisor restarts
+after a failure serves again. What the driver cannot do meanwhile (a socket,
+the registration, the slices) it says through :meth:`DraFace.problems`.
 
 Nothing the kubelet calls waits for the API server except the first Prepare
 of a claim, which has to read it: the sockets are served before the client
 exists, Unprepare and a repeated Prepare are answered from the checkpoint.
 
-Shutdown: the health streams end, the registration socket goes (the plugin
-watcher deregisters the driver), then the DRA socket. The slices stay: a
-restarted plugin adopts them, and the kubelet removes them itself if the
-driver stays away.
+The end of a run, and shutdown: the health streams end, the registration
+socket goes (the plugin watcher deregisters the driver), then the DRA socket.
+The slices stay: a restarted plugin adopts them, and the kubelet removes them
+itself if the driver stays away.
 """
 
 from __future__ import annotations
@@ -39,17 +46,20 @@ from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
+from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint, SocketUnavailable
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
-from ascend_plugin.resilience import supervise
+from ascend_plugin.resilience import Backoff, supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
 
 log = logging.getLogger(__name__)
 
 STREAM_END_WAIT = 2.0  # seconds to let the kubelet see the health streams end before the socket goes
+# Retrying a socket that cannot be created: soon at first (a directory mounted late), then every 10 s.
+SOCKET_BACKOFF = Backoff(0.1, 10.0)
 
 
 @dataclass(frozen=True)
@@ -107,6 +117,42 @@ class ApiClaims:
             ) from None
 
 
+class RunSockets:
+    """One run's sockets and health stream: made when a run starts, closed for good when it ends.
+
+    A run that ends, by a failure or at shutdown, closes what it served (the
+    kubelet sees the health streams end and the driver go); the next run makes
+    its own and serves again.
+    """
+
+    def __init__(self, face: DraFace) -> None:
+        self.health = DeviceHealthService(face.inventory, face.settings.node)
+        registry = face.settings.registry_dir
+        self.dra = GuardedEndpoint(
+            [face.service, DraPluginV1beta1(face.service), self.health],
+            face.dra_socket,
+            "the DRA driver API",
+            dra_rules(registry),
+        )
+        self.registration = GuardedEndpoint(
+            [face.registration],
+            face.registration_socket,
+            "the DRA driver's registration",
+            registration_rules(registry),
+        )
+        self.started: set[SocketEndpoint] = set()
+
+    @property
+    def endpoints(self) -> tuple[SocketEndpoint, SocketEndpoint]:
+        """The DRA socket first: the kubelet dials it as soon as the registration socket answers."""
+        return self.dra, self.registration
+
+    @property
+    def serving(self) -> bool:
+        """Both sockets are in place."""
+        return all(endpoint.serving for endpoint in self.endpoints)
+
+
 class DraFace:
     """The registration and DRA sockets, the preparer, the health stream and the ResourceSlices."""
 
@@ -123,47 +169,44 @@ class DraFace:
             checkpoint=Checkpoint(settings.plugin_dir / CHECKPOINT),
             source=self.claims,
         )
-        service = DraPluginV1(self.preparer)
-        self.health = DeviceHealthService(inventory, settings.node)
-        self.dra_endpoint = GuardedEndpoint(
-            [service, DraPluginV1beta1(service), self.health],
-            settings.plugin_dir / DRA_SOCKET,
-            "the DRA driver API",
-            dra_rules(settings.registry_dir),
-        )
-        self.registration = RegistrationService(settings.driver, self.dra_endpoint.path)
-        self.registration_endpoint = GuardedEndpoint(
-            [self.registration],
-            settings.registry_dir / registration_socket(settings.driver),
-            "the DRA driver's registration",
-            registration_rules(settings.registry_dir),
-        )
+        self.service = DraPluginV1(self.preparer)
+        self.dra_socket = settings.plugin_dir / DRA_SOCKET
+        self.registration_socket = settings.registry_dir / registration_socket(settings.driver)
+        self.registration = RegistrationService(settings.driver, self.dra_socket)
+        self.sockets: RunSockets | None = None  # the current run's
+        self.socket_problem = ""  # why a socket cannot be served, while that lasts
         self.slices: SliceController | None = None
         self._stopping = False
-
-    @property
-    def registered(self) -> bool:
-        """The kubelet confirmed the registration (and has not refused a later one)."""
-        return self.registration.registered
-
-    @property
-    def last_error(self) -> str:
-        """The kubelet's reason for its last refusal, if any."""
-        return self.registration.last_error
 
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
 
+    def problems(self) -> list[str]:
+        """What keeps the driver from serving the node now, one line per cause; empty while it does."""
+        found = []
+        if self.socket_problem:
+            found.append(self.socket_problem)
+        elif self.sockets is None or not self.sockets.serving:
+            found.append("its sockets are not served yet")
+        elif not self.registration.registered:
+            found.append(
+                f"not registered with the kubelet: {self.registration.last_error or 'waiting for it'}"
+            )
+        if self.slices is None:
+            found.append("ResourceSlices not published yet: the API client is not set up (see the log)")
+        elif not self.slices.in_sync:
+            found.append(f"ResourceSlices of pool {self.settings.node} not up to date: {self.slices.problem}")
+        return found
+
     async def run(self) -> None:
-        """Serve until the inventory closes, then stop."""
+        """Serve until the inventory closes; whatever ends the run, what it served is closed."""
+        sockets = self.sockets = RunSockets(self)
         try:
-            await self.preparer.restore()
-            await self.dra_endpoint.start()
-            await self.registration_endpoint.start()
+            await self.preparer.restore()  # before any socket: the kubelet may unprepare at once
             async with anyio.create_task_group() as group:
-                group.start_soon(supervise, "DRA sockets", self._keep_sockets)
-                group.start_soon(supervise, "DRA health stream", self._follow_chips)
+                group.start_soon(supervise, "DRA sockets", lambda: self._keep_sockets(sockets))
+                group.start_soon(supervise, "DRA health stream", lambda: self._follow_chips(sockets))
                 group.start_soon(supervise, "ResourceSlices", self._publish)
                 version = -1
                 while not self.inventory.closed:
@@ -171,22 +214,54 @@ class DraFace:
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await self.stop()
+                await self._close(sockets)
 
-    async def _keep_sockets(self) -> None:
-        """Put back a socket someone deleted (the kubelet finds the registration socket again by itself)."""
+    async def _keep_sockets(self, sockets: RunSockets) -> None:
+        """Serve both sockets and keep them in place, putting back one someone deleted.
+
+        The kubelet finds the registration socket again by itself. A socket that
+        cannot be created (a directory not yet writable, a file in the way) is
+        said once, kept for /readyz and retried with backoff until it can be.
+        """
+        attempt = 0
         while not self._stopping:
-            for endpoint in (self.dra_endpoint, self.registration_endpoint):
-                if not endpoint.serving and not self._stopping:
-                    log.warning("%s was removed; serving it again", endpoint.path)
-                    await endpoint.start()
+            try:
+                for endpoint in sockets.endpoints:
+                    if not endpoint.serving and not self._stopping:
+                        if endpoint in sockets.started:  # said once, however long re-creating it takes
+                            sockets.started.discard(endpoint)
+                            log.warning("%s was removed; serving it again", endpoint.path)
+                        await endpoint.start()
+                        sockets.started.add(endpoint)
+            except EndpointStopped:
+                return  # shutdown closed it meanwhile
+            except SocketUnavailable as error:
+                attempt += 1
+                delay = SOCKET_BACKOFF.after(attempt)
+                self._socket_failed(str(error), attempt, delay)
+                await anyio.sleep(delay)
+                continue
+            if self.socket_problem:
+                log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempt)
+            attempt, self.socket_problem = 0, ""
             await anyio.sleep(self.settings.watch_interval)
 
-    async def _follow_chips(self) -> None:
+    def _socket_failed(self, problem: str, attempt: int, delay: float) -> None:
+        """Log a socket failure once; the same failure again only at DEBUG."""
+        log.log(
+            logging.DEBUG if problem == self.socket_problem else logging.ERROR,
+            "%s; retrying in %.1f s",
+            problem,
+            delay,
+            extra={"attempt": attempt, "error": problem},
+        )
+        self.socket_problem = problem
+
+    async def _follow_chips(self, sockets: RunSockets) -> None:
         version = self.inventory.version
         while not self.inventory.closed:
             version = await self.inventory.wait_for_change(version)
-            self.health.notify()
+            sockets.health.notify()
 
     async def _publish(self) -> None:
         kube = await connect_retrying(self.settings.kubeconfig, "DRA driver: Kubernetes client")
@@ -201,11 +276,17 @@ class DraFace:
             with anyio.CancelScope(shield=True):
                 await kube.close()
 
-    async def stop(self) -> None:
+    async def _close(self, sockets: RunSockets) -> None:
         """End the health streams, then close the registration socket and the DRA socket."""
-        self._stopping = True
-        self.health.stop()
+        sockets.health.stop()
         with anyio.move_on_after(STREAM_END_WAIT):
-            await self.health.streams_ended()
-        await self.registration_endpoint.stop()
-        await self.dra_endpoint.stop()
+            await sockets.health.streams_ended()
+        await sockets.registration.stop()
+        self.registration.forget()
+        await sockets.dra.stop()
+
+    async def stop(self) -> None:
+        """Shut down: close the current run's sockets; nothing serves them again."""
+        self._stopping = True
+        if self.sockets is not None:
+            await self._close(self.sockets)

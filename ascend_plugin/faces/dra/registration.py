@@ -45,6 +45,10 @@ class RegistrationService(RegistrationBase):
         """Call ``listener()`` after every registration the kubelet confirms."""
         self._registered_listeners.append(listener)
 
+    def forget(self) -> None:
+        """Our registration socket is gone: the kubelet's plugin watcher dropped the driver with it."""
+        self.registered = False
+
     async def get_info(self, message: InfoRequest) -> PluginInfo:
         return PluginInfo(
             type=PLUGIN_TYPE,

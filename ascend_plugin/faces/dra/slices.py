@@ -149,7 +149,7 @@ class SliceController:
         self.writes = 0  # creates, updates and deletes sent
         self.looks = 0  # comparisons of the slices with the chips
         self.in_sync = False  # the published slices matched the chips at the last look
-        self.problem = "not published yet"
+        self._problem = "not published yet"
         self._looks = Changes()  # the slices or the chips changed: look again
         self._slices = Reflector(
             kube,
@@ -161,6 +161,13 @@ class SliceController:
             watch_timeout=watch_timeout,
         )
         self._node_uid = ""
+
+    @property
+    def problem(self) -> str:
+        """Why the slices are not published as the chips are now; empty while they are."""
+        if not self._slices.synced and self._slices.retry.problem:
+            return f"cannot list them: {self._slices.retry.problem}"
+        return self._problem
 
     @property
     def slices(self) -> Mapping[str, JsonObject]:
@@ -202,11 +209,11 @@ class SliceController:
                 continue
             except KubeError as error:
                 self.in_sync = False
-                self.problem = str(error)
+                self._problem = str(error)
                 await retry.failed(error)
                 continue
             retry.succeeded()
-            self.in_sync, self.problem = True, ""
+            self.in_sync, self._problem = True, ""
             if not again:
                 await self._looks.wait_for_change(seen)
 

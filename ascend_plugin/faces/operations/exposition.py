@@ -58,7 +58,7 @@ class _Collector(Collector):
             errors.add_metric([reason], count)
         updates.add_metric([], counters.updates_sent)
         registrations.add_metric([], counters.registrations)
-        ready = GaugeMetricFamily("ascend_plugin_ready", "1 when registered and the driver answers")
+        ready = GaugeMetricFamily("ascend_plugin_ready", "1 when the node is served (what /readyz says)")
         ready.add_metric([], 1.0 if source.ready() else 0.0)
         yield from (allocations, errors, updates, registrations, ready)
         yield from _dra_counters(counters)

@@ -4,12 +4,12 @@ A few lines of asyncio instead of a web framework: the plugin answers three
 GETs from the kubelet's probes and Prometheus, and a 4 GB edge board should
 not pay for more. Each connection carries one request and is closed.
 
-* ``/healthz``: the process is alive and its event loop answers (this handler
-  runs on it). It fails only when a driver call has been stuck for longer than
-  ``STUCK_IS_DEAD`` seconds, so the kubelet restarts the pod and with it the
-  driver session, instead of restarting it on every brief hang.
-* ``/readyz``: registered with the kubelet and the driver answering.
+* ``/healthz``: the process is alive, its event loop answers (this handler
+  runs on it), and nothing is wrong that only a restart could fix;
+* ``/readyz``: the node is served, or every cause why not;
 * ``/metrics``: Prometheus text format.
+
+What the two probes answer is decided in :mod:`.probes`.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from ascend_plugin.faces.operations.metrics import CONTENT_TYPE
 
 log = logging.getLogger(__name__)
 
-STUCK_IS_DEAD = 300.0
 _REQUEST_TIMEOUT = 5.0
 _REASONS = {
     200: "OK",

@@ -30,6 +30,7 @@ class PodCache:
         self._changes = Changes()
         self._consumed: set[str] = set()  # UIDs served here whose mark the API server does not show yet
         self._pods: Reflector[Pod] | None = None  # set by run(), once connected
+        self._following = False  # run() is following the pods with a live client
 
     @property
     def selector(self) -> str:
@@ -68,13 +69,16 @@ class PodCache:
 
     async def list_fresh(self) -> list[Pod]:
         """The node's pods as the API server lists them now; the cache takes them over."""
-        if self._pods is None:
-            raise Unreachable("not connected to the API server yet")
+        if self._pods is None or not self._following:
+            raise Unreachable("not connected to the API server (the pod watch is starting)")
         await self._pods.relist()
         return self.pods()
 
     async def run(self, kube: Kube) -> None:
-        """Follow the node's pods forever; API failures are retried with backoff."""
+        """Follow the node's pods forever; API failures are retried with backoff.
+
+        ``kube`` serves :meth:`list_fresh` only while this runs: the face closes it when its run ends.
+        """
         self._pods = Reflector(
             kube,
             PODS,
@@ -83,7 +87,11 @@ class PodCache:
             field_selector=self.selector,
             changes=self._changes,
         )
-        await self._pods.run()
+        self._following = True
+        try:
+            await self._pods.run()
+        finally:
+            self._following = False
 
     def _parsed(self, obj: JsonObject) -> Pod:
         """A pod as the API server sent it; once it shows our mark, the mark is the API server's."""

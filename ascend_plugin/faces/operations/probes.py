@@ -1,0 +1,126 @@
+"""What /healthz and /readyz answer: the plugin's liveness and readiness, decided from its parts.
+
+Liveness asks whether only a restart of the pod can help. It fails when
+
+* a node-wide driver call (init, the card list, the fault subscription) has
+  been stuck for more than :data:`STUCK_IS_DEAD` seconds: the driver session
+  is wedged, and a new process gets a new one; a briefly hung call, or one
+  stuck on one chip (that chip is out, the others serve), does not count;
+* a supervised part has been failing for more than :data:`FAILED_IS_DEAD`
+  seconds without a run that lasted (a part restarted into a run that fails
+  again at once is still failing): the plugin could not recover by itself,
+  so the kubelet restarts it. A part that keeps trying on its own (a socket
+  it cannot create yet, an API server that is away) is not failing: it is
+  not ready, and a restart would not help it.
+
+Readiness asks whether the node is served now, and says why not, one line per
+cause, each naming the part: the instance lock (another instance serves the
+node), the chips (the driver does not answer yet), a stuck node-wide call,
+a part that failed and waits to be restarted, and whatever a running part says
+keeps it from its job (a resource not registered with the kubelet, a socket
+that cannot be created, ResourceSlices not published, a CDI spec that cannot
+be written). The kubelet's face, the device plugin or the DRA driver, has to
+be running for the node to be served at all.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.faces.operations.http_endpoint import Probe
+from ascend_plugin.instance_lock import InstanceLock
+from ascend_plugin.inventory.discovery import Discovery
+from ascend_plugin.resilience import PartStatus, Supervision
+
+STUCK_IS_DEAD = 300.0  # seconds a node-wide driver call may hang before only a restart helps
+FAILED_IS_DEAD = 60.0  # seconds a part may fail without serving again before only a restart helps
+
+
+@dataclass(frozen=True)
+class ProbeLimits:
+    """How long a stuck driver call or a failing part may last before the plugin counts as dead."""
+
+    stuck_is_dead: float = STUCK_IS_DEAD
+    failed_is_dead: float = FAILED_IS_DEAD
+
+
+LIMITS = ProbeLimits()
+
+
+class PluginProbes:
+    """Liveness and readiness of one plugin process, read from its parts whenever a probe asks."""
+
+    def __init__(
+        self,
+        *,
+        lock: InstanceLock,
+        discovery: Discovery,
+        calls: ChipCalls,
+        supervision: Supervision,
+        kubelet_part: str,
+        limits: ProbeLimits = LIMITS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        """``kubelet_part``: the root task through which the kubelet is served ("device plugin", ...)."""
+        self.lock = lock
+        self.discovery = discovery
+        self.calls = calls
+        self.supervision = supervision
+        self.kubelet_part = kubelet_part
+        self.limits = limits
+        self.clock = clock
+
+    def liveness(self) -> Probe:
+        """Alive unless a node-wide call is stuck, or a part has failed, for longer than the limits."""
+        now = self.clock()
+        stuck = self.calls.stuck(None)
+        if stuck is not None and stuck.stuck_for(now) > self.limits.stuck_is_dead:
+            return Probe(False, stuck.describe(now))
+        for part in self.supervision.parts():
+            if part.failing_for(now) > self.limits.failed_is_dead:
+                return Probe(
+                    False,
+                    f"{part.name} has failed for {part.failing_for(now):.0f} s without serving again: "
+                    f"{part.last_error}",
+                )
+        return Probe(True, "ok")
+
+    def readiness(self) -> Probe:
+        """Ready when the node is served; otherwise every cause, one line each."""
+        now = self.clock()
+        lock = self.lock
+        if not lock.held and (lock.waiting_since is not None or lock.problem):
+            return Probe(False, lock.status())
+        node = self.discovery.node
+        if node is None:
+            return Probe(False, f"chips not available: {self.discovery.problem}")
+        problems = []
+        if (stuck := self.calls.stuck(None)) is not None:
+            problems.append(stuck.describe(now))
+        parts = self.supervision.parts()
+        for part in parts:
+            problems.extend(_problems(part, now))
+        if not any(part.name == self.kubelet_part for part in parts):
+            problems.append(f"{self.kubelet_part}: not started yet")
+        if problems:
+            return Probe(False, "\n".join(problems))
+        chips = node.inventory.chips()
+        healthy = sum(1 for state in chips if state.healthy)
+        detail = f"ready: {healthy} of {len(chips)} chips healthy"
+        stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
+        if stuck_chips:
+            detail += "; " + "; ".join(stuck_chips)
+        return Probe(True, detail)
+
+
+def _problems(part: PartStatus, now: float) -> list[str]:
+    """What keeps one part from its job: its failure while it waits to restart, else what it says."""
+    if not part.running:
+        restart = max((part.restart_at or now) - now, 0.0)
+        return [f"{part.name} failed: {part.last_error}; restarting it in {restart:.1f} s"]
+    if part.problems is None:
+        return []
+    return [f"{part.name}: {problem}" for problem in part.problems()]
