@@ -32,6 +32,7 @@ from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Ro
 from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
+from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
@@ -49,6 +50,7 @@ from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
 from ascend_plugin.settings import Settings, served_directory
+from ascend_plugin.telemetry.collector import TelemetryCollector, TelemetryPolicy
 from backends.errors import ChipError
 
 if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
@@ -100,6 +102,7 @@ class PluginApp:
         # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
         self.held = HeldChips()
         self.holdings: PodHoldings | None = None
+        self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         # Volcano mode: the kubelet-ID map, shared by the faces.
         self.assignments: Assignments | None = None
         self.volcano: RootTask | None = None
@@ -173,6 +176,12 @@ class PluginApp:
             fault_table=lambda: self.config.fault_table,
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
+        watched = [RootTask("health monitor", monitor.run)]
+        if settings.telemetry:
+            self.telemetry = TelemetryCollector(
+                node.backend, self.calls, inventory, TelemetryPolicy.from_settings(settings)
+            )
+            watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)
         if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
             self.monitor = monitor
@@ -183,11 +192,7 @@ class PluginApp:
                 ChipResolver(claims=ClaimNames(settings.dra_driver_name, settings.node_name, phy_of))
             )
             await run_root_tasks(
-                [
-                    RootTask("health monitor", monitor.run),
-                    RootTask("pod holdings", holdings.run),
-                    *self._dra_tasks(inventory, host),
-                ]
+                [*watched, RootTask("pod holdings", holdings.run), *self._dra_tasks(inventory, host)]
             )
             return
         try:
@@ -235,7 +240,7 @@ class PluginApp:
         if self.freeze_heap:
             _freeze_the_heap()
         tasks = [
-            RootTask("health monitor", monitor.run),
+            *watched,
             RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
             RootTask("pod holdings", holdings.run),
         ]
@@ -411,3 +416,9 @@ class _MetricsView:
 
     def now(self) -> float:
         return time.monotonic()
+
+    def telemetry(self) -> TelemetryView | None:
+        collector, holdings = self.app.telemetry, self.app.holdings
+        if collector is None:
+            return None
+        return TelemetryView(collector.snapshot(), holdings.containers() if holdings is not None else ())

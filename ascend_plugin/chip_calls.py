@@ -17,6 +17,14 @@ poll. When an abandoned call finally returns, or a retry succeeds, the lane is
 free again and the listeners hear of it, so the chip recovers by the normal
 path.
 
+*Background* jobs (:meth:`ChipCalls.background`: the chip telemetry) run on the
+same lanes, after the health calls: a health call that comes while a background
+job runs waits for its current call only (the job sees it and returns what it
+has read), and a background call that overruns its own, shorter timeout gives
+its thread up at once, so the health calls go on on a fresh thread: the lane is
+not stuck for them, and the chip's health is not touched. The lane takes no
+background job until that call has returned.
+
 Results travel back to the event loop from these threads, and fault events from
 the library's own thread; every such hand-off goes through :func:`hand_to_loop`,
 which knows that a thread can finish after the loop has closed.
@@ -129,6 +137,49 @@ class LaneStuck(ChipCallError):
         super().__init__(f"{stuck.describe(now)}; next try in {wait:.0f} s")
 
 
+class BackgroundRefused(ChipCallError):
+    """The lane takes no background job now: it is stuck, or its last background call has not returned."""
+
+    def __init__(self, stuck: StuckCall, now: float) -> None:
+        self.stuck = stuck
+        super().__init__(stuck.describe(now))
+
+
+class BackgroundCalls:
+    """The calls of one background job, made in turn on the lane's thread, each timed.
+
+    :attr:`yielding` turns True when a health call waits for the lane: the job
+    then returns what it has read so far, and reads the rest another time.
+    """
+
+    def __init__(self, lane: _Lane) -> None:
+        self._lane = lane
+        # (name, time.monotonic() at its start) of the call running, ("", end) between calls; one attribute.
+        self.running: tuple[str, float] | None = None
+        self.done: list[tuple[str, float, str]] = []  # (name, seconds, outcome) of every call that returned
+
+    @property
+    def yielding(self) -> bool:
+        """A health call waits for this lane."""
+        return self._lane.waiting > 0
+
+    def call(self, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        """``function(*args, **kwargs)``, here on the lane's thread, timed and recorded as ``name``."""
+        started = time.monotonic()
+        self.running = (name, started)
+        outcome = "ok"
+        try:
+            return function(*args, **kwargs)
+        except Exception as error:
+            code = getattr(error, "code", None)
+            outcome = str(code) if isinstance(code, int) else type(error).__name__
+            raise
+        finally:
+            ended = time.monotonic()
+            self.done.append((name, ended - started, outcome))
+            self.running = ("", ended)
+
+
 class _Worker:
     """A daemon thread running submitted calls in order.
 
@@ -197,6 +248,40 @@ async def _answer(future: concurrent.futures.Future[T], limit: float) -> T:
     return future.result()
 
 
+async def _answer_each(future: concurrent.futures.Future[T], calls: BackgroundCalls, limit: float) -> T:
+    """A background job's result; TimeoutError once one of its calls runs longer than ``limit``.
+
+    One timer: when it fires it looks at the call running and waits on until
+    that call's own deadline.
+    """
+    loop = asyncio.get_running_loop()
+    answered: asyncio.Future[None] = loop.create_future()
+    timer: asyncio.TimerHandle | None = None
+
+    def wake() -> None:
+        if not answered.done():
+            answered.set_result(None)
+
+    def check() -> None:
+        nonlocal timer
+        running = calls.running
+        left = limit if running is None else running[1] + limit - time.monotonic()
+        if left <= 0:
+            wake()
+        else:
+            timer = loop.call_later(left, check)
+
+    timer = loop.call_later(limit, check)
+    future.add_done_callback(lambda _: hand_to_loop(loop, wake))
+    try:
+        await answered
+    finally:
+        timer.cancel()
+    if not future.done():
+        raise TimeoutError
+    return future.result()
+
+
 @dataclass
 class _Lane:
     key: LaneKey
@@ -204,6 +289,8 @@ class _Lane:
     worker: _Worker | None = None
     stuck: StuckCall | None = None
     abandoned: int = 0  # threads of this lane still inside a call that hung
+    waiting: int = 0  # health calls waiting for the lane: a background job gives way to them
+    background_stuck: StuckCall | None = None  # a background call that overran and has not returned
 
 
 class ChipCalls:
@@ -270,15 +357,75 @@ class ChipCalls:
         """Run ``function`` on ``lane``'s worker; ChipCallTimeout or LaneStuck when it cannot."""
         if self._closed or (self._chips_closed and lane is not NODE):
             raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
-        state = self._lanes.get(lane)
-        if state is None:
-            state = self._lanes[lane] = _Lane(lane)
-        async with state.lock:
+        state = self._lane(lane)
+        state.waiting += 1
+        try:
+            await state.lock.acquire()
+        finally:
+            state.waiting -= 1
+        try:
             if state.stuck is not None:
                 self._may_retry(state)
             if state.worker is None:
                 state.worker = _Worker(lane)
             return await self._run(state, state.worker, name, lambda: function(*args, **kwargs))
+        finally:
+            state.lock.release()
+
+    async def background(
+        self, lane: LaneKey, name: str, job: Callable[[BackgroundCalls], T], *, per_call: float
+    ) -> T:
+        """Run ``job`` on ``lane``'s worker after the health calls; each call held to ``per_call`` s.
+
+        BackgroundRefused while the lane is stuck or a background call of it
+        hangs; ChipCallTimeout (naming the call) when one overruns: its thread is
+        given up, the lane stays free for the health calls.
+        """
+        if self._closed or (self._chips_closed and lane is not NODE):
+            raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
+        state = self._lane(lane)
+        async with state.lock:
+            hung = state.stuck or state.background_stuck
+            if hung is not None:
+                raise BackgroundRefused(hung, self.clock())
+            if state.worker is None:
+                state.worker = _Worker(lane)
+            worker, calls = state.worker, BackgroundCalls(state)
+            future = worker.submit(lambda: job(calls))
+            try:
+                return await _answer_each(future, calls, per_call)
+            except TimeoutError:
+                hung_name, since = calls.running or (name, time.monotonic())
+                overran = time.monotonic() - since
+                stuck = StuckCall(hung_name or name, lane, self.clock() - overran, float("inf"), 1, per_call)
+                self._observe(stuck.name, overran, "timeout")
+                self._give_up_background(state, worker, future, stuck)
+                raise ChipCallTimeout(stuck.name, lane, per_call) from None
+            finally:
+                for done in calls.done:
+                    self._observe(*done)
+
+    def _lane(self, lane: LaneKey) -> _Lane:
+        state = self._lanes.get(lane)
+        if state is None:
+            state = self._lanes[lane] = _Lane(lane)
+        return state
+
+    def _give_up_background(
+        self, lane: _Lane, worker: _Worker, future: concurrent.futures.Future[T], stuck: StuckCall
+    ) -> None:
+        """A background call overran: its thread is given up, the lane goes on on a fresh one."""
+        loop = asyncio.get_running_loop()
+        lane.background_stuck = stuck
+        lane.worker = None
+        lane.abandoned += 1
+        worker.stop()  # the thread ends once the call returns
+
+        def returned() -> None:
+            lane.abandoned -= 1
+            lane.background_stuck = None
+
+        future.add_done_callback(lambda _: hand_to_loop(loop, returned))
 
     def _may_retry(self, lane: _Lane) -> None:
         """Raise LaneStuck unless the stuck lane's next try is due and the thread caps allow it."""

@@ -8,7 +8,8 @@
   ``npu_name``): modules of two dies per card.
 
 All three share one row (the resource ``huawei.com/Ascend910`` and its device
-IDs), fault events, static vNPUs and HBM; the generation is chosen by chip name
+IDs), fault events, static vNPUs, HBM (with its ECC counters) and the RoCE port
+of a training card; the generation is chosen by chip name
 (:meth:`Ascend910.for_chip`). A 910 chip name that neither A1 nor A2 claims is
 served as A3, the newest generation, whose unit (the card) and reset group (the
 node) assume the least.
@@ -20,11 +21,12 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar
 
-from backends.backend import SUBSCRIBE, ChipBackend, MemoryKind
+from backends.backend import HBM_INFO, SUBSCRIBE, ChipBackend, MemoryKind
 from backends.chips import Chip
 from backends.errors import SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import ChipInfo, FaultHandler
+from backends.library import ChipInfo, EccDeviceType, EccInfo, FaultHandler, NetworkHealth, UtilizationType
+from backends.readings import NETWORK_DOWN, NETWORK_UNKNOWN, NETWORK_UP, MemoryUsage, Utilization, valid
 from backends.reset_groups import logic_block, whole_node
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
 from backends.vnpu_family import VnpuFamily
@@ -42,6 +44,15 @@ ASCEND_910 = FamilyTable(
 
 # An A2 box of more than 8 chips (Atlas 200T A2 Box16) resets all 16 together.
 _BOX16_RESET = 16
+
+NETWORK_HEALTH = "dcmi_get_device_network_health"
+ECC_INFO = "dcmi_get_device_ecc_info"
+MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
+MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
+# The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
+UTILIZATION_PERIOD_S = 1
+# dcmi_get_device_network_health results npu-exporter counts as a working link.
+_NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
 
 
 class Ascend910(VnpuFamily):
@@ -71,13 +82,70 @@ class Ascend910(VnpuFamily):
             raise
         return True
 
+    # -- telemetry --------------------------------------------------------------------------
+
+    def utilization(self, chip: Chip) -> Utilization:
+        """AI core, vector, cube and overall in one sample: the period call, else the instant one, else types.
+
+        ``dcmi_get_device_multi_utilization_rate_period`` (1 s), then
+        ``..._multi_utilization_rate``, then the rate types 2 and 12, as npu-exporter reads 910B and A3.
+        """
+        sample = self.optional(
+            MULTI_RATE_PERIOD, chip, self.library.multi_utilization_period, UTILIZATION_PERIOD_S
+        )
+        if sample is None:
+            sample = self.optional(MULTI_RATE, chip, self.library.multi_utilization)
+        if sample is None:
+            return super().utilization(chip)
+        return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
+
+    def memory_usage(self, chip: Chip) -> MemoryUsage | None:
+        """The HBM (``dcmi_get_device_hbm_info``), its temperature, bandwidth use and utilization (type 6)."""
+        info = self.optional(HBM_INFO, chip, self.library.hbm_info)
+        if info is None or info.total_mb <= 0:
+            return None
+        return MemoryUsage(
+            True,
+            info.total_mb,
+            info.used_mb,
+            utilization=self.rate(chip, UtilizationType.HBM),
+            temperature_c=valid(info.temperature_c),
+            bandwidth_utilization=valid(info.bandwidth_utilization),
+        )
+
+    def network_status(self, chip: Chip) -> int | None:
+        """``dcmi_get_device_network_health``: up (OK, INIT), down, or unknown when the call fails.
+
+        A chip without a RoCE port (the A2 inference boards) answers "not
+        supported": it then has no network status, and is not asked again.
+        """
+        failed = (NETWORK_HEALTH, chip.phy_id) not in self.unsupported and NETWORK_HEALTH not in self.missing
+        result = self.optional(NETWORK_HEALTH, chip, self.library.network_health)
+        if result is not None:
+            return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
+        supported = (
+            NETWORK_HEALTH,
+            chip.phy_id,
+        ) not in self.unsupported and NETWORK_HEALTH not in self.missing
+        return NETWORK_UNKNOWN if failed and supported else None
+
+    def hbm_ecc(self, chip: Chip) -> EccInfo | None:
+        """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM)."""
+        return self.optional(ECC_INFO, chip, self.library.ecc_info, EccDeviceType.HBM)
+
 
 class Ascend910A1(Ascend910):
-    """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids."""
+    """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids.
+
+    Its driver has no multi-rate utilization and no vector figure: only the AI core's is read.
+    """
 
     # In full: "910B" alone is a first-generation chip, "910B3" an A2 one.
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910A|910B|910ProA|910ProB|910PremiumA")
     unit_kind: ClassVar[UnitKind] = UnitKind.RING
+
+    def utilization(self, chip: Chip) -> Utilization:
+        return Utilization(self.rate(chip, UtilizationType.AICORE))
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return logic_block(chip, chips, RING_SIZE)
