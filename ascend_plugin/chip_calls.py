@@ -149,11 +149,14 @@ class BackgroundCalls:
     """The calls of one background job, made in turn on the lane's thread, each timed.
 
     :attr:`yielding` turns True when a health call waits for the lane: the job
-    then returns what it has read so far, and reads the rest another time.
+    then returns what it has read so far, and reads the rest another time. Once
+    the job was given up (a call overran), no further call of it starts: the
+    lane's calls go on on another thread.
     """
 
     def __init__(self, lane: _Lane) -> None:
         self._lane = lane
+        self.given_up = False
         # (name, time.monotonic() at its start) of the call running, ("", end) between calls; one attribute.
         self.running: tuple[str, float] | None = None
         self.done: list[tuple[str, float, str]] = []  # (name, seconds, outcome) of every call that returned
@@ -165,6 +168,8 @@ class BackgroundCalls:
 
     def call(self, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``function(*args, **kwargs)``, here on the lane's thread, timed and recorded as ``name``."""
+        if self.given_up:
+            raise CallsClosed(f"driver call {name} not made: its background job was given up")
         started = time.monotonic()
         self.running = (name, started)
         outcome = "ok"
@@ -328,6 +333,11 @@ class ChipCalls:
         found = self._lanes.get(lane)
         return found.stuck if found is not None else None
 
+    def waiting(self, lane: LaneKey) -> int:
+        """Calls waiting for the lane (a background job on it gives way to them after its current call)."""
+        found = self._lanes.get(lane)
+        return found.waiting if found is not None else 0
+
     @property
     def abandoned_threads(self) -> int:
         """Threads still inside calls that hung."""
@@ -395,6 +405,7 @@ class ChipCalls:
             try:
                 return await _answer_each(future, calls, per_call)
             except TimeoutError:
+                calls.given_up = True
                 hung_name, since = calls.running or (name, time.monotonic())
                 overran = time.monotonic() - since
                 stuck = StuckCall(hung_name or name, lane, self.clock() - overran, float("inf"), 1, per_call)

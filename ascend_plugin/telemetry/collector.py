@@ -153,20 +153,18 @@ class TelemetryCollector:
     async def _read(self, state: ChipState, watched: _Chip, now: float) -> None:
         due = [name for name, at in watched.due.items() if at <= now]
         readers = self._readers(state, due)
+        figures: dict[str, object] = {}  # filled on the lane's thread, read here once the job ended or hung
 
-        def job(calls: BackgroundCalls) -> dict[str, object]:
-            figures: dict[str, object] = {}
+        def job(calls: BackgroundCalls) -> None:
             for name, read in readers:
                 if calls.yielding and figures:
-                    break  # a health call waits: the rest is read next round
+                    return  # a health call waits: the rest is read next round
                 figures[name] = calls.call(name, read)
-            return figures
 
         try:
-            figures = await self.calls.background(
-                state.phy_id, "telemetry", job, per_call=self.policy.call_timeout
-            )
+            await self.calls.background(state.phy_id, "telemetry", job, per_call=self.policy.call_timeout)
         except ChipCallTimeout as timeout:
+            self._record(watched, dict(figures), now)  # what was read before the call that hangs
             self._postpone(watched, due, now)
             self._say(
                 watched, state, f"driver call {timeout.name} did not return within {timeout.timeout:g} s"
@@ -178,10 +176,7 @@ class TelemetryCollector:
             return
         except ChipCallError:
             return  # shutting down
-        read_at = self.clock()
-        watched.readout = watched.readout.updated(figures, read_at)
-        for name in figures:
-            watched.due[name] = now + self._intervals[name] if name in self._intervals else float("inf")
+        self._record(watched, figures, now)
         if watched.problem:
             log.info(
                 "telemetry of %s is read again",
@@ -189,6 +184,14 @@ class TelemetryCollector:
                 extra={"chip": state.phy_id, "after": watched.problem},
             )
             watched.problem = ""
+
+    def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
+        """Keep the figures a job read; each is due again one interval after this round began."""
+        if not figures:
+            return
+        watched.readout = watched.readout.updated(figures, self.clock())
+        for name in figures:
+            watched.due[name] = now + self._intervals[name] if name in self._intervals else float("inf")
 
     def _readers(self, state: ChipState, names: Sequence[str]) -> list[tuple[str, Callable[[], object]]]:
         """The backend's read of each due figure, chip figures first."""
@@ -210,9 +213,9 @@ class TelemetryCollector:
         return [(name, reads[name]) for name in (*FAST, *SLOW, *ONCE) if name in names]
 
     def _postpone(self, watched: _Chip, names: Sequence[str], now: float) -> None:
-        """Ask again at the next round, not at once: a chip that does not answer costs one job a round."""
+        """Ask what was not read again at the next round, not at once: one job a round for a silent chip."""
         for name in names:
-            watched.due[name] = now + self.policy.interval
+            watched.due[name] = max(watched.due[name], now + self.policy.interval)
 
     def _say(self, watched: _Chip, state: ChipState, problem: str) -> None:
         """Say once that the chip's telemetry is not read, and what becomes of its figures."""
