@@ -14,16 +14,12 @@ from prometheus_client.registry import Collector
 
 from ascend_plugin.chip_calls import lane_name
 from ascend_plugin.faces.operations.metrics_source import CallStats, KubeletCounters, MetricsSource
-from ascend_plugin.faces.operations.telemetry_metrics import TelemetryCollector
 
 
 def render(source: MetricsSource, calls: CallStats) -> bytes:
     """Everything the source and the call statistics say, as exposition text."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(source, calls))
-    telemetry = source.telemetry()
-    if telemetry is not None:
-        registry.register(TelemetryCollector(telemetry))
     return generate_latest(registry)
 
 

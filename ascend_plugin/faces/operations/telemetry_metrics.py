@@ -9,17 +9,21 @@ vNPUs of one chip in several pods). A figure the driver does not give, or one
 too old to trust (:mod:`ascend_plugin.telemetry.readout`), is not emitted.
 Which container holds a chip is the kubelet's word
 (:mod:`ascend_plugin.holdings`), not the container runtime's; so
-``containerID`` is empty. Imported at the first scrape, with prometheus_client.
+``containerID`` is empty.
+
+The text is written here, not through prometheus_client: at 16 chips it is some
+700 series, and :class:`TelemetryText` writes it again only when a figure, a
+chip's state or a holder changed (every few seconds), so a scrape costs a
+comparison, not a rendering. npu-exporter's millisecond timestamps are left
+out, deliberately: without them Prometheus marks a series stale as soon as it
+leaves /metrics, which is what a figure that went absent should look like.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
-
-from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.holdings.pod_resources import ContainerRef
@@ -79,50 +83,80 @@ class _Chip:
 
 
 class _Families:
-    """The gauge families of one scrape, by name, created on first use, emitted in that order."""
+    """The gauge families of one rendering, by name, created on first use, written in that order."""
 
     def __init__(self) -> None:
-        self._families: dict[str, GaugeMetricFamily] = {}
+        self._families: dict[str, tuple[str, tuple[str, ...], list[str]]] = {}
 
     def add(
         self, name: str, help_text: str, labels: Sequence[str], values: Sequence[str], value: float
     ) -> None:
         family = self._families.get(name)
         if family is None:
-            family = self._families[name] = GaugeMetricFamily(name, help_text, labels=list(labels))
-        family.add_metric(list(values), value)
+            family = self._families[name] = (help_text, tuple(labels), [])
+        pairs = ",".join(f'{label}="{_escaped(text)}"' for label, text in zip(family[1], values, strict=True))
+        family[2].append(f"{name}{{{pairs}}} {_number(value)}" if pairs else f"{name} {_number(value)}")
 
-    def __iter__(self) -> Iterator[GaugeMetricFamily]:
-        return iter(self._families.values())
+    def text(self) -> str:
+        lines = []
+        for name, (help_text, _, samples) in self._families.items():
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *samples]
+        return "\n".join(lines) + "\n" if lines else ""
 
 
-class TelemetryCollector(Collector):
-    """The telemetry's metrics, from the collector's cache and the kubelet's holdings at scrape time."""
+def _escaped(text: str) -> str:
+    """A label value as the text format writes it."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
-    def __init__(self, view: TelemetryView) -> None:
-        self.view = view
 
-    def collect(self) -> Iterator[Metric]:
-        view = self.view
-        families = _Families()
-        total = GaugeMetricFamily("machine_npu_nums", "the number of NPU chips of the node")
-        total.add_metric([], float(len(view.chips)))
-        yield total
-        for sample in view.chips:
-            chip = sample.state.chip
-            info = chip.info
-            identity = (
-                str(chip.phy_id),
-                f"{info.chip_name}-{info.chip_type}-{info.chip_ver}",
-                sample.readout.vdie_id,
-                pcie_bus_info(sample.state.pcie_address),
-            )
-            labelled = _Chip(sample, identity, view.holders(chip.phy_id))
-            _chip_figures(families, labelled)
-            _memory(families, labelled)
-            _containers(families, labelled)
-            _vnpus(families, labelled, view)
-        yield from families
+def _number(value: float) -> str:
+    """A sample value as prometheus_client writes it (``52.0``, ``0.87``)."""
+    return repr(float(value))
+
+
+def render(view: TelemetryView) -> str:
+    """The telemetry's exposition text for one scrape."""
+    families = _Families()
+    families.add("machine_npu_nums", "the number of NPU chips of the node", (), (), len(view.chips))
+    for sample in view.chips:
+        chip = sample.state.chip
+        info = chip.info
+        identity = (
+            str(chip.phy_id),
+            f"{info.chip_name}-{info.chip_type}-{info.chip_ver}",
+            sample.readout.vdie_id,
+            pcie_bus_info(sample.state.pcie_address),
+        )
+        labelled = _Chip(sample, identity, view.holders(chip.phy_id))
+        _chip_figures(families, labelled)
+        _memory(families, labelled)
+        _containers(families, labelled)
+        _vnpus(families, labelled, view)
+    return families.text()
+
+
+class TelemetryText:
+    """The telemetry's text, written again only when what it shows changed since the last scrape."""
+
+    def __init__(self) -> None:
+        self._shown: tuple[tuple[object, ...], tuple[object, ...]] | None = None
+        self._text = b""
+
+    def render(self, view: TelemetryView) -> bytes:
+        shown = (
+            tuple(item for sample in view.chips for item in (sample.state, sample.readout)),
+            tuple(view.containers),
+        )
+        previous = self._shown
+        if (
+            previous is None
+            or len(previous[0]) != len(shown[0])
+            or any(old is not new for old, new in zip(previous[0], shown[0], strict=True))
+            or previous[1] != shown[1]
+        ):
+            self._text = render(view).encode()
+            self._shown = shown
+        return self._text
 
 
 def _chip_figures(families: _Families, chip: _Chip) -> None:
