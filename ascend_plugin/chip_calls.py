@@ -39,8 +39,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import ParamSpec, TypeVar, TypeVarTuple
 
 from ascend_plugin.resilience import Backoff
@@ -62,6 +63,7 @@ LaneListener = Callable[[LaneKey, "StuckCall | None"], None]
 RETRY_BACKOFF = Backoff(1.0, 60.0)
 MAX_ABANDONED_PER_LANE = 2
 MAX_ABANDONED = 32
+_NOTHING_LONGER: Mapping[str, float] = MappingProxyType({})
 
 
 def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], object], *args: *Ts) -> bool:
@@ -154,8 +156,9 @@ class BackgroundCalls:
     lane's calls go on on another thread.
     """
 
-    def __init__(self, lane: _Lane) -> None:
+    def __init__(self, lane: _Lane, longer: Mapping[str, float]) -> None:
         self._lane = lane
+        self.longer = longer  # call name -> seconds it may take beyond the job's per-call limit
         self.given_up = False
         # (name, time.monotonic() at its start) of the call running, ("", end) between calls; one attribute.
         self.running: tuple[str, float] | None = None
@@ -270,7 +273,11 @@ async def _answer_each(future: concurrent.futures.Future[T], calls: BackgroundCa
     def check() -> None:
         nonlocal timer
         running = calls.running
-        left = limit if running is None else running[1] + limit - time.monotonic()
+        left = (
+            limit
+            if running is None
+            else running[1] + limit + calls.longer.get(running[0], 0.0) - time.monotonic()
+        )
         if left <= 0:
             wake()
         else:
@@ -383,13 +390,22 @@ class ChipCalls:
             state.lock.release()
 
     async def background(
-        self, lane: LaneKey, name: str, job: Callable[[BackgroundCalls], T], *, per_call: float
+        self,
+        lane: LaneKey,
+        name: str,
+        job: Callable[[BackgroundCalls], T],
+        *,
+        per_call: float,
+        longer: Mapping[str, float] = _NOTHING_LONGER,
     ) -> T:
         """Run ``job`` on ``lane``'s worker after the health calls; each call held to ``per_call`` s.
 
+        ``longer``: calls (by name) that may take that many seconds more (one that samples over a period).
+
         BackgroundRefused while the lane is stuck or a background call of it
         hangs; ChipCallTimeout (naming the call) when one overruns: its thread is
-        given up, the lane stays free for the health calls.
+        given up, the lane stays free for the health calls. The observers hear of
+        the job as one call named ``name``, and of each of its calls that failed.
         """
         if self._closed or (self._chips_closed and lane is not NODE):
             raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
@@ -400,21 +416,32 @@ class ChipCalls:
                 raise BackgroundRefused(hung, self.clock())
             if state.worker is None:
                 state.worker = _Worker(lane)
-            worker, calls = state.worker, BackgroundCalls(state)
+            worker, calls = state.worker, BackgroundCalls(state, longer)
             future = worker.submit(lambda: job(calls))
+            started, outcome = time.monotonic(), "ok"
             try:
                 return await _answer_each(future, calls, per_call)
             except TimeoutError:
+                outcome = "timeout"
                 calls.given_up = True
                 hung_name, since = calls.running or (name, time.monotonic())
                 overran = time.monotonic() - since
-                stuck = StuckCall(hung_name or name, lane, self.clock() - overran, float("inf"), 1, per_call)
+                limit = per_call + longer.get(hung_name, 0.0)
+                stuck = StuckCall(hung_name or name, lane, self.clock() - overran, float("inf"), 1, limit)
                 self._observe(stuck.name, overran, "timeout")
                 self._give_up_background(state, worker, future, stuck)
-                raise ChipCallTimeout(stuck.name, lane, per_call) from None
+                raise ChipCallTimeout(stuck.name, lane, limit) from None
+            except Exception as error:
+                code = getattr(error, "code", None)
+                outcome = str(code) if isinstance(code, int) else type(error).__name__
+                raise
             finally:
+                # The job as one call, and each of its calls that failed: a background job makes many
+                # small calls on every chip, which would otherwise crowd the latency histogram.
+                self._observe(name, time.monotonic() - started, outcome)
                 for done in calls.done:
-                    self._observe(*done)
+                    if done[2] != "ok":
+                        self._observe(*done)
 
     def _lane(self, lane: LaneKey) -> _Lane:
         state = self._lanes.get(lane)

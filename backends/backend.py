@@ -117,6 +117,8 @@ class ChipBackend(abc.ABC):
     shares_chips: ClassVar[bool] = False
     # Chips can be split into vNPUs (backends.vnpu_family.VnpuFamily); vnpus() lists them.
     splits_into_vnpus: ClassVar[bool] = False
+    # Seconds utilization() may spend sampling (a period call), beyond an ordinary call's time.
+    utilization_sampling_s: ClassVar[float] = 0.0
 
     def __init__(self, session: LibrarySession, table: FamilyTable | None = None) -> None:
         self.session = session

@@ -63,7 +63,7 @@ def draw(results: list[tuple[dict[str, Any], list[list[dict[str, Any]]]]], out: 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = max(panel["gridPos"]["y"] + panel["gridPos"]["h"] for panel, _ in results)
+    rows = max(panel["gridPos"]["y"] + panel["gridPos"]["h"] for panel, _ in results) + 2  # 2: the title
     figure = plt.figure(figsize=(16, rows * 0.42), facecolor="#111217")
     for panel, series in results:
         grid = panel["gridPos"]

@@ -18,6 +18,7 @@ health every 1 s). Targets in brackets:
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import socket
 import statistics
@@ -80,15 +81,21 @@ def scrapes(node: Scraped, count: int) -> None:
     node.wait_series("npu_chip_info_hbm_used_memory", CHIPS - 1, "0.0", 90)
     text = node.metrics()
     samples = [line for line in text.splitlines() if line and not line.startswith("#")]
+    idle_before, idle_started = cpu_seconds(node.plugin.pid), time.monotonic()
+    time.sleep(10)
+    idle_rate = (cpu_seconds(node.plugin.pid) - idle_before) / (time.monotonic() - idle_started)
     took = []
+    cpu_before, wall_before = cpu_seconds(node.plugin.pid), time.monotonic()
     for _ in range(count):
         started = time.perf_counter()
         node.metrics()
         took.append(time.perf_counter() - started)
+    busy = cpu_seconds(node.plugin.pid) - cpu_before - idle_rate * (time.monotonic() - wall_before)
+    what = f"scrape of /metrics, {CHIPS} 910B3 chips ({len(samples)} series, {len(text)} bytes)"
+    print(describe_ms(what, took))
     print(
-        describe_ms(
-            f"scrape of /metrics, {CHIPS} 910B3 chips ({len(samples)} series, {len(text)} bytes)", took
-        )
+        f"plugin CPU per scrape (its CPU over the scrapes less its idle rate): {1000 * busy / count:.2f} ms; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
 
 

@@ -91,8 +91,11 @@ async def test_a_hung_background_call_gives_its_thread_up_and_leaves_the_lane_fr
         await calls.background(2, "telemetry", lambda lane: lane.call("voltage", lambda: 0.8), per_call=1)
         == 0.8
     )
+    # The observers hear of each job as one call, and of the calls that failed.
+    assert observed.count(("telemetry", "ok")) == 1
+    assert observed.count(("telemetry", "timeout")) == 1
     assert ("temperature", "timeout") in observed
-    assert ("voltage", "ok") in observed
+    assert ("voltage", "ok") not in observed
     calls.shutdown()
 
 
@@ -105,4 +108,15 @@ async def test_no_background_job_on_a_stuck_lane() -> None:
         await calls.background(1, "telemetry", lambda lane: None, per_call=1)
     release.set()
     await until(lambda: calls.stuck(1) is None, "the lane free again")
+    calls.shutdown()
+
+
+async def test_a_sampling_call_may_take_its_period_more() -> None:
+    calls = ChipCalls(timeout=5)
+
+    def job(lane: BackgroundCalls) -> bool:
+        return lane.call("utilization", threading.Event().wait, 0.2)  # samples for 0.2 s, longer than 0.05
+
+    assert await calls.background(4, "telemetry", job, per_call=0.05, longer={"utilization": 30}) is False
+    assert calls.abandoned_threads == 0
     calls.shutdown()

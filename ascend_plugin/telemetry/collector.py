@@ -36,7 +36,6 @@ from ascend_plugin.settings import Settings
 from ascend_plugin.telemetry.readout import (
     FAST,
     MAX_ERROR_CODES,
-    ONCE,
     SLOW,
     STALE_ROUNDS,
     HealthFigures,
@@ -87,13 +86,35 @@ def health_figures(backend: ChipBackend, chip: Chip) -> HealthFigures:
     return HealthFigures(1 if reading.value == 0 else 0, reading.codes[:MAX_ERROR_CODES])
 
 
+Reader = Callable[[ChipBackend, Chip, tuple[int, ...]], object]  # (backend, chip, its vNPU ids) -> figure
+
+# How each figure is read, chip figures first: the order a round reads them in.
+READERS: Mapping[str, Reader] = MappingProxyType(
+    {
+        "health": lambda backend, chip, _: health_figures(backend, chip),
+        "temperature": lambda backend, chip, _: backend.temperature(chip),
+        "power": lambda backend, chip, _: backend.power(chip),
+        "voltage": lambda backend, chip, _: backend.voltage(chip),
+        "aicore_frequency": lambda backend, chip, _: backend.aicore_frequency(chip),
+        "utilization": lambda backend, chip, _: backend.utilization(chip),
+        "vnpus": lambda backend, chip, vdev_ids: (
+            tuple(backend.vnpu_activity(chip, vdev_ids)) if vdev_ids else ()
+        ),
+        "memory": lambda backend, chip, _: backend.memory_usage(chip),
+        "network": lambda backend, chip, _: backend.network_status(chip),
+        "ecc": lambda backend, chip, _: backend.hbm_ecc(chip),
+        "vdie_id": lambda backend, chip, _: backend.vdie_id(chip),
+    }
+)
+
+
 class _Chip:
     """What the collector keeps of one chip between rounds."""
 
     def __init__(self, phy_id: int) -> None:
         self.phy_id = phy_id
         self.readout = Readout()
-        self.due: dict[str, float] = dict.fromkeys((*FAST, *SLOW, *ONCE), 0.0)
+        self.due: dict[str, float] = dict.fromkeys(READERS, 0.0)
         self.problem = ""  # why its telemetry is not read now, as last said; empty when it is
 
 
@@ -116,6 +137,8 @@ class TelemetryCollector:
         self.clock = clock
         self.rounds = 0
         self._intervals = policy.intervals()
+        # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
+        self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
         self._chips = {state.phy_id: _Chip(state.phy_id) for state in inventory.chips()}
 
     # -- what a scrape reads -----------------------------------------------------------
@@ -151,18 +174,21 @@ class TelemetryCollector:
         self.rounds += 1
 
     async def _read(self, state: ChipState, watched: _Chip, now: float) -> None:
-        due = [name for name, at in watched.due.items() if at <= now]
-        readers = self._readers(state, due)
+        due = [name for name, at in watched.due.items() if at <= now]  # in READERS' order
+        backend, chip = self.backend, state.chip
+        vdev_ids = tuple(vnpu.vdev_id for vnpu in state.vnpus or ())
         figures: dict[str, object] = {}  # filled on the lane's thread, read here once the job ended or hung
 
         def job(calls: BackgroundCalls) -> None:
-            for name, read in readers:
+            for name in due:
                 if calls.yielding and figures:
                     return  # a health call waits: the rest is read next round
-                figures[name] = calls.call(name, read)
+                figures[name] = calls.call(name, READERS[name], backend, chip, vdev_ids)
 
         try:
-            await self.calls.background(state.phy_id, "telemetry", job, per_call=self.policy.call_timeout)
+            await self.calls.background(
+                state.phy_id, "telemetry", job, per_call=self.policy.call_timeout, longer=self._sampling
+            )
         except ChipCallTimeout as timeout:
             self._record(watched, dict(figures), now)  # what was read before the call that hangs
             self._postpone(watched, due, now)
@@ -192,25 +218,6 @@ class TelemetryCollector:
         watched.readout = watched.readout.updated(figures, self.clock())
         for name in figures:
             watched.due[name] = now + self._intervals[name] if name in self._intervals else float("inf")
-
-    def _readers(self, state: ChipState, names: Sequence[str]) -> list[tuple[str, Callable[[], object]]]:
-        """The backend's read of each due figure, chip figures first."""
-        backend, chip = self.backend, state.chip
-        vdev_ids = tuple(vnpu.vdev_id for vnpu in state.vnpus or ())
-        reads: dict[str, Callable[[], object]] = {
-            "health": lambda: health_figures(backend, chip),
-            "temperature": lambda: backend.temperature(chip),
-            "power": lambda: backend.power(chip),
-            "voltage": lambda: backend.voltage(chip),
-            "aicore_frequency": lambda: backend.aicore_frequency(chip),
-            "utilization": lambda: backend.utilization(chip),
-            "vnpus": lambda: tuple(backend.vnpu_activity(chip, vdev_ids)) if vdev_ids else (),
-            "memory": lambda: backend.memory_usage(chip),
-            "network": lambda: backend.network_status(chip),
-            "ecc": lambda: backend.hbm_ecc(chip),
-            "vdie_id": lambda: backend.vdie_id(chip),
-        }
-        return [(name, reads[name]) for name in (*FAST, *SLOW, *ONCE) if name in names]
 
     def _postpone(self, watched: _Chip, names: Sequence[str], now: float) -> None:
         """Ask what was not read again at the next round, not at once: one job a round for a silent chip."""

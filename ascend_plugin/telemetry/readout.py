@@ -19,10 +19,9 @@ from backends.readings import MemoryUsage, Utilization
 
 STALE_ROUNDS: Final = 3  # a figure older than this many of its intervals is not shown
 
-# What each round reads, by how often: the chip figures, the slower groups, and once.
+# What the rounds read, by how often: the chip figures and the slower groups (the VDIE id is read once).
 FAST: Final = ("health", "temperature", "power", "voltage", "aicore_frequency", "utilization", "vnpus")
 SLOW: Final = ("memory", "network", "ecc")
-ONCE: Final = ("vdie_id",)
 MAX_ERROR_CODES: Final = 10  # npu-exporter shows the first ten: error_code, error_code_1 .. _9
 
 

@@ -60,6 +60,9 @@ class Ascend910(VnpuFamily):
 
     TABLE = ASCEND_910
     memory_kind: ClassVar[MemoryKind] = MemoryKind.HBM
+    # The period utilization call samples over UTILIZATION_PERIOD_S; DCMI does not say whether it returns
+    # at once (the driver keeping the figure) or after the period.
+    utilization_sampling_s: ClassVar[float] = float(UTILIZATION_PERIOD_S)
 
     @classmethod
     def for_chip(cls, info: ChipInfo) -> type[ChipBackend]:
@@ -143,6 +146,8 @@ class Ascend910A1(Ascend910):
     # In full: "910B" alone is a first-generation chip, "910B3" an A2 one.
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910A|910B|910ProA|910ProB|910PremiumA")
     unit_kind: ClassVar[UnitKind] = UnitKind.RING
+
+    utilization_sampling_s: ClassVar[float] = 0.0
 
     def utilization(self, chip: Chip) -> Utilization:
         return Utilization(self.rate(chip, UtilizationType.AICORE))
