@@ -68,13 +68,13 @@ def draw(results: list[tuple[dict[str, Any], list[list[dict[str, Any]]]]], out: 
     for panel, series in results:
         grid = panel["gridPos"]
         left, width = grid["x"] / 24, grid["w"] / 24
-        bottom, height = 1 - (grid["y"] + grid["h"]) / rows, grid["h"] / rows
+        bottom, height = 1 - (grid["y"] + grid["h"] + 2) / rows, grid["h"] / rows
         if panel["type"] == "row":
             figure.text(
                 left + 0.005, bottom + height / 2, panel["title"], color="#d8d9da", fontsize=12, weight="bold"
             )
             continue
-        axes = figure.add_axes((left + 0.03 * width, bottom + 0.12 * height, 0.94 * width, 0.72 * height))
+        axes = figure.add_axes((left + 0.06 * width, bottom + 0.12 * height, 0.9 * width, 0.72 * height))
         axes.set_facecolor("#181b1f")
         axes.set_title(panel["title"], color="#d8d9da", fontsize=10, loc="left")
         for spine in axes.spines.values():
@@ -93,19 +93,17 @@ def draw(results: list[tuple[dict[str, Any], list[list[dict[str, Any]]]]], out: 
         for item in matrix:
             times = [(float(t) - float(matrix[0]["values"][0][0])) / 60 for t, _ in item["values"]]
             values = [float(v) for _, v in item["values"]]
-            name = legend
+            name = legend.replace("{{node}} ", "")  # one node here
             for key, value in item["metric"].items():
                 name = name.replace("{{" + key + "}}", value)
             axes.plot(times, values, linewidth=1.2, label=name)
         axes.set_xlabel("minutes", color="#8e8e8e", fontsize=7)
         axes.grid(color="#2c3235", linewidth=0.5)
+        axes.margins(y=0.35)
         if matrix:
-            axes.legend(
-                fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, labelcolor="#d8d9da"
-            )
-    figure.text(
-        0.005, 0.995, "Ascend NPUs  (node: All)", color="#d8d9da", fontsize=14, va="top", weight="bold"
-    )
+            axes.legend(fontsize=6, loc="upper left", ncol=4, frameon=False, labelcolor="#d8d9da")
+    title = f"Ascend NPUs    node: {NODE}"
+    figure.text(0.005, 1 - 0.9 / rows, title, color="#d8d9da", fontsize=14, weight="bold")
     figure.savefig(out, dpi=80, facecolor=figure.get_facecolor())
 
 
