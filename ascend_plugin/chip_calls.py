@@ -82,6 +82,12 @@ def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], obje
     return True
 
 
+def call_outcome(error: BaseException) -> str:
+    """How the observers name a failed call: its DCMI code, or the exception's class."""
+    code = getattr(error, "code", None)
+    return str(code) if isinstance(code, int) else type(error).__name__
+
+
 def lane_name(key: LaneKey) -> str:
     """How logs and metrics name a lane."""
     return "node" if key is None else f"chip {key}"
@@ -164,6 +170,13 @@ class BackgroundCalls:
         self.running: tuple[str, float] | None = None
         self.done: list[tuple[str, float, str]] = []  # (name, seconds, outcome) of every call that returned
 
+    def left(self, limit: float) -> float:
+        """Seconds the call running may still take, each call held to ``limit`` (and its ``longer``)."""
+        running = self.running
+        if running is None:
+            return limit  # not started yet: it has waited for the thread only
+        return running[1] + limit + self.longer.get(running[0], 0.0) - time.monotonic()
+
     @property
     def yielding(self) -> bool:
         """A health call waits for this lane."""
@@ -179,8 +192,7 @@ class BackgroundCalls:
         try:
             return function(*args, **kwargs)
         except Exception as error:
-            code = getattr(error, "code", None)
-            outcome = str(code) if isinstance(code, int) else type(error).__name__
+            outcome = call_outcome(error)
             raise
         finally:
             ended = time.monotonic()
@@ -229,38 +241,18 @@ def _nothing() -> None:
     """A call that only tells that the lane's earlier calls are done."""
 
 
-async def _answer(future: concurrent.futures.Future[T], limit: float) -> T:
+async def _answer(
+    future: concurrent.futures.Future[T], limit: float, left: Callable[[], float] | None = None
+) -> T:
     """The call's result once its thread has it; TimeoutError after ``limit`` seconds (the call goes on).
 
     Every health poll comes through here, so it is kept to one loop future, one
     timer and one thread-safe wake-up: a third of what ``wait_for(shield(
     wrap_future(...)))`` costs per call. Cancelling the caller leaves the call
     running on its thread, as a shield would; its outcome then stays with the
-    thread's future, where nothing reports it as lost.
-    """
-    loop = asyncio.get_running_loop()
-    answered: asyncio.Future[None] = loop.create_future()
-
-    def wake() -> None:
-        if not answered.done():
-            answered.set_result(None)
-
-    timer = loop.call_later(limit, wake)
-    future.add_done_callback(lambda _: hand_to_loop(loop, wake))
-    try:
-        await answered
-    finally:
-        timer.cancel()
-    if not future.done():
-        raise TimeoutError
-    return future.result()
-
-
-async def _answer_each(future: concurrent.futures.Future[T], calls: BackgroundCalls, limit: float) -> T:
-    """A background job's result; TimeoutError once one of its calls runs longer than ``limit``.
-
-    One timer: when it fires it looks at the call running and waits on until
-    that call's own deadline.
+    thread's future, where nothing reports it as lost. A job of several calls
+    gives ``left``: when the timer fires, how long the call running then may
+    still take (each call is held to the limit from its own start).
     """
     loop = asyncio.get_running_loop()
     answered: asyncio.Future[None] = loop.create_future()
@@ -272,16 +264,11 @@ async def _answer_each(future: concurrent.futures.Future[T], calls: BackgroundCa
 
     def check() -> None:
         nonlocal timer
-        running = calls.running
-        left = (
-            limit
-            if running is None
-            else running[1] + limit + calls.longer.get(running[0], 0.0) - time.monotonic()
-        )
-        if left <= 0:
+        more = left() if left is not None else 0.0
+        if more <= 0:
             wake()
         else:
-            timer = loop.call_later(left, check)
+            timer = loop.call_later(more, check)
 
     timer = loop.call_later(limit, check)
     future.add_done_callback(lambda _: hand_to_loop(loop, wake))
@@ -420,7 +407,7 @@ class ChipCalls:
             future = worker.submit(lambda: job(calls))
             started, outcome = time.monotonic(), "ok"
             try:
-                return await _answer_each(future, calls, per_call)
+                return await _answer(future, per_call, lambda: calls.left(per_call))
             except TimeoutError:
                 outcome = "timeout"
                 calls.given_up = True
@@ -432,8 +419,7 @@ class ChipCalls:
                 self._give_up_background(state, worker, future, stuck)
                 raise ChipCallTimeout(stuck.name, lane, limit) from None
             except Exception as error:
-                code = getattr(error, "code", None)
-                outcome = str(code) if isinstance(code, int) else type(error).__name__
+                outcome = call_outcome(error)
                 raise
             finally:
                 # The job as one call, and each of its calls that failed: a background job makes many
@@ -485,8 +471,7 @@ class ChipCalls:
             self._hung(lane, worker, future, name, started)
             raise ChipCallTimeout(name, lane.key, self.timeout) from None
         except Exception as error:
-            code = getattr(error, "code", None)
-            outcome = str(code) if isinstance(code, int) else type(error).__name__
+            outcome = call_outcome(error)
             self._answered(lane)  # an error is an answer: the lane is not stuck
             raise
         finally:

@@ -99,6 +99,23 @@ def scrapes(node: Scraped, count: int) -> None:
     )
 
 
+def scrapes_against_off(node: Scraped, library: Path, count: int) -> None:
+    """The same scrapes, interleaved, of a plugin with telemetry off: what the telemetry adds to a scrape."""
+    off = Scraped("910B3", library, "--no-telemetry")
+    try:
+        off.metrics()
+        took: dict[str, list[float]] = {"on": [], "off": []}
+        for _ in range(count):
+            for label, target in (("on", node), ("off", off)):
+                started = time.perf_counter()
+                target.metrics()
+                took[label].append(time.perf_counter() - started)
+    finally:
+        off.stop()
+    for label, figures in took.items():
+        print(describe_ms(f"interleaved scrapes, telemetry {label}", figures))
+
+
 def freshness(node: Scraped, changes: int, slow_changes: int, rng: random.Random) -> None:
     fast = []
     for change in range(changes):
@@ -119,24 +136,32 @@ def freshness(node: Scraped, changes: int, slow_changes: int, rng: random.Random
         print(describe_ms("HBM use changed in the driver -> on /metrics (interval 60 s)", slow))
 
 
-def cpu_against_off(library: Path, seconds: float) -> None:
+def cpu_against_off(library: Path, seconds: float, windows: int) -> None:
+    """Both plugins side by side; the CPU each used in each window, and the median of the differences."""
     on = Node("910B3", CHIPS, library)
     off = Node("910B3", CHIPS, library, "--no-telemetry")
+    added, shares = [], []
     try:
         time.sleep(10)  # start-up work done, the first slow round read
-        before = {node: cpu_seconds(node.plugin.pid) for node in (on, off)}
-        wall_before = time.monotonic()
-        time.sleep(seconds)
-        wall = time.monotonic() - wall_before
-        used = {node: cpu_seconds(node.plugin.pid) - before[node] for node in (on, off)}
+        for _ in range(windows):
+            before = {node: cpu_seconds(node.plugin.pid) for node in (on, off)}
+            wall_before = time.monotonic()
+            time.sleep(seconds / windows)
+            wall = time.monotonic() - wall_before
+            used = {node: 100 * (cpu_seconds(node.plugin.pid) - before[node]) / wall for node in (on, off)}
+            added.append(used[on] - used[off])
+            shares.append((used[on], used[off]))
     finally:
         on.stop()
         off.stop()
-    share_on, share_off = 100 * used[on] / wall, 100 * used[off] / wall
     print(
-        f"CPU over {wall:.0f} s, {CHIPS} 910B3 chips, health every 1 s: telemetry on {share_on:.3f}% of one "
-        f"core, off {share_off:.3f}%: telemetry adds {share_on - share_off:.3f}% "
-        f"(CPU clock ticks of {1 / 100:.2f} s: +-{100 * 0.02 / wall:.3f}%)"
+        f"CPU, {CHIPS} 910B3 chips, health every 1 s, {windows} windows of {seconds / windows:.0f} s side "
+        f"by side (% of one core, on / off): " + ", ".join(f"{a:.2f} / {b:.2f}" for a, b in shares)
+    )
+    print(
+        f"telemetry adds: median {statistics.median(added):.3f}% of one core (windows: "
+        + ", ".join(f"{value:+.2f}" for value in added)
+        + f"); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
     )
 
 
@@ -170,7 +195,8 @@ def main() -> None:
     parser.add_argument("--scrapes", type=int, default=500)
     parser.add_argument("--changes", type=int, default=20)
     parser.add_argument("--slow-changes", type=int, default=2)
-    parser.add_argument("--cpu-seconds", type=float, default=180.0)
+    parser.add_argument("--cpu-seconds", type=float, default=300.0)
+    parser.add_argument("--cpu-windows", type=int, default=10)
     parser.add_argument("--injections", type=int, default=30)
     args = parser.parse_args()
     rng = random.Random(27)
@@ -179,10 +205,11 @@ def main() -> None:
     node = Scraped("910B3", library)
     try:
         scrapes(node, args.scrapes)
+        scrapes_against_off(node, library, args.scrapes)
         freshness(node, args.changes, args.slow_changes, rng)
     finally:
         node.stop()
-    cpu_against_off(library, args.cpu_seconds)
+    cpu_against_off(library, args.cpu_seconds, args.cpu_windows)
     health_beside_a_hang(library, args.injections, rng)
 
 
