@@ -190,6 +190,55 @@ def health_beside_a_hang(library: Path, count: int, rng: random.Random) -> None:
     print(f"detection median ratio hung / no hang: {statistics.median(hung) / statistics.median(base):.2f}")
 
 
+def round_cost(library: Path, chip_name: str, rounds: int) -> None:
+    """CPU of the telemetry rounds alone, in this process: the collector on the real binding, 16 chips."""
+    import asyncio
+    import tempfile
+
+    from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
+
+    from ascend_plugin.chip_calls import ChipCalls
+    from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
+    from ascend_plugin.telemetry.collector import TelemetryCollector, TelemetryPolicy
+    from backends.dcmi.library import DcmiLibrary
+    from backends.fake import FakeScenario
+    from backends.families import family_for
+    from backends.session import LibrarySession
+
+    scenario = Path(tempfile.mkdtemp(prefix="adp-bench-", dir="/tmp")) / "scenario.txt"
+    chips = [{"phy_id": n, "card_id": n // 2 + 1} for n in range(CHIPS)]
+    write_scenario(scenario, FakeScenario.model_validate({"chip_name": chip_name, "chips": chips}))
+    os.environ[SCENARIO_ENV] = str(scenario)
+    session = LibrarySession(DcmiLibrary(library, allow_untrusted=True))
+    session.init()
+    found = session.discover()
+    backend = family_for(found[0].info).for_chip(found[0].info)(session)
+    inventory = Inventory(NodeFacts(backend.table, str(library)), [ChipState(chip) for chip in found])
+
+    async def measure() -> float:
+        """CPU seconds a round takes on average, the clock moving one interval a round (the slow groups due
+        every twelfth round, as at the default intervals)."""
+        now = [0.0]
+        calls = ChipCalls(5.0)
+        policy = TelemetryPolicy()
+        collector = TelemetryCollector(backend, calls, inventory, policy, clock=lambda: now[0])
+        await collector.read_due()
+        started = time.process_time()
+        for _ in range(rounds):
+            now[0] += policy.interval
+            await collector.read_due()
+        calls.shutdown()
+        return (time.process_time() - started) / rounds
+
+    per_round = asyncio.run(measure())
+    share = 100 * per_round / TelemetryPolicy().interval
+    print(
+        f"telemetry rounds in process, {CHIPS} {chip_name}, {rounds} rounds at the default intervals: "
+        f"{1000 * per_round:.2f} ms CPU a round: {share:.3f}% of one core"
+    )
+    session.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--scrapes", type=int, default=500)
@@ -198,10 +247,13 @@ def main() -> None:
     parser.add_argument("--cpu-seconds", type=float, default=300.0)
     parser.add_argument("--cpu-windows", type=int, default=10)
     parser.add_argument("--injections", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=120, help="in-process telemetry rounds per family")
     args = parser.parse_args()
     rng = random.Random(27)
     library = build_fake_library()
     print_command()
+    for chip_name in ("910B3", "310P3", "310B1"):
+        round_cost(library, chip_name, args.rounds)
     node = Scraped("910B3", library)
     try:
         scrapes(node, args.scrapes)
