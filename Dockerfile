@@ -3,11 +3,13 @@
 #
 #   docker buildx build --platform linux/arm64,linux/amd64 -t <registry>/ascend-device-plugin:0.1.0 --push .
 #
+# (one manifest list for both; without buildx, and what CI checks of each: docs/deployment.md).
+#
 # No "# syntax=" line, deliberately: it would make BuildKit pull a frontend image
 # from Docker Hub before reading anything else, so no mirror below could help.
 # The engine's built-in frontend has every feature used here.
 #
-# Behind a mirror or a TLS-intercepting proxy (field report pitfall 8):
+# Behind a mirror or a TLS-intercepting proxy, where Docker Hub or PyPI time out:
 #   --build-arg BASE_REGISTRY=<mirror host>   where the base image comes from
 #   --build-arg BASE_IMAGE=<image>            or any other image with the same Python
 #   --build-arg PIP_INDEX_URL=<index URL>     the Python package index the builder uses
@@ -15,11 +17,12 @@
 #                                             that index instead of pip's own (a secret:
 #                                             it never lands in a layer)
 #
-# Why this base (field report pitfall 4): libdcmi.so and the driver libraries are
-# the host's, built against the host's glibc, and they load into this image's
-# Python. They run on any glibc at least as new as the one they were built for,
-# so the image needs a glibc no older than the hosts'. Debian bookworm has 2.36
-# (Ubuntu 22.04, the field report's base: 2.35; openEuler 22.03: 2.34).
+# Why this base: libdcmi.so and the driver libraries are the host's, built
+# against the host's glibc, and they load into this image's Python. They run on
+# any glibc at least as new as the one they were built for, so the image needs a
+# glibc no older than the hosts'. Debian bookworm has 2.36 (the driver's hosts:
+# Ubuntu 22.04, 2.35; openEuler 22.03, 2.34). Another BASE_IMAGE needs at least
+# 2.35 (docs/deployment.md).
 
 ARG PYTHON_VERSION=3.11
 ARG BASE_REGISTRY=docker.io

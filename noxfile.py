@@ -33,15 +33,16 @@ def typecheck(session: nox.Session) -> None:
     """mypy --strict on our code and on the image check."""
     session.install("-e", ".[dev]")
     session.run("mypy")
-    session.run("mypy", "-p", "image_check", env={"MYPYPATH": ".ci"})
+    session.run("mypy", "-p", "image_check", env={"MYPYPATH": ".ci:tests"})
 
 
 @nox.session
 def image(session: nox.Session) -> None:
-    """Build the image with the local container engine, report its size and layers, smoke-test it.
+    """Build the image for linux/amd64 and linux/arm64, report sizes and layers, smoke-test each.
 
-    The steps are in .ci/image_check; `nox -s image -- --help` lists the options. Skipped, with the
-    reason, where no container engine can run at all.
+    The platform this machine does not run natively is built and run under qemu. The steps are in
+    .ci/image_check; `nox -s image -- --help` lists the options. Skipped, with the reason, where no
+    container engine can run at all; a platform this machine cannot emulate is skipped, with the reason.
     """
     session.install("-e", ".[demo]")
     skipped = Path(session.create_tmp()) / "image-skipped"
@@ -53,7 +54,7 @@ def image(session: nox.Session) -> None:
         "--skip-file",
         str(skipped),
         *session.posargs,
-        env={"PYTHONPATH": ".ci"},
+        env={"PYTHONPATH": ".ci:tests"},  # tests/fake_dcmi: the C fake libdcmi.so, built per platform
     )
     if skipped.exists():
         session.skip(skipped.read_text(encoding="utf-8"))

@@ -4,8 +4,8 @@ Run: ``python bench/health.py`` (or ``nox -s bench``). The plugin runs as its
 own process on the real cffi binding over the C fake library (tests/fake_dcmi),
 at the default health interval (1 s) and call timeout (5 s). Each injection
 rewrites the fake's scenario file at a random moment of the poll cycle; the
-kubelet stand-in (grpcio) sees the ListAndWatch update. Measured (targets of
-issue 12 in brackets):
+kubelet stand-in (grpcio) sees the ListAndWatch update. Measured (the budget of
+each figure in brackets, as docs/performance.md "Health" states it):
 
 * polled detection and recovery, on a 310P card pair (no fault subscription) [p99 <= 1.2 s];
 * subscribed detection and recovery, on a 910B server (fault events), and the same with faults the

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from fake_dcmi.players import CFakePlayer, ScenarioPlayer
+from log_records import fields, records
 from node_harness import backend_of
 
 from backends.fake import FakeScenario
@@ -44,7 +45,6 @@ def test_the_binding_says_the_ipv4_miss_before_an_ipv6_answer(
     library = c_fake.open(FakeScenario.model_validate({"chip_name": "910B3", "chips": chips}))
     caplog.set_level(logging.DEBUG, logger="backends.dcmi.library")
     assert library.device_ip(7, 0) == "2001:db8::7"
-    (record,) = [record for record in caplog.records if record.getMessage().startswith("dcmi_get_device_ip")]
-    assert record.levelno == logging.DEBUG
-    assert (record.function, record.card, record.device) == ("dcmi_get_device_ip", 7, 0)  # type: ignore[attr-defined]
+    (record,) = records(caplog, "backends.dcmi.library", level=logging.DEBUG, function="dcmi_get_device_ip")
+    assert fields(record, "card", "device") == {"card": 7, "device": 0}
     assert record.code < 0  # type: ignore[attr-defined]

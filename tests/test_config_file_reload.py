@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from log_records import records
 
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 from ascend_plugin.faults import load_table
@@ -80,11 +81,14 @@ def test_reread_logs_what_it_did_and_keeps_the_old_configuration_when_the_file_i
 
     assert not current.reread_config_file(reload)
     where = f"config file {config}"
-    assert f"{where} refused, the current configuration stays: {where} is not valid YAML" in caplog.text
+    (refused,) = records(caplog, "ascend_plugin.live_config", level=logging.ERROR, source=where)
+    assert "not valid YAML" in refused.getMessage()  # what is wrong with the file
     assert current.settings.health_failure_threshold == 3
     assert calls == []
 
     config.write_text("health_failure_threshold: 4\n", encoding="utf-8")
     assert current.reread_config_file(reload)
-    assert f"config file {config} re-read: health_failure_threshold is now 4" in caplog.text
+    (reread,) = records(caplog, "ascend_plugin.live_config", level=logging.INFO, source=where)
+    assert reread.changed == ["health_failure_threshold"]  # type: ignore[attr-defined]
+    assert current.settings.health_failure_threshold == 4
     assert calls == [["health_failure_threshold"]]

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
+from log_records import lines
 from plugin_harness import health_of, registered
 from waiting import WAIT, eventually
 
@@ -27,6 +28,9 @@ from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.slow
+
+DISCOVERY = "ascend_plugin.inventory.discovery"  # the chips found, or each attempt that found none
+MONITOR = "ascend_plugin.inventory.monitor"  # health transitions, the subscription, fault-event lines
 
 
 class PluginProcess:
@@ -162,9 +166,9 @@ def test_atlas_200i_a2(dcmi_node: DcmiNode, kubelet: KubeletStandIn) -> None:
         "/dev/upgrade": "/dev/upgrade",
     }
     records = plugin.records()
-    found = [r["msg"] for r in records if r["msg"].startswith("found 1 chip(s) of family 310B (310B1) via ")]
-    assert found == [f"found 1 chip(s) of family 310B (310B1) via {dcmi_node.library}"]
-    assert not [r for r in records if "AI cores" in r["msg"]], "1.0 AI cores is right for a 310B1"
+    (found,) = lines(records, DISCOVERY, level="INFO", family="310B")
+    assert (found["implementation"], found["library"]) == ("Ascend310B", str(dcmi_node.library))
+    assert not [r for r in records if "ai_cores" in r], "1.0 AI cores is right for a 310B1"
 
 
 def test_atlas_300i_duo(dcmi_node: DcmiNode, kubelet: KubeletStandIn) -> None:
@@ -198,16 +202,16 @@ def test_910b_server_with_slot_numbered_cards(dcmi_node: DcmiNode, kubelet: Kube
     assert kubelet.health("huawei.com/Ascend910") == {f"Ascend910-{n}": "Healthy" for n in range(8)}
     devices = _devices(kubelet, "huawei.com/Ascend910", ["Ascend910-4", "Ascend910-6"])
     assert list(devices) == ["/dev/davinci4", "/dev/davinci6", "/dev/davinci_manager", "/dev/hisi_hdc"]
-    plugin.wait_for(
-        lambda rs: any(r["msg"].startswith("subscribed to fault events") for r in rs), "subscription"
-    )
+    plugin.wait_for(lambda rs: bool(lines(rs, MONITOR, logic_ids=list(range(8)))), "the subscription")
 
     dcmi_node.write(server(5))
     kubelet.wait_until(
         lambda k: health_of("huawei.com/Ascend910", "Ascend910-5")(k) == "Unhealthy", WAIT, "fault"
     )
     plugin.wait_for(
-        lambda rs: any(r["msg"].startswith("fault event 80E01801 on Ascend910-5") for r in rs),
+        lambda rs: any(
+            "events" in r and r["codes"] == ["80E01801"] for r in lines(rs, MONITOR, device="Ascend910-5")
+        ),
         "the fault event",
     )
     dcmi_node.write(server(None))
@@ -233,16 +237,14 @@ def test_atlas_300i_card_of_four_310(dcmi_node: DcmiNode, kubelet: KubeletStandI
 def _keeps_retrying(plugin: PluginProcess, problem: str) -> None:
     """One clear ERROR line for the problem, the same problem retried (at DEBUG), the process alive."""
 
-    def lines(records: list[dict[str, Any]], level: str) -> list[str]:
-        return [
-            r["msg"] for r in records if r["level"] == level and r["msg"].startswith("chips not available: ")
-        ]
+    def attempts(records: list[dict[str, Any]], level: str) -> list[str]:
+        return [r["error"] for r in lines(records, DISCOVERY, level=level) if "attempt" in r]
 
-    records = plugin.wait_for(lambda rs: len(lines(rs, "DEBUG")) >= 1, "a second attempt")
-    errors = lines(records, "ERROR")
+    records = plugin.wait_for(lambda rs: len(attempts(rs, "DEBUG")) >= 1, "a second attempt")
+    errors = attempts(records, "ERROR")
     assert len(errors) == 1, errors
     assert problem in errors[0]
-    assert problem in lines(records, "DEBUG")[0]
+    assert problem in attempts(records, "DEBUG")[0]
     assert plugin.process.poll() is None
 
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from log_records import records
 
 from ascend_plugin.faces.dra.checkpoint import (
     Checkpoint,
@@ -19,6 +21,8 @@ from ascend_plugin.faces.dra.checkpoint import (
     render,
 )
 from ascend_plugin.faces.dra.claims import ClaimRef
+
+CHECKPOINT = "ascend_plugin.faces.dra.checkpoint"
 
 CLAIM = PreparedClaim(
     ClaimRef("default", "train", "uid-1"),
@@ -101,7 +105,7 @@ def test_whatever_cannot_be_decoded_is_moved_aside_and_nothing_is_lost(
     assert checkpoint.load() == {}
     (aside,) = tmp_path.glob("checkpoint.json.bad-*")
     assert not checkpoint.path.exists()
-    record = next(r for r in caplog.records if "unusable" in r.getMessage())
+    (record,) = records(caplog, CHECKPOINT, level=logging.ERROR, checkpoint=str(checkpoint.path))
     assert record.problem == problem  # type: ignore[attr-defined]
     assert record.moved_to == str(aside)  # type: ignore[attr-defined]
     checkpoint.save({"uid-1": CLAIM})

@@ -13,6 +13,7 @@ import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, registered, running_driver
 from grpclib.testing import ChannelFor
 from kube_harness import make_inventory, set_faults
+from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
@@ -125,10 +126,10 @@ async def test_taints_the_api_server_drops_are_said_once_and_the_chips_leave_ins
         await until(lambda: "npu-0" not in devices(apiserver), "npu-0 left the slice")
         dra_node.set_faults({0: ["80E01801"], 7: ["80E01801"]})
         await until(lambda: "npu-7" not in devices(apiserver), "npu-7 left the slice")
-    said = [r for r in caplog.records if "dropped the device taints" in r.getMessage()]
-    assert len(said) == 1
-    assert said[0].levelno == logging.WARNING
-    assert "DRADeviceTaints" in said[0].getMessage()
+    (said,) = records(caplog, "ascend_plugin.faces.dra.slices", level=logging.WARNING, pool=NODE)
+    # What the operator can do about it: the feature gate to enable, or the setting to turn off.
+    assert "DRADeviceTaints" in said.getMessage()
+    assert "dra_device_taints" in said.getMessage()
 
 
 async def test_the_health_stream_carries_every_device_and_each_change(

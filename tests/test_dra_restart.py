@@ -18,12 +18,15 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
+from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
+
+CHECKPOINT = "ascend_plugin.faces.dra.checkpoint"  # a checkpoint moved aside is its ERROR line
 
 
 async def _run_until_registered(dra_kubelet: DraKubeletStandIn, times: int) -> None:
@@ -102,12 +105,9 @@ async def test_an_unreadable_checkpoint_is_moved_aside_and_the_driver_serves(
     aside = list(dra_node.plugin_dir.glob("checkpoint.json.bad-*"))
     assert len(aside) == 1
     assert aside[0].read_text().startswith('{"format": 1')
-    record = next(
-        r for r in caplog.records if "checkpoint" in r.getMessage() and "unusable" in r.getMessage()
-    )
-    assert record.levelno == logging.ERROR
-    assert "not JSON" in record.getMessage()
-    assert str(aside[0]) in record.getMessage()
+    (record,) = records(caplog, CHECKPOINT, level=logging.ERROR, checkpoint=str(dra_node.checkpoint))
+    assert "not JSON" in record.__dict__["problem"]
+    assert record.__dict__["moved_to"] == str(aside[0])
 
 
 async def test_a_checkpoint_that_cannot_be_written_refuses_the_claim_and_leaves_no_spec(
@@ -154,6 +154,6 @@ async def test_a_checkpoint_that_cannot_be_decoded_is_moved_aside_and_the_driver
         assert (await prepare(dra_kubelet, claim)).claims[claim[2]].error == ""
         await until(lambda: app.ready, "ready")
     assert len(list(dra_node.plugin_dir.glob("checkpoint.json.bad-*"))) == 1
-    record = next(r for r in caplog.records if "unusable" in r.getMessage())
+    (record,) = records(caplog, CHECKPOINT, level=logging.ERROR, checkpoint=str(dra_node.checkpoint))
     assert record.problem.startswith(problem)  # type: ignore[attr-defined]
     assert claim[2] in json.loads(dra_node.checkpoint.read_text())["claims"]

@@ -12,7 +12,6 @@ from fault_policy_harness import configured
 from ascend_plugin.fault_policy.config import (
     BUILTIN_CUSTOMIZATION,
     BUILTIN_FAULT_CODES,
-    POLL_INTERVAL_DEFAULT,
     base_config,
     builtin_codes,
     builtin_customization,
@@ -91,8 +90,7 @@ def test_a_malformed_key_falls_back_with_an_error_saying_why(
     assert config.sources[key].startswith("built-in")
     errors = [record for record in caplog.records if record.levelno == logging.ERROR]
     assert [getattr(record, "entry", None) for record in errors] == [key]
-    assert why in errors[0].getMessage()
-    assert "applies instead" in errors[0].getMessage()
+    assert why in errors[0].getMessage()  # what is wrong in the document
     assert config.codes == builtin_codes()
     assert config.customization == builtin_customization()
 
@@ -119,8 +117,7 @@ def test_poll_interval_is_read_as_huawei_reads_it(text: str | None, seconds: int
     assert interval == seconds
     assert (note is not None) is noted
     if note is not None:
-        assert note.error
-        assert note.message.endswith(f"the default {POLL_INTERVAL_DEFAULT} is used")
+        assert (note.entry, note.error) == ("PollInterval", True)
 
 
 def test_an_operators_file_in_huaweis_format_replaces_the_built_in_lists(tmp_path: Path) -> None:

@@ -83,7 +83,7 @@ def test_a_grace_value_out_of_range_falls_back_to_its_default(
     customization, notes = parsed({"GraceTolerance": {field: value}})
     assert getattr(customization.grace, field) == default
     assert [(note.entry, note.error) for note in notes] == [(f"GraceTolerance.{field}", True)]
-    assert f"{value} is out of range {low}-{high}; the default {default} is used" in notes[0].message
+    assert f"{value} is out of range {low}-{high}" in notes[0].message  # the value, and what is allowed
 
 
 def test_grace_values_in_range_apply_and_missing_ones_take_their_defaults() -> None:
@@ -121,7 +121,6 @@ def test_a_frequency_entry_out_of_range_is_ignored_with_a_note_naming_it(
     assert len(notes) == 1
     assert notes[0].entry.startswith("FaultFrequency[1]")
     assert why in notes[0].message
-    assert notes[0].message.endswith("the entry is ignored")
 
 
 def test_a_frequency_entry_names_its_codes() -> None:

@@ -114,8 +114,9 @@ async def test_a_success_between_failures_resets_the_count(
 async def test_a_chip_still_flapping_is_never_released_however_old_its_spells_get(
     any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
-    # The chip's health flips every 200 ms; a poll a second lands on either state. Once its spells
-    # age out of the 60 s window it used to be released without ever being clean for the hold.
+    # The chip's health flips every 200 ms; a poll a second lands on either state. Its spells age
+    # out of the 60 s window, and a damper counting only those would release it without its ever
+    # having been clean for the hold.
     held_since = None
     for tick in range(181):  # the last poll (tick 180) finds it faulty
         faulty = (tick * 5 // 2) % 2 == 0  # the state at this poll of a 200 ms square wave

@@ -14,9 +14,11 @@ import os
 import signal
 import socket
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+from log_records import lines
 from plugin_harness import FakeNode, registered
 from plugin_process import PluginProcess, plugin_process
 from waiting import WAIT, eventually, until
@@ -26,6 +28,7 @@ from ascend_plugin.instance_lock import HOLDER_NOTE, InstanceLock
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 RESOURCE = "huawei.com/Ascend310"
+LOCK = "ascend_plugin.instance_lock"
 
 
 def readiness_until(plugin: PluginProcess, wanted: int, text: str) -> str:
@@ -46,6 +49,11 @@ def readiness_until(plugin: PluginProcess, wanted: int, text: str) -> str:
     )
 
 
+def waits(line: dict[str, Any]) -> bool:
+    """A line of an instance waiting for the lock: it names the holder."""
+    return bool(lines([line], LOCK)) and "holder_pid" in line
+
+
 def holder_pid(plugin_dir: Path) -> int:
     pid: int = json.loads((plugin_dir / HOLDER_NOTE).read_text())["pid"]
     return pid
@@ -62,11 +70,9 @@ def test_a_second_instance_waits_for_the_lock_and_takes_over_when_the_first_exit
         assert holder_pid(plugin_dir) == first.pid
 
         with plugin_process(node, plugin_dir, short_tmp / "second.log", http=True) as second:
-            waiting = second.wait_for_line(
-                lambda line: "waiting for the lock held by" in line["msg"], "the second instance waits"
-            )
-            assert f"waiting for the lock held by pid {first.pid} (host " in waiting["msg"]
-            assert waiting["holder_pid"] == first.pid
+            waiting = second.wait_for_line(waits, "the second instance waits")
+            assert (waiting["level"], waiting["holder_pid"]) == ("WARNING", first.pid)
+            assert waiting["holder_host"]
             body = readiness_until(second, 503, "waiting for the lock held by")
             assert body.startswith(f"waiting for the lock held by pid {first.pid} (host ")
 
@@ -78,7 +84,10 @@ def test_a_second_instance_waits_for_the_lock_and_takes_over_when_the_first_exit
             first.process.send_signal(signal.SIGTERM)
             assert first.process.wait(timeout=WAIT) == 0
             kubelet.wait_until(registered(RESOURCE, times=2), WAIT, "the second instance registers")
-            second.wait_for_line(lambda line: line["msg"].startswith("took the lock on "), "takeover")
+            took = second.wait_for_line(
+                lambda line: bool(lines([line], LOCK, level="INFO")) and "waited" in line, "takeover"
+            )
+            assert took["waited"] > 0
             readiness_until(second, 200, "ready")
             # No livelock: the takeover is one registration, and the socket is the second's now.
             assert len(kubelet.registrations) == 2
@@ -100,7 +109,7 @@ def test_a_waiting_instance_stopped_exits_cleanly_and_leaves_the_first_alone(
         kubelet.wait_until(registered(RESOURCE), WAIT, "the first instance registers")
         served = file_stamp(plugin_dir / "Ascend310.sock")
         with plugin_process(node, plugin_dir, short_tmp / "second.log") as second:
-            second.wait_for_line(lambda line: "waiting for the lock held by" in line["msg"], "the wait")
+            second.wait_for_line(waits, "the wait")
             second.process.send_signal(signal.SIGTERM)
             assert second.process.wait(timeout=WAIT) == 0
         assert file_stamp(plugin_dir / "Ascend310.sock") == served
@@ -120,7 +129,7 @@ def test_an_instance_killed_outright_leaves_the_lock_free(
         first.process.wait()
     with plugin_process(node, plugin_dir, short_tmp / "second.log") as second:
         kubelet.wait_until(registered(RESOURCE, times=2), WAIT, "the next instance registers")
-        assert not [line for line in second.lines() if "waiting for the lock" in line["msg"]]
+        assert not [line for line in second.lines() if waits(line)]
         assert holder_pid(plugin_dir) == second.pid
 
 

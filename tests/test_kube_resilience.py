@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from kube_harness import NODE, make_inventory, running, set_faults
+from log_records import records
 from plugin_harness import FakeNode, health_of, registered, running_plugin
 from waiting import until, wait_for
 
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.anyio
 
 RESOURCE = "huawei.com/Ascend310"
 CONFIGMAP = f"mindx-dl-deviceinfo-{NODE}"
+RETRY = "ascend_plugin.kubeapi.retry"  # every part's failed attempts and recoveries
 
 
 def labeller(kube: Kube, short_tmp: Path) -> NodeLabeller:
@@ -39,20 +41,23 @@ async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
     apiserver.add_node(NODE)
     forbidden = apiserver.inject(403, "patch", "nodes")
     async with running(labeller(kube, short_tmp).run):
-        await until(lambda: "403 Forbidden" in caplog.text, "the refusal logged")
-        record = next(r for r in caplog.records if "403 Forbidden" in r.getMessage())
-        assert record.levelno == logging.ERROR
-        message = record.getMessage()
-        assert "the API server refused to patch nodes npu-node-1" in message
-        rule = '{apiGroups: [""], resources: ["nodes"], verbs: ["patch"]}'
-        assert f"Add this rule to the plugin's ClusterRole: {rule}" in message
+        refusals = await until(
+            lambda: records(caplog, RETRY, level=logging.ERROR, part="node labels", error="Forbidden"),
+            "the refusal logged, at ERROR: only an operator can fix it",
+        )
+        # What the operator acts on: the object refused, the rule to add, where the docs explain it.
+        message = refusals[0].getMessage()
+        assert f"patch nodes {NODE}" in message
+        assert '{apiGroups: [""], resources: ["nodes"], verbs: ["patch"]}' in message
         assert "docs/kubernetes.md#rbac" in message
         # Granted (the injection is spent): the next attempt goes through.
         forbidden.times = forbidden.hits
         await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend310", "labels")
         # The labeller logs its recovery once the patch's answer is back, which may be after the
         # server already shows the labels: wait for the line, not for a moment.
-        await until(lambda: "node labels: the API server answers again" in caplog.text, "the recovery logged")
+        await until(
+            lambda: records(caplog, RETRY, level=logging.INFO, part="node labels"), "the recovery logged"
+        )
 
 
 async def test_forbidden_configmap_writes_name_their_verb(
@@ -64,12 +69,20 @@ async def test_forbidden_configmap_writes_name_their_verb(
         await until(
             lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
         )
-    assert 'resources: ["configmaps"], verbs: ["create"]' in caplog.text
+    (refusal,) = records(
+        caplog,
+        RETRY,
+        level=logging.ERROR,
+        part=f"device-info ConfigMap kube-system/{CONFIGMAP}",
+        error="Forbidden",
+    )
+    assert '{apiGroups: [""], resources: ["configmaps"], verbs: ["create"]}' in refusal.getMessage()
 
 
 async def test_server_errors_are_retried(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.DEBUG, logger=RETRY)
     apiserver.inject(500, "get", "configmaps", times=2)
     inventory = make_inventory(short_tmp)
     async with running(DeviceInfoPublisher(kube, inventory, "kube-system", CONFIGMAP, 300).run):
@@ -77,9 +90,12 @@ async def test_server_errors_are_retried(
             lambda: apiserver.get("configmaps", CONFIGMAP, "kube-system") is not None, "the ConfigMap"
         )
     assert len(apiserver.requests_of("get", "configmaps", 500)) == 2
-    warning = next(r for r in caplog.records if "HTTP 500" in r.getMessage())
-    assert warning.levelno == logging.WARNING
-    assert "retrying in" in warning.getMessage()
+    # The first failure at WARNING, the same one again only at DEBUG: one line per distinct problem.
+    said = records(caplog, RETRY, error="ServerError")
+    assert [(record.levelno, record.attempt) for record in said] == [  # type: ignore[attr-defined]
+        (logging.WARNING, 1),
+        (logging.DEBUG, 2),
+    ]
 
 
 async def test_repeated_conflicts_end_in_a_write(
@@ -138,10 +154,12 @@ async def test_wrong_credentials_are_an_error_not_a_crash(
     kube = await connect(impostor.write_kubeconfig(short_tmp / "impostor.kubeconfig"))
     try:
         async with running(labeller(kube, short_tmp).run):
-            await until(lambda: "HTTP 401" in caplog.text, "the 401 logged")
+            await until(
+                lambda: records(caplog, RETRY, level=logging.ERROR, part="node labels", error="Unauthorized"),
+                "the 401 logged, at ERROR",
+            )
     finally:
         await kube.close()
-    assert next(r for r in caplog.records if "HTTP 401" in r.getMessage()).levelno == logging.ERROR
     assert not apiserver.requests_of("patch", "nodes")
 
 
@@ -159,7 +177,7 @@ async def test_api_server_absent_the_kubelet_side_carries_on_and_catches_up(
     settings = node.settings(plugin_dir, node_name=NODE, kubeconfig=kubeconfig)
     async with running_plugin(settings) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration")
-        await until(lambda: "cannot reach the API server" in caplog.text, "the kube side noticing")
+        await until(lambda: records(caplog, RETRY, error="Unreachable"), "the kube side noticing")
         # The kubelet side works as ever: health changes reach the kubelet.
         node.write({"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": ["80E01801"]}]})
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310-0")(k) == "Unhealthy", "unhealthy")
@@ -190,9 +208,16 @@ async def test_no_cluster_config_is_explained_and_the_plugin_serves_anyway(
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     async with running_plugin(node.settings(plugin_dir, node_name=NODE)) as app:
         await wait_for(kubelet, registered(RESOURCE), "registration")
-        await until(lambda: "cannot load the in-cluster configuration" in caplog.text, "the explanation")
+        explained = await until(
+            lambda: records(
+                caplog, RETRY, level=logging.ERROR, part="Kubernetes client", error="KubeConfigError"
+            ),
+            "the explanation",
+        )
         assert app.ready
-    assert "--kubeconfig" in caplog.text
+    # The settings that fix it, named.
+    assert "--kubeconfig" in explained[0].getMessage()
+    assert "ASCEND_DP_KUBECONFIG" in explained[0].getMessage()
 
 
 async def test_a_broken_kubeconfig_is_a_typed_error_naming_the_file(short_tmp: Path) -> None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from grpclib.const import Status
+from log_records import fields, records
 
 from ascend_plugin.grpc_guard.refusal_log import RefusalLog
 
@@ -20,8 +22,9 @@ class Clock:
         return self.now
 
 
-def lines(caplog: pytest.LogCaptureFixture) -> list[str]:
-    return [record.getMessage() for record in caplog.records if record.name == LOGGER]
+def lines(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """Each line's fields: a refusal has all four, a pruned peer's count has no status or reason."""
+    return [fields(record, "peer", "status", "reason", "suppressed") for record in records(caplog, LOGGER)]
 
 
 def test_one_line_per_peer_per_interval_then_the_count(caplog: pytest.LogCaptureFixture) -> None:
@@ -31,13 +34,12 @@ def test_one_line_per_peer_per_interval_then_the_count(caplog: pytest.LogCapture
     for _ in range(500):
         refusals.refused("pid 7 (uid 0)", Status.INVALID_ARGUMENT, "Empty is malformed")
         clock.now += 0.01  # 500 calls in 5 s
-    assert lines(caplog) == ["refused a request from pid 7 (uid 0) with INVALID_ARGUMENT: Empty is malformed"]
+    first = {"peer": "pid 7 (uid 0)", "status": "INVALID_ARGUMENT", "reason": "Empty is malformed"}
+    assert lines(caplog) == [first | {"suppressed": 0}]
     clock.now = 110.0  # exactly 10 s after the first line
     refusals.refused("pid 7 (uid 0)", Status.RESOURCE_EXHAUSTED, "too big")
-    assert lines(caplog)[1] == (
-        "refused a request from pid 7 (uid 0) with RESOURCE_EXHAUSTED: too big "
-        "(499 more from this peer not logged since its last line)"
-    )
+    second = {"peer": "pid 7 (uid 0)", "status": "RESOURCE_EXHAUSTED", "reason": "too big", "suppressed": 499}
+    assert lines(caplog)[1:] == [second]
 
 
 def test_peers_are_limited_separately(caplog: pytest.LogCaptureFixture) -> None:
@@ -45,11 +47,7 @@ def test_peers_are_limited_separately(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, LOGGER)
     for peer in ("pid 7 (uid 0)", "pid 8 (uid 0)", "pid 7 (uid 0)", "pid 8 (uid 1000)"):
         refusals.refused(peer, Status.INVALID_ARGUMENT, "bad")
-    assert [line.split(" with ")[0] for line in lines(caplog)] == [
-        "refused a request from pid 7 (uid 0)",
-        "refused a request from pid 8 (uid 0)",
-        "refused a request from pid 8 (uid 1000)",
-    ]
+    assert [line["peer"] for line in lines(caplog)] == ["pid 7 (uid 0)", "pid 8 (uid 0)", "pid 8 (uid 1000)"]
 
 
 def test_a_quiet_peer_s_count_is_logged_when_the_table_is_pruned(caplog: pytest.LogCaptureFixture) -> None:
@@ -61,4 +59,4 @@ def test_a_quiet_peer_s_count_is_logged_when_the_table_is_pruned(caplog: pytest.
     clock.now += 11
     for pid in range(2, 66):  # enough other peers to prune the table
         refusals.refused(f"pid {pid} (uid 0)", Status.INVALID_ARGUMENT, "bad")
-    assert "refused 1 more requests from pid 1 (uid 0) (not logged one by one)" in lines(caplog)
+    assert {"peer": "pid 1 (uid 0)", "suppressed": 1} in lines(caplog)

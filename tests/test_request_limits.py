@@ -109,7 +109,7 @@ async def test_a_5_mb_message_is_refused_from_its_length_prefix(
     assert "device IDs have at most 50 characters" in error.details()
     await plugin.still_serves()
     [line] = refusal_lines(caplog)  # the second refusal came from the same peer within 10 s
-    assert "RESOURCE_EXHAUSTED" in line.getMessage()
+    assert line.__dict__["status"] == "RESOURCE_EXHAUSTED"
     assert not any(record.exc_info for record in caplog.records)
 
 
@@ -136,8 +136,8 @@ async def test_malformed_bytes_get_invalid_argument_with_a_short_reason_and_no_t
     assert error.details() == reason
     await plugin.still_serves()
     [line] = refusal_lines(caplog)
-    assert line.getMessage().startswith("refused a request from pid ")
-    assert reason in line.getMessage()
+    assert line.__dict__["peer"].startswith("pid ")
+    assert (line.__dict__["status"], line.__dict__["reason"]) == ("INVALID_ARGUMENT", reason)
     assert not any(record.exc_info for record in caplog.records), "a traceback was logged"
     assert not [record for record in caplog.records if record.name.startswith("grpclib")]
 
@@ -159,7 +159,6 @@ async def test_a_flood_of_bad_calls_logs_one_line_per_peer_per_10_s_with_the_cou
     now[0] += 0.1
     await plugin.refused("GetPreferredAllocation", b"\x00\x01")
     _, second = refusal_lines(caplog)
-    assert "(2000 more from this peer not logged since its last line)" in second.getMessage()
     assert second.__dict__["suppressed"] == 2000
     await plugin.still_serves()
 

@@ -6,6 +6,7 @@ node takes), with the kubelet stand-in on the other side.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -14,12 +15,14 @@ from pathlib import Path
 
 import pytest
 from fake_dcmi.players import CFakePlayer
+from log_records import lines, records
 from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
 from waiting import until, wait_for
 
 from ascend_plugin.app import EXIT_REFUSED
 from ascend_plugin.cli import EXIT_BAD_SETTINGS
+from ascend_plugin.offers.node_offers import DEVICE_SHARE_NEEDED, SHARE_COUNT_IGNORED
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
@@ -120,11 +123,10 @@ async def test_device_share_mode_is_named_once_with_the_command_per_chip(
     c_fake.update(duo({}))
     async with running_plugin(player_settings(c_fake, plugin_dir, host, share_count=2)):
         await wait_for(kubelet, registered("huawei.com/Ascend310P"), "registration")
-    hints = [record.getMessage() for record in caplog.records if "device-share" in record.getMessage()]
-    assert len(hints) == 1
-    assert (
-        "npu-smi set -t device-share -i 0 -c 0 -d 1; npu-smi set -t device-share -i 0 -c 1 -d 1" in hints[0]
-    )
+    (hint,) = records(caplog, "ascend_plugin.app", level=logging.INFO, reason=DEVICE_SHARE_NEEDED)
+    # The commands an operator runs on the host, one per chip.
+    assert "npu-smi set -t device-share -i 0 -c 0 -d 1" in hint.getMessage()
+    assert "npu-smi set -t device-share -i 0 -c 1 -d 1" in hint.getMessage()
 
 
 IGNORING = {
@@ -158,16 +160,14 @@ async def test_families_that_do_not_share_ignore_the_setting_with_a_warning(
         await wait_for(kubelet, registered(resource), "registration")
         # Offered whole: one chart value across a mixed cluster never takes chips away.
         assert kubelet.health(resource) == {f"{prefix}-0": "Healthy", f"{prefix}-1": "Healthy"}
-    warnings = [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno == logging.WARNING and "share_count" in r.getMessage()
-    ]
-    assert warnings == [
-        "share_count=4 (--share-count 4, ASCEND_DP_SHARE_COUNT=4, Helm settings.shareCount: 4) is ignored "
-        f"on this node: its chips {prefix}-0, {prefix}-1 ({chip_name}) are of family {family}, whose driver "
-        f"does not share a chip; only 310P, 310B do. The chips are offered whole, as {resource}"
-    ]
+    (warning,) = records(caplog, "ascend_plugin.app", level=logging.WARNING, reason=SHARE_COUNT_IGNORED)
+    # What is ignored, where it was set, which chips and family, and what they are offered as instead.
+    message = warning.getMessage()
+    for fact in ("--share-count 4", "ASCEND_DP_SHARE_COUNT=4", "Helm settings.shareCount: 4"):
+        assert fact in message
+    assert f"{prefix}-0, {prefix}-1 ({chip_name})" in message
+    assert f"family {family}" in message
+    assert resource in message
 
 
 def test_sharing_a_chip_that_carries_vnpus_is_refused_with_exit_code_2(
@@ -179,18 +179,19 @@ def test_sharing_a_chip_that_carries_vnpus_is_refused_with_exit_code_2(
         *(sys.executable, "-m", "ascend_plugin", "run", "--backend", "dcmi"),
         *("--dcmi-library", str(c_fake.library_path), "--dcmi-allow-untrusted-library"),
         *("--device-plugin-path", str(plugin_dir), "--host-root", str(host), "--http-address", ""),
-        *("--share-count", "2"),
+        *("--share-count", "2", "--log-format", "json"),
     ]
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
-    assert (
-        "refusing to start: share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount) "
-        "would share chips that carry vNPUs (vnpu=static: vNPUs 100 (vir02), 101 (vir02), 102 (vir04) on "
-        "Ascend310P-0 (310P3))"
-    ) in result.stderr
+    logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
+    (refusal,) = lines(logged, "ascend_plugin.app", level="ERROR")
+    # Both settings that meet, where each is set, the chip and its vNPUs, and the way out.
+    for fact in ("--share-count", "ASCEND_DP_SHARE_COUNT", "settings.shareCount", "vnpu=static"):
+        assert fact in refusal["msg"]
+    assert "100 (vir02), 101 (vir02), 102 (vir04) on Ascend310P-0 (310P3)" in refusal["msg"]
     assert (
         "share_count=1 (--share-count 1, ASCEND_DP_SHARE_COUNT=1, Helm settings.shareCount: 1)"
-        in result.stderr
+        in (refusal["msg"])
     )
     assert not list(plugin_dir.iterdir()), "nothing served, nothing left behind"
 

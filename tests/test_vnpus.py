@@ -17,6 +17,7 @@ import anyio.to_thread
 import grpc
 import pytest
 from fake_dcmi.players import CFakePlayer
+from log_records import fields, records
 from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import (
     DUO_SPLIT,
@@ -313,15 +314,8 @@ async def test_a_template_outside_the_table_is_skipped_with_a_warning_and_its_ch
             "huawei.com/Ascend310P": {"Ascend310P-1"},
             "huawei.com/Ascend310P-2c": {"Ascend310P-2c-100-0"},
         }
-    skipped = [
-        record.getMessage()
-        for record in caplog.records
-        if record.levelno == logging.WARNING and "vir03_x" in record.getMessage()
-    ]
-    assert len(skipped) == 1
-    assert skipped[0].startswith(
-        "vNPU 104 on Ascend310P-0 has template 'vir03_x', which has no resource name: it is not offered"
-    )
+    skipped = records(caplog, "ascend_plugin.offers.vnpus", level=logging.WARNING, template="vir03_x")
+    assert [fields(record, "vnpu", "chip") for record in skipped] == [{"vnpu": 104, "chip": 0}], "said once"
 
 
 async def test_vnpu_off_reads_none_and_offers_every_chip_whole(
@@ -357,10 +351,6 @@ async def test_a_chip_whose_vnpus_cannot_be_read_is_never_offered_healthy(
         await wait_for(
             kubelet, lambda k: k.health("huawei.com/Ascend310P") == {"Ascend310P-1": "Healthy"}, "split"
         )
-    warnings = [
-        r.getMessage()
-        for r in caplog.records
-        if r.levelno == logging.WARNING and "cannot read the vNPUs" in r.getMessage()
-    ]
-    assert len(warnings) == 1, warnings
-    assert "dcmi_get_device_info returned -8005" in warnings[0]
+    warnings = records(caplog, "ascend_plugin.inventory.monitor", level=logging.WARNING, call="vnpus")
+    assert [record.__dict__["chip"] for record in warnings] == [0], "said once, while the reads fail alike"
+    assert warnings[0].__dict__["error"].startswith("dcmi_get_device_info returned -8005")

@@ -4,7 +4,9 @@ Inside the build the package index is reached the way pip reaches it on this
 machine: the same index URL (when one is configured) and the same CA bundle,
 which a TLS-intercepting proxy makes necessary. The bundle goes in as the
 ``ca-bundle`` build secret, so it never lands in a layer. Builds use the
-host's network: a dockerd started here has no bridge.
+host's network: a dockerd started here has no bridge. A foreign platform's
+build runs its RUN steps under qemu (emulation.py); the builder stage has no
+compiler, so every dependency must come as a wheel for that platform.
 """
 
 from __future__ import annotations
@@ -73,8 +75,10 @@ def build(
     index: str | None,
     clock: Clock,
 ) -> None:
-    """Build ``tag`` from the Dockerfile in ``context``; the engine's output streams to ours."""
+    """Build ``tag`` from the Dockerfile in ``context``, for the engine's platform; output streams to ours."""
     args = ["build", "--network=host", "--tag", tag]
+    if engine.platform is not None:
+        args += ["--platform", engine.platform]
     args += [option for arg in base.build_args for option in ("--build-arg", arg)]
     if index is not None:
         args += ["--build-arg", f"PIP_INDEX_URL={index}"]
@@ -90,3 +94,6 @@ def build(
         raise EngineError(f"the build did not finish within {error.timeout:.0f} s") from None
     if result.returncode != 0:
         raise EngineError(f"the build failed (exit code {result.returncode}); its output is above")
+    if not engine.has_image(tag, clock):  # what a manifest list would file it under, and nodes pull by
+        found = engine.run("image", "inspect", "--format", "{{.Os}}/{{.Architecture}}", tag, clock=clock)
+        raise EngineError(f"the build gave {tag} for {found.stdout.strip()}, not {engine.platform}")

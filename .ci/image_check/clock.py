@@ -1,8 +1,8 @@
 """The check's time budget and its narration.
 
-The whole check must end within its budget (10 minutes): every step's timeout
-is cut to what is left, so a slow machine fails with the step that ran out
-rather than a CI job killed without a word.
+The whole check must end within its budget (20 minutes, both platforms): every
+step's timeout is cut to what is left, so a slow machine fails with the step
+that ran out rather than a CI job killed without a word.
 """
 
 from __future__ import annotations
@@ -17,9 +17,16 @@ class OutOfTime(RuntimeError):
 class Clock:
     """Elapsed time since the start, the budget left, and timestamped progress lines."""
 
-    def __init__(self, budget_seconds: float) -> None:
+    def __init__(self, budget_seconds: float, tag: str = "") -> None:
         self.started = time.monotonic()
         self.limit = budget_seconds
+        self.tag = tag
+
+    def tagged(self, tag: str) -> Clock:
+        """The same clock and budget, its lines marked with ``tag`` (the platform a step is for)."""
+        clock = Clock(self.limit, f"[{tag}] ")
+        clock.started = self.started
+        return clock
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -32,4 +39,4 @@ class Clock:
         return min(timeout, left)
 
     def say(self, text: str) -> None:
-        print(f"[{self.elapsed():6.1f}s] {text}", flush=True)
+        print(f"[{self.elapsed():6.1f}s] {self.tag}{text}", flush=True)

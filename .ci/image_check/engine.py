@@ -19,7 +19,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from image_check.clock import Clock
@@ -43,6 +43,11 @@ class Engine:
     argv: tuple[str, ...]  # the client and its global options
     env: Mapping[str, str] = field(default_factory=dict)
     run_options: tuple[str, ...] = ()  # what every `run` needs on this machine
+    platform: str | None = None  # what it builds and runs (linux/arm64); None: the engine's own
+
+    def on(self, platform: str) -> Engine:
+        """This engine building and running ``platform``'s images: --platform on every build and run."""
+        return replace(self, platform=platform, run_options=(*self.run_options, f"--platform={platform}"))
 
     def command(self, *args: str) -> list[str]:
         return [*self.argv, *args]
@@ -66,7 +71,14 @@ class Engine:
         return result
 
     def has_image(self, image: str, clock: Clock) -> bool:
-        return self.run("image", "inspect", image, clock=clock, check=False).returncode == 0
+        """Whether ``image`` is in the engine's store, for this engine's platform when it has one.
+
+        A tag names one image in a store, of one platform: the official base
+        pulled for arm64 replaces the amd64 one under the same tag.
+        """
+        fmt = "{{.Os}}/{{.Architecture}}"
+        found = self.run("image", "inspect", "--format", fmt, image, clock=clock, check=False)
+        return found.returncode == 0 and self.platform in {None, found.stdout.strip()}
 
     def version(self, clock: Clock) -> str:
         fmt = "{{.Server.Version}}" if self.name == "docker" else "{{.Client.Version}}"

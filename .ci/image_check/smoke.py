@@ -1,10 +1,13 @@
 """The smoke test: the built image does what the chart relies on.
 
 Every container runs as the chart runs the plugin: read-only root file
-system, every capability dropped, no new privileges, no network. The kubelet
-stand-in (grpcio) runs on the host, on the fake node's device-plugin
-directory, which the container gets bind-mounted: registration, ListAndWatch
-and Allocate cross the container boundary on unix sockets, as on a node.
+system, every capability dropped, no new privileges, no network, on the
+image's platform (under qemu when it is not this machine's). The chips come
+from the C fake libdcmi.so built for that platform (fake_node.py), so the
+image's own cffi loads a library of the real ABI. The kubelet stand-in
+(grpcio) runs on the host, on the fake node's device-plugin directory, which
+the container gets bind-mounted: registration, ListAndWatch and Allocate
+cross the container boundary on unix sockets, as on a node.
 """
 
 from __future__ import annotations
@@ -15,13 +18,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ascend_plugin.doctor import library
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from image_check.clock import Clock
 from image_check.engine import Engine, EngineError
 from image_check.fake_node import CDI_DEVICE, DEVICE, DRIVER, FAULT, HOST_ROOT, RESOURCE, FakeNode
 
-WAIT = 60.0  # generous: without byte code, the plugin compiles its modules at start
+# Generous: without byte code the plugin compiles its modules at start, several times slower on qemu.
+WAIT = 90.0
+BACKEND = ("--backend", "dcmi")  # Huawei's library, found by the image's LD_LIBRARY_PATH
 READYZ = "import urllib.request as u; print(u.urlopen('http://127.0.0.1:11251/readyz', timeout=10).status)"
+# What doctor checks of the library before the plugin may load it, in the binding's order.
+LIBRARY_CHECKS = (library.FOUND, library.TRUST, library.GLIBC, library.LOADS)
 HARDENED = ("--network=none", "--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges")
 
 
@@ -38,9 +46,9 @@ def version(engine: Engine, image: str, expected: str, clock: Clock) -> None:
 
 def _doctor(engine: Engine, image: str, node: FakeNode, clock: Clock) -> tuple[int, dict[str, Any]]:
     result = engine.run(
-        "run", "--rm", *HARDENED, *engine.run_options, *node.doctor_mounts(),
+        "run", "--rm", *HARDENED, *engine.run_options, *node.doctor_options(),
         "-e", "NODE_NAME=node-1", "-e", "HOST_IP=192.0.2.10",
-        image, "doctor", "--root", HOST_ROOT, *node.backend_flags(), "--format", "json",
+        image, "doctor", "--root", HOST_ROOT, *BACKEND, "--format", "json",
         clock=clock, check=False,
     )  # fmt: skip
     try:
@@ -53,15 +61,20 @@ def _doctor(engine: Engine, image: str, node: FakeNode, clock: Clock) -> tuple[i
 
 
 def doctor(engine: Engine, image: str, node: FakeNode, clock: Clock) -> None:
-    """``doctor --root`` passes on the healthy board and names pitfall 2 when a host file is a directory."""
+    """``doctor --root`` passes on the healthy board and names a host file that is a directory."""
     code, report = _doctor(engine, image, node, clock)
     problems = [f for f in report["findings"] if f["status"] == "problem"]
     if code != 0 or problems:
         raise SmokeFailure(f"doctor found problems on the healthy fake board (exit code {code}): {problems}")
-    counts = {
-        status: sum(1 for f in report["findings"] if f["status"] == status) for status in ("ok", "skipped")
-    }
-    clock.say(f"doctor --root: the healthy board passes ({counts['ok']} ok, {counts['skipped']} skipped)")
+    statuses = {f["name"]: f["status"] for f in report["findings"]}
+    library_checks = {name: statuses.get(name) for name in LIBRARY_CHECKS}
+    if set(library_checks.values()) != {"ok"}:
+        raise SmokeFailure(f"doctor did not pass the fake libdcmi.so: {library_checks}")
+    counts = {status: list(statuses.values()).count(status) for status in ("ok", "skipped")}
+    clock.say(
+        f"doctor --root: the healthy board passes ({counts['ok']} ok, {counts['skipped']} skipped; "
+        f"the library {', '.join(library_checks)}: ok)"
+    )
     broken = node.host("/var/slogd")
     broken.unlink()
     broken.mkdir()
@@ -82,11 +95,11 @@ class PluginContainer:
 
     def __init__(self, engine: Engine, image: str, node: FakeNode, mode: str, clock: Clock) -> None:
         self.engine = engine
-        self.name = f"ascend-image-check-{mode}"
+        self.name = f"ascend-image-check-{mode}-{(engine.platform or 'native').replace('/', '-')}"
         self.clock = clock
         self.command = [
-            "run", "--detach", "--name", self.name, *HARDENED, *engine.run_options, *node.mounts(),
-            image, "run", *node.backend_flags(), "--host-root", HOST_ROOT,
+            "run", "--detach", "--name", self.name, *HARDENED, *engine.run_options, *node.plugin_options(),
+            image, "run", *BACKEND, "--host-root", HOST_ROOT,
             "--allocate-mode", mode, "--health-interval", "0.2", "--log-format", "json",
         ]  # fmt: skip
 

@@ -60,7 +60,13 @@ class RefusalLog:
             status.name,
             reason,
             note,
-            extra={"peer": peer, "status": status.name, "suppressed": suppressed, "socket": self.socket},
+            extra={
+                "peer": peer,
+                "status": status.name,
+                "reason": reason,
+                "suppressed": suppressed,
+                "socket": self.socket,
+            },
         )
         self._peers[peer] = _Peer(now)
 

@@ -119,7 +119,7 @@ class Discovery:
                     "chips not available: %s; retrying in %.0f s",
                     problem,
                     delay,
-                    extra={"attempt": attempt},
+                    extra={"attempt": attempt, "error": problem},
                 )
                 last_problem = problem
                 self.problem = problem
@@ -162,7 +162,11 @@ class Discovery:
             table.family,
             chips[0].info.chip_name,
             session.description,
-            extra={"family": table.family, "implementation": type(backend).__name__},
+            extra={
+                "family": table.family,
+                "implementation": type(backend).__name__,
+                "library": session.description,
+            },
         )
         return backend, chips
 

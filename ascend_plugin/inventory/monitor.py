@@ -212,7 +212,7 @@ class HealthMonitor:
                     chip.label,
                     error,
                     "nothing yet: the chip is not offered healthy" if state.vnpus is None else "as before",
-                    extra={"chip": chip.phy_id, "error": str(error)},
+                    extra={"chip": chip.phy_id, "call": "vnpus", "error": str(error)},
                 )
             watch.vnpu_error = str(error)
             return
@@ -260,7 +260,7 @@ class HealthMonitor:
         if not subscribed:
             return  # the family's driver sends none: its chips are polled alone
         self.subscribed, self.inbox = True, inbox
-        log.info("subscribed to fault events; polling stays as the fallback")
+        log.info("subscribed to fault events; polling stays as the fallback", extra={"logic_ids": logic_ids})
 
     def _take_events(self, batch: Batch) -> None:
         """Events from the library's thread (on the loop): each chip's applied now or once its pace allows."""

@@ -312,7 +312,7 @@ class NodeTopology:
             log.warning(
                 "preferred allocation: ignoring device IDs not offered on this node: %s",
                 _listed(unknown),
-                extra={"devices": unknown[:_LISTED]},
+                extra={"devices": unknown[:_LISTED], "unknown": len(unknown)},
             )
         offered = set(available) - set(unknown)
         free = sorted((self._entries[device_id] for device_id in offered), key=lambda entry: entry.order)
@@ -322,7 +322,7 @@ class NodeTopology:
             log.warning(
                 "preferred allocation: must-include devices are not available, left out: %s",
                 _listed(missing),
-                extra={"devices": missing[:_LISTED]},
+                extra={"devices": missing[:_LISTED], "unavailable": len(missing)},
             )
         must = {device_id for device_id in wanted if device_id in offered}
         if size <= 0:

@@ -36,13 +36,17 @@ def _version_script(hidden: Sequence[str]) -> str:
     return "{ global: *; local: " + " ".join(f"{name};" for name in hidden) + " };\n"
 
 
-def build_fake_library(hidden: Sequence[str] = (), build_root: Path = BUILD_ROOT) -> Path:
+def build_fake_library(
+    hidden: Sequence[str] = (), build_root: Path = BUILD_ROOT, compiler: str | None = None
+) -> Path:
     """The path of a compiled fake ``libdcmi.so``; ``hidden`` functions are left out of its exports.
 
     The file is always called libdcmi.so, in a directory named by its hash, so
-    the binding's search by file name finds it too.
+    the binding's search by file name finds it too. ``compiler`` (default: $CC,
+    else cc) may be a cross compiler: the image check builds the library for
+    each platform of the image (Debian's aarch64-linux-gnu-gcc for arm64).
     """
-    compiler = os.environ.get("CC", "cc")
+    compiler = compiler or os.environ.get("CC", "cc")
     recipe = "\0".join([SOURCE.read_text(encoding="utf-8"), _header(), compiler, *FLAGS, *sorted(hidden)])
     target = build_root / hashlib.sha256(recipe.encode()).hexdigest()[:16] / "libdcmi.so"
     if target.exists():

@@ -178,7 +178,12 @@ class KubeletRegistrar:
                 extra={"attempt": attempt, "error": description},
             )
         else:
-            log.debug("registration attempt %d failed the same way; retrying in %g s", attempt, delay)
+            log.debug(
+                "registration attempt %d failed the same way; retrying in %g s",
+                attempt,
+                delay,
+                extra={"attempt": attempt, "error": description},
+            )
         self.last_error = description
 
     async def _ensure_answering(self) -> None:

@@ -72,6 +72,7 @@ def _string(name: str, value: str, phy: int) -> JsonObject:
             len(value),
             MAX_STRING_VALUE,
             value[:MAX_STRING_VALUE],
+            extra={"chip": phy, "attribute": name},
         )
         value = value[:MAX_STRING_VALUE]
     return {"string": value}

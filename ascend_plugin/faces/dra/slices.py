@@ -308,6 +308,7 @@ class SliceController:
             "DRADeviceTaints feature gate (alpha and off in 1.34 and 1.35). Unhealthy chips now leave the "
             "slice instead; enable the gate, or turn dra_device_taints off to silence this",
             string_field(mapping_field(stored, "metadata"), "name"),
+            extra={"pool": self.node},
         )
 
     async def _node_owner(self) -> JsonObject:

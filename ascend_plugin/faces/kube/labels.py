@@ -180,6 +180,7 @@ class NodeLabeller:
             log.warning(
                 "node %s does not exist; its labels are set once it does (is NODE_NAME right?)",
                 self.node_name,
+                extra={"node": self.node_name},
             )
             return
         patch = self.plan.patch_for(labels_of(node))
