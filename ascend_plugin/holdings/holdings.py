@@ -119,10 +119,6 @@ class PodHoldings:
         """The containers holding chip ``phy_id`` (its whole, a share or a vNPU of it), sorted."""
         return self._current().by_chip.get(phy_id, ())
 
-    def resolved(self) -> Resolved:
-        """The last listing, resolved against the offer book and the chooser's map as they are now."""
-        return self._current()
-
     # -- keeping it current ------------------------------------------------------------
 
     async def run(self) -> None:

@@ -111,8 +111,7 @@ READERS: Mapping[str, Reader] = MappingProxyType(
 class _Chip:
     """What the collector keeps of one chip between rounds."""
 
-    def __init__(self, phy_id: int) -> None:
-        self.phy_id = phy_id
+    def __init__(self) -> None:
         self.readout = Readout()
         self.due: dict[str, float] = dict.fromkeys(READERS, 0.0)
         self.problem = ""  # why its telemetry is not read now, as last said; empty when it is
@@ -135,11 +134,10 @@ class TelemetryCollector:
         self.inventory = inventory
         self.policy = policy
         self.clock = clock
-        self.rounds = 0
         self._intervals = policy.intervals()
         # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
         self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
-        self._chips = {state.phy_id: _Chip(state.phy_id) for state in inventory.chips()}
+        self._chips = {state.phy_id: _Chip() for state in inventory.chips()}
 
     # -- what a scrape reads -----------------------------------------------------------
 
@@ -171,7 +169,6 @@ class TelemetryCollector:
                 watched = self._chips.get(state.phy_id)
                 if watched is not None and min(watched.due.values()) <= now:
                     group.start_soon(self._read, state, watched, now)
-        self.rounds += 1
 
     async def _read(self, state: ChipState, watched: _Chip, now: float) -> None:
         due = [name for name, at in watched.due.items() if at <= now]  # in READERS' order
