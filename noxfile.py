@@ -82,6 +82,7 @@ def bench(session: nox.Session) -> None:
         "bench/kubelet_path.py",
         "bench/health.py",
         "bench/footprint.py",
+        "bench/idle.py",
         "bench/placement.py",
         "bench/fault_policy.py",
         "bench/dra.py",
@@ -90,5 +91,6 @@ def bench(session: nox.Session) -> None:
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
         "bench/event_storm.py",
+        "bench/hot_reset.py",
     ):
         session.run("python", script, *session.posargs)

@@ -9,28 +9,35 @@ devices. With ``serve: dra`` the DRA driver face runs instead of the
 device-plugin face (never both: the scheduler would count every chip twice).
 A part that fails is logged and restarted with backoff; nothing a chip
 library raises can end the process. The one exception is settings that cannot
-work with the chips found (sharing chips that carry vNPUs): the plugin then
-stops with :data:`EXIT_REFUSED`, as it would for invalid settings.
+work with the chips found (sharing chips that carry vNPUs): :meth:`PluginApp.run`
+then raises that :class:`~ascend_plugin.settings.SettingsError` after a clean
+shutdown, and the command exits as it does for invalid settings.
 
-Shutdown: end every ListAndWatch stream, close the servers, remove the sockets,
-release the library.
+Each part reports its own state for the probes: the supervisors record every
+part's runs and failures, and a part's ``problems`` say what keeps it from its
+job (:mod:`ascend_plugin.faces.operations.probes`).
+
+Shutdown: the inventory closes and the parts are cancelled; each kubelet face,
+as its run ends, ends its streams, closes its servers and removes its sockets;
+then the library is released.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import anyio
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls, StuckCall
+from ascend_plugin import heap
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
-from ascend_plugin.faces.operations.metrics_source import ChipMetric, KubeletCounters
+from ascend_plugin.faces.operations.plugin_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.faults import load_table
@@ -40,6 +47,8 @@ from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, r
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
 from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
+from ascend_plugin.hot_reset.manager import HotResetManager
+from ascend_plugin.hot_reset.sequence import Shown
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
@@ -47,9 +56,9 @@ from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import Notice, OfferSettings, SharingRefused, plan_offers
+from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
-from ascend_plugin.settings import Settings, served_directory
+from ascend_plugin.settings import Settings, SettingsError, served_directory
 from ascend_plugin.telemetry.collector import TelemetryCollector, TelemetryPolicy
 from backends.errors import ChipError
 
@@ -58,11 +67,27 @@ if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with s
 
 log = logging.getLogger(__name__)
 
-# The exit code when the settings cannot work with the chips found: the same as for invalid settings.
-EXIT_REFUSED = 2
 # The root tasks the kubelet is served through: readiness needs the one the settings choose running.
 DEVICE_PLUGIN_PART = "device plugin"
 DRA_PART = "DRA driver"
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The parts built once the chips are found, published together when all are built."""
+
+    monitor: HealthMonitor
+    face: DevicePluginFace | None = None  # serve=device-plugin
+    dra: DraFace | None = None  # serve=dra
+    hot_reset: HotResetManager | None = None  # hot_reset on
+
+
+@dataclass(frozen=True)
+class VolcanoParts:
+    """Volcano mode's parts: the chooser Allocate asks and the face's root task."""
+
+    chooser: DeviceChooser
+    task: RootTask
 
 
 class PluginApp:
@@ -75,12 +100,15 @@ class PluginApp:
         freeze_heap: bool = False,
         supervision: Supervision | None = None,
         limits: ProbeLimits = LIMITS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        """``freeze_heap``: keep the garbage collector off what start-up built (the daemon does; a
-        process that runs many apps, like the tests, must not, or each would pin the garbage before it).
-        ``supervision`` and ``limits``: when a failing part counts as serving again, and as dead.
+        """``freeze_heap``: keep the garbage collector off what start-up built (:mod:`ascend_plugin.heap`:
+        the daemon does, a process that runs many apps must not). ``supervision`` and ``limits``: when a
+        failing part counts as serving again, and as dead. ``clock``: what hot reset counts its idle time
+        and its budget of resets on (tests move it).
         """
         self.settings = settings
+        self.clock = clock
         self.freeze_heap = freeze_heap
         self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
         self.calls = ChipCalls(settings.dcmi_call_timeout)
@@ -95,24 +123,19 @@ class PluginApp:
             kubelet_part=DRA_PART if settings.serve == "dra" else DEVICE_PLUGIN_PART,
             limits=limits,
         )
-        self.monitor: HealthMonitor | None = None
-        self.book: OfferBook | None = None
-        self.face: DevicePluginFace | None = None
-        self.dra: DraFace | None = None
+        self.metrics_source = PluginSource(self.discovery, self.calls, self.probes)
+        self.metrics = PluginMetrics(self.metrics_source)
+        self.calls.on_call_done(self.metrics.observe_call)
+        self.config.on_change(self._log_level_changed)
+        self.parts: Parts | None = None
         # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
         self.held = HeldChips()
         self.holdings: PodHoldings | None = None
         self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
-        # Volcano mode: the kubelet-ID map, shared by the faces.
-        self.assignments: Assignments | None = None
-        self.volcano: RootTask | None = None
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
-        self.exit_code = 0  # EXIT_REFUSED once the settings were refused for the chips found
-        self.metrics = PluginMetrics(_MetricsView(self))
-        self.calls.on_call_done(self.metrics.observe_call)
-        self.config.on_change(self._config_changed)
+        self._refused: SettingsError | None = None
 
     @property
     def node(self) -> Node | None:
@@ -123,6 +146,26 @@ class PluginApp:
     def inventory(self) -> Inventory | None:
         """The node's chips, once discovery found them."""
         return self.node.inventory if self.node is not None else None
+
+    @property
+    def monitor(self) -> HealthMonitor | None:
+        """The health monitor, once the parts are built."""
+        return self.parts.monitor if self.parts is not None else None
+
+    @property
+    def face(self) -> DevicePluginFace | None:
+        """The device-plugin face, once the parts are built (serve=device-plugin)."""
+        return self.parts.face if self.parts is not None else None
+
+    @property
+    def dra(self) -> DraFace | None:
+        """The DRA driver face, once the parts are built (serve=dra)."""
+        return self.parts.dra if self.parts is not None else None
+
+    @property
+    def hot_reset(self) -> HotResetManager | None:
+        """The hot-reset manager, once the parts are built (hot_reset on)."""
+        return self.parts.hot_reset if self.parts is not None else None
 
     # -- probes (decided in faces.operations.probes) ---------------------------------------
 
@@ -141,12 +184,17 @@ class PluginApp:
 
     # -- running -------------------------------------------------------------------------
 
-    def stop(self) -> None:
-        """Ask :meth:`run` to shut down cleanly."""
+    def stop(self, refused: SettingsError | None = None) -> None:
+        """Ask :meth:`run` to shut down cleanly; with ``refused``, :meth:`run` raises it afterwards."""
+        self._refused = self._refused or refused
         self.stop_requested.set()
 
     async def run(self) -> None:
-        """Run until :meth:`stop`; returns after a clean shutdown."""
+        """Run until :meth:`stop`; returns after a clean shutdown.
+
+        Raises the SettingsError the plugin stopped for (settings that cannot
+        work with the chips found), after the same clean shutdown.
+        """
         tasks = [RootTask("plugin", self._serve)]
         if self.settings.http_address:
             routes = Routes(self.liveness, self.readiness, self.metrics.render)
@@ -156,11 +204,15 @@ class PluginApp:
             async with anyio.create_task_group() as group:
                 group.start_soon(run_root_tasks, tasks, self.supervision)
                 await self.stop_requested.wait()
-                await self._shutdown()
-                group.cancel_scope.cancel()
+                if self.node is not None:
+                    self.node.inventory.close()  # what follows the chips sees the end
+                group.cancel_scope.cancel()  # the faces' runs close what they served as they end
+            await self._release_library()
         finally:
             self.calls.shutdown()
             self.lock.release()  # after the sockets are gone: the next instance finds none of ours
+        if self._refused is not None:
+            raise self._refused
 
     async def _serve(self) -> None:
         settings = self.settings
@@ -181,27 +233,29 @@ class PluginApp:
             self.telemetry = TelemetryCollector(
                 node.backend, self.calls, inventory, TelemetryPolicy.from_settings(settings)
             )
+            self.metrics_source.telemetry_of = self._telemetry_view
             watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)
-        if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
-            self.monitor = monitor
-            from ascend_plugin.faces.dra.names import phy_of
-
-            assert settings.node_name  # Settings refuse serve=dra without it
-            holdings = self._holdings(
-                ChipResolver(claims=ClaimNames(settings.dra_driver_name, settings.node_name, phy_of))
-            )
-            await run_root_tasks(
-                [*watched, RootTask("pod holdings", holdings.run), *self._dra_tasks(inventory, host)]
-            )
-            return
         try:
-            plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
-        except SharingRefused as refused:
-            log.error("refusing to start: %s", refused)
-            self.exit_code = EXIT_REFUSED
-            self.stop()
+            if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
+                tasks = self._dra_tasks(node, monitor, host)
+            else:
+                tasks = self._device_plugin_tasks(node, monitor, host)
+        except SettingsError as refused:  # settings that cannot work with these chips: no restart helps
+            self.stop(refused)
             return
+        if self.freeze_heap:
+            heap.freeze()
+        stop_waking = self.config.on_change(lambda changed: monitor.wake())
+        try:
+            await run_root_tasks([*watched, *tasks])
+        finally:
+            stop_waking()
+
+    def _device_plugin_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
+        """The device-plugin face, its CDI spec, Volcano mode, and the Kubernetes publishers."""
+        settings, inventory = self.settings, node.inventory
+        plan = plan_offers(OfferSettings.from_settings(settings), inventory, node.backend)
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         book = OfferBook(inventory, plan.offers)
@@ -210,8 +264,8 @@ class PluginApp:
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
         resolver = ChipResolver(book)
         holdings = self._holdings(resolver)
-        chooser = self._volcano(node, book, holdings) if settings.volcano else None
-        resolver.chooser = chooser
+        volcano = self._volcano(node, book, holdings) if settings.volcano else None
+        resolver.chooser = volcano.chooser if volcano is not None else None
         face = DevicePluginFace(
             book,
             handover,
@@ -222,11 +276,13 @@ class PluginApp:
                 settings.kubelet_watch_interval,
                 settings.preferred_allocation,
             ),
-            chooser,
+            volcano.chooser if volcano is not None else None,
         )
         face.on_registered(self.registered_once.set)
         face.on_registered(self.lock.keep_note)
-        self.monitor, self.book, self.face = monitor, book, face
+        self.metrics_source.kubelet = face.counters
+        hot_reset = self._hot_reset(node, monitor, face.shown)
+        self.parts = Parts(monitor, face=face, hot_reset=hot_reset)
         log.info(
             "serving %d %s chip(s) as %s in %s mode",
             len(inventory.chips()),
@@ -237,36 +293,46 @@ class PluginApp:
                 "resources": {name: [d.id for d in devices] for name, devices in book.resources().items()}
             },
         )
-        if self.freeze_heap:
-            _freeze_the_heap()
         tasks = [
-            *watched,
             RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
             RootTask("pod holdings", holdings.run),
         ]
+        if hot_reset is not None:
+            tasks.append(RootTask("hot reset", hot_reset.run))
         if mode is HandoverMode.CDI:
             tasks.append(RootTask("CDI spec", lambda: cdi.keep_written(book), cdi.problems))
-        if self.volcano is not None:
-            tasks.append(self.volcano)
+        if volcano is not None:
+            tasks.append(volcano.task)
         if settings.node_name:
             node_name, warnings = settings.node_name, plan.warnings
-            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings)))
+            # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
+            # subtracts the pods it placed itself, and would count held chips twice.
+            held = self.held if volcano is not None else None
+            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings, held)))
         else:
             log.warning(
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
                 "are off (the Helm chart sets NODE_NAME from the downward API)"
             )
-        await run_root_tasks(tasks)
+        return tasks
 
-    def _dra_tasks(self, inventory: Inventory, host: HostDevices) -> list[RootTask]:
-        """The DRA driver face, and the Kubernetes publishers once the kubelet registered it."""
+    def _dra_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
+        """The DRA driver face, hot reset, and the Kubernetes publishers once the kubelet registered it."""
         from ascend_plugin.faces.dra.face import DraFace, DraSettings
 
+        inventory = node.inventory
         dra_settings = DraSettings.from_settings(self.settings)
         dra = DraFace(inventory, host, dra_settings)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
-        self.dra = dra
+        self.metrics_source.kubelet = dra.counters
+        hot_reset = self._hot_reset(node, monitor, dra.shown)
+        self.parts = Parts(monitor, dra=dra, hot_reset=hot_reset)
+        from ascend_plugin.faces.dra.names import phy_of
+
+        holdings = self._holdings(
+            ChipResolver(claims=ClaimNames(dra_settings.driver, dra_settings.node, phy_of))
+        )
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
             len(inventory.chips()),
@@ -275,12 +341,18 @@ class PluginApp:
             dra_settings.node,
             extra={"driver": dra_settings.driver, "pool": dra_settings.node},
         )
-        return [
+        tasks = [
             RootTask(DRA_PART, dra.run, dra.problems),
-            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, ())),
+            RootTask("pod holdings", holdings.run),
+            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, (), None)),
         ]
+        if hot_reset is not None:
+            tasks.append(RootTask("hot reset", hot_reset.run))
+        return tasks
 
-    async def _run_kube(self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...]) -> None:
+    async def _run_kube(
+        self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...], held: HeldChips | None
+    ) -> None:
         """The Kubernetes side, started only after the first registration.
 
         kubernetes-asyncio costs tens of MB and most of a second to import, so it
@@ -292,11 +364,16 @@ class PluginApp:
         from ascend_plugin.faces.kube.run import run_kube
 
         if self.freeze_heap:
-            _freeze_the_heap()  # and the Kubernetes client's, as large again
-        # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
-        # subtracts the pods it placed itself, and would count held chips twice.
-        held = self.held if self.settings.volcano else None
-        inputs = KubeInputs(self.settings, node_name, self.config, inventory, held=held, notices=notices)
+            heap.freeze()  # and the Kubernetes client's, as large again
+        inputs = KubeInputs(
+            self.settings,
+            node_name,
+            self.config,
+            inventory,
+            held=held,
+            notices=notices,
+            hot_reset=self.hot_reset,
+        )
         await run_kube(inputs)
 
     def _holdings(self, resolver: ChipResolver) -> PodHoldings:
@@ -306,7 +383,32 @@ class PluginApp:
         )
         return self.holdings
 
-    def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> DeviceChooser:
+    def _telemetry_view(self) -> TelemetryView | None:
+        """The chips' telemetry and who holds each chip, for one scrape."""
+        collector, holdings = self.telemetry, self.holdings
+        if collector is None:
+            return None
+        return TelemetryView(collector.snapshot(), holdings.containers() if holdings is not None else ())
+
+    def _hot_reset(self, node: Node, monitor: HealthMonitor, shown: Shown) -> HotResetManager | None:
+        """The hot-reset manager, with hot_reset on (it waits for the kubelet to be ``shown``)."""
+        if not self.settings.hot_reset:
+            return None
+        manager = HotResetManager(
+            node.backend,
+            self.calls,
+            node.inventory,
+            held=self.held,
+            idle=self.settings.hot_reset_idle,
+            look_again=monitor.look_again,
+            shown=shown,
+            reads_annotation=bool(self.settings.node_name),
+            clock=self.clock,
+        )
+        self.metrics_source.hot_reset = manager
+        return manager
+
+    def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> VolcanoParts:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.
 
         Imported here, before the kubelet registration, and not after it like the
@@ -315,33 +417,25 @@ class PluginApp:
         """
         from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
 
-        self.assignments = Assignments()
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
             chips=ChipAccess(self.calls, node.backend),
-            assignments=self.assignments,
+            assignments=Assignments(),
             holdings=holdings,
         )
-        self.volcano = RootTask("volcano", volcano.run)
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
-        return volcano.chooser
+        return VolcanoParts(volcano.chooser, RootTask("volcano", volcano.run))
 
-    def _config_changed(self, changed: list[str]) -> None:
+    def _log_level_changed(self, changed: list[str]) -> None:
         if "log_level" in changed:
             logging.getLogger().setLevel(self.config.settings.log_level)
-        if self.monitor is not None:
-            self.monitor.wake()
 
-    async def _shutdown(self) -> None:
+    async def _release_library(self) -> None:
+        """Close the library once no call is inside it; left loaded while one still hangs."""
         if self.node is None:
             return
-        self.node.inventory.close()
-        if self.face is not None:
-            await self.face.stop()
-        if self.dra is not None:
-            await self.dra.stop()
         if not await self.calls.drain_chip_lanes():
             log.warning(
                 "a driver call still hangs: the chip library is left loaded (unloading it would crash)"
@@ -352,73 +446,3 @@ class PluginApp:
             except (ChipError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")
-
-
-def _freeze_the_heap() -> None:
-    """Keep the cyclic garbage collector off what start-up built: it lives as long as the process.
-
-    A full collection walks every object: over the modules, classes and tables
-    loaded by now it held the event loop for 26-43 ms (bench/loop_stall.py),
-    longer than any call may. Frozen objects are never walked again. (No
-    collection first: it would cost that pause once more, to save a few
-    objects of import-time garbage.)
-    """
-    gc.freeze()
-
-
-class _MetricsView:
-    """What the metrics read of the app (the MetricsSource protocol)."""
-
-    def __init__(self, app: PluginApp) -> None:
-        self.app = app
-
-    def chip_metrics(self) -> Sequence[ChipMetric]:
-        inventory = self.app.inventory
-        if inventory is None:
-            return []
-        return [
-            ChipMetric(
-                inventory.table.chip_id(state.phy_id),
-                state.healthy,
-                state.health.worst_level.name,
-                int(state.health.worst_level),
-                state.ai_cores,
-            )
-            for state in inventory.chips()
-        ]
-
-    def kubelet_counters(self) -> KubeletCounters:
-        dra = self.app.dra
-        if dra is not None:
-            claims = dra.preparer.stats
-            return KubeletCounters(
-                registrations=dra.registration.registrations,
-                claims_prepared=claims.prepared,
-                claims_unprepared=claims.unprepared,
-                prepare_errors=dict(claims.errors),
-            )
-        face = self.app.face
-        if face is None:
-            return KubeletCounters()
-        stats = face.stats
-        return KubeletCounters(
-            stats.allocations, dict(stats.allocation_errors), stats.updates_sent, face.registrations
-        )
-
-    def ready(self) -> bool:
-        return self.app.ready
-
-    def stuck_calls(self) -> Sequence[StuckCall]:
-        return self.app.calls.stuck_calls()
-
-    def abandoned_threads(self) -> int:
-        return self.app.calls.abandoned_threads
-
-    def now(self) -> float:
-        return time.monotonic()
-
-    def telemetry(self) -> TelemetryView | None:
-        collector, holdings = self.app.telemetry, self.app.holdings
-        if collector is None:
-            return None
-        return TelemetryView(collector.snapshot(), holdings.containers() if holdings is not None else ())

@@ -17,23 +17,32 @@ poll. When an abandoned call finally returns, or a retry succeeds, the lane is
 free again and the listeners hear of it, so the chip recovers by the normal
 path.
 
+A *lane job* makes several calls in one hand-off to the thread (a chip's
+health, fault codes and vNPUs of one poll): :meth:`ChipCalls.run` with a
+function of :class:`LaneCalls`. Each of its calls is still timed, reported to
+the call observers and held to the timeout from its own start. Jobs run *in
+turn* wait for each other, so that the chips' threads do not wake together and
+fight over the interpreter (:mod:`ascend_plugin.call_turns`).
+
 *Background* jobs (:meth:`ChipCalls.background`: the chip telemetry) run on the
-same lanes, after the health calls: a health call that comes while a background
-job runs waits for its current call only (the job sees it and returns what it
-has read), and a background call that overruns its own, shorter timeout gives
-its thread up at once, so the health calls go on on a fresh thread: the lane is
-not stuck for them, and the chip's health is not touched. The lane takes no
-background job until that call has returned.
+same lanes, in turn, after the health calls: a health call that comes while a
+background job runs waits for its current call only (the job sees it and
+returns what it has read), and a background call that overruns its own,
+shorter timeout gives its thread up at once, so the health calls go on on a
+fresh thread: the lane is not stuck for them, and the chip's health is not
+touched. The lane takes no background job until that call has returned.
 
 Results travel back to the event loop from these threads, and fault events from
-the library's own thread; every such hand-off goes through :func:`hand_to_loop`,
-which knows that a thread can finish after the loop has closed.
+the library's own thread; every such hand-off goes through
+:func:`~ascend_plugin.call_turns.hand_to_loop`, which knows that a thread can
+finish after the loop has closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import itertools
 import logging
 import queue
@@ -42,15 +51,15 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import ParamSpec, TypeVar, TypeVarTuple
+from typing import Any, ParamSpec, TypeVar
 
+from ascend_plugin.call_turns import Turn, Turns, hand_to_loop
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
-Ts = TypeVarTuple("Ts")
 
 LaneKey = int | None  # a chip's physical id; None for node-wide calls
 NODE: LaneKey = None
@@ -64,22 +73,6 @@ RETRY_BACKOFF = Backoff(1.0, 60.0)
 MAX_ABANDONED_PER_LANE = 2
 MAX_ABANDONED = 32
 _NOTHING_LONGER: Mapping[str, float] = MappingProxyType({})
-
-
-def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], object], *args: *Ts) -> bool:
-    """Run ``callback(*args)`` on ``loop`` soon, from any thread; False when the loop has closed.
-
-    A thread can finish after the loop is gone: a call abandoned at shutdown
-    returns at last, or the driver delivers one more fault event. Nobody waits
-    for it any more, so there is nothing to do; raising instead would only end
-    as a traceback in the log (concurrent.futures logs what a done-callback
-    raises, the DCMI binding what an event handler raises).
-    """
-    try:
-        loop.call_soon_threadsafe(callback, *args)
-    except RuntimeError:  # the loop is closed
-        return False
-    return True
 
 
 def call_outcome(error: BaseException) -> str:
@@ -119,7 +112,14 @@ class StuckCall:
 
 
 class ChipCallError(Exception):
-    """A call that did not run to completion (the library's own errors are ChipErrors)."""
+    """Root of the call errors: a library call that did not run to completion.
+
+    What belongs here: a call that overran its timeout, a lane whose last
+    call still hangs, calls refused because the plugin is shutting down. An
+    answer the library gave, error or not, is the library's: a ``ChipError``
+    passes through unchanged. Callers catch both where a chip's state is
+    judged (the monitor, discovery).
+    """
 
 
 class ChipCallTimeout(ChipCallError):
@@ -136,6 +136,14 @@ class CallsClosed(ChipCallError):
     """The plugin is shutting down: no call starts any more."""
 
 
+class BackgroundRefused(ChipCallError):
+    """The lane takes no background job now: it is stuck, or its last background call has not returned."""
+
+    def __init__(self, stuck: StuckCall, now: float) -> None:
+        self.stuck = stuck
+        super().__init__(stuck.describe(now))
+
+
 class LaneStuck(ChipCallError):
     """The lane's last call hung; no new call is made until a retry is due."""
 
@@ -145,47 +153,24 @@ class LaneStuck(ChipCallError):
         super().__init__(f"{stuck.describe(now)}; next try in {wait:.0f} s")
 
 
-class BackgroundRefused(ChipCallError):
-    """The lane takes no background job now: it is stuck, or its last background call has not returned."""
+class LaneCalls:
+    """The library calls of one lane job, made one after another on the lane's thread.
 
-    def __init__(self, stuck: StuckCall, now: float) -> None:
-        self.stuck = stuck
-        super().__init__(stuck.describe(now))
-
-
-class BackgroundCalls:
-    """The calls of one background job, made in turn on the lane's thread, each timed.
-
-    :attr:`yielding` turns True when a health call waits for the lane: the job
-    then returns what it has read so far, and reads the rest another time. Once
-    the job was given up (a call overran), no further call of it starts: the
-    lane's calls go on on another thread.
+    The job is a function of this object and makes its calls through
+    :meth:`call`. Each call is timed and its outcome kept for the call
+    observers; :attr:`running` tells the coroutine waiting for the job which
+    call runs since when, so that each call is held to the timeout on its own,
+    as if it had been handed over alone.
     """
 
-    def __init__(self, lane: _Lane, longer: Mapping[str, float]) -> None:
-        self._lane = lane
-        self.longer = longer  # call name -> seconds it may take beyond the job's per-call limit
-        self.given_up = False
-        # (name, time.monotonic() at its start) of the call running, ("", end) between calls; one attribute.
+    def __init__(self) -> None:
+        # (name, time.monotonic() at its start) of the call running; ("", when the last returned)
+        # between calls; None before the job started. One attribute: never read half-updated.
         self.running: tuple[str, float] | None = None
         self.done: list[tuple[str, float, str]] = []  # (name, seconds, outcome) of every call that returned
 
-    def left(self, limit: float) -> float:
-        """Seconds the call running may still take, each call held to ``limit`` (and its ``longer``)."""
-        running = self.running
-        if running is None:
-            return limit  # not started yet: it has waited for the thread only
-        return running[1] + limit + self.longer.get(running[0], 0.0) - time.monotonic()
-
-    @property
-    def yielding(self) -> bool:
-        """A health call waits for this lane."""
-        return self._lane.waiting > 0
-
     def call(self, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         """``function(*args, **kwargs)``, here on the lane's thread, timed and recorded as ``name``."""
-        if self.given_up:
-            raise CallsClosed(f"driver call {name} not made: its background job was given up")
         started = time.monotonic()
         self.running = (name, started)
         outcome = "ok"
@@ -198,6 +183,45 @@ class BackgroundCalls:
             ended = time.monotonic()
             self.done.append((name, ended - started, outcome))
             self.running = ("", ended)
+
+    def deadline(self, limit: float) -> float | None:
+        """When the call running overruns ``limit`` (time.monotonic()); None before the job started."""
+        running = self.running
+        return None if running is None else running[1] + limit
+
+
+class BackgroundCalls(LaneCalls):
+    """The calls of one background job: each held to the job's limit (calls in ``longer`` to more).
+
+    :attr:`yielding` turns True when a health call waits for the lane: the job
+    then returns what it has read so far, and reads the rest another time. Once
+    the job was given up (a call overran), no further call of it starts: the
+    lane's calls go on on another thread.
+    """
+
+    def __init__(self, lane: _Lane, longer: Mapping[str, float]) -> None:
+        super().__init__()
+        self._lane = lane
+        self.longer = longer  # call name -> seconds it may take beyond the job's per-call limit
+        self.given_up = False
+
+    @property
+    def yielding(self) -> bool:
+        """A health call waits for this lane."""
+        return self._lane.waiting > 0
+
+    def call(self, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self.given_up:
+            raise CallsClosed(f"driver call {name} not made: its background job was given up")
+        return super().call(name, function, *args, **kwargs)
+
+    def deadline(self, limit: float) -> float | None:
+        due = super().deadline(limit)
+        running = self.running
+        return None if due is None or running is None else due + self.longer.get(running[0], 0.0)
+
+
+Job = Callable[[LaneCalls], T]
 
 
 class _Worker:
@@ -217,10 +241,10 @@ class _Worker:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def submit(self, function: Callable[[], T]) -> concurrent.futures.Future[T]:
+    def prepare(self, function: Callable[[], T]) -> tuple[concurrent.futures.Future[T], Callable[[], None]]:
+        """The future of ``function``'s result, and what hands it to this thread (from any thread)."""
         future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._jobs.put((future, function))  # type: ignore[arg-type]
-        return future
+        return future, lambda: self._jobs.put((future, function))  # type: ignore[arg-type]
 
     def stop(self) -> None:
         """End the thread after its current call (at once when idle)."""
@@ -237,48 +261,64 @@ class _Worker:
                 future.set_exception(error)
 
 
-def _nothing() -> None:
-    """A call that only tells that the lane's earlier calls are done."""
+def _nothing(_: LaneCalls) -> None:
+    """A job that only tells that the lane's earlier jobs are done."""
 
 
-async def _answer(
-    future: concurrent.futures.Future[T], limit: float, left: Callable[[], float] | None = None
-) -> T:
-    """The call's result once its thread has it; TimeoutError after ``limit`` seconds (the call goes on).
+@dataclass
+class _Handed:
+    """A job handed to a lane's thread: its result to come, its calls, its turn, and its end on the loop."""
+
+    future: concurrent.futures.Future[Any]
+    calls: LaneCalls
+    turn: Turn
+    ended: asyncio.Future[None]
+
+    def wake(self) -> None:
+        """On the loop: the job ended (the turns hand this over from the thread)."""
+        _end(self.ended)
+
+
+def _end(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)
+
+
+def _ended(turns: Turns, turn: Turn, ended: asyncio.Future[None], _: concurrent.futures.Future[Any]) -> None:
+    """The job's future is done (on its thread): the turns tell the loop."""
+    turns.ended(turn, functools.partial(_end, ended))
+
+
+async def _answer(handed: _Handed, limit: float) -> Any:
+    """The job's result once its thread has it; TimeoutError once one of its calls overran ``limit``.
 
     Every health poll comes through here, so it is kept to one loop future, one
-    timer and one thread-safe wake-up: a third of what ``wait_for(shield(
-    wrap_future(...)))`` costs per call. Cancelling the caller leaves the call
-    running on its thread, as a shield would; its outcome then stays with the
-    thread's future, where nothing reports it as lost. A job of several calls
-    gives ``left``: when the timer fires, how long the call running then may
-    still take (each call is held to the limit from its own start).
+    timer and the turns' hand-off from the thread. The timer looks at the call
+    running when it fires and waits on until that call's own deadline (a job
+    still waiting for its turn has none yet). Cancelling the caller leaves the
+    job running on its thread, as a shield would; its outcome then stays with
+    the thread's future, where nothing reports it as lost.
     """
     loop = asyncio.get_running_loop()
-    answered: asyncio.Future[None] = loop.create_future()
     timer: asyncio.TimerHandle | None = None
-
-    def wake() -> None:
-        if not answered.done():
-            answered.set_result(None)
 
     def check() -> None:
         nonlocal timer
-        more = left() if left is not None else 0.0
-        if more <= 0:
-            wake()
+        due = handed.calls.deadline(limit)
+        left = limit if due is None else due - time.monotonic()
+        if left <= 0:
+            handed.wake()
         else:
-            timer = loop.call_later(more, check)
+            timer = loop.call_later(left, check)
 
     timer = loop.call_later(limit, check)
-    future.add_done_callback(lambda _: hand_to_loop(loop, wake))
     try:
-        await answered
+        await handed.ended
     finally:
         timer.cancel()
-    if not future.done():
+    if not handed.future.done():
         raise TimeoutError
-    return future.result()
+    return handed.future.result()
 
 
 @dataclass
@@ -288,7 +328,7 @@ class _Lane:
     worker: _Worker | None = None
     stuck: StuckCall | None = None
     abandoned: int = 0  # threads of this lane still inside a call that hung
-    waiting: int = 0  # health calls waiting for the lane: a background job gives way to them
+    waiting: int = 0  # jobs waiting for the lane: a background job gives way to them
     background_stuck: StuckCall | None = None  # a background call that overran and has not returned
 
 
@@ -314,6 +354,7 @@ class ChipCalls:
         self._observers: list[CallObserver] = []
         self._closed = False
         self._chips_closed = False  # drain_chip_lanes: only node-wide calls from then on
+        self._turns = Turns()
 
     # -- what others read -----------------------------------------------------------
 
@@ -328,7 +369,7 @@ class ChipCalls:
         return found.stuck if found is not None else None
 
     def waiting(self, lane: LaneKey) -> int:
-        """Calls waiting for the lane (a background job on it gives way to them after its current call)."""
+        """Jobs waiting for the lane (a background job on it gives way to them after its current call)."""
         found = self._lanes.get(lane)
         return found.waiting if found is not None else 0
 
@@ -359,6 +400,15 @@ class ChipCalls:
         self, lane: LaneKey, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs
     ) -> T:
         """Run ``function`` on ``lane``'s worker; ChipCallTimeout or LaneStuck when it cannot."""
+        return await self.run(lane, name, lambda calls: calls.call(name, function, *args, **kwargs))
+
+    async def run(self, lane: LaneKey, name: str, job: Job[T], *, in_turn: bool = False) -> T:
+        """Run the lane job ``name`` on ``lane``'s worker; each of its calls is held to the timeout.
+
+        ``in_turn``: after the jobs handed over before it that were in turn too
+        (:mod:`ascend_plugin.call_turns`). ChipCallTimeout names the call that
+        overran; LaneStuck when the lane cannot take a job now.
+        """
         if self._closed or (self._chips_closed and lane is not NODE):
             raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
         state = self._lane(lane)
@@ -372,7 +422,7 @@ class ChipCalls:
                 self._may_retry(state)
             if state.worker is None:
                 state.worker = _Worker(lane)
-            return await self._run(state, state.worker, name, lambda: function(*args, **kwargs))
+            return await self._run(state, state.worker, name, job, in_turn)
         finally:
             state.lock.release()
 
@@ -385,14 +435,15 @@ class ChipCalls:
         per_call: float,
         longer: Mapping[str, float] = _NOTHING_LONGER,
     ) -> T:
-        """Run ``job`` on ``lane``'s worker after the health calls; each call held to ``per_call`` s.
+        """Run ``job`` on ``lane``'s worker, in turn, after the health calls; each call held to ``per_call``.
 
-        ``longer``: calls (by name) that may take that many seconds more (one that samples over a period).
-
-        BackgroundRefused while the lane is stuck or a background call of it
-        hangs; ChipCallTimeout (naming the call) when one overruns: its thread is
-        given up, the lane stays free for the health calls. The observers hear of
-        the job as one call named ``name``, and of each of its calls that failed.
+        ``longer``: calls (by name) that may take that many seconds more (one
+        that samples over a period). BackgroundRefused while the lane is stuck
+        or a background call of it hangs; ChipCallTimeout (naming the call) when
+        one overruns: its thread is given up, the lane stays free for the health
+        calls. The observers hear of the job as one call named ``name``, and of
+        each of its calls that failed: a background job makes many small calls
+        on every chip, which would otherwise crowd the latency histogram.
         """
         if self._closed or (self._chips_closed and lane is not NODE):
             raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
@@ -404,26 +455,27 @@ class ChipCalls:
             if state.worker is None:
                 state.worker = _Worker(lane)
             worker, calls = state.worker, BackgroundCalls(state, longer)
-            future = worker.submit(lambda: job(calls))
+            handed = self._hand_over(worker, name, job, in_turn=True, calls=calls)  # type: ignore[arg-type]
             started, outcome = time.monotonic(), "ok"
             try:
-                return await _answer(future, per_call, lambda: calls.left(per_call))
+                result: T = await _answer(handed, per_call)
+                return result
             except TimeoutError:
                 outcome = "timeout"
                 calls.given_up = True
+                self._turns.lose(handed.turn)
                 hung_name, since = calls.running or (name, time.monotonic())
+                hung_name = hung_name or name
                 overran = time.monotonic() - since
                 limit = per_call + longer.get(hung_name, 0.0)
-                stuck = StuckCall(hung_name or name, lane, self.clock() - overran, float("inf"), 1, limit)
+                stuck = StuckCall(hung_name, lane, self.clock() - overran, float("inf"), 1, limit)
                 self._observe(stuck.name, overran, "timeout")
-                self._give_up_background(state, worker, future, stuck)
+                self._give_up_background(state, worker, handed.future, stuck)
                 raise ChipCallTimeout(stuck.name, lane, limit) from None
             except Exception as error:
                 outcome = call_outcome(error)
                 raise
             finally:
-                # The job as one call, and each of its calls that failed: a background job makes many
-                # small calls on every chip, which would otherwise crowd the latency histogram.
                 self._observe(name, time.monotonic() - started, outcome)
                 for done in calls.done:
                     if done[2] != "ok":
@@ -436,7 +488,7 @@ class ChipCalls:
         return state
 
     def _give_up_background(
-        self, lane: _Lane, worker: _Worker, future: concurrent.futures.Future[T], stuck: StuckCall
+        self, lane: _Lane, worker: _Worker, future: concurrent.futures.Future[Any], stuck: StuckCall
     ) -> None:
         """A background call overran: its thread is given up, the lane goes on on a fresh one."""
         loop = asyncio.get_running_loop()
@@ -460,24 +512,52 @@ class ChipCalls:
             self._observe(lane.stuck.name, 0.0, "stuck")
             raise LaneStuck(lane.stuck, now)
 
-    async def _run(self, lane: _Lane, worker: _Worker, name: str, job: Callable[[], T]) -> T:
-        started = self.clock()
-        future = worker.submit(job)
-        outcome = "ok"
+    def _hand_over(
+        self, worker: _Worker, name: str, job: Job[T], *, in_turn: bool, calls: LaneCalls | None = None
+    ) -> _Handed:
+        """Give ``job`` to ``worker``, now or in its turn; the end comes back through the turns."""
+        calls = calls if calls is not None else LaneCalls()
+
+        def work() -> T:
+            calls.running = ("", time.monotonic())  # started: the timeout runs from here
+            return job(calls)
+
+        future, submit = worker.prepare(work)
+
+        def refuse() -> None:
+            if future.set_running_or_notify_cancel():
+                future.set_exception(CallsClosed(f"driver call {name} refused: shutting down"))
+
+        turn = Turn(submit, refuse, in_turn)
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        # Nothing the callback holds may hold the future: every poll's objects go as soon as it is answered.
+        future.add_done_callback(functools.partial(_ended, self._turns, turn, ended))
+        self._turns.start(turn)
+        return _Handed(future, calls, turn, ended)
+
+    async def _run(self, lane: _Lane, worker: _Worker, name: str, job: Job[T], in_turn: bool) -> T:
+        handed = self._hand_over(worker, name, job, in_turn=in_turn)
         try:
-            result = await _answer(future, self.timeout)
+            result: T = await _answer(handed, self.timeout)
         except TimeoutError:
-            outcome = "timeout"
-            self._hung(lane, worker, future, name, started)
-            raise ChipCallTimeout(name, lane.key, self.timeout) from None
-        except Exception as error:
-            outcome = call_outcome(error)
+            self._report(handed.calls)
+            hung, since = handed.calls.running or ("", time.monotonic())
+            hung = hung or name
+            self._observe(hung, time.monotonic() - since, "timeout")
+            self._turns.lose(handed.turn)
+            self._hung(lane, worker, handed.future, hung, self.clock() - (time.monotonic() - since))
+            raise ChipCallTimeout(hung, lane.key, self.timeout) from None
+        except Exception:
+            self._report(handed.calls)
             self._answered(lane)  # an error is an answer: the lane is not stuck
             raise
-        finally:
-            self._observe(name, self.clock() - started, outcome)
+        self._report(handed.calls)
         self._answered(lane)
         return result
+
+    def _report(self, calls: LaneCalls) -> None:
+        for name, seconds, outcome in calls.done:
+            self._observe(name, seconds, outcome)
 
     def _hung(
         self,
@@ -556,7 +636,7 @@ class ChipCalls:
             if lane.key is NODE or lane.worker is None:
                 continue
             try:
-                await _answer(lane.worker.submit(_nothing), self.timeout)
+                await _answer(self._hand_over(lane.worker, "drain", _nothing, in_turn=False), self.timeout)
             except TimeoutError:
                 return False
         return self.abandoned_threads == 0
@@ -564,6 +644,7 @@ class ChipCalls:
     def shutdown(self) -> None:
         """Let every worker thread end after its current call; stuck calls are abandoned."""
         self._closed = True
+        self._turns.refuse_waiting()
         for lane in self._lanes.values():
             if lane.worker is not None:
                 lane.worker.stop()

@@ -83,8 +83,10 @@ def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
 def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown.
 
-    Exit :data:`EXIT_BAD_SETTINGS` when the settings turn out not to work with the
-    chips found (the app's ``exit_code``), after the same clean shutdown.
+    Exit :data:`EXIT_BAD_SETTINGS`, as for invalid settings, when they turn out
+    not to work once the plugin starts: a fault-level file that cannot be used,
+    or settings that cannot work with the chips found (sharing chips that carry
+    vNPUs), the plugin stopping cleanly first.
 
     SIGHUP re-reads the settings with ``reload`` (the same flags and
     environment, the config file read again) and applies what may change at
@@ -108,9 +110,13 @@ def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None)
                         return
 
             tasks.start_soon(stop_on_signal)
-            await app.run()
-            tasks.cancel_scope.cancel()
-        return app.exit_code
+            try:
+                await app.run()
+            except SettingsError as refused:  # caught in the group's body, to stay out of its group
+                return _refusing(refused)
+            finally:
+                tasks.cancel_scope.cancel()
+        return 0
 
     # Until the signal receiver is up, a SIGHUP must not end the process (its default action).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
@@ -119,7 +125,16 @@ def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None)
         __version__,
         extra={"settings": settings.model_dump(mode="json")},
     )
-    return anyio.run(main)
+    try:
+        return anyio.run(main)
+    except SettingsError as refused:  # before the plugin ran: the fault-level file
+        return _refusing(refused)
+
+
+def _refusing(refused: SettingsError) -> int:
+    """The settings cannot work: say why, and exit as for invalid settings."""
+    log.error("refusing to start: %s", refused)
+    return EXIT_BAD_SETTINGS
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -137,7 +152,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from ascend_plugin.testing.simulate_dra import simulate_dra
 
             return simulate_dra()
-        return simulate(share_count=args.share_count, vnpu=args.vnpu)
+        try:
+            return simulate(share_count=args.share_count, vnpu=args.vnpu)
+        except SettingsError as refused:
+            print(
+                f"the plugin refused to start (exit code {EXIT_BAD_SETTINGS}); "
+                "its log says why (--log-level ERROR)"
+            )
+            return _refusing(refused)
     try:
         settings = load_settings(_settings_values(args))
     except SettingsError as error:

@@ -19,9 +19,10 @@ that one is closed as soon as it is set up. A face that checks what clients
 send builds its own per-connection protocol (``_new_protocol``) and serves it
 through its own endpoint (``_new_server``).
 
-A socket that cannot be created is a :class:`SocketUnavailable` whose message
-names the cause (the directory's mode and owner against our uid, a read-only
-file system, a file in the way), for the face to log and retry.
+A socket that cannot be created is a
+:class:`~ascend_plugin.path_facts.PathUnusable` whose message names the cause
+(the directory's mode and owner against our uid, a read-only file system, a
+file in the way), for the face to log and retry.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from grpclib._typing import IServable
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
-from ascend_plugin.path_facts import create_failure
+from ascend_plugin.path_facts import PathUnusable, create_failure
 
 log = logging.getLogger(__name__)
 
@@ -50,14 +51,6 @@ FileStamp = tuple[int, int, int]
 MAX_SOCKET_PATH: Final = 107
 CLOSE_WAIT = 2.0  # seconds a closing server gets to finish its connections
 ACCEPT_TURNS = 3  # loop turns from accepting a connection to setting it up
-
-
-class SocketPathTooLong(ValueError):
-    """A socket path longer than a unix socket address can hold."""
-
-
-class SocketUnavailable(Exception):
-    """Our socket cannot be created; the message names the cause."""
 
 
 def file_stamp(path: Path) -> FileStamp | None:
@@ -141,10 +134,10 @@ class SocketEndpoint:
     async def start(self) -> None:
         """Serve on a fresh socket; the previous server (if any) is closed afterwards.
 
-        Raises SocketUnavailable, naming the cause, when the socket cannot be created.
+        Raises PathUnusable, naming the cause, when the socket cannot be created.
         """
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
-            raise SocketPathTooLong(
+            raise PathUnusable(
                 f"socket path {self.path} is {len(os.fsencode(self.path))} bytes; a unix socket path may "
                 f"have at most {MAX_SOCKET_PATH}: choose a shorter directory"
             )
@@ -156,14 +149,14 @@ class SocketEndpoint:
                     self.path.parent.mkdir(parents=True, exist_ok=True)
                 except OSError as error:
                     failed = Path(error.filename) if error.filename else self.path.parent
-                    raise SocketUnavailable(create_failure(failed, error)) from error
+                    raise PathUnusable(create_failure(failed, error)) from error
                 server = self._new_server()
                 try:
                     if self.path.is_socket():
                         self.path.unlink()  # stale socket of an earlier run (no live instance serves it)
                     await server.start(path=str(self.path))
                 except OSError as error:
-                    raise SocketUnavailable(create_failure(self.path, error)) from error
+                    raise PathUnusable(create_failure(self.path, error)) from error
                 previous, self._server = self._server, server
                 self._stamp = file_stamp(self.path)
                 log.info("serving %s", self.what, extra={"socket": str(self.path)})

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import anyio
 
-from ascend_plugin.path_facts import create_failure, ownership
+from ascend_plugin.path_facts import PathUnusable, create_failure, ownership
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
@@ -48,10 +48,6 @@ LOCK_POLL = Backoff(0.02, 0.25)
 WAIT_REMINDERS = Backoff(10.0, 60.0)
 # Retrying a directory that cannot be created or opened.
 OPEN_BACKOFF = Backoff(0.5, 30.0)
-
-
-class LockUnavailable(Exception):
-    """The directory cannot be locked at all (it cannot be created or opened); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +87,12 @@ def lock_state(directory: Path) -> LockState:
     A shared lock is taken and dropped at once: it is granted only while no
     instance holds the exclusive one. An instance starting at that very moment
     finds the lock busy once and tries again a few milliseconds later.
-    Raises LockUnavailable when the directory cannot be opened.
+    Raises PathUnusable when the directory cannot be opened.
     """
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:
-        raise LockUnavailable(f"cannot open {directory} to look at its lock ({error.strerror})") from error
+        raise PathUnusable(f"cannot open {directory} to look at its lock ({error.strerror})") from error
     try:
         fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -199,7 +195,7 @@ class InstanceLock:
         while True:
             try:
                 fd = self._open()
-            except LockUnavailable as error:
+            except PathUnusable as error:  # the directory cannot be created or opened
                 attempt += 1
                 if str(error) != self.problem:
                     log.error("%s; retrying with backoff", error)
@@ -216,11 +212,11 @@ class InstanceLock:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as error:
             failed = Path(error.filename) if error.filename else self.directory
-            raise LockUnavailable(create_failure(failed, error)) from error
+            raise PathUnusable(create_failure(failed, error)) from error
         try:
             return os.open(self.directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         except OSError as error:
-            raise LockUnavailable(
+            raise PathUnusable(
                 f"cannot open {self.directory} to lock it ({error.strerror}): "
                 f"it is {ownership(self.directory)}"
             ) from error

@@ -5,6 +5,9 @@ The errors the kernel gives are true but say little: connecting to a
 socket in a read-only directory is "permission denied". These functions add
 the facts that name the cause: what kind of file is there, and the
 directory's mode and owner next to the uid this process runs as.
+
+A path that cannot be used is raised as a :class:`PathUnusable` carrying those
+words, whichever part found it.
 """
 
 from __future__ import annotations
@@ -22,6 +25,19 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
 )
 _NOT_ALLOWED = (errno.EACCES, errno.EPERM)
+
+
+class PathUnusable(Exception):
+    """Root of the path errors: a file, directory or socket the plugin needs cannot be used.
+
+    What belongs here: a socket that cannot be created, a ``kubelet.sock``
+    that is no socket, a directory that cannot be locked, a state file that
+    cannot be read or moved aside. The message names the path and the cause in
+    the words of this module (kind of file, mode and owner against our uid,
+    read-only file system). A part that meets one says so and retries with
+    backoff: the operator's fix (a mount, a permission) needs no restart.
+    Subclasses exist where a caller tells them apart.
+    """
 
 
 def file_kind(mode: int) -> str:

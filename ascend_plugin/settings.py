@@ -29,7 +29,17 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 class SettingsError(Exception):
-    """Settings that cannot be used; the message says which and why."""
+    """Root of the configuration errors: what the operator configured cannot be used.
+
+    The message says which setting or key, its value, and what is allowed.
+    What belongs here: the settings (flags, environment, config file), the
+    config ConfigMap's keys, a fault configuration document that cannot be
+    read at all, and settings that cannot work with the chips found (sharing
+    chips that carry vNPUs). At start the command exits with code 2 for any of
+    them (``ascend_plugin.cli``); while running, the configuration in force
+    stays and the error is logged. Subclasses exist where a caller tells them
+    apart (``doctor`` reports the sharing refusal as a finding of its own).
+    """
 
 
 def _split_list(value: object) -> object:
@@ -134,7 +144,9 @@ class Settings(BaseSettings):
         description="our socket's file name in that directory; default: <resource>.sock",
     )
     kubelet_watch_interval: Annotated[float, Field(gt=0, le=5)] = Field(
-        default=0.1, description="seconds between checks for a kubelet restart"
+        default=0.1,
+        description="seconds between looks for a kubelet restart where inotify cannot watch the kubelet's "
+        "socket directories (with inotify a change is seen at once; they are looked at every 10 s anyway)",
     )
     preferred_allocation: bool = Field(
         default=True,
@@ -180,6 +192,19 @@ class Settings(BaseSettings):
     fault_levels_file: Path | None = Field(
         default=None,
         description="JSON file of fault code levels that extends or overrides the built-in table",
+    )
+
+    # -- hot reset --
+    hot_reset: bool = Field(
+        default=False,
+        description="reset a chip whose fault calls for a reset (RestartRequest, RestartBusiness, "
+        "FreeRestartNPU, RestartNPU) once its reset group is free, at most 3 times in 6 hours; "
+        "off: it stays out until reset by hand (Huawei's -hotReset)",
+    )
+    hot_reset_idle: Annotated[float, Field(ge=0, le=86400)] = Field(
+        default=60.0,
+        description="seconds a chip's reset group must have been free (no pod, no process) before "
+        "its hot reset",
     )
 
     # -- sharing and vNPUs --

@@ -7,6 +7,11 @@ ended, so the kubelet sees each one end cleanly. The waiting is on
 :class:`~ascend_plugin.changes.Changes`: a stream takes the next change's event
 *before* it reads the state, so a change between the read and the wait is never
 slept through.
+
+Each open stream also says which version of the state it has shown the kubelet
+(:meth:`StreamSight.showed`), so a part that must know the kubelet has been told
+before it acts (a hot reset takes its chips out first) can wait for it
+(:meth:`OpenStreams.shown`).
 """
 
 from __future__ import annotations
@@ -19,6 +24,20 @@ import anyio
 from ascend_plugin.changes import Changes
 
 
+class StreamSight:
+    """What one open stream has shown: the version of the state its last look sent (or found unchanged)."""
+
+    def __init__(self, streams: OpenStreams) -> None:
+        self.version = -1
+        self._streams = streams
+
+    def showed(self, version: int) -> None:
+        """The stream's look at ``version`` of the state reached the kubelet (or had nothing new)."""
+        if version > self.version:
+            self.version = version
+            self._streams.sights_moved()
+
+
 class OpenStreams:
     """Counts the open streams, wakes them on :meth:`changed`, ends them on :meth:`stop`."""
 
@@ -28,6 +47,8 @@ class OpenStreams:
         self._changes = Changes()
         self._none_open = anyio.Event()
         self._none_open.set()
+        self._sights: list[StreamSight] = []
+        self._sights_moved = Changes()
 
     def next_change(self) -> anyio.Event:
         """The event the next change sets: take it before reading the state, then wait on it."""
@@ -43,17 +64,35 @@ class OpenStreams:
         self.changed()
 
     @contextmanager
-    def open(self) -> Iterator[None]:
-        """Count one stream as open for the duration of the block."""
+    def open(self) -> Iterator[StreamSight]:
+        """Count one stream as open for the duration of the block; it reports what it showed on the sight."""
         self.count += 1
         if self._none_open.is_set():
             self._none_open = anyio.Event()
+        sight = StreamSight(self)
+        self._sights.append(sight)
         try:
-            yield
+            yield sight
         finally:
+            self._sights.remove(sight)
+            self.sights_moved()
             self.count -= 1
             if self.count == 0:
                 self._none_open.set()
+
+    def sights_moved(self) -> None:
+        """A stream showed a newer state, or one ended: whoever waits in :meth:`shown` looks again."""
+        self._sights_moved.bump()
+
+    async def shown(self, version: int) -> None:
+        """Return once every open stream has shown ``version`` of the state or a later one.
+
+        With no stream open there is nobody to tell, and a stream opened later
+        starts from the state as it is then: that returns at once, as does
+        stopping.
+        """
+        while not self.stopping and any(sight.version < version for sight in self._sights):
+            await self._sights_moved.wait_for_change(self._sights_moved.version)
 
     async def ended(self) -> None:
         """Return once no stream is open."""

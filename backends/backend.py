@@ -6,8 +6,10 @@ scenario-driven fake), the plugin asks the same things of a chip: its health
 and what it reports of itself (AI cores, device memory, PCIe and RoCE
 addresses); and of the node: fault events as they happen
 (:meth:`~ChipBackend.subscribe_faults`), the chips' topology units
-(:meth:`~ChipBackend.units`) and which chips a hot reset takes together
-(:meth:`~ChipBackend.reset_group`); and for the telemetry what each chip
+(:meth:`~ChipBackend.units`), which chips a hot reset takes together
+(:meth:`~ChipBackend.reset_group`) and the calls of a hot reset itself
+(:meth:`~ChipBackend.processes`, :meth:`~ChipBackend.hot_reset`,
+:meth:`~ChipBackend.boot_status`); and for the telemetry what each chip
 measures (temperature, power, voltage, clock, utilization, memory, ECC, RoCE
 network status: :mod:`backends.readings`), each None where the driver is silent.
 
@@ -51,6 +53,8 @@ from backends.library import (
     FrequencyType,
     MemoryInfo,
     PcieAddress,
+    ProcessMemory,
+    ResetChannel,
     UtilizationType,
     VdevActivity,
     VdevInfo,
@@ -345,8 +349,35 @@ class ChipBackend(abc.ABC):
         """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the node's).
 
         Every chip of the group must be free before the reset and is waited for
-        after it; :mod:`backends.reset_groups` has the shapes.
+        after it; :mod:`backends.reset_groups` has the shapes. A family may ask
+        the driver (A3 asks for the brother card): call it off the event loop.
         """
+
+    def associated_card(self, chip: Chip) -> int:
+        """The other card a reset of ``chip`` takes with it (Huawei's ``AssociatedCardId``); -1 for none."""
+        return -1
+
+    # -- a hot reset -------------------------------------------------------------------------
+
+    def processes(self, chip: Chip) -> list[ProcessMemory]:
+        """The processes on the chip (``dcmi_get_device_resource_info``; host PIDs).
+
+        A driver without the function raises :class:`~backends.errors.SymbolMissing`:
+        the caller must then count the chip as busy, never as free.
+        """
+        return self.library.processes(chip.card_id, chip.device_id)
+
+    def hot_reset(self, chip: Chip) -> None:
+        """Start an in-band reset of ``chip`` (``dcmi_set_device_reset``, INBAND); returns at once.
+
+        The driver restarts the chip's reset group; :meth:`boot_status` says
+        when each chip is back.
+        """
+        self.library.reset(chip.card_id, chip.device_id, ResetChannel.INBAND)
+
+    def boot_status(self, chip: Chip) -> int:
+        """``dcmi_get_device_boot_status``: a :class:`~backends.library.BootStatus`; a reset ends at 16."""
+        return self.library.boot_status(chip.card_id, chip.device_id)
 
 
 def _unknown(error: DcmiError, chip: Chip, outcome: str) -> None:

@@ -16,10 +16,10 @@ family                 group
 910B (A2)              8 by logic id; 16 on a node of more than 8 chips (Huawei
                        resets the inference boards without HCCS alone, known by
                        their board id, which is not read: they get the 8 too)
-A3                     Huawei: the chip, its sibling die and both dies of the
-                       brother card (``dcmi_get_netdev_brother_device``, not
-                       bound yet); here the whole node, as Huawei's training
-                       mode takes it
+A3                     the chip, its sibling die and both dies of the brother
+                       card (``dcmi_get_netdev_brother_device``); the whole
+                       node where the driver cannot name the brother, as
+                       Huawei's training mode takes it
 310P                   the chip's card (both chips of an Atlas 300I Duo)
 310, 310B              the chip alone
 =====================  ==========================================================
@@ -33,9 +33,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from backends.chips import Chip
+from backends.errors import ChipError
 
 
-class ResetGroupError(ValueError):
+class ResetGroupError(ChipError):
     """The chip asked about is not one of the node's chips given."""
 
 
@@ -59,8 +60,14 @@ def alone(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
 
 def same_card(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
     """Every chip sharing the chip's DCMI card id."""
+    return cards(chip, chips, ())
+
+
+def cards(chip: Chip, chips: Sequence[Chip], card_ids: Iterable[int]) -> tuple[Chip, ...]:
+    """Every chip on one of ``card_ids`` (the chip's own card among them)."""
     _checked(chip, chips)
-    return _ordered(each for each in chips if each.card_id == chip.card_id)
+    wanted = {chip.card_id, *card_ids}
+    return _ordered(each for each in chips if each.card_id in wanted)
 
 
 def logic_block(chip: Chip, chips: Sequence[Chip], size: int) -> tuple[Chip, ...]:

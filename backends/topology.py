@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from backends.chips import Chip
+from backends.errors import ChipError
 
 RING_SIZE = 4  # chips per HCCS ring of a first-generation 910 server
 MESH_GROUP_SIZE = 8  # chips per full-mesh group of a 910B box
@@ -42,7 +43,7 @@ class UnitKind(enum.Enum):
     MESH = "mesh"
 
 
-class TopologyError(ValueError):
+class TopologyError(ChipError):
     """The chip facts given cannot describe one node."""
 
 

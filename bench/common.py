@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import threading
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+API_WAIT = 60.0  # seconds a call to the fake API server's loop may take
+T = TypeVar("T")
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:
@@ -72,34 +79,77 @@ class Workspace:
         temporary.write_text(json.dumps(scenario))
         temporary.replace(self.scenario)
 
+    def make_device_nodes(self) -> None:
+        """The host's device nodes a plugin hands over (plain files: nothing opens them)."""
+        for node in ("davinci0", "davinci_manager", "hisi_hdc", "devmm_svm"):
+            path = self.host_root / "dev" / node
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+
     def start_plugin(
         self,
         *extra: str,
         env: dict[str, str] | None = None,
         entry: Sequence[str] = ("-m", "ascend_plugin"),
         stderr: IO[bytes] | None = None,
+        cwd: Path | None = None,
     ) -> subprocess.Popen[bytes]:
         """The plugin as a real process on this workspace (fake backend); ``entry`` runs its command.
 
-        Its log goes to ``stderr`` when given (a file to count lines in), else to this script's.
+        Its log goes to ``stderr`` when given (a file to count lines in), else to this script's. ``cwd``:
+        where it runs (``python -m`` imports from there first: the source tree of another version).
         """
-        for node in ("davinci0", "davinci_manager", "hisi_hdc", "devmm_svm"):
-            path = self.host_root / "dev" / node
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.touch()
+        self.make_device_nodes()
         command = [
             sys.executable, *entry, "run",
             "--backend", "fake", "--fake-scenario", str(self.scenario),
             "--device-plugin-path", str(self.plugin_dir), "--host-root", str(self.host_root),
             "--http-address", "", "--log-level", "WARNING", *extra,
         ]  # fmt: skip
-        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr)
+        return subprocess.Popen(command, env={**os.environ, **(env or {})}, stderr=stderr, cwd=cwd)
 
 
 def print_command() -> None:
     """Say how the figures were produced."""
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print(f"machine: {os.cpu_count()} CPUs, {os.uname().machine}, Python {sys.version.split()[0]}")
+
+
+class ApiServerThread:
+    """The fake API server on an event loop of its own, so this script can stay synchronous."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, name="apiserver", daemon=True).start()
+        self.server: FakeApiServer = self.call(self._start())
+
+    @staticmethod
+    async def _start() -> FakeApiServer:
+        from ascend_plugin.testing.kube_apiserver import FakeApiServer
+
+        server = FakeApiServer()
+        await server.start()
+        return server
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(API_WAIT)
+
+    def add_node(self, name: str) -> None:
+        """A Node object for a plugin's NODE_NAME."""
+        self.call(self._add_node(name))
+
+    async def _add_node(self, name: str) -> None:
+        self.server.add_node(name)
+
+    async def _has(self, name: str) -> bool:
+        return self.server.get("configmaps", name, "kube-system") is not None
+
+    def has_configmap(self, name: str) -> bool:
+        return self.call(self._has(name))
+
+    def stop(self) -> None:
+        self.call(self.server.stop())
+        self.loop.call_soon_threadsafe(self.loop.stop)
 
 
 class CFakePlugin:

@@ -21,17 +21,14 @@ idle together for one window, over which each one's CPU time is read from
 from __future__ import annotations
 
 import argparse
-import asyncio
 import shutil
 import sys
-import threading
 import time
-from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from common import Workspace, cpu_seconds, print_command, rss_mib
+from common import ApiServerThread, Workspace, cpu_seconds, print_command, rss_mib
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
@@ -39,10 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.fake import FakeScenario
 
-T = TypeVar("T")
 WAIT = 60.0  # seconds any one start-up step may take before the bench gives up
 SETTLE = 5.0  # seconds after the last start before the window opens: initial writes, lazy imports
 CHIPS_PER_CARD = 4  # the fake scenario's device ids run 0..3 per card
@@ -81,34 +76,6 @@ class Run:
     peak_rss: float = 0.0
 
 
-class ApiServerThread:
-    """The fake API server on an event loop of its own, so this script can stay synchronous."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="apiserver", daemon=True).start()
-        self.server: FakeApiServer = self.call(self._start())
-
-    @staticmethod
-    async def _start() -> FakeApiServer:
-        server = FakeApiServer()
-        await server.start()
-        return server
-
-    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
-        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(WAIT)
-
-    async def _has(self, name: str) -> bool:
-        return self.server.get("configmaps", name, "kube-system") is not None
-
-    def has_configmap(self, name: str) -> bool:
-        return self.call(self._has(name))
-
-    def stop(self) -> None:
-        self.call(self.server.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
 def peak_rss_mib(pid: int) -> float:
     """The most resident memory the process has had, in MiB (VmHWM)."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -139,7 +106,7 @@ def start(config: Config, api: ApiServerThread, c_library: Path) -> Run:
         extra += ["--backend", "dcmi", "--dcmi-library", str(c_library), "--dcmi-allow-untrusted-library"]
         env[SCENARIO_ENV] = str(lines)
     if config.kube:
-        api.call(_add_node(api.server, config.node))
+        api.add_node(config.node)
         extra += ["--kubeconfig", str(api.server.write_kubeconfig(work.root / "kubeconfig"))]
         env["NODE_NAME"] = config.node
     started = time.monotonic()
@@ -159,10 +126,6 @@ def start(config: Config, api: ApiServerThread, c_library: Path) -> Run:
             time.sleep(0.01)
         run.to_configmap = time.monotonic() - started
     return run
-
-
-async def _add_node(server: FakeApiServer, name: str) -> None:
-    server.add_node(name)
 
 
 def main() -> None:

@@ -415,3 +415,20 @@ async def dra_kubelet_for(apiserver: FakeApiServer) -> AsyncIterator[Any]:
     yield start
     for kubelet in started:
         await anyio.to_thread.run_sync(kubelet.stop)
+
+
+# -- hot reset (tests/test_hot_reset_*.py) --------------------------------------------------
+from hot_reset_harness import RigParts  # noqa: E402
+
+
+@pytest.fixture
+def reset_parts(
+    kubelet: KubeletStandIn,
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    pod_resources: PodResourcesStandIn,
+    plugin_dir: Path,
+    short_tmp: Path,
+) -> RigParts:
+    """What a plugin with hot reset on runs against (tests/hot_reset_harness.py)."""
+    return RigParts(kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp)

@@ -56,30 +56,52 @@ async def test_runtime_mode_sets_the_ascend_docker_runtime_env(
     assert list(container.devices) == []
 
 
+def refusal_logged(caplog: pytest.LogCaptureFixture, label: str, status: grpc.StatusCode) -> bool:
+    """A line logged the refusal with its label and status as structured fields."""
+    return any(
+        getattr(record, "reason", None) == label and getattr(record, "status", None) == status.name
+        for record in caplog.records
+    )
+
+
+# The label is the refusal's ``reason`` field: "shape" for what the wire check refuses before decoding.
 @pytest.mark.parametrize(
-    ("ids", "status", "message"),
+    ("ids", "status", "label", "message"),
     [
-        (["Ascend310-7"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend310-7' is not on this node"),
-        (["Ascend310-0", "Ascend310-0"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend310-0' appears twice"),
-        (["Ascend910-0"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend910-0' is malformed"),
-        (["Ascend310-01"], grpc.StatusCode.INVALID_ARGUMENT, "'Ascend310-01' is malformed"),
-        (["x" * 300], grpc.StatusCode.INVALID_ARGUMENT, "is 300 bytes long; device IDs have at most 50"),
-        (["x" * 51], grpc.StatusCode.INVALID_ARGUMENT, "is 51 bytes long"),
-        (["x" * 50], grpc.StatusCode.INVALID_ARGUMENT, "is malformed"),
+        (["Ascend310-7"], grpc.StatusCode.INVALID_ARGUMENT, "unknown", "'Ascend310-7' is not on this node"),
+        (
+            ["Ascend310-0", "Ascend310-0"],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "duplicate",
+            "'Ascend310-0' appears twice",
+        ),
+        (["Ascend910-0"], grpc.StatusCode.INVALID_ARGUMENT, "malformed", "'Ascend910-0' is malformed"),
+        (["Ascend310-01"], grpc.StatusCode.INVALID_ARGUMENT, "malformed", "'Ascend310-01' is malformed"),
+        (
+            ["x" * 300],
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "shape",
+            "is 300 bytes long; device IDs have at most 50",
+        ),
+        (["x" * 51], grpc.StatusCode.INVALID_ARGUMENT, "shape", "is 51 bytes long"),
+        (["x" * 50], grpc.StatusCode.INVALID_ARGUMENT, "malformed", "is malformed"),
         (
             ["Ascend310-0", "Ascend310-1", "Ascend310-0"],
             grpc.StatusCode.INVALID_ARGUMENT,
+            "shape",
             "has more entries than the 2 huawei.com/Ascend310 device(s) on this node",
         ),
-        ([], grpc.StatusCode.INVALID_ARGUMENT, "names no device IDs"),
+        ([], grpc.StatusCode.INVALID_ARGUMENT, "empty", "names no device IDs"),
     ],
 )
 async def test_bad_ids_are_refused_naming_the_id(
     kubelet: KubeletStandIn,
     node: FakeNode,
     plugin_dir: Path,
+    caplog: pytest.LogCaptureFixture,
     ids: list[str],
     status: grpc.StatusCode,
+    label: str,
     message: str,
 ) -> None:
     node.write({"chip_name": "310B1", "chips": [{"phy_id": 0}, {"phy_id": 1}]})
@@ -91,11 +113,12 @@ async def test_bad_ids_are_refused_naming_the_id(
         ok = await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, ["Ascend310-0"])
     assert refused.value.code() == status
     assert message in refused.value.details()
+    assert refusal_logged(caplog, label, status)
     assert ok.container_responses[0].devices
 
 
 async def test_an_unhealthy_device_is_refused_with_its_reason(
-    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path
+    kubelet: KubeletStandIn, node: FakeNode, plugin_dir: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async with running_plugin(node.settings(plugin_dir)):
         await wait_for(kubelet, registered(RESOURCE), "registration")
@@ -105,6 +128,7 @@ async def test_an_unhealthy_device_is_refused_with_its_reason(
             await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, ["Ascend310-0"])
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
     assert "Ascend310-0 is unhealthy: fault 80E01801:SeparateNPU" in refused.value.details()
+    assert refusal_logged(caplog, "unhealthy", grpc.StatusCode.FAILED_PRECONDITION)
 
 
 async def test_preferred_allocation_honours_must_include_and_size(

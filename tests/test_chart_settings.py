@@ -69,6 +69,8 @@ EVERY_SETTING: dict[str, Any] = {
     "healthFlapWindow": 120,
     "healthFlapHold": 0,
     "faultLevelsFile": "/etc/ascend-device-plugin/faults.json",
+    "hotReset": True,
+    "hotResetIdle": 120,
     "shareCount": 4,
     "vnpu": "off",
     "kubeconfig": "/etc/kubeconfig",

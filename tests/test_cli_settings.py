@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import typing
 from pathlib import Path
 
@@ -90,3 +93,19 @@ def test_chip_family_choices_are_the_families() -> None:
 def test_version_prints_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["version"]) == 0
     assert capsys.readouterr().out.strip()
+
+
+def test_a_fault_level_file_that_cannot_be_used_exits_2_naming_it(tmp_path: Path) -> None:
+    """Read when the plugin starts, not with the settings: still a settings error, not a traceback."""
+    levels = tmp_path / "levels.json"
+    levels.write_text("{not json")
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("ASCEND_", "NODE_NAME"))}
+    command = [
+        *(sys.executable, "-m", "ascend_plugin", "run", "--backend", "fake"),
+        *("--fake-scenario", str(tmp_path / "none.json"), "--fault-levels-file", str(levels)),
+        *("--device-plugin-path", str(tmp_path / "plugins"), "--http-address", ""),
+    ]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == EXIT_BAD_SETTINGS, result.stderr
+    assert f"refusing to start: fault-level file {levels} is not valid JSON" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -21,6 +21,7 @@ from fake_dcmi.players import ScenarioPlayer
 
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
+from backends.fake.driver_state import DriverStateFile
 from backends.library import BootStatus, DeviceLibrary, FaultEvent, ResetChannel
 
 WAIT = 15.0
@@ -118,6 +119,15 @@ def test_another_library_on_the_node_sees_the_reset(any_fake: ScenarioPlayer[Any
     first.reset(0, 0, INBAND)
     assert _code(second.health, 0, 0) == -8012
     assert second.boot_status(0, 0) != BootStatus.SYSTEM_START_FINISH
+
+
+def test_the_driver_state_counts_each_chip_s_resets(any_fake: ScenarioPlayer[Any]) -> None:
+    library = any_fake.open(_node(reset_seconds=0))
+    library.reset(0, 0, INBAND)
+    library.reset(0, 0, INBAND)
+    library.reset(1, 0, INBAND)
+    state = DriverStateFile.beside(any_fake.scenario_path).read()
+    assert {reset.phy_id: reset.count for reset in state.resets} == {0: 2, 1: 1}
 
 
 def test_a_repaired_chip_clears_its_faults_to_subscribers(any_fake: ScenarioPlayer[Any]) -> None:

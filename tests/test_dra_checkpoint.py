@@ -14,13 +14,13 @@ from log_records import records
 from ascend_plugin.faces.dra.checkpoint import (
     Checkpoint,
     CheckpointError,
-    CheckpointUnavailable,
     PreparedClaim,
     PreparedDevice,
     parse,
     render,
 )
 from ascend_plugin.faces.dra.claims import ClaimRef
+from ascend_plugin.path_facts import PathUnusable
 
 CHECKPOINT = "ascend_plugin.faces.dra.checkpoint"
 
@@ -126,7 +126,7 @@ def test_a_checkpoint_that_cannot_be_read_is_left_where_it_is(tmp_path: Path) ->
     """An I/O error may pass (the file may be fine once the disk answers): nothing moves, the start fails."""
     failing = tmp_path / "checkpoint.json"
     failing.symlink_to("/proc/self/mem")  # a regular file whose read fails with EIO, for root too
-    with pytest.raises(CheckpointUnavailable) as raised:
+    with pytest.raises(PathUnusable) as raised:
         Checkpoint(failing).load()
     assert str(raised.value) == f"cannot read the prepared-claims checkpoint {failing}: Input/output error"
     assert failing.is_symlink()

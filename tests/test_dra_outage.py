@@ -34,6 +34,7 @@ async def test_prepared_claims_and_unprepare_need_no_api_server_and_slices_catch
     refused = (await prepare(dra_kubelet, new)).claims[new[2]].error
     assert "cannot read ResourceClaim default/new: cannot reach the API server" in refused
     assert "the kubelet retries" in refused
+    assert dra.preparer.stats.errors == {"api": 1}  # the API server away: a refusal of its own label
     dra_node.set_faults({5: ["80E01801"]})
     await until(lambda: dra.slices is not None and not dra.slices.in_sync, "the slices cannot be written")
 

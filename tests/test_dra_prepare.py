@@ -108,15 +108,20 @@ async def test_results_of_other_drivers_are_theirs_to_prepare(
 
 
 @pytest.mark.parametrize(
-    ("results", "error"),
+    ("results", "label", "error"),
     [
-        (None, "is not allocated yet (no status.allocation); the kubelet retries"),
+        (None, "claim", "is not allocated yet (no status.allocation); the kubelet retries"),
         (
             [result("npu-1", pool="npu-node-2")],
+            "claim",
             "allocated devices of pool(s) npu-node-2, not of this node's pool",
         ),
-        ([result("npu-9")], "device npu-9 is not a device of pool npu-node-1 (it has npu-0, npu-1"),
-        ([result("gpu-0")], "device gpu-0 is not a device of pool npu-node-1"),
+        (
+            [result("npu-9")],
+            "device",
+            "device npu-9 is not a device of pool npu-node-1 (it has npu-0, npu-1",
+        ),
+        ([result("gpu-0")], "device", "device gpu-0 is not a device of pool npu-node-1"),
     ],
     ids=["not allocated", "another node's pool", "no such chip", "not a chip's name"],
 )
@@ -126,11 +131,14 @@ async def test_claims_that_cannot_be_prepared_here_get_an_error_of_their_own(
     dra_node: DraNode,
     apiserver: FakeApiServer,
     results: list[dict[str, object]] | None,
+    label: str,
     error: str,
 ) -> None:
     claim = put_claim(apiserver, "bad", results)
     prepared = (await prepare(dra_kubelet, claim)).claims[claim[2]]
     assert error in prepared.error
+    assert dra_driver.dra is not None
+    assert dra_driver.dra.preparer.stats.errors == {label: 1}  # the metrics' reason label
     assert list(prepared.devices) == []
     assert dra_node.spec_files() == {}
     assert not dra_node.checkpoint.exists() or claim[2] not in dra_node.checkpoint.read_text()
@@ -195,6 +203,8 @@ async def test_an_unhealthy_chip_is_not_prepared_until_it_is_healthy_again(
     await until(lambda: not inventory.get(0).healthy, "the chip unhealthy")
     prepared = (await prepare(dra_kubelet, claim)).claims[claim[2]]
     assert "device npu-0 is unhealthy (fault 80E01801" in prepared.error
+    assert dra_driver.dra is not None
+    assert dra_driver.dra.preparer.stats.errors == {"device": 1}
     dra_node.set_faults({})
     await until(lambda: inventory.get(0).healthy, "the chip healthy again")
     assert (await prepare(dra_kubelet, claim)).claims[claim[2]].error == ""

@@ -211,7 +211,7 @@ async def test_malformed_bytes_get_invalid_argument_with_a_short_reason_and_no_t
     assert error.details() == "NodePrepareResourcesRequest" + reason
     [line] = refusal_lines(caplog)
     assert line.__dict__["peer"].startswith("pid ")
-    assert line.__dict__["reason"] == "NodePrepareResourcesRequest" + reason
+    assert (line.__dict__["status"], line.__dict__["reason"]) == ("INVALID_ARGUMENT", "shape")
     assert line.__dict__["socket"] == str(sockets.dra)
     no_traceback(caplog)
     await still_serves(apiserver, dra_kubelet)

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import kubernetes_validate
 import pytest
 from dra_harness import (
@@ -24,7 +25,7 @@ from dra_harness import (
     running_driver,
 )
 from kube_harness import make_inventory, running, set_faults
-from waiting import until, wait_for
+from waiting import WAIT, until, wait_for
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.slices import SliceController
@@ -326,3 +327,24 @@ async def test_resource_versions_that_are_not_numbers_publish_once_and_update_in
     assert second["metadata"]["name"] == first["metadata"]["name"]  # updated in place
     assert len(apiserver.requests_of("create", "resourceslices")) == 2  # the first and the one after the wipe
     assert len(ours(apiserver)) == 1
+
+
+async def test_published_returns_once_the_slices_show_the_chips_as_of_a_version(
+    apiserver: FakeApiServer, kube: Kube, short_tmp: Path
+) -> None:
+    """A hot reset takes its chips out and waits here: the slices have left them out by then."""
+    apiserver.add_node(NODE)
+    inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=range(4))
+    controller = SliceController(kube, DeviceCatalog(inventory, DRIVER), NODE)
+    async with running(controller.run):
+        with anyio.fail_after(WAIT):
+            await controller.published(inventory.version)
+        assert device_names(ours(apiserver)) == [f"npu-{phy}" for phy in range(4)]
+        inventory.set_resetting([0, 1], True)
+        with anyio.fail_after(WAIT):
+            await controller.published(inventory.version)
+        assert device_names(ours(apiserver)) == ["npu-2", "npu-3"]
+        inventory.set_resetting([0, 1], False)
+        with anyio.fail_after(WAIT):
+            await controller.published(inventory.version)
+        assert device_names(ours(apiserver)) == [f"npu-{phy}" for phy in range(4)]

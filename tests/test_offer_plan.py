@@ -18,6 +18,7 @@ from ascend_plugin.offers.node_offers import OfferPlan, OfferSettings, SharingRe
 from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.fake import FakeScenario
 
@@ -93,6 +94,7 @@ def test_sharing_chips_that_carry_vnpus_is_refused_naming_both_settings(
 ) -> None:
     with pytest.raises(SharingRefused) as refused:
         _node(python_fake, duo()).plan(OfferSettings(share_count=2))
+    assert isinstance(refused.value, SettingsError)  # so the plugin stops as for invalid settings
     said = str(refused.value)
     # Both settings and where each is set, the chip and its vNPUs, and the two ways out.
     assert said.startswith("share_count=2 (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount)")

@@ -64,3 +64,43 @@ async def test_ended_waits_for_the_last_stream_and_returns_at_once_when_none_is_
         streams.stop()
         await until(lambda: ended, "ended() returns once the stream has stopped")
     assert streams.count == 0
+
+
+async def test_shown_waits_until_every_open_stream_showed_the_version() -> None:
+    streams = OpenStreams()
+    with anyio.fail_after(5):
+        await streams.shown(7)  # nobody to tell
+    shown: list[int] = []
+
+    async def wait_shown(version: int) -> None:
+        await streams.shown(version)
+        shown.append(version)
+
+    with streams.open() as first, streams.open() as second:
+        first.showed(2)
+        second.showed(5)
+        async with anyio.create_task_group() as group:
+            group.start_soon(wait_shown, 3)
+            await anyio.wait_all_tasks_blocked()
+            assert shown == []  # the first stream is behind
+            first.showed(3)
+            await until(lambda: shown == [3], "shown once both streams showed 3")
+
+
+async def test_a_stream_that_ends_has_nothing_left_to_show() -> None:
+    streams = OpenStreams()
+    shown: list[int] = []
+    opened = streams.open()
+    lagging = opened.__enter__()
+    lagging.showed(1)
+
+    async def wait_shown() -> None:
+        await streams.shown(4)
+        shown.append(4)
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(wait_shown)
+        await anyio.wait_all_tasks_blocked()
+        assert shown == []
+        opened.__exit__(None, None, None)
+        await until(lambda: shown == [4], "shown once the lagging stream ended")

@@ -20,9 +20,9 @@ from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import allocate, atlas_200i_a2, duo, make_host, node_paths, whole_chip_nodes
 from waiting import until, wait_for
 
-from ascend_plugin.app import EXIT_REFUSED
-from ascend_plugin.cli import EXIT_BAD_SETTINGS
-from ascend_plugin.offers.node_offers import DEVICE_SHARE_NEEDED, SHARE_COUNT_IGNORED
+from ascend_plugin.app import PluginApp
+from ascend_plugin.offers.node_offers import DEVICE_SHARE_NEEDED, SHARE_COUNT_IGNORED, SharingRefused
+from ascend_plugin.settings import SettingsError
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
@@ -184,7 +184,7 @@ def test_sharing_a_chip_that_carries_vnpus_is_refused_with_exit_code_2(
     result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2, result.stderr
     logged = [json.loads(line) for line in result.stderr.splitlines() if line.startswith("{")]
-    (refusal,) = lines(logged, "ascend_plugin.app", level="ERROR")
+    (refusal,) = lines(logged, "ascend_plugin.cli", level="ERROR")
     # Both settings that meet, where each is set, the chip and its vNPUs, and the way out.
     for fact in ("--share-count", "ASCEND_DP_SHARE_COUNT", "settings.shareCount", "vnpu=static"):
         assert fact in refusal["msg"]
@@ -222,5 +222,15 @@ async def test_the_ignored_setting_is_also_a_warning_event_on_the_node(
     assert "of family 910, whose driver does not share a chip; only 310P, 310B do" in event["message"]
 
 
-def test_the_refusal_exits_as_invalid_settings_do() -> None:
-    assert EXIT_REFUSED == EXIT_BAD_SETTINGS == 2
+async def test_the_plugin_stops_cleanly_and_raises_the_refusal_a_settings_error(
+    c_fake: CFakePlayer, plugin_dir: Path, host: Path
+) -> None:
+    """What the command turns into exit code 2, as it does for invalid settings."""
+    c_fake.update(duo())
+    app = PluginApp(player_settings(c_fake, plugin_dir, host, share_count=2))
+    with pytest.raises(SharingRefused) as refused:
+        await app.run()
+    assert isinstance(refused.value, SettingsError)
+    assert "would share chips that carry vNPUs" in refused.value.args[0]
+    assert not app.lock.held
+    assert not list(plugin_dir.glob("*.sock")), "nothing served, nothing left behind"  # noqa: ASYNC240

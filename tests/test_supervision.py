@@ -7,7 +7,7 @@ import anyio
 import pytest
 from waiting import until
 
-from ascend_plugin.grpc_sockets import SocketUnavailable
+from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import (
     Backoff,
     PartStatus,
@@ -44,7 +44,7 @@ async def test_a_part_that_fails_at_every_start_keeps_failing_since_its_first_fa
     async def part() -> None:
         seen.append(status(supervision, "sockets"))
         clock.now += 1.0  # each run lasts a second, then fails
-        raise SocketUnavailable(f"cannot create x.sock (run {len(seen)})")
+        raise PathUnusable(f"cannot create x.sock (run {len(seen)})")
 
     async with anyio.create_task_group() as group:
         group.start_soon(run_root_tasks, [RootTask("sockets", part, backoff=QUICK)], supervision)
@@ -69,7 +69,7 @@ async def test_a_run_that_lasts_ends_the_streak_and_a_later_failure_starts_a_new
         nonlocal runs
         runs += 1
         if runs == 1:
-            raise SocketUnavailable("cannot create x.sock")
+            raise PathUnusable("cannot create x.sock")
         await release.wait()
         raise RuntimeError("lost it")
 
@@ -120,7 +120,7 @@ async def test_parts_supervised_inside_a_root_task_are_recorded_with_it() -> Non
 
 
 def test_errors_read_as_their_own_words_or_with_their_type() -> None:
-    assert describe(SocketUnavailable("cannot create /x.sock: a regular file is in its place")) == (
+    assert describe(PathUnusable("cannot create /x.sock: a regular file is in its place")) == (
         "cannot create /x.sock: a regular file is in its place"
     )
     assert describe(KeyError("phy_id")) == "KeyError: 'phy_id'"

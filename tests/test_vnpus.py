@@ -342,8 +342,8 @@ async def test_a_chip_whose_vnpus_cannot_be_read_is_never_offered_healthy(
             "Ascend310P-0": "Unhealthy",
             "Ascend310P-1": "Healthy",
         }
-        assert app.book is not None
-        device = app.book.get("huawei.com/Ascend310P", "Ascend310P-0")
+        assert app.face is not None
+        device = app.face.book.get("huawei.com/Ascend310P", "Ascend310P-0")
         assert device is not None
         assert device.reason.startswith("its vNPUs could not be read yet")
         c_fake.update(duo())

@@ -183,6 +183,8 @@ async def test_no_candidate_is_refused_naming_the_resource_the_count_and_each_ne
         # The third attempt listed from the API server; the plugin serves on.
         assert len(apiserver.requests_of("list", "pods")) == lists_before + 1
         assert kubelet.resources[RESOURCE].stream_open
+        assert app.face is not None
+        assert app.face.stats.allocation_errors == {"no-candidate": 1}  # the metrics' reason label
     assert refused.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     message = str(refused.value.details())
     assert f"no pod on node {NODE} is waiting for 2 {RESOURCE} chip(s) after 3 attempts" in message
@@ -261,11 +263,14 @@ async def test_a_chosen_chip_that_is_faulty_or_absent_is_refused_and_the_pod_con
             await admit(pod_resources, "on-a-fault", ["Ascend910-0"])
         with pytest.raises(grpc.RpcError) as absent:
             await admit(pod_resources, "elsewhere", ["Ascend910-0"])
+        assert app.face is not None
+        assert app.face.stats.allocation_errors == {"unhealthy": 1, "chosen-unknown": 1}
         for name in ("on-a-fault", "elsewhere"):
             await until(
                 lambda name=name: annotations_of(apiserver, name).get(PREDICATE_TIME) == str(CONSUMED),
                 f"{name} consumed: the next Allocate is for the next pod",
             )
+    assert faulty.value.code() is absent.value.code() is grpc.StatusCode.FAILED_PRECONDITION
     assert "the scheduler chose Ascend910-4, but it is unhealthy" in str(faulty.value.details())
     assert "pod default/elsewhere was chosen for 1 huawei.com/Ascend910 chip(s)" in str(
         absent.value.details()

@@ -66,8 +66,9 @@ async def test_a_restart_before_the_annotations_rebuilds_the_map_from_pod_resour
         assert written["huawei.com/kltDev"] == "Ascend910-0,Ascend910-1"
         assert written["huawei.com/AscendReal"] == "Ascend910-2,Ascend910-3"
         assert written[PREDICATE_TIME] == str(CONSUMED)
-        assert app.assignments is not None
-        assert dict(app.assignments.mapping(RESOURCE)) == {
+        assert app.face is not None
+        assert app.face.chooser is not None
+        assert dict(app.face.chooser.assignments.mapping(RESOURCE)) == {
             "Ascend910-0": "Ascend910-2",
             "Ascend910-1": "Ascend910-3",
         }

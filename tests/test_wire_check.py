@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from grpclib.const import Status
 
 from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
 from ascend_plugin.grpc_guard import wire_check
@@ -25,6 +26,7 @@ GPA = (REQUEST_SHAPES[PreferredAllocationRequest], LIMITS)
 def refusal(message: object, limits: RequestLimits = LIMITS) -> str:
     with pytest.raises(RequestRefused) as refused:
         check_request(bytes(message), REQUEST_SHAPES[type(message)], limits)  # type: ignore[call-overload]
+    assert (refused.value.label, refused.value.status) == ("shape", Status.INVALID_ARGUMENT)
     return refused.value.reason
 
 
@@ -123,6 +125,7 @@ def test_unknown_fields_pass_within_their_allowance_and_not_beyond() -> None:
 def refusal_of(data: bytes, message_type: type) -> str:
     with pytest.raises(RequestRefused) as refused:
         check_request(data, REQUEST_SHAPES[message_type], LIMITS)
+    assert (refused.value.label, refused.value.status) == ("shape", Status.INVALID_ARGUMENT)
     return refused.value.reason
 
 

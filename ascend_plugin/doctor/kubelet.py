@@ -16,7 +16,8 @@ from pathlib import Path
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, how_to_set
-from ascend_plugin.instance_lock import LockUnavailable, lock_state
+from ascend_plugin.instance_lock import lock_state
+from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.settings import served_directory
 
 DIRECTORY = "kubelet-directory"
@@ -61,7 +62,7 @@ def _instance(directory: Path) -> Finding:
         return Finding.skipped(INSTANCE, f"not checked: {directory} is not a directory")
     try:
         state = lock_state(directory)
-    except LockUnavailable as error:
+    except PathUnusable as error:
         return Finding.skipped(INSTANCE, f"not checked: {error}")
     if not state.held:
         return Finding.ok(

@@ -16,7 +16,17 @@ from typing import TextIO
 import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.doctor import chips, devices, host_files, identity, kubelet, library, rbac, splits
+from ascend_plugin.doctor import (
+    chips,
+    devices,
+    host_files,
+    hot_reset,
+    identity,
+    kubelet,
+    library,
+    rbac,
+    splits,
+)
 from ascend_plugin.doctor.check import Check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding
@@ -35,6 +45,7 @@ CHECKS: tuple[Check, ...] = (
     chips.ai_cores,
     splits.vnpus,
     splits.share_count,
+    hot_reset.hot_reset,
     host_files.host_files,
     host_files.shared_memory,
     devices.device_nodes,

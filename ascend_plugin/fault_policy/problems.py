@@ -14,8 +14,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ascend_plugin.settings import SettingsError
 
-class FaultConfigError(ValueError):
+
+class FaultConfigError(SettingsError):
     """A fault configuration document that cannot be used at all; the message says where and why."""
 
 

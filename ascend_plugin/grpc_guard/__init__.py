@@ -10,5 +10,6 @@ which peers it answers), and the guard applies them the same way for all:
 * ``wire_check``: the walk over a request's protobuf bytes;
 * ``peers``: the peer's credentials, and the rule that admits only a directory's owner;
 * ``status``: a status message cut to 4 KiB;
+* ``refusals``: every refusal as a typed exception, its gRPC status decided by its class;
 * ``refusal_log``: one log line per peer per 10 s for what was refused.
 """

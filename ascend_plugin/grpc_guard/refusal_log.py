@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from grpclib.const import Status
+from ascend_plugin.grpc_guard.refusals import Refused
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +43,8 @@ class RefusalLog:
         self.clock = clock
         self._peers: dict[str, _Peer] = {}
 
-    def refused(self, peer: str, status: Status, reason: str) -> None:
-        """Record that a request from ``peer`` got ``status`` for ``reason``; log it unless too soon."""
+    def refused(self, peer: str, refused: Refused) -> None:
+        """Record that a request from ``peer`` was refused; log it unless too soon."""
         now = self.clock()
         seen = self._peers.get(peer)
         if seen is not None and now - seen.logged_at < self.interval:
@@ -57,16 +57,10 @@ class RefusalLog:
         log.warning(
             "refused a request from %s with %s: %s%s",
             peer,
-            status.name,
-            reason,
+            refused.status.name,
+            refused.reason,
             note,
-            extra={
-                "peer": peer,
-                "status": status.name,
-                "reason": reason,
-                "suppressed": suppressed,
-                "socket": self.socket,
-            },
+            extra={"peer": peer, **refused.fields(), "suppressed": suppressed, "socket": self.socket},
         )
         self._peers[peer] = _Peer(now)
 

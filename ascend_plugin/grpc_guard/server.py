@@ -15,6 +15,9 @@ already closes every connection it accepted):
   PERMISSION_DENIED before reading their request (``RequestRules.admit``, a
   rule of :mod:`.peers` on the uid the kernel gives for the other end).
 * **Every status message fits in 4 KiB** (:mod:`.status`), whatever raised it.
+* **A service refuses by raising a** :class:`~.refusals.Refused`: the method
+  wrapper turns it into the status its class stands for (:mod:`.refusals`), as
+  the guard does with its own refusals.
 
 A refusal is logged through :class:`~.refusal_log.RefusalLog`, at most one line
 per peer per 10 s; the peer is named by its pid and uid.
@@ -39,7 +42,6 @@ from typing import Any
 from grpclib import GRPCError
 from grpclib._typing import IServable
 from grpclib.const import Handler as MethodHandler
-from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.protocol import Buffer, H2Protocol, Stream
 from grpclib.server import Handler, Server
@@ -47,14 +49,9 @@ from grpclib.server import Stream as ServerStream
 
 from ascend_plugin.grpc_guard.peers import Peer, admit_anyone, peer_of
 from ascend_plugin.grpc_guard.refusal_log import RefusalLog
+from ascend_plugin.grpc_guard.refusals import BadRequest, PeerNotAdmitted, Refused, TooLarge, grpc_error
 from ascend_plugin.grpc_guard.status import capped
-from ascend_plugin.grpc_guard.wire_check import (
-    MessageShape,
-    RequestLimits,
-    RequestRefused,
-    check_request,
-    limit_names,
-)
+from ascend_plugin.grpc_guard.wire_check import MessageShape, RequestLimits, check_request, limit_names
 from ascend_plugin.grpc_sockets import PluginServer, SocketEndpoint
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
@@ -83,19 +80,21 @@ class _ConnectionGuard:
         self.refusals = refusals
         self.peer = Peer(unknown="a peer not yet connected")
 
-    def refuse(self, status: Status, reason: str) -> GRPCError:
+    def refuse(self, refused: Refused) -> GRPCError:
         """Log the refusal (rate-limited) and return the error that answers the call."""
-        self.refusals.refused(str(self.peer), status, reason)
-        return GRPCError(status, reason)
+        self.refusals.refused(str(self.peer), refused)
+        return grpc_error(refused)
 
     def method(self, func: Callable[[ServerStream[Any, Any]], Any]) -> Callable[[Any], Any]:
-        """``func`` behind the peer check, its status message capped however it ends."""
+        """``func`` behind the peer check, its refusals made statuses, the message capped however it ends."""
 
         async def guarded(stream: ServerStream[Any, Any]) -> None:
             if reason := self.rules.admit(self.peer):
-                raise self.refuse(Status.PERMISSION_DENIED, reason)
+                raise self.refuse(PeerNotAdmitted("peer", reason))
             try:
                 await func(stream)
+            except Refused as refused:  # the service logged and counted it: only the answer is left
+                raise grpc_error(refused) from None
             except GRPCError as error:
                 if error.message is None:
                     raise
@@ -115,13 +114,13 @@ class _CheckedCodec(ProtoCodec):
         try:
             check_request(data, rules.shapes[message_type], rules.limits())
             return super().decode(data, message_type)
-        except RequestRefused as refused:
-            raise self.guard.refuse(Status.INVALID_ARGUMENT, refused.reason) from None
+        except Refused as refused:
+            raise self.guard.refuse(refused) from None
         except Exception as error:  # whatever the decoder raises on bytes the check let through
             reason = f"{message_type.__name__} does not decode: {type(error).__name__}: {error}"[
                 :REASON_LENGTH
             ]
-            raise self.guard.refuse(Status.INVALID_ARGUMENT, reason) from None
+            raise self.guard.refuse(BadRequest("decode", reason)) from None
 
 
 class _BoundedBuffer(Buffer):
@@ -139,9 +138,11 @@ class _BoundedBuffer(Buffer):
     async def read(self, size: int) -> bytes:
         if size > MAX_MESSAGE_BYTES:
             raise self.guard.refuse(
-                Status.RESOURCE_EXHAUSTED,
-                f"a message of {size} bytes is over the limit of {MAX_MESSAGE_BYTES} bytes "
-                "(4 MiB, the most a kubelet sends)",
+                TooLarge(
+                    "size",
+                    f"a message of {size} bytes is over the limit of {MAX_MESSAGE_BYTES} bytes "
+                    "(4 MiB, the most a kubelet sends)",
+                )
             )
         return await super().read(size)
 

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from ascend_plugin.grpc_guard.refusals import BadRequest
+
 MAX_UNKNOWN_FIELDS = 64
 MAX_UNKNOWN_BYTES = 64 * 1024
 _MAX_VARINT_BYTES = 10
@@ -123,12 +125,11 @@ def limit_names(shapes: Mapping[type, MessageShape]) -> set[str]:
     return names
 
 
-class RequestRefused(Exception):
-    """The bytes are not a request a kubelet could send; ``reason`` says where and why."""
+class RequestRefused(BadRequest):
+    """The bytes are not a request a kubelet could send; ``reason`` says where and why (label ``shape``)."""
 
     def __init__(self, reason: str) -> None:
-        self.reason = reason
-        super().__init__(reason)
+        super().__init__("shape", reason)
 
 
 def check_request(data: bytes, shape: MessageShape, limits: RequestLimits) -> None:

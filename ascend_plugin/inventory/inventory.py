@@ -11,6 +11,12 @@ kubelet's first list after start (or after a kubelet restart) carries only
 verdicts the monitor has actually reached. So do its static vNPUs, where the
 node reads them: until the first successful read they are unknown (None), and
 no offer hands the chip out healthy, since it might be split.
+
+A chip whose reset group is being hot reset is :attr:`ChipState.resetting`:
+set by the hot-reset manager (:mod:`ascend_plugin.hot_reset`) on every chip of
+the group before the reset and cleared once they are back, it keeps the chip
+unhealthy whatever its verdict (:attr:`ChipState.healthy`), and the device-info
+ConfigMap lists it under ``-Recovering``. It is the one place that says so.
 """
 
 from __future__ import annotations
@@ -64,6 +70,8 @@ class ChipState:
     memory_mb: int | None = None  # its device memory (HBM or DDR), where the driver says
     # The static vNPUs carved out of it, by id; None while they could not be read yet.
     vnpus: tuple[VdevInfo, ...] | None = ()
+    # Its reset group is out for a hot reset (set by the hot-reset manager): never offered meanwhile.
+    resetting: bool = False
 
     @property
     def phy_id(self) -> int:
@@ -76,7 +84,16 @@ class ChipState:
 
     @property
     def healthy(self) -> bool:
-        return self.health.healthy
+        """Healthy for the kubelet: the verdict says so and no hot reset has the chip out."""
+        return self.health.healthy and not self.resetting
+
+    @property
+    def reason(self) -> str:
+        """Why it is unhealthy (empty when healthy): a hot reset under way, else the verdict's reason."""
+        return RESETTING if self.resetting else self.health.reason
+
+
+RESETTING = "being hot reset with its reset group"
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,24 @@ class Inventory:
                 listener(old, new)
         self._changes.bump()
         return True
+
+    def set_resetting(self, phy_ids: Iterable[int], resetting: bool) -> bool:
+        """Mark chips as out for a hot reset (or back from one); return True if anything changed."""
+        changed = False
+        for phy_id in phy_ids:
+            old = self._chips[phy_id]
+            if old.resetting == resetting:
+                continue
+            new = dataclasses.replace(old, resetting=resetting)
+            self._chips[phy_id] = new
+            changed = True
+            if new.healthy != old.healthy:
+                for listener in list(self._transition_listeners):
+                    listener(old, new)
+        if changed:
+            self._ordered = self._sorted()
+            self._changes.bump()
+        return changed
 
     def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
         """Record the vNPUs a chip carries now; return True if anything changed."""

@@ -22,6 +22,13 @@ Where the node reads static vNPUs, each poll also reads the chip's vNPUs on the
 same lane (one query for the list, one per vNPU to describe it, so a vNPU
 re-created under its old id with another template is seen too). A vNPU an
 operator creates or destroys therefore reaches the offers within one poll interval.
+
+An idle node costs what its polls cost, so a poll is kept to the least the
+process can do: the chips' regular polls fall on one node-wide tick, so the
+loop wakes once for all of them; each chip's reads of one poll are one job on
+its lane (:meth:`ChipCalls.run`), and the jobs of one tick run in turn
+(:mod:`ascend_plugin.call_turns`), so that each chip's thread wakes once and
+the loop once more for all the answers.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from dataclasses import dataclass, field
 
 import anyio
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneKey, StuckCall
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneCalls, LaneKey, StuckCall
 from ascend_plugin.faults import FaultTable, format_code
 from ascend_plugin.inventory.damping import Damping, DampingPolicy, Verdict
 from ascend_plugin.inventory.event_log import FaultEventLog, Source
@@ -55,6 +62,8 @@ EVENT_BURST = 5  # ... after this many applied at once
 EVENT_LOG_INTERVAL = 10.0  # seconds between two fault-event lines of one chip while its events keep coming
 MAX_SEVERITIES = 4096  # fault codes whose last event severity is remembered (the oldest is forgotten)
 STRAYS = Source("chips this node does not have")
+# A poll that starts this little before its tick (the loop runs timers a hair early) is that tick's.
+TICK_SLACK = 0.001
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,17 @@ class _Watch:
     events: ChipBurst | None = None  # fault events not applied yet
     pace: Pace = field(default_factory=lambda: Pace(EVENT_RATE, EVENT_BURST))
     events_due: asyncio.TimerHandle | None = None  # when the waiting events are applied
+    polled_at: float | None = None  # when its last poll started, on the loop's clock
+
+
+@dataclass(frozen=True)
+class _Look:
+    """What one poll read, on the chip's own thread."""
+
+    reading: HealthReading | None = None
+    error: ChipError | None = None  # the health read failed
+    vnpus: tuple[VdevInfo, ...] | None = None  # read where the node reads vNPUs and the chip is there
+    vnpu_error: ChipError | None = None
 
 
 class HealthMonitor:
@@ -124,6 +144,8 @@ class HealthMonitor:
         }
         self._severities: dict[int, int] = {}  # fault code -> last severity an event gave it
         self._event_log = FaultEventLog(event_log_interval)
+        # The node-wide ticks of the regular polls, on the loop's clock: this plus whole intervals.
+        self._ticks_from: float | None = None
 
     # -- running -----------------------------------------------------------------------
 
@@ -150,62 +172,102 @@ class HealthMonitor:
         for watch in self._watches.values():
             watch.wake.set()
 
+    async def look_again(self, phy_ids: Iterable[int]) -> None:
+        """Poll these chips now, forgetting the codes their fault events held; return once judged.
+
+        After a hot reset the driver has re-initialised the chips: a code an
+        event raised before it says nothing of them now, so their faults are
+        read afresh (Huawei's plugin does the same).
+        """
+        watches = [self._watches[phy] for phy in phy_ids if phy in self._watches]
+        for watch in watches:
+            watch.memory = FaultMemory()
+        async with anyio.create_task_group() as group:
+            for watch in watches:
+                group.start_soon(self._poll, watch)
+
     async def _watch(self, watch: _Watch) -> None:
         while True:
-            with anyio.move_on_after(self._next_look(watch)):
+            with anyio.CancelScope(deadline=self._next_look(watch)):
                 await watch.wake.wait()
             watch.wake = anyio.Event()
             await self._poll(watch)
 
     def _next_look(self, watch: _Watch) -> float:
-        """Seconds until the chip's next poll: the interval, or sooner for a timed change."""
+        """When (loop clock) the chip's next poll is due: the next tick, or sooner for a timed change.
+
+        The tick is the very same deadline for every chip, so that the loop
+        wakes once for all of them rather than once for each.
+        """
         now = self.clock()
-        due = [now + self.policy().interval]
+        due = []
         if (expiry := watch.memory.next_expiry()) is not None:
             due.append(expiry)
         if (release := watch.damping.release_due(now, self.policy().damping)) is not None:
             due.append(release)
         if (stuck := self.calls.stuck(watch.chip.phy_id)) is not None:
             due.append(stuck.retry_at)
-        return max(min(due) - now, 0.0)
+        tick = self._next_tick(watch)
+        return min(tick, anyio.current_time() + max(min(due) - now, 0.0)) if due else tick
+
+    def _next_tick(self, watch: _Watch) -> float:
+        """The first node-wide tick after the chip's last poll, on the loop's clock."""
+        interval = self.policy().interval
+        if self._ticks_from is None:
+            self._ticks_from = anyio.current_time()
+        last = anyio.current_time() if watch.polled_at is None else watch.polled_at
+        ticks = (last + TICK_SLACK - self._ticks_from) // interval + 1
+        return self._ticks_from + ticks * interval
 
     # -- one look ----------------------------------------------------------------------
 
     async def _poll(self, watch: _Watch) -> None:
         chip = watch.chip
-        started = self.clock()
+        started, watch.polled_at = self.clock(), anyio.current_time()
+        reads_vnpus = self.inventory.facts.reads_vnpus and self.inventory.get(chip.phy_id) is not None
         try:
-            reading = await self.calls.call(chip.phy_id, "read_health", self.backend.read_health, chip)
+            look = await self.calls.run(
+                chip.phy_id, "health poll", lambda calls: self._look(calls, chip, reads_vnpus), in_turn=True
+            )
         except ChipCallError:
             pass  # a hung or stuck lane: the verdict reads it from the lanes
-        except ChipError as error:
-            watch.failures += 1
-            watch.error = str(error)
-            log.warning(
-                "health query of %s failed (%d in a row): %s",
-                chip.label,
-                watch.failures,
-                error,
-                extra={"chip": chip.phy_id, "error": type(error).__name__},
-            )
         else:
-            watch.reading, watch.failures, watch.error = reading, 0, ""
-            watch.memory.reconcile(reading, started, self.fault_table())
-            if self.inventory.facts.reads_vnpus and not reading.dropped:
-                await self._read_vnpus(watch)
+            if look.error is not None:
+                watch.failures += 1
+                watch.error = str(look.error)
+                log.warning(
+                    "health query of %s failed (%d in a row): %s",
+                    chip.label,
+                    watch.failures,
+                    look.error,
+                    extra={"chip": chip.phy_id, "error": type(look.error).__name__},
+                )
+            elif look.reading is not None:
+                watch.reading, watch.failures, watch.error = look.reading, 0, ""
+                watch.memory.reconcile(look.reading, started, self.fault_table())
+                self._record_vnpus(watch, look)
         self._decide(watch)
 
-    async def _read_vnpus(self, watch: _Watch) -> None:
-        """Read the chip's vNPUs on its lane and record them; a failed read keeps what was known."""
+    def _look(self, calls: LaneCalls, chip: Chip, reads_vnpus: bool) -> _Look:
+        """One poll's reads, on the chip's thread: its health, then (where read and present) its vNPUs."""
+        try:
+            reading = calls.call("read_health", self.backend.read_health, chip)
+        except ChipError as error:
+            return _Look(error=error)
+        if not reads_vnpus or reading.dropped:
+            return _Look(reading)
+        try:
+            return _Look(reading, vnpus=tuple(calls.call("vnpus", self.backend.vnpus, chip)))
+        except ChipError as error:
+            return _Look(reading, vnpu_error=error)
+
+    def _record_vnpus(self, watch: _Watch, look: _Look) -> None:
+        """Record the vNPUs the poll read; a failed read keeps what was known."""
         chip = watch.chip
         state = self.inventory.get(chip.phy_id)
         if state is None:
             return
-        try:
-            vnpus = await self.calls.call(chip.phy_id, "vnpus", self.backend.vnpus, chip)
-        except ChipCallError:
-            return  # a hung or stuck lane: the verdict says so
-        except ChipError as error:
+        if (error := look.vnpu_error) is not None:
             if str(error) != watch.vnpu_error:
                 log.warning(
                     "cannot read the vNPUs of %s: %s; keeping what was known (%s)",
@@ -216,9 +278,11 @@ class HealthMonitor:
                 )
             watch.vnpu_error = str(error)
             return
+        if look.vnpus is None:
+            return  # not read: the node reads no vNPUs, or the chip dropped off
         watch.vnpu_error = ""
-        if self.inventory.set_vnpus(chip.phy_id, tuple(vnpus)):
-            _log_vnpu_change(chip, state.vnpus, tuple(vnpus))
+        if self.inventory.set_vnpus(chip.phy_id, look.vnpus):
+            _log_vnpu_change(chip, state.vnpus, look.vnpus)
 
     def _decide(self, watch: _Watch) -> None:
         """Judge the chip from what is known now and record the verdict."""

@@ -2,10 +2,13 @@
 
 kubernetes-asyncio is largely untyped and turns every object into a generated model
 class; the plugin needs a handful of fields from a few kinds of object. So each
-call asks the client for the raw response (``_preload_content=False``), checks
-the status itself and hands back plain JSON objects, and every failure leaves
-here as one of the exceptions in :mod:`ascend_plugin.kubeapi.errors`. The ``Any``
-of the untyped client stays inside this module.
+call goes through the client's :class:`ApiClient` by its REST route (method and
+path, as the API reference names them), asks for the raw response
+(``_preload_content=False``), checks the status itself and hands back plain JSON
+objects, and every failure leaves here as one of the exceptions in
+:mod:`ascend_plugin.kubeapi.errors`. The client's generated API classes and
+models are never imported (:mod:`.lean_import`: they would cost the node about
+35 MiB). The ``Any`` of the untyped client stays inside this module.
 
 Every request carries a timeout: an API server that accepts connections but
 never answers must not hang a part forever.
@@ -15,17 +18,22 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import yaml
-from kubernetes_asyncio.client import ApiClient, Configuration, CoreV1Api, ResourceV1Api
-from kubernetes_asyncio.config import ConfigException, load_incluster_config, load_kube_config
 
 from ascend_plugin.kubeapi.errors import ApiError, KubeConfigError, Unreachable, api_error
+from ascend_plugin.kubeapi.lean_import import (
+    ApiClient,
+    ConfigException,
+    Configuration,
+    load_incluster_config,
+    load_kube_config,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +46,18 @@ WATCH_TIMEOUT = 180
 WATCH_READ_SLACK = 30.0
 
 
-Call = Callable[..., Any]  # an untyped client method, called with the API object first
 EVERYWHERE = "list everywhere"  # the key of a namespaced kind's call that lists (and watches) all namespaces
+JSON = "application/json"
+# What the client sent for a patch with a JSON object body: the strategic merge the kubelet and kubectl use.
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Route:
+    """One call of the REST API: its HTTP method and its path, ``{namespace}`` and ``{name}`` filled in."""
+
+    method: str
+    path: str
 
 
 @dataclass(frozen=True)
@@ -48,29 +66,23 @@ class Resource:
 
     ``calls`` maps a verb as RBAC names it (``get``, ``list``, ``create``,
     ``update``, ``patch``, ``delete``; a watch is a list with ``watch=True``, and
-    :data:`EVERYWHERE` lists a namespaced kind across namespaces) to the API
-    class's own function, e.g. ``CoreV1Api.read_namespaced_config_map``, called
-    with the API object as its first argument: every call the plugin makes can
-    be found by its name, and only those are here.
+    :data:`EVERYWHERE` lists a namespaced kind across namespaces) to its REST
+    route, e.g. ``GET /api/v1/namespaces/{namespace}/configmaps/{name}``: every
+    call the plugin makes can be found by its route, and only those are here.
     """
 
     plural: str
     namespaced: bool
-    calls: Mapping[str, Call] = field(compare=False)
+    calls: Mapping[str, Route] = field(compare=False)
     group: str = ""  # "" is the core group (/api/v1)
-
-    @property
-    def api(self) -> type:
-        """The client's API class of the kind's group."""
-        return _API_CLASSES[self.group]
 
     @property
     def qualified(self) -> str:
         """``<group>/<plural>`` (just the plural in the core group), as errors name it."""
         return f"{self.group}/{self.plural}" if self.group else self.plural
 
-    def call(self, verb: str, namespace: str | None = None) -> Call:
-        """The client call for ``verb`` in ``namespace`` (None: every namespace, for a list or a watch)."""
+    def call(self, verb: str, namespace: str | None = None) -> Route:
+        """The route for ``verb`` in ``namespace`` (None: every namespace, for a list or a watch)."""
         if verb == "watch":
             verb = "list"
         if verb == "list" and self.namespaced and namespace is None:
@@ -80,57 +92,65 @@ class Resource:
         except KeyError:
             raise LookupError(
                 f"the plugin makes no {verb!r} call on {self.qualified}; "
-                "name the client's method in its calls (ascend_plugin/kubeapi/client.py)"
+                "add its route to the kind's calls (ascend_plugin/kubeapi/client.py)"
             ) from None
 
 
+def _routes(prefix: str, plural: str, verbs: dict[str, str], *, namespaced: bool) -> dict[str, Route]:
+    """The routes of ``verbs`` (verb -> HTTP method) on a kind, as the API lays them out."""
+    collection = f"{prefix}/namespaces/{{namespace}}/{plural}" if namespaced else f"{prefix}/{plural}"
+    routes = {}
+    for verb, method in verbs.items():
+        if verb == EVERYWHERE:
+            routes[verb] = Route(method, f"{prefix}/{plural}")
+        elif verb in ("list", "create"):
+            routes[verb] = Route(method, collection)
+        else:
+            routes[verb] = Route(method, f"{collection}/{{name}}")
+    return routes
+
+
+CORE = "/api/v1"
 NODES = Resource(
     "nodes",
     namespaced=False,
-    calls={"get": CoreV1Api.read_node, "list": CoreV1Api.list_node, "patch": CoreV1Api.patch_node},
+    calls=_routes(CORE, "nodes", {"get": "GET", "list": "GET", "patch": "PATCH"}, namespaced=False),
 )
 CONFIGMAPS = Resource(
     "configmaps",
     namespaced=True,
-    calls={
-        "get": CoreV1Api.read_namespaced_config_map,
-        "list": CoreV1Api.list_namespaced_config_map,
-        "create": CoreV1Api.create_namespaced_config_map,
-        "update": CoreV1Api.replace_namespaced_config_map,
-    },
+    calls=_routes(
+        CORE, "configmaps", {"get": "GET", "list": "GET", "create": "POST", "update": "PUT"}, namespaced=True
+    ),
 )
-EVENTS = Resource("events", namespaced=True, calls={"create": CoreV1Api.create_namespaced_event})
+EVENTS = Resource(
+    "events", namespaced=True, calls=_routes(CORE, "events", {"create": "POST"}, namespaced=True)
+)
 PODS = Resource(
     "pods",
     namespaced=True,
-    calls={
-        "get": CoreV1Api.read_namespaced_pod,
-        EVERYWHERE: CoreV1Api.list_pod_for_all_namespaces,
-        "patch": CoreV1Api.patch_namespaced_pod,
-    },
+    calls=_routes(CORE, "pods", {"get": "GET", EVERYWHERE: "GET", "patch": "PATCH"}, namespaced=True),
 )
 # Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34 and later).
 DRA_GROUP = "resource.k8s.io"
+_DRA = f"/apis/{DRA_GROUP}/v1"
 RESOURCE_SLICES = Resource(
     "resourceslices",
     namespaced=False,
     group=DRA_GROUP,
-    calls={
-        "get": ResourceV1Api.read_resource_slice,
-        "list": ResourceV1Api.list_resource_slice,
-        "create": ResourceV1Api.create_resource_slice,
-        "update": ResourceV1Api.replace_resource_slice,
-        "delete": ResourceV1Api.delete_resource_slice,
-    },
+    calls=_routes(
+        _DRA,
+        "resourceslices",
+        {"get": "GET", "list": "GET", "create": "POST", "update": "PUT", "delete": "DELETE"},
+        namespaced=False,
+    ),
 )
 RESOURCE_CLAIMS = Resource(
     "resourceclaims",
     namespaced=True,
     group=DRA_GROUP,
-    calls={"get": ResourceV1Api.read_namespaced_resource_claim},
+    calls=_routes(_DRA, "resourceclaims", {"get": "GET"}, namespaced=True),
 )
-
-_API_CLASSES: Mapping[str, type] = {"": CoreV1Api, DRA_GROUP: ResourceV1Api}
 
 _CLIENT_FAILURES = (aiohttp.ClientError, OSError, TimeoutError)
 
@@ -196,11 +216,11 @@ def _status_message(raw: bytes) -> str:
 
 @dataclass(frozen=True)
 class _Request:
-    """What one request is about: the client call it makes (a verb as RBAC names it), and its target."""
+    """What one request is about: the route it takes (for a verb as RBAC names it), and its target."""
 
     verb: str
     resource: Resource
-    call: Call
+    route: Route
     namespace: str | None = None
     name: str = ""
 
@@ -220,7 +240,6 @@ class Kube:
 
     def __init__(self, api_client: Any) -> None:
         self.api_client = api_client  # for the few calls without a typed wrapper here (doctor's RBAC review)
-        self._apis: dict[type, Any] = {api: api(api_client) for api in (CoreV1Api, ResourceV1Api)}
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
@@ -234,7 +253,7 @@ class Kube:
     async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
         """List the objects matching ``field_selector``."""
         request = _Request("list", resource, resource.call("list", namespace), namespace)
-        body = await self._call(request, field_selector=field_selector)
+        body = await self._call(request, query={"fieldSelector": field_selector})
         raw_items = body.get("items")
         items = [item for item in raw_items if isinstance(item, dict)] if isinstance(raw_items, list) else []
         version = string_field(mapping_field(body, "metadata"), "resourceVersion")
@@ -264,7 +283,7 @@ class Kube:
         """Delete an object; ``preconditions`` (uid, resourceVersion) make a changed object a Conflict."""
         options: JsonObject = {"preconditions": preconditions} if preconditions else {}
         request = _Request("delete", resource, resource.call("delete"), namespace, name)
-        return await self._call(request, body=None, body_option=options)
+        return await self._call(request, options)
 
     async def watch(
         self,
@@ -281,11 +300,11 @@ class Kube:
         """
         request = _Request("watch", resource, resource.call("watch", namespace), namespace)
         query = {
-            "field_selector": field_selector,
+            "fieldSelector": field_selector,
             "watch": True,
-            "allow_watch_bookmarks": True,
-            "resource_version": resource_version,
-            "timeout_seconds": timeout_seconds,
+            "allowWatchBookmarks": True,
+            "resourceVersion": resource_version,
+            "timeoutSeconds": timeout_seconds,
         }
         read_timeout = timeout_seconds + WATCH_READ_SLACK
         response = await self._send(
@@ -314,15 +333,9 @@ class Kube:
             response.close()
 
     async def _call(
-        self,
-        request: _Request,
-        body: JsonObject | None = None,
-        body_option: JsonObject | None = None,
-        **query: object,
+        self, request: _Request, body: JsonObject | None = None, query: Mapping[str, object] | None = None
     ) -> JsonObject:
-        if body_option is not None:
-            query = {**query, "body": body_option}  # the client's delete methods take their body by keyword
-        response = await self._send(request, body, query, deadline=REQUEST_TIMEOUT)
+        response = await self._send(request, body, query or {}, deadline=REQUEST_TIMEOUT)
         try:
             raw = await response.read()
         except _CLIENT_FAILURES as error:
@@ -345,15 +358,23 @@ class Kube:
         deadline: float | aiohttp.ClientTimeout,
     ) -> Any:
         """Start one request; the aiohttp response (status not checked yet)."""
-        args: list[object] = [self._apis[request.resource.api]]
-        if request.name:
-            args.append(request.name)
+        route = request.route
+        names = {"name": request.name}
         if request.resource.namespaced and request.namespace is not None:
-            args.append(request.namespace)
-        if body is not None:
-            args.append(body)
+            names["namespace"] = request.namespace
+        content = STRATEGIC_MERGE_PATCH if route.method == "PATCH" else JSON
         try:
-            return await request.call(*args, _preload_content=False, _request_timeout=deadline, **query)
+            return await self.api_client.call_api(
+                route.path,
+                route.method,
+                path_params={key: value for key, value in names.items() if f"{{{key}}}" in route.path},
+                query_params=list(query.items()),
+                header_params={"Accept": JSON, "Content-Type": content},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _request_timeout=deadline,
+            )
         except ConfigException as error:  # the in-cluster token could not be re-read
             raise KubeConfigError(f"service account credentials: {error}") from error
         except _CLIENT_FAILURES as error:
@@ -372,7 +393,7 @@ async def connect(kubeconfig: Path | None) -> Kube:
     configuration = Configuration()
     try:
         if kubeconfig is None:
-            load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            load_incluster_config(client_configuration=configuration)
         else:
             await load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
     # A missing file, a missing token, or a kubeconfig of the wrong shape (which

@@ -13,7 +13,12 @@ RBAC_DOC = "docs/kubernetes.md#rbac"
 
 
 class KubeError(Exception):
-    """Talking to the API server failed; the part that saw it retries with backoff."""
+    """Root of the API errors: talking to the API server failed; the part that saw it retries with backoff.
+
+    What belongs here: no client configuration, a server that does not
+    answer, and every error status it answers with (one subclass per status a
+    caller reacts to differently: 401, 403, 404, 409, 410, 5xx).
+    """
 
 
 class KubeConfigError(KubeError):

@@ -16,7 +16,8 @@ that, and neither may import the other (nor the Volcano face), so it lives here:
   device-info ConfigMap leaves out of its free list (Volcano mode), fault
   management and hot reset read;
 * :class:`DeviceChooser`: what the device-plugin face asks in Allocate for a
-  resource whose chips someone else chooses; a refusal is :class:`ChoiceRefused`.
+  resource whose chips someone else chooses; a refusal is a
+  :class:`~ascend_plugin.grpc_guard.refusals.CannotServe`.
 """
 
 from __future__ import annotations
@@ -27,15 +28,6 @@ from typing import Protocol
 
 from ascend_plugin.changes import Changes
 from ascend_plugin.offers.base import OfferedDevice
-
-
-class ChoiceRefused(Exception):
-    """No real devices can be named for a request; ``reason`` says why, ``kind`` is a metrics label."""
-
-    def __init__(self, kind: str, reason: str) -> None:
-        self.kind = kind
-        self.reason = reason
-        super().__init__(reason)
 
 
 class Assignments:
@@ -153,5 +145,5 @@ class DeviceChooser(Protocol):
         ...
 
     async def choose(self, resource: str, kubelet_ids: Sequence[str]) -> tuple[str, ...]:
-        """The real device IDs to hand over for ``kubelet_ids``; ChoiceRefused says why there are none."""
+        """The real device IDs to hand over for ``kubelet_ids``; CannotServe says why there are none."""
         ...

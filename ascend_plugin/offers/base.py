@@ -67,7 +67,7 @@ def chip_health(states: Sequence[ChipState]) -> tuple[bool, str]:
     """Healthy when every chip behind a device is and its vNPUs are known; else the first reason why not."""
     for state in states:
         if not state.healthy:
-            return False, state.health.reason
+            return False, state.reason
         if state.vnpus is None:
             return False, VNPUS_UNKNOWN
     return True, ""

@@ -15,8 +15,9 @@ One place decides how this node's chips are offered, so the plugin and
   (:class:`~ascend_plugin.offers.vnpus.StaticVnpus`); a chip that carries some is
   then neither offered whole nor shared.
 
-Sharing a chip that carries vNPUs is refused (:class:`SharingRefused`, which the
-plugin turns into exit code 2), as Huawei's plugin refuses it. The plugin cannot
+Sharing a chip that carries vNPUs is refused (:class:`SharingRefused`, a
+settings error: the plugin stops as it would for invalid settings), as Huawei's
+plugin refuses it. The plugin cannot
 see whether the driver's device-share mode is on (Huawei does not ask either), so
 sharing comes with an informational notice giving the ``npu-smi`` command per chip.
 """
@@ -33,7 +34,7 @@ from ascend_plugin.offers.base import Offer
 from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
-from ascend_plugin.settings import Settings, how_to_set
+from ascend_plugin.settings import Settings, SettingsError, how_to_set
 from backends.backend import ChipBackend
 from backends.families import FAMILIES
 
@@ -81,7 +82,7 @@ class OfferPlan:
         return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
 
 
-class SharingRefused(Exception):
+class SharingRefused(SettingsError):
     """share_count asks to share chips that carry vNPUs; the message names both settings and the chips."""
 
 

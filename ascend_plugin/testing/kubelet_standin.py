@@ -30,6 +30,7 @@ import os
 import stat
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from ascend_plugin.testing.grpc_unix import serve_unix, stop_unix
 KUBELET_SOCKET = "kubelet.sock"
 DIAL_TIMEOUT = 10.0
 _PLUGIN = "/v1beta1.DevicePlugin/"
+HISTORY = 256  # device lists each resource's view keeps, for tests that ask what the kubelet saw when
 
 
 @dataclass
@@ -70,6 +72,8 @@ class ResourceView:
     stream_open: bool = False
     stream_end: str = ""  # how the last stream ended: "" while open, "OK", or the gRPC status
     ended_at: float | None = None  # time.monotonic() when the last stream ended
+    # The latest lists as they arrived: (time.monotonic(), ID -> health), oldest first.
+    history: deque[tuple[float, dict[str, str]]] = field(default_factory=lambda: deque(maxlen=HISTORY))
 
     @property
     def capacity(self) -> int:
@@ -245,6 +249,7 @@ class KubeletStandIn:
                         for device in message.devices
                         if len(device.id) <= MAX_DEVICE_ID_LENGTH
                     }
+                    view.history.append((time.monotonic(), dict(view.devices)))
                     view.updates += 1
                     self._changed.notify_all()
         except grpc.RpcError as error:

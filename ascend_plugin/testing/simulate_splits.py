@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from ascend_plugin.app import EXIT_REFUSED, PluginApp
-from ascend_plugin.settings import Settings
+from ascend_plugin.app import PluginApp
+from ascend_plugin.settings import Settings, SettingsError
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.scenario_writer import write_scenario
 
@@ -100,18 +100,27 @@ async def _run(
     out: Callable[[str], None],
     story: Callable[[Stage], Awaitable[None]],
 ) -> int:
+    """Play ``story`` once the plugin registered; raise the SettingsError it refused to start with."""
     app = PluginApp(settings)
     stage = Stage(kubelet, out)
     stage.say(f"kubelet stand-in listening on {kubelet.socket}")
+    refused: list[SettingsError] = []
+
+    async def run_plugin() -> None:
+        try:
+            await app.run()
+        except SettingsError as error:  # kept out of the task group; raised once the plugin stopped
+            refused.append(error)
+
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(app.run)
+        tasks.start_soon(run_plugin)
         with anyio.fail_after(TIMEOUT):
             await _first_of(app.registered_once, app.stop_requested)  # registered, or refused
-        if app.exit_code == EXIT_REFUSED:
-            stage.say("the plugin refused to start (exit code 2); its log says why (--log-level ERROR)")
-            return EXIT_REFUSED
-        await story(stage)
-        app.stop()
+        if not app.stop_requested.is_set():
+            await story(stage)
+            app.stop()
+    if refused:
+        raise refused[0]
     await stage.wait(lambda k: not any(view.stream_open for view in k.resources.values()), "streams ended")
     left = sorted(path.name for path in kubelet.directory.glob("*.sock") if path.name != "kubelet.sock")
     stage.say(f"plugin stopped: every ListAndWatch stream ended; sockets left: {', '.join(left) or 'none'}")

@@ -9,12 +9,14 @@ format, one record a line::
 
     vdev phy=0 id=100 template=vir02 aic=2.0 memory_mb=6144 vfg=0
     gone phy=0 id=101
-    reset phy=3 since_ns=81234567890 scenario=1234:560:1700000000000000000:1700000000000000000
+    reset phy=3 since_ns=81234567890 scenario=1234:560:1700000000000000000:1700000000000000000 count=2
 
 ``vdev`` is a vNPU made through DCMI; ``gone`` a vNPU of the scenario
-destroyed through DCMI (hidden while the scenario lists it); ``reset`` a reset
-started at ``since_ns`` on the system's monotonic clock, with the stamp
-(inode, size, mtime, ctime in ns) of the scenario in force then. Writers hold
+destroyed through DCMI (hidden while the scenario lists it); ``reset`` the
+latest reset of a chip, started at ``since_ns`` on the system's monotonic
+clock, with the stamp (inode, size, mtime, ctime in ns) of the scenario in
+force then, and ``count`` the resets the chip had since the node booted (the
+file was made; a line without it counts 1). Writers hold
 an exclusive ``flock`` on ``<scenario>.driver-state.lock`` and replace the
 file atomically, so readers never see half of it.
 """
@@ -57,11 +59,12 @@ class MadeVdev:
 
 @dataclass(frozen=True)
 class Reset:
-    """A reset of one chip: when it began, and the scenario it began under."""
+    """The latest reset of one chip: when it began, the scenario it began under, and how many it had."""
 
     phy_id: int
     since_ns: int
     scenario: Stamp
+    count: int = 1
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,11 @@ class DriverState:
         return next((reset for reset in self.resets if reset.phy_id == phy_id), None)
 
     def with_reset(self, reset: Reset) -> DriverState:
+        """The chip's reset ``reset`` began: it replaces the chip's last one, and counts one more."""
+        before = self.reset_of(reset.phy_id)
+        counted = replace(reset, count=before.count + 1) if before is not None else reset
         others = tuple(r for r in self.resets if r.phy_id != reset.phy_id)
-        return replace(self, resets=(*others, reset))
+        return replace(self, resets=(*others, counted))
 
 
 def _fields(words: list[str]) -> dict[str, str]:
@@ -114,7 +120,14 @@ def parse(text: str) -> DriverState:
             elif words[0] == "gone":
                 gone.add((int(values["phy"]), int(values["id"])))
             elif words[0] == "reset":
-                resets.append(Reset(int(values["phy"]), int(values["since_ns"]), _stamp(values["scenario"])))
+                resets.append(
+                    Reset(
+                        int(values["phy"]),
+                        int(values["since_ns"]),
+                        _stamp(values["scenario"]),
+                        int(values.get("count", "1")),
+                    )
+                )
             else:
                 raise ValueError(f"unknown record {words[0]!r}")
         except (KeyError, ValueError) as error:
@@ -132,7 +145,8 @@ def render(state: DriverState) -> str:
     ]
     lines += [f"gone phy={phy} id={vdev}" for phy, vdev in sorted(state.gone)]
     lines += [
-        f"reset phy={r.phy_id} since_ns={r.since_ns} scenario={':'.join(str(part) for part in r.scenario)}"
+        f"reset phy={r.phy_id} since_ns={r.since_ns} scenario={':'.join(str(part) for part in r.scenario)} "
+        f"count={r.count}"
         for r in state.resets
     ]
     return "\n".join(lines) + "\n"

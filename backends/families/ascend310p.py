@@ -10,7 +10,7 @@ from typing import ClassVar
 from backends.chips import Chip
 from backends.errors import ChipError
 from backends.family_table import FamilyTable
-from backends.library import VdevActivity
+from backends.library import ResetChannel, VdevActivity
 from backends.readings import valid
 from backends.reset_groups import same_card
 from backends.vnpu_family import VnpuFamily
@@ -38,7 +38,7 @@ class Ascend310P(VnpuFamily):
 
     A card is the unit and the reset group: an Atlas 300I Duo's two chips are
     reset together (its driver takes the reset on device 0 only, for the card);
-    a 300I Pro's card holds one.
+    a 300I Pro's card holds one, device 0 too.
     """
 
     TABLE = ASCEND_310P
@@ -67,3 +67,7 @@ class Ascend310P(VnpuFamily):
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return same_card(chip, chips)
+
+    def hot_reset(self, chip: Chip) -> None:
+        """Reset the chip's card through its device 0, the one the driver takes a card's reset on."""
+        self.library.reset(chip.card_id, 0, ResetChannel.INBAND)

@@ -11,8 +11,9 @@ All three share one row (the resource ``huawei.com/Ascend910`` and its device
 IDs), fault events, static vNPUs, HBM (with its ECC counters) and the RoCE port
 of a training card; the generation is chosen by chip name
 (:meth:`Ascend910.for_chip`). A 910 chip name that neither A1 nor A2 claims is
-served as A3, the newest generation, whose unit (the card) and reset group (the
-node) assume the least.
+served as A3, the newest generation, whose unit (the card) and reset group
+(its card and the brother card, or the node where the driver cannot name the
+brother) assume the least.
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ from typing import ClassVar
 
 from backends.backend import HBM_INFO, SUBSCRIBE, ChipBackend, MemoryKind
 from backends.chips import Chip
-from backends.errors import SymbolMissing
+from backends.errors import ChipError, SymbolMissing
 from backends.family_table import FamilyTable
 from backends.library import ChipInfo, EccDeviceType, EccInfo, FaultHandler, NetworkHealth, UtilizationType
 from backends.readings import NETWORK_DOWN, NETWORK_UNKNOWN, NETWORK_UP, MemoryUsage, Utilization, valid
-from backends.reset_groups import logic_block, whole_node
+from backends.reset_groups import cards, logic_block, whole_node
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
 from backends.vnpu_family import VnpuFamily
 
@@ -122,15 +123,12 @@ class Ascend910(VnpuFamily):
         A chip without a RoCE port (the A2 inference boards) answers "not
         supported": it then has no network status, and is not asked again.
         """
-        failed = (NETWORK_HEALTH, chip.phy_id) not in self.unsupported and NETWORK_HEALTH not in self.missing
         result = self.optional(NETWORK_HEALTH, chip, self.library.network_health)
         if result is not None:
             return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
-        supported = (
-            NETWORK_HEALTH,
-            chip.phy_id,
-        ) not in self.unsupported and NETWORK_HEALTH not in self.missing
-        return NETWORK_UNKNOWN if failed and supported else None
+        if NETWORK_HEALTH in self.missing or (NETWORK_HEALTH, chip.phy_id) in self.unsupported:
+            return None
+        return NETWORK_UNKNOWN
 
     def hbm_ecc(self, chip: Chip) -> EccInfo | None:
         """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM)."""
@@ -173,12 +171,27 @@ class Ascend910B(Ascend910):
 
 
 class Ascend910A3(Ascend910):
-    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes the whole node.
+    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes two cards.
 
-    Huawei's group is the chip, its sibling die and both dies of the "brother"
-    card that ``dcmi_get_netdev_brother_device`` names; until that call is
-    bound, the whole node stands in for it, as Huawei's training mode takes it.
+    Huawei's group: the chip, its sibling die and both dies of the "brother"
+    card that ``dcmi_get_netdev_brother_device`` names. Where the driver cannot
+    name it (an older driver without the call, an error), the whole node stands
+    in, as Huawei's training mode takes it: a wider group only waits longer.
     """
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
-        return whole_node(chip, chips)
+        brother = self._brother(chip)
+        if brother is None:
+            return whole_node(chip, chips)
+        return cards(chip, chips, {chip.card_id, brother})
+
+    def associated_card(self, chip: Chip) -> int:
+        brother = self._brother(chip)
+        return -1 if brother is None else brother
+
+    def _brother(self, chip: Chip) -> int | None:
+        """The brother card the driver names, or None where it cannot."""
+        try:
+            return self.library.brother_card(chip.card_id, chip.device_id)
+        except ChipError:
+            return None

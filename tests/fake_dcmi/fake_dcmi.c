@@ -28,10 +28,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -194,7 +196,9 @@ struct scenario {
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct scenario now, parsed;          /* in force; being read */
+/* In force; being read. Only the chips a scenario has are ever touched, so that the fake costs a
+   plugin's process the memory of its node's chips, not of the 256 it could hold. */
+static struct scenario now, parsed;
 static int loaded, initialised;
 static char loaded_path[4096];
 static struct stat loaded_stat;
@@ -466,6 +470,7 @@ static int parse_line(char *line, struct scenario *s) {
     if (strcmp(kind, "chip") == 0) {
         if (s->nchips == MAX_CHIPS) return -1;
         chip = &s->chips[s->nchips++];
+        memset(chip, 0, sizeof *chip);
     } else if (strcmp(kind, "node") != 0) {
         return -1;
     }
@@ -485,7 +490,7 @@ static int parse_file(const char *path, struct scenario *s) {
         fprintf(stderr, "fake_dcmi: cannot read %s (%s); keeping the previous scenario\n", path, strerror(errno));
         return -1;
     }
-    memset(s, 0, sizeof *s);
+    memset(s, 0, offsetof(struct scenario, chips)); /* each chip is cleared as its line is read */
     char line[8192];
     int number = 0, bad = 0;
     while (!bad && fgets(line, sizeof line, file)) {
@@ -517,7 +522,8 @@ static void refresh(void) {
     snprintf(loaded_path, sizeof loaded_path, "%s", path);
     loaded_stat = st;
     if (parse_file(path, &parsed) == 0) {
-        now = parsed;
+        memcpy(&now, &parsed, offsetof(struct scenario, chips));
+        memcpy(now.chips, parsed.chips, (size_t)parsed.nchips * sizeof parsed.chips[0]);
         loaded = 1;
     }
     if (loaded) state_refresh();
@@ -527,7 +533,7 @@ static void refresh(void) {
 
 struct made { int phy; unsigned int id, vfg; char template[TEXT]; float aic; unsigned long long memory_mb; };
 struct gone { int phy; unsigned int id; };
-struct reset { int phy; long long since_ns; unsigned long long scenario[4]; };
+struct reset { int phy; long long since_ns; unsigned long long scenario[4]; int count; };
 struct driver_state {
     int nmade, ngone, nresets;
     struct made made[MAX_MADE];
@@ -559,8 +565,9 @@ static int parse_state_line(char *line, struct driver_state *d) {
     } else if (strcmp(kind, "reset") == 0 && d->nresets < MAX_CHIPS) {
         struct reset *r = &d->resets[d->nresets];
         unsigned long long *st = r->scenario;
-        if (sscanf(line, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu", &r->phy, &r->since_ns, &st[0],
-                   &st[1], &st[2], &st[3]) != 6)
+        r->count = 1; /* a line without a count: one reset */
+        if (sscanf(line, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu count=%d", &r->phy, &r->since_ns,
+                   &st[0], &st[1], &st[2], &st[3], &r->count) < 6)
             return -1;
         d->nresets++;
     } else {
@@ -641,8 +648,8 @@ static int state_commit(int fd) {
             fprintf(file, "gone phy=%d id=%u\n", state.gone[i].phy, state.gone[i].id);
         for (int i = 0; i < state.nresets; i++) {
             const struct reset *r = &state.resets[i];
-            fprintf(file, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu\n", r->phy, r->since_ns,
-                    r->scenario[0], r->scenario[1], r->scenario[2], r->scenario[3]);
+            fprintf(file, "reset phy=%d since_ns=%lld scenario=%llu:%llu:%llu:%llu count=%d\n", r->phy, r->since_ns,
+                    r->scenario[0], r->scenario[1], r->scenario[2], r->scenario[3], r->count);
         }
         if (fclose(file) != 0 || rename(temporary, path) != 0) code = INNER_ERR;
     }
@@ -1213,7 +1220,11 @@ static void add_reset(const struct chip *chip, long long since, const unsigned l
     for (int i = 0; i < state.nresets; i++)
         if (state.resets[i].phy == chip->phy) at = i;
     if (at == MAX_CHIPS) return;
-    if (at == state.nresets) state.nresets++;
+    if (at == state.nresets) {
+        state.nresets++;
+        state.resets[at].count = 0;
+    }
+    state.resets[at].count++;
     state.resets[at].phy = chip->phy;
     state.resets[at].since_ns = since;
     memcpy(state.resets[at].scenario, stamp, sizeof state.resets[at].scenario);
@@ -1572,6 +1583,9 @@ static void deliver(struct pending *events, int n, int count) {
 
 static void *watch(void *unused) {
     (void)unused;
+    /* Named, so that a benchmark can tell the fake's own thread (it polls the scenario; a driver's
+       event thread sleeps in the kernel) from the plugin's. */
+    prctl(PR_SET_NAME, "fake-dcmi-event", 0, 0, 0);
     pthread_mutex_lock(&lock);
     while (!stopping) {
         pause_unlocked(POLL_US);

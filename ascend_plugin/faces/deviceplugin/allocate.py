@@ -3,36 +3,28 @@
 The kubelet sends IDs it was told of, but a restart, a stale checkpoint or a
 hand-made request can send anything. Each ID is checked before any work is
 done for it: its form, that it appears once, that the node offers it, and that
-it is healthy. A refusal names the first bad ID and why, and carries the gRPC
-status the kubelet should see. A container gets at most one vNPU: the Ascend
-Docker Runtime mounts one virtual device per container (Huawei's plugin refuses
-more too), so a request for several is refused, naming them.
+it is healthy. A refusal names the first bad ID and why: a
+:class:`~ascend_plugin.grpc_guard.refusals.BadRequest` when the IDs are wrong,
+a :class:`~ascend_plugin.grpc_guard.refusals.CannotServe` when a device is
+unhealthy or a chooser named one the node does not offer. A container gets at
+most one vNPU: the Ascend Docker Runtime mounts one virtual device per
+container (Huawei's plugin refuses more too), so a request for several is
+refused, naming them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from grpclib.const import Status
-
+from ascend_plugin.grpc_guard.refusals import BadRequest, CannotServe
 from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 
 
-class AllocationRefused(Exception):
-    """The request names a device the plugin cannot hand out; ``status`` is the gRPC status."""
-
-    def __init__(self, status: Status, kind: str, message: str) -> None:
-        self.status = status
-        self.kind = kind  # empty, malformed, duplicate, unknown, unhealthy or vnpus: a metrics label
-        self.reason = message
-        super().__init__(message)
-
-
 def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
-    """The devices named, in order; AllocationRefused names the first bad ID and why."""
+    """The devices named, in order; a refusal names the first bad ID and why."""
     devices = known_devices(book, resource, device_ids)
     for device in devices:
         _check_healthy(device)
@@ -40,13 +32,13 @@ def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -
 
 
 def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
-    """The devices named, in order, healthy or not; AllocationRefused names the first bad ID and why.
+    """The devices named, in order, healthy or not; a BadRequest names the first bad ID and why.
 
     Where a scheduler chooses the chips (:mod:`ascend_plugin.offers.assignments`),
     the kubelet's IDs only count, and their own chips' health is beside the point.
     """
     if not device_ids:
-        raise AllocationRefused(Status.INVALID_ARGUMENT, "empty", "the request names no device IDs")
+        raise BadRequest("empty", "the request names no device IDs")
     offered = book.devices(resource)
     forms = list(dict.fromkeys(device.form for device in offered))
     seen: set[str] = set()
@@ -54,28 +46,23 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
     for device_id in device_ids:
         if len(device_id) > MAX_DEVICE_ID_LENGTH or not any(form.pattern.match(device_id) for form in forms):
             expected = " or ".join(f"'{form}'" for form in forms) or "no device (none is offered)"
-            raise AllocationRefused(
-                Status.INVALID_ARGUMENT,
+            raise BadRequest(
                 "malformed",
                 f"device ID {device_id[:80]!r} is malformed; expected {expected} for {resource}",
             )
         if device_id in seen:
-            raise AllocationRefused(
-                Status.INVALID_ARGUMENT, "duplicate", f"device ID {device_id!r} appears twice"
-            )
+            raise BadRequest("duplicate", f"device ID {device_id!r} appears twice")
         seen.add(device_id)
         device = book.get(resource, device_id)
         if device is None:
-            raise AllocationRefused(
-                Status.INVALID_ARGUMENT,
+            raise BadRequest(
                 "unknown",
                 f"device ID {device_id!r} is not on this node; known devices: {_ids(offered)}",
             )
         devices.append(device)
     virtual = [device.id for device in devices if device.virtual]
     if len(virtual) > 1:
-        raise AllocationRefused(
-            Status.INVALID_ARGUMENT,
+        raise BadRequest(
             "vnpus",
             f"the request names {len(virtual)} vNPUs ({listed(virtual)}); a container can hold one "
             "vNPU only (the Ascend runtime mounts one virtual device per container): request 1 of "
@@ -87,13 +74,12 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
 def chosen_devices(
     book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str
 ) -> list[OfferedDevice]:
-    """The real devices a chooser named, each offered and healthy; AllocationRefused otherwise."""
+    """The real devices a chooser named, each offered and healthy; CannotServe otherwise."""
     devices = []
     for real_id in real_ids:
         device = book.get(resource, real_id)
         if device is None:
-            raise AllocationRefused(
-                Status.FAILED_PRECONDITION,
+            raise CannotServe(
                 "chosen-unknown",
                 f"{chooser} chose {real_id!r}, which this node does not offer as {resource}; "
                 f"known devices: {_ids(book.devices(resource))}",
@@ -110,8 +96,7 @@ def _ids(devices: Sequence[OfferedDevice]) -> str:
 
 def _check_healthy(device: OfferedDevice, subject: str = "") -> None:
     if not device.healthy:
-        raise AllocationRefused(
-            Status.FAILED_PRECONDITION,
+        raise CannotServe(
             "unhealthy",
             f"{subject or 'device ' + device.id} is unhealthy: {device.reason}",
         )

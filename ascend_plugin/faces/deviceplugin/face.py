@@ -18,10 +18,11 @@ from pathlib import Path
 import anyio
 from anyio.abc import TaskGroup
 
-from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.offers.assignments import DeviceChooser
 from ascend_plugin.offers.book import OfferBook
@@ -39,7 +40,7 @@ class FaceSettings:
     directory: Path  # the kubelet's device-plugin directory
     main_resource: str  # the family's resource, whose socket name may be overridden
     socket_name: str | None  # override for the main resource's socket
-    watch_interval: float
+    watch_interval: float  # seconds between looks at the directory where inotify cannot watch it
     preferred_allocation: bool = True
 
 
@@ -88,9 +89,8 @@ class DevicePluginFace:
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
-        self.changes = DirectoryChanges(settings.directory)
+        self.changes = DirectoryChanges([settings.directory], settings.watch_interval)
         self._registered_listeners: list[Callable[[], None]] = []
-        self._stopping = anyio.Lock()  # shutdown and the end of run() both stop the servers
 
     @property
     def registered(self) -> bool:
@@ -105,6 +105,22 @@ class DevicePluginFace:
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every successful registration of any resource."""
         self._registered_listeners.append(listener)
+
+    def counters(self) -> KubeletCounters:
+        """What the face has counted, for the metrics."""
+        stats = self.stats
+        return KubeletCounters(
+            stats.allocations, dict(stats.allocation_errors), stats.updates_sent, self.registrations
+        )
+
+    async def shown(self, version: int) -> None:
+        """Return once every ListAndWatch stream has sent the kubelet the offers of inventory ``version``.
+
+        A hot reset waits here after taking its chips out, so the kubelet has
+        them Unhealthy before the reset starts.
+        """
+        for server in list(self.servers.values()):
+            await server.service.streams.shown(version)
 
     def problems(self) -> list[str]:
         """The resources the kubelet does not have now, and why; empty while it has every one."""
@@ -170,9 +186,7 @@ class DevicePluginFace:
             chooser=self.chooser,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(
-            endpoint, service, resource, settings.watch_interval, changes=self.changes
-        )
+        registrar = KubeletRegistrar(endpoint, service, resource, changes=self.changes)
         registrar.on_registered(self._registered)
         return ResourceServer(resource, service, registrar)
 
@@ -182,9 +196,8 @@ class DevicePluginFace:
             listener()
 
     async def stop(self) -> None:
-        """Stop every resource's server (shutdown); a second caller waits for the first to finish."""
-        async with self._stopping:
-            for server in self.servers.values():
-                server.service.stop()
-            while self.servers:
-                await self.servers.popitem()[1].stop()
+        """Stop every resource's server: each stream ends first, then the sockets go."""
+        for server in self.servers.values():
+            server.service.stop()
+        while self.servers:
+            await self.servers.popitem()[1].stop()

@@ -20,8 +20,11 @@ A failure is logged once, in words that name its cause, and retried with
 backoff; the same failure again is logged at DEBUG until something changes.
 
 Every wait wakes at the directory's next change (:class:`DirectoryChanges`,
-inotify) and at the latest after the watch interval, and looks at the files
-before it sleeps, so a change between two looks is never slept through.
+inotify) and at the latest when the directory is due for a look anyway
+(:attr:`DirectoryChanges.look_every`: seconds while inotify watches, the
+watch interval where it cannot), and looks at the files before it sleeps, so a
+change between two looks is never slept through. A dropped ListAndWatch
+stream wakes the waits too.
 """
 
 from __future__ import annotations
@@ -36,12 +39,12 @@ from grpclib import GRPCError
 from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
-from ascend_plugin.faces.deviceplugin.dir_watch import DirectoryChanges
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
-from ascend_plugin.grpc_sockets import FileStamp, SocketUnavailable, file_stamp
+from ascend_plugin.grpc_sockets import FileStamp, file_stamp
 from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
-from ascend_plugin.path_facts import connect_failure, not_a_socket
+from ascend_plugin.path_facts import PathUnusable, connect_failure, not_a_socket
 from ascend_plugin.resilience import Backoff
 
 log = logging.getLogger(__name__)
@@ -60,18 +63,13 @@ STREAM_GRACE = 0.5
 REGISTER_BACKOFF = Backoff(0.02, 10.0)
 
 
-class KubeletSocketUnusable(Exception):
-    """``kubelet.sock`` is there but is no socket; the message names what it is instead."""
-
-
 _FAILURES = (
     GRPCError,
     StreamTerminatedError,
     ProtocolError,
     OSError,
     TimeoutError,
-    SocketUnavailable,
-    KubeletSocketUnusable,
+    PathUnusable,  # our socket cannot be created, or kubelet.sock is no socket
 )
 
 
@@ -83,7 +81,6 @@ class KubeletRegistrar:
         endpoint: PluginEndpoint,
         service: DevicePluginService,
         resource_name: str,
-        watch_interval: float,
         *,
         changes: DirectoryChanges,
         register_backoff: Backoff = REGISTER_BACKOFF,
@@ -92,7 +89,6 @@ class KubeletRegistrar:
         self.changes = changes
         self.service = service
         self.resource_name = resource_name
-        self.watch_interval = watch_interval
         self.register_backoff = register_backoff
         self.kubelet_socket = endpoint.path.parent / KUBELET_SOCKET
         self.registered = False
@@ -242,30 +238,33 @@ class KubeletRegistrar:
             channel.close()
 
     async def _wait_for_kubelet(self) -> FileStamp:
-        """Return once kubelet.sock exists, checking every watch interval; raise if it is no socket."""
+        """Return once kubelet.sock exists, looking at every change; raise if it is no socket."""
         announced = False
         while True:
             if (problem := not_a_socket(self.kubelet_socket)) is not None:
-                raise KubeletSocketUnusable(problem)
+                raise PathUnusable(problem)
             if (stamp := file_stamp(self.kubelet_socket)) is not None:
                 return stamp
             if not announced:
                 log.warning("waiting for the kubelet: %s does not exist", self.kubelet_socket)
                 announced = True
-            await self.changes.wait(self.watch_interval)
+            await self.changes.wait(self.changes.look_every)
 
     async def _sleep_unless_kubelet_changes(self, delay: float, stamp: FileStamp | None) -> None:
         """Back off, but retry at once if a new kubelet appears meanwhile."""
         with anyio.move_on_after(delay):
             while file_stamp(self.kubelet_socket) == stamp:
-                await self.changes.wait(self.watch_interval)
+                await self.changes.wait(self.changes.look_every)
 
     # -- watching ---------------------------------------------------------------------
 
     async def _watch(self, stamp: FileStamp) -> str:
         """Return, with the reason, when the registration needs renewing."""
         while (reason := self._renewal_reason(stamp)) is None:
-            await self.changes.wait(self.watch_interval)
+            longest = self.changes.look_every
+            if (dropped := self._stream_dropped_at) is not None:  # look again when its grace is over
+                longest = min(longest, max(dropped + STREAM_GRACE - time.monotonic(), 0.0) + 0.01)
+            await self.changes.wait(longest)
         return reason
 
     def _renewal_reason(self, stamp: FileStamp) -> str | None:
@@ -287,10 +286,11 @@ class KubeletRegistrar:
     def _stream_closed(self) -> None:
         if self.registered and self.service.open_streams == 0:
             self._stream_dropped_at = time.monotonic()
+            self.changes.look_again()  # the watch sleeps on: it must time the grace from now
 
 
 def _describe(error: BaseException, kubelet_socket: Path) -> str:
-    if isinstance(error, SocketUnavailable | KubeletSocketUnusable):
+    if isinstance(error, PathUnusable):
         return str(error)
     if isinstance(error, GRPCError):
         return f"kubelet answered {error.status.name}: {error.message}"

@@ -6,7 +6,9 @@ the kubelet's, and ListAndWatch reports each kubelet ID with the health of the
 real device behind it. The chooser may take its time (it may ask the API
 server), but it never blocks the event loop, and a refusal reaches the kubelet
 as a gRPC error, which fails the pod's admission: there is no fallback to the
-kubelet's own choice.
+kubelet's own choice. Every refusal is a
+:class:`~ascend_plugin.grpc_guard.refusals.Refused`, counted by its label and
+logged here; the guarded server answers it with the status of its class.
 """
 
 from __future__ import annotations
@@ -16,17 +18,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
-from grpclib import GRPCError
-from grpclib.const import Status
-
-from ascend_plugin.faces.deviceplugin.allocate import (
-    AllocationRefused,
-    checked_devices,
-    chosen_devices,
-    known_devices,
-)
+from ascend_plugin.faces.deviceplugin.allocate import checked_devices, chosen_devices, known_devices
 from ascend_plugin.faces.deviceplugin.convert import allocate_response
 from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
+from ascend_plugin.grpc_guard.refusals import BadRequest, Refused
 from ascend_plugin.grpc_guard.server import RequestRules
 from ascend_plugin.grpc_guard.wire_check import RequestLimits
 from ascend_plugin.handover.modes import Handover
@@ -46,7 +41,7 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     TopologyInfo,
 )
 from ascend_plugin.kubelet_api.v1beta1 import NumaNode as NumaNodeMessage
-from ascend_plugin.offers.assignments import ChoiceRefused, DeviceChooser
+from ascend_plugin.offers.assignments import DeviceChooser
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
@@ -152,7 +147,7 @@ class DevicePluginService(DevicePluginBase):
         on :meth:`stop`.
         """
         try:
-            with self.streams.open():
+            with self.streams.open() as sight:
                 log.info(
                     "kubelet opened ListAndWatch",
                     extra={"resource": self.resource, "streams": self.open_streams},
@@ -160,6 +155,7 @@ class DevicePluginService(DevicePluginBase):
                 last: ListAndWatchResponse | None = None
                 while not self.streams.stopping:
                     changed = self.streams.next_change()
+                    version = self.book.version
                     current = self.snapshot()
                     # The offers also change for things the kubelet never sees (fault
                     # codes, reasons): send only what changes its view.
@@ -167,6 +163,7 @@ class DevicePluginService(DevicePluginBase):
                         yield current
                         self.stats.updates_sent += 1
                         last = current
+                    sight.showed(version)
                     await changed.wait()
         finally:
             if not self.streams.stopping:
@@ -202,14 +199,13 @@ class DevicePluginService(DevicePluginBase):
 
     async def allocate(self, message: AllocateRequest) -> AllocateResponse:
         if not message.container_requests:
-            raise GRPCError(Status.INVALID_ARGUMENT, "Allocate request has no container requests")
+            raise BadRequest("empty", "Allocate request has no container requests")
         try:
             checked = [await self._devices_for(request.devices_ids) for request in message.container_requests]
-        except (AllocationRefused, ChoiceRefused) as refused:
-            self.stats.allocation_errors[refused.kind] += 1
-            log.warning("allocation refused: %s", refused.reason, extra={"reason": refused.reason})
-            status = refused.status if isinstance(refused, AllocationRefused) else Status.FAILED_PRECONDITION
-            raise GRPCError(status, refused.reason) from None
+        except Refused as refused:
+            self.stats.allocation_errors[refused.label] += 1
+            log.warning("allocation refused: %s", refused.reason, extra=refused.fields())
+            raise
         response = AllocateResponse(
             container_responses=[allocate_response(self.handover.grant(devices)) for devices in checked]
         )

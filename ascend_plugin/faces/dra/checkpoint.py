@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ascend_plugin.faces.dra.claims import ClaimRef
-from ascend_plugin.path_facts import file_kind
+from ascend_plugin.path_facts import PathUnusable, file_kind
 
 log = logging.getLogger(__name__)
 
@@ -39,10 +39,6 @@ FORMAT: Final = 1
 
 class CheckpointError(Exception):
     """The checkpoint file exists but does not hold prepared claims in our format."""
-
-
-class CheckpointUnavailable(Exception):
-    """The checkpoint cannot be read, or a broken one cannot be moved aside; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -149,7 +145,7 @@ class Checkpoint:
     def load(self) -> dict[str, PreparedClaim]:
         """The prepared claims; none when there is no file; what cannot be decoded is moved aside (logged).
 
-        Raises CheckpointUnavailable when the file cannot be read, or moved aside
+        Raises PathUnusable when the file cannot be read, or moved aside
         (the disk, the mount): the start fails and is retried, and nothing is lost.
         """
         try:
@@ -160,7 +156,7 @@ class Checkpoint:
             self._move_aside(error)
             return {}
         except OSError as error:
-            raise CheckpointUnavailable(
+            raise PathUnusable(
                 f"cannot read the prepared-claims checkpoint {self.path}: {error.strerror or error}"
             ) from error
         return claims
@@ -193,7 +189,7 @@ class Checkpoint:
         try:
             os.replace(self.path, aside)
         except OSError as failure:
-            raise CheckpointUnavailable(
+            raise PathUnusable(
                 f"the prepared-claims checkpoint {self.path} is unusable ({error}) and cannot be moved "
                 f"aside to {aside.name}: {failure.strerror or failure}"
             ) from failure

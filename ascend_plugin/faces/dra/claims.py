@@ -4,8 +4,9 @@ The kubelet names a claim by namespace, name and UID only; the allocation is in
 the claim's ``status.allocation``, written by the scheduler. This module checks
 what the API server returned and picks this driver's part: the results whose
 ``driver`` is ours and whose ``pool`` is this node's. Each problem is a
-:class:`ClaimRefused` whose message says what is wrong and what happens next,
-because it ends up in the pod's events through the kubelet.
+:class:`~ascend_plugin.grpc_guard.refusals.CannotServe` (label ``claim``) whose
+reason says what is wrong and what happens next, because it ends up in the
+pod's events through the kubelet.
 """
 
 from __future__ import annotations
@@ -14,20 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ascend_plugin.faces.dra.names import request_base
+from ascend_plugin.grpc_guard.refusals import CannotServe
 from ascend_plugin.kubeapi.client import mapping_field, string_field
-
-
-class ClaimRefused(Exception):
-    """This claim cannot be prepared here (now); the message is the per-claim error for the kubelet.
-
-    ``kind`` is a metrics label: ``claim`` (the claim itself), ``api`` (the API
-    server could not be asked), ``device`` (a device of the claim), ``io`` (a
-    file could not be written).
-    """
-
-    def __init__(self, message: str, kind: str = "claim") -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -54,8 +43,8 @@ class AllocatedDevice:
 def _results(claim: Mapping[str, object], ref: ClaimRef) -> list[Mapping[str, object]]:
     allocation = mapping_field(mapping_field(claim, "status"), "allocation")
     if not allocation:
-        raise ClaimRefused(
-            f"ResourceClaim {ref} is not allocated yet (no status.allocation); the kubelet retries"
+        raise CannotServe(
+            "claim", f"ResourceClaim {ref} is not allocated yet (no status.allocation); the kubelet retries"
         )
     results = mapping_field(allocation, "devices").get("results")
     return [result for result in results if isinstance(result, dict)] if isinstance(results, list) else []
@@ -72,16 +61,18 @@ def allocated_devices(
     """
     uid = string_field(mapping_field(claim, "metadata"), "uid")
     if uid != ref.uid:
-        raise ClaimRefused(
+        raise CannotServe(
+            "claim",
             f"ResourceClaim {ref} has UID {uid or '(none)'}, but the kubelet asked for UID {ref.uid}: "
-            "the claim was deleted and created again; the kubelet prepares the new one for its new pod"
+            "the claim was deleted and created again; the kubelet prepares the new one for its new pod",
         )
     ours = [result for result in _results(claim, ref) if string_field(result, "driver") == driver]
     elsewhere = sorted({string_field(r, "pool") for r in ours if string_field(r, "pool") != pool})
     if elsewhere:
-        raise ClaimRefused(
+        raise CannotServe(
+            "claim",
             f"ResourceClaim {ref} is allocated devices of pool(s) {', '.join(elsewhere)}, not of this "
-            f"node's pool {pool}: the kubelet of that node prepares them"
+            f"node's pool {pool}: the kubelet of that node prepares them",
         )
     devices: dict[str, AllocatedDevice] = {}
     for result in ours:

@@ -34,9 +34,10 @@ from pathlib import Path
 
 import anyio
 
+from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import ClaimRef, ClaimRefused
+from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.health import DeviceHealthService
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
@@ -45,13 +46,16 @@ from ascend_plugin.faces.dra.registration import RegistrationService
 from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
-from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint, SocketUnavailable
+from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
 
@@ -74,7 +78,7 @@ class DraSettings:
     cdi_spec_dir: Path
     device_taints: bool = False
     kubeconfig: Path | None = None
-    watch_interval: float = 0.1  # seconds between checks that the sockets are in place
+    watch_interval: float = 0.1  # seconds between checks that the sockets are in place, without inotify
     host_root: Path = Path("/")
 
     @classmethod
@@ -102,18 +106,18 @@ class ApiClaims:
 
     async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
         if self.kube is None:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
                 "the kubelet retries",
-                "api",
             )
         try:
             return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
         except NotFound:
-            raise ClaimRefused(f"ResourceClaim {ref} does not exist (any more)", "claim") from None
+            raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
         except KubeError as error:
-            raise ClaimRefused(
-                f"cannot read ResourceClaim {ref}: {error}; the kubelet retries", "api"
+            raise Unavailable(
+                "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
             ) from None
 
 
@@ -175,12 +179,36 @@ class DraFace:
         self.registration = RegistrationService(settings.driver, self.dra_socket)
         self.sockets: RunSockets | None = None  # the current run's
         self.socket_problem = ""  # why a socket cannot be served, while that lasts
+        # Someone deleting a socket wakes the keeper (inotify); it also looks on a timer without it.
+        directories = [settings.plugin_dir, settings.registry_dir]
+        self._changes = DirectoryChanges(directories, settings.watch_interval)
         self.slices: SliceController | None = None
-        self._stopping = False
 
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
+
+    def counters(self) -> KubeletCounters:
+        """What the driver has counted (registrations, claims), for the metrics."""
+        claims = self.preparer.stats
+        return KubeletCounters(
+            registrations=self.registration.registrations,
+            claims_prepared=claims.prepared,
+            claims_unprepared=claims.unprepared,
+            prepare_errors=dict(claims.errors),
+        )
+
+    async def shown(self, version: int) -> None:
+        """Return once the kubelet's health streams and the ResourceSlices show inventory ``version``.
+
+        A hot reset waits here after taking its chips out. The slices wait for
+        the API server, and the caller bounds the wait; before the client exists
+        nothing is published, and the first slices show the chips as they are then.
+        """
+        if self.sockets is not None:
+            await self.sockets.health.streams.shown(version)
+        if self.slices is not None:
+            await self.slices.published(version)
 
     def problems(self) -> list[str]:
         """What keeps the driver from serving the node now, one line per cause; empty while it does."""
@@ -222,12 +250,20 @@ class DraFace:
         The kubelet finds the registration socket again by itself. A socket that
         cannot be created (a directory not yet writable, a file in the way) is
         said once, kept for /readyz and retried with backoff until it can be.
+        The keeper sleeps until something changes in the sockets' directories.
         """
+        self._changes.start()
+        try:
+            await self._keep(sockets)
+        finally:
+            self._changes.close()
+
+    async def _keep(self, sockets: RunSockets) -> None:
         attempt = 0
-        while not self._stopping:
+        while True:
             try:
                 for endpoint in sockets.endpoints:
-                    if not endpoint.serving and not self._stopping:
+                    if not endpoint.serving:
                         if endpoint in sockets.started:  # said once, however long re-creating it takes
                             sockets.started.discard(endpoint)
                             log.warning("%s was removed; serving it again", endpoint.path)
@@ -235,7 +271,7 @@ class DraFace:
                         sockets.started.add(endpoint)
             except EndpointStopped:
                 return  # shutdown closed it meanwhile
-            except SocketUnavailable as error:
+            except PathUnusable as error:
                 attempt += 1
                 delay = SOCKET_BACKOFF.after(attempt)
                 self._socket_failed(str(error), attempt, delay)
@@ -244,7 +280,7 @@ class DraFace:
             if self.socket_problem:
                 log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempt)
             attempt, self.socket_problem = 0, ""
-            await anyio.sleep(self.settings.watch_interval)
+            await self._changes.wait(self._changes.look_every)
 
     def _socket_failed(self, problem: str, attempt: int, delay: float) -> None:
         """Log a socket failure once; the same failure again only at DEBUG."""
@@ -284,9 +320,3 @@ class DraFace:
         await sockets.registration.stop()
         self.registration.forget()
         await sockets.dra.stop()
-
-    async def stop(self) -> None:
-        """Shut down: close the current run's sockets; nothing serves them again."""
-        self._stopping = True
-        if self.sockets is not None:
-            await self._close(self.sockets)

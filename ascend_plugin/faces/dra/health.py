@@ -67,7 +67,7 @@ class DeviceHealthService(DraResourceHealthBase):
                     health=_status(state),
                     last_updated_time=now,
                     health_check_timeout_seconds=REPORT_TIMEOUT,
-                    message=state.health.reason[:MAX_MESSAGE],
+                    message=state.reason[:MAX_MESSAGE],
                 )
                 for state in self.inventory.chips()
                 if not state.split  # its vNPUs are no devices of this driver
@@ -94,10 +94,12 @@ class DeviceHealthService(DraResourceHealthBase):
     async def node_watch_resources(
         self, message: NodeWatchResourcesRequest
     ) -> AsyncIterator[NodeWatchResourcesResponse]:
-        with self.streams.open():
+        with self.streams.open() as sight:
             while not self.streams.stopping:
                 changed = self.streams.next_change()
+                version = self.inventory.version
                 yield self.snapshot()
                 self.messages_sent += 1
+                sight.showed(version)
                 with anyio.move_on_after(self.heartbeat):
                     await changed.wait()

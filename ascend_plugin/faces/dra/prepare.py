@@ -16,6 +16,12 @@ get an answer (its deadline is 45 s). So every call takes one lock, and:
 Every claim gets an answer of its own; one claim's failure never fails the
 call. The API server gets a budget per call, so a slow one turns into
 per-claim errors before the kubelet's deadline, not into a timed-out call.
+
+A claim that cannot be prepared is a refusal
+(:mod:`ascend_plugin.grpc_guard.refusals`) whose reason is the claim's error
+for the kubelet and whose label counts it: ``claim`` (the claim itself),
+``api`` (the API server could not be asked: ``Unavailable``), ``device`` (a
+device of the claim), ``io`` (a file could not be written).
 """
 
 from __future__ import annotations
@@ -31,8 +37,9 @@ import anyio.to_thread
 
 from ascend_plugin.faces.dra.checkpoint import Checkpoint, PreparedClaim, PreparedDevice
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, ClaimRefused, allocated_devices
+from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, allocated_devices
 from ascend_plugin.faces.dra.names import device_name, phy_of
+from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.offers.base import chip_health
 
@@ -43,7 +50,7 @@ API_BUDGET = 30.0
 
 
 class ClaimSource(Protocol):
-    """Where claims are read: the API server. Raises ClaimRefused (kind ``api`` or ``claim``)."""
+    """Where claims are read: the API server. Raises Unavailable when it is away, CannotServe (``claim``)."""
 
     async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
         """The ResourceClaim as JSON."""
@@ -143,10 +150,15 @@ class ClaimPreparer:
                     continue
                 try:
                     claim = await self._prepare_one(ref, new, deadline)
-                except ClaimRefused as refused:
-                    self.stats.errors[refused.kind] += 1
-                    log.warning("cannot prepare ResourceClaim %s: %s", ref, refused, extra={"uid": ref.uid})
-                    outcomes[ref.uid] = Outcome(None, str(refused))
+                except Refused as refused:
+                    self.stats.errors[refused.label] += 1
+                    log.warning(
+                        "cannot prepare ResourceClaim %s: %s",
+                        ref,
+                        refused,
+                        extra={"uid": ref.uid, **refused.fields()},
+                    )
+                    outcomes[ref.uid] = Outcome(None, refused.reason)
                     continue
                 new[ref.uid] = claim
                 outcomes[ref.uid] = Outcome(claim)
@@ -159,18 +171,18 @@ class ClaimPreparer:
     ) -> PreparedClaim:
         remaining = deadline - anyio.current_time()
         if remaining <= 0:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"ResourceClaim {ref} was not read: the API server took this call's whole budget "
                 f"({self.api_budget:g} s) on the claims before it; the kubelet retries",
-                "api",
             )
         with anyio.move_on_after(remaining) as scope:
             claim = await self.source.claim(ref)
         if scope.cancelled_caught:
-            raise ClaimRefused(
+            raise Unavailable(
+                "api",
                 f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
                 "the kubelet retries",
-                "api",
             )
         allocated = allocated_devices(claim, ref, self.driver, self.pool)
         for device in allocated:
@@ -179,10 +191,10 @@ class ClaimPreparer:
         try:
             ids = await anyio.to_thread.run_sync(self.specs.write, ref.uid, phys)
         except OSError as error:
-            raise ClaimRefused(
+            raise CannotServe(
+                "io",
                 f"cannot write the CDI spec {self.specs.path(ref.uid)}: {error.strerror or error}; mount the "
                 "runtime's CDI directory writable (cdi_spec_dir)",
-                "io",
             ) from None
         devices = tuple(
             PreparedDevice(device.device, device.requests, (ids[phy],), device.admin_access)
@@ -198,33 +210,33 @@ class ClaimPreparer:
         state = self.inventory.get(phy) if phy is not None else None
         if state is None:
             known = ", ".join(device_name(s.phy_id) for s in self.inventory.chips()) or "none"
-            raise ClaimRefused(
+            raise CannotServe(
+                "device",
                 f"ResourceClaim {ref}: device {device.device} is not a device of pool {self.pool} "
                 f"(it has {known})",
-                "device",
             )
         if state.split:
-            raise ClaimRefused(
+            raise CannotServe(
+                "device",
                 f"ResourceClaim {ref}: device {device.device} is split into vNPUs; a chip that carries "
                 "vNPUs is never given whole",
-                "device",
             )
         healthy, reason = chip_health([state])
         if not healthy:
-            raise ClaimRefused(
+            raise CannotServe(
+                "device",
                 f"ResourceClaim {ref}: device {device.device} is unhealthy ({reason}); "
                 "the kubelet retries, and the claim is prepared once the chip is healthy again",
-                "device",
             )
         if device.admin_access:
             return
         for other in (*self.claims.values(), *pending.values()):
             if any(held.device == device.device and not held.admin_access for held in other.devices):
-                raise ClaimRefused(
+                raise CannotServe(
+                    "device",
                     f"ResourceClaim {ref}: device {device.device} is prepared for ResourceClaim {other.ref} "
                     f"(UID {other.ref.uid}); a device serves one claim at a time unless the results have "
                     "adminAccess",
-                    "device",
                 )
 
     async def _record(self, new: Mapping[str, PreparedClaim]) -> dict[str, Outcome]:

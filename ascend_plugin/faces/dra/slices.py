@@ -150,6 +150,8 @@ class SliceController:
         self.looks = 0  # comparisons of the slices with the chips
         self.in_sync = False  # the published slices matched the chips at the last look
         self._problem = "not published yet"
+        self.published_version = -1  # the inventory version the published slices show
+        self._published = Changes()
         self._looks = Changes()  # the slices or the chips changed: look again
         self._slices = Reflector(
             kube,
@@ -252,15 +254,27 @@ class SliceController:
                 return False
         return True
 
+    async def published(self, version: int) -> None:
+        """Return once the slices show the chips as of inventory ``version`` or later (a hot reset waits)."""
+        while self.published_version < version:
+            await self._published.wait_for_change(self._published.version)
+
+    def _showed(self, version: int) -> None:
+        if version > self.published_version:
+            self.published_version = version
+            self._published.bump()
+
     async def _reconcile(self) -> bool:
         """Write whatever differs; True when the desired state changed meanwhile (look again at once)."""
         self.looks += 1
         ours, strays = self._ours()
         for slice_ in strays:
             await self._delete(slice_)
+        version = self.catalog.inventory.version
         chunks = self.desired()
         self.generation = max([self.generation, *(_generation(slice_) for slice_ in ours)])
         if self._up_to_date(ours, chunks):
+            self._showed(version)
             return False
         generation = self.generation + 1
         for index, chunk in enumerate(chunks):
@@ -273,6 +287,7 @@ class SliceController:
         for slice_ in ours[len(chunks) :]:
             await self._delete(slice_)
         self.generation = generation
+        self._showed(version)
         self._said_published(chunks, generation)
         if self.taints_dropped and _has_taints([device for chunk in chunks for device in chunk]):
             return True  # publish again, without the taints the server drops

@@ -27,7 +27,7 @@ class ChipView:
 
     @property
     def reason(self) -> str:
-        return self.state.health.reason
+        return self.state.reason
 
     @property
     def faults(self) -> tuple[Fault, ...]:

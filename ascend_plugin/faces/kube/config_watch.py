@@ -32,10 +32,6 @@ log = logging.getLogger(__name__)
 FAULT_LEVELS_KEY = "fault_levels.json"
 
 
-class ConfigRefused(Exception):
-    """A config ConfigMap the plugin cannot apply; the message says which key and why."""
-
-
 class ConfigWatcher:
     """Applies the config ConfigMap to a running plugin, atomically, on every change."""
 
@@ -71,7 +67,7 @@ class ConfigWatcher:
             overrides, table = self._parse(data)
             # A removed key returns to the value the plugin started with.
             self.config.apply_overrides(overrides)
-        except (ConfigRefused, SettingsError) as error:
+        except SettingsError as error:
             log.error(
                 "config ConfigMap %s refused, the current configuration stays: %s",
                 self.where,
@@ -92,7 +88,7 @@ class ConfigWatcher:
         return True
 
     def _parse(self, data: Mapping[str, str]) -> tuple[dict[str, str], FaultTable]:
-        """The setting overrides and the fault table ``data`` asks for; ConfigRefused if invalid."""
+        """The setting overrides and the fault table ``data`` asks for; SettingsError if invalid."""
         overrides: dict[str, str] = {}
         table = self.config.startup_table
         for key, value in data.items():
@@ -102,7 +98,7 @@ class ConfigWatcher:
             name = key.replace("-", "_")
             if name not in RELOADABLE:
                 allowed = ", ".join([*sorted(RELOADABLE), FAULT_LEVELS_KEY])
-                raise ConfigRefused(
+                raise SettingsError(
                     f"key {key!r} (value {value!r}) is not a run-time setting; allowed: {allowed}"
                 )
             overrides[name] = value
@@ -113,7 +109,7 @@ class ConfigWatcher:
         try:
             levels = parse_levels(json.loads(text), source)
         except json.JSONDecodeError as error:
-            raise ConfigRefused(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
+            raise SettingsError(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
         except FaultTableError as error:
-            raise ConfigRefused(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
+            raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
         return self.config.startup_table.merged(levels)

@@ -10,7 +10,8 @@ once a token is free again. Every transition is in the plugin's log regardless.
 Events are best effort: they queue (bounded) while the API server is away and
 are posted when it returns; the kubelet side never waits for them. Besides the
 transitions, a few start-up warnings (a setting ignored on this node's chips)
-are announced once each as Warning Events, outside the bucket.
+are announced once each as Warning Events, outside the bucket, and so are the
+stages of each hot reset (:mod:`.reset_info`).
 """
 
 from __future__ import annotations
@@ -129,10 +130,10 @@ class NodeEvents:
             self.dropped += 1
         self._wake.set()
 
-    def announce(self, reason: str, message: str) -> None:
-        """Queue a one-off Warning Event (a start-up warning), outside the token bucket."""
+    def announce(self, reason: str, message: str, kind: str = "Warning") -> None:
+        """Queue a one-off Event (a start-up warning, a hot reset's stage), outside the token bucket."""
         if len(self._queue) < QUEUE_LIMIT:
-            self._queue.append(PendingEvent(reason, "Warning", message, datetime.now(UTC)))
+            self._queue.append(PendingEvent(reason, kind, message, datetime.now(UTC)))
             self._wake.set()
 
     async def run(self) -> None:

@@ -408,7 +408,9 @@ def verdict_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) 
         for fault in device.faults
     }
     side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times), len(times))
-    return ChipReport(device.id, device.state.phy_id, device.healthy, chip=side)
+    return ChipReport(
+        device.id, device.state.phy_id, device.healthy, recovering=device.state.resetting, chip=side
+    )
 
 
 def device_info_content(

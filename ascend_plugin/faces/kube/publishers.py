@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import HeldChips
@@ -38,6 +39,7 @@ class KubeInputs:
     inventory: Inventory
     held: HeldChips | None = None  # Volcano mode: chips of active pods, left out of the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
+    hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,22 @@ def _events(kube: Kube, inputs: KubeInputs) -> Part:
     return run
 
 
+def _hot_reset(kube: Kube, inputs: KubeInputs) -> Part:
+    from ascend_plugin.faces.kube.events import NodeEvents
+    from ascend_plugin.faces.kube.reset_info import HotResetPublisher
+
+    assert inputs.hot_reset is not None  # the app builds the manager whenever hot_reset is on
+    events = None
+    if inputs.settings.node_events:
+        events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
+    return HotResetPublisher(kube, inputs.node_name, inputs.hot_reset, events).run
+
+
+def _hot_reset_grants(settings: Settings) -> tuple[Grant, ...]:
+    node = Grant("nodes", None, ("get", "patch"))
+    return (node, Grant("events", EVENT_NAMESPACE, ("create",))) if settings.node_events else (node,)
+
+
 PUBLISHERS: tuple[Publisher, ...] = (
     Publisher(
         "node labels", "node_labels", lambda s: (Grant("nodes", None, ("list", "watch", "patch")),), _labels
@@ -136,4 +154,5 @@ PUBLISHERS: tuple[Publisher, ...] = (
         lambda s: (Grant("nodes", None, ("get",)), Grant("events", EVENT_NAMESPACE, ("create",))),
         _events,
     ),
+    Publisher("hot reset: ResetInfo annotation and Events", "hot_reset", _hot_reset_grants, _hot_reset),
 )

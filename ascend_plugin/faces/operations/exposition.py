@@ -6,14 +6,16 @@ See :mod:`.metrics` for why prometheus_client waits until someone asks.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from ascend_plugin.chip_calls import lane_name
-from ascend_plugin.faces.operations.metrics_source import CallStats, KubeletCounters, MetricsSource
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, MetricsSource
+from ascend_plugin.hot_reset.stats import Result
 
 
 def render(source: MetricsSource, calls: CallStats) -> bytes:
@@ -77,6 +79,9 @@ class _Collector(Collector):
         abandoned.add_metric([], float(source.abandoned_threads()))
         yield from (stuck, abandoned)
         yield from self._calls()
+        figures = source.hot_resets()
+        if figures is not None:
+            yield from _hot_resets(figures)
 
     def _calls(self) -> Iterator[Metric]:
         stats = self.calls
@@ -111,3 +116,37 @@ def _dra_counters(counters: KubeletCounters) -> Iterator[Metric]:
     for reason, count in sorted(counters.prepare_errors.items()):
         errors.add_metric([reason], count)
     yield from (prepared, unprepared, errors)
+
+
+def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
+    """Hot resets by result and their duration; the chips waiting for their group or for an operator."""
+    stats = figures.stats
+    resets = CounterMetricFamily("ascend_hot_resets", "Hot resets by result", labels=["result"])
+    for result in Result:
+        resets.add_metric([result.value], stats.results[result])
+    seconds = HistogramMetricFamily(
+        "ascend_hot_reset_seconds", "Seconds from a hot reset's call until its group answered again"
+    )
+    bounds = [*(f"{bound:g}" for bound in stats.buckets), "+Inf"]
+    seconds.add_metric(
+        [], list(zip(bounds, itertools.accumulate(stats.counts), strict=True)), stats.total_seconds
+    )
+    waiting = _one_per_device(
+        "ascend_hot_reset_waiting",
+        "1 per device that needs a hot reset and waits for its group",
+        figures.waiting,
+    )
+    manual = _one_per_device(
+        "ascend_hot_reset_manual",
+        "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
+        figures.manual,
+    )
+    yield from (resets, seconds, waiting, manual)
+
+
+def _one_per_device(name: str, documentation: str, devices: Iterable[str]) -> GaugeMetricFamily:
+    """A gauge of 1 per device named (a device not named has no sample)."""
+    gauge = GaugeMetricFamily(name, documentation, labels=["device"])
+    for device in devices:
+        gauge.add_metric([device], 1.0)
+    return gauge

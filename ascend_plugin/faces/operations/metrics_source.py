@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import bisect
 import collections
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from ascend_plugin.chip_calls import StuckCall
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.hot_reset.stats import ResetStats
 
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -35,26 +37,24 @@ class ChipMetric:
 
 
 @dataclass(frozen=True)
-class KubeletCounters:
-    """What the kubelet-facing face has counted (the device plugin's, or the DRA driver's claims)."""
+class HotResetFigures:
+    """Hot reset for the metrics: the resets so far; the chips waiting for their group or an operator."""
 
-    allocations: int = 0
-    allocation_errors: Mapping[str, int] = field(default_factory=dict)
-    updates_sent: int = 0
-    registrations: int = 0
-    claims_prepared: int = 0
-    claims_unprepared: int = 0
-    prepare_errors: Mapping[str, int] = field(default_factory=dict)
+    stats: ResetStats
+    waiting: tuple[str, ...] = ()  # devices that need a reset, waiting for their reset group to be free
+    manual: tuple[str, ...] = ()  # devices named in the ResetInfo annotation, waiting for an operator
 
 
 class MetricsSource(Protocol):
-    """What the metrics read at scrape time; the app provides it."""
+    """What the metrics read at scrape time; :class:`~.plugin_source.PluginSource` reads it from the parts."""
 
     def chip_metrics(self) -> Sequence[ChipMetric]: ...
 
     def kubelet_counters(self) -> KubeletCounters: ...
 
     def ready(self) -> bool: ...
+
+    def hot_resets(self) -> HotResetFigures | None: ...
 
     def stuck_calls(self) -> Sequence[StuckCall]: ...
 

@@ -23,9 +23,10 @@ from ascend_plugin.faces.volcano.patcher import PodPatcher
 from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
 from ascend_plugin.faces.volcano.served import Served, ServedPods
+from ascend_plugin.grpc_guard.refusals import CannotServe
 from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.kubeapi.errors import KubeError
-from ascend_plugin.offers.assignments import Assignments, ChoiceRefused
+from ascend_plugin.offers.assignments import Assignments
 from ascend_plugin.offers.book import OfferBook
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class VolcanoChooser:
         unknown = [chip for chip in chosen if chip not in order]
         if unknown or len(set(chosen)) != len(chosen):
             problem = f"names {listed(unknown)}, not on this node" if unknown else "names a chip twice"
-            raise ChoiceRefused(
+            raise CannotServe(
                 "chosen-unknown",
                 f"pod {pod.key} was chosen for {len(ids)} {resource} chip(s), but its {resource} annotation "
                 f"{_quoted(pod.annotations.get(resource, ''))} {problem} (devices: {listed(list(order))})",
@@ -120,7 +121,7 @@ class VolcanoChooser:
             if attempt < ATTEMPTS:
                 await anyio.sleep(self.interval)
         where = f"; listing from the API server failed: {list_error}" if list_error else ""
-        raise ChoiceRefused(
+        raise CannotServe(
             "no-candidate",
             f"Volcano mode: no pod on node {self.pods.node_name} is waiting for {count} {resource} chip(s) "
             f"after {ATTEMPTS} attempts{where}. Passed over: {selection.describe_misses()}",

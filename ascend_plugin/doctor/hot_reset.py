@@ -1,0 +1,116 @@
+"""Hot reset: is it on, can the driver do it, and what would it do about the chips as they are now.
+
+The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`): each chip's
+worst fault level from its health and codes as read now (the fault-level
+table of the settings), its reset group, and the processes on the group's
+chips. Which chips pods hold is the plugin's own knowledge, not the doctor's:
+the finding says where that is known.
+"""
+
+from __future__ import annotations
+
+from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.doctor.check import check
+from ascend_plugin.doctor.chips import CHIPS, FAMILY
+from ascend_plugin.doctor.context import Context
+from ascend_plugin.doctor.findings import Finding, how_to_set, listing
+from ascend_plugin.faults import FaultLevel, load_table
+from ascend_plugin.hot_reset.freeness import GroupCheck
+from ascend_plugin.hot_reset.rules import Remedy, remedy_for
+from ascend_plugin.inventory.verdict import classify
+from ascend_plugin.settings import Settings
+from backends.backend import ChipBackend
+from backends.chips import Chip
+from backends.errors import ChipError
+from backends.library import FEATURE_FUNCTIONS
+
+HOT_RESET = "hot-reset"
+NEEDED = ("dcmi_set_device_reset", "dcmi_get_device_boot_status")
+PROCESSES = "dcmi_get_device_resource_info"
+
+
+def pods_known(settings: Settings) -> bool:
+    """Whether the plugin learns which chips pods hold with these settings (Volcano mode, from its pods)."""
+    return settings.volcano and settings.serve == "device-plugin"
+
+
+@check(HOT_RESET)
+async def hot_reset(context: Context) -> Finding:
+    """Whether hot reset is on, whether the driver can do it, and what it would do now."""
+    chips = context.need(context.chips, CHIPS)
+    backend = context.need(context.backend, FAMILY)
+    settings = context.settings
+    levels = await _levels(context, backend, chips)
+    wanted = {chip.phy_id: remedy_for(level) for chip, level in levels}
+    names = {chip.phy_id: f"{backend.table.chip_id(chip.phy_id)} ({level.name})" for chip, level in levels}
+    to_reset = [names[phy] for phy, remedy in wanted.items() if remedy is Remedy.RESET]
+    separated = [names[phy] for phy, remedy in wanted.items() if remedy is Remedy.MANUAL]
+    if not settings.hot_reset:
+        now = f"; at a reset level now: {listing(to_reset)}" if to_reset else ""
+        return Finding.ok(
+            HOT_RESET,
+            "hot reset is off: a chip at RestartRequest, RestartBusiness, FreeRestartNPU or RestartNPU stays "
+            f"out until it is reset by hand ({how_to_set('hot_reset', True)} turns it on){now}",
+        )
+    lacking = [name for name in NEEDED if name in backend.missing]
+    if lacking:
+        return Finding.problem(
+            HOT_RESET,
+            f"hot reset is on, but the driver has no {', '.join(lacking)}: "
+            + "; ".join(FEATURE_FUNCTIONS[name] for name in lacking),
+            fix="install a driver whose libdcmi.so has these functions, or turn hot reset off",
+        )
+    plans = [
+        await _plan(context, backend, chips, chip)
+        for chip, _ in levels
+        if wanted[chip.phy_id] is Remedy.RESET
+    ]
+    detail = f"hot reset is on (idle {settings.hot_reset_idle:g} s)"
+    detail += ": " + "; ".join(plans) if plans else ": no chip needs a reset now"
+    if separated:
+        detail += f"; named in the node's ResetInfo annotation, never reset: {listing(separated)}"
+    if PROCESSES in backend.missing:
+        return Finding.warning(
+            HOT_RESET,
+            f"{detail}. The driver has no {PROCESSES}: {FEATURE_FUNCTIONS[PROCESSES]}",
+            fix="install a driver whose libdcmi.so lists processes, or turn hot reset off",
+        )
+    if not pods_known(settings):
+        return Finding.warning(
+            HOT_RESET,
+            f"{detail}. With these settings the plugin cannot tell which chips pods hold, and a chip no "
+            "one can say is free is never reset: no chip is reset",
+            fix=f"hot reset works in Volcano mode ({how_to_set('volcano', True)}): docs/hot-reset.md",
+        )
+    return Finding.ok(HOT_RESET, detail)
+
+
+async def _levels(context: Context, backend: ChipBackend, chips: list[Chip]) -> list[tuple[Chip, FaultLevel]]:
+    """Each chip's worst fault level as its health and codes say now (NormalNPU where they cannot be read)."""
+    table = load_table(context.settings.fault_levels_file)
+    found = []
+    for chip in chips:
+        try:
+            reading = await context.calls.call(chip.phy_id, "read_health", backend.read_health, chip)
+        except (ChipError, ChipCallError):
+            found.append((chip, FaultLevel.NormalNPU))
+            continue
+        faults = classify(reading, (), table, {})
+        found.append((chip, faults[0].level if faults else FaultLevel.NormalNPU))
+    return found
+
+
+async def _plan(context: Context, backend: ChipBackend, chips: list[Chip], chip: Chip) -> str:
+    """What the plugin would do about one chip that needs a reset: reset it once free, or wait for whom."""
+    name = backend.table.chip_id(chip.phy_id)
+    try:
+        group = await context.calls.call(chip.phy_id, "reset_group", backend.reset_group, chip, chips)
+    except (ChipError, ChipCallError) as error:
+        return f"{name}: its reset group cannot be read ({error})"
+    check = GroupCheck(None, backend, context.calls)
+    busy = [found for member in group if (found := await check.processes(member)) is not None]
+    members = listing([backend.table.chip_id(member.phy_id) for member in group])
+    if busy:
+        why = "; ".join(f"{backend.table.chip_id(each.phy_id)} {each.why}" for each in busy)
+        return f"{name} waits for its reset group ({members}): {why}"
+    return f"{name} would be reset with its reset group ({members}) once no pod holds them for the idle time"

@@ -1,0 +1,94 @@
+"""PluginSource: the metrics' view of a running plugin, each figure read from the part that keeps it.
+
+The chips come from discovery (none until it found them), the stuck and
+abandoned driver calls from :class:`~ascend_plugin.chip_calls.ChipCalls`,
+readiness from the probes (so ``ascend_plugin_ready`` says what /readyz says),
+and the kubelet's counters from the face that serves it: that face is built
+only once the chips are found, so the wiring hands its ``counters`` over then
+(:attr:`PluginSource.kubelet`); until then they are zeros. The hot-reset
+manager, where hot reset is on, is handed over the same way
+(:attr:`PluginSource.hot_reset`), and so is the chips' telemetry, where it is
+on (:attr:`PluginSource.telemetry_of`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from ascend_plugin.chip_calls import ChipCalls, StuckCall
+from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.faces.operations.metrics_source import ChipMetric, HotResetFigures
+from ascend_plugin.faces.operations.probes import PluginProbes
+from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.hot_reset.manager import HotResetManager
+from ascend_plugin.inventory.discovery import Discovery
+
+
+class PluginSource:
+    """The :class:`~.metrics_source.MetricsSource` of one plugin process."""
+
+    def __init__(
+        self,
+        discovery: Discovery,
+        calls: ChipCalls,
+        probes: PluginProbes,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.discovery = discovery
+        self.calls = calls
+        self.probes = probes
+        self.clock = clock
+        # The counters of the face serving the kubelet: the device plugin's, or the DRA driver's.
+        self.kubelet: Callable[[], KubeletCounters] = KubeletCounters
+        self.hot_reset: HotResetManager | None = None  # with hot_reset on, once the parts are built
+        self.telemetry_of: Callable[[], TelemetryView | None] = _no_telemetry  # with telemetry on
+
+    def chip_metrics(self) -> Sequence[ChipMetric]:
+        node = self.discovery.node
+        if node is None:
+            return []
+        inventory = node.inventory
+        return [
+            ChipMetric(
+                inventory.table.chip_id(state.phy_id),
+                state.healthy,
+                state.health.worst_level.name,
+                int(state.health.worst_level),
+                state.ai_cores,
+            )
+            for state in inventory.chips()
+        ]
+
+    def kubelet_counters(self) -> KubeletCounters:
+        return self.kubelet()
+
+    def ready(self) -> bool:
+        return self.probes.readiness().ok
+
+    def hot_resets(self) -> HotResetFigures | None:
+        manager, node = self.hot_reset, self.discovery.node
+        if manager is None or node is None:
+            return None
+        table = node.inventory.table
+        return HotResetFigures(
+            manager.stats,
+            tuple(table.chip_id(phy) for phy in sorted(manager.waiting)),
+            tuple(table.chip_id(entry.chip.phy_id) for entry in manager.manual.entries()),
+        )
+
+    def stuck_calls(self) -> Sequence[StuckCall]:
+        return self.calls.stuck_calls()
+
+    def abandoned_threads(self) -> int:
+        return self.calls.abandoned_threads
+
+    def now(self) -> float:
+        return self.clock()
+
+    def telemetry(self) -> TelemetryView | None:
+        return self.telemetry_of()
+
+
+def _no_telemetry() -> TelemetryView | None:
+    return None

@@ -1,0 +1,332 @@
+"""HotResetManager: watch the chips, and reset each one whose fault calls for it once its group is free.
+
+It wakes when a verdict changes (the inventory), when the chips pods hold
+change, when a reset ends, and while a chip waits for its group, every
+:data:`RECHECK` seconds (a process may have ended) or when the group's idle time
+is up. A node without a chip to reset costs nothing: the manager sleeps until
+a verdict changes.
+
+Per chip that needs a reset it keeps when its group was first seen free, in a
+row: the first look that finds a chip of the group busy starts the idle time
+again. (Huawei's plugin keeps the first time the group was ever seen free, so a
+group that was free for a moment an hour ago is reset the second its last
+process ends; waiting ``hot_reset_idle`` after the last sign of use gives a job
+that restarts its processes the time to do so.)
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ascend_plugin.changes import Changes
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.hot_reset.budget import ResetBudget
+from ascend_plugin.hot_reset.freeness import HOLDERS_UNKNOWN, Busy, GroupCheck
+from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
+from ascend_plugin.hot_reset.notices import NoticeLog
+from ascend_plugin.hot_reset.rules import Remedy, remedy
+from ascend_plugin.hot_reset.sequence import (
+    BOOT_POLL,
+    BOOT_TIMEOUT,
+    GroupReset,
+    LookAgain,
+    PutOff,
+    ResetParts,
+    Shown,
+    shown_at_once,
+)
+from ascend_plugin.hot_reset.stats import ResetStats
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+from ascend_plugin.offers.assignments import HeldChips
+from backends.backend import ChipBackend
+from backends.chips import Chip
+from backends.errors import ChipError
+
+log = logging.getLogger(__name__)
+
+RECHECK: Final = 1.0  # seconds between two looks at a busy group (processes end without telling anyone)
+RESTORED = "named in the node's ResetInfo annotation when the plugin started"
+UNREAD = "the node's ResetInfo annotation is not read yet (a chip a previous run named there is not reset)"
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """A chip that needs a reset, waiting: its group free since when (None: busy now), why not yet."""
+
+    free_since: float | None
+    busy: str = ""
+    not_before: float = 0.0  # a reset put off is not tried again before this time
+
+
+class HotResetManager:
+    """Hot reset of the node's chips (``hot_reset: on``)."""
+
+    def __init__(
+        self,
+        backend: ChipBackend,
+        calls: ChipCalls,
+        inventory: Inventory,
+        *,
+        held: HeldChips | None,
+        idle: float,
+        look_again: LookAgain,
+        shown: Shown = shown_at_once,
+        reads_annotation: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        boot_timeout: float = BOOT_TIMEOUT,
+        boot_poll: float = BOOT_POLL,
+        recheck: float = RECHECK,
+    ) -> None:
+        self.inventory = inventory
+        self.held = held
+        self.idle = idle
+        self.clock = clock
+        self.recheck = recheck
+        self.manual = ManualResets()
+        self.notices = NoticeLog()
+        self.stats = ResetStats()
+        self.budget = ResetBudget(clock)
+        self.parts = ResetParts(
+            backend,
+            calls,
+            inventory,
+            GroupCheck(held, backend, calls),
+            look_again,
+            shown,
+            clock,
+            self.budget,
+            self.manual,
+            self.notices,
+            self.stats,
+            boot_timeout=boot_timeout,
+            boot_poll=boot_poll,
+        )
+        self.waiting: dict[int, Waiting] = {}  # faulty chip -> its wait for its group
+        self.active: dict[int, tuple[int, ...]] = {}  # faulty chip -> its group, while its reset runs
+        self._groups: dict[int, tuple[Chip, ...]] = {}
+        self._wake = Changes()
+        # With the Kubernetes side on, nothing is reset before the annotation a previous run left is read.
+        self.restored = not reads_annotation
+
+    # -- what others ask -------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Look again now (a reset ended, the annotation was read, a test moved the clock)."""
+        self._wake.bump()
+
+    def resetting(self) -> set[int]:
+        """The chips under a reset now."""
+        return {phy for group in self.active.values() for phy in group}
+
+    async def restore(self, phy_ids: Iterable[int]) -> None:
+        """The chips the node's annotation named when the plugin started; those still unhealthy stay named."""
+        for phy in phy_ids:
+            state = self.inventory.get(phy)
+            if state is None or state.healthy:
+                continue
+            if await self._list(state, RESTORED, Listed.RESTORED):
+                log.warning(
+                    "%s stays out of hot reset: %s",
+                    self._name(phy),
+                    RESTORED,
+                    extra={"device": self._name(phy)},
+                )
+        self.restored = True
+        self.wake()
+
+    # -- running ---------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Watch and reset until the inventory closes."""
+        log.info(
+            "hot reset is on: a chip at RestartRequest, RestartBusiness, FreeRestartNPU or RestartNPU "
+            "is reset once its reset group has been free for %g s",
+            self.idle,
+            extra={"idle": self.idle},
+        )
+        if self.held is None:
+            log.warning(
+                "hot reset is on but %s in this mode: no chip is reset (see docs/hot-reset.md)",
+                HOLDERS_UNKNOWN,
+            )
+        async with anyio.create_task_group() as tasks:
+            while not self.inventory.closed:
+                seen = (self.inventory.version, self._held_version(), self._wake.version)
+                delay = await self._look(tasks)
+                await self._until_change(seen, delay)
+            tasks.cancel_scope.cancel()
+
+    async def _look(self, tasks: TaskGroup) -> float | None:
+        """Act on every chip as it is now; seconds until the next look is due (None: at the next change)."""
+        states = self.inventory.chips()
+        gone = self.manual.discard(state.phy_id for state in states if state.healthy)
+        for phy in gone:
+            log.info(
+                "%s is healthy again: off the node's ResetInfo annotation",
+                self._name(phy),
+                extra={"device": self._name(phy)},
+            )
+        due: list[float] = []
+        for state in states:
+            wait = await self._act(tasks, state)
+            if wait is not None:
+                due.append(wait)
+        return min(due) if due else None
+
+    async def _act(self, tasks: TaskGroup, state: ChipState) -> float | None:
+        """What one chip needs now; seconds until it needs a look again (None: at the next change)."""
+        phy = state.phy_id
+        wanted = remedy(state)
+        listed = self.manual.get(phy)
+        if wanted is Remedy.MANUAL:
+            self.waiting.pop(phy, None)
+            level = state.health.worst_level.name
+            await self._list(state, f"{level}: a separated chip is never reset", Listed.SEPARATED)
+            return None
+        if wanted is Remedy.NONE or (listed is not None and listed.listed is not Listed.SPENT):
+            self.waiting.pop(phy, None)
+            return None
+        if phy in self.resetting():
+            return None
+        if not self.restored:
+            self.waiting[phy] = Waiting(None, UNREAD)
+            return None
+        if self.budget.left(phy) == 0:
+            self.waiting.pop(phy, None)
+            spent = f"{self.budget.resets} hot resets in the last 6 hours did not mend it"
+            await self._list(state, spent, Listed.SPENT)
+            return self.budget.next_in(phy)
+        return await self._consider(tasks, state)
+
+    async def _consider(self, tasks: TaskGroup, state: ChipState) -> float | None:
+        """Start the chip's reset if its group is free and idle long enough; else when to look again."""
+        phy = state.phy_id
+        now = self.clock()
+        group = await self._group(state.chip)
+        resetting = self.resetting()
+        if group is None:
+            busy = [Busy(phy, "its reset group cannot be read from the driver")]
+        else:
+            busy = await self.parts.check.busy(group, resetting)
+        before = self.waiting.get(phy)
+        if before is not None and now < before.not_before:
+            return before.not_before - now
+        if busy:
+            why = "; ".join(f"{self._name(each.phy_id)} {each.why}" for each in busy)
+            if before is None or before.busy != why:
+                log.info(
+                    "%s needs a hot reset (%s); waiting for its reset group to be free: %s",
+                    self._name(phy),
+                    state.health.reason,
+                    why,
+                    extra={"device": self._name(phy), "busy": why},
+                )
+            self.waiting[phy] = Waiting(None, why)
+            return self.recheck
+        assert group is not None
+        since = before.free_since if before is not None and before.free_since is not None else now
+        self.waiting[phy] = Waiting(since)
+        left = since + self.idle - now
+        if left > 0:
+            if before is None or before.free_since is None:
+                log.info(
+                    "%s needs a hot reset (%s); its reset group %s is free: reset in %.0f s if it stays free",
+                    self._name(phy),
+                    state.health.reason,
+                    ", ".join(self.parts.names(group)),
+                    left,
+                    extra={"device": self._name(phy)},
+                )
+            return min(left, self.recheck)
+        del self.waiting[phy]
+        self.active[phy] = tuple(chip.phy_id for chip in group)
+        tasks.start_soon(self._reset, state.chip, group, name=f"hot reset of chip {phy}")
+        return None
+
+    async def _reset(self, chip: Chip, group: tuple[Chip, ...]) -> None:
+        def others() -> set[int]:
+            mine = set(self.active.get(chip.phy_id, ()))
+            return self.resetting() - mine
+
+        try:
+            outcome = await GroupReset(self.parts, chip, group, others).run()
+            if isinstance(outcome, PutOff):
+                self.waiting[chip.phy_id] = Waiting(None, outcome.why, self.clock() + self.recheck)
+        finally:
+            self.active.pop(chip.phy_id, None)
+            self.wake()
+
+    async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:
+        """The chip's reset group (asked of the driver once: the topology does not change)."""
+        if chip.phy_id not in self._groups:
+            chips = [state.chip for state in self.inventory.chips()]
+            backend = self.parts.backend
+            try:
+                group = await self.parts.calls.call(
+                    chip.phy_id, "reset_group", backend.reset_group, chip, chips
+                )
+            except (ChipError, ChipCallError) as error:
+                log.warning(
+                    "the reset group of %s cannot be read: %s",
+                    chip.label,
+                    error,
+                    extra={"device": self._name(chip.phy_id), "error": str(error)},
+                )
+                return None
+            self._groups[chip.phy_id] = tuple(group)
+        return self._groups[chip.phy_id]
+
+    async def _list(self, state: ChipState, why: str, listed: Listed) -> bool:
+        """Name the chip for an operator's reset; True when it was not named yet."""
+        if state.phy_id in self.manual:
+            return False
+        calls, backend = self.parts.calls, self.parts.backend
+        try:
+            associated = await calls.call(
+                state.phy_id, "associated_card", backend.associated_card, state.chip
+            )
+        except (ChipError, ChipCallError):
+            associated = -1
+        added = self.manual.add(ManualReset(state.chip, associated, why, listed))
+        if added and listed is not Listed.RESTORED:
+            log.warning(
+                "%s needs an operator's reset: %s; named in the node's ResetInfo annotation",
+                self._name(state.phy_id),
+                why,
+                extra={"device": self._name(state.phy_id), "reason": why},
+            )
+        return added
+
+    async def _until_change(self, seen: tuple[int, int, int], delay: float | None) -> None:
+        """Sleep until the chips, the held chips or the wake-ups moved past ``seen``, or ``delay`` is up."""
+        version, held_version, woken = seen
+        waits: list[Callable[[], Awaitable[object]]] = [
+            lambda: self.inventory.wait_for_change(version),
+            lambda: self._wake.wait_for_change(woken),
+        ]
+        if self.held is not None:
+            held = self.held
+            waits.append(lambda: held.wait_for_change(held_version))
+        with anyio.move_on_after(math.inf if delay is None else delay):
+            async with anyio.create_task_group() as first:
+                for wait in waits:
+                    first.start_soon(_then_cancel, wait, first)
+
+    def _held_version(self) -> int:
+        return self.held.version if self.held is not None else 0
+
+    def _name(self, phy_id: int) -> str:
+        return self.parts.name(phy_id)
+
+
+async def _then_cancel(wait: Callable[[], Awaitable[object]], group: TaskGroup) -> None:
+    await wait()
+    group.cancel_scope.cancel()

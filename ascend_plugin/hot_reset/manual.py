@@ -1,0 +1,81 @@
+"""The chips that wait for an operator's reset: what the node's ``ResetInfo`` annotation lists.
+
+A chip goes here when hot reset will not (or can no longer) help it
+(:class:`Listed`): it is separated (SeparateNPU, ManuallySeparateNPU), its
+three resets of the last 6 hours are spent, its reset failed or timed out, or
+the annotation named it when the plugin started. It stays out of service
+through its own verdict (its fault keeps it unhealthy). It is not reset again
+by the plugin, except once a spent budget allows another reset; it leaves the
+list once it is healthy again, however that came about. The Kubernetes face
+writes the list into the annotation in Huawei's format (``ManualResetDevs``)
+whenever it changes.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ascend_plugin.changes import Changes
+from backends.chips import Chip
+
+
+class Listed(enum.Enum):
+    """Why a chip is listed, as far as hot reset's next step goes."""
+
+    SEPARATED = "separated"  # never reset
+    SPENT = "budget spent"  # reset again once the budget allows, listed until healthy
+    FAILED = "reset failed"  # not reset again
+    RESTORED = "named at start"  # not reset again: a previous run listed it
+
+
+@dataclass(frozen=True)
+class ManualReset:
+    """A chip waiting for an operator's reset, and why."""
+
+    chip: Chip
+    associated_card: int  # Huawei's AssociatedCardId: the brother card on A3, else -1
+    why: str  # in an operator's words, e.g. "its reset failed: ..."
+    listed: Listed
+
+
+class ManualResets:
+    """The chips waiting for an operator's reset, by physical id, with a version that follows every change."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, ManualReset] = {}
+        self._changes = Changes()
+
+    @property
+    def version(self) -> int:
+        return self._changes.version
+
+    async def wait_for_change(self, seen_version: int) -> int:
+        """Return the version once it differs from ``seen_version``."""
+        return await self._changes.wait_for_change(seen_version)
+
+    def entries(self) -> tuple[ManualReset, ...]:
+        """Every chip listed, by physical id."""
+        return tuple(self._entries[phy] for phy in sorted(self._entries))
+
+    def __contains__(self, phy_id: object) -> bool:
+        return phy_id in self._entries
+
+    def get(self, phy_id: int) -> ManualReset | None:
+        return self._entries.get(phy_id)
+
+    def add(self, entry: ManualReset) -> bool:
+        """List the chip (its first reason is kept); True when it was not listed yet."""
+        if entry.chip.phy_id in self._entries:
+            return False
+        self._entries[entry.chip.phy_id] = entry
+        self._changes.bump()
+        return True
+
+    def discard(self, phy_ids: Iterable[int]) -> list[int]:
+        """Take these chips off the list; the ones that were on it."""
+        gone = [phy for phy in phy_ids if self._entries.pop(phy, None) is not None]
+        if gone:
+            self._changes.bump()
+        return gone

@@ -1,0 +1,243 @@
+"""One hot reset of one chip, step by step.
+
+1. Every chip of the reset group is marked out
+   (:meth:`~ascend_plugin.inventory.inventory.Inventory.set_resetting`): the
+   offers turn them Unhealthy, Allocate and Prepare refuse them, and the reset
+   waits (at most :data:`MARK_OUT_WAIT`) until the kubelet has been sent the
+   new list (and, serving DRA, the ResourceSlices show it).
+2. With the door closed, the group is checked once more (no pod, no process):
+   a busy group puts the reset off, and nothing is spent. (Before step 1 the
+   faulty chip's health was read again: a health of 0 means it mended itself,
+   and there is nothing to reset, Huawei's rule; -8012, a card that dropped,
+   counts as bad.)
+3. One reset of the budget is spent, ``HotResetStart`` is told, and the
+   in-band reset (``dcmi_set_device_reset``, INBAND) is asked of the faulty
+   chip only: the driver restarts its group.
+4. ``dcmi_get_device_boot_status`` is read on every chip of the group every
+   :data:`BOOT_POLL` seconds until each says 16 (system start finished; 3 is
+   not the end), for at most :data:`BOOT_TIMEOUT` seconds.
+5. The health monitor reads the group's codes afresh, and the chips are no
+   longer marked out: their verdicts decide, as for any chip.
+
+A reset the driver refuses, or whose group is not back in time, is a failure:
+the chip is named for an operator (:mod:`.manual`), ``HotResetFailed`` is told,
+and it is not tried again. Whatever happens, the group is no longer marked out
+when the reset ends: a chip still at fault stays out through its own verdict.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+import anyio
+
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.hot_reset.budget import ResetBudget
+from ascend_plugin.hot_reset.freeness import GroupCheck
+from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
+from ascend_plugin.hot_reset.notices import NoticeLog, ResetStage
+from ascend_plugin.hot_reset.stats import ResetStats, Result
+from ascend_plugin.inventory.inventory import Inventory
+from backends.backend import ChipBackend
+from backends.chips import Chip
+from backends.errors import ChipError
+from backends.library import BootStatus
+
+log = logging.getLogger(__name__)
+
+BOOT_TIMEOUT: Final = 180.0  # seconds the group may take to boot again (Huawei's, in its current version)
+BOOT_POLL: Final = 0.25  # seconds between two reads of the boot status
+MARK_OUT_WAIT: Final = 10.0  # seconds the reset waits for the kubelet to hear the group is out
+
+Shown = Callable[[int], Awaitable[None]]  # returns once the faces show this inventory version
+LookAgain = Callable[[Sequence[int]], Awaitable[None]]  # reads these chips afresh, returns once judged
+
+
+@dataclass(frozen=True)
+class PutOff:
+    """A reset that did not go ahead, and why (the group was busy after all, the chip reads healthy)."""
+
+    why: str
+
+
+async def shown_at_once(version: int) -> None:
+    """For a plugin with no face to wait for: nothing to tell."""
+
+
+@dataclass(frozen=True)
+class ResetParts:
+    """Everything one reset uses, shared by all resets of the node."""
+
+    backend: ChipBackend
+    calls: ChipCalls
+    inventory: Inventory
+    check: GroupCheck
+    look_again: LookAgain
+    shown: Shown
+    clock: Callable[[], float]
+    budget: ResetBudget
+    manual: ManualResets
+    notices: NoticeLog
+    stats: ResetStats
+    boot_timeout: float = BOOT_TIMEOUT
+    boot_poll: float = BOOT_POLL
+    mark_out_wait: float = MARK_OUT_WAIT
+
+    def name(self, phy_id: int) -> str:
+        return self.inventory.table.chip_id(phy_id)
+
+    def names(self, chips: Sequence[Chip]) -> tuple[str, ...]:
+        return tuple(self.name(chip.phy_id) for chip in chips)
+
+
+class GroupReset:
+    """The hot reset of ``chip`` with its ``group``; ``others`` says which chips other resets have now."""
+
+    def __init__(
+        self, parts: ResetParts, chip: Chip, group: Sequence[Chip], others: Callable[[], Collection[int]]
+    ):
+        self.parts = parts
+        self.chip = chip
+        self.group = tuple(group)
+        self.others = others
+        self.device = parts.name(chip.phy_id)
+        self.members = parts.names(self.group)
+
+    async def run(self) -> Result | PutOff:
+        """Reset the chip: how it ended, or why it was put off (then nothing is spent, no reset asked)."""
+        why_not = await self._health_calls_for_it()
+        if why_not:
+            return self._put_off(why_not)
+        parts = self.parts
+        phy_ids = [chip.phy_id for chip in self.group]
+        parts.inventory.set_resetting(phy_ids, True)
+        try:
+            await self._tell_the_kubelet(parts.inventory.version)
+            busy = await parts.check.busy(self.group, self.others())
+            if busy:
+                return self._put_off("; ".join(f"{parts.name(each.phy_id)} {each.why}" for each in busy))
+            return await self._reset()
+        finally:
+            parts.inventory.set_resetting(phy_ids, False)
+
+    async def _health_calls_for_it(self) -> str:
+        """Why the chip's health says no reset now (empty: it says reset): health 0 means it mended itself."""
+        parts = self.parts
+        try:
+            reading = await parts.calls.call(
+                self.chip.phy_id, "read_health", parts.backend.read_health, self.chip
+            )
+        except (ChipError, ChipCallError) as error:
+            return f"its health cannot be read ({error})"
+        if reading.value == 0 and not reading.dropped:
+            return "it reads health 0 (Huawei's rule: a chip whose health is 0 is not reset)"
+        return ""
+
+    def _put_off(self, why: str) -> PutOff:
+        log.info(
+            "hot reset of %s put off: %s",
+            self.device,
+            why,
+            extra={"device": self.device, "group": list(self.members), "reason": why},
+        )
+        return PutOff(why)
+
+    async def _tell_the_kubelet(self, version: int) -> None:
+        with anyio.move_on_after(self.parts.mark_out_wait) as waited:
+            await self.parts.shown(version)
+        if waited.cancelled_caught:
+            log.warning(
+                "the kubelet was not seen told within %g s that %s are out for a hot reset; resetting "
+                "anyway (Allocate refuses them meanwhile)",
+                self.parts.mark_out_wait,
+                ", ".join(self.members),
+                extra={"device": self.device, "group": list(self.members)},
+            )
+
+    async def _reset(self) -> Result:
+        parts = self.parts
+        left = parts.budget.left(self.chip.phy_id) - 1
+        parts.budget.spend(self.chip.phy_id)
+        state = parts.inventory.get(self.chip.phy_id)
+        fault = state.health.reason if state is not None else ""
+        message = (
+            f"hot reset of {self.device} started, with its reset group {', '.join(self.members)} "
+            f"({fault}); {left} of {parts.budget.resets} resets left in the next 6 hours"
+        )
+        parts.notices.append(ResetStage.START, self.device, self.members, message)
+        log.warning(message, extra=self._extra(resets_left=left))
+        started = parts.clock()
+        try:
+            await parts.calls.call(self.chip.phy_id, "hot_reset", parts.backend.hot_reset, self.chip)
+        except (ChipError, ChipCallError) as error:
+            return await self._failed(Result.FAILED, f"the driver refused it: {error}", None)
+        late = await self._booted(started + parts.boot_timeout)
+        if late:
+            return await self._failed(
+                Result.TIMEOUT,
+                f"not back within {parts.boot_timeout:g} s: {late}",
+                parts.clock() - started,
+            )
+        await parts.look_again([chip.phy_id for chip in self.group])
+        seconds = parts.clock() - started
+        parts.stats.record(Result.COMPLETE, seconds)
+        after = parts.inventory.get(self.chip.phy_id)
+        if after is None or after.health.healthy:
+            now = "healthy"
+        else:
+            now = f"still unhealthy ({after.health.reason})"
+        message = (
+            f"hot reset of {self.device} complete in {seconds:.1f} s: {', '.join(self.members)} answered "
+            f"again; {self.device} is {now}"
+        )
+        parts.notices.append(ResetStage.COMPLETE, self.device, self.members, message)
+        log.info(message, extra=self._extra(seconds=round(seconds, 3)))
+        return Result.COMPLETE
+
+    async def _booted(self, deadline: float) -> str:
+        """Wait for boot status 16 on every chip: empty once they say it, else who did not by ``deadline``."""
+        parts = self.parts
+        while True:
+            statuses = {chip.phy_id: await self._boot_status(chip) for chip in self.group}
+            late = {
+                phy: status for phy, status in statuses.items() if status != BootStatus.SYSTEM_START_FINISH
+            }
+            if not late:
+                return ""
+            if parts.clock() >= deadline:
+                return "; ".join(f"{parts.name(phy)} boot status {status}" for phy, status in late.items())
+            await anyio.sleep(parts.boot_poll)
+
+    async def _boot_status(self, chip: Chip) -> int | str:
+        """The chip's boot status, or why it cannot be read (the wait goes on: a booting chip may not say)."""
+        try:
+            return await self.parts.calls.call(
+                chip.phy_id, "boot_status", self.parts.backend.boot_status, chip
+            )
+        except (ChipError, ChipCallError) as error:
+            return f"unknown ({error})"
+
+    async def _failed(self, result: Result, why: str, seconds: float | None) -> Result:
+        parts = self.parts
+        parts.stats.record(result, seconds)
+        try:
+            associated = await parts.calls.call(
+                self.chip.phy_id, "associated_card", parts.backend.associated_card, self.chip
+            )
+        except (ChipError, ChipCallError):
+            associated = -1
+        parts.manual.add(ManualReset(self.chip, associated, f"its hot reset failed: {why}", Listed.FAILED))
+        message = (
+            f"hot reset of {self.device} failed: {why}; it stays out, named in the node's ResetInfo "
+            f"annotation, until it is healthy again (by hand: npu-smi set -t reset -i {self.chip.card_id} "
+            f"-c {self.chip.device_id})"
+        )
+        parts.notices.append(ResetStage.FAILED, self.device, self.members, message)
+        log.error(message, extra=self._extra(result=result.value))
+        return result
+
+    def _extra(self, **more: object) -> dict[str, object]:
+        return {"device": self.device, "group": list(self.members), **more}
