@@ -56,7 +56,7 @@ from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_offers
+from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_dra, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
 from ascend_plugin.settings import Settings, SettingsError, served_directory
 from ascend_plugin.telemetry.collector import TelemetryCollector, TelemetryPolicy
@@ -122,6 +122,9 @@ class PluginApp:
             supervision=self.supervision,
             kubelet_part=DRA_PART if settings.serve == "dra" else DEVICE_PLUGIN_PART,
             limits=limits,
+            notes=lambda: (
+                self.parts.dra.notes if self.parts is not None and self.parts.dra is not None else []
+            ),
         )
         self.metrics_source = PluginSource(self.discovery, self.calls, self.probes)
         self.metrics = PluginMetrics(self.metrics_source)
@@ -237,7 +240,7 @@ class PluginApp:
             watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)
         try:
-            if settings.serve == "dra":  # whole chips through the DRA face; no offers, no device plugin
+            if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
                 tasks = self._dra_tasks(node, monitor, host)
             else:
                 tasks = self._device_plugin_tasks(node, monitor, host)
@@ -321,17 +324,20 @@ class PluginApp:
         from ascend_plugin.faces.dra.face import DraFace, DraSettings
 
         inventory = node.inventory
+        plan = plan_dra(OfferSettings.from_settings(self.settings), inventory, node.backend)
+        for notice in plan.notices:
+            log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings)
+        dra = DraFace(inventory, host, dra_settings, plan, self.calls)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
         hot_reset = self._hot_reset(node, monitor, dra.shown)
         self.parts = Parts(monitor, dra=dra, hot_reset=hot_reset)
-        from ascend_plugin.faces.dra.names import phy_of
+        from ascend_plugin.faces.dra.names import chip_of
 
         holdings = self._holdings(
-            ChipResolver(claims=ClaimNames(dra_settings.driver, dra_settings.node, phy_of))
+            ChipResolver(claims=ClaimNames(dra_settings.driver, dra_settings.node, chip_of))
         )
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
@@ -344,7 +350,7 @@ class PluginApp:
         tasks = [
             RootTask(DRA_PART, dra.run, dra.problems),
             RootTask("pod holdings", holdings.run),
-            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, (), None)),
+            RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings, None)),
         ]
         if hot_reset is not None:
             tasks.append(RootTask("hot reset", hot_reset.run))

@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
     for name, info in Settings.model_fields.items():
         help_text = f"{info.description} (env {ENV_PREFIX}{name.upper()})"
-        if info.annotation is bool:
+        if info.annotation in (bool, bool | None):
             parser.add_argument(
                 flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
             )

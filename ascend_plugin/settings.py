@@ -213,10 +213,12 @@ class Settings(BaseSettings):
         description="offer each chip this many times (Huawei's shareDevCount; 310B and 310P only, "
         "ignored with a warning elsewhere); 1: off",
     )
-    vnpu: Literal["static", "off"] = Field(
+    vnpu: Literal["static", "dynamic", "off"] = Field(
         default="static",
         description="static: offer the vNPUs made with npu-smi as resources of their own and never "
-        "a split chip whole (310P, 910); off: read none (only for nodes known to have none)",
+        "a split chip whole (310P, 910); dynamic (serve=dra): publish each chip whole and as partitions "
+        "by Huawei's templates, make a partition's vNPU when its claim is prepared and destroy it when "
+        "unprepared; off: read none (only for nodes known to have none)",
     )
 
     # -- Kubernetes API -------------------------------------------------------------------
@@ -289,11 +291,17 @@ class Settings(BaseSettings):
         description="directory of the DRA socket dra.sock and the prepared-claims checkpoint; "
         "default: /var/lib/kubelet/plugins/<driver>",
     )
-    dra_device_taints: bool = Field(
-        default=False,
-        description="the cluster has the DRADeviceTaints feature gate: unhealthy chips stay in the "
-        "ResourceSlice with a taint (NoSchedule; NoExecute for faults that need a reset) instead of "
-        "leaving it",
+    dra_device_taints: bool | None = Field(
+        default=None,
+        description="unhealthy chips stay in the ResourceSlice with a taint instead of leaving it; "
+        "default: wherever the API server keeps device taints (DRADeviceTaints: on from 1.36), asked "
+        "with a dry run at start; true: also say so at warning level when it does not; false: never",
+    )
+    dra_taint_effect: Literal["by-level", "NoSchedule"] = Field(
+        default="by-level",
+        description="the effect of an unhealthy chip's taint: by-level: NoExecute (its pods are "
+        "evicted) for faults whose remedy is a reset or a separation of the chip, NoSchedule for the "
+        "rest; NoSchedule: never evict, only keep new pods away",
     )
 
     # -- Volcano ---------------------------------------------------------------------------
@@ -364,11 +372,16 @@ class Settings(BaseSettings):
                 "serve 'dra' needs node_name (--node-name, NODE_NAME or ASCEND_DP_NODE_NAME): the "
                 "driver's ResourceSlices and pool are this node's"
             )
-        if self.serve == "dra" and (self.volcano or self.share_count > 1):
+        if self.serve == "dra" and self.volcano:
             raise ValueError(
-                "serve 'dra' offers whole chips through ResourceSlices; volcano and share_count "
-                f"(here {self.volcano}, {self.share_count}) work through the device-plugin API: unset them, "
-                "or serve 'device-plugin'"
+                "serve 'dra' lets the scheduler allocate devices through ResourceSlices; volcano chooses "
+                "chips through the device-plugin API: unset volcano, or serve 'device-plugin'"
+            )
+        if self.vnpu == "dynamic" and self.serve != "dra":
+            raise ValueError(
+                "vnpu 'dynamic' makes vNPUs when their DRA claims are prepared, so it needs serve 'dra' "
+                "(--serve dra, ASCEND_DP_SERVE=dra, Helm serve: dra); with the device-plugin API use "
+                "vnpu 'static' (vNPUs made with npu-smi)"
             )
         if (
             self.ai_core_min is not None

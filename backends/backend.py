@@ -62,6 +62,7 @@ from backends.library import (
 from backends.readings import MIN_TEMPERATURE, MemoryUsage, Utilization, valid
 from backends.session import LibrarySession
 from backends.topology import ChipFacts, TopologyUnit, UnitKind, assign_units
+from backends.vnpu_split import ChipSplits
 
 log = logging.getLogger(__name__)
 
@@ -339,6 +340,10 @@ class ChipBackend(abc.ABC):
     def vnpus(self, chip: Chip) -> list[VdevInfo]:
         """The chip's static vNPUs by id: none, on a family whose chips cannot be split."""
         return []
+
+    def splits(self, chip: Chip, ai_cores: float | None, memory_mb: int | None) -> ChipSplits | None:
+        """What ``chip`` can be split into on demand: nothing, on a family whose chips cannot be split."""
+        return None
 
     def units(self, chips: Sequence[Chip]) -> Mapping[int, TopologyUnit]:
         """The topology unit of every chip of the node, keyed by physical id (units of :attr:`unit_kind`)."""

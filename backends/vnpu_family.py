@@ -1,13 +1,21 @@
-"""VnpuFamily: the families whose chips an operator can split into vNPUs (310P, the 910 families).
+"""VnpuFamily: the families whose chips can be split into vNPUs (310P, the 910 families).
 
 An operator carves static vNPUs out of a chip with ``npu-smi set -t
 create-vnpu``; the driver lists them through VDEV_MNG (``dcmi_get_device_info``).
 A driver without VDEV_MNG, or a chip that answers "not supported", simply has
 no vNPUs.
+
+For vNPUs made on demand, each family says what its chips can be split by
+(:meth:`VnpuFamily.splits`: Huawei's templates and what each takes, see
+:mod:`backends.vnpu_split`), and :meth:`VnpuFamily.create_vnpu` /
+:meth:`VnpuFamily.destroy_vnpu` make and destroy one (``dcmi_create_vdevice``
+with the driver choosing the vNPU's id, as Huawei's plugin lets it;
+``dcmi_set_destroy_vdevice``).
 """
 
 from __future__ import annotations
 
+import abc
 import logging
 from typing import ClassVar
 
@@ -15,14 +23,15 @@ from backends.backend import DEVICE_INFO, ChipBackend
 from backends.chips import Chip
 from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import VdevInfo
+from backends.library import ALL_VDEVS, VdevInfo
 from backends.session import LibrarySession
+from backends.vnpu_split import AICORE, MEMORY, ChipSplits, VnpuTemplate
 
 log = logging.getLogger(__name__)
 
 
 class VnpuFamily(ChipBackend):
-    """A family whose chips can carry static vNPUs, read through VDEV_MNG."""
+    """A family whose chips can carry vNPUs: static ones read through VDEV_MNG, others made on demand."""
 
     splits_into_vnpus: ClassVar[bool] = True
 
@@ -58,3 +67,46 @@ class VnpuFamily(ChipBackend):
         self._without_vnpus.add(chip.phy_id)
         log.debug("%s has no static vNPUs: %s", chip.label, why, extra={"chip": chip.phy_id})
         return []
+
+    def create_vnpu(self, chip: Chip, template: str) -> int:
+        """Make a vNPU of ``template`` on ``chip``; its id (the N of ``/dev/vdavinciN``).
+
+        DcmiError with the driver's code when it refuses (-8001 a template it
+        does not know, -8020 no room beside the chip's vNPUs), SymbolMissing
+        when the driver has no ``dcmi_create_vdevice``.
+        """
+        created = self.library.create_vdev(chip.card_id, chip.device_id, template)
+        log.debug("%s: made vNPU %d (%s)", chip.label, created.vdev_id, template, extra={"chip": chip.phy_id})
+        return created.vdev_id
+
+    def destroy_vnpu(self, chip: Chip, vdev_id: int) -> None:
+        """Destroy vNPU ``vdev_id`` of ``chip`` (never all of them: that id is refused here)."""
+        if vdev_id == ALL_VDEVS:
+            raise ValueError(f"vNPU id {vdev_id:#x} would destroy every vNPU of {chip.label}")
+        self.library.destroy_vdev(chip.card_id, chip.device_id, vdev_id)
+        log.debug("%s: destroyed vNPU %d", chip.label, vdev_id, extra={"chip": chip.phy_id})
+
+    def splits(self, chip: Chip, ai_cores: float | None, memory_mb: int | None) -> ChipSplits | None:
+        """What ``chip`` can be split into; None where its AI cores or memory are unknown or fit no template.
+
+        ``ai_cores`` and ``memory_mb`` are what the chip reported (discovery's
+        figures): the totals are the chip's own, the templates the family's.
+        Only the resources some template takes are counted.
+        """
+        if ai_cores is None or ai_cores < 1 or ai_cores != round(ai_cores) or not memory_mb or memory_mb < 0:
+            return None
+        cores = round(ai_cores)
+        templates = self.vnpu_templates(cores, memory_mb)
+        if not templates:
+            return None
+        used = {resource for template in templates for resource in template.takes}
+        totals = {name: value for name, value in self.chip_totals(cores, memory_mb).items() if name in used}
+        return ChipSplits(totals, tuple(sorted(templates, key=lambda t: (t.ai_cores, t.name))))
+
+    @abc.abstractmethod
+    def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
+        """The templates a chip of ``cores`` AI cores and ``memory_mb`` MiB splits by, with their costs."""
+
+    def chip_totals(self, cores: int, memory_mb: int) -> dict[str, int]:
+        """The chip's totals of everything its family's templates may take: AI cores and memory here."""
+        return {AICORE: cores, MEMORY: memory_mb}

@@ -51,7 +51,7 @@ class ApiServerThread:
 
     def devices(self) -> list[str]:
         slices = self.call(lambda: self.server.slices(DRIVER, NODE))
-        return [device["name"] for s in slices for device in s["spec"]["devices"]]
+        return [device["name"] for s in slices for device in s["spec"].get("devices") or []]
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(WAIT)

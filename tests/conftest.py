@@ -393,11 +393,16 @@ async def dra_driver(
 ) -> AsyncIterator[PluginApp]:
     """The plugin serving ``dra_node`` as a DRA driver, registered with ``dra_kubelet``; its Node exists."""
     from dra_harness import NODE, registered, running_driver
-    from waiting import wait_for
+    from waiting import until, wait_for
 
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig)) as app:
         await wait_for(dra_kubelet, registered, "the driver registered")
+        # The stand-in counts the registration before its NotifyRegistrationStatus reaches the driver.
+        await until(
+            lambda: app.dra is not None and app.dra.registration.registered,
+            "the driver heard it is registered",
+        )
         yield app
 
 

@@ -30,6 +30,7 @@ from backends.chips import Chip
 from backends.families import family_named
 from backends.library import ChipInfo
 from backends.topology import ChipFacts, assign_units
+from backends.vnpu_split import ChipSplits
 
 DRIVER = "npu.huawei.com"
 NODE = "npu-node-1"
@@ -53,6 +54,28 @@ A1_SERVER: dict[str, Any] = {
     "memory_mb": 32768,
     "chips": [{"phy_id": phy, "card_id": phy, "device_id": 0} for phy in range(8)],
 }
+
+
+# An Atlas 300I Duo pair: four 310P3, two to a card, 24 GiB each.
+DUO_SERVER: dict[str, Any] = {
+    "chip_name": "310P3",
+    "aicore": 8.0,
+    "memory_mb": 24576,
+    "chips": [{"phy_id": phy, "card_id": phy // 2, "device_id": phy % 2} for phy in range(4)],
+}
+
+
+def validated(slices: Sequence[dict[str, Any]], versions: Sequence[str] = ("1.36", "1.37")) -> None:
+    """Every slice is accepted by the versions' schemas and validation rules; the pool is usable."""
+    import kubernetes_validate
+
+    from ascend_plugin.testing.resource_api import ServerVersion, pool_problems, slice_problems
+
+    for version in versions:
+        for slice_ in slices:
+            kubernetes_validate.validate(slice_, version, strict=True)
+            assert slice_problems(slice_, ServerVersion.of(version)) == [], slice_["metadata"].get("name")
+    assert pool_problems(slices) == []
 
 
 @dataclass
@@ -234,7 +257,7 @@ def cel_device(device: dict[str, Any], driver: str) -> dict[str, Any]:
 
 
 def cel_selects(expression: str, device: dict[str, Any], driver: str) -> bool:
-    """Whether a DeviceClass or a request's CEL selector selects ``device`` (an error: it does not)."""
+    """Whether a CEL selector selects ``device``; an error is raised (it aborts the allocation)."""
     import celpy
 
     environment = celpy.Environment()
@@ -253,3 +276,44 @@ def server_inventory(directory: Path, chip_name: str, ai_cores: float, chips: in
     healthy = ChipHealth(known=True, healthy=True, reason="")
     states = [ChipState(chip, healthy, ai_cores, unit=units[chip.phy_id]) for chip in found]
     return Inventory(NodeFacts(table, str(directory / "scenario.json"), "24.1.rc2"), states)
+
+
+def split_inventory(
+    directory: Path, family: str, chip_name: str, ai_cores: float, memory_mb: int, chips: int
+) -> tuple[Inventory, dict[int, ChipSplits]]:
+    """A healthy node of ``chips`` chips with their memory, and what its family splits each into."""
+    from backends.families import family_for
+
+    table = family_named(family).TABLE
+    info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
+    implementation = family_for(info).for_chip(info)
+    found = [Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info) for phy in range(chips)]
+    units = assign_units(ChipFacts.of(chip, implementation.unit_kind) for chip in found)
+    healthy = ChipHealth(known=True, healthy=True, reason="")
+    states = [
+        ChipState(chip, healthy, ai_cores, unit=units[chip.phy_id], memory_mb=memory_mb) for chip in found
+    ]
+    backend = implementation.__new__(implementation)  # the template tables need no library
+    splits = {state.phy_id: backend.splits(state.chip, ai_cores, memory_mb) for state in states}
+    inventory = Inventory(NodeFacts(table, str(directory / "scenario.json"), "24.1.rc2"), states)
+    return inventory, {phy: found for phy, found in splits.items() if found is not None}
+
+
+def as_slices(
+    contents: Sequence[dict[str, Any]], driver: str = DRIVER, node: str = NODE
+) -> list[dict[str, Any]]:
+    """Slice contents (``layout.slice_contents``) as the whole ResourceSlices of one pool generation."""
+    return [
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{driver}-{node}-{index}"},
+            "spec": {
+                "driver": driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": len(contents)},
+                **content,
+            },
+        }
+        for index, content in enumerate(contents)
+    ]

@@ -14,18 +14,22 @@ import helm_python as helm
 import kubernetes_validate
 import pytest
 from chart_harness import CHART_DIR, NAMESPACE, VALUES_FILES, ChartRenderer, Rendering
-from dra_harness import cel_selects
+from dra_harness import cel_selects, split_inventory
 from kube_harness import make_inventory
 from test_chart_settings import settings_from_pod_env
 
-from ascend_plugin.faces.dra.devices import DeviceCatalog
+from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
+from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
 from ascend_plugin.settings import dra_plugin_dir
 from backends.families import FAMILIES
 
 DRIVER = "npu.huawei.com"
 DRA = {"serve": "dra"}
 CHIP_NAMES = {"310": "310", "310B": "310B1", "310P": "310P3", "910": "910B3"}
+
+
+FAMILY_CLASSES = {f"{name}.{DRIVER}" for name in ("ascend310", "ascend310b", "ascend310p", "ascend910")}
 
 
 @pytest.fixture(scope="module")
@@ -40,10 +44,10 @@ def device_classes(rendering: Rendering) -> dict[str, dict[str, Any]]:
 def published(family: str, short_tmp: Path, driver: str = DRIVER) -> list[dict[str, Any]]:
     """The devices the driver publishes for a node of ``family``."""
     inventory = make_inventory(short_tmp, family=family, chip_name=CHIP_NAMES[family], phy_ids=(0, 1))
-    return DeviceCatalog(inventory, driver).devices(tainted=False)
+    return DeviceCatalog(inventory, driver).devices()
 
 
-@pytest.mark.parametrize("kube_version", ["1.34", "1.35"])
+@pytest.mark.parametrize("kube_version", ["1.34", "1.35", "1.36", "1.37"])
 @pytest.mark.parametrize("values_file", VALUES_FILES)
 def test_every_object_is_valid_for_kubernetes(
     chart: ChartRenderer, values_file: str, kube_version: str
@@ -61,10 +65,8 @@ def test_helm_lint_is_clean() -> None:
 
 
 def test_one_device_class_per_family_with_the_family_s_extended_resource(dra: Rendering) -> None:
-    classes = device_classes(dra)
-    assert set(classes) == {
-        f"{name}.{DRIVER}" for name in ("ascend310", "ascend310b", "ascend310p", "ascend910")
-    }
+    classes = {name: c for name, c in device_classes(dra).items() if name in FAMILY_CLASSES}
+    assert len(classes) == len(FAMILY_CLASSES)
     extended = {name: c["spec"].get("extendedResourceName") for name, c in classes.items()}
     assert extended == {
         f"ascend310.{DRIVER}": "huawei.com/Ascend310",
@@ -85,7 +87,8 @@ def test_the_selectors_pick_exactly_the_devices_of_their_families(
     chosen = {
         name
         for name, device_class in device_classes(dra).items()
-        if all(
+        if name in FAMILY_CLASSES
+        and all(
             cel_selects(selector["cel"]["expression"], device, DRIVER)
             for device in devices
             for selector in device_class["spec"]["selectors"]
@@ -210,3 +213,89 @@ def test_the_notes_say_how_to_see_the_slices(dra: Rendering) -> None:
         f"kubectl get resourceslices --field-selector spec.driver={DRIVER},spec.nodeName=<node>" in dra.notes
     )
     assert "kubectl describe node <node>" not in dra.notes
+
+
+# vnpu=dynamic nodes of every chip bin, and shared 310P/310B chips, as the driver publishes them.
+SPLIT_NODES = {
+    "910B3": ("910", 20.0, 65536),
+    "910B4": ("910", 20.0, 32768),
+    "910B2": ("910", 24.0, 65536),
+    "910A": ("910", 30.0, 32768),
+    "Ascend910": ("910", 24.0, 65536),
+    "310P3": ("310P", 8.0, 24576),
+}
+
+
+def split_devices(short_tmp: Path) -> list[dict[str, Any]]:
+    devices = []
+    for chip_name, (family, cores, memory) in SPLIT_NODES.items():
+        inventory, splits = split_inventory(short_tmp / chip_name, family, chip_name, cores, memory, 2)
+        devices += DeviceCatalog(inventory, DRIVER, splits=splits).devices(Publishing(partitions=True))
+    for family, chip_name in (("310P", "310P3"), ("310B", "310B1")):
+        inventory, _ = split_inventory(short_tmp / f"shared-{family}", family, chip_name, 8.0, 8192, 2)
+        devices += DeviceCatalog(inventory, DRIVER, share_count=4).devices(Publishing(shares=True))
+    return devices
+
+
+def selected(device_class: dict[str, Any], devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The devices the class selects; a selector that errs on any device fails here (it aborts allocation)."""
+    selectors = [selector["cel"]["expression"] for selector in device_class["spec"]["selectors"]]
+    return [d for d in devices if all(cel_selects(expression, d, DRIVER) for expression in selectors)]
+
+
+def template_of(device: dict[str, Any]) -> str | None:
+    value = device["attributes"].get("vnpuTemplate")
+    return value["string"] if value else None
+
+
+def test_one_partition_class_per_template_the_driver_can_publish(dra: Rendering) -> None:
+    classes = device_classes(dra)
+    for family, prefix in (("310P", "huawei.com/Ascend310P"), ("910", "huawei.com/Ascend910")):
+        known = set()
+        for implementation in FAMILIES:
+            if implementation.TABLE.family == family:
+                known |= every_template(implementation)
+        for template in known:
+            name = f"ascend{family.lower()}-{template.replace('_', '-')}.{DRIVER}"
+            assert name in classes, template
+            assert classes[name]["spec"]["extendedResourceName"] == f"{prefix}-{VNPU_TEMPLATES[template]}", (
+                "Huawei's vNPU resource name"
+            )
+
+
+def every_template(family: type[Any]) -> set[str]:
+    """Every template a family's chips may be split by, whatever their bin."""
+    from backends.families.ascend310p import _TEMPLATES
+    from backends.families.ascend910 import A1_TEMPLATES, A2_TEMPLATES, A3_TEMPLATES
+
+    return set(_TEMPLATES) if family.TABLE.family == "310P" else {*A1_TEMPLATES, *A2_TEMPLATES, *A3_TEMPLATES}
+
+
+def test_each_class_selects_exactly_its_devices_and_errs_on_none(dra: Rendering, short_tmp: Path) -> None:
+    devices = split_devices(short_tmp)
+    partitions = [d for d in devices if template_of(d)]
+    shared = [d for d in devices if "shareCount" in d["attributes"]]
+    whole = [d for d in devices if d not in partitions]
+    for name, device_class in device_classes(dra).items():
+        chosen = selected(device_class, devices)
+        if name in FAMILY_CLASSES:
+            assert not any(template_of(d) for d in chosen), f"{name} selects no partition"
+            family = name.split(".", 1)[0].removeprefix("ascend").upper()
+            assert chosen == [d for d in whole if d["attributes"]["family"]["string"] in expected(family)]
+        elif "-share." in name:
+            families = {"ascend310-share": {"310B"}, "ascend310p-share": {"310P"}}[name.split(".", 1)[0]]
+            assert chosen == [d for d in shared if d["attributes"]["family"]["string"] in families]
+        else:
+            templates = {template_of(d) for d in chosen}
+            assert len(templates) == 1, f"{name} selects partitions of one template: {templates}"
+            (template,) = templates
+            assert template is not None
+            assert name.split(".", 1)[0].endswith("-" + template.replace("_", "-"))
+            assert all(d in partitions for d in chosen)
+    assert {template_of(d) for d in partitions} <= {
+        template_of(d) for c in device_classes(dra).values() for d in selected(c, partitions)
+    }, "every published partition has a class"
+
+
+def expected(family: str) -> set[str]:
+    return {"310": {"310", "310B"}, "310B": {"310B"}, "310P": {"310P"}, "910": {"910"}}[family]

@@ -62,6 +62,7 @@ EVERY_SETTING: dict[str, Any] = {
     "draRegistryPath": "/var/lib/k0s/kubelet/plugins_registry",
     "draPluginPath": "/var/lib/k0s/kubelet/plugins/npu.example.com",
     "draDeviceTaints": True,
+    "draTaintEffect": "NoSchedule",
     "hostRoot": "/host",
     "healthInterval": 2,
     "healthFailureThreshold": 5,

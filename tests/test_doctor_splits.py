@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import DoctorRoot
 from split_nodes import DUO_SPLIT, box_910b3, duo
@@ -91,3 +93,53 @@ async def test_a_template_without_a_resource_name_is_a_warning(doctor_root: Doct
     assert vnpus.status is Status.WARNING
     assert vnpus.detail.startswith("vNPUs of template(s) vir03_x have no resource name and are not offered")
     assert "104 vir03_x -> ?" in vnpus.detail
+
+
+def _checkpoint_owning(doctor_root: DoctorRoot, *owned: tuple[int, int]) -> None:
+    """The DRA driver's checkpoint (its default place under the root) with a prepared claim per vNPU."""
+    claims = {
+        f"uid-{vdev}": {
+            "namespace": "default",
+            "name": f"c{vdev}",
+            "pool": "node",
+            "state": "prepared",
+            "devices": [
+                {
+                    "device": f"npu-{phy}-x-0",
+                    "requests": ["vnpu"],
+                    "cdiDeviceIDs": [],
+                    "vnpu": {"chip": phy, "template": "vir02", "id": vdev},
+                }
+            ],
+        }
+        for phy, vdev in owned
+    }
+    path = doctor_root.host("/var/lib/kubelet/plugins/npu.huawei.com/checkpoint.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"format": 2, "claims": claims}))
+
+
+async def test_vnpu_dynamic_names_the_vnpus_the_driver_destroys_at_start(doctor_root: DoctorRoot) -> None:
+    doctor_root.write_scenario(duo())
+    _checkpoint_owning(doctor_root, (0, 100), (0, 102))
+    vnpus = (await doctor_root.run(serve="dra", node_name="node", vnpu="dynamic"))["vnpus"]
+    assert vnpus.status is Status.WARNING
+    assert vnpus.detail.startswith("vnpu=dynamic: vNPUs that no prepared claim of the DRA driver owns")
+    assert "101 vir02" in vnpus.detail
+    assert "100 vir02" not in vnpus.detail, "owned by a prepared claim"
+    assert vnpus.fix is not None
+    assert "vnpu=static" in vnpus.fix
+    _checkpoint_owning(doctor_root, (0, 100), (0, 101), (0, 102))
+    owned = (await doctor_root.run(serve="dra", node_name="node", vnpu="dynamic"))["vnpus"]
+    assert owned.status is Status.OK
+
+
+async def test_sharing_a_310p_split_on_demand_is_the_problem_the_plugin_refuses(
+    doctor_root: DoctorRoot,
+) -> None:
+    doctor_root.write_scenario(duo({}))
+    share = (await doctor_root.run(serve="dra", node_name="node", vnpu="dynamic", share_count=2))[
+        "share-count"
+    ]
+    assert share.status is Status.PROBLEM
+    assert "and vnpu=dynamic would both apply to chips" in share.detail

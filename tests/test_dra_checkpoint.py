@@ -49,7 +49,7 @@ def test_no_file_is_no_claim(tmp_path: Path) -> None:
 
 def test_the_format_is_versioned_and_sorted() -> None:
     data = json.loads(render({"uid-2": CLAIM, "uid-1": CLAIM}))
-    assert data["format"] == 1
+    assert data["format"] == 2
     assert list(data["claims"]) == ["uid-1", "uid-2"]
 
 
@@ -57,7 +57,7 @@ def test_the_format_is_versioned_and_sorted() -> None:
     ("text", "problem"),
     [
         ("{", "not JSON"),
-        ('{"claims": {}}', "not a checkpoint of format 1"),
+        ('{"claims": {}}', "not a checkpoint of format 1 or 2"),
         ('{"format": 1, "claims": []}', "claims must be an object of claims by UID"),
         (
             '{"format": 1, "claims": {"u": {"namespace": "d", "name": "n", "pool": "p"}}}',
@@ -75,6 +75,70 @@ def test_the_format_is_versioned_and_sorted() -> None:
     ],
 )
 def test_a_broken_checkpoint_says_what_is_wrong(text: str, problem: str) -> None:
+    with pytest.raises(CheckpointError, match=problem):
+        parse(text)
+
+
+def test_vnpus_shares_and_states_are_written_down_and_read_back(tmp_path: Path) -> None:
+    from ascend_plugin.faces.dra.checkpoint import PREPARING, OwnedVnpu
+
+    claim = PreparedClaim(
+        ClaimRef("default", "infer", "uid-2"),
+        "npu-node-1",
+        (
+            PreparedDevice("npu-0-vir04-0", ("vnpu",), (), vnpu=OwnedVnpu(0, "vir04")),
+            PreparedDevice("npu-1", ("share",), ("huawei.com/npu=uid-2-npu-1",), share_id="9b1d-share"),
+        ),
+        PREPARING,
+    )
+    checkpoint = Checkpoint(tmp_path / "checkpoint.json")
+    checkpoint.save({"uid-2": claim})
+    assert checkpoint.load() == {"uid-2": claim}
+    entry = json.loads(checkpoint.path.read_text())["claims"]["uid-2"]
+    assert entry["state"] == "preparing"
+    assert entry["devices"][0]["vnpu"] == {"chip": 0, "template": "vir04", "id": None}
+    assert entry["devices"][1]["shareID"] == "9b1d-share"
+
+
+def test_a_checkpoint_of_format_1_is_read_as_prepared_claims() -> None:
+    text = json.dumps(
+        {
+            "format": 1,
+            "claims": {
+                "uid-1": {
+                    "namespace": "default",
+                    "name": "train",
+                    "pool": "npu-node-1",
+                    "devices": [
+                        {
+                            "device": "npu-0",
+                            "requests": ["npus"],
+                            "cdiDeviceIDs": ["huawei.com/npu=uid-1-npu-0"],
+                        }
+                    ],
+                }
+            },
+        }
+    )
+    (claim,) = parse(text).values()
+    assert claim.state == "prepared"
+    assert claim.devices[0].vnpu is None
+
+
+@pytest.mark.parametrize(
+    ("device", "problem"),
+    [
+        ({"vnpu": {"chip": "0", "template": "vir04"}}, "vnpu.chip must be a physical id"),
+        ({"vnpu": {"chip": 0, "template": "vir04", "id": "100"}}, "vnpu.id must be a vNPU id or null"),
+        ({"vnpu": {"chip": 0}}, "vnpu.template must be a string"),
+        ({"shareID": 7}, "shareID must be a string"),
+    ],
+)
+def test_a_bad_vnpu_or_share_entry_says_what_is_wrong(device: dict[str, object], problem: str) -> None:
+    entry = {"device": "npu-0", "requests": [], "cdiDeviceIDs": [], **device}
+    text = json.dumps(
+        {"format": 2, "claims": {"u": {"namespace": "d", "name": "n", "pool": "p", "devices": [entry]}}}
+    )
     with pytest.raises(CheckpointError, match=problem):
         parse(text)
 

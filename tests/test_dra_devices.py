@@ -9,7 +9,8 @@ import pytest
 from kube_harness import make_inventory, set_faults
 from log_records import fields, records
 
-from ascend_plugin.faces.dra.devices import DeviceCatalog, binary_quantity, split
+from ascend_plugin.faces.dra.devices import DeviceCatalog, PoolDevices, Publishing, binary_quantity
+from ascend_plugin.faces.dra.layout import slice_contents
 from ascend_plugin.faces.dra.names import (
     AttributeNameError,
     checked_attribute_name,
@@ -64,17 +65,22 @@ def test_attribute_names_the_api_refuses(name: str) -> None:
         checked_attribute_name(name)
 
 
+def sizes(devices: list[dict[str, object]]) -> list[int]:
+    contents = slice_contents(PoolDevices([], [[device] for device in devices]))
+    return [len(content["devices"]) for content in contents]  # type: ignore[arg-type]
+
+
 def test_slices_hold_128_devices_or_64_once_any_is_tainted() -> None:
-    plain = [{"name": f"npu-{phy}"} for phy in range(300)]
-    assert [len(chunk) for chunk in split(plain)] == [128, 128, 44]
+    plain: list[dict[str, object]] = [{"name": f"npu-{phy}"} for phy in range(300)]
+    assert sizes(plain) == [128, 128, 44]
     tainted = [*plain[:99], {"name": "npu-99", "taints": [{"key": "k", "effect": NO_SCHEDULE}]}]
-    assert [len(chunk) for chunk in split(tainted)] == [64, 36]
-    assert split([]) == [[]], "an empty pool is still one slice"
+    assert sizes(tainted) == [64, 36]
+    assert slice_contents(PoolDevices([], [])) == [{"devices": []}], "an empty pool is still one slice"
 
 
 def test_every_device_stays_within_32_attributes_and_capacities(tmp_path: Path) -> None:
     inventory = make_inventory(tmp_path, family="910", chip_name="910B3", phy_ids=(0,))
-    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices(tainted=False)
+    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices()
     assert len(device["attributes"]) + len(device.get("capacity", {})) <= 32
 
 
@@ -82,7 +88,7 @@ def test_a_chip_name_longer_than_the_api_allows_is_cut_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     inventory = make_inventory(tmp_path, family="910", chip_name="910B3" + "x" * 80, phy_ids=(0,))
-    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices(tainted=False)
+    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices()
     assert device["attributes"]["chipName"] == {"string": ("910B3" + "x" * 80)[:64]}
     (cut,) = records(caplog, "ascend_plugin.faces.dra.devices", level=logging.WARNING)
     assert fields(cut, "chip", "attribute") == {"chip": 0, "attribute": "chipName"}
@@ -92,8 +98,8 @@ def test_unhealthy_chips_leave_or_stay_tainted(tmp_path: Path) -> None:
     inventory = make_inventory(tmp_path, family="910", chip_name="910B3", phy_ids=(0, 1))
     set_faults(inventory, "Ascend910-1", (0x80E01801, FaultLevel.SeparateNPU))
     catalog = DeviceCatalog(inventory, "npu.huawei.com")
-    assert [device["name"] for device in catalog.devices(tainted=False)] == ["npu-0"]
-    tainted = catalog.devices(tainted=True)
+    assert [device["name"] for device in catalog.devices()] == ["npu-0"]
+    tainted = catalog.devices(Publishing(taints=True))
     assert [device["name"] for device in tainted] == ["npu-0", "npu-1"]
     assert tainted[1]["taints"] == [
         {"key": "npu.huawei.com/unhealthy", "value": "SeparateNPU", "effect": NO_EXECUTE}

@@ -22,6 +22,7 @@ from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kubelet_api.v1alpha1 import DraResourceHealthStub, HealthStatus, NodeWatchResourcesRequest
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
+from ascend_plugin.testing.resource_api import DEVICE_TAINTS
 
 pytestmark = pytest.mark.anyio
 
@@ -70,7 +71,7 @@ async def test_with_device_taints_unhealthy_chips_stay_with_the_taint_their_faul
     dra_kubelet: DraKubeletStandIn,
     levels_file: Path,
 ) -> None:
-    apiserver.device_taints = True
+    apiserver.gates[DEVICE_TAINTS] = True
     apiserver.add_node(NODE)
     settings = dra_node.settings(kubeconfig, dra_device_taints=True, fault_levels_file=levels_file)
     async with running_driver(settings):
@@ -99,7 +100,7 @@ async def test_with_device_taints_unhealthy_chips_stay_with_the_taint_their_faul
 async def test_a_chip_without_a_fault_code_to_explain_it_only_blocks_scheduling(
     dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
 ) -> None:
-    apiserver.device_taints = True
+    apiserver.gates[DEVICE_TAINTS] = True
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig, dra_device_taints=True)):
         await until(lambda: device_names(apiserver.slices(DRIVER, NODE)) == EIGHT, "published")

@@ -49,6 +49,7 @@ async def test_a_two_chip_claim_gets_its_devices_and_their_cdi_ids(
         "namespace": "default",
         "name": "train",
         "pool": NODE,
+        "state": "prepared",
         "devices": [
             {
                 "device": "npu-2",

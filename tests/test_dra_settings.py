@@ -20,7 +20,9 @@ def test_the_defaults_are_the_device_plugin_and_the_kubelet_s_own_directories() 
     assert settings.dra_registry_path == Path("/var/lib/kubelet/plugins_registry")
     assert dra_plugin_dir(settings) == Path("/var/lib/kubelet/plugins/npu.huawei.com")
     assert settings.cdi_spec_dir == Path("/var/run/cdi")
-    assert settings.dra_device_taints is False
+    assert settings.dra_device_taints is None, "wherever the API server keeps them"
+    assert settings.dra_taint_effect == "by-level"
+    assert settings.vnpu == "static"
 
 
 def test_the_plugin_directory_follows_the_driver_name_unless_set() -> None:
@@ -92,7 +94,34 @@ def test_a_driver_name_must_be_a_dns_subdomain_of_at_most_63(name: str) -> None:
         load_settings({**FAKE, "dra_driver_name": name})
 
 
-@pytest.mark.parametrize("other", [{"volcano": True, "kubeconfig": "/k"}, {"share_count": 2}])
-def test_device_plugin_only_modes_are_refused_with_dra(other: dict[str, object]) -> None:
-    with pytest.raises(SettingsError, match="serve 'dra' offers whole chips through ResourceSlices"):
-        load_settings({**FAKE, "serve": "dra", "node_name": "n1", **other})
+def test_volcano_is_refused_with_dra() -> None:
+    with pytest.raises(SettingsError, match="volcano chooses chips through the device-plugin API"):
+        load_settings({**FAKE, "serve": "dra", "node_name": "n1", "volcano": True, "kubeconfig": "/k"})
+
+
+def test_shares_and_dynamic_vnpus_are_dra_settings_too() -> None:
+    settings = load_settings({**FAKE, "serve": "dra", "node_name": "n1", "share_count": 2})
+    assert settings.share_count == 2
+    assert load_settings({**FAKE, "serve": "dra", "node_name": "n1", "vnpu": "dynamic"}).vnpu == "dynamic"
+
+
+def test_dynamic_vnpus_need_the_dra_driver() -> None:
+    with pytest.raises(SettingsError, match="vnpu 'dynamic' makes vNPUs when their DRA claims are prepared"):
+        load_settings({**FAKE, "vnpu": "dynamic"})
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [(["--dra-device-taints"], True), (["--no-dra-device-taints"], False)]
+)
+def test_the_taint_setting_is_a_flag_with_a_default_of_its_own(flag: list[str], value: bool) -> None:
+    arguments = build_parser().parse_args(["run", *flag])
+    assert arguments.dra_device_taints is value
+    assert build_parser().parse_args(["run"]).dra_device_taints is None
+
+
+def test_the_taint_effect_setting_reaches_the_driver() -> None:
+    base = {**FAKE, "serve": "dra", "node_name": "n1"}
+    assert DraSettings.from_settings(load_settings(base)).evict is True
+    assert DraSettings.from_settings(load_settings({**base, "dra_taint_effect": "NoSchedule"})).evict is False
+    with pytest.raises(SettingsError, match="dra_taint_effect"):
+        load_settings({**base, "dra_taint_effect": "PreferNoSchedule"})

@@ -18,6 +18,7 @@ import pytest
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, Kube, WatchEvent
 from ascend_plugin.kubeapi.errors import ApiError, Conflict, Forbidden
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
+from ascend_plugin.testing.resource_api import DEVICE_TAINTS
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +54,7 @@ async def test_create_with_generate_name_as_the_server_names_it(kube: Kube) -> N
 async def test_taints_are_dropped_while_the_gate_is_off(kube: Kube, apiserver: FakeApiServer) -> None:
     stored = await kube.create(RESOURCE_SLICES, "", slice_body(TAINTED))
     assert "taints" not in stored["spec"]["devices"][0]
-    apiserver.device_taints = True
+    apiserver.gates[DEVICE_TAINTS] = True
     stored = await kube.create(RESOURCE_SLICES, "", slice_body(TAINTED))
     (taint,) = stored["spec"]["devices"][0]["taints"]
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", taint["timeAdded"]), "the server stamps timeAdded"
@@ -63,9 +64,9 @@ async def test_taints_in_use_survive_an_update_with_the_gate_off(
     kube: Kube, apiserver: FakeApiServer
 ) -> None:
     """strategy.go drops them only when the old object had none (a downgraded cluster keeps what it had)."""
-    apiserver.device_taints = True
+    apiserver.gates[DEVICE_TAINTS] = True
     stored = await kube.create(RESOURCE_SLICES, "", slice_body(TAINTED))
-    apiserver.device_taints = False
+    apiserver.gates[DEVICE_TAINTS] = False
     stored["spec"]["devices"].append({"name": "npu-1", "taints": [{"key": "k", "effect": "NoExecute"}]})
     updated = await kube.replace(RESOURCE_SLICES, stored["metadata"]["name"], "", stored)
     assert [len(device.get("taints", [])) for device in updated["spec"]["devices"]] == [1, 1]
@@ -124,7 +125,7 @@ async def test_capacity_is_stored_in_canonical_form(kube: Kube) -> None:
 async def test_invalid_slices_are_refused_with_the_field(
     kube: Kube, apiserver: FakeApiServer, body: dict[str, Any], problem: str
 ) -> None:
-    apiserver.device_taints = True
+    apiserver.gates[DEVICE_TAINTS] = True
     with pytest.raises(ApiError) as raised:
         await kube.create(RESOURCE_SLICES, "", body)
     assert raised.value.status == 422
@@ -132,7 +133,8 @@ async def test_invalid_slices_are_refused_with_the_field(
 
 
 async def test_64_devices_once_one_has_a_taint(kube: Kube, apiserver: FakeApiServer) -> None:
-    apiserver.device_taints = True
+    apiserver.kube_version = "1.35"
+    apiserver.gates[DEVICE_TAINTS] = True
     devices = [{"name": f"npu-{n}"} for n in range(65)]
     devices[3]["taints"] = [{"key": "k", "effect": "NoSchedule"}]
     with pytest.raises(ApiError, match="Too many: 65: must have at most 64"):

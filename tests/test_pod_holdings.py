@@ -19,7 +19,7 @@ from split_nodes import atlas_300i, duo, make_host
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faces.dra.names import phy_of
+from ascend_plugin.faces.dra.names import chip_of, partition_name
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient
 from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
@@ -148,7 +148,7 @@ async def test_the_held_chips_stay_as_known_while_the_kubelet_is_away(
     kubelet: KubeletStandIn, pod_resources: PodResourcesStandIn
 ) -> None:
     held = HeldChips()
-    names = ClaimNames("npu.huawei.com", "node-a", phy_of)
+    names = ClaimNames("npu.huawei.com", "node-a", chip_of)
     holdings = PodHoldings(PodResourcesClient(pod_resources.socket), ChipResolver(claims=names), held)
     pod_resources.claim("ml", "job", "npus", [("npu.huawei.com", "node-a", "npu-3")])
     assert await holdings.refresh() is not None
@@ -164,7 +164,7 @@ async def test_dra_claims_name_their_chips_and_strangers_are_left_out(
     kubelet: KubeletStandIn, pod_resources: PodResourcesStandIn
 ) -> None:
     held = HeldChips()
-    names = ClaimNames("npu.huawei.com", "node-a", phy_of)
+    names = ClaimNames("npu.huawei.com", "node-a", chip_of)
     holdings = PodHoldings(PodResourcesClient(pod_resources.socket), ChipResolver(claims=names), held)
     pod_resources.claim(
         "ml",
@@ -173,16 +173,19 @@ async def test_dra_claims_name_their_chips_and_strangers_are_left_out(
         [
             ("npu.huawei.com", "node-a", "npu-2"),
             ("npu.huawei.com", "node-a", "npu-6"),
+            ("npu.huawei.com", "node-a", partition_name(5, "vir10_3c_32g", 1)),  # a vNPU made on demand
             ("gpu.example.com", "node-a", "npu-1"),  # another driver's device
             ("npu.huawei.com", "node-b", "npu-4"),  # another node's pool
             ("npu.huawei.com", "node-a", "switch-0"),  # not a chip of ours
+            ("npu.huawei.com", "node-a", "npu-7-counters"),  # a counter set, not a device
         ],
     )
     await holdings.refresh()
-    assert held.chips == {2, 6}
+    assert held.chips == {2, 5, 6}
     [container] = holdings.containers()
     assert container.ref == ContainerRef("ml", "job", "main")
-    assert [(device.resource, device.id) for device in container.devices] == [
-        ("npu.huawei.com", "npu-2"),
-        ("npu.huawei.com", "npu-6"),
+    assert [(device.id, device.chips) for device in container.devices] == [
+        ("npu-2", (2,)),
+        ("npu-6", (6,)),
+        ("npu-5-vir10-3c-32g-1", (5,)),
     ]

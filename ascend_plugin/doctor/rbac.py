@@ -89,17 +89,22 @@ class ReviewFailed(Exception):
     """The API server could not be asked, or did not answer a review."""
 
 
-@check(RBAC)
-async def permissions(context: Context) -> list[Finding]:
-    """Every verb the enabled features need is allowed, by the API server's own reckoning."""
-    settings = context.settings
-    if not settings.node_name:
+def require_cluster(context: Context) -> None:
+    """NotApplicable unless the API server can be asked: NODE_NAME set, and credentials to ask with."""
+    if not context.settings.node_name:
         raise NotApplicable("the Kubernetes features are off while NODE_NAME is unset (see node-name)")
-    if settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" not in context.environ:
+    if context.settings.kubeconfig is None and "KUBERNETES_SERVICE_HOST" not in context.environ:
         raise NotApplicable(
             "no cluster credentials: not in a pod, and no kubeconfig given (--kubeconfig PATH checks the "
             "permissions of that kubeconfig's user)"
         )
+
+
+@check(RBAC)
+async def permissions(context: Context) -> list[Finding]:
+    """Every verb the enabled features need is allowed, by the API server's own reckoning."""
+    settings = context.settings
+    require_cluster(context)
     from ascend_plugin.kubeapi.client import connect
     from ascend_plugin.kubeapi.errors import KubeConfigError
 

@@ -19,6 +19,7 @@ from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.doctor import (
     chips,
     devices,
+    dra_features,
     host_files,
     hot_reset,
     identity,
@@ -52,6 +53,7 @@ CHECKS: tuple[Check, ...] = (
     kubelet.kubelet,
     identity.node_identity,
     rbac.permissions,
+    dra_features.dra_features,
 )
 
 

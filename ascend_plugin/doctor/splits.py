@@ -6,7 +6,9 @@ so the doctor warns and refuses exactly where the plugin would: sharing chips
 that carry vNPUs is a problem (the plugin exits with code 2), a share_count the
 node's family ignores is a warning, and so is a vNPU template without a resource
 name. It also reads the vNPUs when ``vnpu=off``: a split chip offered whole
-would give two pods the same silicon.
+would give two pods the same silicon. With ``vnpu=dynamic`` the chips' vNPUs
+are the DRA driver's: those no prepared claim of its checkpoint owns are
+named, since the driver destroys them when it starts.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
-from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_offers
+from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_dra, plan_offers
 from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
 from ascend_plugin.offers.vnpus import vnpu_resource
 from backends.errors import ChipError
@@ -73,6 +75,8 @@ async def vnpus(context: Context) -> Finding:
     if not split:
         return Finding.ok(VNPUS, "no chip carries vNPUs: every chip is offered whole")
     described = _described(table, split)
+    if context.settings.vnpu == "dynamic":
+        return _dynamic(context, table, split)
     if context.settings.vnpu == "off":
         return Finding.problem(
             VNPUS,
@@ -93,6 +97,43 @@ async def vnpus(context: Context) -> Finding:
     )
 
 
+def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[VdevInfo, ...]]) -> Finding:
+    """vnpu=dynamic: the vNPUs prepared claims own, and those the driver destroys when it starts."""
+    owned = _owned(context)
+    unowned = {phy: tuple(v for v in vnpus if (phy, v.vdev_id) not in owned) for phy, vnpus in split.items()}
+    unowned = {phy: vnpus for phy, vnpus in unowned.items() if vnpus}
+    if not unowned:
+        return Finding.ok(
+            VNPUS, f"vnpu=dynamic: every vNPU was made for a prepared claim ({_described(table, split)})"
+        )
+    return Finding.warning(
+        VNPUS,
+        f"vnpu=dynamic: vNPUs that no prepared claim of the DRA driver owns ({_described(table, unowned)}): "
+        "the driver destroys them when it starts, as it does whatever it finds on a chip split on demand",
+        fix=f"to keep vNPUs made with npu-smi, set {how_to_set('vnpu', 'static')} on this node",
+    )
+
+
+def _owned(context: Context) -> set[tuple[int, int]]:
+    """(chip, vNPU id) of every prepared claim in the driver's checkpoint; none where it cannot be read."""
+    from ascend_plugin.faces.dra.checkpoint import PREPARED, CheckpointError, parse
+    from ascend_plugin.faces.dra.names import CHECKPOINT
+    from ascend_plugin.settings import dra_plugin_dir
+
+    path = context.host(str(dra_plugin_dir(context.settings) / CHECKPOINT))
+    try:
+        claims = parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, CheckpointError):
+        return set()
+    return {
+        (vnpu.phy_id, vnpu.vdev_id)
+        for claim in claims.values()
+        if claim.state == PREPARED
+        for vnpu in claim.vnpus
+        if vnpu.vdev_id is not None
+    }
+
+
 @check(SHARE_COUNT)
 async def share_count(context: Context) -> Finding:
     """share_count works on this node: a family that shares, no chip split into vNPUs."""
@@ -107,6 +148,8 @@ async def share_count(context: Context) -> Finding:
     states = [ChipState(chip, vnpus=vnpus.get(chip.phy_id, ())) for chip in chips]
     inventory = Inventory(NodeFacts(backend.table, "doctor"), states)
     try:
+        if settings.serve == "dra":
+            plan_dra(OfferSettings.from_settings(settings), inventory, backend)  # its refusal, if any
         plan = plan_offers(OfferSettings.from_settings(settings), inventory, backend)
     except SharingRefused as refused:
         return Finding.problem(

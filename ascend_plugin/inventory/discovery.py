@@ -9,8 +9,8 @@ refuses a chip for it: Huawei's plugin exits on a 310B1's 1.0 AI cores and takes
 every healthy chip off the node. The chips' names pick the family, and discovery
 builds that family's backend over the opened library: everything after it asks
 the family's backend, not the family's name. It also decides whether the chips'
-static vNPUs are read (``vnpu=static`` on a family whose chips can be split, a
-driver with VDEV_MNG); the health monitor reads them, first before the kubelet's
+vNPUs are read (``vnpu=static`` or ``dynamic`` on a family whose chips can be
+split, a driver with VDEV_MNG); the health monitor reads them, first before the kubelet's
 first list.
 """
 
@@ -60,7 +60,7 @@ class DiscoverySettings:
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]
     host_root: Path = Path("/")  # where the host's /sys is seen (NUMA nodes)
-    vnpus: bool = True  # read static vNPUs where the family has them (the vnpu setting)
+    vnpus: bool = True  # read the chips' vNPUs where the family has them (vnpu static or dynamic)
     families: tuple[type[ChipBackend], ...] = FAMILIES  # the families chip names pick from, in order
 
     @classmethod
@@ -70,7 +70,7 @@ class DiscoverySettings:
             settings.chip_family,
             family_overrides(settings),
             settings.host_root,
-            settings.vnpu == "static",
+            settings.vnpu != "off",
         )
 
 

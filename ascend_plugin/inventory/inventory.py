@@ -104,7 +104,7 @@ class NodeFacts:
     library: str  # where the chips come from (library path or fake scenario)
     driver_version: str = ""
     missing_functions: frozenset[str] = frozenset()  # optional DCMI functions the library lacks
-    reads_vnpus: bool = False  # whether the chips' static vNPUs are read (vnpu=static on 310P, 910)
+    reads_vnpus: bool = False  # whether the chips' vNPUs are read (vnpu static or dynamic on 310P, 910)
 
 
 Transition = Callable[[ChipState, ChipState], None]

@@ -259,9 +259,12 @@ class Kube:
         version = string_field(mapping_field(body, "metadata"), "resourceVersion")
         return Listing(items, version)
 
-    async def create(self, resource: Resource, namespace: str, body: JsonObject) -> JsonObject:
-        """Create an object."""
-        return await self._call(_Request("create", resource, resource.call("create"), namespace), body)
+    async def create(
+        self, resource: Resource, namespace: str, body: JsonObject, *, dry_run: bool = False
+    ) -> JsonObject:
+        """Create an object; ``dry_run``: only as far as admission and validation, nothing stored."""
+        request = _Request("create", resource, resource.call("create"), namespace)
+        return await self._call(request, body, query={"dryRun": "All"} if dry_run else None)
 
     async def replace(self, resource: Resource, name: str, namespace: str, body: JsonObject) -> JsonObject:
         """Replace an object; a stale ``metadata.resourceVersion`` in ``body`` raises Conflict."""

@@ -20,12 +20,15 @@ settings error: the plugin stops as it would for invalid settings), as Huawei's
 plugin refuses it. The plugin cannot
 see whether the driver's device-share mode is on (Huawei does not ask either), so
 sharing comes with an informational notice giving the ``npu-smi`` command per chip.
+
+The DRA driver's counterpart is :func:`plan_dra`: which chips are shared and
+which can be split on demand (``vnpu=dynamic``), by the same rules.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -37,8 +40,13 @@ from ascend_plugin.offers.whole_chips import WholeChips
 from ascend_plugin.settings import Settings, SettingsError, how_to_set
 from backends.backend import ChipBackend
 from backends.families import FAMILIES
+from backends.vnpu_family import VnpuFamily
+from backends.vnpu_split import ChipSplits
 
 SHARE_COUNT_IGNORED = "ShareCountIgnored"
+DYNAMIC_VNPU_IGNORED = "DynamicVnpuIgnored"
+_MAKING = frozenset({"dcmi_create_vdevice", "dcmi_set_destroy_vdevice"})
+NOT_SPLIT_ON_DEMAND = "NotSplitOnDemand"
 DEVICE_SHARE_NEEDED = "DeviceShareNeeded"
 _LISTED = 8  # chips named in one message
 
@@ -48,7 +56,7 @@ class OfferSettings:
     """The settings that choose the offers."""
 
     share_count: int = 1
-    vnpu: Literal["static", "off"] = "static"
+    vnpu: Literal["static", "dynamic", "off"] = "static"
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OfferSettings:
@@ -107,6 +115,95 @@ def plan_offers(settings: OfferSettings, inventory: Inventory, family: ChipBacke
     return OfferPlan(tuple(offers), tuple(notices), sharing)
 
 
+@dataclass(frozen=True)
+class DraPlan:
+    """What the DRA driver publishes besides whole chips: partitions of the chips that split, shares."""
+
+    splits: Mapping[int, ChipSplits]
+    share_count: int = 1
+    notices: tuple[Notice, ...] = ()
+    maker: VnpuFamily | None = None  # the backend that makes the partitions' vNPUs (splits not empty)
+
+    @property
+    def warnings(self) -> tuple[Notice, ...]:
+        """The notices worth a node Event."""
+        return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
+
+
+def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend) -> DraPlan:
+    """The DRA driver's plan for the node; SharingRefused when sharing meets vNPUs, as in :func:`plan_offers`.
+
+    ``vnpu=dynamic`` on a family whose chips cannot be split, or ``share_count``
+    on one whose driver does not share chips, is ignored with a warning (one
+    chart value across a mixed cluster). On a family that could do both (310P)
+    the two do not go together: a chip split into vNPUs cannot also be shared.
+    """
+    chips = inventory.chips()
+    notices: list[Notice] = []
+    sharing = settings.share_count > 1 and family.shares_chips
+    if settings.share_count > 1 and not family.shares_chips:
+        notices.append(_share_count_ignored(settings.share_count, inventory))
+    maker = family if isinstance(family, VnpuFamily) else None
+    dynamic = settings.vnpu == "dynamic" and maker is not None
+    if settings.vnpu == "dynamic" and maker is None:
+        notices.append(_dynamic_ignored(inventory))
+    lacking = sorted(_MAKING & family.missing)
+    if dynamic and lacking:
+        notices.append(_driver_cannot_make(inventory, lacking))
+        dynamic = False
+    if sharing:
+        split = [state for state in chips if state.split]
+        if split or dynamic:
+            raise SharingRefused(_sharing_refused(settings, inventory, split))
+        notices.append(_device_share_needed(settings.share_count, chips))
+    splits: dict[int, ChipSplits] = {}
+    if dynamic:
+        for state in chips:
+            found = family.splits(state.chip, state.ai_cores, state.memory_mb)
+            if found is not None:
+                splits[state.phy_id] = found
+        unsplit = [state for state in chips if state.phy_id not in splits]
+        if unsplit:
+            notices.append(_not_split_on_demand(inventory, unsplit))
+    return DraPlan(splits, settings.share_count if sharing else 1, tuple(notices), maker if splits else None)
+
+
+def _driver_cannot_make(inventory: Inventory, lacking: Sequence[str]) -> Notice:
+    return Notice(
+        DYNAMIC_VNPU_IGNORED,
+        f"vnpu=dynamic: the chip library {inventory.facts.library} has no {' or '.join(lacking)}, so no "
+        "vNPU can be made on demand; the chips are published whole. A driver whose npu-smi makes vNPUs "
+        "(npu-smi set -t create-vnpu) has them",
+    )
+
+
+def _dynamic_ignored(inventory: Inventory) -> Notice:
+    splitting = ", ".join(family.TABLE.family for family in FAMILIES if family.splits_into_vnpus)
+    return Notice(
+        DYNAMIC_VNPU_IGNORED,
+        f"vnpu=dynamic is ignored on this node: its chips {_chips(inventory, inventory.chips())} are of "
+        f"family {inventory.table.family}, which has no vNPUs; only {splitting} do. The chips are "
+        "published whole",
+    )
+
+
+def _not_split_on_demand(inventory: Inventory, states: Sequence[ChipState]) -> Notice:
+    facts = "; ".join(
+        f"{inventory.table.chip_id(state.phy_id)}: {_fmt(state.ai_cores)} AI cores, "
+        f"{_fmt(state.memory_mb)} MiB"
+        for state in states[:_LISTED]
+    )
+    return Notice(
+        NOT_SPLIT_ON_DEMAND,
+        f"vnpu=dynamic: chips {_chips(inventory, states)} are published whole only: their AI cores or "
+        f"memory are unknown, or none of the family's vNPU templates divides them ({facts})",
+    )
+
+
+def _fmt(value: float | int | None) -> str:
+    return "unknown" if value is None else f"{value:g}"
+
+
 def sharing_families() -> str:
     """The families whose driver shares chips, e.g. ``310P, 310B``."""
     return ", ".join(family.TABLE.family for family in FAMILIES if family.shares_chips)
@@ -146,6 +243,14 @@ def _device_share_needed(count: int, chips: Sequence[ChipState]) -> Notice:
 
 
 def _sharing_refused(settings: OfferSettings, inventory: Inventory, split: Sequence[ChipState]) -> str:
+    if not split:  # vnpu=dynamic: the chips would be split on demand
+        return (
+            f"share_count={settings.share_count} (--share-count, ASCEND_DP_SHARE_COUNT, Helm "
+            f"settings.shareCount) and vnpu=dynamic would both apply to chips "
+            f"{_chips(inventory, inventory.chips())}; a chip split into vNPUs cannot also be shared "
+            f"(Huawei's plugin refuses this too). Set {how_to_set('share_count', 1)} or "
+            f"{how_to_set('vnpu', 'static')} on this node"
+        )
     vnpus = ", ".join(f"{vnpu.vdev_id} ({vnpu.template})" for state in split for vnpu in state.vnpus or ())
     return (
         f"share_count={settings.share_count} (--share-count, ASCEND_DP_SHARE_COUNT, Helm "

@@ -219,7 +219,7 @@ class DraKubeletStandIn:
                     self._deregister(path)
                 self._stamps[path] = stamp
                 if not self._register(path):
-                    del self._stamps[path]  # retried at the next scan
+                    self._stamps.pop(path, None)  # retried at the next scan (gone if stopped meanwhile)
 
     def _deregister(self, path: Path) -> None:
         for name in [name for name, view in self.drivers.items() if view.socket == path]:

@@ -33,12 +33,14 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   and 2 s before the watch's timeout, as the real watch cache sends them, and
   on demand (:meth:`FakeApiServer.send_bookmarks`);
 * resource.k8s.io/v1 (Dynamic Resource Allocation, see the block at the end):
-  resourceslices (validated as the real server does, field selectors
-  ``spec.driver`` and ``spec.nodeName``, watch, create with ``generateName``,
-  update, delete with preconditions, deletecollection as the kubelet wipes a
-  node's slices; device ``taints`` silently dropped unless
-  :attr:`FakeApiServer.device_taints` says the gate is on), resourceclaims and
-  deviceclasses;
+  resourceslices admitted as a server of :attr:`FakeApiServer.kube_version`
+  (1.34 to 1.37) does, with its feature gates' defaults or
+  :attr:`FakeApiServer.gates` (fields of a gate that is off silently dropped,
+  the version's validation rules: :mod:`ascend_plugin.testing.resource_api`),
+  ``dryRun=All`` on create, field selectors ``spec.driver`` and
+  ``spec.nodeName``, watch, create with ``generateName``, update, delete with
+  preconditions, deletecollection as the kubelet wipes a node's slices;
+  resourceclaims and deviceclasses;
 * bearer-token authentication (401 without the token);
 * authorization: everything is allowed until :meth:`FakeApiServer.deny` takes
   a permission away; a request it covers gets the real server's 403, and a
@@ -72,6 +74,8 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp import web
+
+from ascend_plugin.testing.resource_api import ServerVersion, admit
 
 TOKEN = "test-token"
 USER = "system:serviceaccount:kube-system:ascend-device-plugin"  # whom the token stands for
@@ -148,6 +152,11 @@ class Recorded:
     content_type: str = ""
     status: int = 0
     query: dict[str, str] = field(default_factory=dict)  # its query parameters
+
+    @property
+    def dry_run(self) -> bool:
+        """dryRun=All: admitted and answered, nothing stored."""
+        return self.query.get("dryRun") == "All"
 
 
 @dataclass
@@ -292,7 +301,8 @@ class FakeApiServer:
     holds: list[Hold] = field(default_factory=list)
     version: int = 1000
     oldest_watchable: int = 0  # watches from before this version get 410
-    device_taints: bool = False  # the DRADeviceTaints feature gate: off keeps no taints on devices
+    kube_version: str = "1.34"  # the release whose resource.k8s.io rules and gate defaults apply
+    gates: dict[str, bool] = field(default_factory=dict)  # feature gates set against the release's default
     opaque_versions: bool = False  # hand out resourceVersions that are not numbers
     bookmark_interval: float = 60.0  # seconds between a watch's bookmarks (the watch cache's frequency)
     bookmarks_sent: int = 0
@@ -470,12 +480,20 @@ class FakeApiServer:
     def events(self) -> list[dict[str, Any]]:
         return [obj for (resource, _, _), obj in self.objects.items() if resource == "events"]
 
-    def requests_of(self, verb: str, resource: str, status: int | None = None) -> list[Recorded]:
-        """The requests of ``verb`` on ``resource`` so far (only those answered ``status``, if given)."""
+    def requests_of(
+        self, verb: str, resource: str, status: int | None = None, *, dry_run: bool = False
+    ) -> list[Recorded]:
+        """The requests of ``verb`` on ``resource`` so far (only those answered ``status``, if given).
+
+        Dry runs write nothing and are left out, unless ``dry_run`` asks for them alone.
+        """
         return [
             r
             for r in self.requests
-            if r.verb == verb and r.resource == resource and (status is None or r.status == status)
+            if r.verb == verb
+            and r.resource == resource
+            and (status is None or r.status == status)
+            and r.dry_run == dry_run
         ]
 
     # -- internals ---------------------------------------------------------------------------------
@@ -498,7 +516,10 @@ class FakeApiServer:
         self.history.append(Change(self.version, key[0], key[1], kind, copy.deepcopy(obj), previous))
         self._notify()
 
-    def _store(self, key: tuple[str, str, str], obj: dict[str, Any], kind: str) -> dict[str, Any]:
+    def _store(
+        self, key: tuple[str, str, str], obj: dict[str, Any], kind: str, dry_run: bool = False
+    ) -> dict[str, Any]:
+        """Store ``obj`` at ``key``; ``dry_run``: admit it, answer what would be stored, keep nothing."""
         resource, namespace, name = key
         problem = label_problem(obj.get("metadata", {}).get("labels") or {})
         if problem:
@@ -520,6 +541,8 @@ class FakeApiServer:
         new_uid = str(uuid.uuid4()) if resource in DRA_KINDS else f"uid-{resource}-{name}"
         metadata["uid"] = previous["metadata"]["uid"] if previous else new_uid
         metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if dry_run:
+            return copy.deepcopy(obj)
         metadata["resourceVersion"] = self.resource_version(self.version + 1)
         self.objects[key] = obj
         self._record_change(key, kind, obj, copy.deepcopy(previous) if kind == "MODIFIED" else None)
@@ -620,7 +643,7 @@ class FakeApiServer:
             raise ApiFailure(404, f'namespaces "{namespace}" not found')
         current = self.objects.get(key)
         if verb == "create":
-            return self._create(resource, namespace, body), 201
+            return self._create(resource, namespace, body, request.query.get("dryRun") == "All"), 201
         if verb == "deletecollection":
             return self._delete_collection(request, resource, namespace), 200
         if current is None:
@@ -679,7 +702,9 @@ class FakeApiServer:
             return {"type": "DELETED", "object": gone}
         return None
 
-    def _create(self, resource: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _create(
+        self, resource: str, namespace: str, body: dict[str, Any], dry_run: bool = False
+    ) -> dict[str, Any]:
         metadata = body.setdefault("metadata", {})
         if resource in DRA_KINDS and not metadata.get("name") and metadata.get("generateName"):
             metadata["name"] = generated_name(metadata["generateName"])
@@ -687,7 +712,7 @@ class FakeApiServer:
         key = (resource, namespace, name)
         if key in self.objects:
             raise ApiFailure(409, f'{resource} "{name}" already exists', "AlreadyExists")
-        return self._store(key, body, "ADDED")
+        return self._store(key, body, "ADDED", dry_run)
 
     def _selected(
         self,
@@ -812,6 +837,11 @@ class FakeApiServer:
             self.delete("resourceslices", name)
         return len(doomed)
 
+    @property
+    def server(self) -> ServerVersion:
+        """The release this server plays, with its feature gates."""
+        return ServerVersion.of(self.kube_version, self.gates)
+
     def _admit_dra(self, resource: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
         """What the real API server does to a resource.k8s.io object on create and update."""
         if resource != "resourceslices":
@@ -820,21 +850,7 @@ class FakeApiServer:
         spec = obj.get("spec")
         if not isinstance(spec, dict):
             raise ApiFailure(422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: spec: Required value')
-        # Defaulting, then dropping what a disabled feature gate does not allow (strategy.go).
-        for device in spec.get("devices") or []:
-            for taint in device.get("taints") or []:
-                taint.setdefault("timeAdded", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        taints_in_use = previous is not None and any(
-            device.get("taints") for device in previous["spec"].get("devices") or []
-        )
-        if not self.device_taints and not taints_in_use:
-            for device in spec.get("devices") or []:
-                device.pop("taints", None)
-        for device in spec.get("devices") or []:
-            for entry in (device.get("capacity") or {}).values():
-                if isinstance(entry, dict) and isinstance(entry.get("value"), str):
-                    entry["value"] = canonical_quantity(entry["value"])
-        problems = slice_problems(obj)
+        problems = admit(obj, previous, self.server)
         if previous is not None:
             old = previous["spec"]
             for field_path, new_value, old_value in (
@@ -889,163 +905,9 @@ DRA_KINDS = {
 }
 # Field selectors a ResourceSlice supports besides the object meta's (strategy.go toSelectableFields).
 FIELD_LABELS = {**FIELD_LABELS, "resourceslices": ("spec.driver", "spec.nodeName")}
-MAX_DEVICES = 128
-MAX_DEVICES_WITH_TAINTS = 64  # 1.35+, whenever any device has taints
-MAX_ATTRIBUTES_AND_CAPACITIES = 32
-MAX_TAINTS_PER_DEVICE = 4  # 1.34 (16 from 1.35)
-MAX_VALUE_LENGTH = 64
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
-_QUANTITY = re.compile(r"^(?P<number>[0-9]+)(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei)?$")
-_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real server appends to a generateName
 
 
 def generated_name(base: str) -> str:
     """``generateName`` as the API server expands it: the base cut to 58 characters, 5 random ones."""
     return base[:58] + "".join(_NAME_CHARS[b % len(_NAME_CHARS)] for b in uuid.uuid4().bytes[:5])
-
-
-def canonical_quantity(value: str) -> str:
-    """A binary-suffixed integer quantity as the server writes it back (65536Mi -> 64Gi); others as given."""
-    found = _QUANTITY.match(value)
-    if found is None:
-        return value
-    number = int(found["number"]) * 1024 ** _BINARY.index(found["suffix"] or "")
-    if not found["suffix"]:
-        return str(number)
-    power = 0
-    while number and number % 1024 == 0 and power < len(_BINARY) - 1:
-        number //= 1024
-        power += 1
-    return f"{number}{_BINARY[power]}"
-
-
-def _attribute_problems(where: str, name: str, value: Any) -> list[str]:
-    domain, _, identifier = name.rpartition("/")
-    problems = []
-    if domain and (len(domain) > 63 or not _DNS_SUBDOMAIN.match(domain)):
-        problems.append(
-            f"{where}[{name}]: Invalid value: {domain!r}: a domain must be a DNS subdomain of at most 63"
-        )
-    if len(identifier) > 32 or not _C_IDENTIFIER.match(identifier):
-        problems.append(
-            f"{where}[{name}]: Invalid value: {identifier!r}: must be a C identifier of at most 32"
-        )
-    return problems
-
-
-def _device_problems(where: str, device: dict[str, Any]) -> list[str]:
-    problems = []
-    name = device.get("name", "")
-    if not _DNS_LABEL.match(name) or len(name) > 63:
-        problems.append(
-            f"{where}.name: Invalid value: {name!r}: a lowercase RFC 1123 label must consist of ..."
-        )
-    attributes = device.get("attributes") or {}
-    capacity = device.get("capacity") or {}
-    if len(attributes) + len(capacity) > MAX_ATTRIBUTES_AND_CAPACITIES:
-        problems.append(
-            f"{where}: Too many: {len(attributes) + len(capacity)}: must have at most "
-            f"{MAX_ATTRIBUTES_AND_CAPACITIES} attributes and capacities combined"
-        )
-    for key, value in attributes.items():
-        problems += _attribute_problems(f"{where}.attributes", key, value)
-        kinds = [kind for kind in ("bool", "int", "string", "version") if kind in (value or {})]
-        if len(kinds) != 1:
-            problems.append(f"{where}.attributes[{key}]: Invalid value: exactly one value must be specified")
-            continue
-        text = value[kinds[0]]
-        if kinds[0] in ("string", "version") and (not isinstance(text, str) or len(text) > MAX_VALUE_LENGTH):
-            problems.append(f"{where}.attributes[{key}].{kinds[0]}: Too long: may not be more than 64 bytes")
-        if kinds[0] == "version" and isinstance(text, str) and not _SEMVER.match(text):
-            problems.append(
-                f"{where}.attributes[{key}].version: Invalid value: {text!r}: must be a semantic version"
-            )
-        if kinds[0] == "int" and (isinstance(text, bool) or not isinstance(text, int)):
-            problems.append(f"{where}.attributes[{key}].int: Invalid value: {text!r}: must be an integer")
-    for key, entry in capacity.items():
-        problems += _attribute_problems(f"{where}.capacity", key, entry)
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("value"), str)
-            or not _QUANTITY.match(entry["value"])
-        ):
-            problems.append(f"{where}.capacity[{key}].value: Invalid value: {entry!r}: must be a quantity")
-    taints = device.get("taints") or []
-    if len(taints) > MAX_TAINTS_PER_DEVICE:
-        problems.append(
-            f"{where}.taints: Too many: {len(taints)}: must have at most {MAX_TAINTS_PER_DEVICE} items"
-        )
-    for index, taint in enumerate(taints):
-        key = taint.get("key", "")
-        prefix, _, short = key.rpartition("/")
-        if (
-            not short
-            or not _QUALIFIED_NAME.match(short)
-            or len(short) > 63
-            or (prefix and not _DNS_SUBDOMAIN.match(prefix))
-        ):
-            problems.append(f"{where}.taints[{index}].key: Invalid value: {key!r}: must be a qualified name")
-        value = taint.get("value", "")
-        if value and (len(value) > 63 or not _QUALIFIED_NAME.match(value)):
-            problems.append(f"{where}.taints[{index}].value: Invalid value: {value!r}: must be a label value")
-        if taint.get("effect") not in ("NoSchedule", "NoExecute"):
-            problems.append(
-                f"{where}.taints[{index}].effect: Unsupported value: {taint.get('effect')!r}: "
-                'supported values: "NoExecute", "NoSchedule"'
-            )
-    return problems
-
-
-def slice_problems(obj: dict[str, Any]) -> list[str]:
-    """What ValidateResourceSlice finds wrong with ``obj`` (the rules a node driver can break)."""
-    spec = obj["spec"]
-    problems = []
-    driver = spec.get("driver", "")
-    if not driver or len(driver) > 63 or not _DNS_SUBDOMAIN.match(driver):
-        problems.append(
-            f"spec.driver: Invalid value: {driver!r}: must be a DNS subdomain of at most 63 characters"
-        )
-    pool = spec.get("pool") or {}
-    pool_name = pool.get("name", "")
-    if (
-        not pool_name
-        or len(pool_name) > 253
-        or not all(_DNS_SUBDOMAIN.match(part) for part in pool_name.split("/"))
-    ):
-        problems.append(f"spec.pool.name: Invalid value: {pool_name!r}: must be DNS subdomains joined by /")
-    if not isinstance(pool.get("generation"), int) or pool["generation"] < 0:
-        problems.append("spec.pool.generation: Invalid value: must be greater than or equal to 0")
-    if not isinstance(pool.get("resourceSliceCount"), int) or pool["resourceSliceCount"] <= 0:
-        problems.append("spec.pool.resourceSliceCount: Invalid value: must be greater than zero")
-    chosen = [
-        key
-        for key in ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
-        if spec.get(key) not in (None, False, "")
-    ]
-    if len(chosen) != 1:
-        problems.append(
-            "spec: Invalid value: exactly one of `nodeName`, `nodeSelector`, `allNodes`, "
-            f"`perDeviceNodeSelection` is required, got {chosen or 'none'}"
-        )
-    node = spec.get("nodeName")
-    if node is not None and (not isinstance(node, str) or not _DNS_SUBDOMAIN.match(node)):
-        problems.append(f"spec.nodeName: Invalid value: {node!r}: must be a DNS subdomain")
-    devices = spec.get("devices") or []
-    limit = MAX_DEVICES_WITH_TAINTS if any(device.get("taints") for device in devices) else MAX_DEVICES
-    if len(devices) > limit:
-        problems.append(f"spec.devices: Too many: {len(devices)}: must have at most {limit} items")
-    names = [device.get("name") for device in devices]
-    for duplicate in sorted({name for name in names if names.count(name) > 1}):
-        problems.append(f"spec.devices[].name: Duplicate value: {duplicate!r}")
-    for index, device in enumerate(devices):
-        problems += _device_problems(f"spec.devices[{index}]", device)
-    for index, owner in enumerate(obj["metadata"].get("ownerReferences") or []):
-        for key in ("apiVersion", "kind", "name", "uid"):
-            if not owner.get(key):
-                problems.append(f"metadata.ownerReferences[{index}].{key}: Invalid value: must not be empty")
-    return problems

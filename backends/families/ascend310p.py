@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Mapping, Sequence
+from types import MappingProxyType
+from typing import ClassVar, Final
 
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -14,6 +15,7 @@ from backends.library import ResetChannel, VdevActivity
 from backends.readings import valid
 from backends.reset_groups import same_card
 from backends.vnpu_family import VnpuFamily
+from backends.vnpu_split import AICORE, AICPU, JPEGD, JPEGE, MEMORY, VDEC, VENC, VPC, VnpuTemplate
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,23 @@ ASCEND_310P = FamilyTable(
     ai_core_max=10,
     ai_core_nominal=8,
 )
+
+# What each template takes besides its AI cores, and the chip's totals (Huawei's virtualization table).
+_COUNTED: Final = (AICPU, VPC, JPEGD, JPEGE, VENC, VDEC)
+_CHIP: Final = (7, 12, 16, 8, 3, 12)
+_TEMPLATES: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType(
+    {
+        "vir01": (1, (1, 1, 2, 1, 0, 1)),
+        "vir02": (2, (2, 3, 4, 2, 1, 3)),
+        "vir02_1c": (2, (1, 3, 4, 2, 0, 3)),
+        "vir04": (4, (4, 6, 8, 4, 2, 6)),
+        "vir04_3c": (4, (3, 6, 8, 4, 1, 6)),
+        "vir04_3c_ndvpp": (4, (3, 0, 0, 0, 0, 0)),
+        "vir04_4c_dvpp": (4, (4, 12, 16, 8, 3, 12)),
+    }
+)
+# A template's memory is its share of the chip's: its AI cores of these (vir04 takes half).
+_SHARE_OF: Final = 8
 
 
 class Ascend310P(VnpuFamily):
@@ -71,3 +90,24 @@ class Ascend310P(VnpuFamily):
     def hot_reset(self, chip: Chip) -> None:
         """Reset the chip's card through its device 0, the one the driver takes a card's reset on."""
         self.library.reset(chip.card_id, 0, ResetChannel.INBAND)
+
+    def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
+        """Huawei's seven 310P templates: AI cores, memory share, AI CPUs and the five media engines.
+
+        The chip's 7 AI CPUs are why it holds 7 vNPUs at most: every template takes one or more.
+        """
+        return [
+            VnpuTemplate(
+                name,
+                {
+                    AICORE: aic,
+                    MEMORY: memory_mb * aic // _SHARE_OF,
+                    **dict(zip(_COUNTED, others, strict=True)),
+                },
+            )
+            for name, (aic, others) in _TEMPLATES.items()
+            if aic <= cores
+        ]
+
+    def chip_totals(self, cores: int, memory_mb: int) -> dict[str, int]:
+        return super().chip_totals(cores, memory_mb) | dict(zip(_COUNTED, _CHIP, strict=True))

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from backends.backend import HBM_INFO, SUBSCRIBE, ChipBackend, MemoryKind
 from backends.chips import Chip
@@ -31,6 +31,17 @@ from backends.readings import NETWORK_DOWN, NETWORK_UNKNOWN, NETWORK_UP, MemoryU
 from backends.reset_groups import cards, logic_block, whole_node
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
 from backends.vnpu_family import VnpuFamily
+from backends.vnpu_split import (
+    AICORE,
+    DVPP,
+    MEMORY,
+    VnpuTemplate,
+    divides_evenly,
+    media_share,
+    media_variant,
+    named_memory_mb,
+    template_cores,
+)
 
 ASCEND_910 = FamilyTable(
     family="910",
@@ -54,6 +65,15 @@ MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
 UTILIZATION_PERIOD_S = 1
 # dcmi_get_device_network_health results npu-exporter counts as a working link.
 _NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
+
+# Huawei's vNPU templates per generation (mind-cluster's table of valid names; the A1 ones as its docs list
+# them). The number after "vir" is AI cores, before "g" memory in GB; "_m" / "_nm" with or without DVPP.
+A1_TEMPLATES: Final = ("vir02", "vir04", "vir08", "vir16")
+A2_TEMPLATES: Final = (
+    "vir03_1c_8g", "vir05_1c_8g", "vir05_1c_16g", "vir06_1c_16g", "vir10_3c_16g", "vir10_3c_16g_nm",
+    "vir10_3c_32g", "vir10_4c_16g_m", "vir12_3c_32g",
+)  # fmt: skip
+A3_TEMPLATES: Final = ("vir05_1c_16g", "vir06_1c_16g", "vir10_3c_32g", "vir12_3c_32g")
 
 
 class Ascend910(VnpuFamily):
@@ -134,6 +154,32 @@ class Ascend910(VnpuFamily):
         """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM)."""
         return self.optional(ECC_INFO, chip, self.library.ecc_info, EccDeviceType.HBM)
 
+    # The generation's template names; A1 overrides vnpu_templates, whose templates give no memory.
+    TEMPLATES: ClassVar[tuple[str, ...]] = ()
+
+    def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
+        """The generation's templates made for this chip's bin: AI cores, memory as named, media where used.
+
+        A template belongs to the chip when it divides the chip's AI cores and
+        memory alike (:func:`~backends.vnpu_split.divides_evenly`). Where the
+        chip's templates come with and without DVPP (910B4's ``_m`` / ``_nm``),
+        media are counted too, in AI-core shares; AI CPUs are not (Huawei gives
+        no chip totals for these generations), the driver checks them.
+        """
+        names = [name for name in self.TEMPLATES if divides_evenly(name, cores, memory_mb)]
+        media = any(media_variant(name) for name in names)
+        found = []
+        for name in names:
+            aic = template_cores(name) or 0
+            takes = {AICORE: aic, MEMORY: (named_memory_mb(name) or 0)}
+            if media:
+                takes[DVPP] = media_share(name, aic, cores)
+            found.append(VnpuTemplate(name, takes))
+        return found
+
+    def chip_totals(self, cores: int, memory_mb: int) -> dict[str, int]:
+        return super().chip_totals(cores, memory_mb) | {DVPP: cores}
+
 
 class Ascend910A1(Ascend910):
     """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids.
@@ -153,6 +199,21 @@ class Ascend910A1(Ascend910):
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return logic_block(chip, chips, RING_SIZE)
 
+    def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
+        """vir02 to vir16: AI cores, and their share of the chip's memory.
+
+        Huawei's instance counts (15 or 16 vNPUs, only as many vir16 as fit
+        the AI cores) are what AI cores alone allow, so only AI cores and
+        memory are counted: the AI CPU figures found for these templates
+        (Volcano's) would allow fewer than Huawei documents.
+        """
+        found = []
+        for name in A1_TEMPLATES:
+            aic = template_cores(name) or 0
+            if 0 < aic <= cores:
+                found.append(VnpuTemplate(name, {AICORE: aic, MEMORY: memory_mb * aic // cores}))
+        return found
+
 
 class Ascend910B(Ascend910):
     """910B (Atlas A2): a full mesh of 8; a reset takes the 8 by logic id, or all 16 of a 16-chip box.
@@ -164,6 +225,7 @@ class Ascend910B(Ascend910):
 
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910B\d|A2G\d")
     unit_kind: ClassVar[UnitKind] = UnitKind.MESH
+    TEMPLATES: ClassVar[tuple[str, ...]] = A2_TEMPLATES
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         size = _BOX16_RESET if len(chips) > MESH_GROUP_SIZE else MESH_GROUP_SIZE
@@ -178,6 +240,8 @@ class Ascend910A3(Ascend910):
     name it (an older driver without the call, an error), the whole node stands
     in, as Huawei's training mode takes it: a wider group only waits longer.
     """
+
+    TEMPLATES: ClassVar[tuple[str, ...]] = A3_TEMPLATES
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         brother = self._brother(chip)

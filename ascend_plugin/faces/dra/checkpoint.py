@@ -2,10 +2,17 @@
 
 The kubelet unprepares a claim long after preparing it, maybe after the plugin
 restarted, maybe after the claim was deleted from the API server. So every
-prepared claim is written down, devices, requests and CDI IDs, before the
-kubelet hears that it is prepared: a temporary file beside the checkpoint,
-flushed to disk, renamed over it, and the directory flushed too, so that after a
-crash the file is the old content or the new, never half of each.
+prepared claim is written down, devices, requests, CDI IDs, share IDs and the
+vNPUs made for it, before the kubelet hears that it is prepared: a temporary
+file beside the checkpoint, flushed to disk, renamed over it, and the directory
+flushed too, so that after a crash the file is the old content or the new,
+never half of each.
+
+A claim whose partitions need vNPUs is written down twice: ``preparing``,
+with each vNPU's chip and template, before any is made, and ``prepared``, with
+their ids, before the answer. A ``preparing`` claim found at start was never
+answered: its vNPUs belong to nobody and are destroyed, and the kubelet
+prepares it again. Format 1 (no states, no vNPUs) is still read.
 
 A checkpoint that cannot be decoded as one, for whatever reason (cut short,
 not JSON, not UTF-8, the wrong shape, a directory or a pipe in its place), is
@@ -34,7 +41,10 @@ from ascend_plugin.path_facts import PathUnusable, file_kind
 
 log = logging.getLogger(__name__)
 
-FORMAT: Final = 1
+FORMAT: Final = 2
+_READABLE: Final = (1, 2)
+PREPARING: Final = "preparing"  # written before its vNPUs are made; never answered to the kubelet
+PREPARED: Final = "prepared"
 
 
 class CheckpointError(Exception):
@@ -42,22 +52,57 @@ class CheckpointError(Exception):
 
 
 @dataclass(frozen=True)
+class OwnedVnpu:
+    """A vNPU made for a claim's partition: its chip, its template, its id (None until it exists)."""
+
+    phy_id: int
+    template: str
+    vdev_id: int | None = None
+
+
+@dataclass(frozen=True)
 class PreparedDevice:
-    """A device prepared for a claim: what the kubelet was answered."""
+    """A device prepared for a claim: what the kubelet was answered, and the vNPU made for it."""
 
     device: str
     requests: tuple[str, ...]
     cdi_ids: tuple[str, ...]
     admin_access: bool = False
+    share_id: str | None = None  # one share of a device several claims are allocated
+    vnpu: OwnedVnpu | None = None
 
 
 @dataclass(frozen=True)
 class PreparedClaim:
-    """A claim the kubelet was told is prepared."""
+    """A claim the kubelet was told is prepared (or, ``preparing``, whose vNPUs are being made)."""
 
     ref: ClaimRef
     pool: str
     devices: tuple[PreparedDevice, ...]
+    state: str = PREPARED
+
+    @property
+    def vnpus(self) -> list[OwnedVnpu]:
+        """The vNPUs made (or being made) for the claim."""
+        return [device.vnpu for device in self.devices if device.vnpu is not None]
+
+
+def _device_json(device: PreparedDevice) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "device": device.device,
+        "requests": list(device.requests),
+        "cdiDeviceIDs": list(device.cdi_ids),
+        "adminAccess": device.admin_access,
+    }
+    if device.share_id is not None:
+        entry["shareID"] = device.share_id
+    if device.vnpu is not None:
+        entry["vnpu"] = {
+            "chip": device.vnpu.phy_id,
+            "template": device.vnpu.template,
+            "id": device.vnpu.vdev_id,
+        }
+    return entry
 
 
 def _claim_json(claim: PreparedClaim) -> dict[str, Any]:
@@ -65,15 +110,8 @@ def _claim_json(claim: PreparedClaim) -> dict[str, Any]:
         "namespace": claim.ref.namespace,
         "name": claim.ref.name,
         "pool": claim.pool,
-        "devices": [
-            {
-                "device": device.device,
-                "requests": list(device.requests),
-                "cdiDeviceIDs": list(device.cdi_ids),
-                "adminAccess": device.admin_access,
-            }
-            for device in claim.devices
-        ],
+        "state": claim.state,
+        "devices": [_device_json(device) for device in claim.devices],
     }
 
 
@@ -90,6 +128,35 @@ def _string(entry: Mapping[str, Any], key: str, where: str) -> str:
     return value
 
 
+def _vnpu(value: object, where: str) -> OwnedVnpu | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise CheckpointError(f"{where} must be an object, got {value!r}")
+    chip, vdev_id = value.get("chip"), value.get("id")
+    if not isinstance(chip, int) or isinstance(chip, bool):
+        raise CheckpointError(f"{where}.chip must be a physical id, got {chip!r}")
+    if vdev_id is not None and (not isinstance(vdev_id, int) or isinstance(vdev_id, bool)):
+        raise CheckpointError(f"{where}.id must be a vNPU id or null, got {vdev_id!r}")
+    return OwnedVnpu(chip, _string(value, "template", where), vdev_id)
+
+
+def _device(device: object, at: str) -> PreparedDevice:
+    if not isinstance(device, dict):
+        raise CheckpointError(f"{at} must be an object, got {device!r}")
+    share_id = device.get("shareID")
+    if share_id is not None and not isinstance(share_id, str):
+        raise CheckpointError(f"{at}.shareID must be a string, got {share_id!r}")
+    return PreparedDevice(
+        _string(device, "device", at),
+        _strings(device.get("requests"), f"{at}.requests"),
+        _strings(device.get("cdiDeviceIDs"), f"{at}.cdiDeviceIDs"),
+        device.get("adminAccess") is True,
+        share_id,
+        _vnpu(device.get("vnpu"), f"{at}.vnpu"),
+    )
+
+
 def _claim(uid: str, entry: object) -> PreparedClaim:
     where = f"claim {uid}"
     if not isinstance(entry, dict):
@@ -97,21 +164,12 @@ def _claim(uid: str, entry: object) -> PreparedClaim:
     devices = entry.get("devices")
     if not isinstance(devices, list):
         raise CheckpointError(f"{where}.devices must be a list, got {devices!r}")
-    prepared = []
-    for index, device in enumerate(devices):
-        at = f"{where}.devices[{index}]"
-        if not isinstance(device, dict):
-            raise CheckpointError(f"{at} must be an object, got {device!r}")
-        prepared.append(
-            PreparedDevice(
-                _string(device, "device", at),
-                _strings(device.get("requests"), f"{at}.requests"),
-                _strings(device.get("cdiDeviceIDs"), f"{at}.cdiDeviceIDs"),
-                device.get("adminAccess") is True,
-            )
-        )
+    prepared = tuple(_device(device, f"{where}.devices[{index}]") for index, device in enumerate(devices))
+    state = entry.get("state", PREPARED)
+    if state not in (PREPARING, PREPARED):
+        raise CheckpointError(f"{where}.state must be {PREPARING!r} or {PREPARED!r}, got {state!r}")
     ref = ClaimRef(_string(entry, "namespace", where), _string(entry, "name", where), uid)
-    return PreparedClaim(ref, _string(entry, "pool", where), tuple(prepared))
+    return PreparedClaim(ref, _string(entry, "pool", where), prepared, state)
 
 
 def parse(text: str) -> dict[str, PreparedClaim]:
@@ -122,8 +180,8 @@ def parse(text: str) -> dict[str, PreparedClaim]:
         raise CheckpointError(f"not JSON: {error}") from None
     except RecursionError:
         raise CheckpointError("not JSON this plugin can read: nested too deeply") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise CheckpointError(f"not a checkpoint of format {FORMAT} (an object with format: {FORMAT})")
+    if not isinstance(data, dict) or data.get("format") not in _READABLE:
+        raise CheckpointError(f"not a checkpoint of format 1 or {FORMAT} (an object with format: {FORMAT})")
     claims = data.get("claims")
     if not isinstance(claims, dict):
         raise CheckpointError(f"claims must be an object of claims by UID, got {claims!r}")

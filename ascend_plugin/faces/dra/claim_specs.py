@@ -1,10 +1,13 @@
 """CDI specs per prepared claim: what the container runtime gives a container of the claim.
 
 Each prepared claim gets its own spec file in the runtime's CDI directory,
-``<vendor>-<class>-claim-<claim UID>.json``, with one CDI device per chip named
-``<claim UID>-npu-<physical id>``: the CDI ID the kubelet passes to the runtime,
+``<vendor>-<class>-claim-<claim UID>.json``, with one CDI device per device
+named ``<claim UID>-<device>``: the CDI ID the kubelet passes to the runtime,
 ``huawei.com/npu=<claim UID>-npu-0``, is then never the same for two claims, so
-a runtime's cache cannot serve a spec of an earlier claim. The content (the
+a runtime's cache cannot serve a spec of an earlier claim. A chip (or a share
+of it) is its ``/dev/davinci<phy>``; a partition is the vNPU made for it,
+``/dev/vdavinci<id>`` on the host, ``/dev/davinci<id>`` in the container, as
+static vNPUs are handed over. The content (the
 chip's node, the family's shared nodes, the driver mounts, the lowest CDI
 version it needs) and the atomic write are the handover layer's, shared with the
 device plugin's CDI mode.
@@ -12,13 +15,12 @@ device plugin's CDI mode.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
-from ascend_plugin.faces.dra.names import device_name
 from ascend_plugin.handover.cdi import spec_content, write_spec
 from ascend_plugin.handover.host_devices import HostDevices
-from ascend_plugin.offers.whole_chips import chip_node
+from ascend_plugin.offers.base import DeviceNode
 
 
 class ClaimSpecs:
@@ -34,16 +36,18 @@ class ClaimSpecs:
         """The spec file of a claim."""
         return self.spec_dir / f"{self._prefix}{uid}.json"
 
-    def device_id(self, uid: str, phy_id: int) -> str:
-        """The fully qualified CDI ID of a chip of a claim, ``<kind>=<uid>-npu-<phy>``."""
-        return f"{self.kind}={uid}-{device_name(phy_id)}"
+    def device_id(self, uid: str, device: str) -> str:
+        """The fully qualified CDI ID of a device of a claim, ``<kind>=<uid>-<device>``."""
+        return f"{self.kind}={uid}-{device}"
 
-    def write(self, uid: str, phy_ids: Iterable[int]) -> Mapping[int, str]:
-        """Write the claim's spec (blocking); the CDI ID of each chip. OSError when the directory refuses."""
-        chips = list(dict.fromkeys(phy_ids))
-        nodes = {f"{uid}-{device_name(phy)}": chip_node(phy) for phy in chips}
-        write_spec(self.path(uid), spec_content(self.kind, nodes, self.host))
-        return {phy: self.device_id(uid, phy) for phy in chips}
+    def write(self, uid: str, nodes: Mapping[str, DeviceNode]) -> Mapping[str, str]:
+        """Write the claim's spec (blocking): a CDI device per device name with its node; their CDI IDs.
+
+        OSError when the directory refuses.
+        """
+        named = {f"{uid}-{device}": node for device, node in nodes.items()}
+        write_spec(self.path(uid), spec_content(self.kind, named, self.host))
+        return {device: self.device_id(uid, device) for device in nodes}
 
     def remove(self, uid: str) -> None:
         """Remove the claim's spec, if there is one (blocking). OSError when it cannot be removed."""

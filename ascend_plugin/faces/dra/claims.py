@@ -33,11 +33,12 @@ class ClaimRef:
 
 @dataclass(frozen=True)
 class AllocatedDevice:
-    """One of this driver's results of a claim: a device of our pool, for these requests."""
+    """One of this driver's results of a claim: a device of our pool (one share of it), for these requests."""
 
     device: str
     requests: tuple[str, ...]  # base request names, no "/subrequest"
     admin_access: bool = False
+    share_id: str | None = None  # the allocator's ID of this share of a device several claims hold
 
 
 def _results(claim: Mapping[str, object], ref: ClaimRef) -> list[Mapping[str, object]]:
@@ -53,11 +54,12 @@ def _results(claim: Mapping[str, object], ref: ClaimRef) -> list[Mapping[str, ob
 def allocated_devices(
     claim: Mapping[str, object], ref: ClaimRef, driver: str, pool: str
 ) -> list[AllocatedDevice]:
-    """This driver's devices of ``claim`` in ``pool``, in the allocation's order, one entry per device.
+    """This driver's devices of ``claim`` in ``pool``, in the allocation's order, one entry per device share.
 
     Results of other drivers are someone else's to prepare. A result of ours in
     another node's pool means the claim was allocated elsewhere: refused, since
-    its devices cannot be given to a container here.
+    its devices cannot be given to a container here. Each share of a device
+    several claims hold (its ``shareID``) is an entry of its own.
     """
     uid = string_field(mapping_field(claim, "metadata"), "uid")
     if uid != ref.uid:
@@ -74,16 +76,17 @@ def allocated_devices(
             f"ResourceClaim {ref} is allocated devices of pool(s) {', '.join(elsewhere)}, not of this "
             f"node's pool {pool}: the kubelet of that node prepares them",
         )
-    devices: dict[str, AllocatedDevice] = {}
+    devices: dict[tuple[str, str | None], AllocatedDevice] = {}
     for result in ours:
         name = string_field(result, "device")
+        share = string_field(result, "shareID") or None
         request = request_base(string_field(result, "request"))
         admin = result.get("adminAccess") is True
-        earlier = devices.get(name)
+        earlier = devices.get((name, share))
         if earlier is None:
-            devices[name] = AllocatedDevice(name, (request,), admin)
+            devices[name, share] = AllocatedDevice(name, (request,), admin, share)
         elif request not in earlier.requests:
-            devices[name] = AllocatedDevice(
-                name, (*earlier.requests, request), earlier.admin_access and admin
+            devices[name, share] = AllocatedDevice(
+                name, (*earlier.requests, request), earlier.admin_access and admin, share
             )
     return list(devices.values())

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import anyio
 
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
@@ -46,6 +47,8 @@ from ascend_plugin.faces.dra.registration import RegistrationService
 from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
 from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
 from ascend_plugin.faces.dra.slices import SliceController
+from ascend_plugin.faces.dra.vnpu_keeper import VnpuKeeper
+from ascend_plugin.faces.dra.vnpus import ChipVnpus
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
@@ -55,6 +58,7 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
@@ -76,7 +80,8 @@ class DraSettings:
     plugin_dir: Path
     cdi_kind: str
     cdi_spec_dir: Path
-    device_taints: bool = False
+    device_taints: bool | None = None  # None: wherever the API server keeps them
+    evict: bool = True  # NoExecute taints for the levels that must stop work
     kubeconfig: Path | None = None
     watch_interval: float = 0.1  # seconds between checks that the sockets are in place, without inotify
     host_root: Path = Path("/")
@@ -92,6 +97,7 @@ class DraSettings:
             cdi_kind=settings.cdi_kind,
             cdi_spec_dir=settings.cdi_spec_dir,
             device_taints=settings.dra_device_taints,
+            evict=settings.dra_taint_effect == "by-level",
             kubeconfig=settings.kubeconfig,
             watch_interval=settings.kubelet_watch_interval,
             host_root=settings.host_root,
@@ -130,7 +136,9 @@ class RunSockets:
     """
 
     def __init__(self, face: DraFace) -> None:
-        self.health = DeviceHealthService(face.inventory, face.settings.node)
+        self.health = DeviceHealthService(
+            face.inventory, face.settings.node, devices_of=face.catalog.names_of
+        )
         registry = face.settings.registry_dir
         self.dra = GuardedEndpoint(
             [face.service, DraPluginV1beta1(face.service), self.health],
@@ -160,18 +168,41 @@ class RunSockets:
 class DraFace:
     """The registration and DRA sockets, the preparer, the health stream and the ResourceSlices."""
 
-    def __init__(self, inventory: Inventory, host: HostDevices, settings: DraSettings) -> None:
+    def __init__(
+        self,
+        inventory: Inventory,
+        host: HostDevices,
+        settings: DraSettings,
+        plan: DraPlan | None = None,
+        calls: ChipCalls | None = None,
+    ) -> None:
+        """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
+        chip lanes its vNPUs are made on (needed with a plan that splits chips)."""
         self.inventory = inventory
         self.settings = settings
-        self.catalog = DeviceCatalog(inventory, settings.driver, settings.host_root)
+        plan = plan or DraPlan({})
+        self.catalog = DeviceCatalog(
+            inventory,
+            settings.driver,
+            settings.host_root,
+            splits=plan.splits,
+            share_count=plan.share_count,
+            evict=settings.evict,
+        )
         self.claims = ApiClaims()
+        keeper = None
+        if plan.maker is not None and plan.splits:
+            assert calls is not None, "vNPUs are made on the chips' lanes"
+            keeper = VnpuKeeper(ChipVnpus(plan.maker, calls, inventory), plan.splits.keys())
+        self.keeper = keeper
         self.preparer = ClaimPreparer(
             driver=settings.driver,
             pool=settings.node,
-            inventory=inventory,
+            catalog=self.catalog,
             specs=ClaimSpecs(settings.cdi_kind, settings.cdi_spec_dir, host),
             checkpoint=Checkpoint(settings.plugin_dir / CHECKPOINT),
             source=self.claims,
+            keeper=keeper,
         )
         self.service = DraPluginV1(self.preparer)
         self.dra_socket = settings.plugin_dir / DRA_SOCKET
@@ -183,6 +214,11 @@ class DraFace:
         directories = [settings.plugin_dir, settings.registry_dir]
         self._changes = DirectoryChanges(directories, settings.watch_interval)
         self.slices: SliceController | None = None
+
+    @property
+    def notes(self) -> list[str]:
+        """Why the published pool lacks something the settings ask for (what the API server drops)."""
+        return self.slices.notes if self.slices is not None else []
 
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration the kubelet confirms."""

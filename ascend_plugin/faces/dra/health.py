@@ -1,4 +1,4 @@
-"""The device-health stream, ``/v1alpha1.DRAResourceHealth/NodeWatchResources``.
+"""The device-health stream, ``/v1alpha1.DRAResourceHealth/NodeWatchResources``: every device, chip health.
 
 With the kubelet's ``ResourceHealthStatus`` feature, the health of the devices
 a pod holds shows in its status. The kubelet keeps the last report per device
@@ -40,6 +40,11 @@ def _status(state: ChipState) -> HealthStatus:
     return HealthStatus.HEALTHY if state.healthy else HealthStatus.UNHEALTHY
 
 
+def _whole(state: ChipState) -> list[str]:
+    """A chip's device; none while static vNPUs split it (they are no devices of this driver)."""
+    return [] if state.split else [device_name(state.phy_id)]
+
+
 class DeviceHealthService(DraResourceHealthBase):
     """Streams the health of every chip of the pool."""
 
@@ -49,9 +54,12 @@ class DeviceHealthService(DraResourceHealthBase):
         pool: str,
         heartbeat: float = HEARTBEAT,
         clock: Callable[[], float] = time.time,
+        devices_of: Callable[[ChipState], list[str]] | None = None,
     ) -> None:
+        """``devices_of``: the devices a chip stands behind (default: the chip, unless split statically)."""
         self.inventory = inventory
         self.pool = pool
+        self.devices_of = devices_of or _whole
         self.heartbeat = heartbeat
         self.clock = clock
         self.messages_sent = 0
@@ -63,14 +71,14 @@ class DeviceHealthService(DraResourceHealthBase):
         return NodeWatchResourcesResponse(
             devices=[
                 DeviceHealth(
-                    device=DeviceIdentifier(pool_name=self.pool, device_name=device_name(state.phy_id)),
+                    device=DeviceIdentifier(pool_name=self.pool, device_name=name),
                     health=_status(state),
                     last_updated_time=now,
                     health_check_timeout_seconds=REPORT_TIMEOUT,
                     message=state.reason[:MAX_MESSAGE],
                 )
                 for state in self.inventory.chips()
-                if not state.split  # its vNPUs are no devices of this driver
+                for name in self.devices_of(state)
             ]
         )
 

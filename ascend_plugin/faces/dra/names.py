@@ -3,7 +3,10 @@
 Devices are ``npu-<physical id>`` (DNS labels, stable across restarts: the
 same number the device node and Huawei's plugin use), the pool is the node, and
 attribute names are C identifiers of at most 32 characters in the driver's
-domain, so CEL reads ``device.attributes["npu.huawei.com"].aiCores``.
+domain, so CEL reads ``device.attributes["npu.huawei.com"].aiCores``. With
+vNPUs made on demand, a chip's partitions are ``npu-<phy>-<template>-<n>``
+(the template with dashes: ``npu-0-vir02-1c-3``) and its counter set is
+``npu-<phy>-counters``.
 """
 
 from __future__ import annotations
@@ -22,13 +25,18 @@ CHECKPOINT: Final = "checkpoint.json"
 
 # resource.k8s.io/v1 limits (k8s.io/api/resource/v1/types.go).
 MAX_DEVICES_PER_SLICE: Final = 128
-MAX_DEVICES_PER_SLICE_WITH_TAINTS: Final = 64  # from 1.35, whenever any device has taints
+# From 1.35, whenever any device of the slice has taints or consumes counters.
+MAX_DEVICES_PER_SLICE_ADVANCED: Final = 64
+MAX_COUNTER_SETS_PER_SLICE: Final = 8  # 1.35+, in slices that hold no devices
+MAX_COUNTERS_PER_SET: Final = 32
+MAX_CONSUMPTIONS_PER_DEVICE: Final = 2  # consumesCounters entries, 1.35+
 MAX_ATTRIBUTES_AND_CAPACITIES: Final = 32
 MAX_ATTRIBUTE_NAME: Final = 32
 MAX_STRING_VALUE: Final = 64
 
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEVICE_NAME = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})$")
+_CHIP_DEVICE = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})(-[a-z0-9][-a-z0-9]*)?$")
 
 
 class AttributeNameError(ValueError):
@@ -40,10 +48,26 @@ def device_name(phy_id: int) -> str:
     return f"{DEVICE_PREFIX}{phy_id}"
 
 
+def counter_set_name(phy_id: int) -> str:
+    """The counter set of a chip split on demand: ``npu-<physical id>-counters``."""
+    return f"{device_name(phy_id)}-counters"
+
+
+def partition_name(phy_id: int, template: str, index: int) -> str:
+    """The ``index``-th partition of ``template`` on a chip: ``npu-0-vir02-1c-3`` (a DNS label)."""
+    return f"{device_name(phy_id)}-{template.replace('_', '-').lower()}-{index}"
+
+
 def phy_of(name: str) -> int | None:
     """The physical id a device name stands for; None when it is not one of ours."""
     found = _DEVICE_NAME.match(name)
     return int(found[1]) if found else None
+
+
+def chip_of(name: str) -> int | None:
+    """The chip a device of ours is or sits on: ``npu-<phy>``, or a partition ``npu-<phy>-<template>-<n>``."""
+    found = _CHIP_DEVICE.match(name)
+    return int(found[1]) if found and not name.endswith("-counters") else None
 
 
 def registration_socket(driver: str) -> str:

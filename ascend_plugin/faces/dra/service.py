@@ -26,6 +26,7 @@ def _prepared(outcome: Outcome) -> v1.NodePrepareResourceResponse:
                 pool_name=outcome.claim.pool,
                 device_name=device.device,
                 cdi_device_ids=list(device.cdi_ids),
+                share_id=device.share_id,
             )
             for device in outcome.claim.devices
         ]

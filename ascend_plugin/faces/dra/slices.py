@@ -22,10 +22,18 @@ written:
 * when the API server is away, writes wait with backoff and the latest state
   is written once it answers: the slices catch up, nothing queues.
 
-Unhealthy chips leave the slice. Where the cluster has ``DRADeviceTaints``
-(``dra_device_taints``), they stay with a taint instead; if the API server
-drops the taints anyway (the gate is off), that is said once and unhealthy
-chips leave the slice again.
+Since 1.35 counter sets and devices live in slices of their own
+(:mod:`~ascend_plugin.faces.dra.layout`). What the pool holds besides whole
+chips depends on what the API server keeps
+(:mod:`~ascend_plugin.faces.dra.server_features`), asked with dry runs before
+the first publication: partitions (``vnpu=dynamic``) where it keeps counters,
+shared chips (``share_count``) where it keeps consumable capacity, tainted
+unhealthy chips where it keeps taints (else they leave the slice). A feature
+the settings want and the server does not keep is said once (log, ``/readyz``,
+``doctor``), and the pool is published without it. Every write is compared
+with what the server stored, and a feature whose fields went missing there is
+dropped at once, before the rest of that generation is written: the scheduler
+never sees a complete pool relying on fields the server dropped.
 """
 
 from __future__ import annotations
@@ -38,7 +46,17 @@ from contextlib import suppress
 import anyio
 
 from ascend_plugin.changes import Changes
-from ascend_plugin.faces.dra.devices import DeviceCatalog, split
+from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
+from ascend_plugin.faces.dra.layout import COUNTERS, DEVICES, slice_contents
+from ascend_plugin.faces.dra.server_features import (
+    Feature,
+    Verdict,
+    dropped,
+    dropped_verdict,
+    features_used,
+    probe,
+    refused_verdict,
+)
 from ascend_plugin.kubeapi.client import (
     NODES,
     RESOURCE_SLICES,
@@ -48,7 +66,7 @@ from ascend_plugin.kubeapi.client import (
     mapping_field,
     string_field,
 )
-from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
+from ascend_plugin.kubeapi.errors import ApiError, Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import Reflector, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
 
@@ -121,8 +139,38 @@ def _keep_time_added(desired: Sequence[JsonObject], stored: Sequence[JsonObject]
     return result
 
 
-def _has_taints(devices: Sequence[JsonObject]) -> bool:
-    return any(device.get("taints") for device in devices)
+def _content(slice_: JsonObject) -> JsonObject:
+    """What a stored slice holds, as :func:`~ascend_plugin.faces.dra.layout.slice_contents` describes it."""
+    spec = _spec(slice_)
+    if spec.get(COUNTERS):
+        return {COUNTERS: spec[COUNTERS]}
+    return {DEVICES: _without_time_added(_devices(slice_))}
+
+
+_INVALID = 422
+
+
+def _paired(ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> list[JsonObject | None]:
+    """The stored slice each chunk is written into (None: a new one), so that a rewrite moves least.
+
+    A slice that holds a chunk already keeps it; the others go to slices that
+    held the same kind of content (counter sets, devices), then to any left,
+    in name order: the slices never trade contents back and forth.
+    """
+    free = list(ours)
+    paired: list[JsonObject | None] = [None] * len(chunks)
+    for index, chunk in enumerate(chunks):
+        same = next((slice_ for slice_ in free if _content(slice_) == chunk), None)
+        if same is not None:
+            paired[index] = same
+            free.remove(same)
+    for index, chunk in enumerate(chunks):
+        if paired[index] is not None or not free:
+            continue
+        kind = next((slice_ for slice_ in free if _content(slice_).keys() == chunk.keys()), free[0])
+        paired[index] = kind
+        free.remove(kind)
+    return paired
 
 
 class SliceController:
@@ -134,16 +182,25 @@ class SliceController:
         catalog: DeviceCatalog,
         node: str,
         *,
-        taints: bool = False,
+        taints: bool | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
     ) -> None:
+        """``taints``: None where the server keeps them, True the same but insisting (a warning when it
+        does not), False never."""
         self.kube = kube
         self.catalog = catalog
         self.driver = catalog.driver
         self.node = node
-        self.taints = taints
         self.watch_timeout = watch_timeout
-        self.taints_dropped = False
+        # The features the settings ask for, and what the server was found to keep of them.
+        self.wanted: dict[Feature, bool] = {}  # feature -> insisted on (a warning when not kept)
+        if catalog.splits:
+            self.wanted[Feature.PARTITIONS] = True
+        if catalog.share_count > 1:
+            self.wanted[Feature.SHARES] = True
+        if taints is not False:
+            self.wanted[Feature.TAINTS] = taints is True
+        self.verdicts: dict[Feature, Verdict] = {}
         self._mismatch_said = False
         self.generation = 0  # the highest pool generation seen or written
         self.writes = 0  # creates, updates and deletes sent
@@ -201,6 +258,7 @@ class SliceController:
         while True:
             seen = self._looks.version
             try:
+                await self._ask_the_server()
                 again = await self._reconcile()
             except Conflict as conflict:
                 log.debug("a ResourceSlice changed under us (%s); reading it again", conflict)
@@ -219,6 +277,55 @@ class SliceController:
             if not again:
                 await self._looks.wait_for_change(seen)
 
+    async def _ask_the_server(self) -> None:
+        """Once: which of the wanted features the API server keeps (dry runs); each one it does not, said."""
+        if self.verdicts.keys() >= self.wanted.keys():
+            return
+        verdicts = await probe(
+            self.kube, self.driver, self.node, [f for f in self.wanted if f not in self.verdicts]
+        )
+        for verdict in verdicts.values():
+            self._judged(verdict)
+
+    def _judged(self, verdict: Verdict) -> None:
+        """Record a verdict; one that takes a wanted feature away is said once."""
+        earlier = self.verdicts.get(verdict.feature)
+        self.verdicts[verdict.feature] = verdict
+        if verdict.kept or (earlier is not None and not earlier.kept):
+            return
+        insisted = self.wanted.get(verdict.feature, False)
+        log.log(
+            logging.WARNING if insisted else logging.INFO,
+            "%s",
+            verdict.why,
+            extra={"feature": verdict.feature.gate, "pool": self.node},
+        )
+
+    @property
+    def publishing(self) -> Publishing:
+        """What the pool holds now besides whole chips: what is wanted and the server keeps."""
+
+        def kept(feature: Feature) -> bool:
+            verdict = self.verdicts.get(feature)
+            return feature in self.wanted and verdict is not None and verdict.kept
+
+        return Publishing(
+            taints=kept(Feature.TAINTS), partitions=kept(Feature.PARTITIONS), shares=kept(Feature.SHARES)
+        )
+
+    @property
+    def notes(self) -> list[str]:
+        """Why the pool lacks a feature the settings ask for (for /readyz and doctor): one line each.
+
+        Taints left to the default (wherever the server keeps them) are not
+        asked for: a server without them is no problem to report.
+        """
+        return [
+            verdict.why
+            for feature, verdict in sorted(self.verdicts.items(), key=lambda item: item[0].value)
+            if not verdict.kept and self.wanted.get(feature, False)
+        ]
+
     async def _refresh(self, name: str) -> None:
         try:
             await self._slices.record_read(self.kube.get(RESOURCE_SLICES, name))
@@ -227,9 +334,9 @@ class SliceController:
 
     # -- one comparison ------------------------------------------------------------------------
 
-    def desired(self) -> list[list[JsonObject]]:
-        """The devices of each slice, as the chips are now."""
-        return split(self.catalog.devices(tainted=self.taints and not self.taints_dropped))
+    def desired(self) -> list[JsonObject]:
+        """The content of each slice (counter sets or devices), as the chips are now."""
+        return slice_contents(self.catalog.pool(self.publishing))
 
     def _ours(self) -> tuple[list[JsonObject], list[JsonObject]]:
         """(this node's pool's slices by name, slices of ours under another pool name)."""
@@ -241,15 +348,17 @@ class SliceController:
             (ours if string_field(_pool(slice_), "name") == self.node else strays).append(slice_)
         return ours, strays
 
-    def _up_to_date(self, ours: Sequence[JsonObject], chunks: Sequence[Sequence[JsonObject]]) -> bool:
+    def _up_to_date(self, ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> bool:
         if len(ours) != len(chunks) or len({_generation(slice_) for slice_ in ours}) != 1:
             return False
-        for slice_, chunk in zip(ours, chunks, strict=True):
+        for slice_, chunk in zip(_paired(ours, chunks), chunks, strict=True):
+            if slice_ is None:
+                return False
             pool = _pool(slice_)
             if (
                 pool.get("resourceSliceCount") != len(chunks)
                 or string_field(_spec(slice_), "nodeName") != self.node
-                or _without_time_added(_devices(slice_)) != list(chunk)
+                or _content(slice_) != chunk
             ):
                 return False
         return True
@@ -277,20 +386,17 @@ class SliceController:
             self._showed(version)
             return False
         generation = self.generation + 1
-        for index, chunk in enumerate(chunks):
+        paired = _paired(ours, chunks)
+        for current, chunk in zip(paired, chunks, strict=True):
             pool = {"name": self.node, "generation": generation, "resourceSliceCount": len(chunks)}
-            if index < len(ours):
-                stored = await self._update(ours[index], pool, chunk)
-            else:
-                stored = await self._create(pool, chunk)
-            self._check_taints(chunk, stored)
-        for slice_ in ours[len(chunks) :]:
+            if not await self._written(current, pool, chunk):
+                self.generation = generation
+                return True  # publish again, without what the server dropped or refused
+        for slice_ in [slice_ for slice_ in ours if not any(slice_ is kept for kept in paired)]:
             await self._delete(slice_)
         self.generation = generation
         self._showed(version)
         self._said_published(chunks, generation)
-        if self.taints_dropped and _has_taints([device for chunk in chunks for device in chunk]):
-            return True  # publish again, without the taints the server drops
         if not self._up_to_date(self._ours()[0], chunks) and not self._mismatch_said:
             self._mismatch_said = True
             log.error(
@@ -300,30 +406,45 @@ class SliceController:
             )
         return False
 
-    def _said_published(self, chunks: Sequence[Sequence[JsonObject]], generation: int) -> None:
-        published = {str(device["name"]) for chunk in chunks for device in chunk}
+    async def _written(self, current: JsonObject | None, pool: JsonObject, content: JsonObject) -> bool:
+        """Write one slice; False when the server dropped or refused a feature it holds (now given up)."""
+        try:
+            if current is None:
+                sent, stored = await self._create(pool, content)
+            else:
+                sent, stored = await self._update(current, pool, content)
+        except ApiError as error:
+            used = features_used(content) & self.wanted.keys()
+            if error.status != _INVALID or not used:
+                raise
+            for feature in used:
+                self._judged(refused_verdict(feature, error))
+            return False
+        gone = dropped(sent, stored) & self.wanted.keys()
+        name = string_field(mapping_field(stored, "metadata"), "name")
+        for feature in gone:
+            self._judged(dropped_verdict(feature, f"ResourceSlice {name}"))
+        return not gone
+
+    def _said_published(self, chunks: Sequence[JsonObject], generation: int) -> None:
+        published = {string_field(device, "name") for chunk in chunks for device in _devices({"spec": chunk})}
         left_out = [entry.name for entry in self.catalog.entries.values() if entry.name not in published]
+        publishing = self.publishing
         log.info(
             "published pool %s generation %d: %d device(s) in %d slice(s)%s",
             self.node,
             generation,
             len(published),
             len(chunks),
-            f"; unhealthy, left out: {', '.join(left_out)}" if left_out else "",
-            extra={"pool": self.node, "generation": generation, "devices": sorted(published)},
-        )
-
-    def _check_taints(self, sent: Sequence[JsonObject], stored: JsonObject) -> None:
-        """Say once, and stop relying on them, when the API server dropped the taints we sent."""
-        if self.taints_dropped or not _has_taints(sent) or _has_taints(_devices(stored)):
-            return
-        self.taints_dropped = True
-        log.warning(
-            "the API server dropped the device taints of ResourceSlice %s: the cluster does not have the "
-            "DRADeviceTaints feature gate (alpha and off in 1.34 and 1.35). Unhealthy chips now leave the "
-            "slice instead; enable the gate, or turn dra_device_taints off to silence this",
-            string_field(mapping_field(stored, "metadata"), "name"),
-            extra={"pool": self.node},
+            f"; unhealthy or split, left out: {', '.join(left_out)}" if left_out else "",
+            extra={
+                "pool": self.node,
+                "generation": generation,
+                "devices": sorted(published),
+                "partitions": publishing.partitions,
+                "shares": publishing.shares,
+                "taints": publishing.taints,
+            },
         )
 
     async def _node_owner(self) -> JsonObject:
@@ -338,7 +459,8 @@ class SliceController:
             "controller": True,
         }
 
-    async def _create(self, pool: JsonObject, devices: list[JsonObject]) -> JsonObject:
+    async def _create(self, pool: JsonObject, content: JsonObject) -> tuple[JsonObject, JsonObject]:
+        """Create a slice; (what was sent, what the server stored)."""
         body: JsonObject = {
             "apiVersion": API_VERSION,
             "kind": "ResourceSlice",
@@ -346,25 +468,33 @@ class SliceController:
                 "generateName": f"{self.driver}-{self.node}-",
                 "ownerReferences": [await self._node_owner()],
             },
-            "spec": {"driver": self.driver, "nodeName": self.node, "pool": pool, "devices": devices},
+            "spec": {"driver": self.driver, "nodeName": self.node, "pool": pool, **content},
         }
         stored = await self._slices.record_write(self.kube.create(RESOURCE_SLICES, "", body))
         self.writes += 1
-        return stored
+        return body, stored
 
-    async def _update(self, current: JsonObject, pool: JsonObject, devices: list[JsonObject]) -> JsonObject:
+    async def _update(
+        self, current: JsonObject, pool: JsonObject, content: JsonObject
+    ) -> tuple[JsonObject, JsonObject]:
+        """Replace a slice's content in place; (what was sent, what the server stored)."""
         body = copy.deepcopy(current)
-        spec = mapping_field(body, "spec")
-        spec.update(pool=pool, devices=_keep_time_added(devices, _devices(current)))
+        spec = {
+            key: value for key, value in mapping_field(body, "spec").items() if key not in (COUNTERS, DEVICES)
+        }
+        devices = content.get(DEVICES)
+        if isinstance(devices, list):
+            content = {DEVICES: _keep_time_added(devices, _devices(current))}
+        spec.update(pool=pool, **content)
         body["spec"] = spec
         name = string_field(mapping_field(current, "metadata"), "name")
         try:
             stored = await self._slices.record_write(self.kube.replace(RESOURCE_SLICES, name, "", body))
         except NotFound:
             self._slices.record_gone(name)
-            return await self._create(pool, devices)
+            return await self._create(pool, content)
         self.writes += 1
-        return stored
+        return body, stored
 
     async def _delete(self, slice_: JsonObject) -> None:
         metadata = mapping_field(slice_, "metadata")

@@ -7,7 +7,8 @@ fault: the levels whose remedy is a reset or a separation of the chip, where a
 running job cannot go on, evict; every other reason to keep new pods away
 (a reset when idle, a job or request to retry, a chip that is hung, fails its
 health query or reports a bad health value without a code) only blocks
-scheduling.
+scheduling. With ``dra_taint_effect=NoSchedule`` no taint evicts: every one
+only keeps new pods away.
 """
 
 from __future__ import annotations
@@ -39,11 +40,14 @@ TAINT_EFFECTS: Mapping[FaultLevel, str] = MappingProxyType(
 )
 
 
-def taint_of(state: ChipState, driver: str) -> JsonObject | None:
-    """The taint of an unhealthy chip: ``<driver>/unhealthy``, its worst level as value; None if healthy."""
+def taint_of(state: ChipState, driver: str, *, evict: bool = True) -> JsonObject | None:
+    """The taint of an unhealthy chip: ``<driver>/unhealthy``, its worst level as value; None if healthy.
+
+    ``evict`` False: ``NoSchedule`` whatever the level.
+    """
     if chip_health([state])[0]:
         return None
     level = state.health.worst_level
-    effect = TAINT_EFFECTS.get(level, NO_SCHEDULE)
+    effect = TAINT_EFFECTS.get(level, NO_SCHEDULE) if evict else NO_SCHEDULE
     value = level.name if level in TAINT_EFFECTS else NO_FAULT_CODE
     return {"key": f"{driver}/{TAINT_KEY}", "value": value, "effect": effect}

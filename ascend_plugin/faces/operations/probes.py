@@ -63,8 +63,10 @@ class PluginProbes:
         kubelet_part: str,
         limits: ProbeLimits = LIMITS,
         clock: Callable[[], float] = time.monotonic,
+        notes: Callable[[], list[str]] | None = None,
     ) -> None:
-        """``kubelet_part``: the root task through which the kubelet is served ("device plugin", ...)."""
+        """``kubelet_part``: the root task through which the kubelet is served ("device plugin", ...);
+        ``notes``: what a node that is served lacks of what the settings ask (said in the ready detail)."""
         self.lock = lock
         self.discovery = discovery
         self.calls = calls
@@ -72,6 +74,7 @@ class PluginProbes:
         self.kubelet_part = kubelet_part
         self.limits = limits
         self.clock = clock
+        self.notes = notes
 
     def liveness(self) -> Probe:
         """Alive unless a node-wide call is stuck, or a part has failed, for longer than the limits."""
@@ -113,6 +116,8 @@ class PluginProbes:
         stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
         if stuck_chips:
             detail += "; " + "; ".join(stuck_chips)
+        if self.notes is not None and (notes := self.notes()):
+            detail += "; " + "; ".join(notes)
         return Probe(True, detail)
 
 

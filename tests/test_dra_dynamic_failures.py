@@ -1,0 +1,133 @@
+"""vnpu=dynamic when the driver says no: a vNPU in use, a create that hangs, a chip that cannot be listed.
+
+Each failure is the claim's error, in words, and leaves nothing behind: no
+vNPU that no claim owns, no record of a claim that was not answered prepared.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from dra_harness import (
+    A2_SERVER,
+    NODE,
+    DraNode,
+    prepare,
+    put_claim,
+    registered,
+    result,
+    running_driver,
+    unprepare,
+)
+from waiting import until, wait_for
+
+from ascend_plugin.app import PluginApp
+from ascend_plugin.testing.dra_standin import DraKubeletStandIn
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
+
+pytestmark = pytest.mark.anyio
+
+VIR10 = "npu-3-vir10-3c-32g-0"
+
+
+def with_chip(dra_node: DraNode, phy: int, **fields: Any) -> None:
+    """Rewrite the scenario with ``fields`` set on chip ``phy`` (the plugin re-reads it)."""
+    scenario = dra_node.read()
+    scenario["chips"] = [{**chip, **fields} if chip["phy_id"] == phy else chip for chip in scenario["chips"]]
+    dra_node.write(scenario)
+
+
+@pytest.fixture
+async def dynamic(
+    dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> AsyncIterator[PluginApp]:
+    dra_node.write({**A2_SERVER, "vdev_node_dir": str(dra_node.host_root / "dev")})
+    apiserver.kube_version = "1.36"
+    apiserver.add_node(NODE)
+    settings = dra_node.settings(kubeconfig, vnpu="dynamic", dcmi_call_timeout=0.5)
+    async with running_driver(settings) as app:
+        await wait_for(dra_kubelet, registered, "registered")
+        yield app
+
+
+def made_on(app: PluginApp, phy: int) -> list[int]:
+    assert app.inventory is not None
+    state = app.inventory.get(phy)
+    assert state is not None
+    return [vnpu.vdev_id for vnpu in state.vnpus or ()]
+
+
+def recorded(dra_node: DraNode) -> dict[str, Any]:
+    claims: dict[str, Any] = json.loads(dra_node.checkpoint.read_text())["claims"]
+    return claims
+
+
+async def test_a_vnpu_still_in_use_fails_unprepare_until_its_container_lets_go(
+    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, dra_node: DraNode, apiserver: FakeApiServer
+) -> None:
+    claim = put_claim(apiserver, "infer", [result(VIR10)])
+    assert (await prepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+    (vdev,) = await until(lambda: made_on(dynamic, 3), "made")
+    with_chip(dra_node, 3, vdev_usage={str(vdev): {"in_use": True}})
+    await until(
+        lambda: (
+            dynamic.inventory is not None
+            and any(
+                v.in_use
+                for v in dynamic.inventory.get(3).vnpus or ()  # type: ignore[union-attr]
+            )
+        ),
+        "the driver says a container uses it",
+    )
+    error = (await unprepare(dra_kubelet, claim)).claims[claim[2]].error
+    assert f"cannot destroy vNPU {vdev}" in error
+    assert "a container still uses it" in error
+    assert "the kubelet retries" in error
+    assert claim[2] in recorded(dra_node), "still prepared: the kubelet retries"
+    with_chip(dra_node, 3, vdev_usage={})
+    await until(
+        lambda: (
+            dynamic.inventory is not None
+            and not any(
+                v.in_use
+                for v in dynamic.inventory.get(3).vnpus or ()  # type: ignore[union-attr]
+            )
+        ),
+        "let go",
+    )
+    assert (await unprepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+    await until(lambda: made_on(dynamic, 3) == [], "destroyed")
+    assert recorded(dra_node) == {}
+
+
+async def test_a_create_that_hangs_is_the_claim_s_error_and_what_it_leaves_is_swept(
+    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, dra_node: DraNode, apiserver: FakeApiServer
+) -> None:
+    with_chip(dra_node, 3, hang=["create_vdev"])
+    claim = put_claim(apiserver, "infer", [result(VIR10)])
+    error = (await prepare(dra_kubelet, claim)).claims[claim[2]].error
+    assert "cannot make a vNPU of template vir10_3c_32g on Ascend910-3" in error
+    assert "did not return within 0.5 s" in error
+    assert claim[2] not in recorded(dra_node)
+    with_chip(dra_node, 3, hang=[])  # the abandoned call finishes in the driver: a vNPU nobody owns
+    await until(lambda: len(made_on(dynamic, 3)) == 1, "the late vNPU")
+    await until(lambda: dynamic.calls.stuck(3) is None, "chip 3's lane free again")
+    other = put_claim(apiserver, "other", [result("npu-3-vir10-3c-32g-1")])
+    assert (await prepare(dra_kubelet, other)).claims[other[2]].error == ""
+    owned = recorded(dra_node)[other[2]]["devices"][0]["vnpu"]["id"]
+    await until(lambda: made_on(dynamic, 3) == [owned], "the orphan swept before the next vNPU was made")
+
+
+async def test_a_driver_refusal_other_than_room_is_said_as_the_driver_said_it(
+    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, dra_node: DraNode, apiserver: FakeApiServer
+) -> None:
+    with_chip(dra_node, 4, errors={"create_vdev": -8005})
+    claim = put_claim(apiserver, "infer", [result("npu-4-vir05-1c-16g-0")])
+    error = (await prepare(dra_kubelet, claim)).claims[claim[2]].error
+    assert "the driver refused a vNPU of template vir05_1c_16g on Ascend910-4" in error
+    assert "-8005" in error
+    assert made_on(dynamic, 4) == []
