@@ -6,7 +6,8 @@ a resource whose chips a scheduler chooses (Volcano mode), the kubelet's IDs are
 only a count: the chip behind one is the chooser's kubelet-ID map
 (:class:`~ascend_plugin.offers.assignments.Assignments`), and an ID the map
 does not know names no chip yet. A DRA claim's device is this driver's, in this
-node's pool, named after the chip's physical id (the DRA face says how).
+node's pool, named after the chip it is or sits on (the DRA face says how: a
+whole chip, or a partition made on demand).
 """
 
 from __future__ import annotations
