@@ -39,10 +39,14 @@ from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Ro
 from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.plugin_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
+from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.faults import load_table
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
+from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.pod_resources import PodResourcesClient
+from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
 from ascend_plugin.instance_lock import InstanceLock
@@ -55,6 +59,7 @@ from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_dra, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
 from ascend_plugin.settings import Settings, SettingsError, served_directory
+from ascend_plugin.telemetry.collector import TelemetryCollector, TelemetryPolicy
 from backends.errors import ChipError
 
 if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
@@ -79,10 +84,9 @@ class Parts:
 
 @dataclass(frozen=True)
 class VolcanoParts:
-    """Volcano mode's parts: the chooser Allocate asks, the chips pods hold, the face's root task."""
+    """Volcano mode's parts: the chooser Allocate asks and the face's root task."""
 
     chooser: DeviceChooser
-    held: HeldChips
     task: RootTask
 
 
@@ -127,6 +131,10 @@ class PluginApp:
         self.calls.on_call_done(self.metrics.observe_call)
         self.config.on_change(self._log_level_changed)
         self.parts: Parts | None = None
+        # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
+        self.held = HeldChips()
+        self.holdings: PodHoldings | None = None
+        self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
@@ -223,6 +231,13 @@ class PluginApp:
             fault_table=lambda: self.config.fault_table,
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
+        watched = [RootTask("health monitor", monitor.run)]
+        if settings.telemetry:
+            self.telemetry = TelemetryCollector(
+                node.backend, self.calls, inventory, TelemetryPolicy.from_settings(settings)
+            )
+            self.metrics_source.telemetry_of = self._telemetry_view
+            watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)
         try:
             if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
@@ -236,7 +251,7 @@ class PluginApp:
             heap.freeze()
         stop_waking = self.config.on_change(lambda changed: monitor.wake())
         try:
-            await run_root_tasks([RootTask("health monitor", monitor.run), *tasks])
+            await run_root_tasks([*watched, *tasks])
         finally:
             stop_waking()
 
@@ -250,7 +265,10 @@ class PluginApp:
         mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
-        volcano = self._volcano(node, book) if settings.volcano else None
+        resolver = ChipResolver(book)
+        holdings = self._holdings(resolver)
+        volcano = self._volcano(node, book, holdings) if settings.volcano else None
+        resolver.chooser = volcano.chooser if volcano is not None else None
         face = DevicePluginFace(
             book,
             handover,
@@ -266,8 +284,7 @@ class PluginApp:
         face.on_registered(self.registered_once.set)
         face.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = face.counters
-        held = volcano.held if volcano is not None else None
-        hot_reset = self._hot_reset(node, monitor, face.shown, held)
+        hot_reset = self._hot_reset(node, monitor, face.shown)
         self.parts = Parts(monitor, face=face, hot_reset=hot_reset)
         log.info(
             "serving %d %s chip(s) as %s in %s mode",
@@ -279,7 +296,10 @@ class PluginApp:
                 "resources": {name: [d.id for d in devices] for name, devices in book.resources().items()}
             },
         )
-        tasks = [RootTask(DEVICE_PLUGIN_PART, face.run, face.problems)]
+        tasks = [
+            RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
+            RootTask("pod holdings", holdings.run),
+        ]
         if hot_reset is not None:
             tasks.append(RootTask("hot reset", hot_reset.run))
         if mode is HandoverMode.CDI:
@@ -288,6 +308,9 @@ class PluginApp:
             tasks.append(volcano.task)
         if settings.node_name:
             node_name, warnings = settings.node_name, plan.warnings
+            # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
+            # subtracts the pods it placed itself, and would count held chips twice.
+            held = self.held if volcano is not None else None
             tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings, held)))
         else:
             log.warning(
@@ -309,8 +332,13 @@ class PluginApp:
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
-        hot_reset = self._hot_reset(node, monitor, dra.shown, None)
+        hot_reset = self._hot_reset(node, monitor, dra.shown)
         self.parts = Parts(monitor, dra=dra, hot_reset=hot_reset)
+        from ascend_plugin.faces.dra.names import chip_of
+
+        holdings = self._holdings(
+            ChipResolver(claims=ClaimNames(dra_settings.driver, dra_settings.node, chip_of))
+        )
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
             len(inventory.chips()),
@@ -321,6 +349,7 @@ class PluginApp:
         )
         tasks = [
             RootTask(DRA_PART, dra.run, dra.problems),
+            RootTask("pod holdings", holdings.run),
             RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings, None)),
         ]
         if hot_reset is not None:
@@ -353,9 +382,21 @@ class PluginApp:
         )
         await run_kube(inputs)
 
-    def _hot_reset(
-        self, node: Node, monitor: HealthMonitor, shown: Shown, held: HeldChips | None
-    ) -> HotResetManager | None:
+    def _holdings(self, resolver: ChipResolver) -> PodHoldings:
+        """Which container holds which chips, from the kubelet's PodResources API (every mode)."""
+        self.holdings = PodHoldings(
+            PodResourcesClient(self.settings.pod_resources_socket), resolver, self.held
+        )
+        return self.holdings
+
+    def _telemetry_view(self) -> TelemetryView | None:
+        """The chips' telemetry and who holds each chip, for one scrape."""
+        collector, holdings = self.telemetry, self.holdings
+        if collector is None:
+            return None
+        return TelemetryView(collector.snapshot(), holdings.containers() if holdings is not None else ())
+
+    def _hot_reset(self, node: Node, monitor: HealthMonitor, shown: Shown) -> HotResetManager | None:
         """The hot-reset manager, with hot_reset on (it waits for the kubelet to be ``shown``)."""
         if not self.settings.hot_reset:
             return None
@@ -363,7 +404,7 @@ class PluginApp:
             node.backend,
             self.calls,
             node.inventory,
-            held=held,
+            held=self.held,
             idle=self.settings.hot_reset_idle,
             look_again=monitor.look_again,
             shown=shown,
@@ -373,7 +414,7 @@ class PluginApp:
         self.metrics_source.hot_reset = manager
         return manager
 
-    def _volcano(self, node: Node, book: OfferBook) -> VolcanoParts:
+    def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> VolcanoParts:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.
 
         Imported here, before the kubelet registration, and not after it like the
@@ -382,17 +423,16 @@ class PluginApp:
         """
         from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
 
-        held = HeldChips()
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
             chips=ChipAccess(self.calls, node.backend),
             assignments=Assignments(),
-            held=held,
+            holdings=holdings,
         )
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
-        return VolcanoParts(volcano.chooser, held, RootTask("volcano", volcano.run))
+        return VolcanoParts(volcano.chooser, RootTask("volcano", volcano.run))
 
     def _log_level_changed(self, changed: list[str]) -> None:
         if "log_level" in changed:

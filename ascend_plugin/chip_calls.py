@@ -24,6 +24,14 @@ the call observers and held to the timeout from its own start. Jobs run *in
 turn* wait for each other, so that the chips' threads do not wake together and
 fight over the interpreter (:mod:`ascend_plugin.call_turns`).
 
+*Background* jobs (:meth:`ChipCalls.background`: the chip telemetry) run on the
+same lanes, in turn, after the health calls: a health call that comes while a
+background job runs waits for its current call only (the job sees it and
+returns what it has read), and a background call that overruns its own,
+shorter timeout gives its thread up at once, so the health calls go on on a
+fresh thread: the lane is not stuck for them, and the chip's health is not
+touched. The lane takes no background job until that call has returned.
+
 Results travel back to the event loop from these threads, and fault events from
 the library's own thread; every such hand-off goes through
 :func:`~ascend_plugin.call_turns.hand_to_loop`, which knows that a thread can
@@ -40,8 +48,9 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ParamSpec, TypeVar
 
 from ascend_plugin.call_turns import Turn, Turns, hand_to_loop
@@ -63,6 +72,7 @@ LaneListener = Callable[[LaneKey, "StuckCall | None"], None]
 RETRY_BACKOFF = Backoff(1.0, 60.0)
 MAX_ABANDONED_PER_LANE = 2
 MAX_ABANDONED = 32
+_NOTHING_LONGER: Mapping[str, float] = MappingProxyType({})
 
 
 def call_outcome(error: BaseException) -> str:
@@ -126,6 +136,14 @@ class CallsClosed(ChipCallError):
     """The plugin is shutting down: no call starts any more."""
 
 
+class BackgroundRefused(ChipCallError):
+    """The lane takes no background job now: it is stuck, or its last background call has not returned."""
+
+    def __init__(self, stuck: StuckCall, now: float) -> None:
+        self.stuck = stuck
+        super().__init__(stuck.describe(now))
+
+
 class LaneStuck(ChipCallError):
     """The lane's last call hung; no new call is made until a retry is due."""
 
@@ -170,6 +188,37 @@ class LaneCalls:
         """When the call running overruns ``limit`` (time.monotonic()); None before the job started."""
         running = self.running
         return None if running is None else running[1] + limit
+
+
+class BackgroundCalls(LaneCalls):
+    """The calls of one background job: each held to the job's limit (calls in ``longer`` to more).
+
+    :attr:`yielding` turns True when a health call waits for the lane: the job
+    then returns what it has read so far, and reads the rest another time. Once
+    the job was given up (a call overran), no further call of it starts: the
+    lane's calls go on on another thread.
+    """
+
+    def __init__(self, lane: _Lane, longer: Mapping[str, float]) -> None:
+        super().__init__()
+        self._lane = lane
+        self.longer = longer  # call name -> seconds it may take beyond the job's per-call limit
+        self.given_up = False
+
+    @property
+    def yielding(self) -> bool:
+        """A health call waits for this lane."""
+        return self._lane.waiting > 0
+
+    def call(self, name: str, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        if self.given_up:
+            raise CallsClosed(f"driver call {name} not made: its background job was given up")
+        return super().call(name, function, *args, **kwargs)
+
+    def deadline(self, limit: float) -> float | None:
+        due = super().deadline(limit)
+        running = self.running
+        return None if due is None or running is None else due + self.longer.get(running[0], 0.0)
 
 
 Job = Callable[[LaneCalls], T]
@@ -279,6 +328,8 @@ class _Lane:
     worker: _Worker | None = None
     stuck: StuckCall | None = None
     abandoned: int = 0  # threads of this lane still inside a call that hung
+    waiting: int = 0  # jobs waiting for the lane: a background job gives way to them
+    background_stuck: StuckCall | None = None  # a background call that overran and has not returned
 
 
 class ChipCalls:
@@ -316,6 +367,11 @@ class ChipCalls:
         """The stuck call of one lane, if any."""
         found = self._lanes.get(lane)
         return found.stuck if found is not None else None
+
+    def waiting(self, lane: LaneKey) -> int:
+        """Jobs waiting for the lane (a background job on it gives way to them after its current call)."""
+        found = self._lanes.get(lane)
+        return found.waiting if found is not None else 0
 
     @property
     def abandoned_threads(self) -> int:
@@ -355,15 +411,97 @@ class ChipCalls:
         """
         if self._closed or (self._chips_closed and lane is not NODE):
             raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
-        state = self._lanes.get(lane)
-        if state is None:
-            state = self._lanes[lane] = _Lane(lane)
-        async with state.lock:
+        state = self._lane(lane)
+        state.waiting += 1
+        try:
+            await state.lock.acquire()
+        finally:
+            state.waiting -= 1
+        try:
             if state.stuck is not None:
                 self._may_retry(state)
             if state.worker is None:
                 state.worker = _Worker(lane)
             return await self._run(state, state.worker, name, job, in_turn)
+        finally:
+            state.lock.release()
+
+    async def background(
+        self,
+        lane: LaneKey,
+        name: str,
+        job: Callable[[BackgroundCalls], T],
+        *,
+        per_call: float,
+        longer: Mapping[str, float] = _NOTHING_LONGER,
+    ) -> T:
+        """Run ``job`` on ``lane``'s worker, in turn, after the health calls; each call held to ``per_call``.
+
+        ``longer``: calls (by name) that may take that many seconds more (one
+        that samples over a period). BackgroundRefused while the lane is stuck
+        or a background call of it hangs; ChipCallTimeout (naming the call) when
+        one overruns: its thread is given up, the lane stays free for the health
+        calls. The observers hear of the job as one call named ``name``, and of
+        each of its calls that failed: a background job makes many small calls
+        on every chip, which would otherwise crowd the latency histogram.
+        """
+        if self._closed or (self._chips_closed and lane is not NODE):
+            raise CallsClosed(f"driver call {name} on {lane_name(lane)} refused: shutting down")
+        state = self._lane(lane)
+        async with state.lock:
+            hung = state.stuck or state.background_stuck
+            if hung is not None:
+                raise BackgroundRefused(hung, self.clock())
+            if state.worker is None:
+                state.worker = _Worker(lane)
+            worker, calls = state.worker, BackgroundCalls(state, longer)
+            handed = self._hand_over(worker, name, job, in_turn=True, calls=calls)  # type: ignore[arg-type]
+            started, outcome = time.monotonic(), "ok"
+            try:
+                result: T = await _answer(handed, per_call)
+                return result
+            except TimeoutError:
+                outcome = "timeout"
+                calls.given_up = True
+                self._turns.lose(handed.turn)
+                hung_name, since = calls.running or (name, time.monotonic())
+                hung_name = hung_name or name
+                overran = time.monotonic() - since
+                limit = per_call + longer.get(hung_name, 0.0)
+                stuck = StuckCall(hung_name, lane, self.clock() - overran, float("inf"), 1, limit)
+                self._observe(stuck.name, overran, "timeout")
+                self._give_up_background(state, worker, handed.future, stuck)
+                raise ChipCallTimeout(stuck.name, lane, limit) from None
+            except Exception as error:
+                outcome = call_outcome(error)
+                raise
+            finally:
+                self._observe(name, time.monotonic() - started, outcome)
+                for done in calls.done:
+                    if done[2] != "ok":
+                        self._observe(*done)
+
+    def _lane(self, lane: LaneKey) -> _Lane:
+        state = self._lanes.get(lane)
+        if state is None:
+            state = self._lanes[lane] = _Lane(lane)
+        return state
+
+    def _give_up_background(
+        self, lane: _Lane, worker: _Worker, future: concurrent.futures.Future[Any], stuck: StuckCall
+    ) -> None:
+        """A background call overran: its thread is given up, the lane goes on on a fresh one."""
+        loop = asyncio.get_running_loop()
+        lane.background_stuck = stuck
+        lane.worker = None
+        lane.abandoned += 1
+        worker.stop()  # the thread ends once the call returns
+
+        def returned() -> None:
+            lane.abandoned -= 1
+            lane.background_stuck = None
+
+        future.add_done_callback(lambda _: hand_to_loop(loop, returned))
 
     def _may_retry(self, lane: _Lane) -> None:
         """Raise LaneStuck unless the stuck lane's next try is due and the thread caps allow it."""
@@ -374,9 +512,11 @@ class ChipCalls:
             self._observe(lane.stuck.name, 0.0, "stuck")
             raise LaneStuck(lane.stuck, now)
 
-    def _hand_over(self, worker: _Worker, name: str, job: Job[T], *, in_turn: bool) -> _Handed:
+    def _hand_over(
+        self, worker: _Worker, name: str, job: Job[T], *, in_turn: bool, calls: LaneCalls | None = None
+    ) -> _Handed:
         """Give ``job`` to ``worker``, now or in its turn; the end comes back through the turns."""
-        calls = LaneCalls()
+        calls = calls if calls is not None else LaneCalls()
 
         def work() -> T:
             calls.running = ("", time.monotonic())  # started: the timeout runs from here

@@ -312,7 +312,28 @@ class Settings(BaseSettings):
     )
     pod_resources_socket: Path = Field(
         default=Path("/var/lib/kubelet/pod-resources/kubelet.sock"),
-        description="the kubelet's PodResources socket (Volcano mode: which pod holds which device IDs)",
+        description="the kubelet's PodResources socket: which container holds which chip (every mode)",
+    )
+
+    # -- telemetry ----------------------------------------------------------------------
+    telemetry: bool = Field(
+        default=True,
+        description="read the chips' telemetry (utilization, temperature, power, memory, ...) and show "
+        "it on /metrics under npu-exporter's names",
+    )
+    telemetry_interval: Annotated[float, Field(ge=1, le=3600)] = Field(
+        default=5.0,
+        description="seconds between two reads of the chip figures (utilization, temperature, power, "
+        "voltage, AI-core clock, health)",
+    )
+    telemetry_slow_interval: Annotated[float, Field(ge=1, le=86400)] = Field(
+        default=60.0,
+        description="seconds between two reads of the slower groups (HBM, device memory, RoCE network, ECC)",
+    )
+    telemetry_call_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+        default=1.0,
+        description="seconds one telemetry call may take; one that overruns takes its chip's figures off "
+        "/metrics until it returns, never its health",
     )
 
     # -- operations -------------------------------------------------------------------

@@ -9,7 +9,9 @@ addresses); and of the node: fault events as they happen
 (:meth:`~ChipBackend.units`), which chips a hot reset takes together
 (:meth:`~ChipBackend.reset_group`) and the calls of a hot reset itself
 (:meth:`~ChipBackend.processes`, :meth:`~ChipBackend.hot_reset`,
-:meth:`~ChipBackend.boot_status`).
+:meth:`~ChipBackend.boot_status`); and for the telemetry what each chip
+measures (temperature, power, voltage, clock, utilization, memory, ECC, RoCE
+network status: :mod:`backends.readings`), each None where the driver is silent.
 
 :class:`ChipBackend` is abstract: each family (:mod:`backends.families`) has
 its implementation, which carries the family's row (names, AI-core bounds,
@@ -34,29 +36,38 @@ from __future__ import annotations
 import abc
 import enum
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
-from typing import ClassVar
+from typing import ClassVar, Concatenate, ParamSpec, TypeVar
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
-from backends.errors import NOT_READY, DcmiError, SymbolMissing
+from backends.errors import NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
 from backends.library import (
     FEATURE_FUNCTIONS,
     HEALTH_ABSENT,
     ChipInfo,
+    DieType,
+    EccInfo,
     FaultHandler,
+    FrequencyType,
     MemoryInfo,
     PcieAddress,
     ProcessMemory,
     ResetChannel,
+    UtilizationType,
+    VdevActivity,
     VdevInfo,
 )
+from backends.readings import MIN_TEMPERATURE, MemoryUsage, Utilization, valid
 from backends.session import LibrarySession
 from backends.topology import ChipFacts, TopologyUnit, UnitKind, assign_units
 from backends.vnpu_split import ChipSplits
 
 log = logging.getLogger(__name__)
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
@@ -65,6 +76,12 @@ HBM_INFO = "dcmi_get_device_hbm_info"
 MEMORY_INFO = "dcmi_get_device_memory_info_v3"
 DEVICE_IP = "dcmi_get_device_ip"
 DEVICE_INFO = "dcmi_get_device_info"  # VDEV_MNG: AI cores and static vNPUs
+TEMPERATURE = "dcmi_get_device_temperature"
+POWER = "dcmi_get_device_power_info"
+VOLTAGE = "dcmi_get_device_voltage"
+FREQUENCY = "dcmi_get_device_frequency"
+UTILIZATION = "dcmi_get_device_utilization_rate"
+DIE_ID = "dcmi_get_device_die_v2"
 
 # What the plugin does without each optional DCMI function (said once, at init).
 WITHOUT: Mapping[str, str] = MappingProxyType(
@@ -105,12 +122,16 @@ class ChipBackend(abc.ABC):
     shares_chips: ClassVar[bool] = False
     # Chips can be split into vNPUs (backends.vnpu_family.VnpuFamily); vnpus() lists them.
     splits_into_vnpus: ClassVar[bool] = False
+    # Seconds utilization() may spend sampling (a period call), beyond an ordinary call's time.
+    utilization_sampling_s: ClassVar[float] = 0.0
 
     def __init__(self, session: LibrarySession, table: FamilyTable | None = None) -> None:
         self.session = session
         self.library = session.library
         # The row this node is served by: the family's, with the operator's overrides.
         self.table = table or self.TABLE
+        # (function, physical id) of the telemetry calls a chip answered "not supported": not asked again.
+        self.unsupported: set[tuple[str, int]] = set()
 
     @classmethod
     def claims(cls, info: ChipInfo) -> bool:
@@ -222,6 +243,88 @@ class ChipBackend(abc.ABC):
         if chip.info.aicore_cnt > 0:
             return AiCoreFigure(float(chip.info.aicore_cnt), "chip_info")
         return AiCoreFigure(self.table.ai_core_nominal, "family_nominal")
+
+    # -- telemetry: what a chip measures; None where the driver does not say ---------------
+
+    def temperature(self, chip: Chip) -> int | None:
+        """Degrees Celsius; None where the sensor failed (below -275)."""
+        value = self.optional(TEMPERATURE, chip, self.library.temperature)
+        return value if value is not None and value >= MIN_TEMPERATURE else None
+
+    def power(self, chip: Chip) -> float | None:
+        """Watts (the driver counts 0.1 W)."""
+        reading = self.optional(POWER, chip, self.library.power)
+        return reading.watts if reading is not None and valid(reading.deciwatts) is not None else None
+
+    def voltage(self, chip: Chip) -> float | None:
+        """Volts (the driver counts 0.01 V)."""
+        reading = self.optional(VOLTAGE, chip, self.library.voltage)
+        return reading.volts if reading is not None and valid(reading.centivolts) is not None else None
+
+    def aicore_frequency(self, chip: Chip) -> int | None:
+        """The AI cores' current clock, MHz."""
+        return valid(self.optional(FREQUENCY, chip, self.library.frequency, FrequencyType.AICORE_CURRENT))
+
+    def utilization(self, chip: Chip) -> Utilization:
+        """AI core and vector utilization (rate types 2 and 12), as npu-exporter reads most families."""
+        return Utilization(
+            self.rate(chip, UtilizationType.AICORE), self.rate(chip, UtilizationType.VECTORCORE)
+        )
+
+    def memory_usage(self, chip: Chip) -> MemoryUsage | None:
+        """Device memory in use: DDR (``dcmi_get_device_memory_info_v3``: size - available) by default."""
+        info = self.optional(MEMORY_INFO, chip, self.library.memory_info)
+        if info is None or info.total_mb <= 0:
+            return None
+        return MemoryUsage(False, info.total_mb, info.total_mb - info.available_mb)
+
+    def network_status(self, chip: Chip) -> int | None:
+        """The RoCE port's connectivity (:mod:`backends.readings`); None on a family without one."""
+        return None
+
+    def hbm_ecc(self, chip: Chip) -> EccInfo | None:
+        """The HBM's ECC counters; None on a family without HBM."""
+        return None
+
+    def vdie_id(self, chip: Chip) -> str:
+        """The chip's VDIE id as npu-exporter's ``vdie_id`` label spells it; empty where unknown."""
+        die = self.optional(DIE_ID, chip, self.library.die_id, DieType.VDIE)
+        return die.text if die is not None else ""
+
+    def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[VdevActivity]:
+        """How busy each of the chip's vNPUs is: nothing, on a family without vNPU telemetry."""
+        return []
+
+    def rate(self, chip: Chip, kind: UtilizationType) -> int | None:
+        """``dcmi_get_device_utilization_rate`` of ``kind``, where the chip answers it."""
+        return valid(self.optional(f"{UTILIZATION}({kind.name})", chip, self.library.utilization, kind))
+
+    def optional(
+        self,
+        function: str,
+        chip: Chip,
+        read: Callable[Concatenate[int, int, P], T],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> T | None:
+        """``read(card, device, ...)`` of one telemetry figure; None when it cannot be had.
+
+        A function the driver lacks is recorded once (and said at init); one a
+        chip answers "not supported" is not asked of that chip again; any other
+        DCMI error leaves the figure out this time (said at debug level).
+        """
+        name = function.split("(", 1)[0]
+        if name in self.missing or (function, chip.phy_id) in self.unsupported:
+            return None
+        try:
+            return read(chip.card_id, chip.device_id, *args, **kwargs)
+        except SymbolMissing:
+            self.missing.add(name)
+        except DcmiError as error:
+            if error.code == NOT_SUPPORTED:
+                self.unsupported.add((function, chip.phy_id))
+            _unknown(error, chip, "the figure is left out of the telemetry")
+        return None
 
     # -- what differs by family ------------------------------------------------------------
 

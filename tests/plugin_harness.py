@@ -58,6 +58,7 @@ def fast_settings(plugin_dir: Path, host_root: Path, **overrides: Any) -> Settin
         "kubelet_watch_interval": 0.02,
         "allocate_mode": "device",
         "http_address": "",
+        "telemetry": False,  # the telemetry tests turn it on; the others keep their calls to themselves
         "node_name": None,
     }
     values.update(overrides)

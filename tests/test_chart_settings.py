@@ -84,6 +84,10 @@ EVERY_SETTING: dict[str, Any] = {
     "nodeEvents": False,
     "volcano": False,  # true needs node_name, which this test leaves out: tests/test_chart_volcano.py
     "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
+    "telemetry": False,
+    "telemetryInterval": 10,
+    "telemetrySlowInterval": 120,
+    "telemetryCallTimeout": 0.5,
     "logLevel": "DEBUG",
     "logFormat": "json",
 }

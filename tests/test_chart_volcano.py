@@ -41,13 +41,13 @@ def test_pods_are_granted_only_in_volcano_mode(volcano: Rendering, renderings: d
     assert volcano.allows("get", "", "nodes", None)  # the node's InternalIP for the rank table
 
 
-def test_the_pod_resources_directory_is_mounted_read_only_from_the_host(
+def test_the_pod_resources_directory_is_mounted_read_only_from_the_host_in_every_mode(
     volcano: Rendering, renderings: dict[str, Rendering]
 ) -> None:
-    mount, volume = volcano.volume_at("/var/lib/kubelet/pod-resources")
-    assert mount["readOnly"] is True
-    assert volume["hostPath"] == {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
-    assert "/var/lib/kubelet/pod-resources" not in renderings[DEFAULTS].host_paths()
+    for rendering in (volcano, renderings[DEFAULTS]):
+        mount, volume = rendering.volume_at("/var/lib/kubelet/pod-resources")
+        assert mount["readOnly"] is True
+        assert volume["hostPath"] == {"path": "/var/lib/kubelet/pod-resources", "type": "Directory"}
 
 
 def test_a_moved_socket_moves_the_mount(chart: ChartRenderer) -> None:

@@ -11,14 +11,14 @@ from log_records import records
 from plugin_harness import FakeNode, registered, running_plugin
 from waiting import wait_for
 
-from ascend_plugin.faces.volcano.pod_resources import PodResourcesClient
+from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient, pod_devices
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 
 RESOURCE = "huawei.com/Ascend310"
-CLIENT = "ascend_plugin.faces.volcano.pod_resources"
+CLIENT = "ascend_plugin.holdings.pod_resources"
 
 
 async def admitted(
@@ -35,9 +35,10 @@ async def test_v1_list_and_allocatable(
 ) -> None:
     await admitted(kubelet, node, plugin_dir, pod_resources)
     client = PodResourcesClient(pod_resources.socket)
-    holdings = await client.holdings()
-    assert holdings is not None
-    assert dict(holdings[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
+    listing = await client.listing()
+    assert listing is not None
+    assert [entry.ref for entry in listing] == [ContainerRef("ns", "pod", "main")]
+    assert dict(pod_devices(listing)[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
     assert client.version == "v1"
     allocatable = await client.allocatable()
     assert allocatable is not None
@@ -60,11 +61,11 @@ async def test_an_old_kubelet_is_asked_v1alpha1_and_said_so_once(
     try:
         await admitted(kubelet, node, plugin_dir, old)
         client = PodResourcesClient(old.socket)
-        with caplog.at_level(logging.INFO, logger="ascend_plugin.faces.volcano"):
+        with caplog.at_level(logging.INFO, logger="ascend_plugin.holdings"):
             for _ in range(3):
-                holdings = await client.holdings()
-                assert holdings is not None
-                assert dict(holdings[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
+                listing = await client.listing()
+                assert listing is not None
+                assert dict(pod_devices(listing)[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
         assert client.version == "v1alpha1"
         # An old kubelet is worth a WARNING, once however often asked.
         said = records(caplog, CLIENT, pod_resources="v1alpha1")
@@ -78,9 +79,10 @@ async def test_an_absent_socket_is_said_once_and_answers_none(
     short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     client = PodResourcesClient(short_tmp / "nowhere" / "kubelet.sock")
-    with caplog.at_level(logging.WARNING, logger="ascend_plugin.faces.volcano"):
-        assert await client.holdings() is None
-        assert await client.holdings() is None
+    with caplog.at_level(logging.WARNING, logger="ascend_plugin.holdings"):
+        assert await client.listing() is None
+        assert await client.listing() is None
+    assert client.problem.endswith("does not exist (is the kubelet's pod-resources directory mounted?)")
     (said,) = records(caplog, CLIENT, level=logging.WARNING)
     state = said.__dict__["pod_resources"]
     assert state.startswith("unavailable: ")
@@ -99,9 +101,14 @@ async def test_a_symlink_is_refused(
     link = short_tmp / "link.sock"
     link.symlink_to(pod_resources.socket)
     client = PodResourcesClient(link)
-    with caplog.at_level(logging.WARNING, logger="ascend_plugin.faces.volcano"):
-        assert await client.holdings() is None
-    (said,) = records(caplog, CLIENT, level=logging.WARNING)
+    with caplog.at_level(logging.WARNING, logger="ascend_plugin.holdings"):
+        assert await client.listing() is None
+    # The plugin's own holdings say theirs (no kubelet socket at its default path); this client says this.
+    (said,) = [
+        record
+        for record in records(caplog, CLIENT, level=logging.WARNING)
+        if str(link) in record.__dict__["pod_resources"]
+    ]
     assert said.__dict__["pod_resources"].startswith("unavailable: ")
     assert f"{link} resolves to {pod_resources.socket}" in said.__dict__["pod_resources"]
     assert pod_resources.calls == []  # the kubelet was never asked through the link

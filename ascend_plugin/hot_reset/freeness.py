@@ -48,7 +48,7 @@ class GroupCheck:
         for chip in group:
             if chip.phy_id in resetting:
                 found.append(Busy(chip.phy_id, "is being reset"))
-            elif self.held is None:
+            elif self.held is None or not self.held.known:
                 found.append(Busy(chip.phy_id, HOLDERS_UNKNOWN))
             elif chip.phy_id in self.held.chips:
                 found.append(Busy(chip.phy_id, "a pod holds it"))

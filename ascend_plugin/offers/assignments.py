@@ -12,8 +12,9 @@ that, and neither may import the other (nor the Volcano face), so it lives here:
   exactly one real device (:meth:`Assignments.paired`): a faulted chip turns
   the kubelet ID of the pod holding it unhealthy, never another pod's, and the
   kubelet's count of healthy IDs stays the count of healthy chips;
-* :class:`HeldChips`: the physical chips the node's active pods hold, which the
-  device-info ConfigMap leaves out of its free list;
+* :class:`HeldChips`: the physical chips the node's containers hold, which the
+  device-info ConfigMap leaves out of its free list (Volcano mode), fault
+  management and hot reset read;
 * :class:`DeviceChooser`: what the device-plugin face asks in Allocate for a
   resource whose chips someone else chooses; a refusal is a
   :class:`~ascend_plugin.grpc_guard.refusals.CannotServe`.
@@ -95,15 +96,25 @@ class Assignments:
 
 
 class HeldChips:
-    """The physical ids of the chips this node's active pods hold."""
+    """The physical ids of the chips this node's containers hold (filled by :mod:`ascend_plugin.holdings`).
+
+    :attr:`known` is False until the first answer: before it, an empty set
+    says nothing about whether a chip is free.
+    """
 
     def __init__(self) -> None:
         self._chips: frozenset[int] = frozenset()
+        self._known = False
         self._changes = Changes()
 
     @property
     def chips(self) -> frozenset[int]:
         return self._chips
+
+    @property
+    def known(self) -> bool:
+        """Whether the held chips were learnt at least once (from the kubelet, or Volcano's annotations)."""
+        return self._known
 
     @property
     def version(self) -> int:
@@ -112,8 +123,8 @@ class HeldChips:
 
     def set(self, chips: frozenset[int]) -> None:
         """The chips held now."""
-        if chips != self._chips:
-            self._chips = chips
+        if chips != self._chips or not self._known:
+            self._chips, self._known = chips, True
             self._changes.bump()
 
     async def wait_for_change(self, seen_version: int) -> int:

@@ -1,4 +1,4 @@
-"""The kubelet stand-in's PodResources API, on grpcio, for the tests of Volcano mode.
+"""The kubelet stand-in's PodResources API, on grpcio, for the tests of who holds which chip.
 
 A real kubelet records, after each successful Allocate at pod admission, which
 device IDs each container of the pod holds, and serves that on
@@ -6,7 +6,9 @@ device IDs each container of the pod holds, and serves that on
 for the pods a test admits through :meth:`PodResourcesStandIn.admit`: it calls
 the plugin's Allocate through the :class:`~ascend_plugin.testing.kubelet_standin.KubeletStandIn`
 and, only when Allocate succeeded, records the pod's devices. A pod is
-forgotten on :meth:`PodResourcesStandIn.remove` (its containers ended).
+forgotten on :meth:`PodResourcesStandIn.remove` (its containers ended). A DRA
+claim's devices, which the kubelet lists once the DRA driver prepared the claim,
+are recorded with :meth:`PodResourcesStandIn.claim` (v1 only, as the kubelet).
 
 It serves ``v1.PodResourcesLister`` (``List``, ``GetAllocatableResources``:
 every device the kubelet stand-in was told of, healthy or not, as the kubelet's
@@ -35,14 +37,15 @@ VERSIONS = ("v1", "v1alpha1")
 
 
 @dataclass(frozen=True)
-class AdmittedPod:
-    """A pod the stand-in admitted: one container holding device IDs of one resource."""
+class AdmittedContainer:
+    """A container the stand-in admitted: the device IDs it holds of one resource, or a claim's devices."""
 
     namespace: str
     name: str
     container: str
-    resource: str
-    device_ids: tuple[str, ...]
+    resource: str = ""
+    device_ids: tuple[str, ...] = ()
+    claim: tuple[str, str, tuple[tuple[str, str, str], ...]] | None = None  # namespace, name, devices
 
 
 class PodResourcesStandIn:
@@ -55,7 +58,8 @@ class PodResourcesStandIn:
         self.kubelet = kubelet
         self.socket = socket
         self.versions = tuple(versions)
-        self.pods: dict[tuple[str, str], AdmittedPod] = {}
+        self.pods: dict[tuple[str, str], AdmittedContainer] = {}  # the first container of each pod
+        self.containers: dict[tuple[str, str, str], AdmittedContainer] = {}
         self.calls: list[str] = []  # the methods asked, e.g. "/v1.PodResourcesLister/List"
         self._lock = threading.Lock()
         self._server: grpc.Server | None = None
@@ -110,16 +114,31 @@ class PodResourcesStandIn:
         pod's admission and records nothing).
         """
         response = self.kubelet.allocate(resource, device_ids)
-        with self._lock:
-            self.pods[(namespace, name)] = AdmittedPod(
-                namespace, name, container, resource, tuple(device_ids)
-            )
+        self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
         return response
+
+    def claim(
+        self,
+        namespace: str,
+        name: str,
+        claim: str,
+        devices: Sequence[tuple[str, str, str]],
+        container: str = "main",
+    ) -> None:
+        """The container uses claim ``namespace/claim``, whose (driver, pool, device) the driver prepared."""
+        self._record(AdmittedContainer(namespace, name, container, claim=(namespace, claim, tuple(devices))))
 
     def remove(self, namespace: str, name: str) -> None:
         """The pod's containers ended: the kubelet no longer lists its devices."""
         with self._lock:
             self.pods.pop((namespace, name), None)
+            for key in [key for key in self.containers if key[:2] == (namespace, name)]:
+                del self.containers[key]
+
+    def _record(self, container: AdmittedContainer) -> None:
+        with self._lock:
+            self.pods.setdefault((container.namespace, container.name), container)
+            self.containers[(container.namespace, container.name, container.container)] = container
 
     # -- the services -----------------------------------------------------------------------
 
@@ -135,6 +154,20 @@ class PodResourcesStandIn:
 
     def _v1(self) -> v1.ListPodResourcesResponse:
         listing: v1.ListPodResourcesResponse = self._listing(v1)
+        for pod in listing.pod_resources:
+            for container in pod.containers:
+                admitted = self.containers[(pod.namespace, pod.name, container.name)]
+                if admitted.claim is not None:
+                    claim_namespace, claim_name, devices = admitted.claim
+                    resources = [
+                        v1.ClaimResource(driver_name=driver, pool_name=pool, device_name=device)
+                        for driver, pool, device in devices
+                    ]
+                    container.dynamic_resources = [
+                        v1.DynamicResource(
+                            claim_name=claim_name, claim_namespace=claim_namespace, claim_resources=resources
+                        )
+                    ]
         return listing
 
     def _v1alpha1(self) -> v1alpha1.ListPodResourcesResponse:
@@ -143,23 +176,29 @@ class PodResourcesStandIn:
 
     def _listing(self, api: ModuleType) -> Any:
         """The List answer in one API version's messages (v1 and v1alpha1 share these shapes)."""
+        pods: dict[tuple[str, str], list[AdmittedContainer]] = {}
+        for container in self.containers.values():
+            pods.setdefault((container.namespace, container.name), []).append(container)
         return api.ListPodResourcesResponse(
             pod_resources=[
                 api.PodResources(
-                    name=pod.name,
-                    namespace=pod.namespace,
+                    name=name,
+                    namespace=namespace,
                     containers=[
                         api.ContainerResources(
-                            name=pod.container,
+                            name=container.container,
                             devices=[
                                 api.ContainerDevices(
-                                    resource_name=pod.resource, device_ids=list(pod.device_ids)
+                                    resource_name=container.resource, device_ids=list(container.device_ids)
                                 )
-                            ],
+                            ]
+                            if container.device_ids
+                            else [],
                         )
+                        for container in containers
                     ],
                 )
-                for pod in self.pods.values()
+                for (namespace, name), containers in pods.items()
             ]
         )
 

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import ClassVar, Final
 
 from backends.chips import Chip
+from backends.errors import ChipError
 from backends.family_table import FamilyTable
-from backends.library import ResetChannel
+from backends.library import ResetChannel, VdevActivity
+from backends.readings import valid
 from backends.reset_groups import same_card
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import AICORE, AICPU, JPEGD, JPEGE, MEMORY, VDEC, VENC, VPC, VnpuTemplate
+
+log = logging.getLogger(__name__)
+
+MCU_POWER = "dcmi_mcu_get_power_info"
 
 ASCEND_310P = FamilyTable(
     family="310P",
@@ -46,6 +53,8 @@ _SHARE_OF: Final = 8
 class Ascend310P(VnpuFamily):
     """310P chips: DDR memory, polled for faults, static vNPUs, chips shareable by device-share mode.
 
+    Their telemetry shows the card's power (read by its MCU) and each vNPU's activity.
+
     A card is the unit and the reset group: an Atlas 300I Duo's two chips are
     reset together (its driver takes the reset on device 0 only, for the card);
     a 300I Pro's card holds one, device 0 too.
@@ -53,6 +62,27 @@ class Ascend310P(VnpuFamily):
 
     TABLE = ASCEND_310P
     shares_chips: ClassVar[bool] = True
+
+    def power(self, chip: Chip) -> float | None:
+        """The card's power, read by its MCU (``dcmi_mcu_get_power_info``), as npu-exporter shows 310P's."""
+        reading = self.optional(MCU_POWER, chip, lambda card, _device: self.library.board_power(card))
+        return reading.watts if reading is not None and valid(reading.deciwatts) is not None else None
+
+    def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[VdevActivity]:
+        """Each vNPU's AI-core use and memory (VDEV_MNG / GET_VDEV_ACTIVITY); one that fails is left out."""
+        activity = []
+        for vdev_id in vdev_ids:
+            try:
+                activity.append(self.library.vdev_activity(chip.card_id, chip.device_id, vdev_id))
+            except ChipError as error:
+                log.debug(
+                    "no activity of vNPU %d on %s: %s",
+                    vdev_id,
+                    chip.label,
+                    error,
+                    extra={"chip": chip.phy_id},
+                )
+        return activity
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return same_card(chip, chips)

@@ -8,7 +8,8 @@
   ``npu_name``): modules of two dies per card.
 
 All three share one row (the resource ``huawei.com/Ascend910`` and its device
-IDs), fault events, static vNPUs and HBM; the generation is chosen by chip name
+IDs), fault events, static vNPUs, HBM (with its ECC counters) and the RoCE port
+of a training card; the generation is chosen by chip name
 (:meth:`Ascend910.for_chip`). A 910 chip name that neither A1 nor A2 claims is
 served as A3, the newest generation, whose unit (the card) and reset group
 (its card and the brother card, or the node where the driver cannot name the
@@ -21,11 +22,12 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
-from backends.backend import SUBSCRIBE, ChipBackend, MemoryKind
+from backends.backend import HBM_INFO, SUBSCRIBE, ChipBackend, MemoryKind
 from backends.chips import Chip
 from backends.errors import ChipError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import ChipInfo, FaultHandler
+from backends.library import ChipInfo, EccDeviceType, EccInfo, FaultHandler, NetworkHealth, UtilizationType
+from backends.readings import NETWORK_DOWN, NETWORK_UNKNOWN, NETWORK_UP, MemoryUsage, Utilization, valid
 from backends.reset_groups import cards, logic_block, whole_node
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
 from backends.vnpu_family import VnpuFamily
@@ -55,6 +57,15 @@ ASCEND_910 = FamilyTable(
 # An A2 box of more than 8 chips (Atlas 200T A2 Box16) resets all 16 together.
 _BOX16_RESET = 16
 
+NETWORK_HEALTH = "dcmi_get_device_network_health"
+ECC_INFO = "dcmi_get_device_ecc_info"
+MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
+MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
+# The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
+UTILIZATION_PERIOD_S = 1
+# dcmi_get_device_network_health results npu-exporter counts as a working link.
+_NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
+
 # Huawei's vNPU templates per generation (mind-cluster's table of valid names; the A1 ones as its docs list
 # them). The number after "vir" is AI cores, before "g" memory in GB; "_m" / "_nm" with or without DVPP.
 A1_TEMPLATES: Final = ("vir02", "vir04", "vir08", "vir16")
@@ -70,6 +81,9 @@ class Ascend910(VnpuFamily):
 
     TABLE = ASCEND_910
     memory_kind: ClassVar[MemoryKind] = MemoryKind.HBM
+    # The period utilization call samples over UTILIZATION_PERIOD_S; DCMI does not say whether it returns
+    # at once (the driver keeping the figure) or after the period.
+    utilization_sampling_s: ClassVar[float] = float(UTILIZATION_PERIOD_S)
 
     @classmethod
     def for_chip(cls, info: ChipInfo) -> type[ChipBackend]:
@@ -91,6 +105,54 @@ class Ascend910(VnpuFamily):
             self.missing.add(SUBSCRIBE)
             raise
         return True
+
+    # -- telemetry --------------------------------------------------------------------------
+
+    def utilization(self, chip: Chip) -> Utilization:
+        """AI core, vector, cube and overall in one sample: the period call, else the instant one, else types.
+
+        ``dcmi_get_device_multi_utilization_rate_period`` (1 s), then
+        ``..._multi_utilization_rate``, then the rate types 2 and 12, as npu-exporter reads 910B and A3.
+        """
+        sample = self.optional(
+            MULTI_RATE_PERIOD, chip, self.library.multi_utilization_period, UTILIZATION_PERIOD_S
+        )
+        if sample is None:
+            sample = self.optional(MULTI_RATE, chip, self.library.multi_utilization)
+        if sample is None:
+            return super().utilization(chip)
+        return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
+
+    def memory_usage(self, chip: Chip) -> MemoryUsage | None:
+        """The HBM (``dcmi_get_device_hbm_info``), its temperature, bandwidth use and utilization (type 6)."""
+        info = self.optional(HBM_INFO, chip, self.library.hbm_info)
+        if info is None or info.total_mb <= 0:
+            return None
+        return MemoryUsage(
+            True,
+            info.total_mb,
+            info.used_mb,
+            utilization=self.rate(chip, UtilizationType.HBM),
+            temperature_c=valid(info.temperature_c),
+            bandwidth_utilization=valid(info.bandwidth_utilization),
+        )
+
+    def network_status(self, chip: Chip) -> int | None:
+        """``dcmi_get_device_network_health``: up (OK, INIT), down, or unknown when the call fails.
+
+        A chip without a RoCE port (the A2 inference boards) answers "not
+        supported": it then has no network status, and is not asked again.
+        """
+        result = self.optional(NETWORK_HEALTH, chip, self.library.network_health)
+        if result is not None:
+            return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
+        if NETWORK_HEALTH in self.missing or (NETWORK_HEALTH, chip.phy_id) in self.unsupported:
+            return None
+        return NETWORK_UNKNOWN
+
+    def hbm_ecc(self, chip: Chip) -> EccInfo | None:
+        """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM)."""
+        return self.optional(ECC_INFO, chip, self.library.ecc_info, EccDeviceType.HBM)
 
     # The generation's template names; A1 overrides vnpu_templates, whose templates give no memory.
     TEMPLATES: ClassVar[tuple[str, ...]] = ()
@@ -120,11 +182,19 @@ class Ascend910(VnpuFamily):
 
 
 class Ascend910A1(Ascend910):
-    """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids."""
+    """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids.
+
+    Its driver has no multi-rate utilization and no vector figure: only the AI core's is read.
+    """
 
     # In full: "910B" alone is a first-generation chip, "910B3" an A2 one.
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910A|910B|910ProA|910ProB|910PremiumA")
     unit_kind: ClassVar[UnitKind] = UnitKind.RING
+
+    utilization_sampling_s: ClassVar[float] = 0.0
+
+    def utilization(self, chip: Chip) -> Utilization:
+        return Utilization(self.rate(chip, UtilizationType.AICORE))
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return logic_block(chip, chips, RING_SIZE)

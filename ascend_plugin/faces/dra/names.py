@@ -36,6 +36,7 @@ MAX_STRING_VALUE: Final = 64
 
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEVICE_NAME = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})$")
+_CHIP_DEVICE = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})(-[a-z0-9][-a-z0-9]*)?$")
 
 
 class AttributeNameError(ValueError):
@@ -61,6 +62,12 @@ def phy_of(name: str) -> int | None:
     """The physical id a device name stands for; None when it is not one of ours."""
     found = _DEVICE_NAME.match(name)
     return int(found[1]) if found else None
+
+
+def chip_of(name: str) -> int | None:
+    """The chip a device of ours is or sits on: ``npu-<phy>``, or a partition ``npu-<phy>-<template>-<n>``."""
+    found = _CHIP_DEVICE.match(name)
+    return int(found[1]) if found and not name.endswith("-counters") else None
 
 
 def registration_socket(driver: str) -> str:

@@ -9,6 +9,7 @@ nobody scrapes never pays for it. Until then driver calls are counted into
 from __future__ import annotations
 
 from ascend_plugin.faces.operations.metrics_source import CallStats, MetricsSource
+from ascend_plugin.faces.operations.telemetry_metrics import TelemetryText
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -19,13 +20,16 @@ class PluginMetrics:
     def __init__(self, source: MetricsSource) -> None:
         self.source = source
         self.calls = CallStats()
+        self.telemetry = TelemetryText()
 
     def observe_call(self, function: str, seconds: float, outcome: str) -> None:
         """ChipCalls observer."""
         self.calls.observe(function, seconds, outcome)
 
     def render(self) -> bytes:
-        """The exposition text (the first call imports prometheus_client)."""
+        """The exposition text (the first call imports prometheus_client), the chips' telemetry after it."""
         from ascend_plugin.faces.operations.exposition import render
 
-        return render(self.source, self.calls)
+        telemetry = self.source.telemetry()
+        text = render(self.source, self.calls)
+        return text + self.telemetry.render(telemetry) if telemetry is not None else text

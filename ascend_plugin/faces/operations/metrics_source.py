@@ -19,6 +19,7 @@ from typing import Protocol
 
 from ascend_plugin.chip_calls import StuckCall
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
+from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.hot_reset.stats import ResetStats
 
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -60,6 +61,10 @@ class MetricsSource(Protocol):
     def abandoned_threads(self) -> int: ...
 
     def now(self) -> float: ...
+
+    def telemetry(self) -> TelemetryView | None:
+        """The chips' telemetry for this scrape; None when it is off (or the chips are not found yet)."""
+        ...
 
 
 @dataclass

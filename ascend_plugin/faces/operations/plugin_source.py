@@ -7,7 +7,8 @@ and the kubelet's counters from the face that serves it: that face is built
 only once the chips are found, so the wiring hands its ``counters`` over then
 (:attr:`PluginSource.kubelet`); until then they are zeros. The hot-reset
 manager, where hot reset is on, is handed over the same way
-(:attr:`PluginSource.hot_reset`).
+(:attr:`PluginSource.hot_reset`), and so is the chips' telemetry, where it is
+on (:attr:`PluginSource.telemetry_of`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ascend_plugin.chip_calls import ChipCalls, StuckCall
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.metrics_source import ChipMetric, HotResetFigures
 from ascend_plugin.faces.operations.probes import PluginProbes
+from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.discovery import Discovery
 
@@ -40,6 +42,7 @@ class PluginSource:
         # The counters of the face serving the kubelet: the device plugin's, or the DRA driver's.
         self.kubelet: Callable[[], KubeletCounters] = KubeletCounters
         self.hot_reset: HotResetManager | None = None  # with hot_reset on, once the parts are built
+        self.telemetry_of: Callable[[], TelemetryView | None] = _no_telemetry  # with telemetry on
 
     def chip_metrics(self) -> Sequence[ChipMetric]:
         node = self.discovery.node
@@ -82,3 +85,10 @@ class PluginSource:
 
     def now(self) -> float:
         return self.clock()
+
+    def telemetry(self) -> TelemetryView | None:
+        return self.telemetry_of()
+
+
+def _no_telemetry() -> TelemetryView | None:
+    return None

@@ -9,9 +9,11 @@ pod of this node waiting for n chips, taken from a watch cache of the node's pod
 map (:class:`~ascend_plugin.offers.assignments.Assignments`) that ListAndWatch
 reports health through, writes ``huawei.com/kltDev``, ``huawei.com/AscendReal``
 and the rank table onto each pod that holds its chips (:mod:`.annotations`),
-rebuilds the map after a restart from the kubelet's PodResources API
-(:mod:`.pod_resources`) and tells the device-info ConfigMap which chips pods
-hold (:class:`~ascend_plugin.offers.assignments.HeldChips`).
+rebuilds the map after a restart from the kubelet's PodResources API (asked
+through :mod:`ascend_plugin.holdings`, which resolves the kubelet's IDs through
+that map) and, while the kubelet does not answer, tells the node which chips
+pods hold from their annotations
+(:class:`~ascend_plugin.offers.assignments.HeldChips`).
 
 Nothing here is imported unless ``volcano`` is on: it imports kubernetes-asyncio.
 """

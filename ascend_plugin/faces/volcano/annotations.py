@@ -4,7 +4,9 @@ A sweep runs when the node's pods change, after every choice, and every
 :data:`SWEEP_INTERVAL` seconds (bursts coalesced: :data:`SWEEP_GAP`). For each
 active pod of the node it learns the kubelet IDs the pod holds: from the
 kubelet's PodResources API when it answers, else from this plugin's own record
-of the Allocate (:mod:`.served`), else from the pod's ``huawei.com/kltDev``. Then:
+of the Allocate (:mod:`.served`), else from the pod's ``huawei.com/kltDev``. The
+kubelet is asked through the node's :class:`~ascend_plugin.holdings.holdings.PodHoldings`,
+which every sweep asks for a listing newer than the sweep. Then:
 
 * a pod that already carries ``huawei.com/AscendReal`` is left alone; its
   kubelet IDs and real chips go into the map (this is how the map comes back
@@ -16,7 +18,9 @@ of the Allocate (:mod:`.served`), else from the pod's ``huawei.com/kltDev``. The
   comma-joined), the rank table where the node has one, and the consumed mark if
   it lacks it;
 * the chips of every active pod (Pending too) go into
-  :class:`~ascend_plugin.offers.assignments.HeldChips` for the device-info free list.
+  :class:`~ascend_plugin.offers.assignments.HeldChips` for the device-info free
+  list, beside the kubelet's own record resolved through the map this sweep kept
+  whole (:meth:`~ascend_plugin.holdings.holdings.PodHoldings.also_held`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ from collections.abc import Mapping, Sequence
 import anyio
 
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
-from ascend_plugin.faces.volcano.pod_resources import Holdings, PodResourcesClient
 from ascend_plugin.faces.volcano.pods import (
     ASCEND_REAL,
     CONSUMED,
@@ -38,7 +41,9 @@ from ascend_plugin.faces.volcano.pods import (
     chips_of,
 )
 from ascend_plugin.faces.volcano.rank_table import DeviceIps, RankDevice, rank_table
-from ascend_plugin.offers.assignments import Assignments, HeldChips
+from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.pod_resources import PodDevices, pod_devices
+from ascend_plugin.offers.assignments import Assignments
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +58,7 @@ class AnnotationWriter:
         self,
         chooser: VolcanoChooser,
         *,
-        pod_resources: PodResourcesClient,
-        held: HeldChips,
+        holdings: PodHoldings,
         device_ips: DeviceIps | None,
         host_ip: str,
     ) -> None:
@@ -64,8 +68,7 @@ class AnnotationWriter:
         self.pods = chooser.pods
         self.patcher = chooser.patcher
         self.served = chooser.served
-        self.pod_resources = pod_resources
-        self.held = held
+        self.holdings = holdings
         self.device_ips = device_ips  # None: this node has no rank table
         self.host_ip = host_ip
         self.sweeps = 0
@@ -106,7 +109,8 @@ class AnnotationWriter:
 
     async def sweep(self) -> None:
         """One pass over the node's active pods."""
-        holdings = await self.pod_resources.holdings()
+        listing = await self.holdings.refresh()
+        holdings = pod_devices(listing) if listing is not None else None
         active = [pod for pod in self.pods.pods() if pod.active]
         self.served.keep_only({pod.uid for pod in active})
         if holdings is not None:
@@ -123,14 +127,15 @@ class AnnotationWriter:
         for pod in active:
             real = await self._settle(pod, self._kubelet_ids(pod, holdings), order)
             held_chips.update(chip for device_id in real for chip in chips.get(device_id, ()))
-        self.held.set(frozenset(held_chips))
+        # With the kubelet's record, resolved through the map this sweep may have rebuilt.
+        self.holdings.also_held(frozenset(held_chips))
         self.sweeps += 1
 
     def _chips_of(self, device_id: str) -> tuple[int, ...]:
         device = self.book.get(self.resource, device_id)
         return device.chips if device is not None else ()
 
-    def _kubelet_ids(self, pod: Pod, holdings: Holdings | None) -> tuple[str, ...]:
+    def _kubelet_ids(self, pod: Pod, holdings: PodDevices | None) -> tuple[str, ...]:
         if holdings is not None:
             return tuple(holdings.get((pod.namespace, pod.name), {}).get(self.resource, ()))
         served = self.served.get(pod.uid)

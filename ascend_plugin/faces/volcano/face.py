@@ -21,14 +21,14 @@ from ascend_plugin.faces.volcano.annotations import AnnotationWriter
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
 from ascend_plugin.faces.volcano.patcher import PodPatcher
 from ascend_plugin.faces.volcano.pod_cache import PodCache
-from ascend_plugin.faces.volcano.pod_resources import PodResourcesClient
 from ascend_plugin.faces.volcano.rank_table import DeviceIps, rank_table_wanted
 from ascend_plugin.faces.volcano.served import ServedPods
+from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, Kube, connect, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.retry import Retrier
-from ascend_plugin.offers.assignments import Assignments, HeldChips
+from ascend_plugin.offers.assignments import Assignments
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings
@@ -43,15 +43,12 @@ class VolcanoSettings:
 
     node_name: str
     kubeconfig: Path | None
-    pod_resources_socket: Path
     host_ip: str  # the downward API's status.hostIP: the rank table's host_ip if the Node says none
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VolcanoSettings:
         assert settings.node_name is not None  # Settings refuses volcano without it
-        return cls(
-            settings.node_name, settings.kubeconfig, settings.pod_resources_socket, settings.host_ip or ""
-        )
+        return cls(settings.node_name, settings.kubeconfig, settings.host_ip or "")
 
 
 @dataclass(frozen=True)
@@ -73,14 +70,14 @@ class VolcanoFace:
         *,
         chips: ChipAccess,
         assignments: Assignments,
-        held: HeldChips,
+        holdings: PodHoldings,
     ) -> None:
         self.settings = settings
         self.resource = inventory.table.resource_name
         self.pods = PodCache(settings.node_name)
         self.patcher = PodPatcher()
         self.served = ServedPods()
-        self.pod_resources = PodResourcesClient(settings.pod_resources_socket)
+        self.holdings = holdings
         self.chooser = VolcanoChooser(
             self.resource, book, self.pods, patcher=self.patcher, served=self.served, assignments=assignments
         )
@@ -89,8 +86,7 @@ class VolcanoFace:
         )
         self.writer = AnnotationWriter(
             self.chooser,
-            pod_resources=self.pod_resources,
-            held=held,
+            holdings=holdings,
             device_ips=device_ips,
             host_ip=settings.host_ip,
         )
@@ -139,7 +135,7 @@ class VolcanoFace:
 
     async def _check_allocatable(self) -> None:
         """Say so when the kubelet knows device IDs of the resource that this plugin does not offer."""
-        allocatable = await self.pod_resources.allocatable()
+        allocatable = await self.holdings.client.allocatable()
         if allocatable is None:
             return
         offered = {device.id for device in self.book.devices(self.resource)}

@@ -116,7 +116,7 @@ configured file lies under one). As a JSON list.
 {{- end }}
 
 {{/*
-Volcano mode: the host directory of the kubelet's PodResources socket, mounted at the same path.
+The host directory of the kubelet's PodResources socket, mounted at the same path (every mode).
 */}}
 {{- define "ascend-device-plugin.podResourcesDir" -}}
 {{- dir (.Values.settings.podResourcesSocket | default "/var/lib/kubelet/pod-resources/kubelet.sock") }}

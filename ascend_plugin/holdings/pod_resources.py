@@ -1,14 +1,15 @@
-"""The kubelet's PodResources API: which pod holds which device IDs, as the kubelet recorded it.
+"""The kubelet's PodResources API: which container holds which devices, as the kubelet recorded it.
 
 Huawei's plugin asks v1alpha1 ``List`` only; this client asks v1 first (every
-kubelet since 1.20) and falls back to v1alpha1 where v1 is not served. Each
-call has a 2-second deadline. The socket path must be the socket itself, not a
-symlink anywhere along it: a symlink would let whoever can write there point the
-plugin at another process pretending to be the kubelet.
+kubelet since 1.20) and falls back to v1alpha1 where v1 is not served. v1 also
+lists each container's DRA claims and the devices allocated to them
+(``dynamic_resources``, where the kubelet's KubeletPodResourcesDynamicResources
+feature is on). Each call has a 2-second deadline. The socket path must be the
+socket itself, not a symlink anywhere along it: a symlink would let whoever can
+write there point the plugin at another process pretending to be the kubelet.
 
-When the socket is absent, refused, or answers neither version, the caller falls
-back to what the pods' annotations say; each such state is said once, when it
-begins, and its end once too.
+When the socket is absent, refused, or answers neither version, the listing is
+None; each such state is said once, when it begins, and its end once too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 
@@ -30,9 +32,6 @@ log = logging.getLogger(__name__)
 
 TIMEOUT = 2.0
 
-# Pod (namespace, name) -> resource -> the device IDs its containers hold.
-Holdings = Mapping[tuple[str, str], Mapping[str, tuple[str, ...]]]
-
 _FAILURES = (GRPCError, OSError, TimeoutError, StreamTerminatedError, ProtocolError)
 
 
@@ -40,14 +39,89 @@ class PodResourcesUnavailable(Exception):
     """The kubelet's PodResources API cannot be asked; the message says why."""
 
 
-def _holdings(pods: list[v1.PodResources] | list[v1alpha1.PodResources]) -> Holdings:
+@dataclass(frozen=True, order=True)
+class ContainerRef:
+    """A container as Kubernetes names it: namespace, pod, container."""
+
+    namespace: str
+    pod: str
+    container: str
+
+    @property
+    def pod_key(self) -> tuple[str, str]:
+        """(namespace, pod)."""
+        return (self.namespace, self.pod)
+
+
+@dataclass(frozen=True)
+class ClaimDevice:
+    """One device a DRA driver allocated to a claim a container uses."""
+
+    claim_namespace: str
+    claim_name: str
+    driver: str
+    pool: str
+    device: str
+
+
+@dataclass(frozen=True)
+class ContainerListing:
+    """What the kubelet says one container holds: device IDs per resource, and DRA claims' devices."""
+
+    ref: ContainerRef
+    devices: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    claims: tuple[ClaimDevice, ...] = ()
+
+
+Listing = tuple[ContainerListing, ...]
+
+# Pod (namespace, name) -> resource -> the device IDs its containers hold.
+PodDevices = Mapping[tuple[str, str], Mapping[str, tuple[str, ...]]]
+
+
+def pod_devices(listing: Listing) -> PodDevices:
+    """The listing by pod: every resource's device IDs over the pod's containers."""
     result: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
-    for pod in pods:
-        held = result.setdefault((pod.namespace, pod.name), {})
-        for container in pod.containers:
-            for devices in container.devices:
-                held[devices.resource_name] = (*held.get(devices.resource_name, ()), *devices.device_ids)
+    for container in listing:
+        held = result.setdefault(container.ref.pod_key, {})
+        for resource, ids in container.devices.items():
+            held[resource] = (*held.get(resource, ()), *ids)
     return MappingProxyType({key: MappingProxyType(value) for key, value in result.items()})
+
+
+def _devices(container: v1.ContainerResources | v1alpha1.ContainerResources) -> Mapping[str, tuple[str, ...]]:
+    result: dict[str, tuple[str, ...]] = {}
+    for devices in container.devices:
+        result[devices.resource_name] = (*result.get(devices.resource_name, ()), *devices.device_ids)
+    return MappingProxyType(result)
+
+
+def _claims(container: v1.ContainerResources) -> tuple[ClaimDevice, ...]:
+    return tuple(
+        ClaimDevice(
+            claim.claim_namespace, claim.claim_name, device.driver_name, device.pool_name, device.device_name
+        )
+        for claim in container.dynamic_resources
+        for device in claim.claim_resources
+    )
+
+
+def _v1_listing(pods: list[v1.PodResources]) -> Listing:
+    return tuple(
+        ContainerListing(
+            ContainerRef(pod.namespace, pod.name, container.name), _devices(container), _claims(container)
+        )
+        for pod in pods
+        for container in pod.containers
+    )
+
+
+def _v1alpha1_listing(pods: list[v1alpha1.PodResources]) -> Listing:
+    return tuple(
+        ContainerListing(ContainerRef(pod.namespace, pod.name, container.name), _devices(container))
+        for pod in pods
+        for container in pod.containers
+    )
 
 
 class PodResourcesClient:
@@ -57,27 +131,29 @@ class PodResourcesClient:
         self.socket = socket
         self.timeout = timeout
         self.version = ""  # the API version that answered last: "v1", "v1alpha1", or "" (none)
+        self.problem = ""  # why the last listing failed; empty when it answered
         self._said = ""  # the problem (or version) last logged, so each is said once
 
-    async def holdings(self) -> Holdings | None:
-        """Every pod's devices, or None (said once) when the kubelet cannot be asked."""
+    async def listing(self) -> Listing | None:
+        """Every container's devices, or None (said once) when the kubelet cannot be asked."""
         try:
-            holdings, version = await self._list()
+            listing, version = await self._list()
         except PodResourcesUnavailable as problem:
             self._say(
                 f"unavailable: {problem}",
                 logging.WARNING,
-                "the kubelet's PodResources API is unavailable (%s): which pod holds which device IDs "
-                "comes from the pods' annotations, and chips handed over before a restart are known only "
-                "where huawei.com/AscendReal was written",
+                "the kubelet's PodResources API is unavailable (%s): which container holds which chip is "
+                "not known until it answers (the telemetry's container labels stay empty; Volcano mode "
+                "takes the held chips from the pods' annotations, and chips handed over before a restart "
+                "are known only where huawei.com/AscendReal was written)",
                 problem,
             )
-            self.version = ""
+            self.version, self.problem = "", str(problem)
             return None
-        self.version = version
+        self.version, self.problem = version, ""
         level = logging.WARNING if version == "v1alpha1" else logging.INFO
         self._say(version, level, "the kubelet's PodResources API answers (%s) at %s", version, self.socket)
-        return holdings
+        return listing
 
     async def allocatable(self) -> Mapping[str, tuple[str, ...]] | None:
         """Resource -> every device ID the kubelet can hand out (v1 only); None where not served."""
@@ -98,14 +174,14 @@ class PodResourcesClient:
             result[devices.resource_name] = (*result.get(devices.resource_name, ()), *devices.device_ids)
         return MappingProxyType(result)
 
-    async def _list(self) -> tuple[Holdings, str]:
+    async def _list(self) -> tuple[Listing, str]:
         channel = self._channel()
         try:
             try:
                 response = await v1.PodResourcesListerStub(channel).list(
                     v1.ListPodResourcesRequest(), timeout=self.timeout
                 )
-                return _holdings(response.pod_resources), "v1"
+                return _v1_listing(response.pod_resources), "v1"
             except GRPCError as error:
                 if error.status is not Status.UNIMPLEMENTED:
                     raise PodResourcesUnavailable(_describe(error)) from error
@@ -119,7 +195,7 @@ class PodResourcesClient:
                 raise PodResourcesUnavailable(
                     f"v1 is not served and v1alpha1 failed: {_describe(error)}"
                 ) from error
-            return _holdings(answer.pod_resources), "v1alpha1"
+            return _v1alpha1_listing(answer.pod_resources), "v1alpha1"
         finally:
             channel.close()
 

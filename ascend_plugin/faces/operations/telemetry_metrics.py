@@ -1,0 +1,303 @@
+"""The chips' telemetry under npu-exporter's names, units and labels: its dashboards and alerts work.
+
+Every per-chip series carries npu-exporter's labels in its order: ``id`` (the
+physical id), ``model_name`` (``<chip_name>-<chip_type>-<chip_ver>``),
+``vdie_id``, ``pcie_bus_info`` (``%04X:%02X:%02X.%X``), and the container that
+holds the chip (``namespace``, ``pod_name``, ``container_name``): empty when
+none does, ``not_displayed_for_multi_pod`` when several do (a shared chip, or
+vNPUs of one chip in several pods). A figure the driver does not give, or one
+too old to trust (:mod:`ascend_plugin.telemetry.readout`), is not emitted.
+Which container holds a chip is the kubelet's word
+(:mod:`ascend_plugin.holdings`), not the container runtime's; so
+``containerID`` is empty.
+
+The text is written here, not through prometheus_client: at 16 chips it is some
+700 series, and :class:`TelemetryText` writes it again only when a figure, a
+chip's state or a holder changed (every few seconds), so a scrape costs a
+comparison, not a rendering. npu-exporter's millisecond timestamps are left
+out, deliberately: without them Prometheus marks a series stale as soon as it
+leaves /metrics, which is what a figure that went absent should look like.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.holdings.pod_resources import ContainerRef
+from ascend_plugin.telemetry.collector import ChipSample
+from backends.library import EccInfo, PcieAddress
+
+CARD_LABELS: Final = (
+    "id",
+    "model_name",
+    "vdie_id",
+    "pcie_bus_info",
+    "namespace",
+    "pod_name",
+    "container_name",
+)
+MULTI_POD: Final = "not_displayed_for_multi_pod"
+ERROR_CODE_SERIES: Final = 10  # npu_chip_info_error_code, then _1 .. _9
+ECC_FIELDS: Final = (
+    ("enable_flag", "ECC of the HBM enabled (1) or not (0)"),
+    ("single_bit_error_cnt", "single-bit ECC errors of the HBM now"),
+    ("double_bit_error_cnt", "double-bit ECC errors of the HBM now"),
+    ("total_single_bit_error_cnt", "single-bit ECC errors of the HBM in its life"),
+    ("total_double_bit_error_cnt", "double-bit ECC errors of the HBM in its life"),
+    ("single_bit_isolated_pages_cnt", "HBM pages isolated for single-bit errors"),
+    ("double_bit_isolated_pages_cnt", "HBM pages isolated for double-bit errors"),
+)
+
+
+def pcie_bus_info(address: PcieAddress | None) -> str:
+    """npu-exporter's spelling of a PCIe address: upper-case hex, ``0000:3B:00.0``; empty where unknown."""
+    if address is None:
+        return ""
+    return f"{address.domain:04X}:{address.bus:02X}:{address.device:02X}.{address.function:X}"
+
+
+def container_labels(holders: Sequence[ContainerRef]) -> tuple[str, str, str]:
+    """(namespace, pod_name, container_name) of a chip's holder: empty for none, MULTI_POD for several."""
+    if not holders:
+        return ("", "", "")
+    if len(holders) > 1:
+        return (MULTI_POD, MULTI_POD, MULTI_POD)
+    holder = holders[0]
+    return (holder.namespace, holder.pod, holder.container)
+
+
+@dataclass(frozen=True)
+class _Chip:
+    """One chip's sample with its labels worked out."""
+
+    sample: ChipSample
+    identity: tuple[str, str, str, str]  # id, model_name, vdie_id, pcie_bus_info
+    holders: tuple[ContainerRef, ...]
+
+    @property
+    def labels(self) -> list[str]:
+        return [*self.identity, *container_labels(self.holders)]
+
+
+class _Families:
+    """The gauge families of one rendering, by name, created on first use, written in that order."""
+
+    def __init__(self) -> None:
+        self._families: dict[str, tuple[str, tuple[str, ...], list[str]]] = {}
+
+    def add(
+        self, name: str, help_text: str, labels: Sequence[str], values: Sequence[str], value: float
+    ) -> None:
+        family = self._families.get(name)
+        if family is None:
+            family = self._families[name] = (help_text, tuple(labels), [])
+        pairs = ",".join(f'{label}="{_escaped(text)}"' for label, text in zip(family[1], values, strict=True))
+        family[2].append(f"{name}{{{pairs}}} {_number(value)}" if pairs else f"{name} {_number(value)}")
+
+    def text(self) -> str:
+        lines = []
+        for name, (help_text, _, samples) in self._families.items():
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", *samples]
+        return "\n".join(lines) + "\n" if lines else ""
+
+
+def _escaped(text: str) -> str:
+    """A label value as the text format writes it."""
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def _number(value: float) -> str:
+    """A sample value as prometheus_client writes it (``52.0``, ``0.87``)."""
+    return repr(float(value))
+
+
+def render(view: TelemetryView) -> str:
+    """The telemetry's exposition text for one scrape."""
+    families = _Families()
+    families.add("machine_npu_nums", "the number of NPU chips of the node", (), (), len(view.chips))
+    for sample in view.chips:
+        chip = sample.state.chip
+        info = chip.info
+        identity = (
+            str(chip.phy_id),
+            f"{info.chip_name}-{info.chip_type}-{info.chip_ver}",
+            sample.readout.vdie_id,
+            pcie_bus_info(sample.state.pcie_address),
+        )
+        labelled = _Chip(sample, identity, view.holders(chip.phy_id))
+        _chip_figures(families, labelled)
+        _memory(families, labelled)
+        _containers(families, labelled)
+        _vnpus(families, labelled, view)
+    return families.text()
+
+
+class TelemetryText:
+    """The telemetry's text, written again only when what it shows changed since the last scrape."""
+
+    def __init__(self) -> None:
+        self._shown: tuple[tuple[object, ...], tuple[object, ...]] | None = None
+        self._text = b""
+
+    def render(self, view: TelemetryView) -> bytes:
+        shown = (
+            tuple(item for sample in view.chips for item in (sample.state, sample.readout)),
+            tuple(view.containers),
+        )
+        previous = self._shown
+        if (
+            previous is None
+            or len(previous[0]) != len(shown[0])
+            or any(old is not new for old, new in zip(previous[0], shown[0], strict=True))
+            or previous[1] != shown[1]
+        ):
+            self._text = render(view).encode()
+            self._shown = shown
+        return self._text
+
+
+def _chip_figures(families: _Families, chip: _Chip) -> None:
+    readout, labels = chip.sample.readout, chip.labels
+
+    def gauge(name: str, help_text: str, value: float | None) -> None:
+        if value is not None:
+            families.add(f"npu_chip_info_{name}", help_text, CARD_LABELS, labels, float(value))
+
+    gauge("temperature", "the npu temperature, unit is 'C'", readout.temperature)
+    gauge("power", "the npu power, unit is 'W'", readout.power)
+    gauge("voltage", "the npu voltage, unit is 'V'", readout.voltage)
+    gauge("aicore_current_freq", "the npu ai core current frequency, unit is 'MHz'", readout.aicore_frequency)
+    usage = readout.utilization
+    if usage is not None:
+        gauge("utilization", "the ai core utilization, unit is '%'", usage.aicore)
+        gauge("vector_utilization", "the vector core utilization, unit is '%'", usage.vector)
+        gauge("cube_utilization", "the ai cube utilization, unit is '%'", usage.cube)
+        gauge("overall_utilization", "the npu overall utilization, unit is '%'", usage.overall)
+    health = readout.health
+    if health is not None:
+        gauge("health_status", "the npu health status: 1 healthy, 0 unhealthy, -1 unknown", health.status)
+        if health.status != -1:  # the codes are known only when the health call answered
+            codes = health.codes
+            gauge("error_code", "the npu error code", codes[0] if codes else 0)
+            for index, code in enumerate(codes[1:ERROR_CODE_SERIES], start=1):
+                gauge(f"error_code_{index}", "the npu error code", code)
+    gauge("network_status", "the npu network health: 1 up, 0 down, -1 unknown", readout.network)
+    if readout.ecc is not None:
+        _ecc(families, labels, readout.ecc)
+
+
+def _ecc(families: _Families, labels: list[str], ecc: EccInfo) -> None:
+    for field, help_text in ECC_FIELDS:
+        families.add(
+            f"npu_chip_info_hbm_ecc_{field}", help_text, CARD_LABELS, labels, float(getattr(ecc, field))
+        )
+
+
+def _memory(families: _Families, chip: _Chip) -> None:
+    memory, labels = chip.sample.readout.memory, chip.labels
+    if memory is None:
+        return
+    prefix = "npu_chip_info_hbm_" if memory.hbm else "npu_chip_info_"
+    kind = "hbm" if memory.hbm else "memory"
+    families.add(
+        f"{prefix}used_memory", f"the npu {kind} used, unit is 'MB'", CARD_LABELS, labels, memory.used_mb
+    )
+    families.add(
+        f"{prefix}total_memory", f"the npu {kind} total, unit is 'MB'", CARD_LABELS, labels, memory.total_mb
+    )
+    for name, help_text, value in (
+        ("hbm_utilization", "the npu hbm utilization, unit is '%'", memory.utilization),
+        ("hbm_temperature", "the npu hbm temperature, unit is 'C'", memory.temperature_c),
+        (
+            "hbm_bandwidth_utilization",
+            "the npu hbm bandwidth utilization, unit is '%'",
+            memory.bandwidth_utilization,
+        ),
+    ):
+        if value is not None:
+            families.add(f"npu_chip_info_{name}", help_text, CARD_LABELS, labels, float(value))
+
+
+CONTAINER_LABELS: Final = (
+    "id",
+    "namespace",
+    "pod_name",
+    "container_name",
+    "model_name",
+    "vdie_id",
+    "pcie_bus_info",
+)
+CONTAINER_INFO_LABELS: Final = (
+    "npuID", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name",
+    "containerID", "containerName",
+)  # fmt: skip
+
+
+def _containers(families: _Families, chip: _Chip) -> None:
+    """npu_container_info for each container holding the chip; the container_npu_* for a sole holder."""
+    phy, model, vdie, pcie = chip.identity
+    for holder in chip.holders:
+        names = (holder.namespace, holder.pod, holder.container)
+        families.add(
+            "npu_container_info",
+            "the container name and deviceID relationship",
+            CONTAINER_INFO_LABELS,
+            [phy, model, vdie, pcie, *names, "", "_".join(names)],
+            1.0,
+        )
+    if len(chip.holders) != 1:
+        return
+    labels = [phy, *container_labels(chip.holders), model, vdie, pcie]
+    readout = chip.sample.readout
+    if readout.utilization is not None and readout.utilization.aicore is not None:
+        families.add(
+            "container_npu_utilization",
+            "the npu ai core utilization in container, unit is '%'",
+            CONTAINER_LABELS,
+            labels,
+            readout.utilization.aicore,
+        )
+    if readout.memory is not None:
+        families.add(
+            "container_npu_total_memory",
+            "the npu total memory in container, unit is 'MB'",
+            CONTAINER_LABELS,
+            labels,
+            readout.memory.total_mb,
+        )
+        families.add(
+            "container_npu_used_memory",
+            "the npu used memory in container, unit is 'MB'",
+            CONTAINER_LABELS,
+            labels,
+            readout.memory.used_mb,
+        )
+
+
+VNPU_LABELS: Final = (
+    "id", "model_name", "v_dev_id", "aicore_count", "namespace", "pod_name", "container_name", "is_virtual",
+)  # fmt: skip
+
+
+def _vnpus(families: _Families, chip: _Chip, view: TelemetryView) -> None:
+    """Each vNPU's AI-core use and memory (KB, as npu-exporter), with the container holding it."""
+    phy, model, _, _ = chip.identity
+    carved = {vnpu.vdev_id: vnpu for vnpu in chip.sample.state.vnpus or ()}
+    for activity in chip.sample.readout.vnpus:
+        vnpu = carved.get(activity.vdev_id)
+        aicore = f"{vnpu.aicore:g}" if vnpu is not None else ""
+        holder = container_labels(view.vnpu_holders(chip.sample.state.phy_id, activity.vdev_id))
+        labels = [phy, model, str(activity.vdev_id), aicore, *holder, "true"]
+        for name, help_text, value in (
+            (
+                "vnpu_pod_aicore_utilization",
+                "the vnpu ai core utilization, unit is '%'",
+                activity.aicore_utilization,
+            ),
+            ("vnpu_pod_total_memory", "the vnpu total memory, unit is 'KB'", activity.memory_total_kb),
+            ("vnpu_pod_used_memory", "the vnpu used memory, unit is 'KB'", activity.memory_used_kb),
+        ):
+            families.add(name, help_text, VNPU_LABELS, labels, float(value))

@@ -1,0 +1,36 @@
+"""What the telemetry metrics read at scrape time: the chips' fresh figures and who holds each chip.
+
+Kept apart from :mod:`.telemetry_metrics` so the metrics source can name it
+without importing prometheus_client, which waits for the first scrape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ascend_plugin.holdings.holdings import ContainerChips
+from ascend_plugin.holdings.pod_resources import ContainerRef
+from ascend_plugin.telemetry.collector import ChipSample
+
+
+@dataclass(frozen=True)
+class TelemetryView:
+    """One scrape's telemetry: every chip's sample and the containers holding chips of the node."""
+
+    chips: Sequence[ChipSample]
+    containers: Sequence[ContainerChips] = ()
+
+    def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding the chip (whole, a share of it, or a vNPU of it), sorted."""
+        return tuple(sorted(held.ref for held in self.containers if phy_id in held.chips))
+
+    def vnpu_holders(self, phy_id: int, vdev_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding vNPU ``vdev_id`` of the chip."""
+        return tuple(
+            sorted(
+                held.ref
+                for held in self.containers
+                if any(device.vnpu == vdev_id and phy_id in device.chips for device in held.devices)
+            )
+        )

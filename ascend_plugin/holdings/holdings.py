@@ -1,0 +1,171 @@
+"""PodHoldings: per container, the chips it holds; refreshed on a cadence and on demand; HeldChips filled.
+
+The kubelet is asked every :data:`REFRESH_INTERVAL` seconds, and whenever a
+part asks for a listing newer than its question (:meth:`PodHoldings.refresh`):
+one call to the kubelet serves every part that asked while it was under way.
+Each listing is resolved to chips (:mod:`.resolve`) and the result kept until
+the next; it is resolved again when the offer book or the chooser's map changes
+(a vNPU appeared, Volcano's map was rebuilt), at the next read.
+
+:class:`~ascend_plugin.offers.assignments.HeldChips` is set from every listing
+that the kubelet answered, in every mode, with the chips a part knows to be
+held beyond the kubelet's record (:meth:`PodHoldings.also_held`: Volcano mode,
+from the pods' annotations and its own Allocates). While the kubelet cannot be
+asked, the held chips are that part's alone, or, where no part knows, stay as
+last known.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+import anyio
+
+from ascend_plugin.holdings.pod_resources import ContainerRef, Listing, PodResourcesClient
+from ascend_plugin.holdings.resolve import ChipResolver, HeldDevice
+from ascend_plugin.offers.assignments import HeldChips
+
+log = logging.getLogger(__name__)
+
+REFRESH_INTERVAL = 5.0  # seconds between two listings when nobody asks sooner (npu-exporter's cadence)
+
+
+@dataclass(frozen=True)
+class ContainerChips:
+    """One container and what it holds of this node's devices (only containers that hold any are kept)."""
+
+    ref: ContainerRef
+    devices: tuple[HeldDevice, ...]
+
+    @property
+    def chips(self) -> frozenset[int]:
+        """The physical ids of every chip behind its devices."""
+        return frozenset(chip for device in self.devices for chip in device.chips)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A listing resolved to chips: per container, and per chip its containers."""
+
+    containers: tuple[ContainerChips, ...] = ()
+    by_chip: Mapping[int, tuple[ContainerRef, ...]] = field(default_factory=lambda: MappingProxyType({}))
+
+    @property
+    def chips(self) -> frozenset[int]:
+        return frozenset(self.by_chip)
+
+
+def resolve(listing: Listing, resolver: ChipResolver) -> Resolved:
+    """Each container's devices as chips; containers holding none of ours are left out."""
+    containers = []
+    by_chip: dict[int, list[ContainerRef]] = {}
+    for entry in listing:
+        devices = [
+            device
+            for resource, ids in entry.devices.items()
+            for kubelet_id in ids
+            if (device := resolver.device(resource, kubelet_id)) is not None
+        ]
+        devices += [device for claim in entry.claims if (device := resolver.claim_device(claim)) is not None]
+        if not devices:
+            continue
+        held = ContainerChips(entry.ref, tuple(devices))
+        containers.append(held)
+        for chip in sorted(held.chips):
+            by_chip.setdefault(chip, []).append(entry.ref)
+    return Resolved(
+        tuple(sorted(containers, key=lambda held: held.ref)),
+        MappingProxyType({chip: tuple(sorted(refs)) for chip, refs in sorted(by_chip.items())}),
+    )
+
+
+class PodHoldings:
+    """The kubelet's view of which container holds which chips, kept current."""
+
+    def __init__(
+        self,
+        client: PodResourcesClient,
+        resolver: ChipResolver,
+        held: HeldChips,
+        *,
+        interval: float = REFRESH_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.resolver = resolver
+        self.held = held
+        self.interval = interval
+        self.clock = clock
+        self.listing: Listing | None = None  # the last listing the kubelet answered
+        self.answered = False  # whether the last attempt was answered
+        self._listed_at = -float("inf")  # clock() when the last attempt began
+        self._lock = anyio.Lock()
+        self._resolved = Resolved()
+        self._resolved_for: tuple[int, tuple[int, int]] | None = None
+        self._generation = 0  # counts listings, so a new one is always resolved
+        self._also: frozenset[int] | None = None  # what a part knows to be held (Volcano mode)
+
+    # -- what parts read ---------------------------------------------------------------
+
+    def containers(self) -> tuple[ContainerChips, ...]:
+        """Every container holding chips of this node, by (namespace, pod, container)."""
+        return self._current().containers
+
+    def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding chip ``phy_id`` (its whole, a share or a vNPU of it), sorted."""
+        return self._current().by_chip.get(phy_id, ())
+
+    # -- keeping it current ------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List every ``interval`` seconds (sooner listings on demand count) until cancelled."""
+        while True:
+            await anyio.sleep(max(self._listed_at + self.interval - self.clock(), 0.0))
+            if self._listed_at + self.interval <= self.clock():
+                await self.refresh()
+
+    async def refresh(self) -> Listing | None:
+        """A listing begun after this call, or None when the kubelet cannot be asked now.
+
+        Callers that ask while a listing is under way wait for the one after it
+        (the one under way may have begun before what they want to see); all of
+        them share that one.
+        """
+        asked = self.clock()
+        async with self._lock:
+            if self._listed_at >= asked:
+                return self.listing if self.answered else None
+            self._listed_at = self.clock()
+            listing = await self.client.listing()
+            self.answered = listing is not None
+            if listing is not None:
+                self.listing = listing
+                self._generation += 1
+            self.update_held()
+            return listing
+
+    def also_held(self, chips: frozenset[int]) -> None:
+        """Chips a part knows to be held beyond the kubelet's record (replacing what it said before)."""
+        self._also = chips
+        self.update_held()
+
+    def update_held(self) -> None:
+        """Set HeldChips: the last listing's chips and the parts' own; theirs alone without the kubelet."""
+        also = self._also or frozenset()
+        if self.answered:
+            self.held.set(self._current().chips | also)
+        elif self._also is not None:
+            self.held.set(also)
+
+    def _current(self) -> Resolved:
+        if self.listing is None:
+            return self._resolved
+        key = (self._generation, self.resolver.version)
+        if key != self._resolved_for:
+            self._resolved = resolve(self.listing, self.resolver)
+            self._resolved_for = key
+        return self._resolved

@@ -1,0 +1,237 @@
+"""TelemetryCollector: every chip's figures, read in rounds on the chips' lanes, after their health calls.
+
+A round starts when some chip's figure is due: the chip figures every
+``interval`` seconds, the slower groups (HBM or DDR memory, RoCE network, ECC)
+every ``slow_interval``, the chip's VDIE id once. Each chip's due figures are
+read in one background job on its lane (one hand-off to its thread per round,
+however many calls), after the health calls: a health poll that comes while
+the job runs waits for the call under way only, and the job leaves the rest for
+the next round. Every call is held to ``call_timeout``: one that overruns gives
+its thread up (the health calls go on on a fresh one), the chip is not asked
+again until it returned, and its figures go stale, then leave /metrics
+(:mod:`.readout`). That is said once when it happens and once when the chip
+answers again. A scrape reads :meth:`TelemetryCollector.snapshot`: it never
+calls the driver.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+
+import anyio
+
+from ascend_plugin.chip_calls import (
+    BackgroundCalls,
+    BackgroundRefused,
+    ChipCallError,
+    ChipCalls,
+    ChipCallTimeout,
+)
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+from ascend_plugin.settings import Settings
+from ascend_plugin.telemetry.readout import (
+    FAST,
+    MAX_ERROR_CODES,
+    SLOW,
+    STALE_ROUNDS,
+    HealthFigures,
+    Readout,
+)
+from backends.backend import ChipBackend
+from backends.chips import Chip
+from backends.errors import ChipError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TelemetryPolicy:
+    """How often the figures are read and how long one call may take (seconds)."""
+
+    interval: float = 5.0
+    slow_interval: float = 60.0
+    call_timeout: float = 1.0
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TelemetryPolicy:
+        return cls(
+            settings.telemetry_interval, settings.telemetry_slow_interval, settings.telemetry_call_timeout
+        )
+
+    def intervals(self) -> Mapping[str, float]:
+        """Each figure's interval (the VDIE id has none: it is read once)."""
+        return MappingProxyType(
+            {**dict.fromkeys(FAST, self.interval), **dict.fromkeys(SLOW, self.slow_interval)}
+        )
+
+
+@dataclass(frozen=True)
+class ChipSample:
+    """One chip as a scrape shows it: its state in the inventory and its fresh figures."""
+
+    state: ChipState
+    readout: Readout
+
+
+def health_figures(backend: ChipBackend, chip: Chip) -> HealthFigures:
+    """npu-exporter's health status and error codes: 1 when the health value is 0, -1 when the call fails."""
+    try:
+        reading = backend.read_health(chip)
+    except ChipError:
+        return HealthFigures(-1)
+    return HealthFigures(1 if reading.value == 0 else 0, reading.codes[:MAX_ERROR_CODES])
+
+
+Reader = Callable[[ChipBackend, Chip, tuple[int, ...]], object]  # (backend, chip, its vNPU ids) -> figure
+
+# How each figure is read, chip figures first: the order a round reads them in.
+READERS: Mapping[str, Reader] = MappingProxyType(
+    {
+        "health": lambda backend, chip, _: health_figures(backend, chip),
+        "temperature": lambda backend, chip, _: backend.temperature(chip),
+        "power": lambda backend, chip, _: backend.power(chip),
+        "voltage": lambda backend, chip, _: backend.voltage(chip),
+        "aicore_frequency": lambda backend, chip, _: backend.aicore_frequency(chip),
+        "utilization": lambda backend, chip, _: backend.utilization(chip),
+        "vnpus": lambda backend, chip, vdev_ids: (
+            tuple(backend.vnpu_activity(chip, vdev_ids)) if vdev_ids else ()
+        ),
+        "memory": lambda backend, chip, _: backend.memory_usage(chip),
+        "network": lambda backend, chip, _: backend.network_status(chip),
+        "ecc": lambda backend, chip, _: backend.hbm_ecc(chip),
+        "vdie_id": lambda backend, chip, _: backend.vdie_id(chip),
+    }
+)
+
+
+class _Chip:
+    """What the collector keeps of one chip between rounds."""
+
+    def __init__(self) -> None:
+        self.readout = Readout()
+        self.due: dict[str, float] = dict.fromkeys(READERS, 0.0)
+        self.problem = ""  # why its telemetry is not read now, as last said; empty when it is
+
+
+class TelemetryCollector:
+    """Reads every chip's figures on the telemetry's cadence and keeps them for the scrapes."""
+
+    def __init__(
+        self,
+        backend: ChipBackend,
+        calls: ChipCalls,
+        inventory: Inventory,
+        policy: TelemetryPolicy,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.backend = backend
+        self.calls = calls
+        self.inventory = inventory
+        self.policy = policy
+        self.clock = clock
+        self._intervals = policy.intervals()
+        # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
+        self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
+        self._chips = {state.phy_id: _Chip() for state in inventory.chips()}
+
+    # -- what a scrape reads -----------------------------------------------------------
+
+    def snapshot(self) -> list[ChipSample]:
+        """Every chip with the figures fresh enough to show, by physical id."""
+        now = self.clock()
+        return [
+            ChipSample(state, self._chips[state.phy_id].readout.fresh(now, self._intervals))
+            for state in self.inventory.chips()
+            if state.phy_id in self._chips
+        ]
+
+    # -- the rounds --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Read whatever is due, chips side by side, then sleep until the next is due; until cancelled."""
+        while True:
+            await self.read_due()
+            wake = (
+                min(min(chip.due.values()) for chip in self._chips.values()) if self._chips else float("inf")
+            )
+            await anyio.sleep(max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval)
+
+    async def read_due(self) -> None:
+        """One round: every chip's due figures, side by side."""
+        now = self.clock()
+        async with anyio.create_task_group() as group:
+            for state in self.inventory.chips():
+                watched = self._chips.get(state.phy_id)
+                if watched is not None and min(watched.due.values()) <= now:
+                    group.start_soon(self._read, state, watched, now)
+
+    async def _read(self, state: ChipState, watched: _Chip, now: float) -> None:
+        due = [name for name, at in watched.due.items() if at <= now]  # in READERS' order
+        backend, chip = self.backend, state.chip
+        vdev_ids = tuple(vnpu.vdev_id for vnpu in state.vnpus or ())
+        figures: dict[str, object] = {}  # filled on the lane's thread, read here once the job ended or hung
+
+        def job(calls: BackgroundCalls) -> None:
+            for name in due:
+                if calls.yielding and figures:
+                    return  # a health call waits: the rest is read next round
+                figures[name] = calls.call(name, READERS[name], backend, chip, vdev_ids)
+
+        try:
+            await self.calls.background(
+                state.phy_id, "telemetry", job, per_call=self.policy.call_timeout, longer=self._sampling
+            )
+        except ChipCallTimeout as timeout:
+            self._record(watched, dict(figures), now)  # what was read before the call that hangs
+            self._postpone(watched, due, now)
+            self._say(
+                watched, state, f"driver call {timeout.name} did not return within {timeout.timeout:g} s"
+            )
+            return
+        except BackgroundRefused as refused:
+            self._postpone(watched, due, now)
+            self._say(watched, state, str(refused))
+            return
+        except ChipCallError:
+            return  # shutting down
+        self._record(watched, figures, now)
+        if watched.problem:
+            log.info(
+                "telemetry of %s is read again",
+                state.chip.label,
+                extra={"chip": state.phy_id, "after": watched.problem},
+            )
+            watched.problem = ""
+
+    def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
+        """Keep the figures a job read; each is due again one interval after this round began."""
+        if not figures:
+            return
+        watched.readout = watched.readout.updated(figures, self.clock())
+        for name in figures:
+            watched.due[name] = now + self._intervals[name] if name in self._intervals else float("inf")
+
+    def _postpone(self, watched: _Chip, names: Sequence[str], now: float) -> None:
+        """Ask what was not read again at the next round, not at once: one job a round for a silent chip."""
+        for name in names:
+            watched.due[name] = max(watched.due[name], now + self.policy.interval)
+
+    def _say(self, watched: _Chip, state: ChipState, problem: str) -> None:
+        """Say once that the chip's telemetry is not read, and what becomes of its figures."""
+        if watched.problem:
+            return
+        watched.problem = problem
+        log.warning(
+            "telemetry of %s is not read: %s; its figures stay on /metrics for %g s (HBM, memory, network "
+            "and ECC for %g s), then leave it until the chip answers again; its health is polled as before",
+            state.chip.label,
+            problem,
+            STALE_ROUNDS * self.policy.interval,
+            STALE_ROUNDS * self.policy.slow_interval,
+            extra={"chip": state.phy_id, "problem": problem},
+        )
