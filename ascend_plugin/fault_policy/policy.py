@@ -14,7 +14,10 @@ talk to:
   (an operator deleting a name releases that chip), and at start
   :meth:`~FaultPolicy.restore` what the ConfigMap recorded;
 * the fault-config watcher swaps the configuration with :meth:`~FaultPolicy.reconfigure`;
-* :meth:`~FaultPolicy.drain_releases` yields each escalation lifted, for a node Event.
+* :meth:`~FaultPolicy.drain_releases` yields each escalation lifted, for a node Event;
+* :meth:`~FaultPolicy.on_change` tells the monitor to judge again when what
+  changed is not an observation (a new configuration, an operator's release,
+  what a restart read back).
 
 Chips are named by physical ID. Times are Unix milliseconds, read from the
 clock given (seconds, ``time.time`` by default), so tests move time.
@@ -41,6 +44,16 @@ class FaultPolicy:
         self._config = config
         self._clock = clock
         self._chips: dict[int, ChipFaults] = {}
+        self._listeners: list[Callable[[], None]] = []
+
+    def on_change(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """Call ``listener()`` whenever judging again may give another answer; return the way to stop."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener)
+
+    def _changed(self) -> None:
+        for listener in list(self._listeners):
+            listener()
 
     @property
     def config(self) -> FaultConfig:
@@ -99,9 +112,11 @@ class FaultPolicy:
         an operator. A chip not yet written out is kept; a name this plugin
         never separated is left for the next write to drop.
         """
+        released = False
         for phy, chip in sorted(self._chips.items()):
             if chip.reasons.manual and chip.separation_written and phy not in listed:
                 chip.release_manual()
+                released = True
         strangers = sorted(set(listed) - set(self.manually_separated()))
         if strangers:
             log.info(
@@ -109,12 +124,15 @@ class FaultPolicy:
                 ", ".join(map(str, strangers)),
                 extra={"chips": strangers},
             )
+        if released:
+            self._changed()
 
     def restore(self, separated: Collection[int], reasons: Mapping[int, Iterable[UpgradeReason]]) -> None:
         """What the ConfigMap recorded before a restart: ManuallySeparateNPU and UpgradeFaultReason."""
         now = self.now()
         for phy in sorted(set(separated) | set(reasons)):
             self.chip(phy).restore(phy in separated, reasons.get(phy, ()), now)
+        self._changed()
 
     # -- configuration and events --------------------------------------------------------
 
@@ -124,6 +142,7 @@ class FaultPolicy:
         now = self.now()
         for chip in self._chips.values():
             chip.reconfigure(config, now)
+        self._changed()
 
     def drain_releases(self) -> list[Release]:
         """Every escalation lifted since the last call, chip by chip."""

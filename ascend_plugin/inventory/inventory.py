@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ascend_plugin.changes import Changes
+from ascend_plugin.fault_policy.chip import ChipJudgement
 from ascend_plugin.faults import Fault, FaultLevel, format_code
 from backends.chips import Chip
 from backends.families import FamilyTable
@@ -42,6 +43,9 @@ class ChipHealth:
     healthy: bool = False
     reason: str = "not looked at yet"  # why it is unhealthy; empty when healthy
     faults: tuple[Fault, ...] = ()  # current faults, most severe first
+    # What the fault policy said of the chip when this verdict was reached (None: not judged, e.g.
+    # never read): the device-info ConfigMap writes its levels, codes and times.
+    judgement: ChipJudgement | None = None
 
     @property
     def worst_level(self) -> FaultLevel:
