@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
 
@@ -58,6 +60,50 @@ class ApiServerThread:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(WAIT)
         self.loop.close()
+
+
+@dataclass
+class DraNode:
+    """One node for a DRA benchmark: the plugin as a DRA driver process, the API server, the kubelet."""
+
+    work: Workspace
+    api: ApiServerThread
+    kubelet: DraKubeletStandIn
+    plugin: subprocess.Popen[bytes]
+    started: float  # monotonic time the plugin process was started
+
+    @classmethod
+    def start(cls, *extra: str, stderr: IO[bytes] | None = None) -> DraNode:
+        """Eight healthy chips, the API server with the node, the kubelet stand-in and the driver.
+
+        ``extra``: more command-line flags; ``stderr``: where the plugin's log goes.
+        """
+        work = Workspace.create()
+        work.write_scenario(server_scenario({}))
+        for node in ("davinci_manager", "hisi_hdc", *(f"davinci{phy}" for phy in range(8))):
+            (work.host_root / "dev").mkdir(parents=True, exist_ok=True)
+            (work.host_root / "dev" / node).touch()
+        api = ApiServerThread()
+        api.call(lambda: api.server.add_node(NODE))
+        kubeconfig = api.server.write_kubeconfig(work.root / "kubeconfig")
+        registry = work.root / "registry"
+        kubelet = DraKubeletStandIn(registry, NODE, KubeletApi(api.server.url, api.server.token))
+        kubelet.start()
+        started = time.monotonic()
+        plugin = work.start_plugin(
+            "--serve", "dra", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
+            "--dra-registry-path", str(registry), "--dra-plugin-path", str(work.root / "plugin"),
+            "--cdi-spec-dir", str(work.root / "cdi"),
+            "--no-node-labels", "--no-device-info-configmap", "--no-node-events", *extra,
+            stderr=stderr,
+        )  # fmt: skip
+        return cls(work, api, kubelet, plugin, started)
+
+    def stop(self) -> None:
+        self.plugin.terminate()
+        self.plugin.wait(timeout=30)
+        self.kubelet.stop()
+        self.api.stop()
 
 
 def wait_until(condition: Callable[[], bool], what: str) -> float:
@@ -136,24 +182,9 @@ def main() -> None:
     parser.add_argument("--health-interval", default="0.1", help="the plugin's health poll, seconds")
     args = parser.parse_args()
 
-    work = Workspace.create()
-    work.write_scenario(server_scenario({}))
-    for node in ("davinci_manager", "hisi_hdc", *(f"davinci{phy}" for phy in range(8))):
-        (work.host_root / "dev").mkdir(parents=True, exist_ok=True)
-        (work.host_root / "dev" / node).touch()
-    api = ApiServerThread()
-    api.call(lambda: api.server.add_node(NODE))
-    kubeconfig = api.server.write_kubeconfig(work.root / "kubeconfig")
-    kubelet = DraKubeletStandIn(work.root / "registry", NODE, KubeletApi(api.server.url, api.server.token))
-    kubelet.start()
-    started = time.monotonic()
     # Flap damping off: a chip faulted twenty times a minute would otherwise be held out as a flapper.
-    plugin = work.start_plugin(
-        "--serve", "dra", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
-        "--dra-registry-path", str(work.root / "registry"), "--dra-plugin-path", str(work.root / "plugin"),
-        "--cdi-spec-dir", str(work.root / "cdi"), "--health-interval", args.health_interval,
-        "--health-flap-hold", "0", "--no-node-labels", "--no-device-info-configmap", "--no-node-events",
-    )  # fmt: skip
+    node = DraNode.start("--health-interval", args.health_interval, "--health-flap-hold", "0")
+    work, api, kubelet, plugin, started = node.work, node.api, node.kubelet, node.plugin, node.started
     try:
         published = wait_until(lambda: len(api.devices()) == 8, "the slice after start")
         kubelet.wait_until(lambda k: DRIVER in k.drivers, WAIT, "registration")
@@ -162,10 +193,7 @@ def main() -> None:
         slices = measure_slices(api, work, args.faults, args.wipes)
         rss, cpu = rss_mib(plugin.pid), cpu_seconds(plugin.pid)
     finally:
-        plugin.terminate()
-        plugin.wait(timeout=30)
-        kubelet.stop()
-        api.stop()
+        node.stop()
 
     print_command()
     print(f"process start to registered with the kubelet: {(registered - started) * 1000:.0f} ms")

@@ -15,20 +15,17 @@ request guard to compare.
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
+import tempfile
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import grpc
-from common import Workspace, describe_ms, print_command, rss_mib
-from dra import DRIVER, NODE, WAIT, ApiServerThread, claim, wait_until
+from common import describe_ms, print_command, rss_mib
+from dra import DRIVER, WAIT, DraNode, claim, wait_until
 
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
-from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
-from ascend_plugin.testing.simulate_dra import server_scenario
 
 MIB = 1024 * 1024
 PREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodePrepareResources"
@@ -67,47 +64,22 @@ def attack(socket: Path, rounds: int) -> tuple[dict[str, list[float]], Counter[t
     return times, outcomes
 
 
-def start_driver(work: Workspace, kubeconfig: Path, log: Path) -> subprocess.Popen[bytes]:
-    """The plugin as a DRA driver process; its log (its stderr, inherited while it starts) goes to ``log``."""
-    saved_stderr = os.dup(2)
-    with log.open("wb") as sink:
-        os.dup2(sink.fileno(), 2)
-    try:
-        return work.start_plugin(
-            "--serve", "dra", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
-            "--dra-registry-path", str(work.root / "registry"),
-            "--dra-plugin-path", str(work.root / "plugin"), "--cdi-spec-dir", str(work.root / "cdi"),
-            "--no-node-labels", "--no-device-info-configmap", "--no-node-events",
-        )  # fmt: skip
-    finally:
-        os.dup2(saved_stderr, 2)
-        os.close(saved_stderr)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--rounds", type=int, default=20, help="rounds of every hostile request")
     args = parser.parse_args()
 
-    work = Workspace.create()
-    work.write_scenario(server_scenario({}))
-    for node in ("davinci_manager", "hisi_hdc", *(f"davinci{phy}" for phy in range(8))):
-        (work.host_root / "dev").mkdir(parents=True, exist_ok=True)
-        (work.host_root / "dev" / node).touch()
-    api = ApiServerThread()
-    api.call(lambda: api.server.add_node(NODE))
-    kubeconfig = api.server.write_kubeconfig(work.root / "kubeconfig")
-    kubelet = DraKubeletStandIn(work.root / "registry", NODE, KubeletApi(api.server.url, api.server.token))
-    kubelet.start()
-    log = work.root / "plugin.log"
-    plugin = start_driver(work, kubeconfig, log)
+    log = Path(tempfile.mkdtemp(prefix="dra-hostile-")) / "plugin.log"
+    with log.open("wb") as sink:
+        node = DraNode.start(stderr=sink)
+    api, kubelet, plugin = node.api, node.kubelet, node.plugin
     kubelet_times: list[float] = []
     try:
         wait_until(lambda: len(api.devices()) == 8, "the slice after start")
         kubelet.wait_until(lambda k: DRIVER in k.drivers, WAIT, "registration")
         rss_before = rss_mib(plugin.pid)
         reads_before = len(api.call(lambda: api.server.requests_of("get", "resourceclaims")))
-        times, outcomes = attack(work.root / "plugin" / "dra.sock", args.rounds)
+        times, outcomes = attack(node.work.root / "plugin" / "dra.sock", args.rounds)
         reads = len(api.call(lambda: api.server.requests_of("get", "resourceclaims"))) - reads_before
         rss_after = rss_mib(plugin.pid)
         for index in range(args.rounds):
@@ -118,10 +90,7 @@ def main() -> None:
             kubelet_times.append(time.perf_counter() - begin)
             assert answer.claims[ref[2]].error == "", answer.claims[ref[2]].error
     finally:
-        plugin.terminate()
-        plugin.wait(timeout=30)
-        kubelet.stop()
-        api.stop()
+        node.stop()
 
     print_command()
     for kind, seconds in times.items():
