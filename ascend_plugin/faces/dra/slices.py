@@ -39,8 +39,9 @@ never sees a complete pool relying on fields the server dropped.
 from __future__ import annotations
 
 import copy
+import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 
 import anyio
@@ -91,6 +92,33 @@ def _generation(slice_: JsonObject) -> int:
 def _devices(slice_: JsonObject) -> list[JsonObject]:
     devices = _spec(slice_).get("devices")
     return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
+
+
+def first_difference(sent: object, stored: object, path: str = "") -> str:
+    """Where two JSON values first differ, for a message.
+
+    For example ``devices[3].capacity.memory.value: sent "1536Mi", stored "1.5Gi"``.
+    """
+    if isinstance(sent, dict) and isinstance(stored, dict):
+        for key in sorted(sent.keys() | stored.keys()):
+            if sent.get(key, _ABSENT) != stored.get(key, _ABSENT):
+                return first_difference(sent.get(key, _ABSENT), stored.get(key, _ABSENT), f"{path}.{key}")
+    elif isinstance(sent, list) and isinstance(stored, list) and len(sent) == len(stored):
+        for index, (a, b) in enumerate(zip(sent, stored, strict=True)):
+            if a != b:
+                return first_difference(a, b, f"{path}[{index}]")
+    where = path.lstrip(".") or "the content"
+    return f"{where}: sent {_shown(sent)}, stored {_shown(stored)}"
+
+
+_ABSENT = object()
+
+
+def _shown(value: object) -> str:
+    if value is _ABSENT:
+        return "nothing"
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 120 else f"{text[:117]}..."
 
 
 def _without_time_added(devices: Sequence[JsonObject]) -> list[JsonObject]:
@@ -150,7 +178,12 @@ def _content(slice_: JsonObject) -> JsonObject:
 _INVALID = 422
 
 
-def _paired(ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> list[JsonObject | None]:
+Holds = Callable[[JsonObject, JsonObject], bool]  # (stored slice, chunk): the slice holds the chunk
+
+
+def _paired(
+    ours: Sequence[JsonObject], chunks: Sequence[JsonObject], holds: Holds
+) -> list[JsonObject | None]:
     """The stored slice each chunk is written into (None: a new one), so that a rewrite moves least.
 
     A slice that holds a chunk already keeps it; the others go to slices that
@@ -160,7 +193,7 @@ def _paired(ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> list[Js
     free = list(ours)
     paired: list[JsonObject | None] = [None] * len(chunks)
     for index, chunk in enumerate(chunks):
-        same = next((slice_ for slice_ in free if _content(slice_) == chunk), None)
+        same = next((slice_ for slice_ in free if holds(slice_, chunk)), None)
         if same is not None:
             paired[index] = same
             free.remove(same)
@@ -202,6 +235,9 @@ class SliceController:
             self.wanted[Feature.TAINTS] = taints is True
         self.verdicts: dict[Feature, Verdict] = {}
         self._mismatch_said = False
+        # slice name -> (its resourceVersion as our write stored it, the chunk written): a slice the
+        # server stored otherwise than sent still holds that chunk while nobody else has changed it.
+        self._stored_as: dict[str, tuple[str, JsonObject]] = {}
         self.generation = 0  # the highest pool generation seen or written
         self.writes = 0  # creates, updates and deletes sent
         self.looks = 0  # comparisons of the slices with the chips
@@ -263,7 +299,8 @@ class SliceController:
             except Conflict as conflict:
                 log.debug("a ResourceSlice changed under us (%s); reading it again", conflict)
                 try:
-                    await self._refresh(conflict.name)
+                    # A create has no name (generateName): its conflict is read by listing them all.
+                    await (self._refresh(conflict.name) if conflict.name else self._slices.relist())
                 except KubeError as error:
                     await retry.failed(error)
                 continue
@@ -351,17 +388,30 @@ class SliceController:
     def _up_to_date(self, ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> bool:
         if len(ours) != len(chunks) or len({_generation(slice_) for slice_ in ours}) != 1:
             return False
-        for slice_, chunk in zip(_paired(ours, chunks), chunks, strict=True):
+        for slice_, chunk in zip(_paired(ours, chunks, self._holds), chunks, strict=True):
             if slice_ is None:
                 return False
             pool = _pool(slice_)
             if (
                 pool.get("resourceSliceCount") != len(chunks)
                 or string_field(_spec(slice_), "nodeName") != self.node
-                or _content(slice_) != chunk
+                or not self._holds(slice_, chunk)
             ):
                 return False
         return True
+
+    def _holds(self, slice_: JsonObject, chunk: JsonObject) -> bool:
+        """Whether a stored slice holds ``chunk``: it says so, or it is our write of it, untouched since.
+
+        The second case keeps an API server that defaults or normalises a
+        field we do not mirror from making every comparison fail, and so
+        every look a write.
+        """
+        if _content(slice_) == chunk:
+            return True
+        metadata = mapping_field(slice_, "metadata")
+        stored = self._stored_as.get(string_field(metadata, "name"))
+        return stored == (string_field(metadata, "resourceVersion"), chunk)
 
     async def published(self, version: int) -> None:
         """Return once the slices show the chips as of inventory ``version`` or later (a hot reset waits)."""
@@ -386,7 +436,7 @@ class SliceController:
             self._showed(version)
             return False
         generation = self.generation + 1
-        paired = _paired(ours, chunks)
+        paired = _paired(ours, chunks, self._holds)
         for current, chunk in zip(paired, chunks, strict=True):
             pool = {"name": self.node, "generation": generation, "resourceSliceCount": len(chunks)}
             if not await self._written(current, pool, chunk):
@@ -397,13 +447,6 @@ class SliceController:
         self.generation = generation
         self._showed(version)
         self._said_published(chunks, generation)
-        if not self._up_to_date(self._ours()[0], chunks) and not self._mismatch_said:
-            self._mismatch_said = True
-            log.error(
-                "the API server stored pool %s's ResourceSlices differently from what was sent (it dropped "
-                "or rewrote fields); they are written again at the next change only",
-                self.node,
-            )
         return False
 
     async def _written(self, current: JsonObject | None, pool: JsonObject, content: JsonObject) -> bool:
@@ -421,10 +464,30 @@ class SliceController:
                 self._judged(refused_verdict(feature, error))
             return False
         gone = dropped(sent, stored) & self.wanted.keys()
-        name = string_field(mapping_field(stored, "metadata"), "name")
+        metadata = mapping_field(stored, "metadata")
+        name = string_field(metadata, "name")
         for feature in gone:
             self._judged(dropped_verdict(feature, f"ResourceSlice {name}"))
-        return not gone
+        if gone:
+            return False
+        self._stored_as[name] = (string_field(metadata, "resourceVersion"), content)
+        if _content(stored) != content:
+            self._stored_otherwise(name, content, _content(stored))
+        return True
+
+    def _stored_otherwise(self, name: str, sent: JsonObject, stored: JsonObject) -> None:
+        """Say once that the server keeps a slice otherwise than sent (it is not written again for that)."""
+        if self._mismatch_said:
+            return
+        self._mismatch_said = True
+        log.warning(
+            "the API server stored ResourceSlice %s otherwise than it was sent (%s); the plugin takes the "
+            "stored form as this content and writes the slice again only when the chips change or "
+            "someone else changes it",
+            name,
+            first_difference(sent, stored),
+            extra={"slice": name, "pool": self.node},
+        )
 
     def _said_published(self, chunks: Sequence[JsonObject], generation: int) -> None:
         published = {string_field(device, "name") for chunk in chunks for device in _devices({"spec": chunk})}
@@ -499,6 +562,7 @@ class SliceController:
     async def _delete(self, slice_: JsonObject) -> None:
         metadata = mapping_field(slice_, "metadata")
         name = string_field(metadata, "name")
+        self._stored_as.pop(name, None)
         preconditions: JsonObject = {
             "uid": string_field(metadata, "uid"),
             "resourceVersion": string_field(metadata, "resourceVersion"),
