@@ -20,11 +20,10 @@ def test_every_setting_is_in_the_configuration_table(field: str) -> None:
 
 
 def test_ci_runs_the_readmes_test_command() -> None:
-    command = "python3 -m pip install nox && python3 -m nox -s tests"
-    assert command in README
-    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "python3 -m pip install --quiet nox" in ci
-    assert "python3 -m nox -s tests" in ci
+    """The README's second command is a line of .ci/run, to the letter."""
+    (command,) = re.findall(r"^python3 -m pip install nox && .*$", README, re.MULTILINE)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    assert command in ci
 
 
 def test_the_install_section_names_every_build_knob_of_the_dockerfile() -> None:
