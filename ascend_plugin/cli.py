@@ -54,7 +54,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     simulate.add_argument("--log-level", default="ERROR", help="log level of the plugin's own lines")
     simulate.add_argument(
-        "--share-count", type=int, default=1, metavar="N", help="offer the board's chip N times (2-100)"
+        "--share-count",
+        type=int,
+        default=1,
+        metavar="N",
+        help="offer the board's chip N times (1-100; 1: not shared)",
     )
     simulate.add_argument(
         "--vnpu",
@@ -139,7 +143,8 @@ def _refusing(refused: SettingsError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     if args.command == "version":
         print(__version__)
         return 0
@@ -149,6 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         setup_logging(args.log_level.upper(), "text")
         if args.serve == "dra":
+            if args.share_count != 1 or args.vnpu != "off":
+                parser.error(
+                    "simulate --serve dra shows whole chips of a fake 910B server only: --share-count "
+                    "and --vnpu work with --serve device-plugin (the default)"
+                )
             from ascend_plugin.testing.simulate_dra import simulate_dra
 
             return simulate_dra()

@@ -9,8 +9,11 @@ the process, and none may turn into a tight loop or a flood of log lines. So:
   DaemonSet retries against the same server, so that they do not retry in
   lockstep after it comes back;
 * :func:`supervise` - runs a part, logs a crash with the part's name and
-  restarts it with backoff (a part that ran for a good while starts again from
-  the shortest delay: backoff is for crash loops, not for rare failures);
+  restarts it with backoff (backoff is for crash loops, not for rare failures);
+  one threshold, :data:`RECOVERED_AFTER` (10 s, a :class:`Supervision`'s
+  ``recovered_after``), says when a part serves again: a run that lasts that
+  long ends its streak of failures for ``/readyz`` and ``/healthz``, and its
+  next failure is restarted after the shortest delay again;
 * :class:`Supervision` - what the supervisors know of every part they run:
   running or waiting to restart, failing since when, the last error, and what
   the part itself says keeps it from its job. The probes read it
@@ -65,8 +68,8 @@ class Backoff:
 
 
 PART_BACKOFF = Backoff(0.5, 30.0, jitter=random.random)
-HEALTHY_RUN = 60.0  # seconds a part must run before its failures count as new
-# Seconds a run must last without failing for a part that failed to count as serving again.
+# Seconds a run must last without failing for a part that failed to count as serving again: its
+# streak of failures ends (the probes) and its backoff starts again from the shortest delay.
 RECOVERED_AFTER = 10.0
 
 Part = Callable[[], Awaitable[None]]
@@ -120,7 +123,8 @@ class Supervision:
 
     A part's failures form a streak until one of its runs lasts
     ``recovered_after`` seconds: a part restarted into a run that fails again
-    at once is still failing, however often it is restarted.
+    at once is still failing, however often it is restarted, and its backoff
+    keeps growing; after a run that long, both start again.
     """
 
     clock: Callable[[], float] = time.monotonic
@@ -180,12 +184,11 @@ async def supervise(
     try:
         while True:
             supervision._started(record)
-            started = supervision.clock()
             try:
                 await part()
                 return
             except Exception as error:
-                if supervision.clock() - started > HEALTHY_RUN:
+                if record.serving_again(supervision.clock(), supervision.recovered_after):
                     attempt = 0
                 attempt += 1
                 delay = backoff.after(attempt)

@@ -13,7 +13,9 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
+import annotated_types
 from pydantic import BeforeValidator, Field, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
 from pydantic_settings import (
     BaseSettings,
     InitSettingsSource,
@@ -459,6 +461,69 @@ def flag_name(field: str) -> str:
     return "--" + field.replace("_", "-")
 
 
+# What a pattern-constrained setting must look like, in words and with an example: the regular
+# expression itself means nothing to most operators. Every field with a pattern has an entry
+# (tests/test_settings_messages.py checks it, and that each example is accepted).
+ALLOWED_FORMS: Final[dict[str, str]] = {
+    "device_id_prefix": "a letter or digit, then up to 40 letters, digits, '-', '_' or '.', "
+    "such as Ascend310",
+    "socket_name": "a file name (no '/') that starts with a letter or digit and ends in .sock, "
+    "such as Ascend310.sock",
+    "cdi_kind": "vendor/class: a lower-case domain (letters, digits, '-', '.'), a '/', then a class of "
+    "letters, digits, '-', '_' or '.' that starts and ends with a letter or digit, such as huawei.com/npu",
+    "label_prefix": "a DNS subdomain: dot-separated parts of lower-case letters, digits and '-', each "
+    "starting and ending with a letter or digit, such as ascend-device-plugin.io",
+    "dra_driver_name": "a DNS subdomain of at most 63 characters: dot-separated parts of lower-case "
+    "letters, digits and '-', each starting and ending with a letter or digit, such as npu.huawei.com",
+    "http_address": "host:port such as 0.0.0.0:11251 (an IPv6 host in brackets: [::]:11251; no host: "
+    "every address), or empty to turn the HTTP server off",
+}
+
+_BOUND_ERRORS: Final = frozenset({"greater_than", "greater_than_equal", "less_than_equal"})
+
+
+def _allowed_range(field: str) -> str | None:
+    """The whole range of a bounded setting, from its ge/gt/le, e.g. ``1-3600 seconds``.
+
+    Pydantic names only the bound a value broke; an operator who gave 0.5 for a
+    1..3600 setting should not have to try again to learn the maximum. Settings
+    whose description starts with "seconds" are in seconds.
+    """
+    info = Settings.model_fields[field]
+    low: tuple[object, bool] | None = None  # (bound, whether the bound itself is allowed)
+    high: object = None  # the settings' upper bounds are all inclusive (le)
+    for item in info.metadata:
+        if isinstance(item, annotated_types.Ge):
+            low = (item.ge, True)
+        elif isinstance(item, annotated_types.Gt):
+            low = (item.gt, False)
+        elif isinstance(item, annotated_types.Le):
+            high = item.le
+    if low is None and high is None:
+        return None
+    unit = " seconds" if (info.description or "").startswith("seconds") else ""
+    if low is not None and high is not None and low[1]:
+        return f"{low[0]}-{high}{unit}"
+    words = []
+    if low is not None:
+        words.append(f"{low[0]} or more" if low[1] else f"above {low[0]}")
+    if high is not None:
+        words.append(f"at most {high}")
+    return " and ".join(words) + unit
+
+
+def _what_is_allowed(field: str, item: ErrorDetails) -> str:
+    """Pydantic's words for a problem, replaced or completed by the setting's whole rule."""
+    message = item["msg"].removeprefix("Value error, ")
+    if field in ALLOWED_FORMS and item["type"] in ("string_pattern_mismatch", "string_too_long"):
+        return f"must be {ALLOWED_FORMS[field]}"
+    if (bounds := _allowed_range(field)) is None:
+        return message
+    if item["type"] in _BOUND_ERRORS:
+        return f"must be {bounds}"
+    return f"{message}; must be {bounds}"
+
+
 def describe_validation_error(error: ValidationError) -> str:
     """One line per problem: field, its flag and env names, the value, and what is allowed."""
     lines = []
@@ -468,7 +533,7 @@ def describe_validation_error(error: ValidationError) -> str:
         if field and field in Settings.model_fields:
             where = f"{field} ({flag_name(field)} / {ENV_PREFIX}{field.upper()})"
             shown = value if not isinstance(value, dict) else "(missing)"
-            lines.append(f"invalid setting {where}: got {shown!r}: {item['msg']}")
+            lines.append(f"invalid setting {where}: got {shown!r}: {_what_is_allowed(field, item)}")
         else:
             lines.append(f"invalid settings: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)

@@ -228,7 +228,7 @@ async def kube(kubeconfig: Path) -> AsyncIterator[Kube]:
 # Imports of this section stay here, beside what uses them (the file is appended to, never rearranged).
 import socket  # noqa: E402
 from collections.abc import Mapping  # noqa: E402
-from dataclasses import dataclass  # noqa: E402
+from dataclasses import dataclass, field  # noqa: E402
 
 from fake_dcmi.scenario_file import write_scenario  # noqa: E402
 
@@ -243,7 +243,8 @@ class DoctorRoot:
     """A host file system under a temporary directory, as ``doctor --root`` sees it.
 
     Built healthy: a 310B board (an Atlas 200I A2) with its six
-    host files, dmp_daemon's /dev/shm entries, device nodes and a kubelet. Each
+    host files, dmp_daemon's /dev/shm entries, device nodes and a kubelet (its
+    registration and PodResources sockets, bound, not served). Each
     test breaks the one thing it is about. ``backend`` says who plays the chips:
     "python" (the fake backend) or "c" (the real binding over the C fake,
     installed as the board's /usr/lib64/libdcmi.so).
@@ -252,13 +253,14 @@ class DoctorRoot:
     path: Path
     scenario: Path
     backend: str
-    kubelet_socket: socket.socket | None = None
+    sockets: list[socket.socket] = field(default_factory=list)
 
     # What doctor checks on a 310B board; a doctor test ties this list to values-310b.yaml.
     HOST_FILES = tuple(item.path for item in ASCEND_310B.host_files)
     DEVICE_NODES = ("/dev/davinci0", "/dev/davinci_manager_docker", "/dev/hisi_hdc", "/dev/devmm_svm")
     PLUGIN_DIR = "/var/lib/kubelet/device-plugins"
     LIBRARY = "/usr/lib64/libdcmi.so"
+    POD_RESOURCES = str(Settings.model_fields["pod_resources_socket"].default)
 
     def host(self, path: str) -> Path:
         return self.path / path.lstrip("/")
@@ -280,11 +282,17 @@ class DoctorRoot:
         else:
             target.unlink()
 
+    def add_socket(self, path: str) -> None:
+        self.host(path).parent.mkdir(parents=True, exist_ok=True)
+        bound = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        bound.bind(str(self.host(path)))
+        self.sockets.append(bound)
+
     def build_healthy(self) -> None:
         self.add_files(*self.HOST_FILES, *self.DEVICE_NODES)
         self.add_directories("/dev/shm/dmp", "/dev/shm/iam", self.PLUGIN_DIR)
-        self.kubelet_socket = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.kubelet_socket.bind(str(self.host(f"{self.PLUGIN_DIR}/kubelet.sock")))
+        self.add_socket(f"{self.PLUGIN_DIR}/kubelet.sock")
+        self.add_socket(self.POD_RESOURCES)
         self.write_scenario(FakeScenario.model_validate({"chip_name": "310B1", "chips": [{"phy_id": 0}]}))
 
     def write_scenario(self, scenario: FakeScenario) -> None:
@@ -308,8 +316,8 @@ class DoctorRoot:
         return {finding.name: finding for finding in findings}
 
     def close(self) -> None:
-        if self.kubelet_socket is not None:
-            self.kubelet_socket.close()
+        for bound in self.sockets:
+            bound.close()
 
 
 def _doctor_root(

@@ -44,7 +44,7 @@ def test_lists_come_comma_separated_from_flags_and_env(monkeypatch: pytest.Monke
             ["--health-interval", "soon"],
             "invalid setting health_interval (--health-interval / ASCEND_DP_HEALTH_INTERVAL): got 'soon'",
         ),
-        (["--health-interval", "0"], "Input should be greater than 0"),
+        (["--health-interval", "0"], "got '0': must be above 0 and at most 3600 seconds"),
         (["--backend", "gpu"], "got 'gpu': Input should be 'dcmi' or 'fake'"),
         (["--log-format", "xml"], "Input should be 'text' or 'json'"),
         (["--resource-name", "Ascend310"], "must be '<domain>/<name>'"),

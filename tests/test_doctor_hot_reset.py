@@ -67,14 +67,46 @@ async def test_on_it_says_what_it_would_do_now(busy_node: DoctorRoot, tmp_path: 
     )
 
 
-async def test_on_where_the_plugin_cannot_tell_which_chips_pods_hold_is_a_warning(
+async def test_on_outside_volcano_mode_pods_are_known_from_pod_resources(
     busy_node: DoctorRoot, tmp_path: Path
 ) -> None:
+    """The plugin learns which chips pods hold from the kubelet's PodResources in every mode."""
+    busy_node.write_scenario(node_scenario({0: RESTART_NPU}))
+    found = await hot_reset(busy_node, tmp_path, hot_reset=True)
+    assert found.status is Status.OK
+    assert found.detail == (
+        f"hot reset is on (idle 60 s): Ascend910-0 would be reset with its reset group ({GROUP}) once no "
+        "pod holds them for the idle time"
+    )
+
+
+@pytest.mark.parametrize(
+    ("replace", "why"),
+    [
+        (None, "does not exist"),
+        ("file", "is not a socket"),
+        ("symlink", "is a symlink, which the plugin refuses"),
+    ],
+)
+async def test_on_without_the_pod_resources_socket_every_group_is_busy(
+    busy_node: DoctorRoot, tmp_path: Path, replace: str | None, why: str
+) -> None:
+    socket_path = busy_node.host(DoctorRoot.POD_RESOURCES)
+    socket_path.unlink()
+    if replace == "file":
+        socket_path.write_text("", encoding="utf-8")
+    elif replace == "symlink":
+        busy_node.add_socket("/run/kubelet-pod-resources.sock")
+        socket_path.symlink_to(busy_node.host("/run/kubelet-pod-resources.sock"))
     found = await hot_reset(busy_node, tmp_path, hot_reset=True)
     assert found.status is Status.WARNING
-    assert found.detail.endswith("a chip no one can say is free is never reset: no chip is reset")
+    assert found.detail.endswith(
+        f"The kubelet's PodResources socket {socket_path} {why}: until the kubelet's PodResources answers, "
+        "every reset group counts as busy"
+    )
     assert found.fix is not None
-    assert "Volcano mode" in found.fix
+    assert "pod_resources_socket=<socket> (--pod-resources-socket <socket>" in found.fix
+    assert "Volcano" not in found.detail + found.fix
 
 
 async def test_a_driver_that_cannot_reset_is_a_problem(doctor_py_root: DoctorRoot, tmp_path: Path) -> None:

@@ -134,6 +134,49 @@ async def test_vnpu_dynamic_names_the_vnpus_the_driver_destroys_at_start(doctor_
     assert owned.status is Status.OK
 
 
+async def test_vnpu_dynamic_without_a_checkpoint_file_names_every_vnpu(doctor_root: DoctorRoot) -> None:
+    """The driver's directory holds no checkpoint: a driver that never ran owns nothing."""
+    doctor_root.write_scenario(duo())
+    doctor_root.add_directories("/var/lib/kubelet/plugins/npu.huawei.com")
+    vnpus = (await doctor_root.run(serve="dra", node_name="node", vnpu="dynamic"))["vnpus"]
+    assert vnpus.status is Status.WARNING
+    assert vnpus.detail.startswith("vnpu=dynamic: vNPUs that no prepared claim of the DRA driver owns")
+    assert all(f"{vdev} vir0" in vnpus.detail for vdev in (100, 101, 102))
+    assert "the driver destroys them when it starts" in vnpus.detail
+
+
+@pytest.mark.parametrize("directory", ["absent", "a file"])
+async def test_vnpu_dynamic_where_the_checkpoint_cannot_be_read_says_owners_are_unknown(
+    doctor_root: DoctorRoot, directory: str
+) -> None:
+    """The driver's directory not mounted where doctor runs: no claim to destroy them is known either."""
+    doctor_root.write_scenario(duo())
+    plugin_dir = "/var/lib/kubelet/plugins/npu.huawei.com"
+    if directory == "a file":
+        doctor_root.add_files(plugin_dir)
+    vnpus = (await doctor_root.run(serve="dra", node_name="node", vnpu="dynamic"))["vnpus"]
+    path = doctor_root.host(f"{plugin_dir}/checkpoint.json")
+    assert vnpus.status is Status.WARNING
+    assert vnpus.detail.startswith(
+        f"vnpu=dynamic: checkpoint {path} not readable (its directory {path.parent} is not there: not "
+        "mounted here?): which vNPUs claims own is unknown (Ascend310P-0: 100 vir02"
+    )
+    assert "destroy" not in vnpus.detail
+    assert vnpus.fix is not None
+    assert "dra_plugin_path=<directory> (--dra-plugin-path <directory>" in vnpus.fix
+
+
+async def test_vnpu_dynamic_with_a_checkpoint_the_driver_moves_aside_names_every_vnpu(
+    doctor_root: DoctorRoot,
+) -> None:
+    """A checkpoint that cannot be decoded is moved aside at start: the driver then owns nothing."""
+    doctor_root.write_scenario(duo())
+    doctor_root.add_files("/var/lib/kubelet/plugins/npu.huawei.com/checkpoint.json", content=b"{not json")
+    vnpus = (await doctor_root.run(serve="dra", node_name="node", vnpu="dynamic"))["vnpus"]
+    assert vnpus.status is Status.WARNING
+    assert "the driver destroys them when it starts" in vnpus.detail
+
+
 async def test_sharing_a_310p_split_on_demand_is_the_problem_the_plugin_refuses(
     doctor_root: DoctorRoot,
 ) -> None:

@@ -87,7 +87,7 @@ async def test_an_invalid_value_is_refused_and_the_old_config_stays(
     message = refusal.getMessage()
     assert "health_interval" in message
     assert "'-1'" in message
-    assert "greater than 0" in message
+    assert "must be above 0 and at most 3600 seconds" in message
     # Nothing of the bad change applied, not even its valid key.
     assert app.config.settings.health_interval == 0.5
     assert app.config.settings.log_level == "INFO"

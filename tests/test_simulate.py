@@ -5,6 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+from ascend_plugin.cli import main
+
 
 def test_simulate_prints_the_timeline_and_exits_0() -> None:
     result = subprocess.run(
@@ -95,3 +99,22 @@ def test_simulate_serve_dra_prepares_a_claim_end_to_end() -> None:
         "NodeUnprepareResources -> error=''; CDI specs left: none",
     ):
         assert step in result.stdout, step
+
+
+@pytest.mark.parametrize("option", [("--share-count", "2"), ("--vnpu", "static")])
+def test_simulate_serve_dra_refuses_what_its_demo_does_not_show(
+    option: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The DRA demo's node has whole 910B chips: a share count or vNPUs would be silently ignored."""
+    with pytest.raises(SystemExit) as refused:
+        main(["simulate", "--serve", "dra", *option])
+    assert refused.value.code == 2
+    error = capsys.readouterr().err
+    assert "simulate --serve dra shows whole chips of a fake 910B server only" in error
+    assert "--share-count and --vnpu work with --serve device-plugin (the default)" in error
+
+
+def test_simulate_share_count_help_says_1_is_not_shared(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    assert "(1-100; 1: not shared)" in " ".join(capsys.readouterr().out.split())

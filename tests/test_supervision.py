@@ -92,6 +92,39 @@ async def test_a_run_that_lasts_ends_the_streak_and_a_later_failure_starts_a_new
         group.cancel_scope.cancel()
 
 
+@pytest.mark.parametrize(
+    ("run_lasts", "delays", "serving_again"),
+    [
+        (30.0, [0.001, 0.001, 0.001], True),  # crashing every 30 s: serving between, no growing backoff
+        (9.0, [0.001, 0.002, 0.004], False),  # shorter than recovered_after: one streak, backoff doubles
+    ],
+)
+async def test_the_backoff_restarts_from_the_shortest_delay_exactly_when_the_streak_ends(
+    run_lasts: float, delays: list[float], serving_again: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One threshold for both: a part the probes count as serving again is not in a crash loop."""
+    clock = Clock()
+    supervision = Supervision(clock=clock, recovered_after=10.0)
+    seen: list[PartStatus] = []
+
+    async def part() -> None:
+        clock.now += run_lasts
+        seen.append(status(supervision, "publisher"))
+        raise RuntimeError("lost it")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(
+            run_root_tasks, [RootTask("publisher", part, backoff=Backoff(0.001, 1.0))], supervision
+        )
+        await until(lambda: len(seen) >= 4, "four runs")
+        group.cancel_scope.cancel()
+    restarts = [
+        record.args for record in caplog.records if record.getMessage().startswith("publisher failed")
+    ]
+    assert [args[1] for args in restarts[:3] if isinstance(args, tuple)] == delays
+    assert all((later.failing_since is None) is serving_again for later in seen[1:4])
+
+
 async def test_parts_supervised_inside_a_root_task_are_recorded_with_it() -> None:
     supervision = Supervision()
     inner_started = anyio.Event()

@@ -3,11 +3,15 @@
 The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`): each chip's
 worst fault level from its health and codes as read now (the fault-level
 table of the settings), its reset group, and the processes on the group's
-chips. Which chips pods hold is the plugin's own knowledge, not the doctor's:
-the finding says where that is known.
+chips. Which chips pods hold the plugin learns from the kubelet's PodResources
+API, in every mode; the doctor cannot ask it for the plugin, but it can tell
+when its socket is not there, which leaves every reset group busy.
 """
 
 from __future__ import annotations
+
+import os
+import stat
 
 from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
@@ -18,7 +22,6 @@ from ascend_plugin.faults import FaultLevel, load_table
 from ascend_plugin.hot_reset.freeness import GroupCheck
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for
 from ascend_plugin.inventory.verdict import classify
-from ascend_plugin.settings import Settings
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -29,9 +32,23 @@ NEEDED = ("dcmi_set_device_reset", "dcmi_get_device_boot_status")
 PROCESSES = "dcmi_get_device_resource_info"
 
 
-def pods_known(settings: Settings) -> bool:
-    """Whether the plugin learns which chips pods hold with these settings (Volcano mode, from its pods)."""
-    return settings.volcano and settings.serve == "device-plugin"
+def pod_resources_missing(context: Context) -> str | None:
+    """What is wrong with the kubelet's PodResources socket as the plugin would dial it, if anything.
+
+    A symlink counts as wrong: the plugin refuses one (:mod:`ascend_plugin.holdings.pod_resources`).
+    """
+    path = context.host(str(context.settings.pod_resources_socket))
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return f"{path} does not exist"
+    except OSError as error:
+        return f"{path} cannot be looked at ({error.strerror})"
+    if stat.S_ISLNK(mode):
+        return f"{path} is a symlink, which the plugin refuses"
+    if not stat.S_ISSOCK(mode):
+        return f"{path} is not a socket"
+    return None
 
 
 @check(HOT_RESET)
@@ -75,12 +92,13 @@ async def hot_reset(context: Context) -> Finding:
             f"{detail}. The driver has no {PROCESSES}: {FEATURE_FUNCTIONS[PROCESSES]}",
             fix="install a driver whose libdcmi.so lists processes, or turn hot reset off",
         )
-    if not pods_known(settings):
+    if (missing := pod_resources_missing(context)) is not None:
         return Finding.warning(
             HOT_RESET,
-            f"{detail}. With these settings the plugin cannot tell which chips pods hold, and a chip no "
-            "one can say is free is never reset: no chip is reset",
-            fix=f"hot reset works in Volcano mode ({how_to_set('volcano', True)}): docs/hot-reset.md",
+            f"{detail}. The kubelet's PodResources socket {missing}: until the kubelet's PodResources "
+            "answers, every reset group counts as busy",
+            fix="mount the kubelet's pod-resources directory (the chart does) and point "
+            f"{how_to_set('pod_resources_socket', '<socket>')} at the socket itself: docs/hot-reset.md",
         )
     return Finding.ok(HOT_RESET, detail)
 

@@ -8,7 +8,9 @@ node's family ignores is a warning, and so is a vNPU template without a resource
 name. It also reads the vNPUs when ``vnpu=off``: a split chip offered whole
 would give two pods the same silicon. With ``vnpu=dynamic`` the chips' vNPUs
 are the DRA driver's: those no prepared claim of its checkpoint owns are
-named, since the driver destroys them when it starts.
+named, since the driver destroys them when it starts; a checkpoint doctor
+cannot read (the driver's directory not mounted where it runs) is said as such,
+never taken for one that owns nothing.
 """
 
 from __future__ import annotations
@@ -97,9 +99,21 @@ async def vnpus(context: Context) -> Finding:
     )
 
 
+class CheckpointUnreadable(Exception):
+    """The DRA driver's checkpoint is there (or may be) but cannot be read from here: owners unknown."""
+
+
 def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[VdevInfo, ...]]) -> Finding:
     """vnpu=dynamic: the vNPUs prepared claims own, and those the driver destroys when it starts."""
-    owned = _owned(context)
+    try:
+        owned = _owned(context)
+    except CheckpointUnreadable as unreadable:
+        return Finding.warning(
+            VNPUS,
+            f"vnpu=dynamic: {unreadable}: which vNPUs claims own is unknown ({_described(table, split)})",
+            fix="run doctor where the DRA driver's directory is mounted as in the plugin's pod "
+            f"(the chart mounts it), or set {how_to_set('dra_plugin_path', '<directory>')}",
+        )
     unowned = {phy: tuple(v for v in vnpus if (phy, v.vdev_id) not in owned) for phy, vnpus in split.items()}
     unowned = {phy: vnpus for phy, vnpus in unowned.items() if vnpus}
     if not unowned:
@@ -115,16 +129,29 @@ def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[Vde
 
 
 def _owned(context: Context) -> set[tuple[int, int]]:
-    """(chip, vNPU id) of every prepared claim in the driver's checkpoint; none where it cannot be read."""
-    from ascend_plugin.faces.dra.checkpoint import PREPARED, CheckpointError, parse
+    """(chip, vNPU id) of every prepared claim in the driver's checkpoint.
+
+    None when the directory holds no checkpoint (a driver that never ran) or one
+    that cannot be decoded (the driver moves it aside and starts without):
+    either way the driver owns nothing when it starts. A directory that is not
+    there (not mounted where doctor runs) or a file that cannot be read raises
+    :class:`CheckpointUnreadable`: the owners are unknown, not none.
+    """
+    from ascend_plugin.faces.dra.checkpoint import PREPARED, Checkpoint, CheckpointError
     from ascend_plugin.faces.dra.names import CHECKPOINT
     from ascend_plugin.settings import dra_plugin_dir
 
     path = context.host(str(dra_plugin_dir(context.settings) / CHECKPOINT))
+    if not path.parent.is_dir():
+        raise CheckpointUnreadable(
+            f"checkpoint {path} not readable (its directory {path.parent} is not there: not mounted here?)"
+        )
     try:
-        claims = parse(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, CheckpointError):
+        claims = Checkpoint(path).read()
+    except (FileNotFoundError, CheckpointError):
         return set()
+    except OSError as error:
+        raise CheckpointUnreadable(f"checkpoint {path} not readable ({error.strerror or error})") from error
     return {
         (vnpu.phy_id, vnpu.vdev_id)
         for claim in claims.values()

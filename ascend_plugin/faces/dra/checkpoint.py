@@ -207,7 +207,7 @@ class Checkpoint:
         (the disk, the mount): the start fails and is retried, and nothing is lost.
         """
         try:
-            claims = parse(self._text())
+            claims = self.read()
         except FileNotFoundError:
             return {}
         except CheckpointError as error:
@@ -218,6 +218,14 @@ class Checkpoint:
                 f"cannot read the prepared-claims checkpoint {self.path}: {error.strerror or error}"
             ) from error
         return claims
+
+    def read(self) -> dict[str, PreparedClaim]:
+        """The prepared claims, changing nothing (``doctor`` reads it so).
+
+        Raises CheckpointError for what :meth:`load` moves aside, and OSError for
+        a file that is not there (FileNotFoundError) or cannot be read.
+        """
+        return parse(self._text())
 
     def _text(self) -> str:
         """The file's text; CheckpointError when what is there is no UTF-8 text file."""

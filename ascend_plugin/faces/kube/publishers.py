@@ -37,7 +37,7 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
-    held: HeldChips | None = None  # Volcano mode: chips of active pods, left out of the free list
+    held: HeldChips | None = None  # chips held (PodResources, every mode); Volcano mode: off the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
 
