@@ -235,7 +235,7 @@ def main() -> None:
     parser.add_argument("--flap-seconds", type=float, default=20.0, help="how long chip 0 flaps")
     parser.add_argument("--flap-period", type=float, default=1.0, help="seconds of one fault-and-clear")
     parser.add_argument("--backends", nargs="+", default=["fake", "dcmi"], choices=["fake", "dcmi"])
-    args, _ = parser.parse_known_args()  # nox -s bench hands every script the same arguments
+    args = parser.parse_args()
     library = build_fake_library()
     print_command()
     print(
