@@ -120,7 +120,7 @@ class DraNode:
         self.launch()
         return self.registered()
 
-    def figures(self) -> tuple[float, float]:
+    def rss_and_cpu(self) -> tuple[float, float]:
         """The plugin process's RSS (MiB) and CPU used (s) now."""
         assert self.plugin is not None
         return rss_mib(self.plugin.pid), cpu_seconds(self.plugin.pid)
@@ -217,7 +217,7 @@ def main() -> None:
         registered = node.registered()
         claims = measure_claims(node.api, node.kubelet, args.claims)
         slices = measure_slices(node, args.faults, args.wipes)
-        rss, cpu = node.figures()
+        rss, cpu = node.rss_and_cpu()
     finally:
         node.stop()
 

@@ -276,7 +276,7 @@ def main() -> None:
         wait_until(lambda: len(node.devices()) == CHIPS * per_chip, "the chips and partitions published")
         latency = measure_latency(node.api, node.kubelet, args.cycles)
         model, problems, restarts = kills(node, args.kills, args.window)
-        rss, cpu = node.figures()
+        rss, cpu = node.rss_and_cpu()
     finally:
         node.stop()
 

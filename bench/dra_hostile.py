@@ -74,11 +74,11 @@ def main() -> None:
     try:
         wait_until(lambda: len(node.devices()) == CHIPS, "the slice after start")
         node.registered()
-        rss_before, _ = node.figures()
+        rss_before, _ = node.rss_and_cpu()
         reads_before = len(api.call(lambda: api.server.requests_of("get", "resourceclaims")))
         times, outcomes = attack(node.work.root / "plugin" / "dra.sock", args.rounds)
         reads = len(api.call(lambda: api.server.requests_of("get", "resourceclaims"))) - reads_before
-        rss_after, _ = node.figures()
+        rss_after, _ = node.rss_and_cpu()
         for index in range(args.rounds):
             ref = claim(api, index)
             begin = time.perf_counter()
