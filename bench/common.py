@@ -10,7 +10,8 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -54,13 +55,17 @@ def cpu_seconds(pid: int) -> float:
 
 @dataclass
 class Workspace:
-    """A temporary directory holding a scenario, a host root and the device-plugin directory."""
+    """A temporary directory holding a scenario, a host root and the device-plugin directory.
+
+    ``chips``: how many chips' device nodes (``davinci<N>``) the host root has.
+    """
 
     root: Path
+    chips: int = 1
 
     @classmethod
-    def create(cls) -> Workspace:
-        return cls(Path(tempfile.mkdtemp(prefix="adp-bench-", dir="/tmp")))
+    def create(cls, chips: int = 1) -> Workspace:
+        return cls(Path(tempfile.mkdtemp(prefix="adp-bench-", dir="/tmp")), chips)
 
     @property
     def plugin_dir(self) -> Path:
@@ -81,7 +86,8 @@ class Workspace:
 
     def make_device_nodes(self) -> None:
         """The host's device nodes a plugin hands over (plain files: nothing opens them)."""
-        for node in ("davinci0", "davinci_manager", "hisi_hdc", "devmm_svm"):
+        chips = (f"davinci{phy}" for phy in range(self.chips))
+        for node in (*chips, "davinci_manager", "hisi_hdc", "devmm_svm"):
             path = self.host_root / "dev" / node
             path.parent.mkdir(parents=True, exist_ok=True)
             path.touch()
@@ -116,40 +122,58 @@ def print_command() -> None:
 
 
 class ApiServerThread:
-    """The fake API server on an event loop of its own, so this script can stay synchronous."""
+    """The fake API server on an event loop of its own thread, so a bench script can stay synchronous.
 
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, name="apiserver", daemon=True).start()
-        self.server: FakeApiServer = self.call(self._start())
+    The server's state is only read and changed on that loop: :meth:`call` runs a plain function there,
+    :meth:`run` a coroutine; both wait for the answer.
+    """
 
-    @staticmethod
-    async def _start() -> FakeApiServer:
+    def __init__(self, kube_version: str | None = None) -> None:
         from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
-        server = FakeApiServer()
-        await server.start()
-        return server
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-apiserver", daemon=True)
+        self.thread.start()
+        self.server: FakeApiServer = self.call(FakeApiServer)
+        if kube_version is not None:
+            self.call(lambda: setattr(self.server, "kube_version", kube_version))
+        self.run(self.server.start())
 
-    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+    def call(self, function: Callable[[], T]) -> T:
+        """``function()`` on the server's loop; its value."""
+        future: Future[T] = Future()
+
+        def answer() -> None:
+            try:
+                future.set_result(function())
+            except BaseException as error:  # handed to the caller, raised there
+                future.set_exception(error)
+
+        self.loop.call_soon_threadsafe(answer)
+        return future.result(API_WAIT)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """``coroutine`` run to its end on the server's loop; its value."""
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(API_WAIT)
 
-    def add_node(self, name: str) -> None:
+    def add_node(self, name: str, labels: Mapping[str, str] | None = None) -> None:
         """A Node object for a plugin's NODE_NAME."""
-        self.call(self._add_node(name))
-
-    async def _add_node(self, name: str) -> None:
-        self.server.add_node(name)
-
-    async def _has(self, name: str) -> bool:
-        return self.server.get("configmaps", name, "kube-system") is not None
+        self.call(lambda: self.server.add_node(name, labels))
 
     def has_configmap(self, name: str) -> bool:
-        return self.call(self._has(name))
+        """Whether the ConfigMap ``name`` of kube-system is stored."""
+        return self.call(lambda: self.server.get("configmaps", name, "kube-system") is not None)
+
+    def devices(self, driver: str, node: str) -> list[str]:
+        """The names of the devices ``driver`` publishes for ``node`` in its ResourceSlices now."""
+        slices = self.call(lambda: self.server.slices(driver, node))
+        return [device["name"] for s in slices for device in s["spec"].get("devices") or []]
 
     def stop(self) -> None:
-        self.call(self.server.stop())
+        self.run(self.server.stop())
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(API_WAIT)
+        self.loop.close()
 
 
 class CFakePlugin:

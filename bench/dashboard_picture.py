@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from dashboard_queries import dashboard
 from fake_dcmi.build import build_fake_library
-from prometheus_server import Prometheus, free_port
+from local_port import free_port
+from prometheus_server import Prometheus
 
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario

@@ -10,98 +10,126 @@ the test suite's) holds the ResourceSlices and the ResourceClaims.
 from __future__ import annotations
 
 import argparse
-import asyncio
+import os
+import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TypeVar
+from typing import Any
 
-from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
+from common import ApiServerThread, Workspace, cpu_seconds, describe_ms, print_command, rss_mib
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.simulate_dra import FAULT, server_scenario
 
 DRIVER = "npu.huawei.com"
 NODE = "bench-node"
+CHIPS = 8
 WAIT = 60.0
-T = TypeVar("T")
-
-
-class ApiServerThread:
-    """The fake API server on an event loop of its own thread; its state read and changed on that loop."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="fake-apiserver", daemon=True)
-        self.thread.start()
-        self.server = FakeApiServer()
-        self.call(lambda: None)
-        asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(WAIT)
-
-    def call(self, function: Callable[[], T]) -> T:
-        future: Future[T] = Future()
-        self.loop.call_soon_threadsafe(lambda: future.set_result(function()))
-        return future.result(WAIT)
-
-    def devices(self) -> list[str]:
-        slices = self.call(lambda: self.server.slices(DRIVER, NODE))
-        return [device["name"] for s in slices for device in s["spec"].get("devices") or []]
-
-    def stop(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.stop(), self.loop).result(WAIT)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(WAIT)
-        self.loop.close()
 
 
 @dataclass
 class DraNode:
-    """One node for a DRA benchmark: the plugin as a DRA driver process, the API server, the kubelet."""
+    """One node for a DRA benchmark: the plugin as a DRA driver process, the API server, the kubelet.
+
+    The plugin can be killed and started again on the same node (its checkpoint, CDI specs and
+    registry stay), as a node's plugin is restarted.
+    """
 
     work: Workspace
     api: ApiServerThread
     kubelet: DraKubeletStandIn
-    plugin: subprocess.Popen[bytes]
-    started: float  # monotonic time the plugin process was started
+    flags: tuple[str, ...]  # the plugin's command line, after start_plugin's
+    log_to_file: bool  # the plugin's log appended to :attr:`log` at every start, else this script's stderr
+    plugin: subprocess.Popen[bytes] | None = None
+    started: float = 0.0  # monotonic time the plugin process was last started
 
     @classmethod
-    def start(cls, *extra: str, stderr: IO[bytes] | None = None) -> DraNode:
-        """Eight healthy chips, the API server with the node, the kubelet stand-in and the driver.
+    def start(
+        cls,
+        *extra: str,
+        scenario: Callable[[Workspace], dict[str, Any]] | None = None,
+        kube_version: str | None = None,
+        log_to_file: bool = False,
+    ) -> DraNode:
+        """Eight chips, the API server with the node, the kubelet stand-in and the driver.
 
-        ``extra``: more command-line flags; ``stderr``: where the plugin's log goes.
+        ``extra``: more command-line flags; ``scenario``: the fake backend's node (eight healthy 910B3
+        when None); ``kube_version``: the Kubernetes release the API server plays; ``log_to_file``: see
+        the field.
         """
-        work = Workspace.create()
-        work.write_scenario(server_scenario({}))
-        for node in ("davinci_manager", "hisi_hdc", *(f"davinci{phy}" for phy in range(8))):
-            (work.host_root / "dev").mkdir(parents=True, exist_ok=True)
-            (work.host_root / "dev" / node).touch()
-        api = ApiServerThread()
-        api.call(lambda: api.server.add_node(NODE))
+        work = Workspace.create(chips=CHIPS)
+        work.write_scenario(scenario(work) if scenario is not None else server_scenario({}))
+        api = ApiServerThread(kube_version)
+        api.add_node(NODE)
         kubeconfig = api.server.write_kubeconfig(work.root / "kubeconfig")
         registry = work.root / "registry"
         kubelet = DraKubeletStandIn(registry, NODE, KubeletApi(api.server.url, api.server.token))
         kubelet.start()
-        started = time.monotonic()
-        plugin = work.start_plugin(
+        flags = (
             "--serve", "dra", "--node-name", NODE, "--kubeconfig", str(kubeconfig),
             "--dra-registry-path", str(registry), "--dra-plugin-path", str(work.root / "plugin"),
             "--cdi-spec-dir", str(work.root / "cdi"),
             "--no-node-labels", "--no-device-info-configmap", "--no-node-events", *extra,
-            stderr=stderr,
         )  # fmt: skip
-        return cls(work, api, kubelet, plugin, started)
+        node = cls(work, api, kubelet, flags, log_to_file)
+        node.launch()
+        return node
+
+    @property
+    def log(self) -> Path:
+        """The file the plugin's log goes to with ``log_to_file``."""
+        return self.work.root / "plugin.log"
+
+    def devices(self) -> list[str]:
+        """The devices the driver publishes for this node now."""
+        return self.api.devices(DRIVER, NODE)
+
+    def launch(self) -> None:
+        """Start the plugin process with this node's flags (again, once the last one is gone)."""
+        with ExitStack() as stack:
+            sink = stack.enter_context(self.log.open("ab")) if self.log_to_file else None
+            self.started = time.monotonic()
+            self.plugin = self.work.start_plugin(*self.flags, stderr=sink)
+
+    def registered(self) -> float:
+        """Seconds from the last start until the kubelet stand-in registered the driver it started."""
+        self.kubelet.wait_until(
+            lambda k: DRIVER in k.drivers and self._registered_at() is not None, WAIT, "registration"
+        )
+        at = self._registered_at()
+        assert at is not None
+        return at - self.started
+
+    def _registered_at(self) -> float | None:
+        ours = [at for name, _, at in self.kubelet.registrations if name == DRIVER and at >= self.started]
+        return min(ours, default=None)
+
+    def kill(self) -> None:
+        """SIGKILL the plugin process, as a node's crash or OOM kill does."""
+        assert self.plugin is not None
+        os.kill(self.plugin.pid, signal.SIGKILL)
+        self.plugin.wait(timeout=WAIT)
+        self.plugin = None
+
+    def restart(self) -> float:
+        """Start the plugin again after a kill; the seconds until the kubelet has it registered."""
+        self.launch()
+        return self.registered()
+
+    def rss_and_cpu(self) -> tuple[float, float]:
+        """The plugin process's RSS (MiB) and CPU used (s) now."""
+        assert self.plugin is not None
+        return rss_mib(self.plugin.pid), cpu_seconds(self.plugin.pid)
 
     def stop(self) -> None:
-        self.plugin.terminate()
-        self.plugin.wait(timeout=30)
+        if self.plugin is not None:
+            self.plugin.terminate()
+            self.plugin.wait(timeout=30)
+            self.plugin = None
         self.kubelet.stop()
         self.api.stop()
 
@@ -155,21 +183,21 @@ def measure_claims(api: ApiServerThread, kubelet: DraKubeletStandIn, count: int)
     return figures
 
 
-def measure_slices(api: ApiServerThread, work: Workspace, faults: int, wipes: int) -> dict[str, list[float]]:
+def measure_slices(node: DraNode, faults: int, wipes: int) -> dict[str, list[float]]:
     """A fault written to the scenario until the slice lacks the chip, cleared until it is back; wipes."""
     figures: dict[str, list[float]] = {"faulted": [], "cleared": [], "wiped": []}
     for _ in range(faults):
         begin = time.monotonic()
-        work.write_scenario(server_scenario({3: [FAULT]}))
-        figures["faulted"].append(wait_until(lambda: "npu-3" not in api.devices(), "npu-3 out") - begin)
+        node.work.write_scenario(server_scenario({3: [FAULT]}))
+        figures["faulted"].append(wait_until(lambda: "npu-3" not in node.devices(), "npu-3 out") - begin)
         begin = time.monotonic()
-        work.write_scenario(server_scenario({}))
-        figures["cleared"].append(wait_until(lambda: len(api.devices()) == 8, "npu-3 back") - begin)
+        node.work.write_scenario(server_scenario({}))
+        figures["cleared"].append(wait_until(lambda: len(node.devices()) == CHIPS, "npu-3 back") - begin)
     for _ in range(wipes):
         begin = time.monotonic()
-        api.call(lambda: api.server.wipe_slices(NODE))
+        node.api.call(lambda: node.api.server.wipe_slices(NODE))
         figures["wiped"].append(
-            wait_until(lambda: len(api.devices()) == 8, "slice back after a wipe") - begin
+            wait_until(lambda: len(node.devices()) == CHIPS, "slice back after a wipe") - begin
         )
     return figures
 
@@ -184,20 +212,18 @@ def main() -> None:
 
     # Flap damping off: a chip faulted twenty times a minute would otherwise be held out as a flapper.
     node = DraNode.start("--health-interval", args.health_interval, "--health-flap-hold", "0")
-    work, api, kubelet, plugin, started = node.work, node.api, node.kubelet, node.plugin, node.started
     try:
-        published = wait_until(lambda: len(api.devices()) == 8, "the slice after start")
-        kubelet.wait_until(lambda k: DRIVER in k.drivers, WAIT, "registration")
-        registered = kubelet.registrations[0][2]
-        claims = measure_claims(api, kubelet, args.claims)
-        slices = measure_slices(api, work, args.faults, args.wipes)
-        rss, cpu = rss_mib(plugin.pid), cpu_seconds(plugin.pid)
+        published = wait_until(lambda: len(node.devices()) == CHIPS, "the slice after start") - node.started
+        registered = node.registered()
+        claims = measure_claims(node.api, node.kubelet, args.claims)
+        slices = measure_slices(node, args.faults, args.wipes)
+        rss, cpu = node.rss_and_cpu()
     finally:
         node.stop()
 
     print_command()
-    print(f"process start to registered with the kubelet: {(registered - started) * 1000:.0f} ms")
-    print(f"process start to the ResourceSlice published (8 devices): {(published - started) * 1000:.0f} ms")
+    print(f"process start to registered with the kubelet: {registered * 1000:.0f} ms")
+    print(f"process start to the ResourceSlice published ({CHIPS} devices): {published * 1000:.0f} ms")
     print(
         describe_ms(
             "NodePrepareResources, new 2-device claim (claim read, CDI spec, checkpoint fsync)",

@@ -26,26 +26,21 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import random
-import signal
-import subprocess
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import grpc
-from common import Workspace, cpu_seconds, describe_ms, print_command, rss_mib
-from dra import DRIVER, NODE, WAIT, ApiServerThread, wait_until
+from common import ApiServerThread, Workspace, describe_ms, print_command
+from dra import CHIPS, DRIVER, NODE, WAIT, DraNode, wait_until
 
-from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
+from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from backends.fake.library import FakeLibrary
 from backends.families import Ascend310P
 
-CHIPS = 8
 MEMORY_MB = 24576
 Ref = tuple[str, str, str]
 
@@ -87,54 +82,6 @@ def put_claim(api: ApiServerThread, name: str, device: str) -> Ref:
     }
     stored = api.call(lambda: api.server.put("resourceclaims", body))
     return ("default", name, stored["metadata"]["uid"])
-
-
-@dataclass
-class Driver:
-    """The plugin process, started again after every kill."""
-
-    work: Workspace
-    kubeconfig: Path
-    kubelet: DraKubeletStandIn
-    process: subprocess.Popen[bytes] | None = None
-    starts: int = 0
-
-    def start(self) -> float:
-        """Start the plugin; the seconds until the kubelet stand-in has it registered again."""
-        begin = time.monotonic()
-        with (self.work.root / "plugin.log").open("ab") as log:
-            root = self.work.root
-            self.process = self.work.start_plugin(
-                "--serve", "dra", "--vnpu", "dynamic", "--node-name", NODE,
-                "--kubeconfig", str(self.kubeconfig), "--dra-registry-path", str(root / "registry"),
-                "--dra-plugin-path", str(root / "plugin"),
-                "--cdi-spec-dir", str(root / "cdi"), "--health-interval", "0.5",
-                "--no-node-labels", "--no-device-info-configmap", "--no-node-events",
-                stderr=log,
-            )  # fmt: skip
-        self.starts += 1
-        starts = self.starts
-        self.kubelet.wait_until(
-            lambda k: len([r for r in k.registrations if r[0] == DRIVER]) >= starts and DRIVER in k.drivers,
-            WAIT,
-            "registered",
-        )
-        return time.monotonic() - begin
-
-    def kill(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(timeout=WAIT)
-        self.process = None
-
-    def stop(self) -> tuple[float, float]:
-        """Terminate the plugin; its (RSS MiB, CPU s) just before."""
-        assert self.process is not None
-        figures = rss_mib(self.process.pid), cpu_seconds(self.process.pid)
-        self.process.terminate()
-        self.process.wait(timeout=WAIT)
-        self.process = None
-        return figures
 
 
 def measure_latency(api: ApiServerThread, kubelet: DraKubeletStandIn, cycles: int) -> dict[str, list[float]]:
@@ -286,28 +233,26 @@ def finish_cut_calls(kubelet: DraKubeletStandIn, model: Model) -> None:
         del model.cut_prepare[uid]
 
 
-def kills(
-    api: ApiServerThread, driver: Driver, count: int, window: float
-) -> tuple[Model, list[str], list[float]]:
+def kills(node: DraNode, count: int, window: float) -> tuple[Model, list[str], list[float]]:
     model = Model()
     problems: list[str] = []
     restarts: list[float] = []
     serial = 0
     for round_ in range(count):
-        worker = Worker(api, driver.kubelet, model, serial)
+        worker = Worker(node.api, node.kubelet, model, serial)
         worker.start()
         time.sleep(random.uniform(0, window))
-        driver.kill()
+        node.kill()
         worker.join(WAIT)
         serial = worker.serial
-        restarts.append(driver.start())
-        found = check(driver.work, model)
+        restarts.append(node.restart())
+        found = check(node.work, model)
         problems += [f"kill {round_ + 1}: {problem}" for problem in found]
-        finish_cut_calls(driver.kubelet, model)
+        finish_cut_calls(node.kubelet, model)
     for uid, ref in list(model.prepared.items()):
-        assert driver.kubelet.unprepare(DRIVER, [ref]).claims[uid].error == ""
+        assert node.kubelet.unprepare(DRIVER, [ref]).claims[uid].error == ""
         del model.prepared[uid]
-    left = driver_vnpus(driver.work)
+    left = driver_vnpus(node.work)
     problems += [f"after the run: vNPU {vdev} on chip {phy} left" for phy, vdev in sorted(left)]
     return model, problems, restarts
 
@@ -323,30 +268,17 @@ def main() -> None:
     # The fake API server's watches end with every killed plugin: aiohttp would log each one as an error.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
 
-    work = Workspace.create()
-    work.write_scenario(scenario(work))
-    for node in ("davinci_manager", "hisi_hdc", *(f"davinci{phy}" for phy in range(CHIPS))):
-        (work.host_root / "dev").mkdir(parents=True, exist_ok=True)
-        (work.host_root / "dev" / node).touch()
-    api = ApiServerThread()
-    api.call(lambda: setattr(api.server, "kube_version", "1.36"))
-    api.call(lambda: api.server.add_node(NODE))
-    kubeconfig = api.server.write_kubeconfig(work.root / "kubeconfig")
-    kubelet = DraKubeletStandIn(work.root / "registry", NODE, KubeletApi(api.server.url, api.server.token))
-    kubelet.start()
-    driver = Driver(work, kubeconfig, kubelet)
+    flags = ("--vnpu", "dynamic", "--health-interval", "0.5")
+    node = DraNode.start(*flags, scenario=scenario, kube_version="1.36", log_to_file=True)
     try:
-        first_start = driver.start()
+        first_start = node.registered()
         per_chip = 1 + len(partitions())
-        wait_until(lambda: len(api.devices()) == CHIPS * per_chip, "the chips and their partitions published")
-        latency = measure_latency(api, kubelet, args.cycles)
-        model, problems, restarts = kills(api, driver, args.kills, args.window)
-        rss, cpu = driver.stop()
+        wait_until(lambda: len(node.devices()) == CHIPS * per_chip, "the chips and partitions published")
+        latency = measure_latency(node.api, node.kubelet, args.cycles)
+        model, problems, restarts = kills(node, args.kills, args.window)
+        rss, cpu = node.rss_and_cpu()
     finally:
-        if driver.process is not None:
-            driver.process.kill()
-        kubelet.stop()
-        api.stop()
+        node.stop()
 
     print_command()
     print(

@@ -15,15 +15,14 @@ request guard to compare.
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 import uuid
 from collections import Counter
 from pathlib import Path
 
 import grpc
-from common import describe_ms, print_command, rss_mib
-from dra import DRIVER, WAIT, DraNode, claim, wait_until
+from common import describe_ms, print_command
+from dra import CHIPS, DRIVER, DraNode, claim, wait_until
 
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 
@@ -69,19 +68,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=20, help="rounds of every hostile request")
     args = parser.parse_args()
 
-    log = Path(tempfile.mkdtemp(prefix="dra-hostile-")) / "plugin.log"
-    with log.open("wb") as sink:
-        node = DraNode.start(stderr=sink)
-    api, kubelet, plugin = node.api, node.kubelet, node.plugin
+    node = DraNode.start(log_to_file=True)
+    api, kubelet = node.api, node.kubelet
     kubelet_times: list[float] = []
     try:
-        wait_until(lambda: len(api.devices()) == 8, "the slice after start")
-        kubelet.wait_until(lambda k: DRIVER in k.drivers, WAIT, "registration")
-        rss_before = rss_mib(plugin.pid)
+        wait_until(lambda: len(node.devices()) == CHIPS, "the slice after start")
+        node.registered()
+        rss_before, _ = node.rss_and_cpu()
         reads_before = len(api.call(lambda: api.server.requests_of("get", "resourceclaims")))
         times, outcomes = attack(node.work.root / "plugin" / "dra.sock", args.rounds)
         reads = len(api.call(lambda: api.server.requests_of("get", "resourceclaims"))) - reads_before
-        rss_after = rss_mib(plugin.pid)
+        rss_after, _ = node.rss_and_cpu()
         for index in range(args.rounds):
             ref = claim(api, index)
             begin = time.perf_counter()
@@ -100,7 +97,7 @@ def main() -> None:
     print(f"ResourceClaim reads the hostile calls caused: {reads}")
     growth = rss_after - rss_before
     print(f"plugin RSS: {rss_before:.1f} MiB before, {rss_after:.1f} MiB after ({growth:+.1f} MiB)")
-    lines = log.read_bytes().splitlines()
+    lines = node.log.read_bytes().splitlines()
     longest = max((len(line) for line in lines), default=0)
     print(f"plugin log: {len(lines)} lines, {sum(map(len, lines))} bytes, longest line {longest} bytes")
 

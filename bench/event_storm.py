@@ -32,14 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from common import Workspace, cpu_seconds, print_command, rss_mib
-from footprint import ApiServerThread
+from common import ApiServerThread, Workspace, cpu_seconds, print_command, rss_mib
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer, Recorded
+from ascend_plugin.testing.kube_apiserver import Recorded
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
@@ -185,33 +184,38 @@ def storm_run(backend: str, library: Path, rate: float, seconds: float) -> None:
     )
 
 
-async def _writes(server: FakeApiServer) -> list[Recorded]:
-    return [
-        request
-        for request in server.requests
-        if request.resource == "configmaps" and request.verb in ("create", "update") and request.status < 300
-    ]
+def _writes(api: ApiServerThread) -> list[Recorded]:
+    """The ConfigMap writes the API server took so far."""
+    return api.call(
+        lambda: [
+            request
+            for request in api.server.requests
+            if request.resource == "configmaps"
+            and request.verb in ("create", "update")
+            and request.status < 300
+        ]
+    )
 
 
 def flap_run(backend: str, library: Path, api: ApiServerThread, seconds: float, period: float) -> None:
     node_name = f"storm-{backend}"
-    api.call(_add_node(api.server, node_name))
+    api.add_node(node_name)
     kubeconfig = api.server.write_kubeconfig(Path(f"/tmp/{node_name}.kubeconfig"))
     node = Node(backend, library, "--kubeconfig", str(kubeconfig), env={"NODE_NAME": node_name})
     try:
         deadline = time.monotonic() + WAIT
-        while not api.call(_writes(api.server)):
+        while not _writes(api):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{backend}: no device-info ConfigMap within {WAIT:g} s")
             time.sleep(0.05)
-        before = len(api.call(_writes(api.server)))
+        before = len(_writes(api))
         started, flips = time.monotonic(), 0
         while time.monotonic() - started < seconds:
             faulty = flips % 2 == 0
             node.write(server({0: {"fault_codes": [SEPARATE] if faulty else []}}))
             flips += 1
             time.sleep(period / 2)
-        writes = api.call(_writes(api.server))[before:]
+        writes = _writes(api)[before:]
         held = node.health().get(0)
     finally:
         node.stop()
@@ -220,10 +224,6 @@ def flap_run(backend: str, library: Path, api: ApiServerThread, seconds: float, 
         f"{backend:<5}  {seconds:>4g} s  {flips:>5}  {len(writes):>6}  {held}  "
         f"[{', '.join(f'{write.at - started:.1f}' for write in writes)}]"
     )
-
-
-async def _add_node(server: FakeApiServer, name: str) -> None:
-    server.add_node(name)
 
 
 def main() -> None:
@@ -235,7 +235,7 @@ def main() -> None:
     parser.add_argument("--flap-seconds", type=float, default=20.0, help="how long chip 0 flaps")
     parser.add_argument("--flap-period", type=float, default=1.0, help="seconds of one fault-and-clear")
     parser.add_argument("--backends", nargs="+", default=["fake", "dcmi"], choices=["fake", "dcmi"])
-    args, _ = parser.parse_known_args()  # nox -s bench hands every script the same arguments
+    args = parser.parse_args()
     library = build_fake_library()
     print_command()
     print(

@@ -34,15 +34,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from common import Workspace, percentile, print_command
+from common import ApiServerThread, Workspace, percentile, print_command
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import anyio.from_thread
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario
@@ -79,12 +77,9 @@ class ResetNode:
         write_scenario(self.scenario, scenario(reset_seconds))
         levels = self.work.root / "levels.json"
         levels.write_text(json.dumps({"RestartNPU": [CODE]}))
-        self.portal_context = anyio.from_thread.start_blocking_portal()
-        self.portal = self.portal_context.__enter__()
-        self.apiserver = FakeApiServer()
-        self.portal.call(self.apiserver.start)
-        self.apiserver.add_node(NODE, {"kubernetes.io/hostname": NODE})
-        kubeconfig = self.apiserver.write_kubeconfig(self.work.root / "kubeconfig")
+        self.api = ApiServerThread()
+        self.api.add_node(NODE, {"kubernetes.io/hostname": NODE})
+        kubeconfig = self.api.server.write_kubeconfig(self.work.root / "kubeconfig")
         self.kubelet = KubeletStandIn(self.work.plugin_dir)
         self.kubelet.start()
         self.pod_resources = PodResourcesStandIn(self.kubelet, self.work.root / "pod-resources.sock")
@@ -124,8 +119,7 @@ class ResetNode:
         self.plugin.wait(timeout=30)
         self.pod_resources.stop()
         self.kubelet.stop()
-        self.portal.call(self.apiserver.stop)
-        self.portal_context.__exit__(None, None, None)
+        self.api.stop()
 
 
 T = TypeVar("T")

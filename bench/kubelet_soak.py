@@ -51,7 +51,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--restarts", type=int, default=100)
     parser.add_argument("--seed", type=int, default=14)
-    args, _ = parser.parse_known_args()
+    args = parser.parse_args()
     rng = random.Random(args.seed)
 
     work = Workspace.create()

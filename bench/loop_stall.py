@@ -122,7 +122,7 @@ def describe_stalls(name: str, seen: list[tuple[float, float, float]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each window")
-    args, _ = parser.parse_known_args()
+    args = parser.parse_args()
 
     work = Workspace.create()
     work.write_scenario({"chip_name": "310B1", "chips": [{"phy_id": n} for n in range(CHIPS)]})

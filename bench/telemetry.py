@@ -1,6 +1,7 @@
 """Chip telemetry, measured: scrape latency, CPU against telemetry off, freshness, health beside a hung call.
 
-Run: ``python bench/telemetry.py``. Every plugin is its own process on the real
+Run: ``python bench/telemetry.py`` (``nox -s bench`` runs it with the smaller counts of
+noxfile.py's BENCH_COUNTS). Every plugin is its own process on the real
 cffi binding over the C fake libdcmi.so (tests/fake_dcmi), 16 chips, the default
 intervals (chip figures every 5 s, HBM, memory, network and ECC every 60 s,
 health every 1 s). Targets in brackets:
@@ -20,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import socket
 import statistics
 import sys
 import time
@@ -33,15 +33,9 @@ from health import FAULT, Node, _scenario
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_dcmi.build import build_fake_library
+from local_port import free_port
 
 CHIPS = 16
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Scraped(Node):

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import urllib.parse
 import urllib.request
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 import yaml
+from local_port import free_port
 
 INSTALL = "apt-get install prometheus (.ci/run does)"
 
@@ -34,13 +34,6 @@ def prometheus_binary() -> str:
             pytest.fail(f"Debian's prometheus is not installed: {INSTALL}")
         pytest.skip(f"Debian's prometheus is not installed here: {INSTALL}")
     return found
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class Prometheus:

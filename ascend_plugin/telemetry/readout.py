@@ -22,7 +22,9 @@ STALE_ROUNDS: Final = 3  # a figure older than this many of its intervals is not
 # What the rounds read, by how often: the chip figures and the slower groups (the VDIE id is read once).
 FAST: Final = ("health", "temperature", "power", "voltage", "aicore_frequency", "utilization", "vnpus")
 SLOW: Final = ("memory", "network", "ecc")
-MAX_ERROR_CODES: Final = 10  # npu-exporter shows the first ten: error_code, error_code_1 .. _9
+# npu-exporter shows the first ten: error_code, error_code_1 .. _9 (the collector keeps no more, the
+# metrics write no more series)
+MAX_ERROR_CODES: Final = 10
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from typing import Final
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.telemetry.collector import ChipSample
+from ascend_plugin.telemetry.readout import MAX_ERROR_CODES
 from backends.library import EccInfo, PcieAddress
 
 CARD_LABELS: Final = (
@@ -40,7 +41,6 @@ CARD_LABELS: Final = (
     "container_name",
 )
 MULTI_POD: Final = "not_displayed_for_multi_pod"
-ERROR_CODE_SERIES: Final = 10  # npu_chip_info_error_code, then _1 .. _9
 ECC_FIELDS: Final = (
     ("enable_flag", "ECC of the HBM enabled (1) or not (0)"),
     ("single_bit_error_cnt", "single-bit ECC errors of the HBM now"),
@@ -182,7 +182,7 @@ def _chip_figures(families: _Families, chip: _Chip) -> None:
         if health.status != -1:  # the codes are known only when the health call answered
             codes = health.codes
             gauge("error_code", "the npu error code", codes[0] if codes else 0)
-            for index, code in enumerate(codes[1:ERROR_CODE_SERIES], start=1):
+            for index, code in enumerate(codes[1:MAX_ERROR_CODES], start=1):  # error_code_1 .. _9
                 gauge(f"error_code_{index}", "the npu error code", code)
     gauge("network_status", "the npu network health: 1 up, 0 down, -1 unknown", readout.network)
     if readout.ecc is not None:
