@@ -233,9 +233,13 @@ class PluginApp:
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         watched = [RootTask("health monitor", monitor.run)]
         if settings.telemetry:
-            self.telemetry = TelemetryCollector(
-                node.backend, self.calls, inventory, TelemetryPolicy.from_settings(settings)
+            telemetry = self.telemetry = TelemetryCollector(
+                node.backend,
+                self.calls,
+                inventory,
+                lambda: TelemetryPolicy.from_settings(self.config.settings),
             )
+            self.config.on_change(lambda changed: telemetry.wake())
             self.metrics_source.telemetry_of = self._telemetry_view
             watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)

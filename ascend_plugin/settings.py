@@ -323,16 +323,16 @@ class Settings(BaseSettings):
         description="read the chips' telemetry (utilization, temperature, power, memory, ...) and show "
         "it on /metrics under npu-exporter's names",
     )
-    telemetry_interval: Annotated[float, Field(ge=1, le=3600)] = Field(
+    telemetry_interval: Annotated[float, RELOADABLE_SETTING, Field(ge=1, le=3600)] = Field(
         default=5.0,
         description="seconds between two reads of the chip figures (utilization, temperature, power, "
         "voltage, AI-core clock, health)",
     )
-    telemetry_slow_interval: Annotated[float, Field(ge=1, le=86400)] = Field(
+    telemetry_slow_interval: Annotated[float, RELOADABLE_SETTING, Field(ge=1, le=86400)] = Field(
         default=60.0,
         description="seconds between two reads of the slower groups (HBM, device memory, RoCE network, ECC)",
     )
-    telemetry_call_timeout: Annotated[float, Field(gt=0, le=10)] = Field(
+    telemetry_call_timeout: Annotated[float, RELOADABLE_SETTING, Field(gt=0, le=10)] = Field(
         default=1.0,
         description="seconds one telemetry call may take; one that overruns takes its chip's figures off "
         "/metrics until it returns, never its health",

@@ -215,7 +215,7 @@ def round_cost(library: Path, chip_name: str, rounds: int) -> None:
         now = [0.0]
         calls = ChipCalls(5.0)
         policy = TelemetryPolicy()
-        collector = TelemetryCollector(backend, calls, inventory, policy, clock=lambda: now[0])
+        collector = TelemetryCollector(backend, calls, inventory, lambda: policy, clock=lambda: now[0])
         await collector.read_due()
         started = time.process_time()
         for _ in range(rounds):

@@ -238,6 +238,9 @@ EVERY_RUNTIME_VALUE: dict[str, Any] = {
     "healthFlapWindow": 30,
     "healthFlapHold": 10,
     "logLevel": "DEBUG",
+    "telemetryInterval": 10,
+    "telemetrySlowInterval": 120,
+    "telemetryCallTimeout": 2,
     "faultLevels": {"SeparateNPU": ["80E01802"], "NotHandleFault": ["80E21008"]},
 }
 

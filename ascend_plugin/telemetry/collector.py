@@ -125,16 +125,19 @@ class TelemetryCollector:
         backend: ChipBackend,
         calls: ChipCalls,
         inventory: Inventory,
-        policy: TelemetryPolicy,
+        policy: Callable[[], TelemetryPolicy],
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``policy``: the intervals and timeout in force, read at every round (they reload at run time)."""
         self.backend = backend
         self.calls = calls
         self.inventory = inventory
-        self.policy = policy
+        self._policy = policy
+        self.policy = policy()
         self.clock = clock
-        self._intervals = policy.intervals()
+        self._intervals = self.policy.intervals()
+        self._woken = anyio.Event()
         # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
         self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
         self._chips = {state.phy_id: _Chip() for state in inventory.chips()}
@@ -159,10 +162,19 @@ class TelemetryCollector:
             wake = (
                 min(min(chip.due.values()) for chip in self._chips.values()) if self._chips else float("inf")
             )
-            await anyio.sleep(max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval)
+            with anyio.move_on_after(
+                max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval
+            ):
+                await self._woken.wait()
+            self._woken = anyio.Event()
+
+    def wake(self) -> None:
+        """The settings may have changed: look at the intervals now, not at the next figure due."""
+        self._woken.set()
 
     async def read_due(self) -> None:
         """One round: every chip's due figures, side by side."""
+        self._follow_policy()
         now = self.clock()
         async with anyio.create_task_group() as group:
             for state in self.inventory.chips():
@@ -207,6 +219,29 @@ class TelemetryCollector:
                 extra={"chip": state.phy_id, "after": watched.problem},
             )
             watched.problem = ""
+
+    def _follow_policy(self) -> None:
+        """Take intervals changed at run time: each figure falls due one new interval after its last read."""
+        policy = self._policy()
+        if policy == self.policy:
+            return
+        old, new = self._intervals, policy.intervals()
+        for watched in self._chips.values():
+            for name, due in watched.due.items():
+                if name in old and due != float("inf"):
+                    watched.due[name] = due - old[name] + new[name]
+        log.info(
+            "telemetry read every %g s (HBM, memory, network and ECC every %g s), each call within %g s",
+            policy.interval,
+            policy.slow_interval,
+            policy.call_timeout,
+            extra={
+                "interval": policy.interval,
+                "slow_interval": policy.slow_interval,
+                "call_timeout": policy.call_timeout,
+            },
+        )
+        self.policy, self._intervals = policy, new
 
     def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
         """Keep the figures a job read; each is due again one interval after this round began."""
