@@ -137,8 +137,8 @@ class VnpuKeeper:
                     self.destroyed += 1
                 elif template is not None:
                     log.warning(
-                        "vNPU %d on chip %d is of template %s, not %s as the claim's was: the claim's is gone "
-                        "and the id was given to another vNPU since, which is left alone",
+                        "vNPU %d on chip %d is of template %s, not %s as the claim's was: the claim's is "
+                        "gone and the id was given to another vNPU since, which is left alone",
                         vnpu.vdev_id,
                         vnpu.phy_id,
                         template,
