@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -212,67 +214,72 @@ def write_checkpoint(node: DraNode, claims: dict[str, dict[str, Any]]) -> None:
 PREPARE_LOG = "ascend_plugin.faces.dra.prepare"
 
 
+@dataclass
+class Restart:
+    """A node whose checkpoint and driver a test writes before the plugin starts again on it."""
+
+    node: DraNode
+    apiserver: FakeApiServer
+    kubeconfig: Path
+    kubelet: DraKubeletStandIn
+
+    @asynccontextmanager
+    async def driver(self, **settings: Any) -> AsyncIterator[PluginApp]:
+        self.apiserver.kube_version = "1.36"
+        self.apiserver.add_node(NODE)
+        async with running_driver(self.node.settings(self.kubeconfig, **settings)) as app:
+            await wait_for(self.kubelet, registered, "registered")
+            yield app
+
+
+@pytest.fixture
+def restart(
+    split_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> Restart:
+    return Restart(split_node, apiserver, kubeconfig, dra_kubelet)
+
+
 async def test_a_claim_found_preparing_at_start_is_dropped_and_its_vnpu_destroyed(
-    split_node: DraNode,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    dra_kubelet: DraKubeletStandIn,
-    caplog: pytest.LogCaptureFixture,
+    restart: Restart, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The plugin died after making the vNPU, before the claim was written down as prepared."""
-    library = driver_library(split_node)
-    made = library.create_vdev(2, 0, "vir10_3c_32g").vdev_id
+    made = driver_library(restart.node).create_vdev(2, 0, "vir10_3c_32g").vdev_id
     vnpu = {"chip": 2, "template": "vir10_3c_32g", "id": None}
-    write_checkpoint(split_node, {"uid-x": claim_record("infer", "preparing", "npu-2-vir10-3c-32g-0", vnpu)})
-    apiserver.kube_version = "1.36"
-    apiserver.add_node(NODE)
-    async with running_driver(split_node.settings(kubeconfig, vnpu="dynamic")) as app:
-        await wait_for(dra_kubelet, registered, "registered")
+    write_checkpoint(
+        restart.node, {"uid-x": claim_record("infer", "preparing", "npu-2-vir10-3c-32g-0", vnpu)}
+    )
+    async with restart.driver(vnpu="dynamic") as app:
         await until(lambda: vnpus_on(app, 2) == [], f"vNPU {made} destroyed")
-    assert json.loads(split_node.checkpoint.read_text())["claims"] == {}
+    assert json.loads(restart.node.checkpoint.read_text())["claims"] == {}
     (said,) = records(caplog, PREPARE_LOG, level=logging.WARNING, uid="uid-x")
     assert "the vNPUs made for it are destroyed with every vNPU no prepared claim owns" in said.getMessage()
 
 
 async def test_without_dynamic_vnpus_a_dropped_claim_s_vnpus_are_named_with_the_command_that_destroys_them(
-    split_node: DraNode,
-    apiserver: FakeApiServer,
-    kubeconfig: Path,
-    dra_kubelet: DraKubeletStandIn,
-    caplog: pytest.LogCaptureFixture,
+    restart: Restart, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A plugin restarted without vnpu=dynamic destroys nothing; its log says what is left and how to go."""
-    library = driver_library(split_node)
+    library = driver_library(restart.node)
     made = library.create_vdev(2, 0, "vir10_3c_32g").vdev_id
     kept = library.create_vdev(3, 0, "vir10_3c_32g").vdev_id
+    template = "vir10_3c_32g"
     write_checkpoint(
-        split_node,
+        restart.node,
         {
             "uid-x": claim_record(
-                "infer",
-                "preparing",
-                "npu-2-vir10-3c-32g-0",
-                {"chip": 2, "template": "vir10_3c_32g", "id": None},
+                "infer", "preparing", "npu-2-vir10-3c-32g-0", {"chip": 2, "template": template, "id": None}
             ),
             "uid-y": claim_record(
-                "other",
-                "preparing",
-                "npu-2-vir10-3c-32g-1",
-                {"chip": 2, "template": "vir10_3c_32g", "id": made},
+                "other", "preparing", "npu-2-vir10-3c-32g-1", {"chip": 2, "template": template, "id": made}
             ),
             "uid-z": claim_record(
-                "kept",
-                "prepared",
-                "npu-3-vir10-3c-32g-0",
-                {"chip": 3, "template": "vir10_3c_32g", "id": kept},
+                "kept", "prepared", "npu-3-vir10-3c-32g-0", {"chip": 3, "template": template, "id": kept}
             ),
         },
     )
-    apiserver.kube_version = "1.36"
-    apiserver.add_node(NODE)
-    async with running_driver(split_node.settings(kubeconfig)):
-        await wait_for(dra_kubelet, registered, "registered")
-    assert list(json.loads(split_node.checkpoint.read_text())["claims"]) == ["uid-z"]
+    async with restart.driver():
+        pass  # registered: the checkpoint was read, what it holds restored or dropped
+    assert list(json.loads(restart.node.checkpoint.read_text())["claims"]) == ["uid-z"]
     (unmade,) = records(caplog, PREPARE_LOG, level=logging.WARNING, uid="uid-x")
     assert (
         "vnpu=dynamic is off now, so nothing destroys what was made for it; destroy by hand a vNPU of "
