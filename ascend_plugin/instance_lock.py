@@ -37,7 +37,7 @@ from pathlib import Path
 import anyio
 
 from ascend_plugin.path_facts import PathUnusable, create_failure, ownership
-from ascend_plugin.resilience import Backoff
+from ascend_plugin.resilience import Backoff, Retrier
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,14 @@ class InstanceLock:
         self.held = False
         self.waiting_since: float | None = None
         self.holder: Holder | None = None  # the other instance we wait for, as last read
-        self.problem = ""  # why the directory cannot be locked at all, while that lasts
+        self._open_retry = Retrier(f"the lock on {directory}", OPEN_BACKOFF, logger=log)
         self._fd: int | None = None
         self._me = Holder(os.getpid(), socket.gethostname(), time.time())
+
+    @property
+    def problem(self) -> str:
+        """Why the directory cannot be locked at all, while that lasts."""
+        return self._open_retry.problem
 
     def status(self) -> str:
         """What the lock is doing, for readiness: held, or whom we have been waiting for and how long."""
@@ -191,20 +196,14 @@ class InstanceLock:
 
     async def _open_with_retries(self) -> int:
         """The directory, opened for locking; a failure is logged once and retried with backoff."""
-        attempt = 0
         while True:
             try:
                 fd = self._open()
             except PathUnusable as error:  # the directory cannot be created or opened
-                attempt += 1
-                if str(error) != self.problem:
-                    log.error("%s; retrying with backoff", error)
-                self.problem = str(error)
-                await anyio.sleep(OPEN_BACKOFF.after(attempt))
+                await self._open_retry.wait_after(str(error))
                 continue
-            if self.problem:
+            if self._open_retry.succeeded():
                 log.info("%s can be locked again", self.directory)
-            self.problem = ""
             return fd
 
     def _open(self) -> int:

@@ -8,6 +8,10 @@ the process, and none may turn into a tight loop or a flood of log lines. So:
   (each delay drawn at random below its ceiling) where every node of the
   DaemonSet retries against the same server, so that they do not retry in
   lockstep after it comes back;
+* :class:`Retrier` - one part's failed attempts at something it keeps trying
+  (a file, a socket, an API server, a driver call): counted, backed off, and
+  each distinct problem said once (the same one again only at DEBUG), so an
+  hour of failures is one line, not thousands;
 * :func:`supervise` - runs a part, logs a crash with the part's name and
   restarts it with backoff (backoff is for crash loops, not for rare failures);
   one threshold, :data:`RECOVERED_AFTER` (10 s, a :class:`Supervision`'s
@@ -83,6 +87,60 @@ def describe(error: BaseException) -> str:
     if text and type(error).__module__.split(".")[0] in ("ascend_plugin", "backends"):
         return text
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+class Retrier:
+    """A part's failed attempts since it last got through: their count, the backoff, the problem said.
+
+    ``logger`` is the part's own, so each line keeps its module's name. A
+    failure is said at its level when its problem differs from the last one,
+    else at DEBUG: the first failure and every new kind of failure stand out,
+    the repeats do not. Every line carries the part and the attempt.
+    """
+
+    def __init__(
+        self, part: str, backoff: Backoff, *, logger: logging.Logger = log, sleep: Sleep = anyio.sleep
+    ) -> None:
+        self.part = part
+        self.backoff = backoff
+        self.logger = logger
+        self.sleep = sleep
+        self.attempt = 0  # failed attempts since the last success
+        self.failures = 0  # failed attempts in all
+        self.problem = ""  # the last failure, as compared; empty once the part gets through
+
+    def failure(self, problem: str, *, level: int = logging.ERROR, said: str = "", **fields: object) -> float:
+        """Count a failed attempt at ``problem`` and say it; the seconds to wait before the next attempt.
+
+        ``said`` is the line's text where it says more than ``problem`` (what
+        to do about it, the error's detail); ``fields`` go with the line.
+        """
+        self.attempt += 1
+        self.failures += 1
+        delay = self.backoff.after(self.attempt)
+        self.logger.log(
+            logging.DEBUG if problem == self.problem else level,
+            "%s; retrying in %.1f s",
+            said or problem,
+            delay,
+            extra={"part": self.part, "attempt": self.attempt, **fields},
+        )
+        self.problem = problem
+        return delay
+
+    async def wait_after(
+        self, problem: str, *, level: int = logging.ERROR, said: str = "", **fields: object
+    ) -> None:
+        """Count and say a failed attempt (:meth:`failure`), then wait the backoff's delay."""
+        await self.sleep(self.failure(problem, level=level, said=said, **fields))
+
+    def succeeded(self) -> int:
+        """The part got through: the backoff starts over. The failed attempts before it (0: none)."""
+        attempts, self.attempt, self.problem = self.attempt, 0, ""
+        return attempts
 
 
 @dataclass(frozen=True)

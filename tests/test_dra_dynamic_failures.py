@@ -7,6 +7,7 @@ vNPU that no claim owns, no record of a claim that was not answered prepared.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -23,15 +24,19 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
+from log_records import records
+from read_only import read_only
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
+from backends.fake.library import FakeLibrary
 
 pytestmark = pytest.mark.anyio
 
 VIR10 = "npu-3-vir10-3c-32g-0"
+KEEPER = "ascend_plugin.faces.dra.vnpu_keeper"
 
 
 def with_chip(dra_node: DraNode, phy: int, **fields: Any) -> None:
@@ -59,6 +64,13 @@ def made_on(app: PluginApp, phy: int) -> list[int]:
     state = app.inventory.get(phy)
     assert state is not None
     return [vnpu.vdev_id for vnpu in state.vnpus or ()]
+
+
+def the_driver(dra_node: DraNode) -> FakeLibrary:
+    """The fake driver as another program on the node sees it (npu-smi)."""
+    library = FakeLibrary(dra_node.scenario)
+    library.init()
+    return library
 
 
 def recorded(dra_node: DraNode) -> dict[str, Any]:
@@ -131,3 +143,49 @@ async def test_a_driver_refusal_other_than_room_is_said_as_the_driver_said_it(
     assert "the driver refused a vNPU of template vir05_1c_16g on Ascend910-4" in error
     assert "-8005" in error
     assert made_on(dynamic, 4) == []
+
+
+async def test_an_unprepare_whose_checkpoint_cannot_be_written_never_destroys_a_later_claim_s_vnpu(
+    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, dra_node: DraNode, apiserver: FakeApiServer
+) -> None:
+    """The vNPU is destroyed before the checkpoint is rewritten; if that write fails, the driver still
+    knows the vNPU is gone: the driver hands its id to the next claim, and the kubelet's retry of the
+    unprepare must not destroy that one."""
+    first = put_claim(apiserver, "first", [result(VIR10)])
+    assert (await prepare(dra_kubelet, first)).claims[first[2]].error == ""
+    (vdev,) = await until(lambda: made_on(dynamic, 3), "made")
+    with read_only(dra_node.plugin_dir) as directory:
+        error = (await unprepare(dra_kubelet, first)).claims[first[2]].error
+        assert f"cannot write the checkpoint {dra_node.checkpoint}" in error
+        await until(lambda: made_on(dynamic, 3) == [], "destroyed before the write failed")
+        directory.off()
+        second = put_claim(apiserver, "second", [result("npu-3-vir10-3c-32g-1")])
+        assert (await prepare(dra_kubelet, second)).claims[second[2]].error == ""
+        assert recorded(dra_node)[second[2]]["devices"][0]["vnpu"]["id"] == vdev, "the driver reuses the id"
+        assert recorded(dra_node)[first[2]]["devices"][0]["vnpu"]["id"] is None, "written down as gone"
+        assert (await unprepare(dra_kubelet, first)).claims[first[2]].error == "", "the kubelet's retry"
+    assert first[2] not in recorded(dra_node)
+    assert dynamic.dra is not None
+    assert dynamic.dra.keeper is not None
+    assert dynamic.dra.keeper.destroyed == 1, "the second claim's vNPU was left alone"
+    assert the_driver(dra_node).vdev_ids(3, 0) == [vdev]
+
+
+async def test_unprepare_leaves_alone_a_vnpu_of_another_template_made_since_under_the_claim_s_id(
+    dynamic: PluginApp,
+    dra_kubelet: DraKubeletStandIn,
+    dra_node: DraNode,
+    apiserver: FakeApiServer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    claim = put_claim(apiserver, "infer", [result(VIR10)])
+    assert (await prepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+    (vdev,) = await until(lambda: made_on(dynamic, 3), "made")
+    outside = the_driver(dra_node)  # npu-smi, run by hand on the node
+    outside.destroy_vdev(3, 0, vdev)
+    assert outside.create_vdev(3, 0, "vir05_1c_16g").vdev_id == vdev, "the driver hands out the id again"
+    assert (await unprepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+    assert outside.vdev_ids(3, 0) == [vdev], "not destroyed"
+    (said,) = records(caplog, KEEPER, level=logging.WARNING, vnpu=vdev)
+    assert "is of template vir05_1c_16g, not vir10_3c_32g" in said.getMessage()
+    assert claim[2] not in recorded(dra_node)

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +31,7 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
+from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
@@ -184,35 +187,113 @@ async def test_after_a_restart_a_prepared_claim_keeps_its_vnpu_and_orphans_are_d
     assert {r.levelno for r in destroyed} == {logging.WARNING}
 
 
-async def test_a_claim_found_preparing_at_start_is_dropped_and_its_vnpu_destroyed(
-    split_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
-) -> None:
-    """The plugin died after making the vNPU, before the claim was written down as prepared."""
-    library = driver_library(split_node)
-    made = library.create_vdev(2, 0, "vir10_3c_32g").vdev_id
-    split_node.plugin_dir.mkdir(parents=True)
-    record: dict[str, Any] = {
+def claim_record(name: str, state: str, device: str, vnpu: dict[str, Any]) -> dict[str, Any]:
+    """A claim as the checkpoint holds it: one device with its vNPU (chip, template, id)."""
+    return {
         "namespace": "default",
-        "name": "infer",
+        "name": name,
         "pool": NODE,
-        "state": "preparing",
+        "state": state,
         "devices": [
             {
-                "device": "npu-2-vir10-3c-32g-0",
+                "device": device,
                 "requests": ["npus"],
                 "cdiDeviceIDs": [],
                 "adminAccess": False,
-                "vnpu": {"chip": 2, "template": "vir10_3c_32g", "id": None},
+                "vnpu": vnpu,
             }
         ],
     }
-    split_node.checkpoint.write_text(json.dumps({"format": 2, "claims": {"uid-x": record}}))
-    apiserver.kube_version = "1.36"
-    apiserver.add_node(NODE)
-    async with running_driver(split_node.settings(kubeconfig, vnpu="dynamic")) as app:
-        await wait_for(dra_kubelet, registered, "registered")
+
+
+def write_checkpoint(node: DraNode, claims: dict[str, dict[str, Any]]) -> None:
+    node.plugin_dir.mkdir(parents=True)
+    node.checkpoint.write_text(json.dumps({"format": 2, "claims": claims}))
+
+
+PREPARE_LOG = "ascend_plugin.faces.dra.prepare"
+
+
+@dataclass
+class Restart:
+    """A node whose checkpoint and driver a test writes before the plugin starts again on it."""
+
+    node: DraNode
+    apiserver: FakeApiServer
+    kubeconfig: Path
+    kubelet: DraKubeletStandIn
+
+    @asynccontextmanager
+    async def driver(self, **settings: Any) -> AsyncIterator[PluginApp]:
+        self.apiserver.kube_version = "1.36"
+        self.apiserver.add_node(NODE)
+        async with running_driver(self.node.settings(self.kubeconfig, **settings)) as app:
+            await wait_for(self.kubelet, registered, "registered")
+            yield app
+
+
+@pytest.fixture
+def restart(
+    split_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> Restart:
+    return Restart(split_node, apiserver, kubeconfig, dra_kubelet)
+
+
+async def test_a_claim_found_preparing_at_start_is_dropped_and_its_vnpu_destroyed(
+    restart: Restart, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The plugin died after making the vNPU, before the claim was written down as prepared."""
+    made = driver_library(restart.node).create_vdev(2, 0, "vir10_3c_32g").vdev_id
+    vnpu = {"chip": 2, "template": "vir10_3c_32g", "id": None}
+    write_checkpoint(
+        restart.node, {"uid-x": claim_record("infer", "preparing", "npu-2-vir10-3c-32g-0", vnpu)}
+    )
+    async with restart.driver(vnpu="dynamic") as app:
         await until(lambda: vnpus_on(app, 2) == [], f"vNPU {made} destroyed")
-    assert json.loads(split_node.checkpoint.read_text())["claims"] == {}
+    assert json.loads(restart.node.checkpoint.read_text())["claims"] == {}
+    (said,) = records(caplog, PREPARE_LOG, level=logging.WARNING, uid="uid-x")
+    assert "the vNPUs made for it are destroyed with every vNPU no prepared claim owns" in said.getMessage()
+
+
+async def test_without_dynamic_vnpus_a_dropped_claim_s_vnpus_are_named_with_the_command_that_destroys_them(
+    restart: Restart, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A plugin restarted without vnpu=dynamic destroys nothing; its log says what is left and how to go."""
+    library = driver_library(restart.node)
+    made = library.create_vdev(2, 0, "vir10_3c_32g").vdev_id
+    kept = library.create_vdev(3, 0, "vir10_3c_32g").vdev_id
+    template = "vir10_3c_32g"
+    write_checkpoint(
+        restart.node,
+        {
+            "uid-x": claim_record(
+                "infer", "preparing", "npu-2-vir10-3c-32g-0", {"chip": 2, "template": template, "id": None}
+            ),
+            "uid-y": claim_record(
+                "other", "preparing", "npu-2-vir10-3c-32g-1", {"chip": 2, "template": template, "id": made}
+            ),
+            "uid-z": claim_record(
+                "kept", "prepared", "npu-3-vir10-3c-32g-0", {"chip": 3, "template": template, "id": kept}
+            ),
+        },
+    )
+    async with restart.driver():
+        pass  # registered: the checkpoint was read, what it holds restored or dropped
+    assert list(json.loads(restart.node.checkpoint.read_text())["claims"]) == ["uid-z"]
+    (unmade,) = records(caplog, PREPARE_LOG, level=logging.WARNING, uid="uid-x")
+    assert (
+        "vnpu=dynamic is off now, so nothing destroys what was made for it; destroy by hand a vNPU of "
+        "template vir10_3c_32g on chip 2, if it was made (npu-smi info -t info-vnpu -i 2 -c 0 lists them; "
+        "npu-smi set -t destroy-vnpu -i 2 -c 0 -v <id> destroys one no pod uses)"
+    ) in unmade.getMessage()
+    (left,) = records(caplog, PREPARE_LOG, level=logging.WARNING, uid="uid-y")
+    assert f"destroy by hand vNPU {made} on chip 2 (npu-smi set -t destroy-vnpu -i 2 -c 0 -v {made})" in (
+        left.getMessage()
+    )
+    (unkept,) = records(caplog, PREPARE_LOG, level=logging.WARNING, uid="uid-z")
+    assert f"{kept} on chip 3 (npu-smi set -t destroy-vnpu -i 3 -c 0 -v {kept})" in unkept.getMessage()
+    assert library.vdev_ids(2, 0) == [made], "none destroyed"
+    assert library.vdev_ids(3, 0) == [kept]
 
 
 SHARE_IDS = ("6f1c0b6e-0b8f-4c2e-9f55-000000000001", "6f1c0b6e-0b8f-4c2e-9f55-000000000002")

@@ -20,8 +20,9 @@ from kube_harness import set_faults
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.faces.dra.layout import slice_contents
-from ascend_plugin.faces.dra.names import MAX_CONSUMPTIONS_PER_DEVICE, MAX_COUNTER_SETS_PER_SLICE
+from ascend_plugin.faces.dra.names import MAX_COUNTER_SETS_PER_SLICE
 from ascend_plugin.faults import FaultLevel
+from ascend_plugin.testing.resource_api import MAX_CONSUMPTIONS
 
 PARTITIONS = Publishing(partitions=True)
 
@@ -51,7 +52,7 @@ def test_every_slice_is_valid_for_1_36_and_1_37_and_the_pool_usable(short_tmp: P
         chips = Counter(d["attributes"]["phyID"]["int"] for d in content["devices"])  # type: ignore[union-attr]
         assert len(content["devices"]) <= 64  # type: ignore[arg-type]
         for device in content["devices"]:  # type: ignore[union-attr]
-            assert len(device["consumesCounters"]) <= MAX_CONSUMPTIONS_PER_DEVICE
+            assert len(device["consumesCounters"]) <= MAX_CONSUMPTIONS
         for other in devices:
             if other is not content:
                 assert not chips.keys() & {d["attributes"]["phyID"]["int"] for d in other["devices"]}, (  # type: ignore[union-attr]

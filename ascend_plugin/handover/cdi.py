@@ -33,7 +33,7 @@ from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.offers.base import DeviceNode, OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.path_facts import create_failure
-from ascend_plugin.resilience import Backoff
+from ascend_plugin.resilience import Backoff, Retrier
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,12 @@ class CdiSpec:
         self.kind = kind
         self.path = spec_dir / f"{kind.replace('/', '-')}.json"
         self.host = host
-        self.backoff = backoff
-        self.problem = ""  # why the last write failed, until one succeeds
+        self._retry = Retrier(f"CDI spec {self.path}", backoff, logger=log)
+
+    @property
+    def problem(self) -> str:
+        """Why the last write failed, until one succeeds."""
+        return self._retry.problem
 
     def qualified(self, name: str) -> str:
         """The fully qualified CDI device name, ``<kind>=<name>``."""
@@ -119,7 +123,6 @@ class CdiSpec:
         """
         written: dict[str, Any] | None = None
         version = -1
-        attempt = 0
         while not book.inventory.closed:
             devices = [device for devices in book.resources().values() for device in devices]
             content = self.content(devices)
@@ -127,33 +130,28 @@ class CdiSpec:
                 try:
                     self.write(devices)
                 except OSError as error:
-                    attempt += 1
-                    delay = self.backoff.after(attempt)
-                    self._failed(error, attempt, delay)
+                    delay = self._failed(error)
                     with anyio.move_on_after(delay):
                         version = await book.wait_for_change(version)
                     continue
-                if attempt:
+                if attempts := self._retry.succeeded():
                     log.info(
-                        "the CDI spec %s can be written again after %d failed attempt(s)", self.path, attempt
+                        "the CDI spec %s can be written again after %d failed attempt(s)", self.path, attempts
                     )
-                written, attempt, self.problem = content, 0, ""
+                written = content
                 log.info("wrote the CDI spec", extra={"path": str(self.path), "kind": self.kind})
             version = await book.wait_for_change(version)
 
-    def _failed(self, error: OSError, attempt: int, delay: float) -> None:
-        """Log a failed write once; the same failure again only at DEBUG."""
+    def _failed(self, error: OSError) -> float:
+        """Say a failed write (once; the same failure again only at DEBUG); the delay before the next."""
         where = Path(error.filename) if error.filename else self.path
         problem = f"cannot write the CDI spec {self.path}: {create_failure(where, error)}"
-        log.log(
-            logging.DEBUG if problem == self.problem else logging.ERROR,
-            "%s; containers given NPUs will not start until it exists. Mount the runtime's CDI directory "
-            "(/var/run/cdi) writable, or set cdi_spec_dir; retrying in %.1f s",
+        return self._retry.failure(
             problem,
-            delay,
-            extra={"path": str(self.path), "attempt": attempt},
+            said=f"{problem}; containers given NPUs will not start until it exists. Mount the runtime's CDI "
+            "directory (/var/run/cdi) writable, or set cdi_spec_dir",
+            path=str(self.path),
         )
-        self.problem = problem
 
     def write(self, devices: Sequence[OfferedDevice]) -> None:
         """Write the spec atomically."""

@@ -46,6 +46,7 @@ from ascend_plugin.hot_reset.sequence import (
 from ascend_plugin.hot_reset.stats import ResetStats
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.resilience import Backoff, Retrier
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -53,6 +54,8 @@ from backends.errors import ChipError
 log = logging.getLogger(__name__)
 
 RECHECK: Final = 1.0  # seconds between two looks at a busy group (processes end without telling anyone)
+# Asking the driver again for a reset group it could not give: soon at first, then every half minute.
+GROUP_BACKOFF: Final = Backoff(RECHECK, 30.0)
 RESTORED = "named in the node's ResetInfo annotation when the plugin started"
 UNREAD = "the node's ResetInfo annotation is not read yet (a chip a previous run named there is not reset)"
 
@@ -63,7 +66,7 @@ class Waiting:
 
     free_since: float | None
     busy: str = ""
-    not_before: float = 0.0  # a reset put off is not tried again before this time
+    not_before: float = 0.0  # not tried again before this time: a reset put off, a group not read
 
 
 class HotResetManager:
@@ -112,6 +115,9 @@ class HotResetManager:
         self.waiting: dict[int, Waiting] = {}  # faulty chip -> its wait for its group
         self.active: dict[int, tuple[int, ...]] = {}  # faulty chip -> its group, while its reset runs
         self._groups: dict[int, tuple[Chip, ...]] = {}
+        # Chips whose reset group could not be read: the retrier (said once), and when to ask again.
+        self._group_retries: dict[int, Retrier] = {}
+        self._group_due: dict[int, float] = {}
         self._wake = Changes()
         # With the Kubernetes side on, nothing is reset before the annotation a previous run left is read.
         self.restored = not reads_annotation
@@ -210,15 +216,15 @@ class HotResetManager:
         """Start the chip's reset if its group is free and idle long enough; else when to look again."""
         phy = state.phy_id
         now = self.clock()
+        before = self.waiting.get(phy)
+        if before is not None and now < before.not_before:
+            return before.not_before - now
         group = await self._group(state.chip)
         resetting = self.resetting()
         if group is None:
             busy = [Busy(phy, "its reset group cannot be read from the driver")]
         else:
             busy = await self.parts.check.busy(group, resetting)
-        before = self.waiting.get(phy)
-        if before is not None and now < before.not_before:
-            return before.not_before - now
         if busy:
             why = "; ".join(f"{self._name(each.phy_id)} {each.why}" for each in busy)
             if before is None or before.busy != why:
@@ -229,6 +235,10 @@ class HotResetManager:
                     why,
                     extra={"device": self._name(phy), "busy": why},
                 )
+            if group is None:  # asked of the driver again once its backoff is up, not at every look
+                due = self._group_due[phy]
+                self.waiting[phy] = Waiting(None, why, due)
+                return max(due - now, 0.0)
             self.waiting[phy] = Waiting(None, why)
             return self.recheck
         assert group is not None
@@ -265,24 +275,41 @@ class HotResetManager:
             self.wake()
 
     async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:
-        """The chip's reset group (asked of the driver once: the topology does not change)."""
-        if chip.phy_id not in self._groups:
+        """The chip's reset group (asked of the driver until it answers: the topology does not change).
+
+        None when the driver cannot give it: said once (a repeat at DEBUG),
+        and asked again after a backoff (:data:`GROUP_BACKOFF`).
+        """
+        phy = chip.phy_id
+        if phy not in self._groups:
             chips = [state.chip for state in self.inventory.chips()]
             backend = self.parts.backend
             try:
-                group = await self.parts.calls.call(
-                    chip.phy_id, "reset_group", backend.reset_group, chip, chips
-                )
+                group = await self.parts.calls.call(phy, "reset_group", backend.reset_group, chip, chips)
             except (ChipError, ChipCallError) as error:
-                log.warning(
-                    "the reset group of %s cannot be read: %s",
-                    chip.label,
-                    error,
-                    extra={"device": self._name(chip.phy_id), "error": str(error)},
+                retry = self._group_retries.setdefault(
+                    phy, Retrier(f"reset group of {self._name(phy)}", GROUP_BACKOFF, logger=log)
                 )
+                problem = f"the reset group of {chip.label} cannot be read"
+                delay = retry.failure(
+                    problem,
+                    level=logging.WARNING,
+                    said=f"{problem}: {error}",
+                    device=self._name(phy),
+                    error=str(error),
+                )
+                self._group_due[phy] = self.clock() + delay
                 return None
-            self._groups[chip.phy_id] = tuple(group)
-        return self._groups[chip.phy_id]
+            if phy in self._group_retries:
+                log.info(
+                    "the reset group of %s is read after %d failed attempt(s)",
+                    chip.label,
+                    self._group_retries.pop(phy).succeeded(),
+                    extra={"device": self._name(phy)},
+                )
+                del self._group_due[phy]
+            self._groups[phy] = tuple(group)
+        return self._groups[phy]
 
     async def _list(self, state: ChipState, why: str, listed: Listed) -> bool:
         """Name the chip for an operator's reset; True when it was not named yet."""

@@ -51,11 +51,6 @@ class NoticeLog:
         self._notices: deque[ResetNotice] = deque(maxlen=kept)
         self._changes = Changes()
 
-    @property
-    def next_sequence(self) -> int:
-        """The sequence number the next notice gets (a follower starting now waits for it)."""
-        return self._changes.version
-
     def append(self, stage: ResetStage, device: str, group: tuple[str, ...], message: str) -> ResetNotice:
         notice = ResetNotice(self._changes.version, stage, device, group, message)
         self._notices.append(notice)

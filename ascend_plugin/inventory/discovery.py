@@ -21,11 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
-
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
-from ascend_plugin.resilience import Backoff
+from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
 from backends.chips import Chip
@@ -102,28 +100,14 @@ class Discovery:
         """
         if self.node is not None:
             return self.node
-        attempt = 0
-        last_problem = ""
+        retry = Retrier("chip discovery", self.backoff, logger=log)
         while True:
             try:
                 backend, chips = await self._attempt()
                 break
             except (ChipError, ChipCallError, OSError) as error:
-                attempt += 1
-                delay = self.backoff.after(attempt)
-                problem = str(error)
-                # One clear line per distinct problem; repeats only at debug level.
-                level = logging.DEBUG if problem == last_problem else logging.ERROR
-                log.log(
-                    level,
-                    "chips not available: %s; retrying in %.0f s",
-                    problem,
-                    delay,
-                    extra={"attempt": attempt, "error": problem},
-                )
-                last_problem = problem
-                self.problem = problem
-                await anyio.sleep(delay)
+                self.problem = str(error)
+                await retry.wait_after(self.problem, said=f"chips not available: {error}", error=self.problem)
         self.node = Node(backend, await self._gather_facts(backend, chips))
         return self.node
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import anyio
 
+from ascend_plugin import resilience
 from ascend_plugin.kubeapi.client import Kube, connect
 from ascend_plugin.kubeapi.errors import Forbidden, KubeConfigError, KubeError, Unauthorized
-from ascend_plugin.resilience import Backoff
+from ascend_plugin.resilience import Backoff, Sleep
 
 log = logging.getLogger(__name__)
 
@@ -35,51 +35,34 @@ KUBE_BACKOFF = Backoff(0.5, 15.0, jitter=random.random)
 _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
 
 
-class Retrier:
-    """Attempt counting, backoff and de-duplicated logging for one part."""
+class Retrier(resilience.Retrier):
+    """A part's attempts at the API server, said as an operator needs them.
+
+    ERROR for what only an operator can fix (RBAC, credentials, configuration),
+    WARNING for the rest, and one INFO line when the server answers again.
+    """
 
     def __init__(
         self,
         part: str,
         backoff: Backoff = KUBE_BACKOFF,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        sleep: Sleep = anyio.sleep,
     ) -> None:
-        self.part = part
-        self.backoff = backoff
-        self.sleep = sleep
-        self.attempt = 0  # failed attempts since the last success
-        self.failures = 0  # failed attempts in all
-        self.problem = ""  # the last failure, as logged; empty once the part gets through
+        super().__init__(part, backoff, logger=log, sleep=sleep)
 
-    def succeeded(self) -> None:
+    def succeeded(self) -> int:
         """The part got through to the API server: reset the backoff."""
-        if self.attempt:
+        attempts = super().succeeded()
+        if attempts:
             log.info("%s: the API server answers again", self.part, extra={"part": self.part})
-        self.attempt = 0
-        self.problem = ""
+        return attempts
 
     async def failed(self, error: KubeError) -> None:
         """Log ``error`` (once per distinct problem) and wait before the next attempt."""
-        self.attempt += 1
-        self.failures += 1
-        delay = self.backoff.after(self.attempt)
-        problem = str(error)
-        if problem == self.problem:
-            level = logging.DEBUG
-        elif isinstance(error, _OPERATOR_PROBLEMS):
-            level = logging.ERROR
-        else:
-            level = logging.WARNING
-        log.log(
-            level,
-            "%s: %s; retrying in %.1f s",
-            self.part,
-            problem,
-            delay,
-            extra={"part": self.part, "attempt": self.attempt, "error": type(error).__name__},
+        level = logging.ERROR if isinstance(error, _OPERATOR_PROBLEMS) else logging.WARNING
+        await self.wait_after(
+            str(error), level=level, said=f"{self.part}: {error}", error=type(error).__name__
         )
-        self.problem = problem
-        await self.sleep(delay)
 
 
 async def connect_retrying(kubeconfig: Path | None, part: str = "Kubernetes client") -> Kube:

@@ -60,7 +60,7 @@ from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
 from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
-from ascend_plugin.resilience import Backoff, supervise
+from ascend_plugin.resilience import Backoff, Retrier, supervise
 from ascend_plugin.settings import Settings, dra_plugin_dir
 
 log = logging.getLogger(__name__)
@@ -209,7 +209,8 @@ class DraFace:
         self.registration_socket = settings.registry_dir / registration_socket(settings.driver)
         self.registration = RegistrationService(settings.driver, self.dra_socket)
         self.sockets: RunSockets | None = None  # the current run's
-        self.socket_problem = ""  # why a socket cannot be served, while that lasts
+        # Why a socket cannot be served, while that lasts (its problem), and the backoff.
+        self.socket_retry = Retrier("DRA driver's sockets", SOCKET_BACKOFF, logger=log)
         # Someone deleting a socket wakes the keeper (inotify); it also looks on a timer without it.
         directories = [settings.plugin_dir, settings.registry_dir]
         self._changes = DirectoryChanges(directories, settings.watch_interval)
@@ -249,8 +250,8 @@ class DraFace:
     def problems(self) -> list[str]:
         """What keeps the driver from serving the node now, one line per cause; empty while it does."""
         found = []
-        if self.socket_problem:
-            found.append(self.socket_problem)
+        if self.socket_retry.problem:
+            found.append(self.socket_retry.problem)
         elif self.sockets is None or not self.sockets.serving:
             found.append("its sockets are not served yet")
         elif not self.registration.registered:
@@ -295,7 +296,6 @@ class DraFace:
             self._changes.close()
 
     async def _keep(self, sockets: RunSockets) -> None:
-        attempt = 0
         while True:
             try:
                 for endpoint in sockets.endpoints:
@@ -308,26 +308,11 @@ class DraFace:
             except EndpointStopped:
                 return  # shutdown closed it meanwhile
             except PathUnusable as error:
-                attempt += 1
-                delay = SOCKET_BACKOFF.after(attempt)
-                self._socket_failed(str(error), attempt, delay)
-                await anyio.sleep(delay)
+                await self.socket_retry.wait_after(str(error), error=str(error))
                 continue
-            if self.socket_problem:
-                log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempt)
-            attempt, self.socket_problem = 0, ""
+            if attempts := self.socket_retry.succeeded():
+                log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempts)
             await self._changes.wait(self._changes.look_every)
-
-    def _socket_failed(self, problem: str, attempt: int, delay: float) -> None:
-        """Log a socket failure once; the same failure again only at DEBUG."""
-        log.log(
-            logging.DEBUG if problem == self.socket_problem else logging.ERROR,
-            "%s; retrying in %.1f s",
-            problem,
-            delay,
-            extra={"attempt": attempt, "error": problem},
-        )
-        self.socket_problem = problem
 
     async def _follow_chips(self, sockets: RunSockets) -> None:
         version = self.inventory.version

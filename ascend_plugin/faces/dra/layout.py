@@ -15,7 +15,7 @@ generation stay visible.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from ascend_plugin.faces.dra.devices import PoolDevices
 from ascend_plugin.faces.dra.names import (
@@ -25,8 +25,15 @@ from ascend_plugin.faces.dra.names import (
 )
 from ascend_plugin.kubeapi.client import JsonObject
 
+API_VERSION = "resource.k8s.io/v1"  # the ResourceSlices' API group and version
 COUNTERS = "sharedCounters"
 DEVICES = "devices"
+
+
+def spec_devices(spec: Mapping[str, object]) -> list[JsonObject]:
+    """The devices of a slice's spec (or of a slice's content), whatever else the API server put there."""
+    devices = spec.get(DEVICES)
+    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
 
 
 def _advanced(device: JsonObject) -> bool:

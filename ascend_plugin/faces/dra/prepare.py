@@ -150,9 +150,10 @@ class ClaimPreparer:
                     self.stats.dropped += 1
                     log.warning(
                         "ResourceClaim %s was being prepared when the plugin stopped and was never answered: "
-                        "its vNPUs are destroyed, and the kubelet prepares it again",
+                        "%s; the kubelet prepares it again",
                         claim.ref,
-                        extra={"uid": uid},
+                        self._fate_of_dropped(claim),
+                        extra={"uid": uid, "vnpus": [vnpu.vdev_id for vnpu in claim.vnpus]},
                     )
             with anyio.CancelScope(shield=True):
                 changed = await self._sweep_all() or len(self.claims) != len(loaded)
@@ -163,6 +164,35 @@ class ClaimPreparer:
         if self.claims:
             log.info("%d prepared claim(s) in the checkpoint", len(self.claims))
 
+    def _fate_of_dropped(self, claim: PreparedClaim) -> str:
+        """What becomes of the vNPUs of a claim dropped at start, and what an operator does about them."""
+        if not claim.vnpus:
+            return "it held no vNPU"
+        if self.keeper is not None:
+            return "the vNPUs made for it are destroyed with every vNPU no prepared claim owns"
+        left = [
+            f"vNPU {vnpu.vdev_id} on chip {vnpu.phy_id} ({self._destroy_command(vnpu)})"
+            if vnpu.vdev_id is not None
+            else f"a vNPU of template {vnpu.template} on chip {vnpu.phy_id}, if it was made (npu-smi info -t "
+            f"info-vnpu -i {self._card_and_chip(vnpu.phy_id)} lists them; {self._destroy_command(vnpu)} "
+            "destroys one no pod uses)"
+            for vnpu in claim.vnpus
+        ]
+        return (
+            "vnpu=dynamic is off now, so nothing destroys what was made for it; destroy by hand "
+            + "; ".join(left)
+        )
+
+    def _card_and_chip(self, phy_id: int) -> str:
+        """The chip as npu-smi takes it after ``-i``: ``<card> -c <device>`` (placeholders if it is gone)."""
+        state = self.inventory.get(phy_id)
+        return "<card> -c <chip>" if state is None else f"{state.chip.card_id} -c {state.chip.device_id}"
+
+    def _destroy_command(self, vnpu: OwnedVnpu) -> str:
+        """The npu-smi command that destroys ``vnpu`` by hand."""
+        vdev = "<id>" if vnpu.vdev_id is None else vnpu.vdev_id
+        return f"npu-smi set -t destroy-vnpu -i {self._card_and_chip(vnpu.phy_id)} -v {vdev}"
+
     def _warn_unkept(self) -> None:
         """Say which prepared claims hold vNPUs that no run without vnpu=dynamic destroys."""
         if self.keeper is not None:
@@ -172,9 +202,12 @@ class ClaimPreparer:
             if made:
                 log.warning(
                     "ResourceClaim %s holds vNPU(s) %s made on demand, but vnpu=dynamic is off now: they are "
-                    "not destroyed when it is unprepared (npu-smi set -t destroy-vnpu destroys them by hand)",
+                    "not destroyed when it is unprepared: destroy them by hand then",
                     claim.ref,
-                    ", ".join(f"{vnpu.vdev_id} on chip {vnpu.phy_id}" for vnpu in made),
+                    ", ".join(
+                        f"{vnpu.vdev_id} on chip {vnpu.phy_id} ({self._destroy_command(vnpu)})"
+                        for vnpu in made
+                    ),
                     extra={"uid": uid, "vnpus": [vnpu.vdev_id for vnpu in made]},
                 )
 
@@ -415,9 +448,12 @@ class ClaimPreparer:
                     try:
                         await anyio.to_thread.run_sync(self.checkpoint.save, remaining)
                     except OSError as error:
+                        # The claims stay, their vNPUs' ids forgotten: the next write records that too.
                         message = (
-                            f"cannot write the checkpoint {self.checkpoint.path}: {error.strerror or error}"
+                            f"cannot write the checkpoint {self.checkpoint.path}: {error.strerror or error}; "
+                            "the kubelet retries"
                         )
+                        log.error("cannot unprepare ResourceClaim(s) %s: %s", ", ".join(names), message)
                         self.stats.errors["io"] += len(removed)
                         return errors | dict.fromkeys(removed, message)
                     self.claims = remaining
@@ -437,6 +473,9 @@ class ClaimPreparer:
                 self.stats.errors["vnpu"] += 1
                 log.warning("cannot unprepare ResourceClaim %s yet: %s", ref, failed, extra={"uid": ref.uid})
                 return f"ResourceClaim {ref}: {failed}; the kubelet retries"
+            # Gone from the driver, which may hand their ids to another claim from now on: whatever fails
+            # next (the spec, the checkpoint), a retry must not destroy a vNPU under one of those ids.
+            self._keep_only(ref.uid, set())
         try:
             await anyio.to_thread.run_sync(self.specs.remove, ref.uid)
         except OSError as error:

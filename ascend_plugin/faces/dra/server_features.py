@@ -23,13 +23,12 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from ascend_plugin.faces.dra.layout import API_VERSION, spec_devices
 from ascend_plugin.faces.dra.names import counter_set_name, device_name
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, JsonObject, Kube, mapping_field
 from ascend_plugin.kubeapi.errors import ApiError
 
 log = logging.getLogger(__name__)
-
-API_VERSION = "resource.k8s.io/v1"
 
 
 class Feature(enum.Enum):
@@ -171,17 +170,12 @@ async def probe(kube: Kube, driver: str, node: str, features: Sequence[Feature])
     return verdicts
 
 
-def _devices(spec: Mapping[str, object]) -> list[JsonObject]:
-    devices = spec.get("devices")
-    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
-
-
 def features_used(spec: Mapping[str, object]) -> set[Feature]:
     """The features a ResourceSlice spec (or a slice's content) relies on."""
     used: set[Feature] = set()
     if spec.get("sharedCounters"):
         used.add(Feature.PARTITIONS)
-    for device in _devices(spec):
+    for device in spec_devices(spec):
         if device.get("consumesCounters"):
             used.add(Feature.PARTITIONS)
         if device.get("allowMultipleAllocations"):
@@ -197,7 +191,7 @@ def dropped(sent: JsonObject, stored: JsonObject) -> set[Feature]:
     kept = features_used(stored_spec)
     gone = features_used(sent_spec) - kept
     if Feature.PARTITIONS in kept:  # counters in the slice, but dropped from some device
-        consumers = sum(1 for device in _devices(sent_spec) if device.get("consumesCounters"))
-        if consumers != sum(1 for device in _devices(stored_spec) if device.get("consumesCounters")):
+        consumers = sum(1 for device in spec_devices(sent_spec) if device.get("consumesCounters"))
+        if consumers != sum(1 for device in spec_devices(stored_spec) if device.get("consumesCounters")):
             gone.add(Feature.PARTITIONS)
     return gone

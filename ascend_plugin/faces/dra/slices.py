@@ -48,7 +48,7 @@ import anyio
 
 from ascend_plugin.changes import Changes
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
-from ascend_plugin.faces.dra.layout import COUNTERS, DEVICES, slice_contents
+from ascend_plugin.faces.dra.layout import API_VERSION, COUNTERS, DEVICES, slice_contents, spec_devices
 from ascend_plugin.faces.dra.server_features import (
     Feature,
     Verdict,
@@ -73,8 +73,6 @@ from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
 
-API_VERSION = "resource.k8s.io/v1"
-
 
 def _spec(slice_: JsonObject) -> JsonObject:
     return mapping_field(slice_, "spec")
@@ -87,11 +85,6 @@ def _pool(slice_: JsonObject) -> JsonObject:
 def _generation(slice_: JsonObject) -> int:
     value = _pool(slice_).get("generation")
     return value if isinstance(value, int) else 0
-
-
-def _devices(slice_: JsonObject) -> list[JsonObject]:
-    devices = _spec(slice_).get("devices")
-    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
 
 
 def first_difference(sent: object, stored: object, path: str = "") -> str:
@@ -172,7 +165,7 @@ def _content(slice_: JsonObject) -> JsonObject:
     spec = _spec(slice_)
     if spec.get(COUNTERS):
         return {COUNTERS: spec[COUNTERS]}
-    return {DEVICES: _without_time_added(_devices(slice_))}
+    return {DEVICES: _without_time_added(spec_devices(_spec(slice_)))}
 
 
 _INVALID = 422
@@ -490,7 +483,7 @@ class SliceController:
         )
 
     def _said_published(self, chunks: Sequence[JsonObject], generation: int) -> None:
-        published = {string_field(device, "name") for chunk in chunks for device in _devices({"spec": chunk})}
+        published = {string_field(device, "name") for chunk in chunks for device in spec_devices(chunk)}
         left_out = [entry.name for entry in self.catalog.entries.values() if entry.name not in published]
         publishing = self.publishing
         log.info(
@@ -547,7 +540,7 @@ class SliceController:
         }
         devices = content.get(DEVICES)
         if isinstance(devices, list):
-            content = {DEVICES: _keep_time_added(devices, _devices(current))}
+            content = {DEVICES: _keep_time_added(devices, spec_devices(_spec(current)))}
         spec.update(pool=pool, **content)
         body["spec"] = spec
         name = string_field(mapping_field(current, "metadata"), "name")

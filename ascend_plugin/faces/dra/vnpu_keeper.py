@@ -6,8 +6,9 @@ for a prepared claim. :class:`VnpuKeeper` holds to that:
 * :meth:`~VnpuKeeper.make` makes a claim's vNPUs one after the other; if one
   cannot be made, the ones made before it are destroyed again, so a claim gets
   all of its vNPUs or none;
-* :meth:`~VnpuKeeper.unmake` destroys them, skipping one that is gone already,
-  and says which ones are still there when one cannot be destroyed;
+* :meth:`~VnpuKeeper.unmake` destroys them, skipping one that is gone already
+  (or whose id now names a vNPU of another template, made since), and says
+  which ones are still there when one cannot be destroyed;
 * :meth:`~VnpuKeeper.sweep` destroys every vNPU of a chip that no claim owns
   (a vNPU made by a plugin killed before it wrote down its id, or by a create
   that timed out and finished in the driver later), one log line each: at
@@ -118,17 +119,32 @@ class VnpuKeeper:
         return made
 
     async def unmake(self, vnpus: Sequence[OwnedVnpu]) -> None:
-        """Destroy ``vnpus``; one already gone is skipped. UnmakeFailed names those still there."""
+        """Destroy ``vnpus``; one already gone is skipped. UnmakeFailed names those still there.
+
+        A vNPU is destroyed only if its id still names one of its template: an
+        id the driver handed to a vNPU of another template is not the claim's.
+        """
         left: list[OwnedVnpu] = []
         problems: list[str] = []
         for vnpu in vnpus:
             if vnpu.vdev_id is None:
                 continue
             try:
-                present = {v.vdev_id for v in await self.lifecycle.present(vnpu.phy_id)}
-                if vnpu.vdev_id in present:
+                present = {v.vdev_id: v.template for v in await self.lifecycle.present(vnpu.phy_id)}
+                template = present.get(vnpu.vdev_id)
+                if template == vnpu.template:
                     await self.lifecycle.destroy(vnpu.phy_id, vnpu.vdev_id)
                     self.destroyed += 1
+                elif template is not None:
+                    log.warning(
+                        "vNPU %d on chip %d is of template %s, not %s as the claim's was: the claim's is "
+                        "gone and the id was given to another vNPU since, which is left alone",
+                        vnpu.vdev_id,
+                        vnpu.phy_id,
+                        template,
+                        vnpu.template,
+                        extra={"chip": vnpu.phy_id, "vnpu": vnpu.vdev_id, "template": template},
+                    )
             except VnpuError as error:
                 left.append(vnpu)
                 problems.append(str(error))

@@ -16,6 +16,7 @@ from typing import Final, Protocol
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.resilience import describe
 from backends.chips import Chip
 from backends.errors import TEMPORARY_CODES, ChipError, DcmiError
 from backends.library import VdevInfo
@@ -52,10 +53,6 @@ class VnpuLifecycle(Protocol):
         ...
 
 
-def _described(error: BaseException) -> str:
-    return str(error) or type(error).__name__
-
-
 class ChipVnpus:
     """:class:`VnpuLifecycle` over the node's backend, on the chips' lanes."""
 
@@ -89,7 +86,7 @@ class ChipVnpus:
             ) from None
         except (ChipError, ChipCallError, ValueError) as error:
             raise VnpuError(
-                f"cannot make a vNPU of template {template} on {self._label(phy_id)}: {_described(error)}"
+                f"cannot make a vNPU of template {template} on {self._label(phy_id)}: {describe(error)}"
             ) from None
 
     async def destroy(self, phy_id: int, vdev_id: int) -> None:
@@ -99,7 +96,7 @@ class ChipVnpus:
         except (ChipError, ChipCallError, ValueError) as error:
             busy = isinstance(error, DcmiError) and error.code == RESOURCE_OCCUPIED
             raise VnpuError(
-                f"cannot destroy vNPU {vdev_id} on {self._label(phy_id)}: {_described(error)}"
+                f"cannot destroy vNPU {vdev_id} on {self._label(phy_id)}: {describe(error)}"
                 + ("; a container still uses it" if busy else "")
             ) from None
 
@@ -108,4 +105,4 @@ class ChipVnpus:
         try:
             return await self.calls.call(phy_id, "vnpus", self.backend.vnpus, chip)
         except (ChipError, ChipCallError) as error:
-            raise VnpuError(f"cannot list the vNPUs of {self._label(phy_id)}: {_described(error)}") from None
+            raise VnpuError(f"cannot list the vNPUs of {self._label(phy_id)}: {describe(error)}") from None
