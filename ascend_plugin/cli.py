@@ -152,13 +152,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ascend_plugin.logs import setup_logging
         from ascend_plugin.testing.simulate import simulate
 
+        if args.serve == "dra" and (args.share_count != 1 or args.vnpu != "off"):
+            parser.error(
+                "simulate --serve dra shows whole chips of a fake 910B server only: --share-count "
+                "and --vnpu work with --serve device-plugin (the default)"
+            )
         setup_logging(args.log_level.upper(), "text")
         if args.serve == "dra":
-            if args.share_count != 1 or args.vnpu != "off":
-                parser.error(
-                    "simulate --serve dra shows whole chips of a fake 910B server only: --share-count "
-                    "and --vnpu work with --serve device-plugin (the default)"
-                )
             from ascend_plugin.testing.simulate_dra import simulate_dra
 
             return simulate_dra()
