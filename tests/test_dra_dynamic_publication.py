@@ -30,6 +30,7 @@ from dra_harness import (
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.faces.dra import slices as slices_module
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.resource_api import CONSUMABLE_CAPACITY, DEVICE_TAINTS, PARTITIONS
@@ -118,6 +119,33 @@ async def test_where_the_server_drops_counters_chips_are_whole_only_and_it_is_sa
     sent += [r.body for r in apiserver.requests_of("update", "resourceslices")]
     assert not any(body["spec"].get("sharedCounters") for body in sent), "only dry runs carried counters"
     assert counter_sets(apiserver) == []
+
+
+async def test_a_gate_turned_on_later_is_found_and_the_partitions_follow_without_a_restart(
+    dra_node: DraNode,
+    apiserver: FakeApiServer,
+    kubeconfig: Path,
+    dra_kubelet: DraKubeletStandIn,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server is asked again about a feature it did not keep: an operator enables the gate, no restart."""
+    monkeypatch.setattr(slices_module, "FEATURE_RECHECK", 0.2)
+    caplog.set_level(logging.INFO, logger="ascend_plugin.faces.dra.slices")
+    apiserver.kube_version = "1.35"
+    apiserver.add_node(NODE)
+    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic", http_address="")) as app:
+        await until(lambda: device_names(ours(apiserver)) == EIGHT and in_sync(app), "whole chips")
+        assert app.dra is not None
+        assert app.dra.notes != []
+        apiserver.gates[PARTITIONS] = True
+        await until(lambda: sorted(device_names(ours(apiserver))) == sorted(SPLIT), "the partitions")
+        await until(lambda: in_sync(app), "in sync")
+        assert app.dra.notes == []
+        validated(ours(apiserver))
+    taken, given = said(caplog, PARTITIONS)
+    assert "drops sharedCounters and consumesCounters" in taken.getMessage()
+    assert "keeps sharedCounters and consumesCounters now" in given.getMessage()
 
 
 async def test_1_34_with_the_gate_on_refuses_the_layout_and_chips_are_whole_only(

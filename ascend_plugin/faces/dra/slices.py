@@ -169,6 +169,7 @@ def _content(slice_: JsonObject) -> JsonObject:
 
 
 _INVALID = 422
+FEATURE_RECHECK = 600.0  # seconds between two asks about a feature the API server did not keep
 
 
 Holds = Callable[[JsonObject, JsonObject], bool]  # (stored slice, chunk): the slice holds the chunk
@@ -210,9 +211,11 @@ class SliceController:
         *,
         taints: bool | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
+        recheck: float | None = None,
     ) -> None:
         """``taints``: None where the server keeps them, True the same but insisting (a warning when it
-        does not), False never."""
+        does not), False never. ``recheck``: seconds between two asks of the server about a feature it
+        did not keep (its gate may be turned on meanwhile); default FEATURE_RECHECK."""
         self.kube = kube
         self.catalog = catalog
         self.driver = catalog.driver
@@ -227,6 +230,8 @@ class SliceController:
         if taints is not False:
             self.wanted[Feature.TAINTS] = taints is True
         self.verdicts: dict[Feature, Verdict] = {}
+        self.recheck = FEATURE_RECHECK if recheck is None else recheck
+        self._recheck_at = float("inf")  # when (loop clock) to ask again about the features not kept
         self._mismatch_said = False
         # slice name -> (its resourceVersion as our write stored it, the chunk written): a slice the
         # server stored otherwise than sent still holds that chunk while nobody else has changed it.
@@ -305,23 +310,43 @@ class SliceController:
             retry.succeeded()
             self.in_sync, self._problem = True, ""
             if not again:
-                await self._looks.wait_for_change(seen)
+                with anyio.move_on_after(max(self._recheck_at - anyio.current_time(), 0.0)):
+                    await self._looks.wait_for_change(seen)
 
     async def _ask_the_server(self) -> None:
-        """Once: which of the wanted features the API server keeps (dry runs); each one it does not, said."""
-        if self.verdicts.keys() >= self.wanted.keys():
+        """Which of the wanted features the API server keeps (dry runs); each one it does not, said.
+
+        Asked once for each feature, and again every ``recheck`` seconds for
+        those it did not keep: an operator who turns the feature gate on (or
+        upgrades the cluster) gets the feature published without restarting
+        the plugin.
+        """
+        due = anyio.current_time() >= self._recheck_at
+        asked = [f for f in self.wanted if f not in self.verdicts or (due and not self.verdicts[f].kept)]
+        if not asked:
             return
-        verdicts = await probe(
-            self.kube, self.driver, self.node, [f for f in self.wanted if f not in self.verdicts]
-        )
+        verdicts = await probe(self.kube, self.driver, self.node, asked)
+        if due:
+            self._recheck_at = float("inf")  # set again below by each feature still not kept
         for verdict in verdicts.values():
             self._judged(verdict)
 
     def _judged(self, verdict: Verdict) -> None:
-        """Record a verdict; one that takes a wanted feature away is said once."""
+        """Record a verdict; one that takes a wanted feature away, or gives it back, is said once."""
         earlier = self.verdicts.get(verdict.feature)
         self.verdicts[verdict.feature] = verdict
-        if verdict.kept or (earlier is not None and not earlier.kept):
+        if not verdict.kept:
+            self._recheck_at = min(self._recheck_at, anyio.current_time() + self.recheck)
+        if verdict.kept:
+            if earlier is not None and not earlier.kept:
+                log.info(
+                    "the API server keeps %s now: pool %s publishes with it",
+                    verdict.feature.fields,
+                    self.node,
+                    extra={"feature": verdict.feature.gate, "pool": self.node},
+                )
+            return
+        if earlier is not None and not earlier.kept:
             return
         insisted = self.wanted.get(verdict.feature, False)
         log.log(
