@@ -47,6 +47,7 @@ from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, r
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
 from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
+from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
 from ascend_plugin.instance_lock import InstanceLock
@@ -414,6 +415,7 @@ class PluginApp:
             shown=shown,
             reads_annotation=bool(self.settings.node_name),
             clock=self.clock,
+            budget_file=served_directory(self.settings) / BUDGET_FILE,
         )
         self.metrics_source.hot_reset = manager
         return manager

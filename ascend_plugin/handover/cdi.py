@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import anyio
 
+from ascend_plugin.files import write_atomically
 from ascend_plugin.handover.cdi_version import versioned
 from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.handover.host_devices import HostDevices
@@ -74,10 +74,7 @@ def spec_content(kind: str, nodes: Mapping[str, DeviceNode], host: HostDevices) 
 
 def write_spec(path: Path, content: Mapping[str, Any]) -> None:
     """Write a spec atomically: a runtime reading the directory never sees half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(content, indent=2) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(content, indent=2) + "\n")
 
 
 class CdiSpec:

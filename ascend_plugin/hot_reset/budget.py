@@ -1,31 +1,59 @@
-"""The reset budget: at most three hot resets of one chip in any 6 hours.
+"""The reset budget: at most three hot resets of one chip in any 6 hours, across restarts of the plugin.
 
 A chip that needs a reset again and again has something a reset does not
 mend; resetting it forever would only take its group away from work each time.
 Huawei's plugin gives each chip 3 tokens and refills them all 6 hours after the
 last refill, so up to 6 resets can fall within a few minutes across a refill;
 here the window slides: whatever 6 hours one looks at, a chip was reset at most
-3 times in them. The budget is kept in memory, per physical id.
+3 times in them.
+
+The resets spent are also written to a file beside the plugin's sockets (a
+host directory), as Unix times per physical id, so that a plugin that
+restarts, or crashes in a loop, does not start each run with three resets
+again. A file that cannot be read is said once and counts as no resets spent;
+one that cannot be written is said once and the budget goes on in memory.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Final
+
+from ascend_plugin.files import write_atomically
+
+log = logging.getLogger(__name__)
 
 RESETS: Final = 3
 WINDOW: Final = 6 * 3600.0  # seconds
+BUDGET_FILE: Final = "ascend-hot-reset-budget.json"  # in the directory the plugin serves
 
 
 class ResetBudget:
-    """The resets each chip has left, on ``clock`` (monotonic seconds)."""
+    """The resets each chip has left, on ``clock`` (monotonic seconds), kept in ``path`` when given."""
 
-    def __init__(self, clock: Callable[[], float], resets: int = RESETS, window: float = WINDOW) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float],
+        resets: int = RESETS,
+        window: float = WINDOW,
+        *,
+        path: Path | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
         self.clock = clock
         self.resets = resets
         self.window = window
+        self.path = path
+        self.wall_clock = wall_clock
         self._spent: dict[int, deque[float]] = {}
+        self._write_problem = ""  # the last failed write, as said
+        if path is not None:
+            self._load(path)
 
     def left(self, phy_id: int) -> int:
         """How many resets the chip may have now."""
@@ -34,6 +62,7 @@ class ResetBudget:
     def spend(self, phy_id: int) -> None:
         """A reset of the chip starts now."""
         self._recent(phy_id).append(self.clock())
+        self._save()
 
     def next_in(self, phy_id: int) -> float:
         """Seconds until the chip may have one more reset (0 when it may now)."""
@@ -48,3 +77,52 @@ class ResetBudget:
         while spent and spent[0] <= since:
             spent.popleft()
         return spent
+
+    # -- the file ----------------------------------------------------------------------
+
+    def _load(self, path: Path) -> None:
+        """The resets an earlier run spent, moved onto this run's clock."""
+        try:
+            document = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return
+        except (OSError, UnicodeDecodeError, ValueError) as error:
+            log.warning(
+                "hot-reset budget file %s cannot be read (%s): every chip starts with %d resets",
+                path,
+                error,
+                self.resets,
+                extra={"path": str(path)},
+            )
+            return
+        now = self.wall_clock()
+        offset = self.clock() - now  # this run's clock minus Unix time
+        for phy, times in document.items() if isinstance(document, dict) else ():
+            if not phy.isdigit() or not isinstance(times, list):
+                continue
+            recent = sorted(t for t in times if isinstance(t, (int, float)) and now - self.window < t <= now)
+            if recent:
+                self._spent[int(phy)] = deque(t + offset for t in recent[-self.resets :])
+
+    def _save(self) -> None:
+        if self.path is None:
+            return
+        offset = self.wall_clock() - self.clock()
+        document = {
+            str(phy): [round(t + offset, 3) for t in self._recent(phy)] for phy in sorted(self._spent)
+        }
+        try:
+            write_atomically(self.path, json.dumps(document) + "\n", durable=True)
+        except OSError as error:
+            if str(error) != self._write_problem:
+                log.warning(
+                    "hot-reset budget file %s cannot be written (%s): the budget is kept in memory only, "
+                    "so a restarted plugin starts with %d resets per chip",
+                    self.path,
+                    error,
+                    self.resets,
+                    extra={"path": str(self.path)},
+                )
+            self._write_problem = str(error)
+        else:
+            self._write_problem = ""

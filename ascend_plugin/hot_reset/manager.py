@@ -21,6 +21,7 @@ import math
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Final
 
 import anyio
@@ -87,6 +88,7 @@ class HotResetManager:
         boot_timeout: float = BOOT_TIMEOUT,
         boot_poll: float = BOOT_POLL,
         recheck: float = RECHECK,
+        budget_file: Path | None = None,
     ) -> None:
         self.inventory = inventory
         self.held = held
@@ -96,7 +98,7 @@ class HotResetManager:
         self.manual = ManualResets()
         self.notices = NoticeLog()
         self.stats = ResetStats()
-        self.budget = ResetBudget(clock)
+        self.budget = ResetBudget(clock, path=budget_file)
         self.parts = ResetParts(
             backend,
             calls,

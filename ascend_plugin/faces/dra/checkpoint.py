@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ascend_plugin.faces.dra.claims import ClaimRef
+from ascend_plugin.files import write_atomically
 from ascend_plugin.path_facts import PathUnusable, file_kind
 
 log = logging.getLogger(__name__)
@@ -271,15 +272,4 @@ class Checkpoint:
 
     def save(self, claims: Mapping[str, PreparedClaim]) -> None:
         """Write ``claims`` so that the file is always either the old or the new content (blocking)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
-        with open(temporary, "w", encoding="utf-8") as file:
-            file.write(render(claims))
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self.path)
-        directory = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomically(self.path, render(claims), durable=True)
