@@ -7,10 +7,11 @@ then again every ``PollInterval`` seconds (300 by default), so a change may
 take minutes to apply. Here it is watched through the reflector: a change
 applies as soon as the watch delivers it, within a second or so.
 
-Beside the watch, the ConfigMap is read again every ``PollInterval`` seconds,
-the bound Huawei's plugin keeps, whatever the watch does: a watch that a proxy
-holds open without passing events on fails without an error to retry on, and
-the re-read keeps the configuration from going stale behind it.
+Beside the watch, the ConfigMap is read again whenever ``PollInterval``
+seconds pass without news of it (a list, a watch event, a re-read), the bound
+Huawei's plugin keeps, whatever the watch does: a watch that a proxy holds
+open without passing events on fails without an error to retry on, and the
+re-read keeps the configuration from going stale behind it.
 
 * The ConfigMap missing (a list that finds none, 404 on a re-read): the base
   configuration applies (``fault_levels_file``, else the built-in files), and
@@ -74,20 +75,38 @@ class FaultConfigWatcher:
         """Follow the ConfigMap until cancelled: watch it, and re-read it every PollInterval."""
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(self.reflector.run)
-            tasks.start_soon(self._reread_every_poll_interval)
-            await self._apply_each_change()
+            await self._follow()
 
-    async def _apply_each_change(self) -> None:
+    async def _follow(self) -> None:
+        """Apply each change the reflector shows; re-read when PollInterval passes without one."""
+        changes = self.reflector.changes
         seen = -1
         while True:
-            seen = await self.reflector.changes.wait_for_change(seen)
-            if self.reflector.synced or self._answered:
-                self.apply(self.reflector.get(self.key))
+            if changes.version != seen:
+                seen = changes.version
+                if self.reflector.synced or self._answered:
+                    self.apply(self.reflector.get(self.key))
+            if await self._quiet_for_poll_interval(seen):
+                await self.reread()
 
-    async def _reread_every_poll_interval(self) -> None:
-        while True:
-            await self.sleep(self.sources.config.poll_interval)
-            await self.reread()
+    async def _quiet_for_poll_interval(self, seen: int) -> bool:
+        """True once PollInterval passed with the reflector at ``seen``; False at its next change."""
+        quiet = False
+        async with anyio.create_task_group() as group:
+
+            async def news() -> None:
+                await self.reflector.changes.wait_for_change(seen)
+                group.cancel_scope.cancel()
+
+            async def poll_interval_passed() -> None:
+                nonlocal quiet
+                await self.sleep(self.sources.config.poll_interval)
+                quiet = True
+                group.cancel_scope.cancel()
+
+            group.start_soon(news)
+            group.start_soon(poll_interval_passed)
+        return quiet
 
     async def reread(self) -> None:
         """Read the ConfigMap now (a GET); its answer shows in the reflector until the watch has it."""
