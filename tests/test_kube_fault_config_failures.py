@@ -15,6 +15,7 @@ from fault_config_harness import (
     BUILTIN,
     FROM_CONFIGMAP,
     QUIET,
+    Moved,
     level_of,
     put_fault_config,
     separate,
@@ -22,6 +23,7 @@ from fault_config_harness import (
 )
 from waiting import until
 
+from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.kubeapi.client import Kube
@@ -58,16 +60,21 @@ async def test_a_watch_that_passes_nothing_on_is_backed_by_a_re_read_every_poll_
         await until(lambda: moved.asked[-1:] == [30], "the next re-read waiting the new PollInterval")
 
 
+async def deleted_unseen(apiserver: FakeApiServer, watcher: FaultConfigWatcher, moved: Moved) -> None:
+    """Once the ConfigMap is read and the re-read waits, delete it behind a muted watch."""
+    await until(lambda: level_of(watcher.sources, QUIET) is L.SeparateNPU, "the ConfigMap read at start")
+    await until(lambda: len(moved.asked) == 2, "the re-read waiting, from the first list on")
+    apiserver.mute_watches("configmaps")
+    apiserver.delete("configmaps", CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
+
+
 async def test_a_re_read_that_finds_none_returns_to_the_built_ins(
     apiserver: FakeApiServer, kube: Kube
 ) -> None:
     put_fault_config(apiserver, **{"faultCode.json": separate("80E21007")})
     async with watching(kube) as (watcher, moved):
         sources = watcher.sources
-        await until(lambda: level_of(sources, QUIET) is L.SeparateNPU, "the ConfigMap read at start")
-        await until(lambda: len(moved.asked) == 2, "the re-read waiting, from the first list on")
-        apiserver.mute_watches("configmaps")
-        apiserver.delete("configmaps", CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
+        await deleted_unseen(apiserver, watcher, moved)
         moved.advance(300)
         await until(lambda: sources.configmap is None, "the built-ins, after the 404")
     assert gets(apiserver, 404) == 1
@@ -80,11 +87,8 @@ async def test_any_other_error_keeps_the_configuration_in_force(
     put_fault_config(apiserver, **{"faultCode.json": separate("80E21007")})
     async with watching(kube) as (watcher, moved):
         sources = watcher.sources
-        await until(lambda: level_of(sources, QUIET) is L.SeparateNPU, "the ConfigMap read at start")
-        await until(lambda: len(moved.asked) == 2, "the re-read waiting, from the first list on")
-        apiserver.mute_watches("configmaps")
         apiserver.inject(500, "get", "configmaps")
-        apiserver.delete("configmaps", CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
+        await deleted_unseen(apiserver, watcher, moved)
         moved.advance(300)
         await until(lambda: gets(apiserver, 500) == 1, "the failed re-read")
         await until(lambda: len(moved.asked) == 3, "the next re-read waiting")

@@ -42,10 +42,20 @@ def a_910_node(short_tmp: Path) -> Inventory:
     return make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1))
 
 
-def separate(node: Node, phy: int) -> None:
+def separated(short_tmp: Path, node: Node | None = None) -> tuple[Inventory, Node, Judged]:
+    """A 910 node of two chips whose chip 1 the policy has separated (80E18005 three times), judged."""
+    inventory, node = a_910_node(short_tmp), node or Node()
     for _ in range(3):
-        node.raised(phy, RECURRING)
-        node.cleared(phy, RECURRING)
+        node.raised(1, RECURRING)
+        node.cleared(1, RECURRING)
+    judged = Judged(inventory, node.policy)
+    judged.judge()
+    return inventory, node, judged
+
+
+async def named(apiserver: FakeApiServer) -> None:
+    """Wait until the ConfigMap names chip 1 in ManuallySeparateNPU."""
+    await until(lambda: data(apiserver).get("ManuallySeparateNPU") == "Ascend910-1", "the separation written")
 
 
 def data(apiserver: FakeApiServer) -> dict[str, str]:
@@ -79,11 +89,9 @@ def release_events(apiserver: FakeApiServer) -> list[dict[str, Any]]:
 async def test_a_separated_chip_is_named_with_its_reason_in_huaweis_shape(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    inventory, node = a_910_node(short_tmp), Node()
-    separate(node, 1)
-    Judged(inventory, node.policy).judge()
+    inventory, node, _ = separated(short_tmp)
     async with running(publisher(kube, inventory, node).run):
-        await until(lambda: data(apiserver).get("ManuallySeparateNPU") == "Ascend910-1", "the separation")
+        await named(apiserver)
     written = data(apiserver)
     assert written["UpgradeFaultReason"] == (
         '{"Ascend910-1":[{"upgrade_time":1767225600000,"fault_code":"80e18005",'
@@ -110,11 +118,9 @@ async def test_a_separated_chip_is_named_with_its_reason_in_huaweis_shape(
 async def test_a_separation_survives_a_restart_of_the_plugin(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    inventory, node = a_910_node(short_tmp), Node()
-    separate(node, 1)
-    Judged(inventory, node.policy).judge()
+    inventory, node, _ = separated(short_tmp)
     async with running(publisher(kube, inventory, node).run):
-        await until(lambda: data(apiserver).get("ManuallySeparateNPU") == "Ascend910-1", "the separation")
+        await named(apiserver)
 
     # A new plugin: a fresh inventory and policy, nothing observed; only the ConfigMap remembers.
     before = len(apiserver.requests)
@@ -162,12 +168,10 @@ async def test_an_operator_deleting_the_name_releases_the_chip_with_a_node_event
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE)
-    inventory, node = a_910_node(short_tmp), Node()
-    separate(node, 1)
-    Judged(inventory, node.policy).judge()
+    inventory, node, _ = separated(short_tmp)
     events = NodeEvents(kube, NODE, inventory.table, EVENT_NAMESPACE)
     async with running(publisher(kube, inventory, node, events).run):
-        await until(lambda: data(apiserver).get("ManuallySeparateNPU") == "Ascend910-1", "the separation")
+        await named(apiserver)
         edit(apiserver, ManuallySeparateNPU="")
         await until(lambda: inventory.chips()[1].healthy, "the chip released and judged healthy")
         await until(lambda: data(apiserver)["UpgradeFaultReason"] == "{}", "its reason gone")
@@ -189,11 +193,9 @@ async def test_an_operator_deleting_the_name_releases_the_chip_with_a_node_event
 async def test_other_edits_release_nothing_and_names_added_by_hand_are_dropped(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
-    inventory, node = a_910_node(short_tmp), Node()
-    separate(node, 1)
-    Judged(inventory, node.policy).judge()
+    inventory, node, _ = separated(short_tmp)
     async with running(publisher(kube, inventory, node).run):
-        await until(lambda: data(apiserver).get("ManuallySeparateNPU") == "Ascend910-1", "the separation")
+        await named(apiserver)
         # Only the plugin adds names: one added by hand is dropped again at once, the separation stays.
         edit(apiserver, ManuallySeparateNPU="Ascend910-0,Ascend910-1", Description="edited")
         await until(lambda: data(apiserver)["ManuallySeparateNPU"] == "Ascend910-1", "the name dropped")
@@ -216,13 +218,10 @@ async def test_a_release_window_passing_is_a_node_event_too(
         "FaultHandling": "ManuallySeparateNPU",
         "ReleaseTimeWindow": 600,
     }
-    inventory, node = a_910_node(short_tmp), Node(configured(customization={"FaultFrequency": [rule]}))
-    separate(node, 1)
-    judged = Judged(inventory, node.policy)
-    judged.judge()
+    inventory, node, judged = separated(short_tmp, Node(configured(customization={"FaultFrequency": [rule]})))
     events = NodeEvents(kube, NODE, inventory.table, EVENT_NAMESPACE)
     async with running(publisher(kube, inventory, node, events).run):
-        await until(lambda: data(apiserver).get("ManuallySeparateNPU") == "Ascend910-1", "the separation")
+        await named(apiserver)
         node.clock.advance(601)
         judged.judge()  # the monitor judges again at the policy's wake_at
         await until(lambda: data(apiserver)["ManuallySeparateNPU"] == "", "released")

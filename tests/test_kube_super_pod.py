@@ -8,41 +8,25 @@ server through the real kubernetes-asyncio client.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 from kube_harness import running
+from node_harness import discovered
 from waiting import until
 
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
-from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
-from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
 
 NAMESPACE, NAME = "kube-system", "mindx-dl-deviceinfo-npu-node-1"
 A3 = {"chip_name": "Ascend910", "npu_name": "9392", "chips": [{"phy_id": 0}, {"phy_id": 1, "card_id": 0}]}
 IN_A_POD = {"super_pod_id": 12, "server_id": 5, "scale_type": 2, "chassis_id": 1, "super_pod_type": 3}
-
-
-@pytest.fixture
-def calls() -> Iterator[ChipCalls]:
-    chip_calls = ChipCalls(5.0)
-    yield chip_calls
-    chip_calls.shutdown()
-
-
-async def discovered(player: ScenarioPlayer[Any], calls: ChipCalls, scenario: dict[str, Any]) -> Inventory:
-    player.update(FakeScenario.model_validate(scenario))
-    node = await Discovery(DiscoverySettings(lambda: player.open(init=False), None, {}), calls).run()
-    await calls.node("close", node.backend.close)
-    return node.inventory
 
 
 async def written_place(apiserver: FakeApiServer, kube: Kube, inventory: Inventory) -> tuple[int, int]:
