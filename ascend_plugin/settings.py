@@ -268,6 +268,12 @@ class Settings(BaseSettings):
     node_events: bool = Field(
         default=True, description="post a Kubernetes Event on the node per health transition"
     )
+    fault_config_configmap: bool = Field(
+        default=True,
+        description="follow Huawei's fault configuration ConfigMap kube-system/mindx-dl-fault-config "
+        "(faultCode.json, faultCustomization.json, PollInterval): read at start, watched, re-read every "
+        "PollInterval seconds",
+    )
 
     # -- DRA: the chips as a resource.k8s.io/v1 driver -----------------------------------
     serve: Annotated[Literal["device-plugin", "dra"], BeforeValidator(_one_face)] = Field(

@@ -55,6 +55,7 @@ from backends.library import (
     PcieAddress,
     ProcessMemory,
     ResetChannel,
+    SuperPodInfo,
     UtilizationType,
     VdevActivity,
     VdevInfo,
@@ -361,6 +362,15 @@ class ChipBackend(abc.ABC):
     def associated_card(self, chip: Chip) -> int:
         """The other card a reset of ``chip`` takes with it (Huawei's ``AssociatedCardId``); -1 for none."""
         return -1
+
+    def super_pod(self, chip: Chip) -> SuperPodInfo | None:
+        """Where ``chip``'s node sits in a super pod (Huawei's SuperPodID, ServerIndex); None: nowhere.
+
+        Only A3 nodes are placed in super pods: every other family answers None
+        without asking the driver (the device-info ConfigMap then says -2). A
+        query that fails raises its :class:`~backends.errors.ChipError`.
+        """
+        return None
 
     # -- a hot reset -------------------------------------------------------------------------
 

@@ -445,3 +445,14 @@ def reset_parts(
 ) -> RigParts:
     """What a plugin with hot reset on runs against (tests/hot_reset_harness.py)."""
     return RigParts(kubelet, apiserver, kubeconfig, pod_resources, plugin_dir, short_tmp)
+
+
+# Appended: the chip call lanes a test of discovery drives, shut down after it.
+from ascend_plugin.chip_calls import ChipCalls  # noqa: E402
+
+
+@pytest.fixture
+def calls() -> Iterator[ChipCalls]:
+    chip_calls = ChipCalls(5.0)
+    yield chip_calls
+    chip_calls.shutdown()

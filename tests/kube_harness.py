@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.faults import Fault, FaultLevel
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
 from backends.chips import Chip
@@ -64,3 +65,24 @@ async def running(*parts: Callable[[], Coroutine[Any, Any, None]]) -> AsyncItera
             tasks.start_soon(part)
         yield
         tasks.cancel_scope.cancel()
+
+
+class Judged:
+    """An inventory whose chips carry the fault policy's judgements, as the health monitor records them.
+
+    Each :meth:`judge` puts the policy's judgement of every chip into the
+    inventory; the policy's changes (an operator's release, what a restart read
+    back, a new configuration) judge again, as the monitor does.
+    """
+
+    def __init__(self, inventory: Inventory, policy: FaultPolicy) -> None:
+        self.inventory = inventory
+        self.policy = policy
+        self.stop = policy.on_change(self.judge)
+
+    def judge(self) -> None:
+        for state in self.inventory.chips():
+            judged = self.policy.judge(state.phy_id)
+            reason = "" if judged.healthy else f"fault level {judged.level.name}"
+            health = ChipHealth(known=True, healthy=judged.healthy, reason=reason, judgement=judged)
+            self.inventory.set_health(state.phy_id, health)

@@ -8,17 +8,23 @@ offered whole and handed over in any mode.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from fake_dcmi.players import ScenarioPlayer
+
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, HandoverMode
+from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.whole_chips import WholeChips
 from backends.backend import ChipBackend
 from backends.chips import enumerate_chips
+from backends.fake import FakeScenario
 from backends.families import FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
 from backends.session import LibrarySession
@@ -76,3 +82,11 @@ def handover(
     host = HostDevices(table, host_root)
     cdi = CdiSpec("huawei.com/npu", spec_dir or host_root / "var/run/cdi", host)
     return MODES[mode](HandoverContext(table, host, cdi))
+
+
+async def discovered(player: ScenarioPlayer[Any], calls: ChipCalls, scenario: Mapping[str, Any]) -> Inventory:
+    """The inventory discovery gathers from ``scenario`` on ``player``'s fake (the library closed after)."""
+    player.update(FakeScenario.model_validate(scenario))
+    node = await Discovery(DiscoverySettings(lambda: player.open(init=False), None, {}), calls).run()
+    await calls.node("close", node.backend.close)
+    return node.inventory

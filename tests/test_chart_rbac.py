@@ -98,9 +98,26 @@ def test_configmap_access_follows_the_device_info_namespace(chart: ChartRenderer
 
 
 def test_no_device_info_no_access_to_its_namespace(chart: ChartRenderer) -> None:
-    rendering = chart.render({"settings": {"deviceInfoConfigmap": False}}, namespace="npu-system")
+    rendering = chart.render(
+        {"settings": {"deviceInfoConfigmap": False, "faultConfigConfigmap": False}}, namespace="npu-system"
+    )
     assert rendering.allows("update", "", "configmaps", "npu-system"), "the config ConfigMap stays readable"
     assert not rendering.allows("get", "", "configmaps", "kube-system")
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [{"deviceInfoConfigmap": False}, {"deviceInfoNamespace": "volcano-system"}],
+    ids=["no device-info ConfigMap", "device-info elsewhere"],
+)
+def test_the_fault_configuration_is_only_read_in_kube_system(
+    chart: ChartRenderer, settings: dict[str, object]
+) -> None:
+    rendering = chart.render({"settings": settings}, namespace="npu-system")
+    for verb in ("get", "list", "watch"):
+        assert rendering.allows(verb, "", "configmaps", "kube-system"), verb
+    for verb in ("create", "update", "patch", "delete"):
+        assert not rendering.allows(verb, "", "configmaps", "kube-system"), verb
 
 
 def test_one_role_when_both_configmaps_share_a_namespace(renderings: dict[str, Rendering]) -> None:
@@ -127,7 +144,7 @@ def test_the_pod_runs_as_the_bound_service_account(renderings: dict[str, Renderi
     assert account["metadata"]["namespace"] == rendering.namespace
 
 
-def _publisher_requests(release_namespace: str) -> list[Request]:
+def _publisher_requests(release_namespace: str, device_info_namespace: str) -> list[Request]:
     """What the publisher table (faces/kube/publishers.py) says each enabled publisher needs."""
     from ascend_plugin.faces.kube.publishers import PUBLISHERS
     from ascend_plugin.settings import Settings
@@ -138,6 +155,7 @@ def _publisher_requests(release_namespace: str) -> list[Request]:
         node_name="n",
         pod_namespace=release_namespace,
         config_configmap="ascend-device-plugin-config",
+        device_info_namespace=device_info_namespace,
     )
     return [
         (verb, "", grant.resource, grant.namespace)
@@ -148,9 +166,14 @@ def _publisher_requests(release_namespace: str) -> list[Request]:
     ]
 
 
+@pytest.mark.parametrize("device_info_namespace", ["kube-system", "volcano-system"])
 @pytest.mark.parametrize("release_namespace", ["kube-system", "npu-system"])
-def test_the_chart_grants_what_the_publisher_table_says(chart: ChartRenderer, release_namespace: str) -> None:
+def test_the_chart_grants_what_the_publisher_table_says(
+    chart: ChartRenderer, release_namespace: str, device_info_namespace: str
+) -> None:
     """The table that starts the publishers and drives doctor's RBAC check is what the chart grants."""
-    rendering = chart.render({}, namespace=release_namespace)
-    denied = [request for request in _publisher_requests(release_namespace) if not rendering.allows(*request)]
+    values = {"settings": {"deviceInfoNamespace": device_info_namespace}}
+    rendering = chart.render(values, namespace=release_namespace)
+    wanted = _publisher_requests(release_namespace, device_info_namespace)
+    denied = [request for request in wanted if not rendering.allows(*request)]
     assert denied == []

@@ -82,6 +82,7 @@ EVERY_SETTING: dict[str, Any] = {
     "deviceInfoNamePrefix": "deviceinfo-",
     "deviceInfoRefresh": 60,
     "nodeEvents": False,
+    "faultConfigConfigmap": False,
     "volcano": False,  # true needs node_name, which this test leaves out: tests/test_chart_volcano.py
     "podResourcesSocket": "/var/lib/kubelet/pod-resources/kubelet.sock",
     "telemetry": False,

@@ -3,7 +3,6 @@ the node found before, its library session still open, instead of a second dcmi_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,13 +14,6 @@ from backends.fake import FakeScenario
 from backends.library import DeviceLibrary
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def calls() -> Iterator[ChipCalls]:
-    chip_calls = ChipCalls(5.0)
-    yield chip_calls
-    chip_calls.shutdown()
 
 
 async def test_asked_again_discovery_returns_the_node_it_found_and_opens_no_second_library(

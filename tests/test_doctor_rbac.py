@@ -28,17 +28,22 @@ def test_the_permissions_follow_the_enabled_features() -> None:
     assert _verbs(Settings(**base)) == {
         "rbac:nodes": ("get", "list", "watch", "patch"),
         "rbac:events/default": ("create",),
-        "rbac:configmaps/kube-system": ("get", "create", "update"),
+        "rbac:configmaps/kube-system": ("get", "list", "watch", "create", "update"),
     }
     assert _verbs(Settings(**base, config_configmap="adp-config", node_events=False)) == {
         "rbac:nodes": ("list", "watch", "patch"),
-        "rbac:configmaps/kube-system": ("get", "create", "update"),
+        "rbac:configmaps/kube-system": ("get", "list", "watch", "create", "update"),
         "rbac:configmaps/ascend": ("list", "watch"),
     }
+    # Huawei's fault configuration ConfigMap is read in kube-system, wherever the device-info one is.
+    elsewhere = Settings(**base, device_info_namespace="volcano-system")
+    assert _verbs(elsewhere)["rbac:configmaps/kube-system"] == ("get", "list", "watch")
+    assert _verbs(elsewhere)["rbac:configmaps/volcano-system"] == ("get", "list", "watch", "create", "update")
     # One namespace for both ConfigMaps: one finding with every verb.
     shared = Settings(**base, config_configmap="adp-config", config_configmap_namespace="kube-system")
     assert _verbs(shared)["rbac:configmaps/kube-system"] == ("get", "list", "watch", "create", "update")
-    assert _verbs(Settings(**base, node_labels=False, node_events=False, device_info_configmap=False)) == {}
+    quiet = {"node_labels": False, "node_events": False, "device_info_configmap": False}
+    assert _verbs(Settings(**base, **quiet, fault_config_configmap=False)) == {}
 
 
 async def test_a_fully_granted_service_account_passes(
@@ -48,9 +53,9 @@ async def test_a_fully_granted_service_account_passes(
     assert found["rbac:nodes"].detail == "allowed: get, list, watch, patch nodes cluster-wide"
     assert found["rbac:events/default"].status is Status.OK
     assert found["rbac:configmaps/kube-system"].detail == (
-        "allowed: get, create, update configmaps in namespace kube-system"
+        "allowed: get, list, watch, create, update configmaps in namespace kube-system"
     )
-    assert len(apiserver.requests_of("create", REVIEWS, 201)) == 8  # one review per verb
+    assert len(apiserver.requests_of("create", REVIEWS, 201)) == 10  # one review per verb
 
 
 async def test_a_missing_nodes_rule_is_named(
@@ -117,7 +122,11 @@ async def test_without_credentials_the_check_is_skipped_with_a_note(doctor_py_ro
 async def test_features_all_off_need_no_permission(doctor_py_root: DoctorRoot, kubeconfig: Path) -> None:
     rbac = (
         await doctor_py_root.run(
-            kubeconfig=kubeconfig, node_labels=False, node_events=False, device_info_configmap=False
+            kubeconfig=kubeconfig,
+            node_labels=False,
+            node_events=False,
+            device_info_configmap=False,
+            fault_config_configmap=False,
         )
     )["rbac"]
     assert (rbac.status, rbac.detail) == (Status.SKIPPED, "every Kubernetes feature is off in the settings")
@@ -163,7 +172,12 @@ async def test_a_refused_review_is_a_problem(
 
 def test_volcano_mode_needs_pods_and_the_node() -> None:
     base = {"backend": "fake", "fake_scenario": Path("/s"), "node_name": "n1", "kubeconfig": Path("/k")}
-    quiet = {"node_labels": False, "node_events": False, "device_info_configmap": False}
+    quiet = {
+        "node_labels": False,
+        "node_events": False,
+        "device_info_configmap": False,
+        "fault_config_configmap": False,
+    }
     assert _verbs(Settings(**base, **quiet, volcano=True)) == {
         "rbac:pods": ("get", "list", "watch", "patch"),
         "rbac:nodes": ("get",),
@@ -182,7 +196,14 @@ async def test_doctor_names_a_missing_pods_rule_in_volcano_mode(
 def test_a_dra_driver_needs_its_slices_and_claims_too() -> None:
     base = {"backend": "fake", "fake_scenario": Path("/s"), "node_name": "node-1"}
     verbs = _verbs(
-        Settings(**base, serve="dra", node_labels=False, node_events=False, device_info_configmap=False)
+        Settings(
+            **base,
+            serve="dra",
+            node_labels=False,
+            node_events=False,
+            device_info_configmap=False,
+            fault_config_configmap=False,
+        )
     )
     assert verbs == {
         "rbac:resourceslices": ("get", "list", "watch", "create", "update", "delete"),

@@ -16,7 +16,13 @@ from waiting import until
 
 from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
-from ascend_plugin.faces.kube.huawei_format import FaultClock, check_code, device_info_content, go_json
+from ascend_plugin.faces.kube.huawei_format import (
+    FaultClock,
+    build_device_info,
+    check_code,
+    chip_report,
+    go_json,
+)
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
@@ -191,16 +197,16 @@ async def test_follows_a_fault_and_its_recovery(
         assert device_list(apiserver)["huawei.com/Ascend310-Unhealthy"] == ""
 
 
-async def test_manually_separated_devices_have_their_own_key(
+async def test_a_910_node_has_the_network_and_recovering_keys(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1, 2))
-    set_faults(inventory, "Ascend910-2", (0x80E18402, FaultLevel.ManuallySeparateNPU))
+    set_faults(inventory, "Ascend910-2", (0x80E18402, FaultLevel.SeparateNPU))
     async with running(publisher(kube, inventory).run):
         await until(lambda: stored(apiserver) is not None, "the ConfigMap")
     configmap = stored(apiserver)
     assert configmap is not None
-    assert configmap["data"]["ManuallySeparateNPU"] == "Ascend910-2"
+    assert configmap["data"]["ManuallySeparateNPU"] == ""  # only a fault policy separates manually
     listed = device_list(apiserver)
     assert set(listed) == {
         "huawei.com/Ascend910",
@@ -215,7 +221,8 @@ async def test_manually_separated_devices_have_their_own_key(
 def test_fault_keys_per_family(short_tmp: Path) -> None:
     def keys(family: str, chip_name: str) -> set[str]:
         inventory = make_inventory(short_tmp, family=family, chip_name=chip_name)
-        return set(device_info_content(chip_views(inventory), inventory.table.resource_name, {}).device_list)
+        reports = [chip_report(device, {}) for device in chip_views(inventory)]
+        return set(build_device_info(reports, inventory.table.resource_name).device_list)
 
     assert "huawei.com/Ascend310P-Fault" in keys("310", "310")
     assert "huawei.com/Ascend310P-Fault" in keys("310P", "310P3")
@@ -279,13 +286,13 @@ async def test_an_unchanged_configmap_is_rewritten_every_refresh(
     assert len(lists) == 1
 
 
-async def test_a_conflict_is_retried_with_a_fresh_resource_version(
+async def test_a_write_by_someone_else_is_built_on_not_overwritten(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     inventory = make_inventory(short_tmp)
     async with running(publisher(kube, inventory).run):
         await until(lambda: stored(apiserver) is not None, "the ConfigMap")
-        # Someone else writes it: the version the plugin holds is stale now.
+        # Someone else writes it: the plugin follows the ConfigMap, and the next write builds on theirs.
         other = stored(apiserver)
         assert other is not None
         other["metadata"]["annotations"] = {"owner": "ops"}
@@ -296,7 +303,6 @@ async def test_a_conflict_is_retried_with_a_fresh_resource_version(
         await until(
             lambda: device_list(apiserver).get("huawei.com/Ascend310-Unhealthy") == "Ascend310-0", "update"
         )
-    assert apiserver.requests_of("update", "configmaps", 409)
     configmap = stored(apiserver)
     assert configmap is not None
     assert configmap["metadata"]["annotations"] == {"owner": "ops"}

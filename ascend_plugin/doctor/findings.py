@@ -37,6 +37,7 @@ class Guide(StrEnum):
     GLIBC = "docs/operations.md#the-librarys-glibc"
     RBAC = "docs/operations.md#permissions"
     NODE_IDENTITY = "docs/operations.md#node-name-and-host-ip"
+    FAULT_CONFIG = "docs/faults.md#where-the-configuration-comes-from"
 
 
 class Status(StrEnum):

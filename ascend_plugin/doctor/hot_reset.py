@@ -17,11 +17,12 @@ from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, how_to_set, listing
+from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.faults import FaultLevel, load_table
 from ascend_plugin.hot_reset.freeness import GroupCheck
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for
 from ascend_plugin.inventory.verdict import classify
+from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -57,7 +58,10 @@ async def hot_reset(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     settings = context.settings
-    levels = await _levels(context, backend, chips)
+    try:
+        levels = await _levels(context, backend, chips)
+    except SettingsError as error:  # a fault_levels_file the plugin would refuse: fault-config says why
+        raise NotApplicable(f"not checked: the fault levels cannot be read ({error})") from error
     wanted = {chip.phy_id: remedy_for(level) for chip, level in levels}
     names = {chip.phy_id: f"{backend.table.chip_id(chip.phy_id)} ({level.name})" for chip, level in levels}
     to_reset = [names[phy] for phy, remedy in wanted.items() if remedy is Remedy.RESET]

@@ -20,6 +20,7 @@ from ascend_plugin.doctor import (
     chips,
     devices,
     dra_features,
+    fault_config,
     host_files,
     hot_reset,
     identity,
@@ -53,6 +54,7 @@ CHECKS: tuple[Check, ...] = (
     kubelet.kubelet,
     identity.node_identity,
     rbac.permissions,
+    fault_config.fault_configuration,
     dra_features.dra_features,
 )
 

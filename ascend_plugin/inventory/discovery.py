@@ -29,7 +29,7 @@ from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, family_for, family_named
-from backends.library import DeviceLibrary, PcieAddress
+from backends.library import DeviceLibrary, PcieAddress, SuperPodInfo
 from backends.pci import PciSysfsError, numa_node
 from backends.session import LibrarySession
 
@@ -179,9 +179,30 @@ class Discovery:
                 )
             )
         facts = NodeFacts(
-            backend.table, backend.description, driver_version, frozenset(backend.missing), reads_vnpus
+            backend.table,
+            backend.description,
+            driver_version,
+            frozenset(backend.missing),
+            reads_vnpus,
+            await self._super_pod(backend, chips),
         )
         return Inventory(facts, states)
+
+    async def _super_pod(self, backend: ChipBackend, chips: list[Chip]) -> SuperPodInfo | None:
+        """The node's place in its super pod, from the first chip that says (A3 only; else None)."""
+        failures = []
+        for chip in chips:
+            try:
+                return await self.calls.call(chip.phy_id, "super_pod", backend.super_pod, chip)
+            except (ChipError, ChipCallError) as error:
+                failures.append(f"{chip.label}: {error}")
+        if failures:
+            log.warning(
+                "no chip could say the node's super pod (%s); the device-info ConfigMap says SuperPodID "
+                "and ServerIndex -2",
+                "; ".join(failures),
+            )
+        return None
 
     async def _pcie_address(self, backend: ChipBackend, chip: Chip) -> PcieAddress | None:
         """Where the chip sits on PCI; None where the driver does not say."""

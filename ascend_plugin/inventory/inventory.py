@@ -31,7 +31,7 @@ from ascend_plugin.fault_policy.chip import ChipJudgement
 from ascend_plugin.faults import Fault, FaultLevel, format_code
 from backends.chips import Chip
 from backends.families import FamilyTable
-from backends.library import PcieAddress, VdevInfo
+from backends.library import PcieAddress, SuperPodInfo, VdevInfo
 from backends.topology import TopologyUnit
 
 
@@ -109,6 +109,8 @@ class NodeFacts:
     driver_version: str = ""
     missing_functions: frozenset[str] = frozenset()  # optional DCMI functions the library lacks
     reads_vnpus: bool = False  # whether the chips' vNPUs are read (vnpu static or dynamic on 310P, 910)
+    # Where an A3 node sits in its super pod (read once at start); None: not an A3, or no chip could say.
+    super_pod: SuperPodInfo | None = None
 
 
 Transition = Callable[[ChipState, ChipState], None]

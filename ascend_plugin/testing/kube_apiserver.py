@@ -306,6 +306,8 @@ class FakeApiServer:
     opaque_versions: bool = False  # hand out resourceVersions that are not numbers
     bookmark_interval: float = 60.0  # seconds between a watch's bookmarks (the watch cache's frequency)
     bookmarks_sent: int = 0
+    # Resources whose watches stay open but pass no event on (a proxy that swallows them).
+    muted_watches: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -425,6 +427,10 @@ class FakeApiServer:
         """Cut every open watch's connection mid-stream (the client sees a broken response)."""
         dropping, self._dropping = self._dropping, asyncio.Event()
         dropping.set()
+
+    def mute_watches(self, resource: str) -> None:
+        """Watches of ``resource`` (open and new) stay open and pass nothing on, without an error."""
+        self.muted_watches.add(resource)
 
     def send_bookmarks(self) -> None:
         """Every open watch that allows bookmarks gets one now, with the current resourceVersion."""
@@ -781,7 +787,7 @@ class FakeApiServer:
             for change in [c for c in self.history if c.version > since]:
                 since = change.version
                 event = self._watch_event(request, resource, namespace, change)
-                if event is not None:
+                if event is not None and resource not in self.muted_watches:
                     await response.write(json.dumps(event).encode() + b"\n")
             now = loop.time()
             due = next_bookmark is not None and now >= next_bookmark

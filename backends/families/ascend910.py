@@ -26,7 +26,15 @@ from backends.backend import HBM_INFO, SUBSCRIBE, ChipBackend, MemoryKind
 from backends.chips import Chip
 from backends.errors import ChipError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import ChipInfo, EccDeviceType, EccInfo, FaultHandler, NetworkHealth, UtilizationType
+from backends.library import (
+    ChipInfo,
+    EccDeviceType,
+    EccInfo,
+    FaultHandler,
+    NetworkHealth,
+    SuperPodInfo,
+    UtilizationType,
+)
 from backends.readings import NETWORK_DOWN, NETWORK_UNKNOWN, NETWORK_UP, MemoryUsage, Utilization, valid
 from backends.reset_groups import cards, logic_block, whole_node
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
@@ -252,6 +260,10 @@ class Ascend910A3(Ascend910):
     def associated_card(self, chip: Chip) -> int:
         brother = self._brother(chip)
         return -1 if brother is None else brother
+
+    def super_pod(self, chip: Chip) -> SuperPodInfo | None:
+        """``dcmi_get_device_info(CHIP_INF, SPOD_INFO)``: -1 where the driver says 0xffffffff (none)."""
+        return self.library.super_pod_info(chip.card_id, chip.device_id)
 
     def _brother(self, chip: Chip) -> int | None:
         """The brother card the driver names, or None where it cannot."""

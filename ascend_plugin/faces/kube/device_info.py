@@ -18,6 +18,23 @@ closely, yet a flapping chip must not turn into a stream of writes to etcd:
 * it is created when missing, and replaced with the resourceVersion last seen;
   on a conflict (someone else wrote it) it is read again and the write retried.
 
+Each chip is reported as the fault policy judged it (:func:`~.huawei_format.chip_report`).
+With a policy, the ConfigMap is also where manual separation lives, as in
+Huawei's plugin:
+
+* ``ManuallySeparateNPU`` names the policy's manually separated chips and
+  ``UpgradeFaultReason`` its escalations; a write that succeeds tells the policy
+  (:meth:`~ascend_plugin.fault_policy.policy.FaultPolicy.mark_written`);
+* at start, before the first write, both keys are read back and restored into
+  the policy, so a separation survives a restart of the plugin;
+* the ConfigMap is followed (a reflector: list, then watch), so an operator who
+  deletes a chip's name from ``ManuallySeparateNPU`` releases it within a
+  second or two; only a version written after ours counts (the reflector shows
+  our own write until the watch has it, and a conflict re-reads before writing
+  again), so an edit is never lost to a write of the older state;
+* every escalation lifted (by the operator, a release window, a recovery) is a
+  node Event naming the chip, the code, the level and why.
+
 Failures are retried with backoff, each attempt writing the state of that moment.
 """
 
@@ -29,16 +46,36 @@ from collections.abc import Callable
 
 import anyio
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.faces.kube.chips import chip_views
+from ascend_plugin.faces.kube.events import NodeEvents, release_event
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
+    MANUALLY_SEPARATED_KEY,
+    UPGRADE_REASON_KEY,
     DeviceInfoContent,
     FaultClock,
-    device_info_content,
+    SuperPodPlace,
+    build_device_info,
+    chip_report,
+    decode_upgrade_reasons,
+    device_names,
+    encode_upgrade_reasons,
+    parse_device_names,
 )
+from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube, labels_of, mapping_field
+from ascend_plugin.kubeapi.client import (
+    CONFIGMAPS,
+    WATCH_TIMEOUT,
+    JsonObject,
+    Kube,
+    labels_of,
+    mapping_field,
+    string_map,
+)
 from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
+from ascend_plugin.kubeapi.reflector import named_object, object_key, version_of
 from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.offers.assignments import HeldChips
 
@@ -62,6 +99,9 @@ class DeviceInfoPublisher:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         held: HeldChips | None = None,
+        policy: FaultPolicy | None = None,
+        events: NodeEvents | None = None,
+        watch_timeout: int = WATCH_TIMEOUT,
     ) -> None:
         self.kube = kube
         self.inventory = inventory
@@ -72,9 +112,25 @@ class DeviceInfoPublisher:
         self.wall_clock = wall_clock
         self.faults = FaultClock(wall_clock)
         self.held = held
+        self.policy = policy
+        self.events = events
+        self.prefix = inventory.table.device_id_prefix
+        self.super_pod = SuperPodPlace.of(inventory.facts.super_pod)
+        self.key = object_key(namespace, name)
+        # Bumped by the ConfigMap's changes and the policy's: either may call for a write.
+        self._nudges = Changes()
+        self.reflector = named_object(
+            kube,
+            CONFIGMAPS,
+            namespace,
+            name,
+            part=f"device-info ConfigMap {self.where} (followed)",
+            changes=self._nudges,
+            watch_timeout=watch_timeout,
+        )
         self._written: DeviceInfoContent | None = None
         self._last_write = -float("inf")
-        self._current: JsonObject | None = None  # the object as the server last returned it
+        self._taken = ""  # resourceVersion of the last version whose ManuallySeparateNPU the policy has
 
     @property
     def where(self) -> str:
@@ -82,32 +138,87 @@ class DeviceInfoPublisher:
         return f"{self.namespace}/{self.name}"
 
     async def run(self) -> None:
-        """Keep the ConfigMap current until the inventory closes."""
-        retry = Retrier(f"device-info ConfigMap {self.where}")
+        """Read back what the ConfigMap recorded, then keep it current until the inventory closes."""
+        stop = self.policy.on_change(self._nudges.bump) if self.policy is not None else None
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self.reflector.run, name="device-info ConfigMap reflector")
+                if self.events is not None:
+                    tasks.start_soon(self.events.run, name="escalation release events")
+                retry = Retrier(f"device-info ConfigMap {self.where}")
+                await self._read_back(retry)
+                await self._publish(retry)
+                tasks.cancel_scope.cancel()
+        finally:
+            if stop is not None:
+                stop()
+
+    async def _read_back(self, retry: Retrier) -> None:
+        """Take what the ConfigMap recorded into the policy, before anything is written over it."""
+        while True:
+            try:
+                current = await self._read()
+            except KubeError as error:
+                await retry.failed(error)
+                continue
+            retry.succeeded()
+            if current is not None and self.policy is not None:
+                self._restore(self.policy, current)
+            return
+
+    def _restore(self, policy: FaultPolicy, current: JsonObject) -> None:
+        data = string_map(current, "data")
+        separated, problems = parse_device_names(data.get(MANUALLY_SEPARATED_KEY, ""), self.prefix)
+        reasons, skipped = decode_upgrade_reasons(data.get(UPGRADE_REASON_KEY, ""), self.prefix)
+        chips = {state.phy_id for state in self.inventory.chips()}
+        strangers = sorted((set(separated) | set(reasons)) - chips)
+        if strangers:
+            problems.append(
+                "names chips this node does not have ("
+                + ", ".join(f"{self.prefix}-{phy}" for phy in strangers)
+                + "); they are dropped"
+            )
+        for problem in [*problems, *skipped]:
+            log.warning("device-info ConfigMap %s read back: %s", self.where, problem)
+        separated = [phy for phy in separated if phy in chips]
+        reasons = {phy: chip_reasons for phy, chip_reasons in reasons.items() if phy in chips}
+        policy.restore(separated, reasons)
+        self._taken = version_of(current)
+        if separated or reasons:
+            log.info(
+                "device-info ConfigMap %s read back: manually separated %s; escalations of %s",
+                self.where,
+                device_names(self.prefix, separated) or "none",
+                device_names(self.prefix, reasons) or "none",
+                extra={"configmap": self.where, "separated": separated},
+            )
+
+    async def _publish(self, retry: Retrier) -> None:
         version = self.inventory.version
         while not self.inventory.closed:
             held_version = self.held.version if self.held is not None else 0
-            content = self._content()
+            nudges = self._nudges.version
+            self._take_operator_edits()
+            self._tell_releases()
+            content, separated = self._content()
             since_write = self.clock() - self._last_write
-            if content != self._written or since_write >= self.refresh:
+            if content != self._written or self._stored_differs() or since_write >= self.refresh:
                 if since_write < MIN_WRITE_INTERVAL:
                     # Coalesce: wait out the second, then write whatever the state is by then.
                     await anyio.sleep(MIN_WRITE_INTERVAL - since_write)
                     continue
                 try:
-                    await self._write(content)
+                    await self._write(content, separated)
                 except KubeError as error:
                     await retry.failed(error)
                     continue
                 retry.succeeded()
             with anyio.move_on_after(max(self._last_write + self.refresh - self.clock(), 0.0)):
-                version = await self._wait_for_change(version, held_version)
+                version = await self._wait_for_change(version, held_version, nudges)
 
-    async def _wait_for_change(self, version: int, held_version: int) -> int:
-        """The inventory's version once it changed from ``version`` or the held chips from theirs."""
+    async def _wait_for_change(self, version: int, held_version: int, nudges: int) -> int:
+        """The inventory's version once it, the held chips, the ConfigMap or the policy changed."""
         held = self.held
-        if held is None:
-            return await self.inventory.wait_for_change(version)
         async with anyio.create_task_group() as group:
 
             async def inventory_changed() -> None:
@@ -115,31 +226,99 @@ class DeviceInfoPublisher:
                 group.cancel_scope.cancel()
 
             async def held_changed() -> None:
+                assert held is not None
                 await held.wait_for_change(held_version)
                 group.cancel_scope.cancel()
 
+            async def nudged() -> None:
+                await self._nudges.wait_for_change(nudges)
+                group.cancel_scope.cancel()
+
             group.start_soon(inventory_changed)
-            group.start_soon(held_changed)
+            group.start_soon(nudged)
+            if held is not None:
+                group.start_soon(held_changed)
         return self.inventory.version
 
-    def _content(self) -> DeviceInfoContent:
+    def _content(self) -> tuple[DeviceInfoContent, tuple[int, ...]]:
+        """The content to write, and the chips it names in ManuallySeparateNPU."""
         devices = chip_views(self.inventory)
-        resource = self.inventory.table.resource_name
+        first_seen = self.faults.observe(
+            device for device in devices if device.state.health.judgement is None
+        )
         held = self.held.chips if self.held is not None else frozenset()
-        return device_info_content(devices, resource, self.faults.observe(devices), held)
+        separated: tuple[int, ...] = ()
+        reasons = "{}"
+        if self.policy is not None:
+            separated = self.policy.manually_separated()
+            reasons = encode_upgrade_reasons(self.policy.reasons(), self.prefix)
+        content = build_device_info(
+            [chip_report(device, first_seen) for device in devices],
+            self.inventory.table.resource_name,
+            held=held,
+            manually_separated=device_names(self.prefix, separated),
+            upgrade_reasons=reasons,
+            super_pod=self.super_pod,
+        )
+        return content, separated
 
-    async def _write(self, content: DeviceInfoContent) -> None:
-        data = content.data(int(self.wall_clock()))
+    def _take_operator_edits(self) -> None:
+        """Hand a version of the ConfigMap newer than what the policy has to it: an operator's releases.
+
+        The store holds our own last write until the watch has shown it, so
+        whatever else it holds came after that write.
+        """
+        current = self.reflector.get(self.key)
+        if self.policy is None or current is None or version_of(current) == self._taken:
+            return
+        self._taken = version_of(current)
+        text = string_map(current, "data").get(MANUALLY_SEPARATED_KEY, "")
+        listed, problems = parse_device_names(text, self.prefix)
+        for problem in problems:
+            log.warning("device-info ConfigMap %s: %s", self.where, problem)
+        self.policy.sync_manual_separation(listed)
+
+    def _tell_releases(self) -> None:
+        """Log each escalation the policy lifted, and post it as a node Event."""
+        if self.policy is None:
+            return
+        for release in self.policy.drain_releases():
+            reason, message = release_event(self.inventory.table.chip_id(release.phy_id), release)
+            log.info("%s", message, extra={"chip": release.phy_id, "cause": release.cause.name})
+            if self.events is not None:
+                self.events.announce(reason, message, "Normal")
+
+    def _stored_differs(self) -> bool:
+        """Whether the ConfigMap lost what we last wrote there (deleted, or its keys edited by hand)."""
+        if self._written is None:
+            return False
+        current = self.reflector.get(self.key)
+        if current is None:
+            return True
+        data = string_map(current, "data")
+        return (data.get(MANUALLY_SEPARATED_KEY), data.get(UPGRADE_REASON_KEY)) != (
+            self._written.manually_separated,
+            self._written.upgrade_reasons,
+        )
+
+    async def _write(self, content: DeviceInfoContent, separated: tuple[int, ...]) -> None:
         for attempt in range(1, CONFLICT_RETRIES + 1):
             try:
-                await self._put(data)
+                written = await self._put(content.data(int(self.wall_clock())))
                 break
             except (Conflict, NotFound) as error:
-                # Someone else wrote (or deleted) it since we last looked: look again.
+                # Someone else wrote (or deleted) it since we last looked: look again, and take in
+                # what they changed before writing the state of now.
                 if attempt == CONFLICT_RETRIES:
                     raise
                 log.debug("device-info ConfigMap %s: %s; reading it again", self.where, error)
-                self._current = None
+                await self._read()
+                self._take_operator_edits()
+                self._tell_releases()
+                content, separated = self._content()
+        self._taken = version_of(written)
+        if self.policy is not None:
+            self.policy.mark_written(separated)
         if content != self._written:
             log.info(
                 "device-info ConfigMap %s written: %s",
@@ -148,26 +327,36 @@ class DeviceInfoPublisher:
                     f"{key}={value or '-'}"
                     for key, value in content.device_list.items()
                     if not value.startswith("[")
-                ),
+                )
+                + f", {MANUALLY_SEPARATED_KEY}={content.manually_separated or '-'}",
                 extra={"configmap": self.where},
             )
         self._written = content
         self._last_write = self.clock()
 
-    async def _put(self, data: dict[str, str]) -> None:
-        """Replace the object with ``data``, or create it when it does not exist."""
-        if self._current is None:
-            try:
-                self._current = await self.kube.get(CONFIGMAPS, self.name, self.namespace)
-            except NotFound:
-                self._current = await self.kube.create(CONFIGMAPS, self.namespace, self._body(data))
-                log.info("device-info ConfigMap %s created", self.where)
-                return
-        self._current = await self.kube.replace(CONFIGMAPS, self.name, self.namespace, self._body(data))
+    async def _read(self) -> JsonObject | None:
+        """The ConfigMap as the API server has it now (None: it does not exist), into the reflector."""
+        try:
+            return await self.reflector.record_read(self.kube.get(CONFIGMAPS, self.name, self.namespace))
+        except NotFound:
+            self.reflector.record_gone(self.key)
+            return None
 
-    def _body(self, data: dict[str, str]) -> JsonObject:
+    async def _put(self, data: dict[str, str]) -> JsonObject:
+        """Replace the object with ``data``, or create it when it does not exist; the server's answer."""
+        current = self.reflector.get(self.key)
+        if current is None:
+            created = await self.reflector.record_write(
+                self.kube.create(CONFIGMAPS, self.namespace, self._body(data, {}))
+            )
+            log.info("device-info ConfigMap %s created", self.where)
+            return created
+        return await self.reflector.record_write(
+            self.kube.replace(CONFIGMAPS, self.name, self.namespace, self._body(data, current))
+        )
+
+    def _body(self, data: dict[str, str], current: JsonObject) -> JsonObject:
         """The full object to send: ours, keeping labels and annotations others put on it."""
-        current = self._current or {}
         metadata = mapping_field(current, "metadata")
         body_metadata: JsonObject = {
             "name": self.name,

@@ -26,6 +26,8 @@ from datetime import UTC, datetime
 import anyio
 
 from ascend_plugin.faces.kube.chips import ChipView
+from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
 from ascend_plugin.inventory.inventory import ChipState
 from ascend_plugin.kubeapi.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import ApiError, KubeError
@@ -91,6 +93,26 @@ def transition_event(old: ChipView, new: ChipView, at: datetime) -> PendingEvent
     return PendingEvent(
         "NPUUnhealthy", "Warning", f"{new.id} is unhealthy: {new.reason or 'unknown reason'}{faults}", at
     )
+
+
+RELEASE_REASON = "NPUEscalationReleased"
+
+
+def release_event(chip: str, release: Release) -> tuple[str, str]:
+    """The reason and message of the Event for escalations lifted from ``chip`` (its device name)."""
+    lifted = "; ".join(
+        f"{_spelled(reason)} at {reason.level.name} by {reason.kind.value} since "
+        f"{datetime.fromtimestamp(reason.upgrade_time / 1000, UTC):%Y-%m-%dT%H:%M:%SZ}"
+        for reason in release.reasons
+    )
+    manual = any(reason.level is FaultLevel.ManuallySeparateNPU for reason in release.reasons)
+    what = "no longer manually separated" if manual else "escalation lifted"
+    return RELEASE_REASON, f"{chip} {what} ({release.cause.value}): {lifted}"
+
+
+def _spelled(reason: UpgradeReason) -> str:
+    """The code as the ConfigMap spells it (upper-case hex), or the word an autofilled reason has."""
+    return reason.fault_code if reason.code is None else reason.fault_code.upper()
 
 
 def _faults(device: ChipView) -> str:

@@ -53,6 +53,7 @@ from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
 from ascend_plugin.faults import format_code
+from backends.library import SuperPodInfo
 
 DATA_KEY = "DeviceInfoCfg"
 MANUALLY_SEPARATED_KEY = "ManuallySeparateNPU"
@@ -116,6 +117,11 @@ class SuperPodPlace:
     def from_driver(cls, super_pod_id: int, server_id: int) -> SuperPodPlace:
         """The driver's ``dcmi_spod_info`` fields (unsigned 32-bit) as Huawei writes them (int32)."""
         return cls(_int32(super_pod_id), _int32(server_id))
+
+    @classmethod
+    def of(cls, info: SuperPodInfo | None) -> SuperPodPlace:
+        """The place discovery read (None: not an A3, or the query failed on every chip: -2)."""
+        return UNAVAILABLE if info is None else cls.from_driver(info.super_pod_id, info.server_id)
 
 
 NOT_QUERIED = SuperPodPlace(-1, -1)
@@ -378,15 +384,16 @@ def _reason(item: object) -> UpgradeReason | None:
     return UpgradeReason(code, level, kind, upgrade_time)
 
 
-# -- the health verdict's view, until the fault policy judges the chips ---------------------
+# -- one chip's report: the fault policy's judgement, else the health verdict's view --------
 
 
 class FaultClock:
     """When each current fault code of each device was first seen, in Unix milliseconds.
 
-    DCMI does not say when a fault was raised; the first health round that saw
-    it is the best figure we have. A code that clears is forgotten, so a fault
-    that comes back gets a new time, as it does in Huawei's plugin.
+    Only for chips the fault policy has not judged (its judgement carries its
+    own times): DCMI does not say when a fault was raised, so the first health
+    round that saw it is the best figure there is. A code that clears is
+    forgotten, so a fault that comes back gets a new time, as in Huawei's plugin.
     """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
@@ -401,34 +408,25 @@ class FaultClock:
         return dict(self._first_seen)
 
 
-def verdict_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> ChipReport:
-    """A chip as the health verdict sees it: its faults, most severe first, and its health."""
+def chip_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> ChipReport:
+    """What the ConfigMap says of ``device``.
+
+    A chip the fault policy judged is reported as judged: its levels, codes
+    and times, its network's, and its health as the kubelet is told (a hot
+    reset or a hung call overrides the judgement's). A chip without a
+    judgement (its verdict came from elsewhere: never read, a hung call, a
+    plugin without a policy) is reported from its verdict: its faults, most
+    severe first, timed by ``first_seen`` (:class:`FaultClock`).
+    """
+    state = device.state
+    judgement = state.health.judgement
+    if judgement is not None:
+        return ChipReport.judged(
+            device.id, state.phy_id, judgement, healthy=state.healthy, recovering=state.resetting
+        )
     times = {
         format_code(fault.code): CodeTime(first_seen[device.id, fault.code], fault.level)
         for fault in device.faults
     }
     side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times), len(times))
-    return ChipReport(
-        device.id, device.state.phy_id, device.healthy, recovering=device.state.resetting, chip=side
-    )
-
-
-def device_info_content(
-    devices: Iterable[ChipView],
-    resource_name: str,
-    first_seen: Mapping[tuple[str, int], int],
-    held: frozenset[int] = frozenset(),
-) -> DeviceInfoContent:
-    """The device-info content for ``devices`` as the health verdict sees them.
-
-    A chip at ManuallySeparateNPU is named in that key; nothing escalates, so
-    UpgradeFaultReason stays ``{}``.
-    """
-    devices = list(devices)
-    separated = ",".join(
-        device.id
-        for device in devices
-        if any(fault.level is FaultLevel.ManuallySeparateNPU for fault in device.faults)
-    )
-    reports = [verdict_report(device, first_seen) for device in devices]
-    return build_device_info(reports, resource_name, held=held, manually_separated=separated)
+    return ChipReport(device.id, state.phy_id, state.healthy, recovering=state.resetting, chip=side)

@@ -8,10 +8,13 @@ publisher is one more row here plus its module.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFIG_NAMESPACE
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.live_config import LiveConfig
@@ -21,6 +24,8 @@ from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
     from ascend_plugin.kubeapi.client import Kube
+
+log = logging.getLogger(__name__)
 
 Part = Callable[[], Awaitable[None]]
 
@@ -40,6 +45,8 @@ class KubeInputs:
     held: HeldChips | None = None  # chips held (PodResources, every mode); Volcano mode: off the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
+    # The fault configuration's inputs and the node's fault policy (None: a plugin without one).
+    faults: FaultSources | None = None
 
 
 @dataclass(frozen=True)
@@ -73,8 +80,12 @@ def _labels(kube: Kube, inputs: KubeInputs) -> Part:
 
 def _device_info(kube: Kube, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
+    from ascend_plugin.faces.kube.events import NodeEvents
 
     settings = inputs.settings
+    events = None
+    if settings.node_events:
+        events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
     return DeviceInfoPublisher(
         kube,
         inputs.inventory,
@@ -82,6 +93,8 @@ def _device_info(kube: Kube, inputs: KubeInputs) -> Part:
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
         held=inputs.held,
+        policy=inputs.faults.policy if inputs.faults is not None else None,
+        events=events,
     ).run
 
 
@@ -97,6 +110,20 @@ def _config(kube: Kube, inputs: KubeInputs) -> Part:
     return ConfigWatcher(
         kube, inputs.config, config_namespace(inputs.settings), inputs.settings.config_configmap
     ).run
+
+
+def _fault_config(kube: Kube, inputs: KubeInputs) -> Part:
+    from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+
+    faults = inputs.faults
+    if faults is None:
+        return _nothing_to_configure
+    return FaultConfigWatcher(kube, faults).run
+
+
+async def _nothing_to_configure() -> None:
+    """A plugin built without a fault policy has no configuration for the ConfigMap to change."""
+    log.info("no fault policy in this plugin: mindx-dl-fault-config is not followed")
 
 
 def _events(kube: Kube, inputs: KubeInputs) -> Part:
@@ -139,8 +166,16 @@ PUBLISHERS: tuple[Publisher, ...] = (
     Publisher(
         "device-info ConfigMap",
         "device_info_configmap",
-        lambda s: (Grant("configmaps", s.device_info_namespace, ("get", "create", "update")),),
+        lambda s: (
+            Grant("configmaps", s.device_info_namespace, ("get", "list", "watch", "create", "update")),
+        ),
         _device_info,
+    ),
+    Publisher(
+        "fault configuration ConfigMap",
+        "fault_config_configmap",
+        lambda s: (Grant("configmaps", FAULT_CONFIG_NAMESPACE, ("get", "list", "watch")),),
+        _fault_config,
     ),
     Publisher(
         "config ConfigMap",
