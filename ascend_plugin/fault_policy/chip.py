@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -104,6 +105,7 @@ class ChipFaults:
         self._clocks: dict[int, DurationClock] = {}
         self._accompanying = AccompanyingFaults()
         self._releases: list[Release] = []
+        self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
 
     # -- what happens -------------------------------------------------------------------
 
@@ -131,6 +133,17 @@ class ChipFaults:
             if current.polled and current.until is None and code not in listed:
                 self.observe(Observation(code, Assertion.RECOVERED, at, POLLED_SEVERITY, polled=True))
         self._accompanying.forget_absent(listed)
+
+    def read_afresh(self) -> None:
+        """The chip was reset: let the next poll decide every current code, as if polls had listed them all.
+
+        A code a fault event raised (or reported once) before a reset says
+        nothing of the chip after it; the poll that follows keeps the codes it
+        lists and clears the rest, through the usual recovery (clocks and
+        counters see it).
+        """
+        for current in self._current.values():
+            current.polled, current.until = True, None
 
     def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
         """Take back what the device-info ConfigMap recorded before a restart.
@@ -423,6 +436,8 @@ class ChipFaults:
 
     def _escalate(self, reason: UpgradeReason) -> None:
         was_manual = self.reasons.manual
+        if not self.reasons.has(reason.key):
+            self.escalated[reason.kind] += 1
         self.reasons.put(reason)
         if self.reasons.manual and not was_manual:
             self.separation_written = False

@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.live_config import LiveConfig
@@ -37,6 +38,7 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    faults: FaultSources  # the fault configuration's inputs and the node's fault policy
     held: HeldChips | None = None  # Volcano mode: chips of active pods, left out of the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
@@ -95,7 +97,11 @@ def _config(kube: Kube, inputs: KubeInputs) -> Part:
 
     assert inputs.settings.config_configmap is not None  # enabled only when set
     return ConfigWatcher(
-        kube, inputs.config, config_namespace(inputs.settings), inputs.settings.config_configmap
+        kube,
+        inputs.config,
+        inputs.faults,
+        config_namespace(inputs.settings),
+        inputs.settings.config_configmap,
     ).run
 
 
