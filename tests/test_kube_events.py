@@ -64,11 +64,11 @@ async def test_each_transition_is_an_event_on_the_node(
     assert unhealthy["firstTimestamp"].endswith("Z")
     message = unhealthy["message"]
     assert "Ascend310-0 is unhealthy" in message
-    assert "80E01801 (RestartBusiness)" in message
-    assert "fault 80E01801:RestartBusiness" in message  # the inventory's reason
+    assert "80E01801 (SeparateNPU)" in message
+    assert "fault 80E01801:SeparateNPU" in message  # the inventory's reason
 
     assert healthy["type"] == "Normal"
-    assert healthy["message"].startswith("Ascend310-0 is healthy again (was: fault 80E01801:RestartBusiness)")
+    assert healthy["message"].startswith("Ascend310-0 is healthy again (was: fault 80E01801:SeparateNPU)")
 
 
 async def test_a_flapping_chip_is_rate_limited_and_the_drops_summarised(

@@ -101,6 +101,7 @@ class ChipFaults:
         self.separation_written = False
         self._current: dict[int, _Current] = {}
         self._severities: dict[int, int | None] = {}
+        self._event_at: dict[int, int] = {}  # code -> when an event last spoke of it (Unix ms)
         self._counters: dict[int, FrequencyCounter] = {}
         self._clocks: dict[int, DurationClock] = {}
         self._accompanying = AccompanyingFaults()
@@ -114,23 +115,31 @@ class ChipFaults:
         if observation.code == RESET_FINISHED:
             return True
         self._severities[observation.code] = observation.severity
+        if not observation.polled:
+            self._event_at[observation.code] = max(observation.at, self._event_at.get(observation.code, 0))
         for admitted in self._admit(observation):
             self._apply(admitted)
         return False
 
     def reconcile(self, listed: Collection[int], at: int) -> None:
-        """A poll lists ``listed``: raise the new codes, clear the polled ones it no longer lists.
+        """A poll begun at ``at`` lists ``listed``: raise new codes, clear the polled ones it no longer lists.
 
         The reset-finished code is not a fault: a poll is already the fresh read it asks for.
+        A code an event spoke of after the poll began is the event's: the poll's
+        older view of it is left out (a recovery event is not undone by a poll
+        that read the code just before it cleared).
         """
+        stale = {code for code, event_at in self._event_at.items() if event_at > at}
         for code in listed:
             current = self._current.get(code)
+            if code in stale:
+                continue
             if current is not None:
                 current.polled = True
             elif code != RESET_FINISHED:
                 self.observe(Observation(code, Assertion.RAISED, at, POLLED_SEVERITY, polled=True))
         for code, current in list(self._current.items()):
-            if current.polled and current.until is None and code not in listed:
+            if current.polled and current.until is None and code not in listed and code not in stale:
                 self.observe(Observation(code, Assertion.RECOVERED, at, POLLED_SEVERITY, polled=True))
         self._accompanying.forget_absent(listed)
 

@@ -126,6 +126,7 @@ class _Watch:
     damping: Damping
     source: Source  # how fault-event lines name it
     reading: HealthReading | None = None
+    read_at: int = 0  # when the poll that read it began, on the fault policy's clock (Unix ms)
     failures: int = 0
     error: str = ""
     wake: anyio.Event = field(default_factory=anyio.Event)
@@ -302,7 +303,8 @@ class HealthMonitor:
                 )
             elif look.reading is not None:
                 watch.reading, watch.failures, watch.error = look.reading, 0, ""
-                self._reconcile(watch, self._policy_time(started))
+                watch.read_at = self._policy_time(started)
+                self._reconcile(watch)
                 self._record_vnpus(watch, look)
                 if watch.network_read is not None:
                     watch.network_read.set()
@@ -312,10 +314,11 @@ class HealthMonitor:
         """The monitor's clock time ``at`` on the fault policy's clock (Unix milliseconds)."""
         return self.faults.now() - round((self.clock() - at) * 1000)
 
-    def _reconcile(self, watch: _Watch, at: int) -> None:
+    def _reconcile(self, watch: _Watch) -> None:
         """Tell the policy the codes the last poll listed, with the link's state as a second source.
 
-        Only a reading that lists codes says anything of codes that cleared.
+        Only a reading that lists codes says anything of codes that cleared. It
+        is dated when its poll began, so that an event since then wins over it.
         """
         reading = watch.reading
         if reading is None or not reading.codes_known:
@@ -323,7 +326,7 @@ class HealthMonitor:
         codes = reading.codes
         if watch.link_down and LINK_DOWN not in codes:
             codes = (*codes, LINK_DOWN)
-        self.faults.reconcile(watch.chip.phy_id, codes, at)
+        self.faults.reconcile(watch.chip.phy_id, codes, watch.read_at)
 
     def _look(self, calls: LaneCalls, chip: Chip, reads_vnpus: bool) -> _Look:
         """One poll's reads, on the chip's thread: its health, then (where read and present) its vNPUs."""
@@ -378,8 +381,7 @@ class HealthMonitor:
         )
         verdict = watch.damping.apply(judge(evidence, policy.failure_threshold), now, policy.damping)
         old = self.inventory.get(phy)
-        known = judgement if watch.reading is not None else None
-        health = ChipHealth(True, verdict.healthy, verdict.reason, verdict.faults, known)
+        health = ChipHealth(True, verdict.healthy, verdict.reason, verdict.faults, verdict.judgement)
         if self.inventory.set_health(watch.chip.phy_id, health) and old is not None:
             self._log_transition(self.inventory.table.chip_id(old.phy_id), old, verdict)
 
@@ -493,7 +495,7 @@ class HealthMonitor:
         if down is None or down == watch.link_down:
             return
         watch.link_down = down
-        self._reconcile(watch, self.faults.now())
+        self._reconcile(watch)
         self._decide(watch)
 
     def _lane_changed(self, lane: LaneKey, stuck: StuckCall | None) -> None:

@@ -14,7 +14,9 @@ What decides, in order:
 * otherwise healthy (flap damping may still hold it: :mod:`.damping`).
 
 The faults of the verdict are the chip's current codes at their levels
-(:func:`~ascend_plugin.faults.current_faults`), whatever decided.
+(:func:`~ascend_plugin.faults.current_faults`), whatever decided, and its
+judgement the policy's, except where the chip was never read (or no poll
+succeeded for ``failure_threshold`` tries): then there is no judgement to show.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ def judge(observation: Observation, failure_threshold: int) -> Verdict:
     reading, judgement = observation.reading, observation.judgement
     faults = current_faults(judgement)
     if observation.stuck is not None:
-        return Verdict(False, observation.stuck.overran, faults)
+        return Verdict(False, observation.stuck.overran, faults, judgement if reading is not None else None)
     if observation.failures >= failure_threshold:
         return Verdict(
             False, f"health query failed {observation.failures} times in a row: {observation.error}", ()
@@ -57,13 +59,16 @@ def judge(observation: Observation, failure_threshold: int) -> Verdict:
         why = f": {observation.error}" if observation.error else ""
         return Verdict(False, f"health not read yet{why}", ())
     if reading.dropped:
-        return Verdict(False, "card dropped off the bus (no health answer)", faults)
+        return Verdict(False, "card dropped off the bus (no health answer)", faults, judgement)
     if not judgement.healthy:
-        return Verdict(False, _why(judgement, faults, set(reading.codes), observation.held), faults)
+        why = _why(judgement, faults, set(reading.codes), observation.held)
+        return Verdict(False, why, faults, judgement)
     if not faults and reading.value >= 2:
         state = _HEALTH_VALUES.get(reading.value, f"unknown value {reading.value}")
-        return Verdict(False, f"health value {reading.value} ({state}) without a fault code", faults)
-    return Verdict(True, "", faults)
+        return Verdict(
+            False, f"health value {reading.value} ({state}) without a fault code", faults, judgement
+        )
+    return Verdict(True, "", faults, judgement)
 
 
 def _why(judgement: ChipJudgement, faults: tuple[Fault, ...], polled: set[int], held: bool) -> str:
