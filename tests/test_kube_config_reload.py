@@ -125,8 +125,9 @@ async def test_fault_levels_lay_over_the_configuration_in_force(
         await until(lambda: level_of(app, CODE) is FaultLevel.NotHandleFault, "the override")
         assert app.faults.config.sources["overlay"] == f"fault_levels.json of {NAMESPACE}/{NAME}"
         # Every other code of the built-in faultCode.json is where it was.
-        listed = builtin_codes().per_code_levels().items()
-        others = {code: level for code, level in listed if code != CODE and code not in NETWORK_CODES}
+        lists = builtin_codes()
+        listed = {code for codes in lists.chip.values() for code in codes} - NETWORK_CODES - {CODE}
+        others = {code: lists.chip_level([code], {}) for code in listed}
         assert others
         assert all(level_of(app, code) is level for code, level in others.items())
 

@@ -127,6 +127,7 @@ class _Watch:
     source: Source  # how fault-event lines name it
     reading: HealthReading | None = None
     read_at: int = 0  # when the poll that read it began, on the fault policy's clock (Unix ms)
+    judged_at: int = 0  # when the policy last judged it, on its clock (Unix ms)
     failures: int = 0
     error: str = ""
     wake: anyio.Event = field(default_factory=anyio.Event)
@@ -260,14 +261,14 @@ class HealthMonitor:
         """Seconds until the fault policy's next timed change on the chip (None: none pending).
 
         The policy keeps Unix milliseconds on its own clock; the monitor waits
-        on the loop's. A deadline already past was judged at the last look
-        (judging consumes it), so it is not waited for again.
+        on the loop's. A deadline that passed since the last judgement is due
+        at once; one no later than it was judged already (judging consumes it),
+        and is not waited for again.
         """
         wake_at = self.faults.chip(watch.chip.phy_id).wake_at()
-        if wake_at is None:
+        if wake_at is None or wake_at <= watch.judged_at:
             return None
-        ahead = wake_at - self.faults.now()
-        return ahead / 1000 if ahead > 0 else None
+        return max(wake_at - self.faults.now(), 0) / 1000
 
     def _next_tick(self, watch: _Watch) -> float:
         """The first node-wide tick after the chip's last poll, on the loop's clock."""
@@ -376,6 +377,7 @@ class HealthMonitor:
         phy = watch.chip.phy_id
         held = self._held(phy)
         judgement = self.faults.judge(phy, held=held)
+        watch.judged_at = self.faults.now()
         evidence = Evidence(
             watch.reading, judgement, held, watch.failures, watch.error, self.calls.stuck(phy)
         )
