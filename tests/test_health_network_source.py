@@ -61,10 +61,15 @@ async def test_a_hung_network_read_keeps_the_last_state_and_holds_up_no_verdict(
     any_fake: ScenarioPlayer[Any],
 ) -> None:
     with monitored(any_fake.open(_node(network=FAULT)), policy=FAST) as watched:
+        timed_out: list[str] = []
+        watched.calls.on_call_done(
+            lambda name, _seconds, outcome: timed_out.append(name) if outcome == "timeout" else None
+        )
         async with watching(watched):
             await until(lambda: _network_codes(watched, "Ascend910-0") == (LINK_DOWN,), "the link down")
             any_fake.update(_node(network=OK, hang=["network_health"]))
-            # The call hangs: the chip's polls go on, and a fault meanwhile is seen at the next poll.
+            await until(lambda: "network_status" in timed_out, "the network read given up after 1 s")
+            # The call still hangs: the chip's polls go on, and a fault meanwhile is seen at the next poll.
             any_fake.update(_node(network=OK, hang=["network_health"], fault_codes=[SEPARATE]))
             await until(lambda: not watched.device("Ascend910-0").healthy, "the fault during the hang")
             assert watched.device("Ascend910-0").reason.startswith(f"fault {SEPARATE}:SeparateNPU")
