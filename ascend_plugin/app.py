@@ -40,7 +40,8 @@ from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.plugin_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
-from ascend_plugin.faults import load_table
+from ascend_plugin.fault_policy.config import base_config
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
@@ -102,16 +103,21 @@ class PluginApp:
         supervision: Supervision | None = None,
         limits: ProbeLimits = LIMITS,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``freeze_heap``: keep the garbage collector off what start-up built (:mod:`ascend_plugin.heap`:
         the daemon does, a process that runs many apps must not). ``supervision`` and ``limits``: when a
         failing part counts as serving again, and as dead. ``clock``: what hot reset counts its idle time
-        and its budget of resets on (tests move it).
+        and its budget of resets on (tests move it). ``wall_clock``: the fault policy's (Unix seconds: its
+        escalation times go into the device-info ConfigMap; tests move it too).
         """
         self.settings = settings
         self.clock = clock
         self.freeze_heap = freeze_heap
-        self.config = LiveConfig(settings, load_table(settings.fault_levels_file))
+        self.config = LiveConfig(settings)
+        # The fault configuration's inputs (fault_levels_file and the built-ins now; the ConfigMaps once the
+        # Kubernetes side runs) and the one policy that judges every chip's faults by them.
+        self.faults = FaultSources(base_config(settings.fault_levels_file), wall_clock)
         self.calls = ChipCalls(settings.dcmi_call_timeout)
         self.discovery = Discovery(DiscoverySettings.from_settings(settings), self.calls)
         self.lock = InstanceLock(served_directory(settings))
@@ -127,7 +133,7 @@ class PluginApp:
                 self.parts.dra.notes if self.parts is not None and self.parts.dra is not None else []
             ),
         )
-        self.metrics_source = PluginSource(self.discovery, self.calls, self.probes)
+        self.metrics_source = PluginSource(self.discovery, self.calls, self.probes, self.faults.policy)
         self.metrics = PluginMetrics(self.metrics_source)
         self.calls.on_call_done(self.metrics.observe_call)
         self.config.on_change(self._log_level_changed)
@@ -229,7 +235,8 @@ class PluginApp:
             self.calls,
             inventory,
             policy=lambda: health_policy(self.config.settings),
-            fault_table=lambda: self.config.fault_table,
+            faults=self.faults.policy,
+            held=self.held,
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         watched = [RootTask("health monitor", monitor.run)]
@@ -255,10 +262,12 @@ class PluginApp:
         if self.freeze_heap:
             heap.freeze()
         stop_waking = self.config.on_change(lambda changed: monitor.wake())
+        stop_judging = self.faults.policy.on_change(monitor.wake)  # a new fault configuration, a release
         try:
             await run_root_tasks([*watched, *tasks])
         finally:
             stop_waking()
+            stop_judging()
 
     def _device_plugin_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
         """The device-plugin face, its CDI spec, Volcano mode, and the Kubernetes publishers."""
@@ -381,6 +390,7 @@ class PluginApp:
             node_name,
             self.config,
             inventory,
+            faults=self.faults,
             held=held,
             notices=notices,
             hot_reset=self.hot_reset,

@@ -1,48 +1,21 @@
-"""The per-code fault table the health verdict reads: each code's level, and the rule for the rest.
+"""A fault on a chip as the rest of the plugin reads it: a code and the level the fault policy gave it.
 
-The table ships with the package (``data/fault_levels.json``, the plugin's own
-format: level name -> codes) and an operator's ``fault_levels_file`` changes
-it, in either format :func:`~ascend_plugin.fault_policy.config.read_levels_file`
-reads: Huawei's ``faultCode.json`` replaces it, the plugin's format is merged
-over it. A chip is healthy while its worst level is NormalNPU, NotHandleFault
-or SubHealthFault. A code missing from the table is judged by its severity:
-warning or minor counts as NotHandleFault, anything worse (or unknown) as
-SeparateNPU.
-
-Huawei's whole policy (its list order, FaultFrequency, FaultDuration, manual
-separation, network health) is :mod:`ascend_plugin.fault_policy`; the level
-names and the file formats are defined there and used here under the names
-the rest of the plugin imports.
+The health verdict keeps a chip's current faults as :class:`Fault` values
+(:attr:`~ascend_plugin.inventory.inventory.ChipHealth.faults`) for the readers
+that want codes and levels, not the policy's whole judgement: node labels,
+Events, metrics, DRA taints, hot reset. :func:`current_faults` takes them from
+a :class:`~ascend_plugin.fault_policy.chip.ChipJudgement`; the levels, the
+rules and the configuration are :mod:`ascend_plugin.fault_policy`'s.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
-from importlib import resources
-from pathlib import Path
-from types import MappingProxyType
+from dataclasses import dataclass
 
-from ascend_plugin.fault_policy.config import read_levels_file
-from ascend_plugin.fault_policy.levels import ONE_OFF_HOLD_SECONDS, FaultLevel
-from ascend_plugin.fault_policy.overlay import decode_overlay
-from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.fault_policy.chip import ChipJudgement, FaultSide
+from ascend_plugin.fault_policy.levels import FaultLevel
 
-__all__ = [
-    "ONE_OFF_HOLD_SECONDS",
-    "Fault",
-    "FaultLevel",
-    "FaultTable",
-    "FaultTableError",
-    "builtin_table",
-    "format_code",
-    "load_table",
-    "parse_levels",
-]
-
-FaultTableError = FaultConfigError  # a fault-level table that cannot be used
-parse_levels = decode_overlay  # the plugin's format: {"LevelName": ["80E01801", ...]} -> {code: level}
+__all__ = ["Fault", "FaultLevel", "current_faults", "format_code"]
 
 
 def format_code(code: int) -> str:
@@ -61,52 +34,17 @@ class Fault:
         return f"{format_code(self.code)}:{self.level.name}"
 
 
-@dataclass(frozen=True)
-class FaultTable:
-    """Fault code -> level, with the severity rule for unknown codes."""
+def current_faults(judgement: ChipJudgement) -> tuple[Fault, ...]:
+    """The codes on the chip now, chip and network codes, each at its level; most severe first.
 
-    levels: Mapping[int, FaultLevel] = field(default_factory=lambda: MappingProxyType({}))
-
-    def level_of(self, code: int, severity: int | None) -> FaultLevel:
-        """The level of ``code``; ``severity`` (0-3, None if unknown) decides for unlisted codes."""
-        level = self.levels.get(code)
-        if level is not None:
-            return level
-        if severity is not None and severity <= 1:
-            return FaultLevel.NotHandleFault
-        return FaultLevel.SeparateNPU
-
-    def classify(
-        self, codes: Iterable[int], severities: Mapping[int, int], default_severity: int | None
-    ) -> tuple[Fault, ...]:
-        """Each code with its level, most severe first.
-
-        An unlisted code is judged by its own severity where one is known (from
-        a fault event), else by ``default_severity``.
-        """
-        faults = {Fault(code, self.level_of(code, severities.get(code, default_severity))) for code in codes}
-        return tuple(sorted(faults, key=lambda fault: (-fault.level, fault.code)))
-
-    def merged(self, overrides: Mapping[int, FaultLevel]) -> FaultTable:
-        """A table where ``overrides`` win over this one."""
-        return FaultTable(MappingProxyType({**self.levels, **overrides}))
-
-
-def builtin_table() -> FaultTable:
-    """The table that ships with the plugin."""
-    text = resources.files("ascend_plugin").joinpath("data/fault_levels.json").read_text(encoding="utf-8")
-    return FaultTable(MappingProxyType(parse_levels(json.loads(text), "built-in fault table")))
-
-
-def load_table(path: Path | None) -> FaultTable:
-    """The table for ``fault_levels_file`` = ``path``: the built-in one, replaced or changed by the file.
-
-    Raises FaultTableError naming the file and what is wrong with it.
+    A chip code's level is Huawei's for the chip with that code alone
+    (escalations included), a network code's its network level. Codes that
+    only an escalation still names are not current: the judgement's reasons
+    carry them.
     """
-    table = builtin_table()
-    if path is None:
-        return table
-    read = read_levels_file(path)
-    if read.lists is not None:
-        return FaultTable(MappingProxyType(read.lists.per_code_levels()))
-    return table.merged(read.overlay)
+    faults = {*_side_faults(judgement.chip), *_side_faults(judgement.network)}
+    return tuple(sorted(faults, key=lambda fault: (-fault.level, fault.code)))
+
+
+def _side_faults(side: FaultSide) -> list[Fault]:
+    return [Fault(int(code, 16), side.times[code].level) for code in side.codes[: side.current]]

@@ -1,4 +1,4 @@
-"""LiveConfig: the settings and fault table in force, swapped atomically when they reload.
+"""LiveConfig: the settings in force, swapped atomically when they reload.
 
 Parts that follow run-time changes (the health monitor, the log level) read
 the current values from here rather than holding copies. A reload (from the
@@ -6,6 +6,9 @@ config ConfigMap, or SIGHUP re-reading the config file) applies as a whole or
 not at all: every value is validated first, a setting that may not change at
 run time refuses the whole change, and the old configuration stays. Which
 settings may change is metadata on the setting itself (``RELOADABLE``).
+
+The fault configuration is not here: its inputs go to
+:class:`~ascend_plugin.fault_policy.sources.FaultSources`.
 """
 
 from __future__ import annotations
@@ -16,7 +19,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ascend_plugin.faults import FaultTable
 from ascend_plugin.settings import RELOADABLE, Settings, SettingsError, describe_validation_error
 
 log = logging.getLogger(__name__)
@@ -27,11 +29,9 @@ ChangeListener = Callable[[list[str]], None]
 class LiveConfig:
     """The configuration in force, and who to tell when it changes."""
 
-    def __init__(self, settings: Settings, fault_table: FaultTable) -> None:
+    def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.fault_table = fault_table
         self.startup_settings = settings
-        self.startup_table = fault_table
         self.overrides: dict[str, object] = {}  # the config ConfigMap's, over the start-up settings
         self._listeners: list[ChangeListener] = []
 
@@ -117,13 +117,6 @@ class LiveConfig:
             "%s re-read: %s", source, now or "nothing changed", extra={"source": source, "changed": changed}
         )
         return True
-
-    def replace_fault_table(self, table: FaultTable) -> None:
-        """Use a new fault-level table from the next verdict on."""
-        if table == self.fault_table:
-            return
-        self.fault_table = table
-        self._notify(["fault_table"])
 
     def _notify(self, changed: list[str]) -> None:
         for listener in list(self._listeners):

@@ -193,7 +193,8 @@ class Settings(BaseSettings):
     )
     fault_levels_file: Path | None = Field(
         default=None,
-        description="JSON file of fault code levels that extends or overrides the built-in table",
+        description="JSON file of fault levels: Huawei's faultCode.json (replaces the built-in lists) "
+        "or level -> codes (moves those codes)",
     )
 
     # -- hot reset --

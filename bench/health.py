@@ -36,7 +36,7 @@ from fake_dcmi.build import build_fake_library
 
 from backends.fake import FakeScenario
 
-FAULT = "80E01801"  # SeparateNPU
+FAULT = "80818C00"  # SeparateNPU, without a FaultFrequency rule (fifty of 80E01801 would separate the chip)
 ChipEdits = dict[int, dict[str, Any]]
 
 

@@ -2,28 +2,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 
+import anyio
 from node_harness import backend_of, inventory_of
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.faults import FaultTable, builtin_table
+from ascend_plugin.fault_policy.config import BaseConfig, base_config
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.inventory.inventory import ChipHealth, Inventory
 from ascend_plugin.inventory.monitor import EVENT_LOG_INTERVAL, HealthMonitor, HealthPolicy
+from ascend_plugin.offers.assignments import HeldChips
 from backends.backend import ChipBackend
 from backends.library import DeviceLibrary
+
+WALL_START = 1_767_225_600.0  # 2026-01-01T00:00:00Z: the fault policy's clock when the monotonic one reads 0
 
 
 @dataclass
 class FakeClock:
-    """A monotonic clock the test moves by hand."""
+    """A monotonic clock the test moves by hand; :meth:`wall` moves with it (the fault policy's)."""
 
     now: float = 1000.0
 
     def __call__(self) -> float:
         return self.now
+
+    def wall(self) -> float:
+        """Unix seconds, moved with the monotonic time."""
+        return WALL_START + self.now
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
@@ -37,6 +46,8 @@ class Monitored:
     inventory: Inventory
     monitor: HealthMonitor
     calls: ChipCalls
+    faults: FaultSources
+    held: HeldChips
     clock: FakeClock = field(default_factory=FakeClock)
 
     def device(self, device_id: str) -> ChipHealth:
@@ -51,32 +62,55 @@ def monitored(
     library: DeviceLibrary,
     *,
     policy: HealthPolicy | None = None,
-    table: FaultTable | None = None,
+    base: BaseConfig | None = None,
     timeout: float = 5.0,
     event_log_interval: float = EVENT_LOG_INTERVAL,
 ) -> Iterator[Monitored]:
     """A monitor over the chips of an initialised ``library`` (enter inside the event loop).
 
-    The monitor's clock is moved by hand; the call timeout and the fault-event
-    log's interval run on real time. The
-    call threads end with the block.
+    The monitor's clock and the fault policy's (on the configuration ``base``,
+    by default the built-in files) are moved by hand, together; the call
+    timeout and the fault-event log's interval run on real time. Which chips
+    pods hold is ``held``, known and empty to begin with. The call threads end
+    with the block.
     """
     inventory = inventory_of(library, healthy=False)
     backend = backend_of(library)
     calls = ChipCalls(timeout)
     clock = FakeClock()
     chosen_policy = policy or HealthPolicy()
-    chosen_table = table or builtin_table()
+    faults = FaultSources(base or base_config(None), clock.wall)
+    held = HeldChips()
+    held.set(frozenset())
     monitor = HealthMonitor(
         backend,
         calls,
         inventory,
         policy=lambda: chosen_policy,
-        fault_table=lambda: chosen_table,
+        faults=faults.policy,
+        held=held,
         clock=clock,
+        wall_clock=clock.wall,
         event_log_interval=event_log_interval,
     )
     try:
-        yield Monitored(backend, inventory, monitor, calls, clock)
+        yield Monitored(backend, inventory, monitor, calls, faults, held, clock)
     finally:
         calls.shutdown()
+
+
+@asynccontextmanager
+async def watching(watched: Monitored) -> AsyncIterator[None]:
+    """The monitor's own loop for the block: its polls, fault events, RoCE link reads, holdings.
+
+    As the plugin wires it, a change of the fault policy (a new configuration,
+    a release) wakes the monitor.
+    """
+    stop = watched.faults.policy.on_change(watched.monitor.wake)
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(watched.monitor.run)
+            yield
+            group.cancel_scope.cancel()
+    finally:
+        stop()

@@ -127,7 +127,7 @@ async def test_an_unhealthy_device_is_refused_with_its_reason(
         with pytest.raises(grpc.RpcError) as refused:
             await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, ["Ascend310-0"])
     assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
-    assert "Ascend310-0 is unhealthy: fault 80E01801:SeparateNPU" in refused.value.details()
+    assert "Ascend310-0 is unhealthy: fault 80E01801:RestartBusiness" in refused.value.details()
     assert refusal_logged(caplog, "unhealthy", grpc.StatusCode.FAILED_PRECONDITION)
 
 

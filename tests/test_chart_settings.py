@@ -282,7 +282,7 @@ def test_runtime_config_is_applied_by_the_plugins_watcher(
 
     app = PluginApp(settings_from_pod_env(rendering, monkeypatch))
     try:
-        watcher = ConfigWatcher(None, app.config, rendering.namespace, f"{RELEASE}-config")  # type: ignore[arg-type]
+        watcher = ConfigWatcher(None, app.config, app.faults, rendering.namespace, f"{RELEASE}-config")  # type: ignore[arg-type]
         assert watcher.apply(data), "the plugin refused the chart's ConfigMap"
         assert app.config.settings.health_interval == 2
         assert app.config.settings.health_failure_threshold == 4
@@ -290,7 +290,8 @@ def test_runtime_config_is_applied_by_the_plugins_watcher(
         assert app.config.settings.health_flap_window == 30
         assert app.config.settings.health_flap_hold == 10
         assert app.config.settings.log_level == "DEBUG"
-        assert app.config.fault_table.levels[0x80E01802] is FaultLevel.SeparateNPU
-        assert app.config.fault_table.levels[0x80E21008] is FaultLevel.NotHandleFault
+        codes = app.faults.config.codes
+        assert codes.chip_level([0x80E01802], {}) is FaultLevel.SeparateNPU
+        assert codes.chip_level([0x80E21008], {}) is FaultLevel.NotHandleFault
     finally:
         app.calls.shutdown()

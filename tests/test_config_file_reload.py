@@ -15,7 +15,8 @@ import pytest
 from log_records import records
 
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
-from ascend_plugin.faults import load_table
+from ascend_plugin.fault_policy.config import base_config
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import Settings, SettingsError, load_settings
 
@@ -36,12 +37,13 @@ def config(tmp_path: Path) -> Path:
 
 
 def live(config: Path, text: str) -> LiveConfig:
-    return LiveConfig(settings_from(config, text), load_table(None))
+    return LiveConfig(settings_from(config, text))
 
 
 def test_the_file_s_new_values_apply_and_the_configmap_s_overrides_stay_on_top(config: Path) -> None:
     current = live(config, "health_interval: 1.0\nhealth_failure_threshold: 3\n")
-    watcher = ConfigWatcher(None, current, "kube-system", "plugin-config")  # type: ignore[arg-type]
+    faults = FaultSources(base_config(None))
+    watcher = ConfigWatcher(None, current, faults, "kube-system", "plugin-config")  # type: ignore[arg-type]
     assert watcher.apply({"health_interval": "2"})
 
     changed = current.rebase(settings_from(config, "health_interval: 3.0\nhealth_failure_threshold: 7\n"))

@@ -45,7 +45,7 @@ async def test_an_unhealthy_chip_leaves_the_slice_and_comes_back(
     """With the default gates of 1.34 and 1.35 a taint would be dropped: the chip leaves instead."""
     await until(lambda: device_names(apiserver.slices(DRIVER, NODE)) == EIGHT, "published")
     first = generation(apiserver)
-    dra_node.set_faults({3: ["80E01801"]})
+    dra_node.set_faults({3: ["80818C00"]})
     await until(lambda: "npu-3" not in devices(apiserver), "npu-3 left the slice")
     assert device_names(apiserver.slices(DRIVER, NODE)) == [name for name in EIGHT if name != "npu-3"]
     left = generation(apiserver)
@@ -77,7 +77,7 @@ async def test_with_device_taints_unhealthy_chips_stay_with_the_taint_their_faul
     async with running_driver(settings):
         await wait_for(dra_kubelet, registered, "registered")
         await until(lambda: device_names(apiserver.slices(DRIVER, NODE)) == EIGHT, "published")
-        dra_node.set_faults({1: ["80E01801"], 2: ["80CB8009"], 6: ["40F84E00"]})
+        dra_node.set_faults({1: ["80818C00"], 2: ["80CB8009"], 6: ["40F84E00"]})
         await until(
             lambda: sum("taints" in d for d in devices(apiserver).values()) == 3, "three chips tainted"
         )
@@ -92,7 +92,7 @@ async def test_with_device_taints_unhealthy_chips_stay_with_the_taint_their_faul
         }
         assert all("timeAdded" in found[0] for found in taints.values())
         stamped = taints["npu-1"][0]["timeAdded"]
-        dra_node.set_faults({1: ["80E01801"], 6: ["40F84E00"]})
+        dra_node.set_faults({1: ["80818C00"], 6: ["40F84E00"]})
         await until(lambda: "taints" not in devices(apiserver)["npu-2"], "npu-2 healthy again")
         assert devices(apiserver)["npu-1"]["taints"][0]["timeAdded"] == stamped, "a kept taint keeps its time"
 
@@ -123,9 +123,9 @@ async def test_taints_the_api_server_drops_are_said_once_and_the_chips_leave_ins
     apiserver.add_node(NODE)
     async with running_driver(dra_node.settings(kubeconfig, dra_device_taints=True)):
         await until(lambda: device_names(apiserver.slices(DRIVER, NODE)) == EIGHT, "published")
-        dra_node.set_faults({0: ["80E01801"]})
+        dra_node.set_faults({0: ["80818C00"]})
         await until(lambda: "npu-0" not in devices(apiserver), "npu-0 left the slice")
-        dra_node.set_faults({0: ["80E01801"], 7: ["80E01801"]})
+        dra_node.set_faults({0: ["80818C00"], 7: ["80818C00"]})
         await until(lambda: "npu-7" not in devices(apiserver), "npu-7 left the slice")
     (said,) = records(caplog, "ascend_plugin.faces.dra.slices", level=logging.WARNING, pool=NODE)
     # What the operator can do about it: the feature gate to enable, or the setting to turn off.
@@ -142,7 +142,7 @@ async def test_the_health_stream_carries_every_device_and_each_change(
     assert {pool for pool, _ in reports} == {NODE}
     assert {report.health for report in reports.values()} == {"HEALTHY"}
     assert {report.timeout for report in reports.values()} == {REPORT_TIMEOUT}
-    dra_node.set_faults({3: ["80E01801"]})
+    dra_node.set_faults({3: ["80818C00"]})
 
     def npu_3_unhealthy(kubelet: DraKubeletStandIn) -> bool:
         return kubelet.drivers[DRIVER].health[(NODE, "npu-3")].health == "UNHEALTHY"
@@ -150,7 +150,7 @@ async def test_the_health_stream_carries_every_device_and_each_change(
     await wait_for(dra_kubelet, npu_3_unhealthy, "npu-3 reported unhealthy")
     reports = dra_kubelet.drivers[DRIVER].health
     assert len(reports) == 8, "every message is the complete list"
-    assert "fault 80E01801" in reports[(NODE, "npu-3")].message
+    assert "fault 80818C00" in reports[(NODE, "npu-3")].message
     assert {reports[(NODE, name)].health for name in EIGHT if name != "npu-3"} == {"HEALTHY"}
 
 

@@ -22,17 +22,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from waiting import WAIT, until
 
-from ascend_plugin.faults import FaultLevel, builtin_table
+from ascend_plugin.fault_policy.config import base_config, fault_config
+from ascend_plugin.fault_policy.observations import Observation
+from ascend_plugin.fault_policy.policy import FaultPolicy
+from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.damping import DampingPolicy
 from ascend_plugin.inventory.fault_events import Arrival, Batch, ChipBurst, EventInbox
-from ascend_plugin.inventory.fault_memory import FaultMemory
 from ascend_plugin.inventory.monitor import HealthPolicy
 from backends.fake import FakeScenario
 from backends.library import FaultEvent
 
 pytestmark = pytest.mark.anyio
 
-SEPARATE, RESTART, LINK = 0x80E01801, 0x40F84E00, 0x81078603
+# SeparateNPU and RestartNPU codes without FaultFrequency rules (a storm of one with a rule escalates it for
+# good, as it should: tests/test_health_frequency_escalation.py), and the RoCE link down.
+SEPARATE, RESTART, LINK = 0x80818C00, 0x40F84E00, 0x81078603
 RECOVER, RAISE, ONE_OFF = 0, 1, 2
 INTERVAL = 0.5  # the fault-event log's interval in these tests (seconds)
 HOLD = 30.0
@@ -89,10 +93,10 @@ async def test_a_storm_costs_each_chip_a_line_per_interval_and_every_event_is_co
         lines = [line for line in _event_lines(caplog.records) if line.device == device]
         first, summaries = lines[0], lines[1:]
         assert (first.suppressed, first.logic_id, first.levelname) == (0, int(device[-1]), "INFO")
-        assert (first.events, first.codes) == (1, ["80E01801"])  # the storm's first event, alone, at once
+        assert (first.events, first.codes) == (1, ["80818C00"])  # the storm's first event, alone, at once
         assert summaries, "events beyond the first burst are summarised"
         assert all(line.suppressed > 0 for line in summaries)
-        assert {code for line in lines for code in line.codes} == {"80E01801", "81078603"}
+        assert {code for line in lines for code in line.codes} == {"80818C00", "81078603"}
         # One summary per interval, for as long as the chip's events kept coming.
         spread = lines[-1].created - first.created
         assert len(summaries) <= spread / INTERVAL + 1.5
@@ -166,37 +170,51 @@ def test_the_inbox_wakes_the_loop_once_per_batch_and_hands_over_each_chips_burst
 
 # -- what coalescing keeps -------------------------------------------------------------------
 
-TABLE = builtin_table()
 CODES = (SEPARATE, RESTART, LINK)
 events_strategy = st.lists(st.tuples(st.sampled_from(CODES), st.sampled_from((RECOVER, RAISE, ONE_OFF))))
+START_MS = 1_767_225_600_000  # the policies' clock, which stands still: every event within one instant
+CONFIG = fault_config(base_config(None), None)
 
 
-def _apply_coalesced(memory: FaultMemory, burst: ChipBurst) -> tuple[int, ...]:
+def _policy() -> FaultPolicy:
+    return FaultPolicy(CONFIG, lambda: START_MS / 1000)
+
+
+def _record(policy: FaultPolicy, arrival: Arrival) -> None:
+    policy.observe(0, Observation.of_event(arrival.event, START_MS + round(arrival.at)))
+
+
+def _codes(policy: FaultPolicy) -> set[int]:
+    """The codes the policy holds on chip 0 now, chip and network codes."""
+    judgement = policy.judge(0)
+    sides = (judgement.chip, judgement.network)
+    return {int(code, 16) for side in sides for code in side.codes[: side.current]}
+
+
+def _apply_coalesced(policy: FaultPolicy, burst: ChipBurst) -> set[int]:
     """What the monitor does with a burst; returns the codes held between its turns and its last events."""
     for arrival in burst.turns():
-        memory.record(arrival.event, arrival.at, TABLE)
-    between = tuple(held.code for held in memory.held())
+        _record(policy, arrival)
+    between = _codes(policy)
     for arrival in burst.lasts():
-        memory.record(arrival.event, arrival.at, TABLE)
+        _record(policy, arrival)
     return between
 
 
 @given(before=events_strategy, events=events_strategy, cut=st.integers(min_value=0, max_value=40))
-def test_a_coalesced_burst_leaves_the_memory_as_its_events_one_by_one(
+def test_a_coalesced_burst_leaves_the_codes_as_its_events_one_by_one(
     before: list[tuple[int, int]], events: list[tuple[int, int]], cut: int
 ) -> None:
-    one_by_one, coalesced = FaultMemory(), FaultMemory()
+    one_by_one, coalesced = _policy(), _policy()
     for at, (code, assertion) in enumerate(before):
-        for memory in (one_by_one, coalesced):
-            memory.record(FaultEvent(0, code, 2, assertion), float(at), TABLE)
+        for policy in (one_by_one, coalesced):
+            _record(policy, Arrival(FaultEvent(0, code, 2, assertion), float(at)))
     arrivals = [
         Arrival(FaultEvent(0, code, 2, assertion), float(len(before) + at))
         for at, (code, assertion) in enumerate(events)
     ]
-    held_along: list[set[int]] = []
     for arrival in arrivals:
-        one_by_one.record(arrival.event, arrival.at, TABLE)
-        held_along.append({held.code for held in one_by_one.held()})
+        _record(one_by_one, arrival)
     # The thread's burst and the monitor's waiting burst are merged: cut the events in two.
     burst, later = ChipBurst(), ChipBurst()
     for index, arrival in enumerate(arrivals):
@@ -204,7 +222,8 @@ def test_a_coalesced_burst_leaves_the_memory_as_its_events_one_by_one(
     burst.merge(later)
     between = _apply_coalesced(coalesced, burst)
 
-    assert coalesced.held() == one_by_one.held()  # same codes, same times, same holds
+    assert _codes(coalesced) == _codes(one_by_one)  # the same codes on the chip
+    assert coalesced.judge(0).level is one_by_one.judge(0).level
     assert burst.events == len(events)
     # A code raised and then recovered within the burst is held between the turns and the last
     # events (the chip's unhealthy moment is shown to damping), and one recovered and then raised is
@@ -244,8 +263,8 @@ async def test_after_a_storm_each_chip_is_what_its_last_events_say(
         assert not recovered.healthy
         assert recovered.reason.startswith("flapping (")
         assert recovered.faults[0].level is FaultLevel.SeparateNPU  # what it flapped with, while held
-        assert (raised.healthy, raised.reason) == (False, "fault 80E01801:SeparateNPU (event)")
-        assert (mixed_chip.healthy, mixed_chip.reason) == (False, "fault 80E01801:SeparateNPU (event)")
+        assert (raised.healthy, raised.reason) == (False, "fault 80818C00:SeparateNPU (event)")
+        assert (mixed_chip.healthy, mixed_chip.reason) == (False, "fault 80818C00:SeparateNPU (event)")
         assert watched.device("Ascend910-3").healthy
         assert "Ascend910-3" not in flips
 
@@ -253,4 +272,4 @@ async def test_after_a_storm_each_chip_is_what_its_last_events_say(
         await watched.monitor.poll_all()
         assert (watched.device("Ascend910-0").healthy, watched.device("Ascend910-0").faults) == (True, ())
         assert not watched.device("Ascend910-1").healthy  # polls never lift an event-only code
-        assert watched.device("Ascend910-2").reason == "fault 80E01801:SeparateNPU (event)"
+        assert watched.device("Ascend910-2").reason == "fault 80818C00:SeparateNPU (event)"

@@ -11,7 +11,8 @@ from fake_dcmi.players import CFakePlayer
 from node_harness import handover
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.faults import builtin_table
+from ascend_plugin.fault_policy.config import base_config
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.handover.modes import HandoverMode
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy
@@ -60,10 +61,8 @@ async def test_a_fifth_family_needs_one_table_entry(c_fake: CFakePlayer, tmp_pat
         assert type(node.backend) is Ascend710
         assert inventory.table == ASCEND_710  # with_overrides() of no override: an equal copy
         policy = HealthPolicy()
-        table = builtin_table()
-        monitor = HealthMonitor(
-            node.backend, calls, inventory, policy=lambda: policy, fault_table=lambda: table
-        )
+        faults = FaultSources(base_config(None)).policy
+        monitor = HealthMonitor(node.backend, calls, inventory, policy=lambda: policy, faults=faults)
         await monitor.poll_all()
         book = OfferBook(inventory, [WholeChips()])
         devices = book.devices("huawei.com/Ascend710")

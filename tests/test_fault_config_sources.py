@@ -12,6 +12,7 @@ from fault_policy_harness import configured
 from ascend_plugin.fault_policy.config import (
     BUILTIN_CUSTOMIZATION,
     BUILTIN_FAULT_CODES,
+    BaseConfig,
     base_config,
     builtin_codes,
     builtin_customization,
@@ -21,8 +22,8 @@ from ascend_plugin.fault_policy.config import (
 )
 from ascend_plugin.fault_policy.customization import NEVER, FrequencyRule
 from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.fault_policy.problems import FaultConfigError
-from ascend_plugin.faults import FaultTableError, builtin_table, load_table
 
 L = FaultLevel
 WHERE = "kube-system/mindx-dl-fault-config"
@@ -120,6 +121,13 @@ def test_poll_interval_is_read_as_huawei_reads_it(text: str | None, seconds: int
         assert (note.entry, note.error) == ("PollInterval", True)
 
 
+def polled_level(base: BaseConfig, code: int) -> L:
+    """The level the policy on ``base`` (no ConfigMap) gives a chip a poll found ``code`` on."""
+    policy = FaultPolicy(fault_config(base, None))
+    policy.reconcile(0, [code])
+    return policy.judge(0).level
+
+
 def test_an_operators_file_in_huaweis_format_replaces_the_built_in_lists(tmp_path: Path) -> None:
     path = tmp_path / "faultCode.json"
     path.write_text(
@@ -132,10 +140,9 @@ def test_an_operators_file_in_huaweis_format_replaces_the_built_in_lists(tmp_pat
     # A malformed faultCode.json key of the ConfigMap falls back to it (Huawei: /usr/local/faultCode.json).
     config = fault_config(base, {"faultCode.json": "{"})
     assert config.codes == base.codes
-    # And the verdict's table is the file's.
-    table = load_table(path)
-    assert table.level_of(0xA0000001, 0) is L.SeparateNPU
-    assert table.level_of(0x80E21007, 0) is L.NotHandleFault  # unlisted now: severity 0
+    # And the policy judges by the file's lists.
+    assert polled_level(base, 0xA0000001) is L.SeparateNPU
+    assert polled_level(base, 0x80E21007) is L.NotHandleFault  # unlisted now, and polled
 
 
 def test_an_operators_file_in_the_plugins_format_is_laid_over_the_lists(tmp_path: Path) -> None:
@@ -158,7 +165,7 @@ def test_an_operators_file_in_the_plugins_format_is_laid_over_the_lists(tmp_path
     assert config.customization.frequency[0xA0000001] == FrequencyRule(60, 1, L.ManuallySeparateNPU, NEVER)
     assert config.codes.list_level(0xA0000001) is L.SeparateNPU
     assert config.sources["overlay"] == f"fault-level file {path}"
-    assert load_table(path).level_of(0xA0000001, 0) is L.ManuallySeparateNPU  # the verdict's table, as before
+    assert polled_level(base_config(path), 0xA0000001) is L.ManuallySeparateNPU  # at its first occurrence
 
 
 def test_the_config_configmaps_overlay_goes_over_the_files() -> None:
@@ -187,8 +194,6 @@ def test_a_file_mixing_both_formats_is_refused(tmp_path: Path) -> None:
 def test_a_bad_file_is_refused_naming_it(tmp_path: Path, content: str, message: str) -> None:
     path = tmp_path / "levels.json"
     path.write_text(content)
-    with pytest.raises(FaultTableError, match=message):
-        load_table(path)
     with pytest.raises(FaultConfigError, match=str(path)):
         base_config(path)
 
@@ -196,10 +201,6 @@ def test_a_bad_file_is_refused_naming_it(tmp_path: Path, content: str, message: 
 def test_an_unreadable_file_is_refused_naming_it(tmp_path: Path) -> None:
     with pytest.raises(FaultConfigError, match="cannot read fault-level file"):
         base_config(tmp_path / "missing.json")
-
-
-def test_the_verdicts_table_starts_from_its_own_file() -> None:
-    assert builtin_table().level_of(0x80E01801, None) is L.SeparateNPU
 
 
 def test_spellings_come_from_the_lists_then_the_rules() -> None:

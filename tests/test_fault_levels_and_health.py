@@ -148,3 +148,18 @@ def test_a_driver_event_becomes_an_observation() -> None:
     assert Observation.of_event(event, 5) == Observation(SEPARATE, Assertion.ONE_OFF, 5, 3)
     odd = FaultEvent(logic_id=0, code=SEPARATE, severity=3, assertion=7)
     assert Observation.of_event(odd, 5).assertion is Assertion.RAISED
+
+
+def test_a_poll_begun_before_an_event_does_not_undo_it() -> None:
+    node = Node()
+    began = node.clock.ms
+    node.polled(0, SEPARATE)  # the driver lists the code ...
+    node.clock.advance(0.5)
+    node.cleared(0, SEPARATE)  # ... its recovery event arrives while the next poll is on its way ...
+    node.policy.reconcile(0, [SEPARATE], began)  # ... and that poll read the code before it cleared
+    assert node.judge(0).chip.codes == ()
+    node.raised(0, NOT_HANDLE)
+    node.policy.reconcile(0, [], began)  # nor does it clear a code an event raised after it began
+    assert node.judge(0).chip.codes == ("80E21007",)
+    node.polled(0)  # a poll begun after both decides again (the raised code was never polled: it stays)
+    assert node.judge(0).chip.codes == ("80E21007",)

@@ -1,10 +1,11 @@
 """A fault that arrives only as an event is acted on: raised holds, recovered releases, one-off expires.
 
 The driver may deliver a fault event whose code ``dcmi_get_device_errorcode_v2``
-never lists. Such a code stays on the chip until its recovery event, or until a
-poll begun after the event no longer lists it and its level allows recovery by
-poll (ManuallySeparateNPU does not); a one-off event holds the chip for its
-level's hold time. Polls here are an hour apart: only the events can bring news.
+never lists. Such a code stays on the chip until its recovery event, or, once
+a poll has listed it, until a poll no longer does; a one-off event holds the
+chip for its level's hold time (the fault policy's rules:
+tests/test_fault_levels_and_health.py). Polls here are an hour apart: only the
+events can bring news.
 """
 
 from __future__ import annotations
@@ -21,12 +22,9 @@ from plugin_harness import health_of, player_settings, registered, running_plugi
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faults import FaultLevel, builtin_table
-from ascend_plugin.inventory.fault_memory import FaultMemory
+from ascend_plugin.faults import FaultLevel
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from backends.chips import HealthReading
 from backends.fake import FakeScenario
-from backends.library import FaultEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -66,7 +64,7 @@ async def test_a_raised_event_alone_makes_the_chip_unhealthy_until_its_recovery_
         any_fake.update(_server([raised]))
         await wait_for(kubelet, lambda k: HEALTH(k) == "Unhealthy", "unhealthy from the event alone")
         assert app.inventory is not None
-        assert app.inventory.chips()[2].health.reason == "fault 80E01801:SeparateNPU (event)"
+        assert app.inventory.chips()[2].health.reason == "fault 80E01801:RestartBusiness (event)"
         assert kubelet.health(RESOURCE)["Ascend910-1"] == "Healthy"
         recovered = {"serial": 2, "code": "80E01801", "severity": 2, "assertion": 0}
         any_fake.update(_server([raised, recovered]))
@@ -84,7 +82,8 @@ async def test_a_raised_event_clears_when_a_later_poll_no_longer_lists_its_code(
         inventory, monitor = app.inventory, app.monitor
         assert inventory is not None
         assert monitor is not None
-        await until(lambda: inventory.chips()[2].health.reason == "fault 80E01801:SeparateNPU", "polled too")
+        polled = "fault 80E01801:RestartBusiness"
+        await until(lambda: inventory.chips()[2].health.reason == polled, "polled too")
         any_fake.update(_server([raised]))  # the code is gone from the poll; no event says so
         monitor.wake()  # the next poll (an hour away otherwise)
         await wait_for(kubelet, lambda k: HEALTH(k) == "Healthy", "healthy once the poll agrees")
@@ -101,7 +100,7 @@ async def test_event_codes_and_polled_codes_are_named_with_their_source(
         await until(
             lambda: (
                 inventory.chips()[2].health.reason
-                == "fault 80E01801:SeparateNPU (event), 40F84E00:RestartNPU"
+                == "fault 40F84E00:RestartNPU, 80E01801:RestartBusiness (event)"
             ),
             "both faults named",
         )
@@ -125,7 +124,7 @@ async def test_a_one_off_event_holds_the_chip_for_its_level_then_lets_go(
         one_off = {"serial": 5, "code": "80E01801", "severity": 2, "assertion": 2}
         any_fake.update(_one_chip(events=[one_off]))
         await until(lambda: not watched.device("Ascend910-0").healthy, "held by the one-off event")
-        hold = FaultLevel.SeparateNPU.one_off_hold
+        hold = FaultLevel.RestartBusiness.one_off_hold
         watched.clock.advance(hold - 1)
         await watched.monitor.poll_all()
         assert not watched.device("Ascend910-0").healthy
@@ -146,64 +145,3 @@ async def test_an_event_only_code_is_not_lifted_by_polls_that_never_listed_it(
             watched.clock.advance(60)
             await watched.monitor.poll_all()
             assert not watched.device("Ascend910-0").healthy, "a poll that never listed it lifted it"
-
-
-# The rules of FaultMemory on their own, with times chosen by hand: a fake driver cannot stop
-# listing a code without also raising its recovery event, which would decide before the poll does.
-MANUAL = 0x80E18402
-TABLE = builtin_table().merged({MANUAL: FaultLevel.ManuallySeparateNPU})
-
-
-def _event(code: int, assertion: int) -> FaultEvent:
-    return FaultEvent(logic_id=0, code=code, severity=2, assertion=assertion)
-
-
-def _poll(*codes: int) -> HealthReading:
-    return HealthReading(0, codes)
-
-
-def test_polls_lift_a_raised_code_once_they_listed_it_and_stop() -> None:
-    memory = FaultMemory()
-    memory.record(_event(0x80E01801, 1), now=10.0, table=TABLE)
-    memory.reconcile(_poll(0x80E01801), poll_started=11.0, table=TABLE)
-    assert [held.code for held in memory.held()] == [0x80E01801]
-    memory.reconcile(_poll(), poll_started=12.0, table=TABLE)
-    assert memory.held() == ()
-
-
-def test_a_poll_begun_before_the_event_does_not_decide() -> None:
-    memory = FaultMemory()
-    memory.reconcile(_poll(0x80E01801), poll_started=5.0, table=TABLE)
-    memory.record(_event(0x80E01801, 1), now=10.0, table=TABLE)
-    memory.reconcile(_poll(0x80E01801), poll_started=9.0, table=TABLE)
-    memory.reconcile(_poll(), poll_started=9.5, table=TABLE)  # began before the event arrived
-    assert [held.code for held in memory.held()] == [0x80E01801]
-
-
-def test_a_manual_separation_is_not_lifted_by_polls() -> None:
-    memory = FaultMemory()
-    memory.record(_event(MANUAL, 1), now=10.0, table=TABLE)
-    memory.reconcile(_poll(MANUAL), poll_started=11.0, table=TABLE)
-    memory.reconcile(_poll(), poll_started=12.0, table=TABLE)
-    assert [held.code for held in memory.held()] == [MANUAL]
-    memory.record(_event(MANUAL, 0), now=13.0, table=TABLE)
-    assert memory.held() == ()
-
-
-def test_a_driver_that_cannot_list_codes_never_lifts_one() -> None:
-    memory = FaultMemory()
-    memory.record(_event(0x80E01801, 1), now=10.0, table=TABLE)
-    memory.reconcile(HealthReading(0, (), codes_known=False), poll_started=11.0, table=TABLE)
-    assert [held.code for held in memory.held()] == [0x80E01801]
-
-
-def test_a_one_off_is_held_for_its_level_then_expires() -> None:
-    memory = FaultMemory()
-    memory.record(_event(0x80E01801, 2), now=10.0, table=TABLE)
-    hold = FaultLevel.SeparateNPU.one_off_hold
-    assert memory.next_expiry() == 10.0 + hold
-    memory.reconcile(_poll(), poll_started=11.0, table=TABLE)  # polls do not end a one-off
-    memory.expire(10.0 + hold - 0.001)
-    assert len(memory.held()) == 1
-    memory.expire(10.0 + hold)
-    assert memory.held() == ()

@@ -1,4 +1,8 @@
-"""Fault levels decide health: Normal, NotHandle and SubHealth keep a chip; worse levels take it away."""
+"""Fault levels decide health: Normal, NotHandle and SubHealth keep a chip; worse levels take it away.
+
+The levels are Huawei's (the built-in faultCode.json), with an operator's file
+in the plugin's own format laid over them, judged by the fault policy.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +14,9 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import monitored
 
-from ascend_plugin.faults import FaultLevel, FaultTableError, builtin_table, load_table
+from ascend_plugin.fault_policy.config import base_config
+from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.faults import FaultLevel
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
@@ -38,14 +44,16 @@ def _one_chip(codes: list[str], health: int = 0) -> FakeScenario:
         (["80E21007"], 1, True, FaultLevel.NotHandleFault),
         (["81A3880C"], 1, True, FaultLevel.SubHealthFault),
         (["81A3880C", "80E21007"], 1, True, FaultLevel.SubHealthFault),
-        (["80E01801"], 2, False, FaultLevel.SeparateNPU),
+        (["80E01801"], 2, False, FaultLevel.RestartBusiness),
+        (["80818C00"], 2, False, FaultLevel.SeparateNPU),
         (["40F84E00"], 2, False, FaultLevel.RestartNPU),
+        # PreSeparateNPU on a chip no pod holds: unhealthy (tests/test_health_pre_separate_held.py).
         *[([code], 2, False, FaultLevel[level]) for level, code in CUSTOM.items()],
-        # Unknown codes go by severity; polling has only the chip's health value to go on.
+        # An unknown code a poll found is NotHandleFault, whatever the chip's health value (Huawei's rule).
         (["12345678"], 1, True, FaultLevel.NotHandleFault),
-        (["12345678"], 3, False, FaultLevel.SeparateNPU),
-        # A SubHealth code next to a Separate one: the worst wins.
-        (["81A3880C", "80E01801"], 2, False, FaultLevel.SeparateNPU),
+        (["12345678"], 3, True, FaultLevel.NotHandleFault),
+        # A SubHealth code next to a RestartBusiness one: the first list in Huawei's order that holds one.
+        (["81A3880C", "80E01801"], 2, False, FaultLevel.RestartBusiness),
     ],
 )
 async def test_level_decides_health(
@@ -58,7 +66,7 @@ async def test_level_decides_health(
 ) -> None:
     table_file = tmp_path / "levels.json"
     table_file.write_text(json.dumps({level: [code] for level, code in CUSTOM.items()}))
-    with monitored(any_fake.open(_one_chip(codes, health)), table=load_table(table_file)) as watched:
+    with monitored(any_fake.open(_one_chip(codes, health)), base=base_config(table_file)) as watched:
         await watched.monitor.poll_all()
         device = watched.device("Ascend310P-0")
         assert device.healthy is healthy, device.reason
@@ -87,11 +95,16 @@ async def test_a_dropped_card_is_unhealthy_with_the_card_drop_code(any_fake: Sce
         assert other.healthy
 
 
-def test_operator_table_overrides_the_builtin_level(tmp_path: Path) -> None:
+async def test_an_operators_file_moves_a_code_to_another_level(
+    any_fake: ScenarioPlayer[Any], tmp_path: Path
+) -> None:
     table_file = tmp_path / "levels.json"
     table_file.write_text(json.dumps({"NotHandleFault": ["80E01801"]}))
-    assert builtin_table().level_of(0x80E01801, None) is FaultLevel.SeparateNPU
-    assert load_table(table_file).level_of(0x80E01801, None) is FaultLevel.NotHandleFault
+    with monitored(any_fake.open(_one_chip(["80E01801"], 1)), base=base_config(table_file)) as watched:
+        await watched.monitor.poll_all()
+        device = watched.device("Ascend310P-0")
+        assert device.healthy, device.reason
+        assert device.worst_level is FaultLevel.NotHandleFault
 
 
 @pytest.mark.parametrize(
@@ -106,5 +119,5 @@ def test_operator_table_overrides_the_builtin_level(tmp_path: Path) -> None:
 def test_a_bad_table_file_is_named(tmp_path: Path, content: object, message: str) -> None:
     table_file = tmp_path / "levels.json"
     table_file.write_text(json.dumps(content))
-    with pytest.raises(FaultTableError, match=message):
-        load_table(table_file)
+    with pytest.raises(FaultConfigError, match=message):
+        base_config(table_file)

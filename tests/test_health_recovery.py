@@ -39,7 +39,7 @@ async def _poll(watched: Monitored, node: ScenarioPlayer[Any], **chip: object) -
 
 
 async def test_a_cleared_fault_recovers_at_once(any_fake: ScenarioPlayer[Any], watched: Monitored) -> None:
-    assert not await _poll(watched, any_fake, fault_codes=["80E01801"])
+    assert not await _poll(watched, any_fake, fault_codes=["80818C00"])
     assert await _poll(watched, any_fake, fault_codes=[])
     assert watched.device(DEVICE).reason == ""
     assert watched.device(DEVICE).faults == ()
@@ -49,11 +49,11 @@ async def test_a_flapping_chip_is_held_until_clean_for_the_hold_time(
     any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
     for _ in range(2):  # two spells: still allowed to recover at once
-        assert not await _poll(watched, any_fake, fault_codes=["80E01801"])
+        assert not await _poll(watched, any_fake, fault_codes=["80818C00"])
         watched.clock.advance(1)
         assert await _poll(watched, any_fake, fault_codes=[])
         watched.clock.advance(1)
-    assert not await _poll(watched, any_fake, fault_codes=["80E01801"])  # third spell: a flapper
+    assert not await _poll(watched, any_fake, fault_codes=["80818C00"])  # third spell: a flapper
     watched.clock.advance(1)
     assert not await _poll(watched, any_fake, fault_codes=[])
     assert watched.device(DEVICE).reason.startswith("flapping (3 unhealthy spells within 60 s)")
@@ -67,10 +67,10 @@ async def test_a_fault_during_the_hold_restarts_the_clean_period(
     any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
     for _ in range(3):
-        await _poll(watched, any_fake, fault_codes=["80E01801"])
+        await _poll(watched, any_fake, fault_codes=["80818C00"])
         await _poll(watched, any_fake, fault_codes=[])
     watched.clock.advance(25)
-    assert not await _poll(watched, any_fake, fault_codes=["80E01801"])
+    assert not await _poll(watched, any_fake, fault_codes=["80818C00"])
     watched.clock.advance(10)
     assert not await _poll(watched, any_fake, fault_codes=[])  # clean again only just now
     watched.clock.advance(29)
@@ -83,7 +83,7 @@ async def test_spells_outside_the_window_do_not_count(
     any_fake: ScenarioPlayer[Any], watched: Monitored
 ) -> None:
     for _ in range(3):
-        await _poll(watched, any_fake, fault_codes=["80E01801"])
+        await _poll(watched, any_fake, fault_codes=["80818C00"])
         watched.clock.advance(40)  # spells 40 s apart: never three within 60 s
         assert await _poll(watched, any_fake, fault_codes=[])
 
@@ -120,7 +120,7 @@ async def test_a_chip_still_flapping_is_never_released_however_old_its_spells_ge
     held_since = None
     for tick in range(181):  # the last poll (tick 180) finds it faulty
         faulty = (tick * 5 // 2) % 2 == 0  # the state at this poll of a 200 ms square wave
-        healthy = await _poll(watched, any_fake, fault_codes=["80E01801"] if faulty else [])
+        healthy = await _poll(watched, any_fake, fault_codes=["80818C00"] if faulty else [])
         if held_since is None and not healthy and tick > 0 and not faulty:
             held_since = tick
         if held_since is not None:

@@ -57,7 +57,7 @@ async def test_metrics_follow_a_fault_injection(
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310-0")(k) == "Unhealthy", "unhealthy")
         _, after = await _get(app, "/metrics")
         assert 'ascend_device_healthy{device="Ascend310-0"} 0.0' in after
-        assert 'ascend_device_fault_level{device="Ascend310-0",level="SeparateNPU"} 8.0' in after
+        assert 'ascend_device_fault_level{device="Ascend310-0",level="RestartBusiness"} 4.0' in after
 
 
 async def test_probes_say_why_not_ready(node: FakeNode, plugin_dir: Path) -> None:

@@ -15,7 +15,9 @@ from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
-from ascend_plugin.faults import FaultLevel, builtin_table
+from ascend_plugin.fault_policy.codes import NETWORK_CODES
+from ascend_plugin.fault_policy.config import builtin_codes
+from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
@@ -23,13 +25,13 @@ pytestmark = pytest.mark.anyio
 
 NAMESPACE = "kube-system"
 NAME = "ascend-config"
-CODE = 0x80E01801  # SeparateNPU in the built-in table
+CODE = 0x80E01801  # RestartBusiness in the built-in faultCode.json
 WATCHER = "ascend_plugin.faces.kube.config_watch"
 
 
 @pytest.fixture
 def app(node: FakeNode, plugin_dir: Path) -> Iterator[PluginApp]:
-    """A plugin, not started: only its settings and fault table matter here. Restores the root log level."""
+    """A plugin, not started: only its settings and fault configuration matter. Restores the log level."""
     root = logging.getLogger()
     level = root.level
     plugin = PluginApp(
@@ -45,7 +47,12 @@ def put_config(apiserver: FakeApiServer, data: dict[str, str]) -> None:
 
 
 def watcher(kube: Kube, app: PluginApp) -> ConfigWatcher:
-    return ConfigWatcher(kube, app.config, NAMESPACE, NAME)
+    return ConfigWatcher(kube, app.config, app.faults, NAMESPACE, NAME)
+
+
+def level_of(app: PluginApp, code: int) -> FaultLevel:
+    """The level the fault configuration in force gives a chip with ``code`` alone (polled)."""
+    return app.faults.config.codes.chip_level([code], {})
 
 
 def refusals(caplog: pytest.LogCaptureFixture) -> list[logging.LogRecord]:
@@ -108,24 +115,26 @@ async def test_a_key_that_cannot_change_at_run_time_is_refused(
     assert app.config.settings.health_interval == 0.05
 
 
-async def test_fault_levels_merge_over_the_startup_table(
+async def test_fault_levels_lay_over_the_configuration_in_force(
     apiserver: FakeApiServer, kube: Kube, app: PluginApp
 ) -> None:
-    startup = app.config.fault_table
-    assert startup.level_of(CODE, None) is FaultLevel.SeparateNPU
+    startup = app.faults.config
+    assert level_of(app, CODE) is FaultLevel.RestartBusiness
     put_config(apiserver, {"fault_levels.json": json.dumps({"NotHandleFault": ["80E01801"]})})
     async with running(watcher(kube, app).run):
-        await until(
-            lambda: app.config.fault_table.level_of(CODE, None) is FaultLevel.NotHandleFault, "the override"
-        )
-        # Everything else of the built-in table is still there.
-        others = {code: level for code, level in builtin_table().levels.items() if code != CODE}
+        await until(lambda: level_of(app, CODE) is FaultLevel.NotHandleFault, "the override")
+        assert app.faults.config.sources["overlay"] == f"fault_levels.json of {NAMESPACE}/{NAME}"
+        # Every other code of the built-in faultCode.json is where it was.
+        lists = builtin_codes()
+        listed = {code for codes in lists.chip.values() for code in codes} - NETWORK_CODES - {CODE}
+        others = {code: lists.chip_level([code], {}) for code in listed}
         assert others
-        assert all(app.config.fault_table.levels[code] is level for code, level in others.items())
+        assert all(level_of(app, code) is level for code, level in others.items())
 
         put_config(apiserver, {"health_interval": "0.5"})
         await until(lambda: app.config.settings.health_interval == 0.5, "the next config")
-        assert app.config.fault_table == startup
+        assert level_of(app, CODE) is FaultLevel.RestartBusiness  # the key removed: its levels are gone
+        assert app.faults.config.codes == startup.codes
 
 
 @pytest.mark.parametrize(
@@ -148,12 +157,12 @@ async def test_a_bad_fault_table_is_refused_with_everything_else(
     table: str,
     reason: str,
 ) -> None:
-    startup = app.config.fault_table
+    startup = app.faults.config
     put_config(apiserver, {"fault_levels.json": table, "health_interval": "0.5"})
     async with running(watcher(kube, app).run):
         (refusal,) = await until(lambda: refusals(caplog), "the refusal")
     assert reason in refusal.getMessage()
-    assert app.config.fault_table == startup
+    assert app.faults.config is startup
     assert app.config.settings.health_interval == 0.05
 
 

@@ -35,7 +35,7 @@ POLICY = HealthPolicy(damping=DampingPolicy(flap_threshold=3, flap_window=60.0, 
 
 def _server(faulty: bool) -> FakeScenario:
     chips = [
-        {"phy_id": n, "card_id": n + 1, "fault_codes": ["80E01801"] if faulty and n == 0 else []}
+        {"phy_id": n, "card_id": n + 1, "fault_codes": ["80818C00"] if faulty and n == 0 else []}
         for n in range(4)
     ]
     return FakeScenario.model_validate({"chip_name": "910B3", "chips": chips})
@@ -58,7 +58,7 @@ async def _flip(node: ScenarioPlayer[Any], watched: Monitored, faulty: bool) -> 
     """Fault or clear the chip, and wait until the monitor has seen it (held or not)."""
     node.update(_server(faulty))
     seen: Callable[[str], bool] = (
-        (lambda reason: reason.startswith("fault 80E01801"))
+        (lambda reason: reason.startswith("fault 80818C00"))
         if faulty
         else (lambda reason: reason == "" or reason.startswith("flapping ("))
     )
@@ -96,6 +96,6 @@ async def test_a_chip_held_by_damping_does_not_rewrite_the_configmap_however_it_
     # Held, the chip keeps the fault it flapped with (and its first-seen time), flip or no flip.
     assert (fault["npu_name"], fault["fault_code"], fault["fault_handling"]) == (
         DEVICE,
-        "80E01801",
+        "80818C00",
         "SeparateNPU",
     )

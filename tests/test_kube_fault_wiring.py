@@ -22,7 +22,6 @@ from ascend_plugin.fault_policy.config import base_config
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.observations import Assertion, Observation
 from ascend_plugin.fault_policy.sources import FaultSources
-from ascend_plugin.faults import load_table
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -47,7 +46,7 @@ async def test_the_fault_configuration_and_the_device_info_share_the_policy(
     faults.policy.observe(1, Observation(QUIET, Assertion.RAISED, faults.policy.now(), 3))
     judged.judge()
     assert inventory.chips()[1].healthy  # NotHandleFault by the built-in lists
-    inputs = KubeInputs(settings, NODE, LiveConfig(settings, load_table(None)), inventory, faults=faults)
+    inputs = KubeInputs(settings, NODE, LiveConfig(settings), inventory, faults=faults)
     name = f"mindx-dl-deviceinfo-{NODE}"
     # What a plugin before this one separated: the device-info publisher reads it back into the policy.
     before = {"ManuallySeparateNPU": "Ascend910-0", "UpgradeFaultReason": "{}"}

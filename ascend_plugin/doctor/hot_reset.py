@@ -1,11 +1,12 @@
 """Hot reset: is it on, can the driver do it, and what would it do about the chips as they are now.
 
 The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`): each chip's
-worst fault level from its health and codes as read now (the fault-level
-table of the settings), its reset group, and the processes on the group's
-chips. Which chips pods hold the plugin learns from the kubelet's PodResources
-API, in every mode; the doctor cannot ask it for the plugin, but it can tell
-when its socket is not there, which leaves every reset group busy.
+fault level from its codes as read now (judged by the fault policy on the
+configuration of ``fault_levels_file`` and the built-in files), its reset
+group, and the processes on the group's chips. Which chips pods hold the plugin
+learns from the kubelet's PodResources API, in every mode; the doctor cannot ask
+it for the plugin, but it can tell when its socket is not there, which leaves
+every reset group busy.
 """
 
 from __future__ import annotations
@@ -18,10 +19,11 @@ from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
-from ascend_plugin.faults import FaultLevel, load_table
+from ascend_plugin.fault_policy.config import base_config, fault_config
+from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.hot_reset.freeness import GroupCheck
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for
-from ascend_plugin.inventory.verdict import classify
 from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.chips import Chip
@@ -108,8 +110,8 @@ async def hot_reset(context: Context) -> Finding:
 
 
 async def _levels(context: Context, backend: ChipBackend, chips: list[Chip]) -> list[tuple[Chip, FaultLevel]]:
-    """Each chip's worst fault level as its health and codes say now (NormalNPU where they cannot be read)."""
-    table = load_table(context.settings.fault_levels_file)
+    """Each chip's fault level as its codes say now (NormalNPU where they cannot be read)."""
+    policy = FaultPolicy(fault_config(base_config(context.settings.fault_levels_file), None))
     found = []
     for chip in chips:
         try:
@@ -117,8 +119,8 @@ async def _levels(context: Context, backend: ChipBackend, chips: list[Chip]) -> 
         except (ChipError, ChipCallError):
             found.append((chip, FaultLevel.NormalNPU))
             continue
-        faults = classify(reading, (), table, {})
-        found.append((chip, faults[0].level if faults else FaultLevel.NormalNPU))
+        policy.reconcile(chip.phy_id, reading.codes)
+        found.append((chip, policy.judge(chip.phy_id).level))
     return found
 
 

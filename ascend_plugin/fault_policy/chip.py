@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -100,10 +101,12 @@ class ChipFaults:
         self.separation_written = False
         self._current: dict[int, _Current] = {}
         self._severities: dict[int, int | None] = {}
+        self._event_at: dict[int, int] = {}  # code -> when an event last spoke of it (Unix ms)
         self._counters: dict[int, FrequencyCounter] = {}
         self._clocks: dict[int, DurationClock] = {}
         self._accompanying = AccompanyingFaults()
         self._releases: list[Release] = []
+        self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
 
     # -- what happens -------------------------------------------------------------------
 
@@ -112,25 +115,44 @@ class ChipFaults:
         if observation.code == RESET_FINISHED:
             return True
         self._severities[observation.code] = observation.severity
+        if not observation.polled:
+            self._event_at[observation.code] = max(observation.at, self._event_at.get(observation.code, 0))
         for admitted in self._admit(observation):
             self._apply(admitted)
         return False
 
     def reconcile(self, listed: Collection[int], at: int) -> None:
-        """A poll lists ``listed``: raise the new codes, clear the polled ones it no longer lists.
+        """A poll begun at ``at`` lists ``listed``: raise new codes, clear the polled ones it no longer lists.
 
         The reset-finished code is not a fault: a poll is already the fresh read it asks for.
+        A code an event spoke of after the poll began is the event's: the poll's
+        older view of it is left out (a recovery event is not undone by a poll
+        that read the code just before it cleared).
         """
+        stale = {code for code, event_at in self._event_at.items() if event_at > at}
         for code in listed:
             current = self._current.get(code)
+            if code in stale:
+                continue
             if current is not None:
                 current.polled = True
             elif code != RESET_FINISHED:
                 self.observe(Observation(code, Assertion.RAISED, at, POLLED_SEVERITY, polled=True))
         for code, current in list(self._current.items()):
-            if current.polled and current.until is None and code not in listed:
+            if current.polled and current.until is None and code not in listed and code not in stale:
                 self.observe(Observation(code, Assertion.RECOVERED, at, POLLED_SEVERITY, polled=True))
         self._accompanying.forget_absent(listed)
+
+    def read_afresh(self) -> None:
+        """The chip was reset: let the next poll decide every current code, as if polls had listed them all.
+
+        A code a fault event raised (or reported once) before a reset says
+        nothing of the chip after it; the poll that follows keeps the codes it
+        lists and clears the rest, through the usual recovery (clocks and
+        counters see it).
+        """
+        for current in self._current.values():
+            current.polled, current.until = True, None
 
     def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
         """Take back what the device-info ConfigMap recorded before a restart.
@@ -423,6 +445,8 @@ class ChipFaults:
 
     def _escalate(self, reason: UpgradeReason) -> None:
         was_manual = self.reasons.manual
+        if not self.reasons.has(reason.key):
+            self.escalated[reason.kind] += 1
         self.reasons.put(reason)
         if self.reasons.manual and not was_manual:
             self.separation_written = False

@@ -126,13 +126,6 @@ class FaultCodeLists:
                 return level
         return UNKNOWN_NETWORK_LEVEL
 
-    def per_code_levels(self) -> dict[int, FaultLevel]:
-        """Every listed code with the level of the most severe list holding it."""
-        levels: dict[int, FaultLevel] = {}
-        for level in reversed(CHIP_LIST_LEVELS):
-            levels.update(dict.fromkeys(self.chip[level], level))
-        return levels
-
     def with_overlay(self, levels: Mapping[int, FaultLevel]) -> FaultCodeLists:
         """These lists with each code of ``levels`` moved to the list of its level (a list level)."""
         outside = sorted(

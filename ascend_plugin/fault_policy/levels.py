@@ -33,15 +33,6 @@ class FaultLevel(IntEnum):
         return self <= FaultLevel.SubHealthFault
 
     @property
-    def recovers_by_poll(self) -> bool:
-        """Whether a raised fault of this level clears once the driver stops listing its code.
-
-        A ManuallySeparateNPU fault stays until its recovery event (or a
-        restart): an operator, not a poll, decides the chip is fit again.
-        """
-        return self < FaultLevel.ManuallySeparateNPU
-
-    @property
     def one_off_hold(self) -> float:
         """Seconds a one-off fault event (assertion 2) of this level keeps its code on a chip."""
         return ONE_OFF_HOLD_SECONDS[self]

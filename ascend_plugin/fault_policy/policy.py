@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
 
 from ascend_plugin.fault_policy.chip import ChipFaults, ChipJudgement
 from ascend_plugin.fault_policy.config import FaultConfig
 from ascend_plugin.fault_policy.observations import Observation
-from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
+from ascend_plugin.fault_policy.reasons import Release, UpgradeKind, UpgradeReason
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,10 @@ class FaultPolicy:
     def reconcile(self, phy_id: int, codes: Collection[int], at: int | None = None) -> None:
         """A poll of chip ``phy_id`` listed ``codes`` (at ``at``, Unix ms; default now)."""
         self.chip(phy_id).reconcile(codes, self.now() if at is None else at)
+
+    def read_afresh(self, phy_id: int) -> None:
+        """Chip ``phy_id`` was reset (hot reset, reset-finished event): its next poll decides its codes."""
+        self.chip(phy_id).read_afresh()
 
     def judge(self, phy_id: int, *, held: bool = False) -> ChipJudgement:
         """Chip ``phy_id``'s levels and health now; ``held``: a pod holds the chip."""
@@ -143,6 +148,16 @@ class FaultPolicy:
         for chip in self._chips.values():
             chip.reconfigure(config, now)
         self._changed()
+
+    def escalations(self) -> dict[UpgradeKind, int]:
+        """How many escalations were recorded since start, by Huawei's ``upgrade_type`` (for /metrics).
+
+        A standing escalation that recurs moves its time and is not counted again.
+        """
+        total: Counter[UpgradeKind] = Counter()
+        for chip in self._chips.values():
+            total.update(chip.escalated)
+        return dict(total)
 
     def drain_releases(self) -> list[Release]:
         """Every escalation lifted since the last call, chip by chip."""

@@ -16,7 +16,8 @@ Nothing else builds a :class:`~.config.FaultConfig` at run time.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
 from ascend_plugin.fault_policy.config import BaseConfig, FaultConfig, fault_config
@@ -27,17 +28,13 @@ from ascend_plugin.fault_policy.policy import FaultPolicy
 class FaultSources:
     """The inputs of the fault configuration in force, and the node's policy."""
 
-    def __init__(self, base: BaseConfig, policy: FaultPolicy | None = None) -> None:
+    def __init__(self, base: BaseConfig, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: the policy's, Unix seconds (tests move it)."""
         self._base = base
         self._configmap: Mapping[str, str] | None = None
         self._overlay: Mapping[int, FaultLevel] = MappingProxyType({})
         self._overlay_source: str | None = None
-        config = self._assemble()
-        if policy is None:
-            policy = FaultPolicy(config)
-        else:
-            policy.reconfigure(config)
-        self.policy = policy
+        self.policy = FaultPolicy(self._assemble(), clock)
 
     @property
     def config(self) -> FaultConfig:

@@ -7,9 +7,10 @@ without a break for ``flap_hold`` seconds, however long it flapped before. A
 single unhealthy reading while damped starts the clean period over. While
 held, the reason says so, since when the chip has been clean and when it will
 be released if it stays that way, and the faults are every fault seen since
-the chip was damped: what a held chip reports (to the kubelet, in the
-device-info ConfigMap, on its ResourceSlice) stays put while it flaps, rather
-than changing with each flip of the state that is held out anyway.
+the chip was damped, and the fault policy's judgement the most severe one
+since: what a held chip reports (to the kubelet, in the device-info ConfigMap,
+on its ResourceSlice) stays put while it flaps, rather than changing with each
+flip of the state that is held out anyway.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ascend_plugin.fault_policy.chip import ChipJudgement
 from ascend_plugin.faults import Fault
 
 
@@ -38,6 +40,7 @@ class Verdict:
     healthy: bool
     reason: str
     faults: tuple[Fault, ...]
+    judgement: ChipJudgement | None = None  # the fault policy's, where the chip was judged
 
 
 class Damping:
@@ -51,6 +54,7 @@ class Damping:
         self._clean_since: float | None = None
         self._clean_since_wall = 0.0
         self._faults: dict[int, Fault] = {}  # while damped: every fault seen since, by code
+        self._judgement: ChipJudgement | None = None  # while damped: the most severe judgement since
 
     @property
     def damped(self) -> bool:
@@ -69,7 +73,9 @@ class Damping:
             if len(self._spells) >= policy.flap_threshold:
                 self._damped = True
             if self._damped:
-                return Verdict(False, verdict.reason, self._seen(verdict.faults))
+                return Verdict(
+                    False, verdict.reason, self._seen(verdict.faults), self._held(verdict.judgement)
+                )
             return verdict
         self._last_healthy = True
         if not self._damped:
@@ -82,6 +88,7 @@ class Damping:
             self._spells.clear()
             self._clean_since = None
             self._faults.clear()
+            self._judgement = None
             return verdict
         clean_at = _clock_time(self._clean_since_wall)
         release_at = _clock_time(self._clean_since_wall + policy.flap_hold)
@@ -91,7 +98,17 @@ class Damping:
             f"clean for {policy.flap_hold:g} s; clean since {clean_at}, released at {release_at} "
             "if it stays clean",
             self._seen(verdict.faults),
+            self._held(verdict.judgement),
         )
+
+    def _held(self, judgement: ChipJudgement | None) -> ChipJudgement | None:
+        """The judgement to show while damped: ``judgement`` only when more severe than the one held."""
+        held = self._judgement
+        if judgement is not None and (
+            held is None or (judgement.level, judgement.network_level) > (held.level, held.network_level)
+        ):
+            self._judgement = held = judgement
+        return held
 
     def _seen(self, faults: tuple[Fault, ...]) -> tuple[Fault, ...]:
         """``faults`` added to those seen while damped; all of them, most severe first."""

@@ -9,10 +9,12 @@ a lock and in constant time, and wakes the loop once for everything that piled
 up meanwhile (:class:`EventInbox`). The monitor folds bursts that arrive faster
 than its :class:`Pace` allows into the one it will apply next.
 
-What coalescing keeps. What events do to a chip's
-:class:`~ascend_plugin.inventory.fault_memory.FaultMemory` depends, code by
-code, on the last event of the code alone, so the last one of a burst leaves
-the memory as the whole sequence would have. What happened in between matters
+What coalescing keeps. Which codes the fault policy holds on a chip
+(:mod:`ascend_plugin.fault_policy`) depends, code by code, on the last event of
+the code alone, so the last one of a burst leaves them as the whole sequence
+would have. (A FaultFrequency count sees each turn and last event of a burst,
+not every repeat within it: a code flapping a thousand times a second counts
+as often as the monitor applies its bursts.) What happened in between matters
 too: a code raised and recovered within one burst made the chip unhealthy for
 a moment, and flap damping counts such moments. So for each code a burst also
 keeps the latest earlier event that went the other way (a raise before a
@@ -36,7 +38,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from ascend_plugin.call_turns import hand_to_loop
-from ascend_plugin.inventory.fault_memory import RECOVERED
+from ascend_plugin.fault_policy.observations import Assertion
 from backends.library import FaultEvent
 
 MAX_CODES = 256  # distinct codes a chip's burst holds
@@ -52,7 +54,7 @@ class Arrival:
 
 def _raising(arrival: Arrival) -> bool:
     """Whether the event puts its code on the chip (raised or one-off) rather than lifting it."""
-    return arrival.event.assertion != RECOVERED
+    return arrival.event.assertion != Assertion.RECOVERED
 
 
 @dataclass

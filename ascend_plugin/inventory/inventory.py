@@ -49,7 +49,12 @@ class ChipHealth:
 
     @property
     def worst_level(self) -> FaultLevel:
-        """The most severe current fault level (NormalNPU without faults)."""
+        """The chip's fault level: the policy's (escalations included), else its worst fault's, or NormalNPU.
+
+        The network level is apart: a link down does not make the chip's own level.
+        """
+        if self.judgement is not None:
+            return self.judgement.level
         return self.faults[0].level if self.faults else FaultLevel.NormalNPU
 
     @property

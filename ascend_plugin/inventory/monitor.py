@@ -9,9 +9,20 @@ unhealthy within the call timeout and holds up nobody else.
 On families whose driver delivers fault events (910), the monitor subscribes:
 an event is applied on the loop the moment it arrives, without waiting for a
 poll or a driver call, and the chip's next poll follows at once. Events and
-polls are combined by :class:`~ascend_plugin.inventory.fault_memory.FaultMemory`
-and :func:`~ascend_plugin.inventory.verdict.judge`; flapping chips are held by
-:class:`~ascend_plugin.inventory.damping.Damping`. A chip whose events keep
+polls go to the node's :class:`~ascend_plugin.fault_policy.policy.FaultPolicy`
+(Huawei's levels, escalations and manual separation), which judges the chip's
+faults; :func:`~ascend_plugin.inventory.verdict.judge` adds what the driver
+calls say (a hung call, failed polls, a dropped card), and flapping chips are
+held by :class:`~ascend_plugin.inventory.damping.Damping`. The policy's next
+deadline (a one-off's hold, a FaultDuration timeout, a release window) brings
+the chip's next look forward; so does a change of the chips pods hold, since
+PreSeparateNPU is healthy only while a pod holds the chip.
+
+Where the chip has a RoCE port (the 910 families), the link's health is read
+after each poll as a second source beside the fault codes
+(``dcmi_get_device_network_health``, as a background job with its own 1 s
+timeout: the call can block after a card drop, and never holds up the poll's
+verdict): a link that is not OK or INIT counts as the polled code ``81078603``. A chip whose events keep
 coming has them applied at most ``EVENT_RATE`` times a second (after a burst of
 ``EVENT_BURST``), each time all that came meanwhile, coalesced
 (:mod:`~ascend_plugin.inventory.fault_events`), and logged once per
@@ -38,29 +49,35 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneCalls, LaneKey, StuckCall
-from ascend_plugin.faults import FaultTable, format_code
+from ascend_plugin.fault_policy.codes import LINK_DOWN
+from ascend_plugin.fault_policy.observations import Observation
+from ascend_plugin.fault_policy.policy import FaultPolicy
+from ascend_plugin.faults import format_code
 from ascend_plugin.inventory.damping import Damping, DampingPolicy, Verdict
 from ascend_plugin.inventory.event_log import FaultEventLog, Source
 from ascend_plugin.inventory.fault_events import Arrival, Batch, ChipBurst, EventInbox, Pace
-from ascend_plugin.inventory.fault_memory import FaultMemory
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory
-from ascend_plugin.inventory.verdict import Observation, judge
+from ascend_plugin.inventory.verdict import Observation as Evidence
+from ascend_plugin.inventory.verdict import judge
 from ascend_plugin.settings import Settings
 from backends.backend import SUBSCRIBE, ChipBackend
 from backends.chips import Chip, HealthReading
 from backends.errors import ChipError, SymbolMissing
 from backends.library import VdevInfo
+from backends.readings import NETWORK_DOWN, NETWORK_UP
 
 log = logging.getLogger(__name__)
 
 EVENT_RATE = 10.0  # times a second a chip's events are applied while they keep coming
 EVENT_BURST = 5  # ... after this many applied at once
 EVENT_LOG_INTERVAL = 10.0  # seconds between two fault-event lines of one chip while its events keep coming
-MAX_SEVERITIES = 4096  # fault codes whose last event severity is remembered (the oldest is forgotten)
+# Seconds dcmi_get_device_network_health may take (Huawei's limit: it blocks after a card drop).
+NETWORK_TIMEOUT = 1.0
 STRAYS = Source("chips this node does not have")
 # A poll that starts this little before its tick (the loop runs timers a hair early) is that tick's.
 TICK_SLACK = 0.001
@@ -86,6 +103,21 @@ def health_policy(settings: Settings) -> HealthPolicy:
     )
 
 
+class HeldSource(Protocol):
+    """The chips pods hold (:class:`~ascend_plugin.offers.assignments.HeldChips`), as read here."""
+
+    @property
+    def chips(self) -> frozenset[int]: ...
+
+    @property
+    def known(self) -> bool: ...
+
+    @property
+    def version(self) -> int: ...
+
+    async def wait_for_change(self, seen_version: int) -> int: ...
+
+
 @dataclass
 class _Watch:
     """What the monitor remembers of one chip between looks."""
@@ -93,8 +125,9 @@ class _Watch:
     chip: Chip
     damping: Damping
     source: Source  # how fault-event lines name it
-    memory: FaultMemory = field(default_factory=FaultMemory)
     reading: HealthReading | None = None
+    read_at: int = 0  # when the poll that read it began, on the fault policy's clock (Unix ms)
+    judged_at: int = 0  # when the policy last judged it, on its clock (Unix ms)
     failures: int = 0
     error: str = ""
     wake: anyio.Event = field(default_factory=anyio.Event)
@@ -103,6 +136,10 @@ class _Watch:
     pace: Pace = field(default_factory=lambda: Pace(EVENT_RATE, EVENT_BURST))
     events_due: asyncio.TimerHandle | None = None  # when the waiting events are applied
     polled_at: float | None = None  # when its last poll started, on the loop's clock
+    # dcmi_get_device_network_health: the link is down (True), up (False), not known yet (None).
+    link_down: bool | None = None
+    has_network: bool = True  # False once the chip (or its family) answered it has no RoCE port
+    network_read: anyio.Event | None = None  # a poll succeeded: time for a network read
 
 
 @dataclass(frozen=True)
@@ -125,7 +162,8 @@ class HealthMonitor:
         inventory: Inventory,
         *,
         policy: Callable[[], HealthPolicy],
-        fault_table: Callable[[], FaultTable],
+        faults: FaultPolicy,
+        held: HeldSource | None = None,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
         event_log_interval: float = EVENT_LOG_INTERVAL,
@@ -134,7 +172,8 @@ class HealthMonitor:
         self.calls = calls
         self.inventory = inventory
         self.policy = policy
-        self.fault_table = fault_table
+        self.faults = faults
+        self.held = held  # None: no holdings known (PreSeparateNPU then counts as free)
         self.clock = clock
         self.subscribed = False
         self.inbox: EventInbox | None = None  # once subscribed: where the library leaves events
@@ -142,7 +181,6 @@ class HealthMonitor:
             state.phy_id: _Watch(state.chip, Damping(wall_clock), self._source(state))
             for state in inventory.chips()
         }
-        self._severities: dict[int, int] = {}  # fault code -> last severity an event gave it
         self._event_log = FaultEventLog(event_log_interval)
         # The node-wide ticks of the regular polls, on the loop's clock: this plus whole intervals.
         self._ticks_from: float | None = None
@@ -163,25 +201,34 @@ class HealthMonitor:
             async with anyio.create_task_group() as group:
                 for watch in self._watches.values():
                     group.start_soon(self._watch, watch, name=f"health of chip {watch.chip.phy_id}")
+                    watch.network_read = anyio.Event()
+                    group.start_soon(self._network, watch, name=f"network health of chip {watch.chip.phy_id}")
+                if self.held is not None:
+                    group.start_soon(self._follow_holdings, self.held, name="health: chips pods hold")
         finally:
             stop_listening()
             self._event_log.flush()
 
     def wake(self) -> None:
-        """Look at every chip now (a config change)."""
+        """Look at every chip now (a config change, a new fault configuration, an operator's release)."""
         for watch in self._watches.values():
             watch.wake.set()
 
+    def judge_again(self) -> None:
+        """Judge every chip again from what is known, without a poll (the chips pods hold changed)."""
+        for watch in self._watches.values():
+            self._decide(watch)
+
     async def look_again(self, phy_ids: Iterable[int]) -> None:
-        """Poll these chips now, forgetting the codes their fault events held; return once judged.
+        """Poll these chips now, their codes read afresh; return once judged.
 
         After a hot reset the driver has re-initialised the chips: a code an
-        event raised before it says nothing of them now, so their faults are
-        read afresh (Huawei's plugin does the same).
+        event raised before it says nothing of them now, so the poll decides
+        every code (Huawei's plugin does the same).
         """
         watches = [self._watches[phy] for phy in phy_ids if phy in self._watches]
         for watch in watches:
-            watch.memory = FaultMemory()
+            self.faults.read_afresh(watch.chip.phy_id)
         async with anyio.create_task_group() as group:
             for watch in watches:
                 group.start_soon(self._poll, watch)
@@ -201,14 +248,27 @@ class HealthMonitor:
         """
         now = self.clock()
         due = []
-        if (expiry := watch.memory.next_expiry()) is not None:
-            due.append(expiry)
+        if (deadline := self._policy_deadline(watch)) is not None:
+            due.append(now + deadline)
         if (release := watch.damping.release_due(now, self.policy().damping)) is not None:
             due.append(release)
         if (stuck := self.calls.stuck(watch.chip.phy_id)) is not None:
             due.append(stuck.retry_at)
         tick = self._next_tick(watch)
         return min(tick, anyio.current_time() + max(min(due) - now, 0.0)) if due else tick
+
+    def _policy_deadline(self, watch: _Watch) -> float | None:
+        """Seconds until the fault policy's next timed change on the chip (None: none pending).
+
+        The policy keeps Unix milliseconds on its own clock; the monitor waits
+        on the loop's. A deadline that passed since the last judgement is due
+        at once; one no later than it was judged already (judging consumes it),
+        and is not waited for again.
+        """
+        wake_at = self.faults.chip(watch.chip.phy_id).wake_at()
+        if wake_at is None or wake_at <= watch.judged_at:
+            return None
+        return max(wake_at - self.faults.now(), 0) / 1000
 
     def _next_tick(self, watch: _Watch) -> float:
         """The first node-wide tick after the chip's last poll, on the loop's clock."""
@@ -244,9 +304,30 @@ class HealthMonitor:
                 )
             elif look.reading is not None:
                 watch.reading, watch.failures, watch.error = look.reading, 0, ""
-                watch.memory.reconcile(look.reading, started, self.fault_table())
+                watch.read_at = self._policy_time(started)
+                self._reconcile(watch)
                 self._record_vnpus(watch, look)
+                if watch.network_read is not None:
+                    watch.network_read.set()
         self._decide(watch)
+
+    def _policy_time(self, at: float) -> int:
+        """The monitor's clock time ``at`` on the fault policy's clock (Unix milliseconds)."""
+        return self.faults.now() - round((self.clock() - at) * 1000)
+
+    def _reconcile(self, watch: _Watch) -> None:
+        """Tell the policy the codes the last poll listed, with the link's state as a second source.
+
+        Only a reading that lists codes says anything of codes that cleared. It
+        is dated when its poll began, so that an event since then wins over it.
+        """
+        reading = watch.reading
+        if reading is None or not reading.codes_known:
+            return
+        codes = reading.codes
+        if watch.link_down and LINK_DOWN not in codes:
+            codes = (*codes, LINK_DOWN)
+        self.faults.reconcile(watch.chip.phy_id, codes, watch.read_at)
 
     def _look(self, calls: LaneCalls, chip: Chip, reads_vnpus: bool) -> _Look:
         """One poll's reads, on the chip's thread: its health, then (where read and present) its vNPUs."""
@@ -284,22 +365,25 @@ class HealthMonitor:
         if self.inventory.set_vnpus(chip.phy_id, look.vnpus):
             _log_vnpu_change(chip, state.vnpus, look.vnpus)
 
+    def _held(self, phy_id: int) -> bool:
+        """Whether a pod holds the chip; until the holdings are known, every chip counts as free."""
+        held = self.held
+        return held is not None and held.known and phy_id in held.chips
+
     def _decide(self, watch: _Watch) -> None:
         """Judge the chip from what is known now and record the verdict."""
         now = self.clock()
         policy = self.policy()
-        watch.memory.expire(now)
-        observation = Observation(
-            watch.reading,
-            watch.failures,
-            watch.error,
-            self.calls.stuck(watch.chip.phy_id),
-            watch.memory.held(),
+        phy = watch.chip.phy_id
+        held = self._held(phy)
+        judgement = self.faults.judge(phy, held=held)
+        watch.judged_at = self.faults.now()
+        evidence = Evidence(
+            watch.reading, judgement, held, watch.failures, watch.error, self.calls.stuck(phy)
         )
-        verdict = judge(observation, self.fault_table(), self._severities, policy.failure_threshold, now)
-        verdict = watch.damping.apply(verdict, now, policy.damping)
-        old = self.inventory.get(watch.chip.phy_id)
-        health = ChipHealth(True, verdict.healthy, verdict.reason, verdict.faults)
+        verdict = watch.damping.apply(judge(evidence, policy.failure_threshold), now, policy.damping)
+        old = self.inventory.get(phy)
+        health = ChipHealth(True, verdict.healthy, verdict.reason, verdict.faults, verdict.judgement)
         if self.inventory.set_health(watch.chip.phy_id, health) and old is not None:
             self._log_transition(self.inventory.table.chip_id(old.phy_id), old, verdict)
 
@@ -358,22 +442,63 @@ class HealthMonitor:
             return
         watch.pace.spend(asyncio.get_running_loop().time())
         self._event_log.burst(watch.source, burst)
-        table = self.fault_table()
         if turns := burst.turns():
-            self._record(watch, turns, table)
+            self._record(watch, turns)
             self._decide(watch)
-        self._record(watch, burst.lasts(), table)
+        self._record(watch, burst.lasts())
         self._decide(watch)
         watch.wake.set()
 
-    def _record(self, watch: _Watch, arrivals: Iterable[Arrival], table: FaultTable) -> None:
+    def _record(self, watch: _Watch, arrivals: Iterable[Arrival]) -> None:
+        phy = watch.chip.phy_id
         for arrival in arrivals:
-            event = arrival.event
-            self._severities.pop(event.code, None)  # re-inserted last: the oldest is what goes
-            self._severities[event.code] = event.severity
-            if len(self._severities) > MAX_SEVERITIES:
-                del self._severities[next(iter(self._severities))]
-            watch.memory.record(event, arrival.at, table)
+            if self.faults.observe(phy, Observation.of_event(arrival.event, self._policy_time(arrival.at))):
+                self.faults.read_afresh(phy)  # reset finished: the poll that follows reads every code again
+
+    # -- the chips pods hold, the RoCE link ----------------------------------------------
+
+    async def _follow_holdings(self, held: HeldSource) -> None:
+        """Judge every chip again whenever the chips pods hold change."""
+        seen = held.version
+        while True:
+            seen = await held.wait_for_change(seen)
+            self.judge_again()
+
+    async def _network(self, watch: _Watch) -> None:
+        """After each successful poll, read the chip's RoCE link once (until it says it has none)."""
+        assert watch.network_read is not None
+        while watch.has_network:
+            await watch.network_read.wait()
+            watch.network_read = anyio.Event()
+            await self._read_network(watch)
+
+    async def _read_network(self, watch: _Watch) -> None:
+        """``dcmi_get_device_network_health`` of the chip, as a second source of ``81078603``.
+
+        Up (OK, INIT) or down changes the link's state; a failed or timed-out
+        call says nothing, and the last state stays. A chip without a RoCE port
+        is not asked again.
+        """
+        chip = watch.chip
+        try:
+            status = await self.calls.background(
+                chip.phy_id,
+                "network health",
+                lambda calls: calls.call("network_status", self.backend.network_status, chip),
+                per_call=NETWORK_TIMEOUT,
+            )
+        except (ChipCallError, ChipError) as error:
+            log.debug("%s: network health not read (%s); its last state stays", chip.label, error)
+            return
+        if status is None:
+            watch.has_network = False
+            return
+        down = {NETWORK_UP: False, NETWORK_DOWN: True}.get(status)
+        if down is None or down == watch.link_down:
+            return
+        watch.link_down = down
+        self._reconcile(watch)
+        self._decide(watch)
 
     def _lane_changed(self, lane: LaneKey, stuck: StuckCall | None) -> None:
         watch = self._watches.get(lane) if lane is not None else None

@@ -1,9 +1,11 @@
 """The config ConfigMap: run-time settings an operator changes without restarting pods.
 
 Its data keys are setting names (``health_interval`` or ``health-interval``)
-limited to the reloadable ones, plus ``fault_levels.json``: a fault-level table
-(``{"SeparateNPU": ["80E01801"]}``) merged over the table the plugin started
-with (the built-in one and ``fault_levels_file``). The ConfigMap's keys win over
+limited to the reloadable ones, plus ``fault_levels.json``: fault levels in the
+plugin's own format (``{"SeparateNPU": ["80E01801"]}``) laid over the fault
+configuration in force (docs/faults.md), handed to
+:class:`~ascend_plugin.fault_policy.sources.FaultSources`; removing the key
+removes them. The ConfigMap's keys win over
 the command line, the environment and the config file; a key that is removed
 (or the whole ConfigMap) returns that setting to its value at start-up.
 
@@ -19,7 +21,10 @@ import logging
 from collections.abc import Mapping
 from contextlib import aclosing
 
-from ascend_plugin.faults import FaultTable, FaultTableError, parse_levels
+from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.overlay import decode_overlay
+from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, string_map
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.follow import follow
@@ -35,9 +40,12 @@ FAULT_LEVELS_KEY = "fault_levels.json"
 class ConfigWatcher:
     """Applies the config ConfigMap to a running plugin, atomically, on every change."""
 
-    def __init__(self, kube: Kube, config: LiveConfig, namespace: str, name: str) -> None:
+    def __init__(
+        self, kube: Kube, config: LiveConfig, faults: FaultSources, namespace: str, name: str
+    ) -> None:
         self.kube = kube
         self.config = config
+        self.faults = faults
         self.namespace = namespace
         self.name = name
         self._applied: dict[str, str] | None = None
@@ -64,7 +72,7 @@ class ConfigWatcher:
         if data == self._applied:
             return True
         try:
-            overrides, table = self._parse(data)
+            overrides, overlay = self._parse(data)
             # A removed key returns to the value the plugin started with.
             self.config.apply_overrides(overrides)
         except SettingsError as error:
@@ -75,9 +83,16 @@ class ConfigWatcher:
                 extra={"configmap": self.where},
             )
             return False
-        if table != self.config.fault_table:
-            self.config.replace_fault_table(table)
-            log.info("config ConfigMap %s: fault-level table replaced", self.where)
+        source = f"{FAULT_LEVELS_KEY} of {self.where}" if overlay else None
+        if self.faults.set_overlay(overlay, source):
+            log.info(
+                "config ConfigMap %s: %s",
+                self.where,
+                f"{FAULT_LEVELS_KEY} applies ({len(overlay)} codes)"
+                if overlay
+                else f"no {FAULT_LEVELS_KEY} any more",
+                extra={"configmap": self.where},
+            )
         self._applied = dict(data)
         log.info(
             "config ConfigMap %s applied (%s)",
@@ -87,13 +102,13 @@ class ConfigWatcher:
         )
         return True
 
-    def _parse(self, data: Mapping[str, str]) -> tuple[dict[str, str], FaultTable]:
-        """The setting overrides and the fault table ``data`` asks for; SettingsError if invalid."""
+    def _parse(self, data: Mapping[str, str]) -> tuple[dict[str, str], dict[int, FaultLevel]]:
+        """The setting overrides and the fault levels ``data`` asks for; SettingsError if invalid."""
         overrides: dict[str, str] = {}
-        table = self.config.startup_table
+        overlay: dict[int, FaultLevel] = {}
         for key, value in data.items():
             if key == FAULT_LEVELS_KEY:
-                table = self._fault_table(value)
+                overlay = self._fault_levels(value)
                 continue
             name = key.replace("-", "_")
             if name not in RELOADABLE:
@@ -102,14 +117,13 @@ class ConfigWatcher:
                     f"key {key!r} (value {value!r}) is not a run-time setting; allowed: {allowed}"
                 )
             overrides[name] = value
-        return overrides, table
+        return overrides, overlay
 
-    def _fault_table(self, text: str) -> FaultTable:
+    def _fault_levels(self, text: str) -> dict[int, FaultLevel]:
         source = f"{FAULT_LEVELS_KEY} of {self.where}"
         try:
-            levels = parse_levels(json.loads(text), source)
+            return decode_overlay(json.loads(text), source)
         except json.JSONDecodeError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
-        except FaultTableError as error:
+        except FaultConfigError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
-        return self.config.startup_table.merged(levels)

@@ -107,8 +107,13 @@ def _config(kube: Kube, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 
     assert inputs.settings.config_configmap is not None  # enabled only when set
+    assert inputs.faults is not None  # the plugin always has a fault policy; fault_levels.json feeds it
     return ConfigWatcher(
-        kube, inputs.config, config_namespace(inputs.settings), inputs.settings.config_configmap
+        kube,
+        inputs.config,
+        inputs.faults,
+        config_namespace(inputs.settings),
+        inputs.settings.config_configmap,
     ).run
 
 

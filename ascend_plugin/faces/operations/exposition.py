@@ -39,16 +39,30 @@ class _Collector(Collector):
         )
         level = GaugeMetricFamily(
             "ascend_device_fault_level",
-            "Worst current fault level (0 NormalNPU ... 9 ManuallySeparateNPU)",
+            "The chip's fault level, escalations included (0 NormalNPU ... 9 ManuallySeparateNPU)",
+            labels=["device", "level"],
+        )
+        network = GaugeMetricFamily(
+            "ascend_device_network_fault_level",
+            "The chip's network (RoCE) fault level (0 NormalNPU ... 9 ManuallySeparateNPU)",
             labels=["device", "level"],
         )
         ai_cores = GaugeMetricFamily("ascend_device_ai_cores", "AI cores of the chip", labels=["device"])
         for chip in source.chip_metrics():
             health.add_metric([chip.device], 1.0 if chip.healthy else 0.0)
             level.add_metric([chip.device, chip.worst_level], float(chip.worst_level_value))
+            if chip.network_level is not None:
+                network.add_metric([chip.device, chip.network_level], float(chip.network_level_value))
             if chip.ai_cores is not None:
                 ai_cores.add_metric([chip.device], chip.ai_cores)
-        yield from (health, level, ai_cores)
+        escalations = CounterMetricFamily(
+            "ascend_fault_escalations",
+            "Fault escalations since start, by upgrade_type (FaultFrequency, FaultDuration, FaultAutofill)",
+            labels=["upgrade_type"],
+        )
+        for kind, count in source.fault_escalations().items():
+            escalations.add_metric([kind], count)
+        yield from (health, level, network, ai_cores, escalations)
 
         counters = source.kubelet_counters()
         allocations = CounterMetricFamily("ascend_allocations", "Containers given devices by Allocate")

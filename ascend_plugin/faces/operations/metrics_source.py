@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import collections
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -34,6 +34,8 @@ class ChipMetric:
     worst_level: str
     worst_level_value: int
     ai_cores: float | None
+    network_level: str | None = None  # the fault policy's network level; None before the chip is judged
+    network_level_value: int = 0
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,10 @@ class MetricsSource(Protocol):
     def hot_resets(self) -> HotResetFigures | None: ...
 
     def stuck_calls(self) -> Sequence[StuckCall]: ...
+
+    def fault_escalations(self) -> Mapping[str, int]:
+        """Escalations the fault policy recorded since start, by ``upgrade_type``."""
+        ...
 
     def abandoned_threads(self) -> int: ...
 

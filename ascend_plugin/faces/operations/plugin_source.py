@@ -8,19 +8,21 @@ only once the chips are found, so the wiring hands its ``counters`` over then
 (:attr:`PluginSource.kubelet`); until then they are zeros. The hot-reset
 manager, where hot reset is on, is handed over the same way
 (:attr:`PluginSource.hot_reset`), and so is the chips' telemetry, where it is
-on (:attr:`PluginSource.telemetry_of`).
+on (:attr:`PluginSource.telemetry_of`). The fault levels are the health
+verdicts' (the fault policy's judgement), the escalations the policy's count.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from ascend_plugin.chip_calls import ChipCalls, StuckCall
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.metrics_source import ChipMetric, HotResetFigures
 from ascend_plugin.faces.operations.probes import PluginProbes
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.discovery import Discovery
 
@@ -33,9 +35,11 @@ class PluginSource:
         discovery: Discovery,
         calls: ChipCalls,
         probes: PluginProbes,
+        faults: FaultPolicy,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.discovery = discovery
+        self.faults = faults
         self.calls = calls
         self.probes = probes
         self.clock = clock
@@ -49,16 +53,22 @@ class PluginSource:
         if node is None:
             return []
         inventory = node.inventory
-        return [
-            ChipMetric(
-                inventory.table.chip_id(state.phy_id),
-                state.healthy,
-                state.health.worst_level.name,
-                int(state.health.worst_level),
-                state.ai_cores,
+        metrics = []
+        for state in inventory.chips():
+            judgement = state.health.judgement
+            network = judgement.network_level if judgement is not None else None
+            metrics.append(
+                ChipMetric(
+                    inventory.table.chip_id(state.phy_id),
+                    state.healthy,
+                    state.health.worst_level.name,
+                    int(state.health.worst_level),
+                    state.ai_cores,
+                    network.name if network is not None else None,
+                    int(network) if network is not None else 0,
+                )
             )
-            for state in inventory.chips()
-        ]
+        return metrics
 
     def kubelet_counters(self) -> KubeletCounters:
         return self.kubelet()
@@ -79,6 +89,9 @@ class PluginSource:
 
     def stuck_calls(self) -> Sequence[StuckCall]:
         return self.calls.stuck_calls()
+
+    def fault_escalations(self) -> Mapping[str, int]:
+        return {kind.value: count for kind, count in sorted(self.faults.escalations().items())}
 
     def abandoned_threads(self) -> int:
         return self.calls.abandoned_threads
