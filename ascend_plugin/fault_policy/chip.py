@@ -278,11 +278,11 @@ class ChipFaults:
         if observation.assertion is Assertion.RAISED:
             if current is None:
                 self._current[code] = _Current(at, observation.polled)
-            else:
+                self._occurred(code, at)
+            else:  # the same fault seen again (its event after the poll that found it): one occurrence
                 current.first_seen = min(current.first_seen, at)
                 current.polled |= observation.polled
                 current.until = None  # raised for good, not just once
-            self._occurred(code, at)
         elif observation.assertion is Assertion.RECOVERED:
             if current is not None:
                 del self._current[code]
