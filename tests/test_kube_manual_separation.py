@@ -92,6 +92,8 @@ async def test_a_separated_chip_is_named_with_its_reason_in_huaweis_shape(
     inventory, node, _ = separated(short_tmp)
     async with running(publisher(kube, inventory, node).run):
         await named(apiserver)
+        # The server stores the write before the publisher hears its answer and tells the policy.
+        await until(lambda: node.policy.chip(1).separation_written, "the write confirmed to the policy")
     written = data(apiserver)
     assert written["UpgradeFaultReason"] == (
         '{"Ascend910-1":[{"upgrade_time":1767225600000,"fault_code":"80e18005",'
