@@ -1,8 +1,9 @@
-"""ascend-device-plugin: a Kubernetes device plugin for Huawei Ascend NPUs."""
+"""ascend-device-plugin: a Kubernetes device plugin for Huawei Ascend NPUs.
 
-from importlib.metadata import PackageNotFoundError, version
+The version is kept here, the one place the package's build reads it from
+(``[tool.hatch.version]``): looking it up through importlib.metadata at start
+would import zipfile, email and their kin, 2-3 MiB of a daemon that idles on
+every node.
+"""
 
-try:
-    __version__ = version("ascend-device-plugin")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0+source"
+__version__ = "0.1.0"

@@ -99,21 +99,22 @@ class PluginApp:
         self,
         settings: Settings,
         *,
-        freeze_heap: bool = False,
+        settle_heap: bool = False,
         supervision: Supervision | None = None,
         limits: ProbeLimits = LIMITS,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        """``freeze_heap``: keep the garbage collector off what start-up built (:mod:`ascend_plugin.heap`:
-        the daemon does, a process that runs many apps must not). ``supervision`` and ``limits``: when a
-        failing part counts as serving again, and as dead. ``clock``: what hot reset counts its idle time
-        and its budget of resets on (tests move it). ``wall_clock``: the fault policy's (Unix seconds: its
-        escalation times go into the device-info ConfigMap; tests move it too).
+        """``settle_heap``: keep the garbage collector off what start-up built, and trim the C heap
+        (:mod:`ascend_plugin.heap`: the daemon does, a process that runs many apps must not).
+        ``supervision`` and ``limits``: when a failing part counts as serving again, and as dead.
+        ``clock``: what hot reset counts its idle time and its budget of resets on (tests move it).
+        ``wall_clock``: the fault policy's (Unix seconds: its escalation times go into the device-info
+        ConfigMap; tests move it too).
         """
         self.settings = settings
         self.clock = clock
-        self.freeze_heap = freeze_heap
+        self.settle_heap = settle_heap
         self.config = LiveConfig(settings)
         # The fault configuration's inputs (fault_levels_file and the built-ins now; the ConfigMaps once the
         # Kubernetes side runs) and the one policy that judges every chip's faults by them.
@@ -259,8 +260,8 @@ class PluginApp:
         except SettingsError as refused:  # settings that cannot work with these chips: no restart helps
             self.stop(refused)
             return
-        if self.freeze_heap:
-            heap.freeze()
+        if self.settle_heap:
+            heap.settle()
         stop_waking = self.config.on_change(lambda changed: monitor.wake())
         stop_judging = self.faults.policy.on_change(monitor.wake)  # a new fault configuration, a release
         try:
@@ -383,8 +384,8 @@ class PluginApp:
         from ascend_plugin.faces.kube.publishers import KubeInputs
         from ascend_plugin.faces.kube.run import run_kube
 
-        if self.freeze_heap:
-            heap.freeze()  # and the Kubernetes client's, as large again
+        if self.settle_heap:
+            heap.settle()  # and the Kubernetes client's, as large again
         inputs = KubeInputs(
             self.settings,
             node_name,

@@ -99,7 +99,7 @@ def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None)
     from ascend_plugin.app import PluginApp
 
     async def main() -> int:
-        app = PluginApp(settings, freeze_heap=True)
+        app = PluginApp(settings, settle_heap=True)
         async with anyio.create_task_group() as tasks:
 
             async def stop_on_signal() -> None:

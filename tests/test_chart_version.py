@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-import tomllib
+from importlib.metadata import version
 
 import yaml
-from chart_harness import CHART_DIR, DEFAULTS, ROOT, Rendering
+from chart_harness import CHART_DIR, DEFAULTS, Rendering
+
+from ascend_plugin import __version__
 
 SEMVER = re.compile(r"^\d+\.\d+\.\d+(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?$")
 
@@ -19,8 +21,12 @@ def chart_yaml() -> dict[str, object]:
 
 def test_app_version_is_the_package_version() -> None:
     """A release of the package and the chart that deploys it move together."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert chart_yaml()["appVersion"] == project["version"]
+    assert chart_yaml()["appVersion"] == __version__
+
+
+def test_the_installed_package_carries_the_version_the_plugin_reports() -> None:
+    """The build reads the version from ``ascend_plugin/__init__.py``: pip shows what ``--version`` says."""
+    assert version("ascend-device-plugin") == __version__
 
 
 def test_chart_version_is_semver() -> None:

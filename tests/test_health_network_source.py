@@ -1,8 +1,8 @@
 """``dcmi_get_device_network_health`` as a second source of the RoCE link down, beside the fault codes.
 
 Through the running health monitor on both fakes (``network_health`` in the
-scenario's telemetry; the C fake's real binding). After each successful poll
-the link is read once, as a background job with its own 1 s timeout: a result
+scenario's telemetry; the C fake's real binding). After a successful poll, at
+most every ``network_interval``, the link is read once, as a background job with its own 1 s timeout: a result
 other than OK (0) or INIT (6) puts ``81078603`` on the chip as a polled code,
 OK or INIT lifts it. A call that fails or hangs says nothing: the last state
 stays, and a hang (the call blocks after a card drop) holds up no verdict.
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.anyio
 OK, INIT, FAULT, UNREACH = 0, 6, 5, 3
 LINK_DOWN = "81078603"
 SEPARATE = "80818C00"
-FAST = HealthPolicy(interval=0.05)
+FAST = HealthPolicy(interval=0.05, network_interval=0.05)
 
 
 def _node(chip_name: str = "910B3", network: int = OK, **chip: object) -> FakeScenario:
@@ -91,3 +91,14 @@ async def test_families_without_a_roce_port_are_never_asked(any_fake: ScenarioPl
         # One look per chip finds the family has no RoCE port (no driver call); never again.
         assert calls.count("network health") <= 2
         assert "network_status" not in calls
+
+
+async def test_the_link_is_read_at_most_every_network_interval(any_fake: ScenarioPlayer[Any]) -> None:
+    """Polls every 0.05 s, the link every hour: one read for many polls (each wakes the chip's thread)."""
+    policy = HealthPolicy(interval=0.05, network_interval=3600.0)
+    with monitored(any_fake.open(_node()), policy=policy) as watched:
+        calls: list[str] = []
+        watched.calls.on_call_done(lambda name, _seconds, _outcome: calls.append(name))
+        async with watching(watched):
+            await until(lambda: calls.count("read_health") >= 20, "ten polls of each chip")
+        assert calls.count("network health") == 2, calls  # once for each chip, after its first poll

@@ -19,10 +19,13 @@ the chip's next look forward; so does a change of the chips pods hold, since
 PreSeparateNPU is healthy only while a pod holds the chip.
 
 Where the chip has a RoCE port (the 910 families), the link's health is read
-after each poll as a second source beside the fault codes
-(``dcmi_get_device_network_health``, as a background job with its own 1 s
-timeout: the call can block after a card drop, and never holds up the poll's
-verdict): a link that is not OK or INIT counts as the polled code ``81078603``. A chip whose events keep
+after a successful poll, at most every ``network_interval`` (5 s), as a second
+source beside the fault codes (``dcmi_get_device_network_health``, as a
+background job with its own 1 s timeout: the call can block after a card drop,
+and never holds up the poll's verdict): a link that is not OK or INIT counts as
+the polled code ``81078603``. Every poll would double a chip's wake-ups for a
+code that takes effect only after 20 s of presence (its FaultDuration), and
+that the 910B driver also raises by event. A chip whose events keep
 coming has them applied at most ``EVENT_RATE`` times a second (after a burst of
 ``EVENT_BURST``), each time all that came meanwhile, coalesced
 (:mod:`~ascend_plugin.inventory.fault_events`), and logged once per
@@ -78,6 +81,9 @@ EVENT_BURST = 5  # ... after this many applied at once
 EVENT_LOG_INTERVAL = 10.0  # seconds between two fault-event lines of one chip while its events keep coming
 # Seconds dcmi_get_device_network_health may take (Huawei's limit: it blocks after a card drop).
 NETWORK_TIMEOUT = 1.0
+# Seconds between two reads of a chip's RoCE link, at least (one every poll, at the regular 1 s, would
+# double a chip's wake-ups for a code that takes effect after 20 s: its FaultDuration).
+NETWORK_INTERVAL = 5.0
 STRAYS = Source("chips this node does not have")
 # A poll that starts this little before its tick (the loop runs timers a hair early) is that tick's.
 TICK_SLACK = 0.001
@@ -90,6 +96,7 @@ class HealthPolicy:
     interval: float = 1.0
     failure_threshold: int = 3
     damping: DampingPolicy = field(default_factory=DampingPolicy)
+    network_interval: float = NETWORK_INTERVAL  # seconds between two reads of a chip's RoCE link, at least
 
 
 def health_policy(settings: Settings) -> HealthPolicy:
@@ -100,6 +107,7 @@ def health_policy(settings: Settings) -> HealthPolicy:
         damping=DampingPolicy(
             settings.health_flap_threshold, settings.health_flap_window, settings.health_flap_hold
         ),
+        network_interval=max(NETWORK_INTERVAL, settings.health_interval),
     )
 
 
@@ -140,6 +148,7 @@ class _Watch:
     link_down: bool | None = None
     has_network: bool = True  # False once the chip (or its family) answered it has no RoCE port
     network_read: anyio.Event | None = None  # a poll succeeded: time for a network read
+    network_asked: float | None = None  # when the link was last asked for, on the loop's clock
 
 
 @dataclass(frozen=True)
@@ -307,8 +316,7 @@ class HealthMonitor:
                 watch.read_at = self._policy_time(started)
                 self._reconcile(watch)
                 self._record_vnpus(watch, look)
-                if watch.network_read is not None:
-                    watch.network_read.set()
+                self._ask_network(watch)
         self._decide(watch)
 
     def _policy_time(self, at: float) -> int:
@@ -464,8 +472,21 @@ class HealthMonitor:
             seen = await held.wait_for_change(seen)
             self.judge_again()
 
+    def _ask_network(self, watch: _Watch) -> None:
+        """Time for the link's read, if the last was asked at least ``network_interval`` ago."""
+        now = anyio.current_time()
+        if watch.network_read is None:
+            return
+        if (
+            watch.network_asked is not None
+            and now - watch.network_asked < self.policy().network_interval - TICK_SLACK
+        ):
+            return
+        watch.network_asked = now
+        watch.network_read.set()
+
     async def _network(self, watch: _Watch) -> None:
-        """After each successful poll, read the chip's RoCE link once (until it says it has none)."""
+        """When a poll asks, read the chip's RoCE link once (until it says it has none)."""
         assert watch.network_read is not None
         while watch.has_network:
             await watch.network_read.wait()
