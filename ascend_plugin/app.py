@@ -247,6 +247,7 @@ class PluginApp:
                 self.calls,
                 inventory,
                 lambda: TelemetryPolicy.from_settings(self.config.settings),
+                align=monitor.between_ticks,
             )
             self.config.on_change(lambda changed: telemetry.wake())
             self.metrics_source.telemetry_of = self._telemetry_view

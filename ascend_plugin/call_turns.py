@@ -91,20 +91,37 @@ class Turns:
         self._answered: list[Wake] = []  # wakes of jobs that ended, not handed to the loop yet
         self._loop: asyncio.AbstractEventLoop | None = None
         self._watchdog: asyncio.TimerHandle | None = None  # on the loop, from the first wait to a free turn
+        self._beginning = False  # a free turn is to be taken at the end of the loop's pass (_begin)
 
     def start(self, turn: Turn) -> None:
-        """Hand a job over now, or once it has the turn (if it is in turn). On the event loop."""
+        """Hand a job over now (not in turn), or once it has the turn. On the event loop.
+
+        A free turn is taken at the end of this pass of the loop, not at once:
+        the jobs that the same wake-up submits (every chip's poll at the tick)
+        then all wait in line, and their answers come back in one hand-off. A
+        first job started at once would often end before the loop had
+        submitted the next, and be answered alone.
+        """
         self._loop = asyncio.get_running_loop()
-        with self._lock:
-            waits = turn.in_turn and self._holder is not None
-            if waits:
-                self._waiting.append(turn)
-            elif turn.in_turn:
-                self._hold(turn)
-        if not waits:
+        if not turn.in_turn:
             turn.hand_over()
-        elif self._watchdog is None:
+            return
+        with self._lock:
+            self._waiting.append(turn)
+            begins = self._holder is None and not self._beginning
+            self._beginning = self._beginning or begins
+        if begins:
+            self._loop.call_soon(self._begin)
+        if self._watchdog is None:
             self._watchdog = self._loop.call_later(self.limit, self._check)
+
+    def _begin(self) -> None:
+        """The free turn to the first job in line (on the loop, after the pass that submitted it)."""
+        with self._lock:
+            self._beginning = False
+            following = self._pass_on() if self._holder is None else None
+        if following is not None:
+            following.hand_over()
 
     def ended(self, turn: Turn, wake: Wake) -> None:
         """The job of ``turn`` ended (on its thread): pass the turn on, hand answers over when free."""

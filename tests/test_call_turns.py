@@ -77,6 +77,29 @@ async def test_a_round_runs_one_chip_at_a_time_and_is_answered_in_one_hand_off()
     calls.shutdown()
 
 
+async def test_jobs_submitted_in_one_pass_of_the_loop_are_answered_together_however_fast_they_end() -> None:
+    """A free turn is taken once the loop's pass ends: a first job cannot end alone before the rest come."""
+    calls = ChipCalls(timeout=5)
+    for chip in range(CHIPS):
+        await calls.call(chip, "warm-up", lambda: None)
+    hand_offs: list[object] = []
+    _count_hand_offs(hand_offs)
+    spans: dict[int, tuple[float, float]] = {}
+
+    async def poll(chip: int) -> None:
+        if chip == 1:
+            # The loop busy in the same pass, after chip 0's job was handed over: blocking on purpose.
+            time.sleep(0.05)  # noqa: ASYNC251
+        await calls.run(chip, "poll", _timed(spans, chip, lambda: None), in_turn=True)
+
+    async with anyio.create_task_group() as group:
+        for chip in range(CHIPS):
+            group.start_soon(poll, chip)
+    assert sorted(spans) == list(range(CHIPS))
+    assert len(hand_offs) == 1
+    calls.shutdown()
+
+
 async def test_a_job_that_keeps_the_turn_lets_the_next_start_beside_it() -> None:
     calls = ChipCalls(timeout=5)
     release = threading.Event()

@@ -117,6 +117,10 @@ class _Chip:
         self.problem = ""  # why its telemetry is not read now, as last said; empty when it is
 
 
+def _at_once(at: float) -> float:
+    return at
+
+
 class TelemetryCollector:
     """Reads every chip's figures on the telemetry's cadence and keeps them for the scrapes."""
 
@@ -128,14 +132,23 @@ class TelemetryCollector:
         policy: Callable[[], TelemetryPolicy],
         *,
         clock: Callable[[], float] = time.monotonic,
+        align: Callable[[float], float] = _at_once,
     ) -> None:
-        """``policy``: the intervals and timeout in force, read at every round (they reload at run time)."""
+        """``policy``: the intervals and timeout in force, read at every round (they reload at run time).
+
+        ``align``: when a round due at a time on the loop's clock starts, at or
+        after it (the daemon's: midway between the health polls' ticks,
+        :meth:`~ascend_plugin.inventory.monitor.HealthMonitor.between_ticks`).
+        A round at a tick would take the chips' lanes from the polls or wait
+        for them, and split its figures over several rounds.
+        """
         self.backend = backend
         self.calls = calls
         self.inventory = inventory
         self._policy = policy
         self.policy = policy()
         self.clock = clock
+        self._align = align
         self._intervals = self.policy.intervals()
         self._woken = anyio.Event()
         # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
@@ -162,9 +175,8 @@ class TelemetryCollector:
             wake = (
                 min(min(chip.due.values()) for chip in self._chips.values()) if self._chips else float("inf")
             )
-            with anyio.move_on_after(
-                max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval
-            ):
+            delay = max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval
+            with anyio.CancelScope(deadline=self._align(anyio.current_time() + delay)):
                 await self._woken.wait()
             self._woken = anyio.Event()
 
@@ -244,12 +256,24 @@ class TelemetryCollector:
         self.policy, self._intervals = policy, new
 
     def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
-        """Keep the figures a job read; each is due again one interval after this round began."""
+        """Keep the figures a job read; each is due again one interval after it was due.
+
+        Counted from when it was due, not from when this round began: a round
+        starts a little after its figures fall due (at the first midpoint
+        between the health ticks), and counting from there would add that to
+        every interval. A figure read more than an interval late is due one
+        interval after this round instead, not at once again.
+        """
         if not figures:
             return
         watched.readout = watched.readout.updated(figures, self.clock())
         for name in figures:
-            watched.due[name] = now + self._intervals[name] if name in self._intervals else float("inf")
+            interval = self._intervals.get(name)
+            if interval is None:
+                watched.due[name] = float("inf")
+                continue
+            following = watched.due[name] + interval
+            watched.due[name] = following if following > now else now + interval
 
     def _postpone(self, watched: _Chip, names: Sequence[str], now: float) -> None:
         """Ask what was not read again at the next round, not at once: one job a round for a silent chip."""
