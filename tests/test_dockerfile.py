@@ -295,7 +295,7 @@ def test_runtime_stage_installs_only_the_builders_wheels() -> None:
     target = dict(option.partition("=")[::2] for option in mount.split(","))["target"]
     # The wheel named is the one the builder makes of this project (PEP 427's name form).
     project = pyproject()["project"]
-    wheel = f"{canonicalize_name(project['name']).replace('-', '_')}-{project['version']}-py3-none-any.whl"
+    wheel = f"{canonicalize_name(project['name']).replace('-', '_')}-{__version__}-py3-none-any.whl"
     (named,) = [word for word in words if word.endswith(".whl")]
     assert named.startswith(f"{target}/")
     assert fnmatch.fnmatchcase(wheel, Path(named).name)

@@ -10,6 +10,7 @@ on the server, as ``kubectl edit`` would.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +77,14 @@ def edit(apiserver: FakeApiServer, **keys: str) -> None:
     apiserver.put("configmaps", configmap)
 
 
-def publisher(
-    kube: Kube, inventory: Inventory, node: Node, events: NodeEvents | None = None
-) -> DeviceInfoPublisher:
-    return DeviceInfoPublisher(kube, inventory, NAMESPACE, NAME, 300.0, policy=node.policy, events=events)
+def publisher(kube: Kube, inventory: Inventory, node: Node) -> DeviceInfoPublisher:
+    return DeviceInfoPublisher(kube, inventory, NAMESPACE, NAME, 300.0, policy=node.policy)
+
+
+def posting_events(kube: Kube, inventory: Inventory, node: Node) -> Callable[[], Awaitable[None]]:
+    """The node events part, as run_kube runs it: the releases of ``node``'s policy posted as Events."""
+    events = NodeEvents(kube, NODE, inventory.table, EVENT_NAMESPACE)
+    return lambda: events.serve(inventory, node.policy)
 
 
 def release_events(apiserver: FakeApiServer) -> list[dict[str, Any]]:
@@ -171,8 +176,7 @@ async def test_an_operator_deleting_the_name_releases_the_chip_with_a_node_event
 ) -> None:
     apiserver.add_node(NODE)
     inventory, node, _ = separated(short_tmp)
-    events = NodeEvents(kube, NODE, inventory.table, EVENT_NAMESPACE)
-    async with running(publisher(kube, inventory, node, events).run):
+    async with running(posting_events(kube, inventory, node), publisher(kube, inventory, node).run):
         await named(apiserver)
         edit(apiserver, ManuallySeparateNPU="")
         await until(lambda: inventory.chips()[1].healthy, "the chip released and judged healthy")
@@ -221,8 +225,7 @@ async def test_a_release_window_passing_is_a_node_event_too(
         "ReleaseTimeWindow": 600,
     }
     inventory, node, judged = separated(short_tmp, Node(configured(customization={"FaultFrequency": [rule]})))
-    events = NodeEvents(kube, NODE, inventory.table, EVENT_NAMESPACE)
-    async with running(publisher(kube, inventory, node, events).run):
+    async with running(posting_events(kube, inventory, node), publisher(kube, inventory, node).run):
         await named(apiserver)
         node.clock.advance(601)
         judged.judge()  # the monitor judges again at the policy's wake_at

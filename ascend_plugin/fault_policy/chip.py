@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -41,6 +41,10 @@ from ascend_plugin.fault_policy.reasons import (
 log = logging.getLogger(__name__)
 
 L = FaultLevel
+
+# Lifted escalations a chip keeps for the node events part to post; with node events off nobody
+# drains them, and only the latest stay (each is also logged when it is lifted).
+RELEASES_KEPT = 16
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,8 @@ class ChipFaults:
         self._counters: dict[int, FrequencyCounter] = {}
         self._clocks: dict[int, DurationClock] = {}
         self._accompanying = AccompanyingFaults()
-        self._releases: list[Release] = []
+        # The escalations lifted and not yet drained: the latest only, if nobody drains (node events off).
+        self._releases: deque[Release] = deque(maxlen=RELEASES_KEPT)
         self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
 
     # -- what happens -------------------------------------------------------------------
@@ -198,7 +203,8 @@ class ChipFaults:
 
     def drain_releases(self) -> list[Release]:
         """The escalations lifted since the last call."""
-        releases, self._releases = self._releases, []
+        releases = list(self._releases)
+        self._releases.clear()
         return releases
 
     # -- judging ------------------------------------------------------------------------

@@ -33,7 +33,8 @@ Huawei's plugin:
   our own write until the watch has it, and a conflict re-reads before writing
   again), so an edit is never lost to a write of the older state;
 * every escalation lifted (by the operator, a release window, a recovery) is a
-  node Event naming the chip, the code, the level and why.
+  node Event naming the chip, the code, the level and why: posted by the node
+  events part (:meth:`~ascend_plugin.faces.kube.events.NodeEvents.serve`).
 
 Failures are retried with backoff, each attempt writing the state of that moment.
 """
@@ -48,7 +49,6 @@ import anyio
 
 from ascend_plugin.changes import Changes
 from ascend_plugin.faces.kube.chips import chip_views
-from ascend_plugin.faces.kube.events import NodeEvents, release_event
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
     MANUALLY_SEPARATED_KEY,
@@ -100,7 +100,6 @@ class DeviceInfoPublisher:
         wall_clock: Callable[[], float] = time.time,
         held: HeldChips | None = None,
         policy: FaultPolicy | None = None,
-        events: NodeEvents | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
     ) -> None:
         self.kube = kube
@@ -113,7 +112,6 @@ class DeviceInfoPublisher:
         self.faults = FaultClock(wall_clock)
         self.held = held
         self.policy = policy
-        self.events = events
         self.prefix = inventory.table.device_id_prefix
         self.super_pod = SuperPodPlace.of(inventory.facts.super_pod)
         self.key = object_key(namespace, name)
@@ -143,8 +141,6 @@ class DeviceInfoPublisher:
         try:
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self.reflector.run, name="device-info ConfigMap reflector")
-                if self.events is not None:
-                    tasks.start_soon(self.events.run, name="escalation release events")
                 retry = Retrier(f"device-info ConfigMap {self.where}")
                 await self._read_back(retry)
                 await self._publish(retry)
@@ -199,7 +195,6 @@ class DeviceInfoPublisher:
             held_version = self.held.version if self.held is not None else 0
             nudges = self._nudges.version
             self._take_operator_edits()
-            self._tell_releases()
             content, separated = self._content()
             since_write = self.clock() - self._last_write
             if content != self._written or self._stored_differs() or since_write >= self.refresh:
@@ -278,16 +273,6 @@ class DeviceInfoPublisher:
             log.warning("device-info ConfigMap %s: %s", self.where, problem)
         self.policy.sync_manual_separation(listed)
 
-    def _tell_releases(self) -> None:
-        """Log each escalation the policy lifted, and post it as a node Event."""
-        if self.policy is None:
-            return
-        for release in self.policy.drain_releases():
-            reason, message = release_event(self.inventory.table.chip_id(release.phy_id), release)
-            log.info("%s", message, extra={"chip": release.phy_id, "cause": release.cause.name})
-            if self.events is not None:
-                self.events.announce(reason, message, "Normal")
-
     def _stored_differs(self) -> bool:
         """Whether the ConfigMap lost what we last wrote there (deleted, or its keys edited by hand)."""
         if self._written is None:
@@ -314,7 +299,6 @@ class DeviceInfoPublisher:
                 log.debug("device-info ConfigMap %s: %s; reading it again", self.where, error)
                 await self._read()
                 self._take_operator_edits()
-                self._tell_releases()
                 content, separated = self._content()
         self._taken = version_of(written)
         if self.policy is not None:

@@ -27,8 +27,9 @@ import anyio
 
 from ascend_plugin.faces.kube.chips import ChipView
 from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
-from ascend_plugin.inventory.inventory import ChipState
+from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.kubeapi.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import ApiError, KubeError
 from ascend_plugin.kubeapi.retry import Retrier
@@ -157,6 +158,33 @@ class NodeEvents:
         if len(self._queue) < QUEUE_LIMIT:
             self._queue.append(PendingEvent(reason, kind, message, datetime.now(UTC)))
             self._wake.set()
+
+    async def serve(self, inventory: Inventory, policy: FaultPolicy | None) -> None:
+        """Post the node's Events until cancelled: its chips' transitions, the policy's releases, the rest.
+
+        The one sender of the node: what other parts :meth:`announce` (start-up
+        notices, hot reset stages) goes out through the same queue.
+        """
+        stop_listening = inventory.on_transition(self.on_transition)
+        try:
+            async with anyio.create_task_group() as tasks:
+                if policy is not None:
+                    tasks.start_soon(self.follow_releases, policy, inventory, name="escalation releases")
+                await self.run()
+        finally:
+            stop_listening()
+
+    async def follow_releases(self, policy: FaultPolicy, inventory: Inventory) -> None:
+        """Post each escalation the policy lifts (an operator's release, a release window passing).
+
+        Every lift changes a chip's judgement, so the inventory changes with it:
+        the releases are looked for at each of its changes, until it closes.
+        """
+        seen = inventory.version
+        while not inventory.closed:
+            for release in policy.drain_releases():
+                self.announce(*release_event(self.table.chip_id(release.phy_id), release), kind="Normal")
+            seen = await inventory.wait_for_change(seen)
 
     async def run(self) -> None:
         """Post queued Events forever, and a summary of dropped ones when a token frees up."""

@@ -4,6 +4,11 @@ The same table starts the publishers (:func:`ascend_plugin.faces.kube.run_kube`)
 tells ``doctor`` which permissions to ask the API server about, and is what the
 chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
 publisher is one more row here plus its module.
+
+The publishers share what :class:`KubeSide` holds: the API client, and the
+node's one Event sender (``node_events`` on), which the "node events" row
+runs. Every Event of the node (chip transitions, start-up notices, escalation
+releases, hot reset stages) goes through its one queue and its one rate limit.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from ascend_plugin.offers.node_offers import Notice
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
+    from ascend_plugin.faces.kube.events import NodeEvents
     from ascend_plugin.kubeapi.client import Kube
 
 log = logging.getLogger(__name__)
@@ -50,6 +56,14 @@ class KubeInputs:
 
 
 @dataclass(frozen=True)
+class KubeSide:
+    """What the publishers share: the API client, and the node's Event sender (None: node_events off)."""
+
+    kube: Kube
+    events: NodeEvents | None
+
+
+@dataclass(frozen=True)
 class Grant:
     """Verbs on a core-group resource, in a namespace (None: cluster-scoped)."""
 
@@ -65,36 +79,41 @@ class Publisher:
     name: str
     setting: str  # the Settings field that turns it on
     grants: Callable[[Settings], tuple[Grant, ...]]
-    build: Callable[[Kube, KubeInputs], Part]
+    build: Callable[[KubeSide, KubeInputs], Part]
 
     def enabled(self, settings: Settings) -> bool:
         return bool(getattr(settings, self.setting))
 
 
-def _labels(kube: Kube, inputs: KubeInputs) -> Part:
+def kube_side(kube: Kube, inputs: KubeInputs) -> KubeSide:
+    """The shared parts of the publishers of ``inputs``: one Event sender for the node, if it posts any."""
+    from ascend_plugin.faces.kube.events import NodeEvents
+
+    events = None
+    if inputs.settings.node_events:
+        events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
+    return KubeSide(kube, events)
+
+
+def _labels(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 
     plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
-    return NodeLabeller(kube, inputs.node_name, plan).run
+    return NodeLabeller(side.kube, inputs.node_name, plan).run
 
 
-def _device_info(kube: Kube, inputs: KubeInputs) -> Part:
+def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
-    from ascend_plugin.faces.kube.events import NodeEvents
 
     settings = inputs.settings
-    events = None
-    if settings.node_events:
-        events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
     return DeviceInfoPublisher(
-        kube,
+        side.kube,
         inputs.inventory,
         settings.device_info_namespace,
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
         held=inputs.held,
         policy=inputs.faults.policy if inputs.faults is not None else None,
-        events=events,
     ).run
 
 
@@ -103,13 +122,13 @@ def config_namespace(settings: Settings) -> str:
     return settings.config_configmap_namespace or settings.pod_namespace
 
 
-def _config(kube: Kube, inputs: KubeInputs) -> Part:
+def _config(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 
     assert inputs.settings.config_configmap is not None  # enabled only when set
     assert inputs.faults is not None  # the plugin always has a fault policy; fault_levels.json feeds it
     return ConfigWatcher(
-        kube,
+        side.kube,
         inputs.config,
         inputs.faults,
         config_namespace(inputs.settings),
@@ -117,13 +136,13 @@ def _config(kube: Kube, inputs: KubeInputs) -> Part:
     ).run
 
 
-def _fault_config(kube: Kube, inputs: KubeInputs) -> Part:
+def _fault_config(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
 
     faults = inputs.faults
     if faults is None:
         return _nothing_to_configure
-    return FaultConfigWatcher(kube, faults).run
+    return FaultConfigWatcher(side.kube, faults).run
 
 
 async def _nothing_to_configure() -> None:
@@ -131,32 +150,22 @@ async def _nothing_to_configure() -> None:
     log.info("no fault policy in this plugin: mindx-dl-fault-config is not followed")
 
 
-def _events(kube: Kube, inputs: KubeInputs) -> Part:
-    from ascend_plugin.faces.kube.events import NodeEvents
-
-    events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
+def _events(side: KubeSide, inputs: KubeInputs) -> Part:
+    """Post the node's Events: chip transitions and start-up notices here, the other publishers' too."""
+    events = side.events
+    assert events is not None  # kube_side builds the sender whenever node_events is on
     for notice in inputs.notices:
         events.announce(notice.reason, notice.message)
 
-    async def run() -> None:
-        stop_listening = inputs.inventory.on_transition(events.on_transition)
-        try:
-            await events.run()
-        finally:
-            stop_listening()
-
-    return run
+    policy = inputs.faults.policy if inputs.faults is not None else None
+    return lambda: events.serve(inputs.inventory, policy)
 
 
-def _hot_reset(kube: Kube, inputs: KubeInputs) -> Part:
-    from ascend_plugin.faces.kube.events import NodeEvents
+def _hot_reset(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.reset_info import HotResetPublisher
 
     assert inputs.hot_reset is not None  # the app builds the manager whenever hot_reset is on
-    events = None
-    if inputs.settings.node_events:
-        events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
-    return HotResetPublisher(kube, inputs.node_name, inputs.hot_reset, events).run
+    return HotResetPublisher(side.kube, inputs.node_name, inputs.hot_reset, side.events).run
 
 
 def _hot_reset_grants(settings: Settings) -> tuple[Grant, ...]:

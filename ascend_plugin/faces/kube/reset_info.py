@@ -95,9 +95,9 @@ class HotResetPublisher:
         self.written: str | None = None  # the annotation's value as last read or written
 
     async def run(self) -> None:
+        """Keep the annotation; hand each notice to the node's Events (posted by the node events part)."""
         async with anyio.create_task_group() as tasks:
             if self.events is not None:
-                tasks.start_soon(self.events.run, name="hot reset events")
                 tasks.start_soon(self._tell, self.events, name="hot reset notices")
             await self._keep_annotation()
 

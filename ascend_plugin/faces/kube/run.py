@@ -6,7 +6,7 @@ import logging
 
 import anyio
 
-from ascend_plugin.faces.kube.publishers import PUBLISHERS, KubeInputs
+from ascend_plugin.faces.kube.publishers import PUBLISHERS, KubeInputs, kube_side
 from ascend_plugin.kubeapi.retry import connect_retrying
 from ascend_plugin.resilience import supervise
 
@@ -17,10 +17,11 @@ async def run_kube(inputs: KubeInputs) -> None:
     """Run every enabled publisher until cancelled."""
     kube = await connect_retrying(inputs.settings.kubeconfig)
     try:
+        side = kube_side(kube, inputs)
         async with anyio.create_task_group() as tasks:
             for publisher in PUBLISHERS:
                 if publisher.enabled(inputs.settings):
-                    tasks.start_soon(supervise, publisher.name, publisher.build(kube, inputs))
+                    tasks.start_soon(supervise, publisher.name, publisher.build(side, inputs))
     finally:
         with anyio.CancelScope(shield=True):
             await kube.close()

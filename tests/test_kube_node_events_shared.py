@@ -1,0 +1,86 @@
+"""Every Event of the node goes through one sender: the "node events" publisher posts them all.
+
+``run_kube`` over the loopback API server through the real kubernetes-asyncio
+client, node events and the device-info ConfigMap on: a start-up notice, a
+chip's transition and an escalation released by an operator are each posted
+once, by the one sender the publishers share (one queue, one rate limit). With
+node events off, the release still happens and nothing is posted.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from kube_harness import NODE, Judged, make_inventory, running
+from waiting import until
+
+from ascend_plugin.faces.kube.publishers import KubeInputs
+from ascend_plugin.faces.kube.run import run_kube
+from ascend_plugin.fault_policy.config import base_config
+from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.offers.node_offers import Notice
+from ascend_plugin.settings import Settings
+from ascend_plugin.testing.kube_apiserver import FakeApiServer
+
+pytestmark = pytest.mark.anyio
+
+NAME = f"mindx-dl-deviceinfo-{NODE}"
+
+
+def _reasons(apiserver: FakeApiServer) -> list[str]:
+    return sorted(event["reason"] for event in apiserver.events())
+
+
+def _device_info(apiserver: FakeApiServer) -> dict[str, str]:
+    configmap = apiserver.get("configmaps", NAME, "kube-system")
+    return {} if configmap is None else dict(configmap["data"])
+
+
+def _separated_before(apiserver: FakeApiServer) -> None:
+    """What a plugin before this one separated: chip 0, read back into the policy at start."""
+    data = {"ManuallySeparateNPU": "Ascend910-0", "UpgradeFaultReason": "{}"}
+    apiserver.put("configmaps", {"metadata": {"name": NAME, "namespace": "kube-system"}, "data": data})
+
+
+def _release_by_hand(apiserver: FakeApiServer) -> None:
+    configmap = apiserver.get("configmaps", NAME, "kube-system")
+    assert configmap is not None
+    configmap["data"]["ManuallySeparateNPU"] = ""
+    apiserver.put("configmaps", configmap)
+
+
+@pytest.mark.parametrize("node_events", [True, False])
+async def test_notices_transitions_and_releases_share_the_nodes_one_sender(
+    apiserver: FakeApiServer, kubeconfig: Path, short_tmp: Path, node_events: bool
+) -> None:
+    apiserver.add_node(NODE)
+    settings = Settings(
+        backend="fake",
+        fake_scenario=short_tmp / "scenario.json",
+        node_name=NODE,
+        kubeconfig=kubeconfig,
+        node_labels=False,
+        node_events=node_events,
+    )
+    inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1))
+    faults = FaultSources(base_config(None))
+    judged = Judged(inventory, faults.policy)
+    judged.judge()
+    notice = Notice("AscendOffersNarrowed", "shares are off on this node", logging.WARNING)
+    inputs = KubeInputs(settings, NODE, LiveConfig(settings), inventory, notices=(notice,), faults=faults)
+    _separated_before(apiserver)
+    async with running(lambda: run_kube(inputs)):
+        await until(lambda: faults.policy.manually_separated() == (0,), "the separation read back")
+        await until(lambda: not inventory.chips()[0].healthy, "chip 0 judged separated")
+        _release_by_hand(apiserver)
+        await until(lambda: faults.policy.manually_separated() == (), "the operator's release")
+        await until(lambda: inventory.chips()[0].healthy, "chip 0 healthy again")
+        if node_events:
+            expected = ["AscendOffersNarrowed", "NPUEscalationReleased", "NPUHealthy", "NPUUnhealthy"]
+            await until(lambda: _reasons(apiserver) == expected, "every Event, each once")
+    assert _device_info(apiserver)["ManuallySeparateNPU"] == ""
+    if not node_events:
+        assert apiserver.events() == []
