@@ -10,14 +10,20 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Coroutine, Mapping, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from ascend_plugin.faces.kube.publishers import KubeInputs
+from ascend_plugin.fault_policy.config import base_config
 from ascend_plugin.fault_policy.policy import FaultPolicy
+from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.faults import Fault, FaultLevel
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
+from ascend_plugin.live_config import LiveConfig
+from ascend_plugin.settings import Settings
 from backends.chips import Chip
 from backends.families import family_named
 from backends.library import ChipInfo
@@ -86,3 +92,34 @@ class Judged:
             reason = "" if judged.healthy else f"fault level {judged.level.name}"
             health = ChipHealth(known=True, healthy=judged.healthy, reason=reason, judgement=judged)
             self.inventory.set_health(state.phy_id, health)
+
+
+@dataclass(frozen=True)
+class JudgedNode:
+    """A two-chip 910B3 node whose judgements come from a fault policy, for run_kube over loopback."""
+
+    settings: Settings
+    inventory: Inventory
+    faults: FaultSources
+    judged: Judged
+
+    def inputs(self, **extra: Any) -> KubeInputs:
+        """What run_kube draws on for this node (``extra``: notices, held chips, ...)."""
+        return KubeInputs(
+            self.settings, NODE, LiveConfig(self.settings), self.inventory, faults=self.faults, **extra
+        )
+
+
+def judged_node(directory: Path, kubeconfig: Path, **settings: Any) -> JudgedNode:
+    """The node on the built-in fault configuration; ``settings`` over the Kubernetes side's (labels off)."""
+    chosen = Settings(
+        backend="fake",
+        fake_scenario=directory / "scenario.json",
+        node_name=NODE,
+        kubeconfig=kubeconfig,
+        node_labels=False,
+        **settings,
+    )
+    inventory = make_inventory(directory, family="910", chip_name="910B3", phy_ids=(0, 1))
+    faults = FaultSources(base_config(None))
+    return JudgedNode(chosen, inventory, faults, Judged(inventory, faults.policy))

@@ -13,17 +13,12 @@ from pathlib import Path
 
 import pytest
 from fault_config_harness import QUIET, put_fault_config, separate
-from kube_harness import NODE, Judged, make_inventory, running
+from kube_harness import NODE, judged_node, running
 from waiting import until
 
-from ascend_plugin.faces.kube.publishers import KubeInputs
 from ascend_plugin.faces.kube.run import run_kube
-from ascend_plugin.fault_policy.config import base_config
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.observations import Assertion, Observation
-from ascend_plugin.fault_policy.sources import FaultSources
-from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.settings import Settings
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
@@ -32,21 +27,12 @@ pytestmark = pytest.mark.anyio
 async def test_the_fault_configuration_and_the_device_info_share_the_policy(
     apiserver: FakeApiServer, kubeconfig: Path, short_tmp: Path
 ) -> None:
-    settings = Settings(
-        backend="fake",
-        fake_scenario=short_tmp / "scenario.json",
-        node_name=NODE,
-        kubeconfig=kubeconfig,
-        node_labels=False,
-        node_events=False,
-    )
-    inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1))
-    faults = FaultSources(base_config(None))
-    judged = Judged(inventory, faults.policy)
+    node = judged_node(short_tmp, kubeconfig, node_events=False)
+    inventory, faults = node.inventory, node.faults
     faults.policy.observe(1, Observation(QUIET, Assertion.RAISED, faults.policy.now(), 3))
-    judged.judge()
+    node.judged.judge()
     assert inventory.chips()[1].healthy  # NotHandleFault by the built-in lists
-    inputs = KubeInputs(settings, NODE, LiveConfig(settings), inventory, faults=faults)
+    inputs = node.inputs()
     name = f"mindx-dl-deviceinfo-{NODE}"
     # What a plugin before this one separated: the device-info publisher reads it back into the policy.
     before = {"ManuallySeparateNPU": "Ascend910-0", "UpgradeFaultReason": "{}"}

@@ -13,16 +13,11 @@ import logging
 from pathlib import Path
 
 import pytest
-from kube_harness import NODE, Judged, make_inventory, running
+from kube_harness import NODE, judged_node, running
 from waiting import until
 
-from ascend_plugin.faces.kube.publishers import KubeInputs
 from ascend_plugin.faces.kube.run import run_kube
-from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.sources import FaultSources
-from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.node_offers import Notice
-from ascend_plugin.settings import Settings
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
@@ -57,20 +52,11 @@ async def test_notices_transitions_and_releases_share_the_nodes_one_sender(
     apiserver: FakeApiServer, kubeconfig: Path, short_tmp: Path, node_events: bool
 ) -> None:
     apiserver.add_node(NODE)
-    settings = Settings(
-        backend="fake",
-        fake_scenario=short_tmp / "scenario.json",
-        node_name=NODE,
-        kubeconfig=kubeconfig,
-        node_labels=False,
-        node_events=node_events,
-    )
-    inventory = make_inventory(short_tmp, family="910", chip_name="910B3", phy_ids=(0, 1))
-    faults = FaultSources(base_config(None))
-    judged = Judged(inventory, faults.policy)
-    judged.judge()
+    node = judged_node(short_tmp, kubeconfig, node_events=node_events)
+    inventory, faults = node.inventory, node.faults
+    node.judged.judge()
     notice = Notice("AscendOffersNarrowed", "shares are off on this node", logging.WARNING)
-    inputs = KubeInputs(settings, NODE, LiveConfig(settings), inventory, notices=(notice,), faults=faults)
+    inputs = node.inputs(notices=(notice,))
     _separated_before(apiserver)
     async with running(lambda: run_kube(inputs)):
         await until(lambda: faults.policy.manually_separated() == (0,), "the separation read back")
