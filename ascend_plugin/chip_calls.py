@@ -368,6 +368,19 @@ class ChipCalls:
         found = self._lanes.get(lane)
         return found.stuck if found is not None else None
 
+    def next_try(self, lane: LaneKey) -> float | None:
+        """When (this clock) the stuck lane may try a call again; None when it is not stuck, or may not yet.
+
+        A lane at its cap of abandoned threads (or the process at its own) makes
+        no call until one of them returns, however long ago its retry fell due:
+        that return is told to the lane's listeners (:meth:`on_lane_change`), so
+        a caller waits for it instead of asking again and again.
+        """
+        found = self._lanes.get(lane)
+        if found is None or found.stuck is None or self._capped(found):
+            return None
+        return found.stuck.retry_at
+
     def waiting(self, lane: LaneKey) -> int:
         """Jobs waiting for the lane (a background job on it gives way to them after its current call)."""
         found = self._lanes.get(lane)
@@ -507,10 +520,13 @@ class ChipCalls:
         """Raise LaneStuck unless the stuck lane's next try is due and the thread caps allow it."""
         assert lane.stuck is not None
         now = self.clock()
-        capped = lane.abandoned >= self.max_abandoned_per_lane or self.abandoned_threads >= self.max_abandoned
-        if now < lane.stuck.retry_at or capped:
+        if now < lane.stuck.retry_at or self._capped(lane):
             self._observe(lane.stuck.name, 0.0, "stuck")
             raise LaneStuck(lane.stuck, now)
+
+    def _capped(self, lane: _Lane) -> bool:
+        """Whether the lane may start no thread: it, or the process, holds all the abandoned ones it may."""
+        return lane.abandoned >= self.max_abandoned_per_lane or self.abandoned_threads >= self.max_abandoned
 
     def _hand_over(
         self, worker: _Worker, name: str, job: Job[T], *, in_turn: bool, calls: LaneCalls | None = None
@@ -590,9 +606,18 @@ class ChipCalls:
         self._notify(lane.key, lane.stuck)
 
     def _abandoned_returned(self, lane: _Lane, name: str) -> None:
-        """An abandoned call came back: the driver answers on this lane again."""
+        """An abandoned call came back: the driver answers on this lane again.
+
+        It frees a place under the process's cap too: every other stuck lane
+        is told, since one held back by that cap may try again now.
+        """
         lane.abandoned -= 1
-        if lane.stuck is None or self._closed:
+        if self._closed:
+            return
+        for other in self._lanes.values():
+            if other is not lane and other.stuck is not None:
+                self._notify(other.key, other.stuck)
+        if lane.stuck is None:
             return
         log.warning(
             "stuck driver call %s on %s returned after %.1f s",

@@ -114,6 +114,32 @@ async def test_abandoned_threads_are_capped_for_the_whole_process() -> None:
     calls.shutdown()
 
 
+async def test_a_lane_at_a_thread_cap_has_no_next_try_until_a_hung_call_returns() -> None:
+    """Due or not, a capped lane waits for a thread to come back, and is told when one does."""
+    clock = FakeClock()
+    calls = ChipCalls(timeout=0.02, retry_backoff=Backoff(1.0, 1.0), max_abandoned=2, clock=clock)
+    told: list[tuple[object, object]] = []
+    calls.on_lane_change(lambda lane, stuck: told.append((lane, stuck)))
+    first, second = threading.Event(), threading.Event()
+    with pytest.raises(ChipCallTimeout):
+        await calls.call(0, "health", first.wait)
+    stuck = calls.stuck(0)
+    assert stuck is not None
+    assert calls.next_try(0) == stuck.retry_at  # under the caps: its retry
+    with pytest.raises(ChipCallTimeout):
+        await calls.call(1, "health", second.wait)
+    clock.advance(10)  # both retries due, but the process holds its 2 abandoned threads
+    assert (calls.next_try(0), calls.next_try(1), calls.next_try(2)) == (None, None, None)
+    told.clear()
+    second.set()  # lane 1's call returns: a place under the process's cap, told to lane 0 too
+    await until(lambda: calls.abandoned_threads == 1, "lane 1's thread back")
+    await until(lambda: (0, stuck) in told and (1, None) in told, "both lanes told")
+    assert calls.next_try(0) == stuck.retry_at
+    first.set()
+    await until(lambda: calls.abandoned_threads == 0, "lane 0's thread back")
+    calls.shutdown()
+
+
 async def test_a_retry_that_answers_frees_the_lane() -> None:
     clock = FakeClock()
     calls = ChipCalls(timeout=0.05, retry_backoff=Backoff(1.0, 60.0), clock=clock)

@@ -57,3 +57,30 @@ async def test_a_hung_health_call_marks_only_that_chip_and_recovers(
         node.update(_pair(hang_chip_0=False))
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Healthy", "recovered")
         await until(lambda: app.ready, "ready again")
+
+
+async def test_a_chip_held_back_by_its_thread_cap_is_not_asked_again_and_again(
+    kubelet: KubeletStandIn, any_fake: ScenarioPlayer[Any], plugin_dir: Path, short_tmp: Path
+) -> None:
+    """Two calls hung on chip 0: its lane may start no thread until one returns, and waits for that.
+
+    Its retry fell due long ago; asking at once and being refused, over and
+    over, would spin the event loop and delay every other chip's poll.
+    """
+    node = any_fake
+    node.update(_pair(hang_chip_0=True))
+    settings = player_settings(node, plugin_dir, short_tmp, dcmi_call_timeout=0.2, health_interval=0.1)
+    async with running_plugin(settings) as app:
+        await wait_for(kubelet, registered(RESOURCE), "registration")
+        await until(lambda: app.calls.abandoned_threads == 2, "two hung calls on chip 0: its cap", within=30)
+        stuck = app.calls.stuck(0)
+        assert stuck is not None
+        await until(lambda: app.calls.clock() > stuck.retry_at, "its next retry due", within=30)
+        outcomes: list[tuple[str, str]] = []
+        app.calls.on_call_done(lambda name, _seconds, outcome: outcomes.append((name, outcome)))
+        await until(lambda: outcomes.count(("read_health", "ok")) >= 10, "ten polls of chip 1")
+        refused = outcomes.count(("read_health", "stuck"))
+        assert refused <= outcomes.count(("read_health", "ok")) + 2, f"chip 0 asked {refused} times"
+        assert app.calls.next_try(0) is None  # until a hung call returns
+        node.update(_pair(hang_chip_0=False))
+        await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Healthy", "recovered")

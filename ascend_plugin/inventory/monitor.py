@@ -262,8 +262,8 @@ class HealthMonitor:
             due.append(now + deadline)
         if (release := watch.damping.release_due(now, self.policy().damping)) is not None:
             due.append(release)
-        if (stuck := self.calls.stuck(watch.chip.phy_id)) is not None:
-            due.append(stuck.retry_at)
+        if (retry := self.calls.next_try(watch.chip.phy_id)) is not None:
+            due.append(retry)  # a lane held back by its thread cap is woken when a thread returns
         tick = self._next_tick(watch)
         return min(tick, anyio.current_time() + max(min(due) - now, 0.0)) if due else tick
 
