@@ -25,7 +25,7 @@ background job with its own 1 s timeout: the call can block after a card drop,
 and never holds up the poll's verdict): a link that is not OK or INIT counts as
 the polled code ``81078603``. Every poll would double a chip's wake-ups for a
 code that takes effect only after 20 s of presence (its FaultDuration), and
-that the 910B driver also raises by event. A chip whose events keep
+that the driver's own fault codes carry too. A chip whose events keep
 coming has them applied at most ``EVENT_RATE`` times a second (after a burst of
 ``EVENT_BURST``), each time all that came meanwhile, coalesced
 (:mod:`~ascend_plugin.inventory.fault_events`), and logged once per

@@ -118,6 +118,7 @@ class _Chip:
 
 
 def _at_once(at: float) -> float:
+    """A round at the moment its figures fall due (a collector beside no health monitor's ticks)."""
     return at
 
 
