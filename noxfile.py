@@ -98,6 +98,7 @@ def bench(session: nox.Session) -> None:
         "bench/health.py",
         "bench/footprint.py",
         "bench/idle.py",
+        "bench/import_rss.py",
         "bench/placement.py",
         "bench/fault_policy.py",
         "bench/dra.py",

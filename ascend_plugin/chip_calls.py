@@ -609,13 +609,14 @@ class ChipCalls:
         """An abandoned call came back: the driver answers on this lane again.
 
         It frees a place under the process's cap too: every other stuck lane
-        is told, since one held back by that cap may try again now.
+        under its own cap is told, since the process's may have held it back.
         """
         lane.abandoned -= 1
         if self._closed:
             return
         for other in self._lanes.values():
-            if other is not lane and other.stuck is not None:
+            held_back = other.stuck is not None and other.abandoned < self.max_abandoned_per_lane
+            if other is not lane and held_back:
                 self._notify(other.key, other.stuck)
         if lane.stuck is None:
             return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fault_policy_harness import DAY, LINK_DOWN, Node, configured
 
+from ascend_plugin.fault_policy.chip import RELEASES_KEPT
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import AUTOFILL_CODE, ReleaseCause, UpgradeKind, UpgradeReason
 
@@ -37,6 +38,19 @@ def test_an_operator_deleting_the_name_releases_the_chip() -> None:
     assert (release.phy_id, release.cause) == (0, ReleaseCause.OPERATOR)
     assert [reason.level for reason in release.reasons] == [L.ManuallySeparateNPU]
     assert node.policy.manually_separated() == ()
+
+
+def test_releases_nobody_posts_are_kept_bounded_the_oldest_dropped() -> None:
+    """With node events off nothing drains the releases: a chip keeps its latest RELEASES_KEPT only."""
+    node = Node()
+    for _ in range(RELEASES_KEPT + 4):
+        node.policy.restore([0], {})  # a separation read back (autofilled), written, then released
+        node.policy.mark_written([0])
+        node.policy.sync_manual_separation([])
+    releases = node.policy.drain_releases()
+    assert len(releases) == RELEASES_KEPT
+    assert all(release.cause is ReleaseCause.OPERATOR for release in releases)
+    assert node.policy.drain_releases() == []
 
 
 def test_a_chip_not_yet_written_out_is_not_released_by_its_absence() -> None:

@@ -11,6 +11,7 @@ Families without a RoCE port (310, 310P, 310B) are never asked.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +19,8 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored, watching
 from waiting import until
 
-from ascend_plugin.inventory.monitor import HealthPolicy
+from ascend_plugin.inventory.monitor import HealthPolicy, health_policy
+from ascend_plugin.settings import Settings
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
@@ -102,3 +104,11 @@ async def test_the_link_is_read_at_most_every_network_interval(any_fake: Scenari
         async with watching(watched):
             await until(lambda: calls.count("read_health") >= 20, "ten polls of each chip")
         assert calls.count("network health") == 2, calls  # once for each chip, after its first poll
+
+
+@pytest.mark.parametrize(("health_interval", "network_interval"), [(1.0, 5.0), (0.5, 5.0), (30.0, 30.0)])
+def test_the_daemon_reads_the_link_every_5_s_or_every_poll_where_polls_are_rarer(
+    health_interval: float, network_interval: float, tmp_path: Path
+) -> None:
+    settings = Settings(backend="fake", fake_scenario=tmp_path / "node.json", health_interval=health_interval)
+    assert health_policy(settings).network_interval == network_interval
