@@ -60,6 +60,41 @@ def image(session: nox.Session) -> None:
         session.skip(skipped.read_text(encoding="utf-8"))
 
 
+def _kubernetes_release(arguments: list[str]) -> tuple[str, list[str]]:
+    """The release ``--kubernetes X`` names among ``arguments`` (else the pinned default), and the rest."""
+    import tomllib
+
+    release = tomllib.loads(Path("tests/e2e/versions.toml").read_text(encoding="utf-8"))["kubernetes"][
+        "default"
+    ]
+    rest: list[str] = []
+    words = iter(arguments)
+    for word in words:
+        if word == "--kubernetes":
+            release = next(words)
+        elif word.startswith("--kubernetes="):
+            release = word.split("=", 1)[1]
+        else:
+            rest.append(word)
+    return release, rest
+
+
+@nox.session
+def e2e(session: nox.Session) -> None:
+    """The end-to-end suite on the real Kubernetes, built from source (docs/e2e.md).
+
+    Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd and containerd from the
+    Go module proxy once per version (cached outside the checkout, tests/e2e/versions.toml pins them),
+    then runs tests/e2e against a one-node cluster of them. ``nox -s e2e -- --kubernetes 1.34.4`` runs
+    another release; other arguments go to pytest. Needs root, Go, Debian's runc, containernetworking-plugins
+    and busybox-static (.ci/run installs them).
+    """
+    release, rest = _kubernetes_release(list(session.posargs))
+    session.install("-e", ".[test]")
+    session.run("python", "tests/e2e/build.py", "--kubernetes", release)
+    session.run("pytest", "tests/e2e", "--kubernetes", release, *rest)
+
+
 @nox.session
 def proto(session: nox.Session) -> None:
     """Regenerate ascend_plugin/kubelet_api from proto/."""

@@ -456,3 +456,23 @@ def calls() -> Iterator[ChipCalls]:
     chip_calls = ChipCalls(5.0)
     yield chip_calls
     chip_calls.shutdown()
+
+
+# -- the end-to-end suite on the real Kubernetes (tests/e2e, `nox -s e2e`) ------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kubernetes",
+        metavar="VERSION",
+        default=None,
+        help="run tests/e2e against this release of the real Kubernetes, built from source "
+        "(tests/e2e/versions.toml); without it tests/e2e is not collected",
+    )
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """tests/e2e needs root and the real components: collected only when ``--kubernetes`` is given."""
+    if collection_path == Path(__file__).parent / "e2e" and config.getoption("--kubernetes") is None:
+        return True
+    return None

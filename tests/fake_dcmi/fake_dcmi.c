@@ -35,6 +35,7 @@
 #include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1328,13 +1329,15 @@ static void prune_gone(void) {
     state.ngone = kept;
 }
 
-/* The driver makes /dev/vdavinci<N>; the fake does so in the scenario's vdev_dir. */
+/* The driver makes /dev/vdavinci<N>; the fake does so in the scenario's vdev_dir: a character device
+   with /dev/null's numbers where it may make one (root), so a container runtime accepts it, else a file. */
 static void device_node(unsigned int id, int present) {
     if (!now.vdev_dir[0]) return;
     char path[1100];
     snprintf(path, sizeof path, "%s/vdavinci%u", now.vdev_dir, id);
     if (present) {
         mkdir(now.vdev_dir, 0755);
+        if (mknod(path, S_IFCHR | 0666, makedev(1, 3)) == 0 || errno == EEXIST) return;
         int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd >= 0) close(fd);
         else fprintf(stderr, "fake_dcmi: cannot make %s (%s)\n", path, strerror(errno));
