@@ -96,7 +96,7 @@ def test_cdi_mode_lets_the_runtime_edit_the_container(cluster: Cluster, plugin: 
 
 
 def test_the_kubelet_asks_for_chips_of_one_ring(cluster: Cluster, plugin: NodePlugin) -> None:
-    """One chip breaks into a ring; two then go to the other, whole ring (the kubelet alone picks at random)."""
+    """One chip breaks into a ring, two then go whole to the other (alone, the kubelet picks at random)."""
     api = cluster.admin()
     wait_for(lambda: node_resources(api, cluster.node, RESOURCE) == (CHIPS, CHIPS), "every chip free")
     api.create(pod("one-chip", {RESOURCE: "1"}))
