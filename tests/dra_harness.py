@@ -206,14 +206,25 @@ def standin(node: DraNode, apiserver: FakeApiServer, **options: Any) -> DraKubel
 
 @asynccontextmanager
 async def running_driver(settings: Settings, **options: Any) -> AsyncIterator[PluginApp]:
-    """A PluginApp with serve=dra (and ``options``) running in the background for the block."""
+    """A PluginApp with serve=dra (and ``options``) running in the background for the block.
+
+    The driver publishes its slices once a kubelet has registered it: where the test started no DRA
+    kubelet stand-in on the registry directory, one plays the kubelet's plugin watcher (registration
+    only: no wipe, no health stream).
+    """
     app = PluginApp(settings, **options)
+    plugin_watcher = None
+    if settings.dra_registry_path.resolve() not in DraKubeletStandIn.watching:
+        plugin_watcher = DraKubeletStandIn(settings.dra_registry_path, NODE, health_stream=False)
+        await anyio.to_thread.run_sync(plugin_watcher.start)
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         try:
             yield app
         finally:
             app.stop()
+            if plugin_watcher is not None:
+                await anyio.to_thread.run_sync(plugin_watcher.stop)
 
 
 def registered(kubelet: DraKubeletStandIn, times: int = 1) -> bool:

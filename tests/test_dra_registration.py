@@ -153,3 +153,31 @@ async def test_a_second_driver_on_the_same_directory_waits_for_the_lock_and_touc
             assert app.lock.held
     finally:
         holder.release()
+
+
+async def test_no_slice_is_published_before_the_kubelet_registers_the_driver(
+    dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A published device must be one the kubelet can prepare: the real scheduler otherwise places a pod
+    there, the kubelet answers "DRA driver ... is not registered" and the pod waits out its backoff."""
+    caplog.set_level(logging.INFO, logger="ascend_plugin.faces.dra.face")
+    apiserver.add_node(NODE)
+    refusing = standin(dra_node, apiserver, kubelet_services=("v1alpha4.Node",))
+    await anyio.to_thread.run_sync(refusing.start)
+    try:
+        async with running_driver(dra_node.settings(kubeconfig)):
+            await wait_for(refusing, lambda k: bool(k.refusals), "the registration refused")
+            await until(
+                lambda: any("wait for the kubelet" in r.getMessage() for r in caplog.records),
+                "the slices waiting for the registration",
+            )
+            assert apiserver.slices(DRIVER, NODE) == []
+            await anyio.to_thread.run_sync(refusing.stop)
+            kubelet = standin(dra_node, apiserver)
+            await anyio.to_thread.run_sync(kubelet.start)
+            try:
+                await until(lambda: apiserver.slices(DRIVER, NODE), "published once a kubelet registered it")
+            finally:
+                await anyio.to_thread.run_sync(kubelet.stop)
+    finally:
+        await anyio.to_thread.run_sync(refusing.stop)

@@ -40,7 +40,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import grpc
 
@@ -124,6 +124,8 @@ class Refusal:
 class DraKubeletStandIn:
     """A kubelet's plugin watcher and DRA manager on ``registry_dir``, for the node ``node``."""
 
+    watching: ClassVar[set[Path]] = set()  # the registry directories a started stand-in watches
+
     def __init__(
         self,
         registry_dir: Path,
@@ -160,6 +162,7 @@ class DraKubeletStandIn:
     def start(self) -> None:
         """Start as a kubelet does: wipe this node's slices, then watch the registry directory."""
         self.registry_dir.mkdir(parents=True, exist_ok=True)
+        DraKubeletStandIn.watching.add(self.registry_dir.resolve())
         self._stop.clear()
         if self.api is not None:
             self.api.wipe_slices(self.node)
@@ -168,6 +171,7 @@ class DraKubeletStandIn:
 
     def stop(self) -> None:
         """Stop watching and drop every driver connection (the sockets stay)."""
+        DraKubeletStandIn.watching.discard(self.registry_dir.resolve())
         self._stop.set()
         for name in list(self.drivers):
             self._forget(name)

@@ -37,7 +37,7 @@ def pod(
         container["resources"] = {"limits": dict(limits)}
     spec: dict[str, Any] = {
         "containers": [container],
-        "terminationGracePeriodSeconds": 0,
+        "terminationGracePeriodSeconds": 1,  # 0 would delete the pod before the kubelet stopped it
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",
     }
@@ -118,7 +118,8 @@ def seen(api: Api, name: str, within: float = 60.0) -> Seen:
 
 
 def delete(api: Api, name: str, wait: bool = True) -> None:
-    api.delete("v1", "Pod", name, NAMESPACE, gracePeriodSeconds="0")
+    """Delete the pod as kubectl does: the kubelet stops it (and unprepares its claims) before it is gone."""
+    api.delete("v1", "Pod", name, NAMESPACE)
     if wait:
         wait_for(lambda: api.read("v1", "Pod", name, NAMESPACE) is None, f"pod {name} gone")
 

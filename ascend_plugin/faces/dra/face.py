@@ -321,12 +321,22 @@ class DraFace:
             sockets.health.notify()
 
     async def _publish(self) -> None:
+        """Publish and keep the pool, once the kubelet has registered the driver.
+
+        A device published before the kubelet knows the driver is one the scheduler may allocate and
+        the kubelet cannot prepare ("DRA driver ... is not registered"): the pod then waits out the
+        kubelet's backoff, a minute and more (seen on the real kubelet). A restarted driver's slices
+        stay as they were meanwhile; the kubelet removes them itself if the driver never comes back.
+        """
         kube = await connect_retrying(self.settings.kubeconfig, "DRA driver: Kubernetes client")
         self.claims.kube = kube
         try:
             self.slices = SliceController(
                 kube, self.catalog, self.settings.node, taints=self.settings.device_taints
             )
+            if not self.registration.registered:
+                log.info("the ResourceSlices wait for the kubelet to register the driver")
+                await self.registration.wait_registered()
             await self.slices.run()
         finally:
             self.claims.kube = None

@@ -18,6 +18,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.faces.dra.names import PLUGIN_TYPE, SUPPORTED_SERVICES
 from ascend_plugin.kubelet_api.pluginregistration import (
     InfoRequest,
@@ -39,7 +40,13 @@ class RegistrationService(RegistrationBase):
         self.registered = False
         self.registrations = 0
         self.last_error = ""
+        self.changes = Changes()
         self._registered_listeners: list[Callable[[], None]] = []
+
+    async def wait_registered(self) -> None:
+        """Return once the kubelet has confirmed a registration (at once if it has)."""
+        while not self.registered:
+            await self.changes.wait_for_change(self.changes.version)
 
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every registration the kubelet confirms."""
@@ -65,6 +72,7 @@ class RegistrationService(RegistrationBase):
             log.info(
                 "the kubelet registered DRA driver %s", self.driver, extra={"endpoint": str(self.endpoint)}
             )
+            self.changes.bump()
             for listener in self._registered_listeners:
                 listener()
         else:
