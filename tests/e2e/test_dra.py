@@ -95,7 +95,8 @@ def allocated_device(api: Api, pod_name: str) -> str:
     claim = api.read(V1, "ResourceClaim", claim_name, NAMESPACE)
     assert claim is not None
     results = claim["status"]["allocation"]["devices"]["results"]
-    assert len(results) == 1 and results[0]["driver"] == DRIVER, results
+    assert len(results) == 1, results
+    assert results[0]["driver"] == DRIVER, results
     return str(results[0]["device"])
 
 
