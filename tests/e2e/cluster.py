@@ -148,6 +148,7 @@ class Cluster:
     feature_gates: dict[str, bool] = field(default_factory=dict)
     runtime_config: str = ""
     node: str = NODE
+    with_node: bool = True  # False: the control plane alone (no containerd, no kubelet), for API tests
     components: dict[str, Component] = field(default_factory=dict)
     api_port: int = 0
     address: str = ""
@@ -197,14 +198,15 @@ class Cluster:
     # -- start and stop -------------------------------------------------------------------------
 
     def start(self) -> None:
-        foreign = [pid for pid in _processes_naming("kubelet") if _is_foreign_kubelet(pid)]
-        if foreign:
-            raise ClusterError(
-                f"another kubelet runs on this machine (pid {foreign[0]}): the test node would fight it"
-            )
-        sweep_dead_runs()
-        for stale in (*DEVICE_PLUGINS.glob("*.sock"), DEVICE_PLUGINS / "kubelet_internal_checkpoint"):
-            stale.unlink(missing_ok=True)
+        if self.with_node:
+            foreign = [pid for pid in _processes_naming("kubelet") if _is_foreign_kubelet(pid)]
+            if foreign:
+                raise ClusterError(
+                    f"another kubelet runs on this machine (pid {foreign[0]}): the test node would fight it"
+                )
+            sweep_dead_runs()
+            for stale in (*DEVICE_PLUGINS.glob("*.sock"), DEVICE_PLUGINS / "kubelet_internal_checkpoint"):
+                stale.unlink(missing_ok=True)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.address = node_address()
         self.pki = make_pki(self.folder / "pki", self.node, ["127.0.0.1", self.address])
@@ -213,8 +215,9 @@ class Cluster:
         admin = self.kubeconfig_for("admin", self.pki.admin_token, "e2e-admin")
         self._start_controller_manager(admin)
         self._start_scheduler(admin)
-        self._start_containerd()
-        self.start_kubelet()
+        if self.with_node:
+            self._start_containerd()
+            self.start_kubelet()
 
     def stop(self) -> None:
         for name in (
@@ -227,6 +230,9 @@ class Cluster:
         ):
             if name in self.components:
                 self.components[name].stop()
+        if not self.with_node:
+            shutil.rmtree(self.folder / "etcd", ignore_errors=True)
+            return
         self._remove_containers()
         self._restore_tunables()
         self._remove_cgroups()

@@ -61,3 +61,15 @@ def cluster(binaries: Binaries) -> Iterator[Cluster]:
             yield running
     except ClusterError as failed:
         pytest.fail(str(failed), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def control_plane(binaries: Binaries) -> Iterator[Cluster]:
+    """etcd, the API server, the controller manager and the scheduler: no node (tests of the API alone)."""
+    folder = Path(tempfile.mkdtemp(prefix="ascend-e2e-api-", dir="/tmp"))
+    gates = feature_gates(binaries.kubernetes_version)
+    try:
+        with running_cluster(binaries, folder, feature_gates=gates, with_node=False) as running:
+            yield running
+    except ClusterError as failed:
+        pytest.fail(str(failed), pytrace=False)
