@@ -120,12 +120,23 @@ def pause_image(scratch: Path) -> Image:
     return Image(PAUSE_IMAGE, {"/pause": binary.read_bytes()}, {}, ["/pause"])
 
 
+def _interpreter(binary: bytes) -> bool:
+    """Whether an ELF file names a dynamic loader (a PT_INTERP program header): not usable alone."""
+    if binary[:4] != b"\x7fELF" or binary[4] != 2:  # 64-bit ELF only
+        return True
+    order = "little" if binary[5] == 1 else "big"
+    table, size, count = (int.from_bytes(binary[at : at + n], order) for at, n in ((32, 8), (54, 2), (56, 2)))
+    kinds = (int.from_bytes(binary[table + i * size : table + i * size + 4], order) for i in range(count))
+    return 3 in kinds  # PT_INTERP
+
+
 def busybox_image() -> Image:
     """A shell and the few tools the test pods run, from Debian's static busybox."""
-    if not BUSYBOX.exists():
-        raise RuntimeError(f"{BUSYBOX} is missing: install Debian's busybox-static (.ci/run does)")
+    content = BUSYBOX.read_bytes() if BUSYBOX.exists() else b""
+    if not content or _interpreter(content):
+        raise RuntimeError(f"{BUSYBOX} is missing or not static: install Debian's busybox-static (.ci/run does)")
     links = {f"/bin/{applet}": "busybox" for applet in APPLETS}
-    return Image(TEST_IMAGE, {"/bin/busybox": BUSYBOX.read_bytes()}, links, ["/bin/sh"])
+    return Image(TEST_IMAGE, {"/bin/busybox": content}, links, ["/bin/sh"])
 
 
 def import_images(ctr: Path, address: Path, scratch: Path) -> None:
