@@ -240,7 +240,10 @@ class PluginApp:
             held=self.held,
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
-        watched = [RootTask("health monitor", monitor.run)]
+        watched = [
+            RootTask("health monitor", monitor.run),
+            RootTask("chip discovery", self.discovery.read_the_rest),
+        ]
         if settings.telemetry:
             telemetry = self.telemetry = TelemetryCollector(
                 node.backend,

@@ -2,6 +2,8 @@
 
 Liveness asks whether only a restart of the pod can help. It fails when
 
+* a chip the driver would not name at start answers now: the parts serve the
+  chips found at start, so only a new process serves it;
 * a node-wide driver call (init, the card list, the fault subscription) has
   been stuck for more than :data:`STUCK_IS_DEAD` seconds: the driver session
   is wedged, and a new process gets a new one; a briefly hung call, or one
@@ -20,7 +22,8 @@ a part that failed and waits to be restarted, and whatever a running part says
 keeps it from its job (a resource not registered with the kubelet, a socket
 that cannot be created, ResourceSlices not published, a CDI spec that cannot
 be written). The kubelet's face, the device plugin or the DRA driver, has to
-be running for the node to be served at all.
+be running for the node to be served at all. Either way the answer names the
+chips discovery could not read (served Unhealthy meanwhile) or name (left out).
 """
 
 from __future__ import annotations
@@ -82,6 +85,8 @@ class PluginProbes:
         stuck = self.calls.stuck(None)
         if stuck is not None and stuck.stuck_for(now) > self.limits.stuck_is_dead:
             return Probe(False, stuck.describe(now))
+        if restart := self.discovery.restart_needed:
+            return Probe(False, restart)
         for part in self.supervision.parts():
             if part.failing_for(now) > self.limits.failed_is_dead:
                 return Probe(
@@ -108,14 +113,17 @@ class PluginProbes:
             problems.extend(_problems(part, now))
         if not any(part.name == self.kubelet_part for part in parts):
             problems.append(f"{self.kubelet_part}: not started yet")
+        unserved = self.discovery.unserved()
         if problems:
-            return Probe(False, "\n".join(problems))
+            return Probe(False, "\n".join([*problems, *unserved]))
         chips = node.inventory.chips()
         healthy = sum(1 for state in chips if state.healthy)
         detail = f"ready: {healthy} of {len(chips)} chips healthy"
         stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
         if stuck_chips:
             detail += "; " + "; ".join(stuck_chips)
+        if unserved:
+            detail += "; " + "; ".join(unserved)
         if self.notes is not None and (notes := self.notes()):
             detail += "; " + "; ".join(notes)
         return Probe(True, detail)
