@@ -276,6 +276,7 @@ class DraFace:
                 version = -1
                 while not self.inventory.closed:
                     version = await self.inventory.wait_for_change(version)
+                    await self.preparer.sweep_strays()  # a vNPU a timed-out create left, seen by a poll
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
