@@ -68,6 +68,7 @@ from ascend_plugin.faces.dra.names import chip_of, phy_of
 from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
 from ascend_plugin.faces.dra.vnpus import VnpuError
 from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
+from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.base import DeviceNode
 from ascend_plugin.offers.vnpus import vnpu_node
 from ascend_plugin.offers.whole_chips import chip_node
@@ -120,9 +121,12 @@ class ClaimPreparer:
         checkpoint: Checkpoint,
         source: ClaimSource,
         keeper: VnpuKeeper | None = None,
+        held: HeldChips | None = None,
         api_budget: float = API_BUDGET,
     ) -> None:
-        """``keeper``: makes the partitions' vNPUs (vnpu=dynamic); None where no chip is split on demand."""
+        """``keeper``: makes the partitions' vNPUs (vnpu=dynamic); None where no chip is split on demand.
+        ``held``: told of the chips each prepared claim takes, before the kubelet lists them."""
+        self.held = held
         self.driver = driver
         self.pool = pool
         self.catalog = catalog
@@ -346,15 +350,15 @@ class ClaimPreparer:
         chip that shows such a vNPU.
         """
         keeper = self.keeper
-        if keeper is None or keeper.held:
+        if keeper is None or keeper.held or not (doubtful := sorted(keeper.unswept)):
             return
         async with self._lock:
             with anyio.CancelScope(shield=True):
-                for phy in sorted(keeper.unswept):
+                for phy in doubtful:
                     state = self.inventory.get(phy)
                     shown = {vnpu.vdev_id for vnpu in (state.vnpus or ())} if state is not None else set()
-                    if not shown - self._owned(phy):
-                        continue
+                    if phy not in keeper.unswept or not shown - self._owned(phy):
+                        continue  # swept meanwhile (a Prepare), or nothing there that no claim owns
                     try:
                         await keeper.sweep(phy, self._owned(phy))
                     except VnpuError as error:
@@ -609,6 +613,13 @@ class ClaimPreparer:
                 return {uid: Outcome(None, message) for uid in new}
             self.claims = claims
         self.stats.prepared += len(new)
+        if self.held is not None:
+            self.held.handed(
+                chip
+                for claim in new.values()
+                for device in claim.devices
+                if (chip := chip_of(device.device)) is not None
+            )
         for claim in new.values():
             log.info(
                 "prepared ResourceClaim %s: %s",

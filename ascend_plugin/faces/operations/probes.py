@@ -67,9 +67,12 @@ class PluginProbes:
         limits: ProbeLimits = LIMITS,
         clock: Callable[[], float] = time.monotonic,
         notes: Callable[[], list[str]] | None = None,
+        resets: Callable[[], list[str]] | None = None,
     ) -> None:
         """``kubelet_part``: the root task through which the kubelet is served ("device plugin", ...);
-        ``notes``: what a node that is served lacks of what the settings ask (said in the ready detail)."""
+        ``notes``: what a node that is served lacks of what the settings ask (said in the ready detail);
+        ``resets``: the hot resets under way, one line each (said in the detail, ready or not)."""
+        self.resets = resets
         self.lock = lock
         self.discovery = discovery
         self.calls = calls
@@ -113,17 +116,17 @@ class PluginProbes:
             problems.extend(_problems(part, now))
         if not any(part.name == self.kubelet_part for part in parts):
             problems.append(f"{self.kubelet_part}: not started yet")
-        unserved = self.discovery.unserved()
+        also = self.discovery.unserved() + (self.resets() if self.resets is not None else [])
         if problems:
-            return Probe(False, "\n".join([*problems, *unserved]))
+            return Probe(False, "\n".join([*problems, *also]))
         chips = node.inventory.chips()
         healthy = sum(1 for state in chips if state.healthy)
         detail = f"ready: {healthy} of {len(chips)} chips healthy"
         stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
         if stuck_chips:
             detail += "; " + "; ".join(stuck_chips)
-        if unserved:
-            detail += "; " + "; ".join(unserved)
+        if also:
+            detail += "; " + "; ".join(also)
         if self.notes is not None and (notes := self.notes()):
             detail += "; " + "; ".join(notes)
         return Probe(True, detail)
