@@ -179,7 +179,7 @@ class Discovery:
             if not read:
                 first = infos[0][1]
                 assert not isinstance(first, ChipInfo)
-                raise first
+                raise NoChips(f"no chip's chip info can be read ({_why(first)})")
             forced = self.settings.chip_family
             families = self.settings.families
             family = family_named(forced, families) if forced else family_for(read[0][1], families)

@@ -18,9 +18,7 @@ the group before the reset and cleared once they are back, it keeps the chip
 unhealthy whatever its verdict (:attr:`ChipState.healthy`), and the device-info
 ConfigMap lists it under ``-Recovering``. It is the one place that says so.
 
-A chip discovery found but could not read (its chip info hangs, or answers
-"not ready" while it boots) is :attr:`ChipState.unread`: served under its ID,
-unhealthy whatever its verdict, until discovery reads it (:meth:`Inventory.set_read`).
+A chip discovery could not read yet is :attr:`ChipState.unread`: unhealthy, like a resetting one.
 """
 
 from __future__ import annotations
