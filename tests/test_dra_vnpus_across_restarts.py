@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from dra_harness import A2_SERVER, NODE, DraNode, prepare, put_claim, registered, result, unprepare
+from log_records import lines
 from plugin_harness import FakeNode
 from plugin_process import PluginProcess, plugin_process
 from waiting import until
@@ -28,6 +29,7 @@ from backends.fake.library import FakeLibrary
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PREPARE_LOG = "ascend_plugin.faces.dra.prepare"
+KEEPER_LOG = "ascend_plugin.faces.dra.vnpu_keeper"
 VIR10 = "vir10_3c_32g"
 
 
@@ -152,9 +154,8 @@ async def test_a_torn_checkpoint_destroys_nothing_a_spec_names_and_its_claims_ar
         assert spec_nodes(node, two[2]) == [f"/dev/vdavinci{ids[two[2]]}"]
         rebuilt = recorded(node)
         assert {uid: rebuilt[uid]["recovered"] for uid in rebuilt} == {one[2]: True, two[2]: True}
-        assert [
-            line for line in plugin.lines() if line["logger"] == PREPARE_LOG and "rebuilt 2" in line["msg"]
-        ]
+        (rebuilt_line,) = lines(plugin.lines(), PREPARE_LOG, level="WARNING", uids=sorted(rebuilt))
+        assert f"{ids[one[2]]} on chip 3" in rebuilt_line["msg"], "the vNPUs kept are named"
 
         again = await prepare(dra_kubelet, one, two)
         assert again == answers, "the same devices, requests and CDI IDs as before the checkpoint was lost"
@@ -184,9 +185,7 @@ async def test_with_the_checkpoint_torn_and_a_spec_unreadable_no_vnpu_is_destroy
 
     with driver() as plugin:
         await up(plugin, dra_kubelet, 2)
-        await until(
-            lambda: any("no vNPU is destroyed" in line["msg"] for line in plugin.lines()), "the hold is said"
-        )
+        await until(lambda: lines(plugin.lines(), KEEPER_LOG, level="ERROR"), "the hold is said")
         assert library.vdev_ids(5, 0) == [made], "the unreadable spec's claim keeps its vNPU"
         assert library.vdev_ids(6, 0) == [stray], "not even one no spec names: the unreadable one might"
         assert spec.read_text() == "{not json", "left where it is"
