@@ -21,6 +21,7 @@ from plugin_harness import FakeNode
 from plugin_process import PluginProcess, on_c_fake, plugin_process
 from waiting import WAIT, eventually
 
+from ascend_plugin.inventory.discovery import READ_AGAIN_BACKOFF
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 from backends.fake.driver_state import DriverStateFile
@@ -75,8 +76,13 @@ def start(c_fake: CFakePlayer, fake_node: FakeNode, plugin_dir: Path, short_tmp:
         yield plugin
 
 
-def served(kubelet: KubeletStandIn, expected: dict[str, str]) -> None:
-    kubelet.wait_until(lambda k: k.health(RESOURCE) == expected, WAIT, f"the kubelet sees {expected}")
+# A chip not read at start is asked again after 1 s, 2 s, 4 s ... up to every 15 s: the wait for its
+# read covers one whole interval beyond the usual deadline.
+READ_AGAIN = WAIT + READ_AGAIN_BACKOFF.cap
+
+
+def served(kubelet: KubeletStandIn, expected: dict[str, str], within: float = WAIT) -> None:
+    kubelet.wait_until(lambda k: k.health(RESOURCE) == expected, within, f"the kubelet sees {expected}")
 
 
 def ready_with(plugin: PluginProcess, *words: str) -> str:
@@ -110,6 +116,7 @@ def test_a_card_off_the_bus_is_left_out_and_its_return_asks_for_a_restart(
     status, why = eventually(
         lambda: answer if (answer := plugin.liveness())[0] != 200 else None,
         "/healthz asks for a restart",
+        within=READ_AGAIN,
         every=0.05,
         unless=plugin.exited,
     )
@@ -138,7 +145,7 @@ def test_a_chip_whose_chip_info_hangs_is_served_unhealthy_and_read_once_it_answe
     ready_with(plugin, "Ascend910-2 Unhealthy until read", "chip_info did not return within 1 s")
 
     c_fake.update(server())  # the hung call returns: the chip is read, and healthy
-    served(kubelet, {f"Ascend910-{n}": "Healthy" for n in range(4)})
+    served(kubelet, {f"Ascend910-{n}": "Healthy" for n in range(4)}, READ_AGAIN)
     assert "until read" not in ready_with(plugin, "ready: 4 of 4 chips healthy")
     (read,) = lines(plugin.lines(), DISCOVERY, level="INFO", device="Ascend910-2")
     assert "is read" in read["msg"]
@@ -163,4 +170,4 @@ def test_a_plugin_started_while_a_chip_resets_serves_the_others_and_the_chip_onc
         )
         ready_with(plugin, "Ascend910-2 Unhealthy until read", "-8012")
         DriverStateFile.beside(c_fake.scenario_path).path.unlink()  # the chip is back (the driver forgets)
-        served(kubelet, {f"Ascend910-{n}": "Healthy" for n in range(4)})
+        served(kubelet, {f"Ascend910-{n}": "Healthy" for n in range(4)}, READ_AGAIN)
