@@ -133,6 +133,7 @@ class PluginApp:
             notes=lambda: (
                 self.parts.dra.notes if self.parts is not None and self.parts.dra is not None else []
             ),
+            resets=lambda: self.hot_reset.in_progress() if self.hot_reset is not None else [],
         )
         self.metrics_source = PluginSource(self.discovery, self.calls, self.probes, self.faults.policy)
         self.metrics = PluginMetrics(self.metrics_source)
@@ -240,7 +241,10 @@ class PluginApp:
             held=self.held,
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
-        watched = [RootTask("health monitor", monitor.run)]
+        watched = [
+            RootTask("health monitor", monitor.run),
+            RootTask("chip discovery", self.discovery.read_the_rest),
+        ]
         if settings.telemetry:
             telemetry = self.telemetry = TelemetryCollector(
                 node.backend,
@@ -296,6 +300,7 @@ class PluginApp:
                 settings.preferred_allocation,
             ),
             volcano.chooser if volcano is not None else None,
+            held=self.held,
         )
         face.on_registered(self.registered_once.set)
         face.on_registered(self.lock.keep_note)
@@ -344,7 +349,7 @@ class PluginApp:
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings, plan, self.calls)
+        dra = DraFace(inventory, host, dra_settings, plan, self.calls, held=self.held)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
@@ -428,9 +433,14 @@ class PluginApp:
             reads_annotation=bool(self.settings.node_name),
             clock=self.clock,
             budget_file=served_directory(self.settings) / BUDGET_FILE,
+            read_held=self._read_holdings_afresh,
         )
         self.metrics_source.hot_reset = manager
         return manager
+
+    async def _read_holdings_afresh(self) -> object:
+        """Ask the kubelet now which containers hold which chips (the held chips follow); None: it cannot."""
+        return await self.holdings.refresh() if self.holdings is not None else None
 
     def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> VolcanoParts:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.

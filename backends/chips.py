@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from backends.errors import DcmiError
 from backends.library import HEALTH_ABSENT, ChipInfo, DeviceLibrary
 
 # Synthetic fault code Huawei's plugin records when a card drops off the bus
@@ -52,24 +53,65 @@ class AiCoreFigure:
     source: Literal["vdev_total_resource", "chip_info", "family_nominal"]
 
 
-def enumerate_chips(library: DeviceLibrary) -> list[Chip]:
-    """DCMI's enumeration recipe: cards -> NPUs per card -> logic id -> physical id.
+@dataclass(frozen=True)
+class ChipAddress:
+    """Where DCMI reaches one chip, and the physical id that names it (device IDs are made of it)."""
+
+    card_id: int
+    device_id: int
+    logic_id: int
+    phy_id: int
+
+    def chip(self, info: ChipInfo) -> Chip:
+        """The chip at this address, with the chip info the driver gave for it."""
+        return Chip(self.card_id, self.device_id, self.logic_id, self.phy_id, info)
+
+
+@dataclass(frozen=True)
+class Unnamed:
+    """A chip the driver would not name (a whole card when ``device_id`` is None), and its answer."""
+
+    card_id: int
+    device_id: int | None
+    error: DcmiError
+
+    @property
+    def where(self) -> str:
+        """``card 3 device 0``, or ``card 3`` when its chips could not even be counted."""
+        return f"card {self.card_id}" + (f" device {self.device_id}" if self.device_id is not None else "")
+
+
+def address_chips(library: DeviceLibrary) -> tuple[list[ChipAddress], list[Unnamed]]:
+    """DCMI's enumeration recipe up to the physical ids: cards -> NPUs per card -> logic id -> physical id.
 
     Card ids come only from the card list (they may be slot numbers); device
     ids run 0..n-1 per card, where n counts NPUs only, so the MCU (at index n)
-    is never asked for. The result is in DCMI's order (card, then device).
+    is never asked for. A card whose chips cannot be counted, or a chip whose
+    ids the driver will not give (a card off the bus answers -8012 to
+    everything), is returned apart, with the driver's answer: one bad card
+    must not hide the others. Any other error (the card list, a missing
+    function) is the whole node's and is raised. In DCMI's order (card, then device).
     """
-    chips: list[Chip] = []
+    found: list[ChipAddress] = []
+    unnamed: list[Unnamed] = []
     for card_id in library.card_list():
-        for device_id in range(library.device_count(card_id)):
-            logic_id = library.logic_id(card_id, device_id)
-            chips.append(
-                Chip(
-                    card_id=card_id,
-                    device_id=device_id,
-                    logic_id=logic_id,
-                    phy_id=library.phy_id(logic_id),
-                    info=library.chip_info(card_id, device_id),
-                )
-            )
-    return chips
+        try:
+            count = library.device_count(card_id)
+        except DcmiError as error:
+            unnamed.append(Unnamed(card_id, None, error))
+            continue
+        for device_id in range(count):
+            try:
+                logic_id = library.logic_id(card_id, device_id)
+                found.append(ChipAddress(card_id, device_id, logic_id, library.phy_id(logic_id)))
+            except DcmiError as error:
+                unnamed.append(Unnamed(card_id, device_id, error))
+    return found, unnamed
+
+
+def enumerate_chips(library: DeviceLibrary) -> list[Chip]:
+    """Every chip with its chip info, in DCMI's order; the first chip that cannot be read raises its error."""
+    found, unnamed = address_chips(library)
+    if unnamed:
+        raise unnamed[0].error
+    return [address.chip(library.chip_info(address.card_id, address.device_id)) for address in found]

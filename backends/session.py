@@ -11,8 +11,8 @@ once.
 
 from __future__ import annotations
 
-from backends.chips import Chip, enumerate_chips
-from backends.library import DeviceLibrary
+from backends.chips import Chip, ChipAddress, Unnamed, address_chips, enumerate_chips
+from backends.library import ChipInfo, DeviceLibrary
 
 
 class LibrarySession:
@@ -37,6 +37,15 @@ class LibrarySession:
     def discover(self) -> list[Chip]:
         """Every NPU chip of the node, ordered by physical id."""
         return sorted(enumerate_chips(self.library), key=lambda chip: chip.phy_id)
+
+    def address(self) -> tuple[list[ChipAddress], list[Unnamed]]:
+        """The chips the driver names, by physical id; apart, the chips (or cards) it would not name."""
+        found, unnamed = address_chips(self.library)
+        return sorted(found, key=lambda address: address.phy_id), unnamed
+
+    def chip_info(self, address: ChipAddress) -> ChipInfo:
+        """``dcmi_get_device_chip_info_v2`` of the chip at ``address``."""
+        return self.library.chip_info(address.card_id, address.device_id)
 
     def driver_version(self) -> str:
         """``dcmi_get_driver_version``."""

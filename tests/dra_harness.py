@@ -133,11 +133,9 @@ class DraNode:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.touch()
 
-    def settings(self, kubeconfig: Path, **overrides: Any) -> Settings:
-        """Settings of a plugin serving this node as a DRA driver, fast intervals."""
-        values: dict[str, Any] = {
-            "backend": "fake",
-            "fake_scenario": self.scenario,
+    def driver_values(self, kubeconfig: Path) -> dict[str, Any]:
+        """The settings that make a plugin this node's DRA driver, its Kubernetes publishers off."""
+        return {
             "serve": "dra",
             "node_name": NODE,
             "kubeconfig": kubeconfig,
@@ -148,8 +146,28 @@ class DraNode:
             "device_info_configmap": False,
             "node_events": False,
         }
+
+    def settings(self, kubeconfig: Path, **overrides: Any) -> Settings:
+        """Settings of a plugin serving this node as a DRA driver, fast intervals."""
+        values: dict[str, Any] = {
+            "backend": "fake",
+            "fake_scenario": self.scenario,
+            **self.driver_values(kubeconfig),
+        }
         values.update(overrides)
         return fast_settings(self.root / "device-plugins", self.host_root, **values)
+
+    def flags(self, kubeconfig: Path, **overrides: Any) -> list[str]:
+        """The command-line flags of a plugin process serving this node as a DRA driver, telemetry off."""
+        values = {**self.driver_values(kubeconfig), "telemetry": False, **overrides}
+        flags = []
+        for name, value in values.items():
+            flag = "--" + name.replace("_", "-")
+            if isinstance(value, bool):
+                flags.append(flag if value else flag.replace("--", "--no-", 1))
+            else:
+                flags += [flag, str(value)]
+        return flags
 
     def spec_files(self) -> dict[str, dict[str, Any]]:
         """The CDI spec files in the CDI directory, by file name."""

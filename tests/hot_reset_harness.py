@@ -218,3 +218,10 @@ async def reset_rig(
             yield ResetRig(app, player, parts.kubelet, parts.apiserver, parts.pod_resources, clock)
         finally:
             app.stop()
+
+
+async def polled_on(rig: ResetRig, more: int = 20) -> None:
+    """Wait until the chips have been polled ``more`` times more: the manager had its chances to act."""
+    latency = rig.app.metrics.calls.latency
+    before = latency["read_health"].calls
+    await until(lambda: latency["read_health"].calls >= before + more, f"{more} more health polls")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fake_dcmi.players import CFakePlayer
 from local_port import free_port
 from plugin_harness import FakeNode
 from waiting import eventually
@@ -59,9 +60,17 @@ class PluginProcess:
 
     def readiness(self) -> tuple[int, str]:
         """GET /readyz: (status, body)."""
+        return self.get("/readyz")
+
+    def liveness(self) -> tuple[int, str]:
+        """GET /healthz: (status, body)."""
+        return self.get("/healthz")
+
+    def get(self, path: str) -> tuple[int, str]:
+        """GET ``path`` of the HTTP endpoint: (status, body)."""
         assert self.http_port is not None, "started without an HTTP endpoint"
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}/readyz", timeout=5) as answer:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.http_port}{path}", timeout=5) as answer:
                 return answer.status, answer.read().decode()
         except urllib.error.HTTPError as refused:
             return refused.code, refused.read().decode()
@@ -80,6 +89,20 @@ def plugin_command(node: FakeNode, plugin_dir: Path, *extra: str) -> list[str]:
         "--health-interval", "0.1", "--kubelet-watch-interval", "0.02",
         "--log-format", "json", *extra,
     ]  # fmt: skip
+
+
+def on_c_fake(player: CFakePlayer) -> tuple[str, ...]:
+    """The flags that run the plugin on the C fake libdcmi.so through the real binding.
+
+    The ``c_fake`` fixture points FAKE_DCMI_SCENARIO at the player's scenario; the process inherits it.
+    """
+    return (
+        "--backend",
+        "dcmi",
+        "--dcmi-library",
+        str(player.current_library()),
+        "--dcmi-allow-untrusted-library",
+    )
 
 
 @contextlib.contextmanager

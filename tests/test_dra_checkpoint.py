@@ -195,3 +195,37 @@ def test_a_checkpoint_that_cannot_be_read_is_left_where_it_is(tmp_path: Path) ->
     assert str(raised.value) == f"cannot read the prepared-claims checkpoint {failing}: Input/output error"
     assert failing.is_symlink()
     assert list(tmp_path.iterdir()) == [failing]
+
+
+def test_a_temporary_file_a_crash_left_half_written_is_removed_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    checkpoint = Checkpoint(tmp_path / "checkpoint.json")
+    checkpoint.save({"uid-1": CLAIM})
+    checkpoint.temporary.write_text('{"format": 2, "cla')  # the write that a crash cut short
+    assert checkpoint.load() == {"uid-1": CLAIM}
+    assert not checkpoint.temporary.exists()
+    (said,) = records(caplog, CHECKPOINT, level=logging.WARNING, checkpoint=str(checkpoint.path))
+    assert str(checkpoint.temporary) in said.getMessage()
+    assert checkpoint.temporary == tmp_path / ".checkpoint.json.tmp", "where files.write_atomically writes"
+
+
+def test_a_directory_where_the_temporary_file_goes_is_not_ours_to_remove(tmp_path: Path) -> None:
+    checkpoint = Checkpoint(tmp_path / "checkpoint.json")
+    checkpoint.temporary.mkdir()
+    (checkpoint.temporary / "kept").write_text("")
+    assert checkpoint.load() == {}
+    assert (checkpoint.temporary / "kept").exists()
+
+
+def test_a_claim_rebuilt_from_its_spec_is_written_down_as_such() -> None:
+    rebuilt = PreparedClaim(
+        ClaimRef.of_uid("uid-9"),
+        "npu-node-1",
+        (PreparedDevice("npu-2", (), ("huawei.com/npu=uid-9-npu-2",)),),
+        recovered=True,
+    )
+    text = render({"uid-9": rebuilt})
+    assert json.loads(text)["claims"]["uid-9"]["recovered"] is True
+    assert parse(text) == {"uid-9": rebuilt}
+    assert "recovered" not in json.loads(render({"uid-1": CLAIM}))["claims"]["uid-1"]

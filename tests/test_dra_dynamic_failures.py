@@ -117,7 +117,11 @@ async def test_a_vnpu_still_in_use_fails_unprepare_until_its_container_lets_go(
 
 
 async def test_a_create_that_hangs_is_the_claim_s_error_and_what_it_leaves_is_swept(
-    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, dra_node: DraNode, apiserver: FakeApiServer
+    dynamic: PluginApp,
+    dra_kubelet: DraKubeletStandIn,
+    dra_node: DraNode,
+    apiserver: FakeApiServer,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     with_chip(dra_node, 3, hang=["create_vdev"])
     claim = put_claim(apiserver, "infer", [result(VIR10)])
@@ -126,12 +130,23 @@ async def test_a_create_that_hangs_is_the_claim_s_error_and_what_it_leaves_is_sw
     assert "did not return within 0.5 s" in error
     assert claim[2] not in recorded(dra_node)
     with_chip(dra_node, 3, hang=[])  # the abandoned call finishes in the driver: a vNPU nobody owns
-    await until(lambda: len(made_on(dynamic, 3)) == 1, "the late vNPU")
+    assert dynamic.dra is not None
+    assert dynamic.dra.keeper is not None
+    keeper = dynamic.dra.keeper
+    # Destroyed as soon as a poll shows it, not left until the next claim: meanwhile the chip is split,
+    # and no claim could have it whole.
+    await until(lambda: keeper.swept == 1, "the late vNPU destroyed once it appeared")
+    await until(lambda: made_on(dynamic, 3) == [], "chip 3 shows no vNPU")
+    (said,) = records(caplog, KEEPER, level=logging.WARNING, chip=3)
+    assert "no prepared claim owns it" in said.getMessage()
     await until(lambda: dynamic.calls.stuck(3) is None, "chip 3's lane free again")
+    whole = put_claim(apiserver, "whole", [result("npu-3")])
+    assert (await prepare(dra_kubelet, whole)).claims[whole[2]].error == "", "the chip can be given whole"
+    assert (await unprepare(dra_kubelet, whole)).claims[whole[2]].error == ""
     other = put_claim(apiserver, "other", [result("npu-3-vir10-3c-32g-1")])
     assert (await prepare(dra_kubelet, other)).claims[other[2]].error == ""
     owned = recorded(dra_node)[other[2]]["devices"][0]["vnpu"]["id"]
-    await until(lambda: made_on(dynamic, 3) == [owned], "the orphan swept before the next vNPU was made")
+    await until(lambda: made_on(dynamic, 3) == [owned], "only the other claim's vNPU on the chip")
 
 
 async def test_a_driver_refusal_other_than_room_is_said_as_the_driver_said_it(

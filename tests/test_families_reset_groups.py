@@ -103,10 +103,11 @@ def test_a_300i_duo_is_reset_through_device_0_of_its_card(any_fake: ScenarioPlay
     duo = {"chip_name": "310P3", "reset_seconds": 3600, "chips": chips}
     library = any_fake.open(FakeScenario.model_validate(duo))
     backend = backend_of(library)
-    second = backend.session.discover()[1]
+    found = backend.session.discover()
+    second = found[1]
     assert (second.card_id, second.device_id) == (0, 1)
     backend.hot_reset(second)
-    assert all(backend.boot_status(chip) != 16 for chip in backend.session.discover())
+    assert all(backend.boot_status(chip) != 16 for chip in found)
     with pytest.raises(DcmiError) as raised:
         library.health(0, 1)
     assert raised.value.code == -8012

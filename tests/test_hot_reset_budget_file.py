@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -42,12 +44,13 @@ def budget(clocks: Clocks, path: Path) -> ResetBudget:
     return ResetBudget(lambda: clocks.mono, path=path, wall_clock=lambda: clocks.wall)
 
 
-def test_a_restarted_plugin_keeps_the_resets_spent(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_a_restarted_plugin_keeps_the_resets_spent(tmp_path: Path) -> None:
     clocks, path = Clocks(), tmp_path / BUDGET_FILE
     first = budget(clocks, path)
-    first.spend(3)
+    await first.spend(3)
     clocks.advance(HOUR)
-    first.spend(3)
+    await first.spend(3)
     assert json.loads(path.read_text()) == {"3": [clocks.wall - HOUR, clocks.wall]}
     clocks.advance(60)
     clocks.restart()
@@ -56,41 +59,65 @@ def test_a_restarted_plugin_keeps_the_resets_spent(tmp_path: Path) -> None:
     assert again.left(4) == RESETS
     # The first reset leaves the window 6 hours after it, on the new run's clock too.
     assert again.next_in(3) == 0.0
-    again.spend(3)
+    await again.spend(3)
     assert again.left(3) == 0
     assert again.next_in(3) == pytest.approx(WINDOW - HOUR - 60)
 
 
-def test_resets_older_than_the_window_are_not_read_back(tmp_path: Path) -> None:
+@pytest.mark.anyio
+async def test_resets_older_than_the_window_are_not_read_back(tmp_path: Path) -> None:
     clocks, path = Clocks(), tmp_path / BUDGET_FILE
-    budget(clocks, path).spend(0)
+    await budget(clocks, path).spend(0)
     clocks.advance(WINDOW + 1)
     clocks.restart()
     assert budget(clocks, path).left(0) == RESETS
 
 
+@pytest.mark.anyio
 @pytest.mark.parametrize("content", [b"{not json", b"\xff\xfe", b'["3"]', b'{"x": [1], "3": "now"}'])
-def test_a_file_that_cannot_be_read_counts_as_no_resets_spent(tmp_path: Path, content: bytes) -> None:
+async def test_a_file_that_cannot_be_read_counts_as_no_resets_spent(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / BUDGET_FILE
     path.write_bytes(content)
     again = budget(Clocks(), path)
     assert again.left(3) == RESETS
-    again.spend(3)
+    await again.spend(3)
     assert list(json.loads(path.read_text())) == ["3"], "rewritten whole at the next reset"
 
 
-def test_a_budget_that_cannot_be_written_goes_on_in_memory_and_says_so_once(
+@pytest.mark.anyio
+async def test_a_budget_that_cannot_be_written_goes_on_in_memory_and_says_so_once(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     kept = budget(Clocks(), blocked / BUDGET_FILE)  # its directory is a file
     for _ in range(RESETS):
-        kept.spend(1)
+        await kept.spend(1)
     assert kept.left(1) == 0
     said = [r for r in caplog.records if r.levelno == logging.WARNING and "written" in r.getMessage()]
     assert len(said) == 1
     assert "kept in memory only" in said[0].getMessage()
+
+
+@pytest.mark.anyio
+async def test_the_write_and_its_fsyncs_run_off_the_event_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slow disk makes each fsync last; on the event loop it would stall every chip's health poll."""
+    loop_thread = threading.current_thread()
+    synced_on: list[threading.Thread] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced_on.append(threading.current_thread())
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    kept = budget(Clocks(), tmp_path / BUDGET_FILE)
+    await kept.spend(2)
+    assert len(synced_on) == 2, "the file and its directory"
+    assert loop_thread not in synced_on
+    assert list(json.loads((tmp_path / BUDGET_FILE).read_text())) == ["2"], "written before spend returned"
 
 
 @pytest.mark.anyio

@@ -20,9 +20,9 @@ from hot_reset_harness import (
     RESTART_NPU,
     RESTART_REQUEST,
     SEPARATE_NPU,
-    ResetRig,
     RigParts,
     node_scenario,
+    polled_on,
     reset_rig,
 )
 from waiting import until
@@ -47,13 +47,6 @@ REMEDIES = {
 
 def test_every_level_has_its_remedy() -> None:
     assert {level: remedy_for(level) for level in FaultLevel} == REMEDIES
-
-
-async def polled_on(rig: ResetRig, more: int = 20) -> None:
-    """Wait until the chips have been polled ``more`` times more: the manager had its chances to act."""
-    latency = rig.app.metrics.calls.latency
-    before = latency["read_health"].calls
-    await until(lambda: latency["read_health"].calls >= before + more, f"{more} more health polls")
 
 
 @pytest.mark.anyio
@@ -102,9 +95,10 @@ async def test_a_chip_whose_health_reads_0_is_not_reset(
         rig.write(healthy_value)
         waiting = await until(lambda: rig.manager.waiting.get(0), "chip 0 put off")
         await until(lambda: "health 0" in rig.manager.waiting[0].busy, "put off for its health")
-        assert waiting is not None
+        assert waiting.free_since is None, "a reset put off does not count its group as free"
         await polled_on(rig)
         assert rig.resets() == {}
+        assert rig.manager.budget.left(0) == rig.manager.budget.resets, "none of its resets spent"
         history = rig.kubelet.resources["huawei.com/Ascend910"].history
         assert {devices["Ascend910-1"] for _, devices in history} == {"Healthy"}  # never taken out
 

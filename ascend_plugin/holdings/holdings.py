@@ -139,13 +139,13 @@ class PodHoldings:
         async with self._lock:
             if self._listed_at >= asked:
                 return self.listing if self.answered else None
-            self._listed_at = self.clock()
+            began = self._listed_at = self.clock()
             listing = await self.client.listing()
             self.answered = listing is not None
             if listing is not None:
                 self.listing = listing
                 self._generation += 1
-            self.update_held()
+            self.update_held(began if listing is not None else None)
             return listing
 
     def also_held(self, chips: frozenset[int]) -> None:
@@ -153,11 +153,14 @@ class PodHoldings:
         self._also = chips
         self.update_held()
 
-    def update_held(self) -> None:
-        """Set HeldChips: the last listing's chips and the parts' own; theirs alone without the kubelet."""
+    def update_held(self, listed_at: float | None = None) -> None:
+        """Set HeldChips: the last listing's chips and the parts' own; theirs alone without the kubelet.
+
+        ``listed_at``: when the listing just answered began (what it covers of the chips handed over lately).
+        """
         also = self._also or frozenset()
         if self.answered:
-            self.held.set(self._current().chips | also)
+            self.held.set(self._current().chips | also, listed_at)
         elif self._also is not None:
             self.held.set(also)
 

@@ -10,7 +10,8 @@ here the window slides: whatever 6 hours one looks at, a chip was reset at most
 The resets spent are also written to a file beside the plugin's sockets (a
 host directory), as Unix times per physical id, so that a plugin that
 restarts, or crashes in a loop, does not start each run with three resets
-again. A file that cannot be read is said once and counts as no resets spent;
+again; the write (two fsyncs, as long as a slow disk takes) runs off the event
+loop. A file that cannot be read is said once and counts as no resets spent;
 one that cannot be written is said once and the budget goes on in memory.
 """
 
@@ -23,6 +24,9 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
+
+import anyio
+import anyio.to_thread
 
 from ascend_plugin.files import write_atomically
 
@@ -52,6 +56,7 @@ class ResetBudget:
         self.wall_clock = wall_clock
         self._spent: dict[int, deque[float]] = {}
         self._write_problem = ""  # the last failed write, as said
+        self._writing = anyio.Lock()
         if path is not None:
             self._load(path)
 
@@ -59,10 +64,12 @@ class ResetBudget:
         """How many resets the chip may have now."""
         return self.resets - len(self._recent(phy_id))
 
-    def spend(self, phy_id: int) -> None:
-        """A reset of the chip starts now."""
+    async def spend(self, phy_id: int) -> None:
+        """A reset of the chip starts now: counted at once, and written down before this returns."""
         self._recent(phy_id).append(self.clock())
-        self._save()
+        if self.path is not None:
+            async with self._writing:  # one write at a time (they share the temporary file), the latest last
+                await anyio.to_thread.run_sync(self._write, self.path, self._document())
 
     def next_in(self, phy_id: int) -> float:
         """Seconds until the chip may have one more reset (0 when it may now)."""
@@ -104,24 +111,27 @@ class ResetBudget:
             if recent:
                 self._spent[int(phy)] = deque(t + offset for t in recent[-self.resets :])
 
-    def _save(self) -> None:
-        if self.path is None:
-            return
+    def _document(self) -> str:
+        """The file's content now: each chip's resets in the window, as Unix times (read on the loop)."""
         offset = self.wall_clock() - self.clock()
         document = {
             str(phy): [round(t + offset, 3) for t in self._recent(phy)] for phy in sorted(self._spent)
         }
+        return json.dumps(document) + "\n"
+
+    def _write(self, path: Path, text: str) -> None:
+        """Write the file (blocking: a worker thread runs it); a failure is said once, kept in memory."""
         try:
-            write_atomically(self.path, json.dumps(document) + "\n", durable=True)
+            write_atomically(path, text, durable=True)
         except OSError as error:
             if str(error) != self._write_problem:
                 log.warning(
                     "hot-reset budget file %s cannot be written (%s): the budget is kept in memory only, "
                     "so a restarted plugin starts with %d resets per chip",
-                    self.path,
+                    path,
                     error,
                     self.resets,
-                    extra={"path": str(self.path)},
+                    extra={"path": str(path)},
                 )
             self._write_problem = str(error)
         else:

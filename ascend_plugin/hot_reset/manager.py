@@ -89,7 +89,10 @@ class HotResetManager:
         boot_poll: float = BOOT_POLL,
         recheck: float = RECHECK,
         budget_file: Path | None = None,
+        read_held: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
+        """``read_held``: asks the kubelet afresh which containers hold which chips, at the moment of a
+        reset (``held`` follows); ``held``: the chips pods hold (None: not known in this mode)."""
         self.inventory = inventory
         self.held = held
         self.idle = idle
@@ -103,7 +106,7 @@ class HotResetManager:
             backend,
             calls,
             inventory,
-            GroupCheck(held, backend, calls),
+            GroupCheck(held, backend, calls, read_held),
             look_again,
             shown,
             clock,
@@ -115,7 +118,7 @@ class HotResetManager:
             boot_poll=boot_poll,
         )
         self.waiting: dict[int, Waiting] = {}  # faulty chip -> its wait for its group
-        self.active: dict[int, tuple[int, ...]] = {}  # faulty chip -> its group, while its reset runs
+        self.active: dict[int, GroupReset] = {}  # faulty chip -> its reset, while it runs
         self._groups: dict[int, tuple[Chip, ...]] = {}
         # Chips whose reset group could not be read: the retrier (said once), and when to ask again.
         self._group_retries: dict[int, Retrier] = {}
@@ -131,8 +134,13 @@ class HotResetManager:
         self._wake.bump()
 
     def resetting(self) -> set[int]:
-        """The chips under a reset now."""
-        return {phy for group in self.active.values() for phy in group}
+        """The chips under a reset now (a chip still booting after its reset timed out, too)."""
+        return {phy for run in self.active.values() for phy in run.out}
+
+    def in_progress(self) -> list[str]:
+        """One line per reset under way, where it is and for how long (for /readyz)."""
+        now = self.clock()
+        return [self.active[phy].describe(now) for phy in sorted(self.active)]
 
     async def restore(self, phy_ids: Iterable[int]) -> None:
         """The chips the node's annotation named when the plugin started; those still unhealthy stay named."""
@@ -259,21 +267,22 @@ class HotResetManager:
                 )
             return min(left, self.recheck)
         del self.waiting[phy]
-        self.active[phy] = tuple(chip.phy_id for chip in group)
-        tasks.start_soon(self._reset, state.chip, group, name=f"hot reset of chip {phy}")
+
+        def others() -> set[int]:
+            return {chip for other, run in self.active.items() if other != phy for chip in run.out}
+
+        run = self.active[phy] = GroupReset(self.parts, state.chip, group, others)
+        tasks.start_soon(self._reset, run, name=f"hot reset of chip {phy}")
         return None
 
-    async def _reset(self, chip: Chip, group: tuple[Chip, ...]) -> None:
-        def others() -> set[int]:
-            mine = set(self.active.get(chip.phy_id, ()))
-            return self.resetting() - mine
-
+    async def _reset(self, run: GroupReset) -> None:
+        phy = run.chip.phy_id
         try:
-            outcome = await GroupReset(self.parts, chip, group, others).run()
+            outcome = await run.run()
             if isinstance(outcome, PutOff):
-                self.waiting[chip.phy_id] = Waiting(None, outcome.why, self.clock() + self.recheck)
+                self.waiting[phy] = Waiting(None, outcome.why, self.clock() + self.recheck)
         finally:
-            self.active.pop(chip.phy_id, None)
+            self.active.pop(phy, None)
             self.wake()
 
     async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:

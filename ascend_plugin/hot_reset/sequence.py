@@ -5,7 +5,8 @@
    offers turn them Unhealthy, Allocate and Prepare refuse them, and the reset
    waits (at most :data:`MARK_OUT_WAIT`) until the kubelet has been sent the
    new list (and, serving DRA, the ResourceSlices show it).
-2. With the door closed, the group is checked once more (no pod, no process):
+2. With the door closed, the group is checked once more, which chips pods
+   hold read afresh from the kubelet (no pod, however recent, no process):
    a busy group puts the reset off, and nothing is spent. (Before step 1 the
    faulty chip's health was read again: a health of 0 means it mended itself,
    and there is nothing to reset, Huawei's rule; -8012, a card that dropped,
@@ -21,14 +22,15 @@
 
 A reset the driver refuses, or whose group is not back in time, is a failure:
 the chip is named for an operator (:mod:`.manual`), ``HotResetFailed`` is told,
-and it is not tried again. Whatever happens, the group is no longer marked out
-when the reset ends: a chip still at fault stays out through its own verdict.
+and it is not tried again. A chip that did not finish booting stays marked out
+until it does (its health may read 0 long before); the rest of the group, and
+the whole group otherwise, is no longer marked out when the reset ends.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -43,13 +45,15 @@ from ascend_plugin.hot_reset.stats import ResetStats, Result
 from ascend_plugin.inventory.inventory import Inventory
 from backends.backend import ChipBackend
 from backends.chips import Chip
-from backends.errors import ChipError
+from backends.errors import ChipError, SymbolMissing
 from backends.library import BootStatus
 
 log = logging.getLogger(__name__)
 
 BOOT_TIMEOUT: Final = 180.0  # seconds the group may take to boot again (Huawei's, in its current version)
 BOOT_POLL: Final = 0.25  # seconds between two reads of the boot status
+BOOT_RECHECK: Final = 2.0  # ... of a chip still booting after the boot wait timed out
+CANNOT_SAY: Final = "unknown (the driver has no dcmi_get_device_boot_status)"
 MARK_OUT_WAIT: Final = 10.0  # seconds the reset waits for the kubelet to hear the group is out
 
 Shown = Callable[[int], Awaitable[None]]  # returns once the faces show this inventory version
@@ -84,6 +88,7 @@ class ResetParts:
     stats: ResetStats
     boot_timeout: float = BOOT_TIMEOUT
     boot_poll: float = BOOT_POLL
+    boot_recheck: float = BOOT_RECHECK
     mark_out_wait: float = MARK_OUT_WAIT
 
     def name(self, phy_id: int) -> str:
@@ -105,23 +110,38 @@ class GroupReset:
         self.others = others
         self.device = parts.name(chip.phy_id)
         self.members = parts.names(self.group)
+        self.out = tuple(member.phy_id for member in self.group)  # the chips this reset has (or will) out
+        self.since = parts.clock()
+        self.stage = "its health read once more"  # where it is, for /readyz
+
+    def describe(self, now: float) -> str:
+        """``hot reset of Ascend910-0 (group ...) for 12 s: <stage>``: a reset in progress, for /readyz."""
+        return (
+            f"hot reset of {self.device} (reset group {', '.join(self.members)}) for "
+            f"{now - self.since:.0f} s: {self.stage}"
+        )
 
     async def run(self) -> Result | PutOff:
         """Reset the chip: how it ended, or why it was put off (then nothing is spent, no reset asked)."""
-        why_not = await self._health_calls_for_it()
-        if why_not:
-            return self._put_off(why_not)
-        parts = self.parts
-        phy_ids = [chip.phy_id for chip in self.group]
-        parts.inventory.set_resetting(phy_ids, True)
         try:
-            await self._tell_the_kubelet(parts.inventory.version)
-            busy = await parts.check.busy(self.group, self.others())
-            if busy:
-                return self._put_off("; ".join(f"{parts.name(each.phy_id)} {each.why}" for each in busy))
-            return await self._reset()
+            why_not = await self._health_calls_for_it()
+            if why_not:
+                return self._put_off(why_not)
+            parts = self.parts
+            phy_ids = [chip.phy_id for chip in self.group]
+            parts.inventory.set_resetting(phy_ids, True)
+            try:
+                self.stage = "its group marked out, the kubelet being told"
+                await self._tell_the_kubelet(parts.inventory.version)
+                self.stage = "its group checked once more for pods and processes"
+                busy = await parts.check.busy(self.group, self.others(), afresh=True)
+                if busy:
+                    return self._put_off("; ".join(f"{parts.name(each.phy_id)} {each.why}" for each in busy))
+                return await self._reset()
+            finally:
+                parts.inventory.set_resetting(phy_ids, False)
         finally:
-            parts.inventory.set_resetting(phy_ids, False)
+            self.out = ()
 
     async def _health_calls_for_it(self) -> str:
         """Why the chip's health says no reset now (empty: it says reset): health 0 means it mended itself."""
@@ -160,7 +180,7 @@ class GroupReset:
     async def _reset(self) -> Result:
         parts = self.parts
         left = parts.budget.left(self.chip.phy_id) - 1
-        parts.budget.spend(self.chip.phy_id)
+        await parts.budget.spend(self.chip.phy_id)
         state = parts.inventory.get(self.chip.phy_id)
         fault = state.health.reason if state is not None else ""
         message = (
@@ -174,13 +194,15 @@ class GroupReset:
             await parts.calls.call(self.chip.phy_id, "hot_reset", parts.backend.hot_reset, self.chip)
         except (ChipError, ChipCallError) as error:
             return await self._failed(Result.FAILED, f"the driver refused it: {error}", None)
+        self.stage = "reset asked, waiting for its group to boot"
         late = await self._booted(started + parts.boot_timeout)
         if late:
-            return await self._failed(
-                Result.TIMEOUT,
-                f"not back within {parts.boot_timeout:g} s: {late}",
-                parts.clock() - started,
+            said = "; ".join(f"{parts.name(phy)} boot status {status}" for phy, status in late.items())
+            result = await self._failed(
+                Result.TIMEOUT, f"not back within {parts.boot_timeout:g} s: {said}", parts.clock() - started
             )
+            await self._until_booted(late)
+            return result
         await parts.look_again([chip.phy_id for chip in self.group])
         seconds = parts.clock() - started
         parts.stats.record(Result.COMPLETE, seconds)
@@ -197,19 +219,56 @@ class GroupReset:
         log.info(message, extra=self._extra(seconds=round(seconds, 3)))
         return Result.COMPLETE
 
-    async def _booted(self, deadline: float) -> str:
+    async def _booted(self, deadline: float) -> dict[int, int | str]:
         """Wait for boot status 16 on every chip: empty once they say it, else who did not by ``deadline``."""
         parts = self.parts
         while True:
-            statuses = {chip.phy_id: await self._boot_status(chip) for chip in self.group}
-            late = {
-                phy: status for phy, status in statuses.items() if status != BootStatus.SYSTEM_START_FINISH
-            }
-            if not late:
-                return ""
-            if parts.clock() >= deadline:
-                return "; ".join(f"{parts.name(phy)} boot status {status}" for phy, status in late.items())
+            late = await self._late(self.group)
+            if not late or parts.clock() >= deadline:
+                return late
             await anyio.sleep(parts.boot_poll)
+
+    async def _until_booted(self, late: Mapping[int, int | str]) -> None:
+        """After the boot wait timed out: the chips that booted go back, the others stay out until they do.
+
+        A chip that has not finished booting may read health 0 long before it
+        can run anything: offered again, it would be handed to a pod that fails
+        on it. Its boot status is read every ``boot_recheck`` seconds; a driver
+        without the function cannot say, and its chips go back through their
+        verdicts as before.
+        """
+        parts = self.parts
+        back = [chip.phy_id for chip in self.group if chip.phy_id not in late]
+        if back:
+            await parts.look_again(back)
+            parts.inventory.set_resetting(back, False)
+        self.out = tuple(late)
+        names = ", ".join(parts.name(phy) for phy in late)
+        self.stage = f"not back in time; {names} out until they finish booting"
+        log.warning(
+            "%s stay out until they finish booting after the hot reset of %s (boot status read every %g s)",
+            names,
+            self.device,
+            parts.boot_recheck,
+            extra=self._extra(late=[parts.name(phy) for phy in late]),
+        )
+        booting = [chip for chip in self.group if chip.phy_id in late]
+        while booting:
+            await anyio.sleep(parts.boot_recheck)
+            still = await self._late(booting)
+            booting = [chip for chip in booting if chip.phy_id in still and still[chip.phy_id] != CANNOT_SAY]
+        await parts.look_again(list(late))
+        log.info(
+            "%s finished booting after the hot reset of %s: back through the normal health path",
+            names,
+            self.device,
+            extra=self._extra(),
+        )
+
+    async def _late(self, chips: Sequence[Chip]) -> dict[int, int | str]:
+        """The chips of ``chips`` whose boot status is not 16 (system start finished), with what they say."""
+        statuses = {chip.phy_id: await self._boot_status(chip) for chip in chips}
+        return {phy: status for phy, status in statuses.items() if status != BootStatus.SYSTEM_START_FINISH}
 
     async def _boot_status(self, chip: Chip) -> int | str:
         """The chip's boot status, or why it cannot be read (the wait goes on: a booting chip may not say)."""
@@ -217,6 +276,8 @@ class GroupReset:
             return await self.parts.calls.call(
                 chip.phy_id, "boot_status", self.parts.backend.boot_status, chip
             )
+        except SymbolMissing:
+            return CANNOT_SAY
         except (ChipError, ChipCallError) as error:
             return f"unknown ({error})"
 

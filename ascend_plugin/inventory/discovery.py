@@ -2,40 +2,45 @@
 
 A node whose driver is missing, not yet loaded or broken must not crash-loop
 the plugin: discovery logs one clear line per distinct problem, keeps it for
-/readyz, and retries with backoff. Once the chips are found it gathers the
+/readyz, and retries with backoff. One bad card must not hide the others
+either: a chip whose chip info cannot be read (it hangs, or answers "not
+ready" while the chip boots) is served under its ID, unhealthy, and read again
+on its own lane until it answers (:meth:`Discovery.read_the_rest`); a chip the
+driver will not even name (no physical id, so no device ID that would stay
+the same) is left out, said, and asked for again; once named, only a new
+process serves it, and liveness says so. Once the chips are found it gathers the
 facts the other parts publish (driver version, AI cores, which optional driver
 functions are missing) and warns about an implausible AI-core figure, but never
-refuses a chip for it: Huawei's plugin exits on a 310B1's 1.0 AI cores and takes
-every healthy chip off the node. The chips' names pick the family, and discovery
-builds that family's backend over the opened library: everything after it asks
-the family's backend, not the family's name. It also decides whether the chips'
-vNPUs are read (``vnpu=static`` or ``dynamic`` on a family whose chips can be
-split, a driver with VDEV_MNG); the health monitor reads them, first before the kubelet's
-first list.
+refuses a chip for it (Huawei's plugin exits on a 310B1's 1.0 AI cores). The
+chips' names pick the family, whose backend everything after discovery asks.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+import anyio
+
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneStuck
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
-from backends.chips import Chip
+from backends.chips import Chip, ChipAddress, Unnamed, address_chips
 from backends.errors import ChipError, NoChips
-from backends.families import FAMILIES, family_for, family_named
-from backends.library import DeviceLibrary, PcieAddress, SuperPodInfo
+from backends.families import FAMILIES, FamilyTable, family_for, family_named
+from backends.library import ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
 from backends.pci import PciSysfsError, numa_node
 from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
 
 DISCOVERY_BACKOFF = Backoff(1.0, 30.0)
+READ_AGAIN_BACKOFF = Backoff(1.0, 15.0)  # a chip or card not read at start: asked again this often
 
 
 def open_library(settings: Settings, path: Path | None = None) -> DeviceLibrary:
@@ -80,15 +85,34 @@ class Node:
     inventory: Inventory
 
 
+@dataclass(frozen=True)
+class Found:
+    """One attempt's chips: read, not read yet (with why), and not named at all."""
+
+    backend: ChipBackend
+    chips: list[Chip]  # the chips with their chip info; unread ones carry a node-mate's meanwhile
+    unread: dict[int, str]  # physical id -> why its chip info could not be read
+    unnamed: list[Unnamed]
+
+
 class Discovery:
     """Finds the node's chips through the chip calls, however long it takes."""
 
-    def __init__(self, settings: DiscoverySettings, calls: ChipCalls, backoff: Backoff = DISCOVERY_BACKOFF):
+    def __init__(
+        self,
+        settings: DiscoverySettings,
+        calls: ChipCalls,
+        backoff: Backoff = DISCOVERY_BACKOFF,
+        later: Backoff = READ_AGAIN_BACKOFF,
+    ):
         self.settings = settings
         self.calls = calls
         self.backoff = backoff
+        self.later = later  # how often a chip or card not read at start is asked again
         self.problem = "starting"  # why there are no chips yet, for /readyz
         self.node: Node | None = None  # what was found: once found, the process's for good
+        self.unnamed: list[Unnamed] = []  # chips (or cards) the driver would not name at start
+        self.named_later: list[str] = []  # of those, the ones it named since: only a restart serves them
 
     async def run(self) -> Node:
         """The node's backend and inventory, once the library answers.
@@ -103,35 +127,76 @@ class Discovery:
         retry = Retrier("chip discovery", self.backoff, logger=log)
         while True:
             try:
-                backend, chips = await self._attempt()
+                found = await self._attempt()
                 break
             except (ChipError, ChipCallError, OSError) as error:
                 self.problem = str(error)
                 await retry.wait_after(self.problem, said=f"chips not available: {error}", error=self.problem)
-        self.node = Node(backend, await self._gather_facts(backend, chips))
+        self.unnamed = found.unnamed
+        self.node = Node(found.backend, await self._gather_facts(found))
         return self.node
 
-    async def _attempt(self) -> tuple[ChipBackend, list[Chip]]:
+    def unserved(self) -> list[str]:
+        """The chips not served as they should be, one line each, for /readyz (empty when none)."""
+        lines = [
+            f"{where}: the driver names it now; only a restart of the plugin serves it"
+            for where in self.named_later
+        ]
+        lines += [
+            f"{unnamed.where} not served: the driver does not name it ({unnamed.error}); asked again"
+            for unnamed in self.unnamed
+            if unnamed.where not in self.named_later
+        ]
+        if self.node is not None:
+            inventory = self.node.inventory
+            lines += [
+                f"{inventory.table.chip_id(state.phy_id)} Unhealthy until read: {state.reason}"
+                for state in inventory.chips()
+                if state.unread
+            ]
+        return lines
+
+    @property
+    def restart_needed(self) -> str:
+        """Why only a new process serves the node fully (a chip named since start); empty when none."""
+        if not self.named_later:
+            return ""
+        return f"{', '.join(self.named_later)} answered after the plugin started: a restart serves it"
+
+    async def _attempt(self) -> Found:
         session = LibrarySession(self.settings.open_library())
         try:
             missing = await self.calls.node("dcmi_init", session.init)
-            chips = await self.calls.node("enumerate chips", session.discover)
-            if not chips:
-                raise NoChips(f"{session.description} reports no NPU chips")
+            addresses, unnamed = await self.calls.node("enumerate chips", session.address)
+            if not addresses:
+                named = "; ".join(f"{each.where}: {each.error}" for each in unnamed)
+                raise NoChips(
+                    f"{session.description} reports no NPU chips"
+                    + (f" it can name ({named})" if named else "")
+                )
+            infos = await self._chip_infos(session, addresses)
+            read = [(address, info) for address, info in infos if isinstance(info, ChipInfo)]
+            if not read:
+                first = infos[0][1]
+                assert not isinstance(first, ChipInfo)
+                raise NoChips(f"no chip's chip info can be read ({_why(first)})")
             forced = self.settings.chip_family
             families = self.settings.families
-            family = family_named(forced, families) if forced else family_for(chips[0].info, families)
+            family = family_named(forced, families) if forced else family_for(read[0][1], families)
         except BaseException:
-            if self.calls.stuck(None) is None:
+            if self.calls.abandoned_threads == 0:  # no thread of ours is still inside the library
                 await self.calls.node("close", session.close)
             raise
-        others = sorted({chip.info.chip_name for chip in chips if not family.claims(chip.info)})
+        mate = read[0][1]  # what a chip not read yet is taken for meanwhile: nodes hold one kind of chip
+        chips = [address.chip(info if isinstance(info, ChipInfo) else mate) for address, info in infos]
+        unread = {address.phy_id: _why(info) for address, info in infos if not isinstance(info, ChipInfo)}
+        others = sorted({info.chip_name for _, info in read if not family.claims(info)})
         if others:
             log.warning(
                 "chips of another family are served as %s too: %s", family.TABLE.family, ", ".join(others)
             )
         table = family.TABLE.with_overrides(**self.settings.family_overrides)
-        backend = family.for_chip(chips[0].info)(session, table)
+        backend = family.for_chip(mate)(session, table)
         for function in sorted(missing):
             log.warning(
                 "%s has no %s: %s",
@@ -144,7 +209,7 @@ class Discovery:
             "found %d chip(s) of family %s (%s) via %s",
             len(chips),
             table.family,
-            chips[0].info.chip_name,
+            mate.chip_name,
             session.description,
             extra={
                 "family": table.family,
@@ -152,31 +217,62 @@ class Discovery:
                 "library": session.description,
             },
         )
-        return backend, chips
+        self._say_unserved(table, unread, unnamed)
+        return Found(backend, chips, unread, unnamed)
 
-    async def _gather_facts(self, backend: ChipBackend, chips: list[Chip]) -> Inventory:
+    async def _chip_infos(
+        self, session: LibrarySession, addresses: list[ChipAddress]
+    ) -> list[tuple[ChipAddress, ChipInfo | ChipError | ChipCallError]]:
+        """Each chip's chip info, read on the chip's own lane side by side, or why it could not be."""
+        infos: dict[int, ChipInfo | ChipError | ChipCallError] = {}
+
+        async def read(address: ChipAddress) -> None:
+            try:
+                infos[address.phy_id] = await self.calls.call(
+                    address.phy_id, "chip_info", session.chip_info, address
+                )
+            except (ChipError, ChipCallError) as error:
+                infos[address.phy_id] = error
+
+        async with anyio.create_task_group() as group:
+            for address in addresses:
+                group.start_soon(read, address)
+        return [(address, infos[address.phy_id]) for address in addresses]
+
+    @staticmethod
+    def _say_unserved(table: FamilyTable, unread: Mapping[int, str], unnamed: list[Unnamed]) -> None:
+        for phy, why in unread.items():
+            log.warning(
+                "%s cannot be read (%s): it is served Unhealthy and read again until it answers",
+                table.chip_id(phy),
+                why,
+                extra={"chip": phy, "device": table.chip_id(phy), "error": why},
+            )
+        for each in unnamed:
+            log.error(
+                "%s is not served: the driver does not name its chip (%s), so it has no device ID; it is "
+                "asked again, and once it answers only a restart of the plugin serves it",
+                each.where,
+                each.error,
+                extra={"card": each.card_id, "card_device": each.device_id, "error": str(each.error)},
+            )
+
+    async def _gather_facts(self, found: Found) -> Inventory:
         """Driver version and AI-core counts; warn about figures outside the family's bounds."""
+        backend = found.backend
         try:
             driver_version = await self.calls.node("driver_version", backend.session.driver_version)
         except (ChipError, ChipCallError) as error:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
-        units = backend.units(chips)
+        units = backend.units(found.chips)
         reads_vnpus = self.settings.vnpus and backend.splits_into_vnpus and DEVICE_INFO not in backend.missing
         states = []
-        for chip in chips:
-            ai_cores = await self._ai_cores(backend, chip)
-            address = await self._pcie_address(backend, chip)
+        for chip in found.chips:
+            unread = found.unread.get(chip.phy_id, "")
+            state = await self._read(backend, chip) if not unread else ChipState(chip, unread=unread)
             states.append(
-                ChipState(
-                    chip,
-                    ai_cores=ai_cores,
-                    unit=units[chip.phy_id],
-                    numa_node=self._numa_node(chip, address),
-                    pcie_address=address,
-                    memory_mb=await self._memory_mb(backend, chip),
-                    vnpus=None if reads_vnpus else (),
-                )
+                dataclasses.replace(state, unit=units[chip.phy_id], vnpus=None if reads_vnpus else ())
             )
         facts = NodeFacts(
             backend.table,
@@ -184,9 +280,86 @@ class Discovery:
             driver_version,
             frozenset(backend.missing),
             reads_vnpus,
-            await self._super_pod(backend, chips),
+            await self._super_pod(backend, [chip for chip in found.chips if chip.phy_id not in found.unread]),
         )
         return Inventory(facts, states)
+
+    async def _read(self, backend: ChipBackend, chip: Chip) -> ChipState:
+        """The chip with the facts its lane gives: AI cores, PCIe address and NUMA node, memory."""
+        address = await self._pcie_address(backend, chip)
+        return ChipState(
+            chip,
+            ai_cores=await self._ai_cores(backend, chip),
+            numa_node=self._numa_node(chip, address),
+            pcie_address=address,
+            memory_mb=await self._memory_mb(backend, chip),
+        )
+
+    # -- the chips not read at start ------------------------------------------------------
+
+    async def read_the_rest(self) -> None:
+        """Ask again, each on its own backoff, for the chips discovery could not read or name; then return.
+
+        A chip read is served from then on (its verdict decides its health); a
+        chip named is said, and kept for liveness: the parts were built for the
+        chips found at start, so only a new process serves it.
+        """
+        node = self.node
+        if node is None:
+            return
+        async with anyio.create_task_group() as group:
+            for state in node.inventory.chips():
+                if state.unread:
+                    group.start_soon(self._read_later, node, state.chip, name=f"reading chip {state.phy_id}")
+            for unnamed in self.unnamed:
+                if unnamed.where not in self.named_later:
+                    group.start_soon(self._name_later, node, unnamed, name=f"naming {unnamed.where}")
+
+    async def _read_later(self, node: Node, chip: Chip) -> None:
+        inventory, backend = node.inventory, node.backend
+        name = inventory.table.chip_id(chip.phy_id)
+        retry = Retrier(f"reading {name}", self.later, logger=log)
+        address = ChipAddress(chip.card_id, chip.device_id, chip.logic_id, chip.phy_id)
+        while True:
+            state = inventory.get(chip.phy_id)
+            await anyio.sleep(self.later.after(retry.attempt + 1))
+            try:
+                info = await self.calls.call(chip.phy_id, "chip_info", backend.session.chip_info, address)
+            except (ChipError, ChipCallError) as error:
+                retry.failure(_why(error), level=logging.DEBUG, device=name)
+                if state is not None and state.unread != _why(error):
+                    inventory.set_unread(chip.phy_id, _why(error))
+                continue
+            break
+        read = await self._read(backend, address.chip(info))
+        inventory.set_read(read)
+        log.info(
+            "%s is read after %d failed attempt(s) since start: served, its health as its verdict says",
+            name,
+            retry.succeeded() + 1,
+            extra={"device": name, "chip": chip.phy_id},
+        )
+
+    async def _name_later(self, node: Node, unnamed: Unnamed) -> None:
+        library = node.backend.session.library
+        attempt = 0
+        while True:
+            attempt += 1
+            await anyio.sleep(self.later.after(attempt))
+            try:
+                named = await self.calls.node(f"name {unnamed.where}", _name, library, unnamed)
+            except (ChipError, ChipCallError) as error:
+                log.debug("%s is still not named: %s", unnamed.where, error)
+                continue
+            break
+        self.named_later.append(unnamed.where)
+        log.warning(
+            "%s answers now (%s): the plugin serves the chips it found at start, so it is served after "
+            "the plugin restarts; /healthz asks for that restart",
+            unnamed.where,
+            ", ".join(node.inventory.table.chip_id(address.phy_id) for address in named),
+            extra={"card": unnamed.card_id, "chips": [address.phy_id for address in named]},
+        )
 
     async def _super_pod(self, backend: ChipBackend, chips: list[Chip]) -> SuperPodInfo | None:
         """The node's place in its super pod, from the first chip that says (A3 only; else None)."""
@@ -253,3 +426,21 @@ class Discovery:
                 extra={"chip": chip.phy_id, "family": table.family, "ai_cores": figure.value},
             )
         return figure.value
+
+
+def _why(error: ChipError | ChipCallError) -> str:
+    """Why a chip is not read, in words that stay the same while the cause does (no countdown)."""
+    return error.stuck.overran if isinstance(error, LaneStuck) else str(error)
+
+
+def _name(library: DeviceLibrary, unnamed: Unnamed) -> list[ChipAddress]:
+    """The chips at ``unnamed``'s place once the driver names them (DcmiError while it still will not)."""
+    found, still = address_chips(library)
+    for each in still:
+        if each.card_id == unnamed.card_id and unnamed.device_id in (None, each.device_id):
+            raise each.error
+    return [
+        address
+        for address in found
+        if address.card_id == unnamed.card_id and unnamed.device_id in (None, address.device_id)
+    ]

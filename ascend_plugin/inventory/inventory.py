@@ -17,6 +17,8 @@ set by the hot-reset manager (:mod:`ascend_plugin.hot_reset`) on every chip of
 the group before the reset and cleared once they are back, it keeps the chip
 unhealthy whatever its verdict (:attr:`ChipState.healthy`), and the device-info
 ConfigMap lists it under ``-Recovering``. It is the one place that says so.
+
+A chip discovery could not read yet is :attr:`ChipState.unread`: unhealthy, like a resetting one.
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ class ChipState:
     vnpus: tuple[VdevInfo, ...] | None = ()
     # Its reset group is out for a hot reset (set by the hot-reset manager): never offered meanwhile.
     resetting: bool = False
+    # Why discovery could not read it yet (its facts are then unknown); empty once read.
+    unread: str = ""
 
     @property
     def phy_id(self) -> int:
@@ -93,16 +97,19 @@ class ChipState:
 
     @property
     def healthy(self) -> bool:
-        """Healthy for the kubelet: the verdict says so and no hot reset has the chip out."""
-        return self.health.healthy and not self.resetting
+        """Healthy for the kubelet: the verdict says so, discovery read it, and no hot reset has it out."""
+        return self.health.healthy and not self.resetting and not self.unread
 
     @property
     def reason(self) -> str:
-        """Why it is unhealthy (empty when healthy): a hot reset under way, else the verdict's reason."""
-        return RESETTING if self.resetting else self.health.reason
+        """Why it is unhealthy (empty when healthy): a hot reset, a chip not read yet, else the verdict's."""
+        if self.resetting:
+            return RESETTING
+        return f"{UNREAD}: {self.unread}" if self.unread else self.health.reason
 
 
 RESETTING = "being hot reset with its reset group"
+UNREAD = "not read yet at start"
 
 
 @dataclass(frozen=True)
@@ -183,10 +190,34 @@ class Inventory:
     def set_health(self, phy_id: int, health: ChipHealth) -> bool:
         """Record a verdict; return True if anything changed."""
         old = self._chips[phy_id]
-        if old.health == health:
+        if old.health == health:  # every poll of every chip comes here: the common case costs one compare
             return False
-        new = dataclasses.replace(old, health=health)
-        self._chips[phy_id] = new
+        return self._replace(old, dataclasses.replace(old, health=health))
+
+    def set_unread(self, phy_id: int, why: str) -> bool:
+        """Why discovery still cannot read the chip (it stays unhealthy); return True if anything changed."""
+        old = self._chips[phy_id]
+        return self._replace(old, dataclasses.replace(old, unread=why))
+
+    def set_read(self, read: ChipState) -> bool:
+        """Discovery read a chip it could not at start: its chip and facts from ``read``, the rest kept."""
+        old = self._chips[read.phy_id]
+        new = dataclasses.replace(
+            old,
+            chip=read.chip,
+            ai_cores=read.ai_cores,
+            numa_node=read.numa_node,
+            pcie_address=read.pcie_address,
+            memory_mb=read.memory_mb,
+            unread="",
+        )
+        return self._replace(old, new)
+
+    def _replace(self, old: ChipState, new: ChipState) -> bool:
+        """Put ``new`` in ``old``'s place, telling the listeners of a flip; True if anything changed."""
+        if new == old:
+            return False
+        self._chips[new.phy_id] = new
         self._ordered = self._sorted()
         if new.healthy != old.healthy:
             for listener in list(self._transition_listeners):

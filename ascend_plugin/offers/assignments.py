@@ -22,12 +22,17 @@ that, and neither may import the other (nor the Volcano face), so it lives here:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
-from typing import Protocol
+from typing import Final, Protocol
 
 from ascend_plugin.changes import Changes
 from ascend_plugin.offers.base import OfferedDevice
+
+# Seconds the kubelet may take to list a container's devices once their Allocate returned: a listing
+# begun this long after a hand-over says whether the container holds them (or never started).
+HANDED_SETTLE: Final = 1.0
 
 
 class Assignments:
@@ -99,17 +104,29 @@ class HeldChips:
     """The physical ids of the chips this node's containers hold (filled by :mod:`ascend_plugin.holdings`).
 
     :attr:`known` is False until the first answer: before it, an empty set
-    says nothing about whether a chip is free.
+    says nothing about whether a chip is free. The kubelet lists a container's
+    devices only once its Allocate returned, and the plugin reads that list
+    every few seconds: so the chips Allocate (or a DRA Prepare) just handed over
+    (:meth:`handed`) count as held too, until a listing begun after shows
+    them held, or one begun :data:`HANDED_SETTLE` seconds after does not.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
         self._chips: frozenset[int] = frozenset()
+        self._listed: frozenset[int] = frozenset()
+        self._handed: dict[int, float] = {}  # chip -> when it was handed over, not yet seen listed
         self._known = False
         self._changes = Changes()
 
     @property
     def chips(self) -> frozenset[int]:
         return self._chips
+
+    @property
+    def handed_out(self) -> frozenset[int]:
+        """Chips handed over lately that no listing has covered yet (held whatever the kubelet lists)."""
+        return frozenset(self._handed)
 
     @property
     def known(self) -> bool:
@@ -121,10 +138,28 @@ class HeldChips:
         """Increases whenever the held chips change."""
         return self._changes.version
 
-    def set(self, chips: frozenset[int]) -> None:
-        """The chips held now."""
-        if chips != self._chips or not self._known:
-            self._chips, self._known = chips, True
+    def set(self, chips: frozenset[int], listed_at: float | None = None) -> None:
+        """The chips held now, from a listing begun at ``listed_at`` (this clock) if it is one."""
+        if listed_at is not None:  # what the kubelet lists held, or has had time to, is its to say now
+            self._handed = {
+                chip: at
+                for chip, at in self._handed.items()
+                if listed_at < at + HANDED_SETTLE and not (chip in chips and listed_at >= at)
+            }
+        self._listed = chips
+        self._update(known=True)
+
+    def handed(self, chips: Iterable[int]) -> None:
+        """These chips were just handed to a container: held from now on, before the kubelet lists them."""
+        now = self.clock()
+        for chip in chips:
+            self._handed[chip] = now
+        self._update(known=self._known)
+
+    def _update(self, *, known: bool) -> None:
+        chips = self._listed | self._handed.keys()
+        if chips != self._chips or known != self._known:
+            self._chips, self._known = chips, known
             self._changes.bump()
 
     async def wait_for_change(self, seen_version: int) -> int:

@@ -117,6 +117,12 @@ class PodResourcesStandIn:
         self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
         return response
 
+    def admitted_before(
+        self, namespace: str, name: str, resource: str, device_ids: Sequence[str], container: str = "main"
+    ) -> None:
+        """A container the kubelet admitted before the plugin (re)started: listed, its Allocate long done."""
+        self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
+
     def claim(
         self,
         namespace: str,

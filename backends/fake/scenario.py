@@ -167,12 +167,12 @@ DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
 
 # What a resetting chip still answers: the ids and facts the driver keeps in its
 # own tables, the boot status, and the out-of-band channel. Every other call
-# about the chip answers -8012 (not ready) until the reset is over.
+# about the chip answers -8012 (not ready) until the reset is over, its chip
+# info too: the chip itself says its name and version, and it is booting.
 ANSWERED_WHILE_RESETTING: Final[frozenset[Operation]] = frozenset(
     {
         "logic_id",
         "phy_id",
-        "chip_info",
         "pcie_address",
         "boot_status",
         "brother_card",

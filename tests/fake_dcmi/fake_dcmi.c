@@ -88,7 +88,7 @@ static const char *const OP_NAMES[OP_COUNT] = {
 
 /* What a resetting chip still answers (backends.fake.scenario.ANSWERED_WHILE_RESETTING). */
 static int answered_while_resetting(enum op op) {
-    return op == OP_LOGIC_ID || op == OP_PHY_ID || op == OP_CHIP_INFO || op == OP_PCIE_ADDRESS ||
+    return op == OP_LOGIC_ID || op == OP_PHY_ID || op == OP_PCIE_ADDRESS ||
            op == OP_BOOT_STATUS || op == OP_BROTHER_CARD || op == OP_OUTBAND_CHANNEL_STATE;
 }
 

@@ -24,7 +24,7 @@ from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
-from ascend_plugin.offers.assignments import DeviceChooser
+from ascend_plugin.offers.assignments import DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 
@@ -81,11 +81,13 @@ class DevicePluginFace:
         handover: Handover,
         settings: FaceSettings,
         chooser: DeviceChooser | None = None,
+        held: HeldChips | None = None,
     ) -> None:
         self.book = book
         self.handover = handover
         self.settings = settings
         self.chooser = chooser  # who decides the devices of the resources it claims (Volcano mode)
+        self.held = held  # told of the chips every Allocate hands over (before the kubelet lists them)
         self.stats = ServiceStats()
         self.servers: dict[str, ResourceServer] = {}
         self.registrations = 0
@@ -184,6 +186,7 @@ class DevicePluginFace:
             # The kubelet's pick does not matter when a scheduler chose the chips.
             preferred_allocation=settings.preferred_allocation and not chosen,
             chooser=self.chooser,
+            held=self.held,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
         registrar = KubeletRegistrar(endpoint, service, resource, changes=self.changes)

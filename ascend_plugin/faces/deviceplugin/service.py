@@ -41,7 +41,7 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     TopologyInfo,
 )
 from ascend_plugin.kubelet_api.v1beta1 import NumaNode as NumaNodeMessage
-from ascend_plugin.offers.assignments import DeviceChooser
+from ascend_plugin.offers.assignments import DeviceChooser, HeldChips
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
@@ -75,8 +75,10 @@ class DevicePluginService(DevicePluginBase):
         *,
         preferred_allocation: bool = True,
         chooser: DeviceChooser | None = None,
+        held: HeldChips | None = None,
     ) -> None:
         self.resource = resource
+        self.held = held  # told of what Allocate hands over: a hot reset must not take it meanwhile
         self.book = book
         self.handover = handover
         self.stats = stats
@@ -210,6 +212,8 @@ class DevicePluginService(DevicePluginBase):
             container_responses=[allocate_response(self.handover.grant(devices)) for devices in checked]
         )
         self.stats.allocations += len(checked)
+        if self.held is not None:
+            self.held.handed(chip for devices in checked for device in devices for chip in device.chips)
         for devices in checked:
             log.info(
                 "allocated %s",

@@ -14,13 +14,13 @@ their ids, before the answer. A ``preparing`` claim found at start was never
 answered: its vNPUs belong to nobody and are destroyed, and the kubelet
 prepares it again. Format 1 (no states, no vNPUs) is still read.
 
-A checkpoint that cannot be decoded as one, for whatever reason (cut short,
-not JSON, not UTF-8, the wrong shape, a directory or a pipe in its place), is
-moved aside (``checkpoint.json.bad-<time>``) with an error naming it, and the
-plugin starts without: losing the record of prepared claims is bad, refusing
-to serve the kubelet (which then cannot unprepare anything) is worse. A file
-that cannot be read at all (an I/O error) is not moved: it may be fine once
-the disk answers, so the start fails and is retried.
+A checkpoint that cannot be decoded as one (cut short, not JSON, not UTF-8,
+the wrong shape, a directory or a pipe in its place) is moved aside
+(``checkpoint.json.bad-<time>``) with an error naming it, and :attr:`Checkpoint.lost`
+says so: the preparer then rebuilds the claims from their CDI specs, and
+destroys nothing it cannot prove orphaned. A file that cannot be read at all
+(an I/O error) is not moved: it may be fine once the disk answers, so the start
+fails and is retried. A temporary file a crash left half written is removed.
 """
 
 from __future__ import annotations
@@ -81,11 +81,19 @@ class PreparedClaim:
     pool: str
     devices: tuple[PreparedDevice, ...]
     state: str = PREPARED
+    # Rebuilt from its CDI spec after the checkpoint was lost: its namespace, name and requests are
+    # unknown until the kubelet asks again (the claim is then read from the API server).
+    recovered: bool = False
 
     @property
     def vnpus(self) -> list[OwnedVnpu]:
         """The vNPUs made (or being made) for the claim."""
         return [device.vnpu for device in self.devices if device.vnpu is not None]
+
+    @property
+    def lost(self) -> list[OwnedVnpu]:
+        """The vNPUs of a prepared claim that are gone (destroyed outside the plugin): their ids forgotten."""
+        return [vnpu for vnpu in self.vnpus if vnpu.vdev_id is None] if self.state == PREPARED else []
 
 
 def _device_json(device: PreparedDevice) -> dict[str, Any]:
@@ -113,6 +121,7 @@ def _claim_json(claim: PreparedClaim) -> dict[str, Any]:
         "pool": claim.pool,
         "state": claim.state,
         "devices": [_device_json(device) for device in claim.devices],
+        **({"recovered": True} if claim.recovered else {}),
     }
 
 
@@ -170,7 +179,7 @@ def _claim(uid: str, entry: object) -> PreparedClaim:
     if state not in (PREPARING, PREPARED):
         raise CheckpointError(f"{where}.state must be {PREPARING!r} or {PREPARED!r}, got {state!r}")
     ref = ClaimRef(_string(entry, "namespace", where), _string(entry, "name", where), uid)
-    return PreparedClaim(ref, _string(entry, "pool", where), prepared, state)
+    return PreparedClaim(ref, _string(entry, "pool", where), prepared, state, entry.get("recovered") is True)
 
 
 def parse(text: str) -> dict[str, PreparedClaim]:
@@ -200,19 +209,30 @@ class Checkpoint:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.lost = ""  # why the last load found no usable checkpoint where one was (moved aside)
+
+    @property
+    def temporary(self) -> Path:
+        """Where a new checkpoint is written before it replaces the old (``files.write_atomically``)."""
+        return self.path.with_name(f".{self.path.name}.tmp")
 
     def load(self) -> dict[str, PreparedClaim]:
         """The prepared claims; none when there is no file; what cannot be decoded is moved aside (logged).
 
-        Raises PathUnusable when the file cannot be read, or moved aside
-        (the disk, the mount): the start fails and is retried, and nothing is lost.
+        A temporary file left by a write a crash cut short goes first: the
+        checkpoint itself is the old content or the new. Raises PathUnusable when
+        the file cannot be read, or moved aside (the disk, the mount): the start
+        fails and is retried, and nothing is lost.
         """
+        self._remove_temporary()
+        self.lost = ""
         try:
             claims = self.read()
         except FileNotFoundError:
             return {}
         except CheckpointError as error:
             self._move_aside(error)
+            self.lost = str(error)
             return {}
         except OSError as error:
             raise PathUnusable(
@@ -246,6 +266,28 @@ class Checkpoint:
                 f"not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x})"
             ) from None
 
+    def _remove_temporary(self) -> None:
+        """Remove the half-written temporary file of a write a crash cut short (a file only: a directory
+        there is someone else's); said once. One that cannot be removed is said, and the next write fails."""
+        temporary = self.temporary
+        try:
+            if not (temporary.is_symlink() or temporary.is_file()):
+                return
+            temporary.unlink()
+        except OSError as error:
+            log.error(
+                "cannot remove %s, left by a write of the checkpoint that did not finish: %s",
+                temporary,
+                error,
+            )
+            return
+        log.warning(
+            "removed %s: a write of the checkpoint did not finish (the plugin stopped during it); the "
+            "checkpoint itself is whole",
+            temporary,
+            extra={"checkpoint": str(self.path)},
+        )
+
     def _move_aside(self, error: CheckpointError) -> None:
         stamp = f"{self.path.name}.bad-{time.strftime('%Y%m%dT%H%M%S')}"
         aside = self.path.with_name(stamp)
@@ -261,9 +303,8 @@ class Checkpoint:
                 f"aside to {aside.name}: {failure.strerror or failure}"
             ) from failure
         log.error(
-            "the prepared-claims checkpoint %s is unusable (%s); moved it to %s and starting without: "
-            "claims prepared before are unknown, so unpreparing them removes nothing and a device "
-            "may be prepared for two claims until their pods end",
+            "the prepared-claims checkpoint %s is unusable (%s); moved it to %s: the prepared claims are "
+            "rebuilt from their CDI specs, and no vNPU or spec is removed that a spec names",
             self.path,
             error,
             aside,

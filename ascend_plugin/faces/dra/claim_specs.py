@@ -15,6 +15,7 @@ device plugin's CDI mode.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -54,9 +55,40 @@ class ClaimSpecs:
         self.path(uid).unlink(missing_ok=True)
 
     def present(self) -> set[str]:
-        """The UIDs of the claims with a spec file in the directory."""
+        """The UIDs of the claims with a spec file in the directory (none when it cannot be listed)."""
         try:
-            names = [path.name for path in self.spec_dir.glob(f"{self._prefix}*.json")]
+            return self.listed()
         except OSError:
             return set()
-        return {name.removeprefix(self._prefix).removesuffix(".json") for name in names}
+
+    def listed(self) -> set[str]:
+        """The UIDs of the claims with a spec file in the directory; OSError when it cannot be listed."""
+        if not self.spec_dir.exists():
+            return set()
+        names = [path.name for path in self.spec_dir.iterdir() if path.name.startswith(self._prefix)]
+        return {
+            name.removeprefix(self._prefix).removesuffix(".json") for name in names if name.endswith(".json")
+        }
+
+    def nodes(self, uid: str) -> dict[str, str]:
+        """What the claim's spec hands over: device name -> the host path of its node (blocking).
+
+        OSError when the file cannot be read, ValueError when it is not a spec of ours.
+        """
+        spec = json.loads(self.path(uid).read_text(encoding="utf-8"))
+        found: dict[str, str] = {}
+        for device in spec.get("devices", []) if isinstance(spec, dict) else ():
+            name = device.get("name") if isinstance(device, dict) else None
+            edits = device.get("containerEdits", {}) if isinstance(device, dict) else {}
+            nodes = edits.get("deviceNodes") if isinstance(edits, dict) else None
+            host = (
+                nodes[0].get("hostPath")
+                if isinstance(nodes, list) and nodes and isinstance(nodes[0], dict)
+                else None
+            )
+            if not isinstance(name, str) or not name.startswith(f"{uid}-") or not isinstance(host, str):
+                raise ValueError(f"{self.path(uid)}: device {device!r} is not one this driver writes")
+            found[name.removeprefix(f"{uid}-")] = host
+        if not found:
+            raise ValueError(f"{self.path(uid)} names no device")
+        return found

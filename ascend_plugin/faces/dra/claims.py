@@ -28,7 +28,12 @@ class ClaimRef:
     uid: str
 
     def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}"
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def of_uid(cls, uid: str) -> ClaimRef:
+        """A claim known by its UID alone (rebuilt from its CDI spec): named so until the kubelet asks."""
+        return cls("", f"with UID {uid}", uid)
 
 
 @dataclass(frozen=True)

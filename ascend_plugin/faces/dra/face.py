@@ -58,6 +58,7 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, Retrier, supervise
@@ -175,9 +176,12 @@ class DraFace:
         settings: DraSettings,
         plan: DraPlan | None = None,
         calls: ChipCalls | None = None,
+        *,
+        held: HeldChips | None = None,
     ) -> None:
         """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
-        chip lanes its vNPUs are made on (needed with a plan that splits chips)."""
+        chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: told of the
+        chips each claim prepared takes."""
         self.inventory = inventory
         self.settings = settings
         plan = plan or DraPlan({})
@@ -203,6 +207,7 @@ class DraFace:
             checkpoint=Checkpoint(settings.plugin_dir / CHECKPOINT),
             source=self.claims,
             keeper=keeper,
+            held=held,
         )
         self.service = DraPluginV1(self.preparer)
         self.dra_socket = settings.plugin_dir / DRA_SOCKET
@@ -276,6 +281,7 @@ class DraFace:
                 version = -1
                 while not self.inventory.closed:
                     version = await self.inventory.wait_for_change(version)
+                    await self.preparer.sweep_strays()  # a vNPU a timed-out create left, seen by a poll
                 group.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):

@@ -4,7 +4,8 @@ The kubelet may call both concurrently and repeats a call whenever it did not
 get an answer (its deadline is 45 s). So every call takes one lock, and:
 
 * a claim already prepared is answered from the checkpoint, without the API
-  server (it may be away; the claim may be gone);
+  server (it may be away; the claim may be gone), once its vNPUs are seen to
+  be still there: one destroyed outside the plugin fails it, and its spec goes;
 * a new claim is read from the API server (UID, allocation, this driver's
   results in this node's pool), its devices are checked (on this node,
   healthy, not prepared for another claim unless the results have
@@ -22,7 +23,8 @@ down as ``prepared`` with the id before the answer. Unpreparing destroys it
 before the record goes. At start, a claim found ``preparing`` (never answered)
 is dropped, and every vNPU of a chip in dynamic mode that no prepared claim
 owns is destroyed; a claim prepared again after a restart is answered with the
-vNPU it had. The part that makes or destroys vNPUs and writes the checkpoint
+vNPU it had. A lost checkpoint is rebuilt from the CDI specs, which name every
+answered claim and its vNPUs. The part that makes or destroys vNPUs and writes the checkpoint
 is shielded from the kubelet giving up, so driver and file never part.
 
 Every claim gets an answer of its own; one claim's failure never fails the
@@ -42,7 +44,8 @@ from __future__ import annotations
 import collections
 import dataclasses
 import logging
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -61,18 +64,21 @@ from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, allocated_devices
 from ascend_plugin.faces.dra.device_checks import check_not_held, check_whole_or_split, checked_chip
 from ascend_plugin.faces.dra.devices import DeviceCatalog
-from ascend_plugin.faces.dra.names import phy_of
+from ascend_plugin.faces.dra.names import chip_of, phy_of
 from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
 from ascend_plugin.faces.dra.vnpus import VnpuError
 from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
+from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.base import DeviceNode
 from ascend_plugin.offers.vnpus import vnpu_node
 from ascend_plugin.offers.whole_chips import chip_node
+from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)
 
 # Seconds one call may spend waiting for the API server, well inside the kubelet's 45 s.
 API_BUDGET = 30.0
+_VNPU_NODE = re.compile(r"/dev/vdavinci(\d+)")  # what a partition's CDI device hands over (vnpu_node)
 
 
 class ClaimSource(Protocol):
@@ -115,9 +121,12 @@ class ClaimPreparer:
         checkpoint: Checkpoint,
         source: ClaimSource,
         keeper: VnpuKeeper | None = None,
+        held: HeldChips | None = None,
         api_budget: float = API_BUDGET,
     ) -> None:
-        """``keeper``: makes the partitions' vNPUs (vnpu=dynamic); None where no chip is split on demand."""
+        """``keeper``: makes the partitions' vNPUs (vnpu=dynamic); None where no chip is split on demand.
+        ``held``: told of the chips each prepared claim takes, before the kubelet lists them."""
+        self.held = held
         self.driver = driver
         self.pool = pool
         self.catalog = catalog
@@ -129,6 +138,7 @@ class ClaimPreparer:
         self.api_budget = api_budget
         self.claims: dict[str, PreparedClaim] = {}
         self.stats = PrepareStats()
+        self._unread_specs: set[str] = set()  # specs a lost checkpoint's rebuild could not read: left alone
         self._lock = anyio.Lock()
 
     # -- start ----------------------------------------------------------------------------
@@ -136,14 +146,18 @@ class ClaimPreparer:
     async def restore(self) -> None:
         """Load the checkpoint; drop what was never answered; put back missing specs, remove stray ones.
 
-        Then every chip in dynamic mode is swept of the vNPUs no prepared claim
-        owns, and a prepared claim whose vNPU is gone is said (its id forgotten,
-        so that unpreparing it never destroys a vNPU made since under that id).
+        A checkpoint that was lost (moved aside) is rebuilt from the CDI specs
+        (:meth:`_recover`). Then every chip in dynamic mode is swept of the
+        vNPUs no prepared claim owns, and a prepared claim whose vNPU is gone is
+        said, its id forgotten (unpreparing it never destroys a vNPU made since
+        under that id) and its spec removed (preparing it again fails).
         A spec or vNPU that cannot be written, removed or read is logged, not
         fatal: the kubelet must still be able to unprepare.
         """
         async with self._lock:
             loaded = await anyio.to_thread.run_sync(self.checkpoint.load)
+            if self.checkpoint.lost:
+                loaded = await self._recover()
             self.claims = {uid: claim for uid, claim in loaded.items() if claim.state == PREPARED}
             for uid, claim in loaded.items():
                 if claim.state == PREPARING:
@@ -157,7 +171,7 @@ class ClaimPreparer:
                     )
             with anyio.CancelScope(shield=True):
                 changed = await self._sweep_all() or len(self.claims) != len(loaded)
-                if changed:
+                if changed or self.checkpoint.lost:
                     await self._save_logged(self.claims)
             self._warn_unkept()
             await self._restore_specs()
@@ -211,8 +225,71 @@ class ClaimPreparer:
                     extra={"uid": uid, "vnpus": [vnpu.vdev_id for vnpu in made]},
                 )
 
+    async def _recover(self) -> dict[str, PreparedClaim]:
+        """The prepared claims as their CDI specs on disk tell them, after the checkpoint was lost.
+
+        A claim is answered prepared only once its spec is written, so the specs
+        name every claim the kubelet holds, and the vNPU each device hands over
+        (``/dev/vdavinci<id>``): those are kept. A spec that cannot be read is
+        left where it is, and then no vNPU is destroyed in this run: it might be
+        that claim's. The claims' names and requests come back when the kubelet
+        asks again (:meth:`_prepare_recovered`).
+        """
+        try:
+            uids = await anyio.to_thread.run_sync(self.specs.listed)
+        except OSError as error:
+            self._hold_sweeps(f"the CDI directory {self.specs.spec_dir} cannot be listed ({error})")
+            return {}
+        claims: dict[str, PreparedClaim] = {}
+        for uid in sorted(uids):
+            try:
+                claims[uid] = self._from_spec(uid, await anyio.to_thread.run_sync(self.specs.nodes, uid))
+            except (OSError, ValueError) as error:
+                self._unread_specs.add(uid)
+                log.error(
+                    "the CDI spec %s cannot be read back (%s): it is left where it is",
+                    self.specs.path(uid),
+                    error,
+                    extra={"uid": uid},
+                )
+        if self._unread_specs:
+            self._hold_sweeps(f"{len(self._unread_specs)} CDI spec(s) of claims cannot be read back")
+        log.warning(
+            "rebuilt %d prepared claim(s) from their CDI specs, with vNPU(s) %s: they are kept, unprepared "
+            "as usual, and read again from the API server when the kubelet prepares them again",
+            len(claims),
+            ", ".join(f"{v.vdev_id} on chip {v.phy_id}" for c in claims.values() for v in c.vnpus) or "none",
+            extra={"uids": sorted(claims)},
+        )
+        return claims
+
+    def _from_spec(self, uid: str, nodes: Mapping[str, str]) -> PreparedClaim:
+        """A claim as its spec tells it: devices, the vNPU each partition hands over; ValueError: not ours."""
+        devices = []
+        for device, host_path in nodes.items():
+            made = _VNPU_NODE.fullmatch(host_path)
+            vnpu = None
+            if made is not None:
+                entry, phy = self.catalog.find(device), chip_of(device)
+                if entry is None or entry.template is None or phy is None:
+                    raise ValueError(
+                        f"device {device} hands over {host_path}, but is no partition of this node"
+                    )
+                vnpu = OwnedVnpu(phy, entry.template.name, int(made[1]))
+            elif phy_of(device) is None:
+                raise ValueError(f"device {device} is not one of this node's")
+            devices.append(PreparedDevice(device, (), (self.specs.device_id(uid, device),), vnpu=vnpu))
+        return PreparedClaim(ClaimRef.of_uid(uid), self.pool, tuple(devices), PREPARED, recovered=True)
+
+    def _hold_sweeps(self, why: str) -> None:
+        if self.keeper is not None:
+            self.keeper.hold_sweeps(f"the checkpoint {self.checkpoint.path} was lost and {why}")
+
     async def _restore_specs(self) -> None:
         for uid, claim in self.claims.items():
+            if claim.lost:
+                await self._remove_lost_spec(claim)
+                continue
             if self.specs.path(uid).exists():
                 continue
             try:
@@ -221,7 +298,7 @@ class ClaimPreparer:
                 log.error("cannot write the CDI spec of prepared claim %s: %s", claim.ref, error)
             else:
                 log.info("wrote the missing CDI spec of prepared claim %s", claim.ref, extra={"uid": uid})
-        for uid in self.specs.present() - self.claims.keys():
+        for uid in self.specs.present() - self.claims.keys() - self._unread_specs:
             try:
                 await anyio.to_thread.run_sync(self.specs.remove, uid)
             except OSError as error:
@@ -251,18 +328,61 @@ class ClaimPreparer:
                     "cannot sweep the vNPUs of chip %d: %s; it is swept before its next vNPU", phy, error
                 )
                 continue
-            changed |= self._forget_gone(phy, {vnpu.vdev_id for vnpu in present})
+            changed |= self._forget_gone(phy, present)
         return changed
 
-    def _forget_gone(self, phy_id: int, present: set[int]) -> bool:
-        """Forget the ids of prepared claims' vNPUs on the chip that are not ``present``; True if any."""
+    async def _remove_lost_spec(self, claim: PreparedClaim) -> None:
+        """Remove the spec of a claim whose vNPU is gone: a pod of it must not get what its id names now."""
+        try:
+            await anyio.to_thread.run_sync(self.specs.remove, claim.ref.uid)
+        except OSError as error:
+            log.error(
+                "cannot remove the CDI spec of ResourceClaim %s, whose vNPU is gone: %s", claim.ref, error
+            )
+
+    async def sweep_strays(self) -> None:
+        """Sweep each chip a create left in doubt, once it shows a vNPU no claim owns.
+
+        A create that timed out may finish in the driver later: its vNPU is no
+        claim's, and until it goes the chip cannot be given whole. The chips'
+        vNPUs come from the health monitor's reads (the inventory), so this is
+        called whenever the inventory changes; it makes driver calls only for a
+        chip that shows such a vNPU.
+        """
+        keeper = self.keeper
+        if keeper is None or keeper.held or not (doubtful := sorted(keeper.unswept)):
+            return
+        async with self._lock:
+            with anyio.CancelScope(shield=True):
+                for phy in doubtful:
+                    state = self.inventory.get(phy)
+                    shown = {vnpu.vdev_id for vnpu in (state.vnpus or ())} if state is not None else set()
+                    if phy not in keeper.unswept or not shown - self._owned(phy):
+                        continue  # swept meanwhile (a Prepare), or nothing there that no claim owns
+                    try:
+                        await keeper.sweep(phy, self._owned(phy))
+                    except VnpuError as error:
+                        log.warning("cannot sweep the vNPUs of chip %d yet: %s", phy, error)
+
+    def _forget_gone(self, phy_id: int, present: Collection[VdevInfo]) -> bool:
+        """Forget the ids of prepared claims' vNPUs on the chip that are not ``present``; True if any.
+
+        An id that names a vNPU of another template now is gone too: the claim's
+        was destroyed and the id given to another since.
+        """
+        there = {(vnpu.vdev_id, vnpu.template) for vnpu in present}
         changed = False
         for uid, claim in list(self.claims.items()):
-            gone = [v for v in claim.vnpus if v.phy_id == phy_id and v.vdev_id not in (None, *present)]
+            gone = [
+                v
+                for v in claim.vnpus
+                if v.phy_id == phy_id and v.vdev_id is not None and (v.vdev_id, v.template) not in there
+            ]
             for vnpu in gone:
                 log.error(
                     "vNPU %s of prepared ResourceClaim %s on chip %d is gone (destroyed outside the plugin, "
-                    "or the plugin stopped while unpreparing the claim); its pods have lost it",
+                    "or the plugin stopped while unpreparing the claim); its pods have lost it, its CDI spec "
+                    "is removed, and preparing it again fails",
                     vnpu.vdev_id,
                     claim.ref,
                     phy_id,
@@ -293,21 +413,21 @@ class ClaimPreparer:
                 if ref.uid in outcomes:
                     continue
                 known = self.claims.get(ref.uid)
-                if known is not None:
-                    self.stats.repeated += 1
-                    outcomes[ref.uid] = Outcome(known)
+                if known is not None and not known.recovered:
+                    try:
+                        outcomes[ref.uid] = Outcome(await self._prepared_again(known))
+                    except Refused as refused:
+                        outcomes[ref.uid] = self._refused(ref, refused)
+                    else:
+                        self.stats.repeated += 1
                     continue
                 try:
-                    claim = await self._prepare_one(ref, new, deadline)
+                    if known is not None:
+                        claim = await self._prepare_recovered(ref, known, deadline)
+                    else:
+                        claim = await self._prepare_one(ref, new, deadline)
                 except Refused as refused:
-                    self.stats.errors[refused.label] += 1
-                    log.warning(
-                        "cannot prepare ResourceClaim %s: %s",
-                        ref,
-                        refused,
-                        extra={"uid": ref.uid, **refused.fields()},
-                    )
-                    outcomes[ref.uid] = Outcome(None, refused.reason)
+                    outcomes[ref.uid] = self._refused(ref, refused)
                     continue
                 new[ref.uid] = claim
                 outcomes[ref.uid] = Outcome(claim)
@@ -315,9 +435,51 @@ class ClaimPreparer:
                 outcomes.update(await self._record(new))
             return outcomes
 
-    async def _prepare_one(
-        self, ref: ClaimRef, pending: Mapping[str, PreparedClaim], deadline: float
-    ) -> PreparedClaim:
+    def _refused(self, ref: ClaimRef, refused: Refused) -> Outcome:
+        self.stats.errors[refused.label] += 1
+        log.warning(
+            "cannot prepare ResourceClaim %s: %s", ref, refused, extra={"uid": ref.uid, **refused.fields()}
+        )
+        return Outcome(None, refused.reason)
+
+    async def _prepared_again(self, claim: PreparedClaim) -> PreparedClaim:
+        """A prepared claim asked for again: as it was, if its vNPUs are still there; else CannotServe.
+
+        A vNPU destroyed outside the plugin frees its id for the next vNPU the
+        driver makes: answering "prepared" would hand a pod of this claim, through
+        its spec, whatever vNPU that is, another claim's. So the vNPUs are looked
+        for (a claim without any needs no driver call), and a claim whose vNPU is
+        gone loses its spec and gets an error instead.
+        """
+        if self.keeper is not None and claim.vnpus and not claim.lost:
+            with anyio.CancelScope(shield=True):
+                for phy in sorted({vnpu.phy_id for vnpu in claim.vnpus}):
+                    try:
+                        present = await self.keeper.lifecycle.present(phy)
+                    except VnpuError as error:
+                        raise CannotServe(
+                            "vnpu",
+                            f"ResourceClaim {claim.ref}: cannot make sure its vNPU is still there: {error}; "
+                            "the kubelet retries",
+                        ) from None
+                    if self._forget_gone(phy, present):
+                        await self._save_logged(self.claims)
+                claim = self.claims[claim.ref.uid]
+        if not claim.lost:
+            return claim
+        with anyio.CancelScope(shield=True):
+            await self._remove_lost_spec(claim)
+        gone = ", ".join(f"a vNPU of template {v.template} on chip {v.phy_id}" for v in claim.lost)
+        raise CannotServe(
+            "vnpu",
+            f"ResourceClaim {claim.ref} was prepared with {gone}, which is gone (destroyed outside the "
+            "plugin, e.g. by npu-smi): its pods lost it and it is not made again for them; delete the "
+            "claim's pods (a claim of their own template goes with them; a claim made apart must be made "
+            "again)",
+        )
+
+    async def _read_claim(self, ref: ClaimRef, deadline: float) -> Mapping[str, object]:
+        """The claim from the API server, within what is left of the call's budget; else Unavailable."""
         remaining = deadline - anyio.current_time()
         if remaining <= 0:
             raise Unavailable(
@@ -333,6 +495,41 @@ class ClaimPreparer:
                 f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
                 "the kubelet retries",
             )
+        return claim
+
+    async def _prepare_recovered(self, ref: ClaimRef, known: PreparedClaim, deadline: float) -> PreparedClaim:
+        """A claim rebuilt from its spec, asked for again: its allocation read to answer it in full.
+
+        Its devices and vNPUs are the spec's; the allocation gives its requests
+        (and shares). An allocation that names other devices is not the claim
+        the spec was written for: refused, nothing touched.
+        """
+        known = await self._prepared_again(known)  # its vNPUs still there
+        claim = await self._read_claim(ref, deadline)
+        allocated = allocated_devices(claim, ref, self.driver, self.pool)
+        by_name = {device.device: device for device in known.devices}
+        if sorted(device.device for device in allocated) != sorted(by_name):
+            raise CannotServe(
+                "claim",
+                f"ResourceClaim {ref} is allocated {', '.join(d.device for d in allocated) or 'nothing'} of "
+                f"this pool, but its CDI spec (the record of it since the checkpoint was lost) names "
+                f"{', '.join(sorted(by_name))}; unprepare it and prepare it again",
+            )
+        devices = tuple(
+            dataclasses.replace(
+                by_name[device.device],
+                requests=device.requests,
+                admin_access=device.admin_access,
+                share_id=device.share_id,
+            )
+            for device in allocated
+        )
+        return dataclasses.replace(known, ref=ref, devices=devices, recovered=False)
+
+    async def _prepare_one(
+        self, ref: ClaimRef, pending: Mapping[str, PreparedClaim], deadline: float
+    ) -> PreparedClaim:
+        claim = await self._read_claim(ref, deadline)
         allocated = allocated_devices(claim, ref, self.driver, self.pool)
         devices = [self._checked(ref, device, pending) for device in allocated]
         prepared = PreparedClaim(ref, self.pool, tuple(devices), PREPARING)
@@ -416,6 +613,13 @@ class ClaimPreparer:
                 return {uid: Outcome(None, message) for uid in new}
             self.claims = claims
         self.stats.prepared += len(new)
+        if self.held is not None:
+            self.held.handed(
+                chip
+                for claim in new.values()
+                for device in claim.devices
+                if (chip := chip_of(device.device)) is not None
+            )
         for claim in new.values():
             log.info(
                 "prepared ResourceClaim %s: %s",

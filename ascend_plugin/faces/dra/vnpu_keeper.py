@@ -13,7 +13,11 @@ for a prepared claim. :class:`VnpuKeeper` holds to that:
   (a vNPU made by a plugin killed before it wrote down its id, or by a create
   that timed out and finished in the driver later), one log line each: at
   start for every chip, and before any vNPU is made on a chip that was not
-  swept cleanly since.
+  swept cleanly since, and as soon as such a chip shows a vNPU no claim owns
+  (a create that timed out and finished later);
+* :meth:`~VnpuKeeper.hold_sweeps` stops sweeping for the run, when what the
+  claims own is not fully known (a lost checkpoint whose CDI specs could not
+  all be read): nothing is destroyed that might be a claim's.
 
 The preparer says which vNPUs are owned (its checkpoint); the keeper makes
 the calls (:mod:`~ascend_plugin.faces.dra.vnpus`).
@@ -50,6 +54,18 @@ class VnpuKeeper:
         self.made = 0
         self.destroyed = 0
         self.swept = 0  # vNPUs no claim owned, destroyed
+        self.held = ""  # why no chip is swept in this run (empty: sweeps go ahead)
+
+    def hold_sweeps(self, why: str) -> None:
+        """Destroy no vNPU no claim is known to own, for the rest of the run; said once."""
+        if not self.held:
+            log.error(
+                "no vNPU is destroyed as owned by no claim until the plugin restarts: %s; a vNPU left "
+                "behind stays until then (npu-smi info -t info-vnpu lists them)",
+                why,
+                extra={"reason": why},
+            )
+        self.held = why
 
     async def sweep(self, phy_id: int, owned: Collection[int]) -> list[VdevInfo]:
         """Destroy the chip's vNPUs whose ids are not in ``owned``; the chip's vNPUs after that.
@@ -59,6 +75,8 @@ class VnpuKeeper:
         before the chip's next vNPU is made).
         """
         present = await self.lifecycle.present(phy_id)
+        if self.held:
+            return present
         clean = True
         kept = []
         for vnpu in present:

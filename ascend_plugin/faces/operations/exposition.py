@@ -155,7 +155,12 @@ def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
         "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
         figures.manual,
     )
-    yield from (resets, seconds, waiting, manual)
+    resetting = _one_per_device(
+        "ascend_hot_reset_in_progress",
+        "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
+        figures.resetting,
+    )
+    yield from (resets, seconds, waiting, manual, resetting)
 
 
 def _one_per_device(name: str, documentation: str, devices: Iterable[str]) -> GaugeMetricFamily:

@@ -45,6 +45,7 @@ class HotResetFigures:
     stats: ResetStats
     waiting: tuple[str, ...] = ()  # devices that need a reset, waiting for their reset group to be free
     manual: tuple[str, ...] = ()  # devices named in the ResetInfo annotation, waiting for an operator
+    resetting: tuple[str, ...] = ()  # devices out for a reset under way (or still booting after one)
 
 
 class MetricsSource(Protocol):

@@ -85,6 +85,7 @@ class PluginSource:
             manager.stats,
             tuple(table.chip_id(phy) for phy in sorted(manager.waiting)),
             tuple(table.chip_id(entry.chip.phy_id) for entry in manager.manual.entries()),
+            tuple(table.chip_id(phy) for phy in sorted(manager.resetting())),
         )
 
     def stuck_calls(self) -> Sequence[StuckCall]:

@@ -2,6 +2,8 @@
 
 Liveness asks whether only a restart of the pod can help. It fails when
 
+* a chip the driver would not name at start answers now: the parts serve the
+  chips found at start, so only a new process serves it;
 * a node-wide driver call (init, the card list, the fault subscription) has
   been stuck for more than :data:`STUCK_IS_DEAD` seconds: the driver session
   is wedged, and a new process gets a new one; a briefly hung call, or one
@@ -20,7 +22,8 @@ a part that failed and waits to be restarted, and whatever a running part says
 keeps it from its job (a resource not registered with the kubelet, a socket
 that cannot be created, ResourceSlices not published, a CDI spec that cannot
 be written). The kubelet's face, the device plugin or the DRA driver, has to
-be running for the node to be served at all.
+be running for the node to be served at all. Either way the answer names the
+chips discovery could not read (served Unhealthy meanwhile) or name (left out).
 """
 
 from __future__ import annotations
@@ -64,9 +67,12 @@ class PluginProbes:
         limits: ProbeLimits = LIMITS,
         clock: Callable[[], float] = time.monotonic,
         notes: Callable[[], list[str]] | None = None,
+        resets: Callable[[], list[str]] | None = None,
     ) -> None:
         """``kubelet_part``: the root task through which the kubelet is served ("device plugin", ...);
-        ``notes``: what a node that is served lacks of what the settings ask (said in the ready detail)."""
+        ``notes``: what a node that is served lacks of what the settings ask (said in the ready detail);
+        ``resets``: the hot resets under way, one line each (said in the detail, ready or not)."""
+        self.resets = resets
         self.lock = lock
         self.discovery = discovery
         self.calls = calls
@@ -82,6 +88,8 @@ class PluginProbes:
         stuck = self.calls.stuck(None)
         if stuck is not None and stuck.stuck_for(now) > self.limits.stuck_is_dead:
             return Probe(False, stuck.describe(now))
+        if restart := self.discovery.restart_needed:
+            return Probe(False, restart)
         for part in self.supervision.parts():
             if part.failing_for(now) > self.limits.failed_is_dead:
                 return Probe(
@@ -108,14 +116,17 @@ class PluginProbes:
             problems.extend(_problems(part, now))
         if not any(part.name == self.kubelet_part for part in parts):
             problems.append(f"{self.kubelet_part}: not started yet")
+        also = self.discovery.unserved() + (self.resets() if self.resets is not None else [])
         if problems:
-            return Probe(False, "\n".join(problems))
+            return Probe(False, "\n".join([*problems, *also]))
         chips = node.inventory.chips()
         healthy = sum(1 for state in chips if state.healthy)
         detail = f"ready: {healthy} of {len(chips)} chips healthy"
         stuck_chips = [call.describe(now) for call in self.calls.stuck_calls() if call.lane is not None]
         if stuck_chips:
             detail += "; " + "; ".join(stuck_chips)
+        if also:
+            detail += "; " + "; ".join(also)
         if self.notes is not None and (notes := self.notes()):
             detail += "; " + "; ".join(notes)
         return Probe(True, detail)
