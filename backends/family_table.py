@@ -16,10 +16,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from backends.chips import Chip
-from backends.library import ChipInfo
+from backends.library import ChipInfo, SuperPodInfo
 
 # Shared nodes every family hands over when they exist on the host.
 DEFAULT_SHARED_NODES = ("/dev/hisi_hdc", "/dev/devmm_svm", "/dev/dvpp_cmdlist")
+
+# The node labels Huawei's plugin writes on a 950 node beside the common ones.
+CHIP_MEMORY_LABEL = "mind-cluster/npu-chip-memory"
+SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
+RACK_LABEL = "huawei.com/topotree.rackid"
+SERVER_LABEL = "huawei.com/topotree.serverid"
 
 
 @dataclass(frozen=True)
@@ -72,6 +78,8 @@ class FamilyTable:
     # Extended resources a node of this family no longer has, left over from an older family's plugin
     # (Huawei removes huawei.com/Ascend910 from a 950 node's status at start).
     stale_resources: tuple[str, ...] = ()
+    # The node carries Huawei's 950 labels: its chips' memory and its place in a super pod (topotree).
+    topology_labels: bool = False
 
     def claims(self, info: ChipInfo) -> bool:
         """True when a chip with this info belongs to the family."""
@@ -88,6 +96,20 @@ class FamilyTable:
     def server_type(self, ai_cores: str) -> str:
         """The ``servertype`` label's value: ``Ascend310P-8``, ``npu-32``."""
         return f"{self.server_type_prefix or f'Ascend{self.family}'}-{ai_cores}"
+
+    def topology_labels_of(self, memory_mb: int | None, super_pod: SuperPodInfo | None) -> dict[str, str]:
+        """Huawei's 950 labels: chip memory in whole GiB, super pod, rack (1D/2D pods), server, if known."""
+        if not self.topology_labels:
+            return {}
+        labels = {CHIP_MEMORY_LABEL: f"{memory_mb // 1024}G"} if memory_mb else {}
+        if super_pod is not None:
+            place = {
+                SUPER_POD_LABEL: super_pod.super_pod_id,
+                RACK_LABEL: super_pod.rack_id,
+                SERVER_LABEL: super_pod.server_id,
+            }
+            labels |= {key: str(value) for key, value in place.items() if value is not None and value >= 0}
+        return labels
 
     def ai_cores_in_bounds(self, value: float) -> bool:
         """True when an AI-core figure lies within the family's plausible bounds."""

@@ -75,6 +75,8 @@ OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
 # dcmi_get_device_info(CHIP_INF, SPOD_INFO): a super pod id or server index of
 # 0xffffffff means "none" (Huawei writes it as -1).
 SPOD_NONE: Final = 0xFFFFFFFF
+# Its super_pod_type on a 950: the products whose nodes sit in racks (1D and 2D SuperPoDs).
+_PODS_WITH_RACKS: Final = (1, 2)
 # dcmi_set_destroy_vdevice: this vNPU id destroys every vNPU of the chip.
 ALL_VDEVS: Final = 0xFFFF
 # dcmi_get_device_resource_info: the most processes one answer lists.
@@ -305,6 +307,13 @@ class SuperPodInfo:
     server_id: int
     chassis_id: int
     super_pod_type: int
+
+    @property
+    def rack_id(self) -> int | None:
+        """The rack (``chassis_id``) of a 950 SuperPoD node (``super_pod_type`` 1: 1D, 2: 2D); else None."""
+        if self.super_pod_type in _PODS_WITH_RACKS and 0 <= self.chassis_id < 1 << 31:
+            return self.chassis_id
+        return None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,8 @@ from backends.chips import Chip
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, family_for, family_named
 from backends.library import DeviceLibrary, PcieAddress, SuperPodInfo
-from backends.pci import PciSysfsError, numa_node
+from backends.numa import chip_numa_node, node_cpulists
+from backends.pci import PciSysfsError
 from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
@@ -136,9 +137,9 @@ class Discovery:
             log.warning(
                 "%s has no %s: %s",
                 session.description,
-                function,
+                session.function_name(function),
                 WITHOUT.get(function, "the plugin does without it"),
-                extra={"function": function},
+                extra={"function": session.function_name(function)},
             )
         log.info(
             "found %d chip(s) of family %s (%s) via %s",
@@ -162,17 +163,19 @@ class Discovery:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
         units = backend.units(chips)
+        cpulists = node_cpulists(self.settings.host_root)
         reads_vnpus = self.settings.vnpus and backend.splits_into_vnpus and DEVICE_INFO not in backend.missing
         states = []
         for chip in chips:
             ai_cores = await self._ai_cores(backend, chip)
             address = await self._pcie_address(backend, chip)
+            affinity = await self._cpu_affinity(backend, chip)
             states.append(
                 ChipState(
                     chip,
                     ai_cores=ai_cores,
                     unit=units[chip.phy_id],
-                    numa_node=self._numa_node(chip, address),
+                    numa_node=self._numa_node(chip, affinity, address, cpulists),
                     pcie_address=address,
                     memory_mb=await self._memory_mb(backend, chip),
                     vnpus=None if reads_vnpus else (),
@@ -212,12 +215,20 @@ class Discovery:
             log.warning("cannot read the PCIe address of %s: %s", chip.label, error)
             return None
 
-    def _numa_node(self, chip: Chip, address: PcieAddress | None) -> int | None:
-        """The chip's NUMA node, from its PCIe address and the host's sysfs; None when unknown."""
-        if address is None:
-            return None
+    async def _cpu_affinity(self, backend: ChipBackend, chip: Chip) -> str | None:
+        """The CPUs near the chip, as the driver says; None where it does not."""
         try:
-            return numa_node(address, self.settings.host_root)
+            return await self.calls.call(chip.phy_id, "cpu_affinity", backend.cpu_affinity, chip)
+        except ChipCallError as error:
+            log.warning("cannot read the CPU affinity of %s: %s", chip.label, error)
+            return None
+
+    def _numa_node(
+        self, chip: Chip, affinity: str | None, address: PcieAddress | None, cpulists: Mapping[str, int]
+    ) -> int | None:
+        """The chip's NUMA node: its CPU affinity's, else its PCIe device's; None when unknown."""
+        try:
+            return chip_numa_node(affinity, address, cpulists, self.settings.host_root)
         except PciSysfsError as error:
             log.warning("cannot read the NUMA node of %s: %s", chip.label, error)
             return None

@@ -43,6 +43,7 @@ ASCEND_950 = FamilyTable(
     server_type_prefix="npu",
     server_type_enforced=True,
     stale_resources=("huawei.com/Ascend910",),
+    topology_labels=True,
 )
 
 # A UB port of the chip is down (the driver's event), and the code Huawei adds with each occurrence:

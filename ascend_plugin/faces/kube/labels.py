@@ -7,7 +7,8 @@ ones (``accelerator``, ``node.kubernetes.io/npu.chip.name``, ``servertype``,
 which Huawei's plugin never sets and users otherwise add by hand.
 
 ``servertype`` is only set while the node has none: Volcano and operators put
-their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it.
+their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it
+(on a 950 Huawei's plugin keeps its ``npu-<AI cores>``, and so does ours).
 The others are kept: the labeller watches the node and puts back a label that
 someone removed or changed. Each patch is a strategic merge patch of only the
 labels that differ, so other labels on the node are never touched.
@@ -128,9 +129,10 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
 
     ``servertype`` is ``Ascend<family>-<AI cores per chip>`` (e.g. ``Ascend310P-8``,
     ``Ascend910-20``, ``Ascend310B-1``), the form Huawei's plugin checks on
-    310/310P/910; ``<label_prefix>/ai-cores`` is the same figure, the smallest
-    per-chip reading if chips differ. Both are left out when no chip's AI-core
-    count could be read.
+    310/310P/910, and on a 950 ``npu-<AI cores>``, kept as Huawei keeps it there;
+    ``<label_prefix>/ai-cores`` is the same figure, the smallest per-chip reading
+    if chips differ. Both are left out when no chip's AI-core count could be
+    read. A 950 node also gets Huawei's chip-memory and ``huawei.com/topotree.*`` labels.
     """
     table = inventory.table
     enforced = {
@@ -140,13 +142,15 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
     }
     if inventory.facts.driver_version:
         enforced[DRIVER_VERSION] = inventory.facts.driver_version
-    if_absent = {}
+    if_absent: dict[str, str] = {}
     if ai_cores := inventory.ai_cores():
         cores = format_number(min(ai_cores.values()))
         enforced[f"{label_prefix}/ai-cores"] = cores
-        if_absent[SERVER_TYPE] = f"Ascend{table.family}-{cores}"
+        (enforced if table.server_type_enforced else if_absent)[SERVER_TYPE] = table.server_type(cores)
     else:
         log.info("no chip's AI-core count is known: the servertype and ai-cores labels are not set")
+    memories = [state.memory_mb for state in inventory.chips() if state.memory_mb]
+    enforced |= table.topology_labels_of(min(memories, default=None), inventory.facts.super_pod)
 
     def valid(labels: Mapping[str, str]) -> dict[str, str]:
         checked = {key: _checked(key, value) for key, value in labels.items()}
