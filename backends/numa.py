@@ -58,4 +58,3 @@ def chip_numa_node(
     if address is None:
         return None
     return numa_node(address, root)
-
