@@ -158,11 +158,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from ascend_plugin.logs import setup_logging
         from ascend_plugin.testing.simulate import simulate
 
-        if args.serve == "dra" and (args.share_count != 1 or args.vnpu != "off" or args.family != "310B"):
+        if args.serve == "dra" and (args.share_count != 1 or args.vnpu != "off"):
             parser.error(
-                "simulate --serve dra shows whole chips of a fake 910B server only: --share-count, "
-                "--vnpu and --family work with --serve device-plugin (the default)"
+                "simulate --serve dra shows whole chips of a fake 910B server only: --share-count "
+                "and --vnpu work with --serve device-plugin (the default)"
             )
+        if args.serve == "dra" and args.family != "310B":
+            parser.error("simulate --serve dra plays a 910B server; --family works with the device plugin")
         if args.family == "950" and (args.share_count != 1 or args.vnpu != "off"):
             parser.error("simulate --family 950 shows whole chips: the 950 has no vNPUs and shares no chip")
         setup_logging(args.log_level.upper(), "text")
