@@ -88,6 +88,7 @@ class LabelPlan:
 
     enforced: Mapping[str, str]  # put back whenever removed or changed
     if_absent: Mapping[str, str]  # set only while the node has no such label
+    stale_resources: tuple[str, ...] = ()  # an older family's extended resources this node should not have
 
     def patch_for(self, current: Mapping[str, str]) -> dict[str, str]:
         """The labels to send so that ``current`` follows the plan (empty when it already does)."""
@@ -156,7 +157,7 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
         checked = {key: _checked(key, value) for key, value in labels.items()}
         return {key: value for key, value in checked.items() if value is not None}
 
-    return LabelPlan(valid(enforced), valid(if_absent))
+    return LabelPlan(valid(enforced), valid(if_absent), table.stale_resources)
 
 
 class NodeLabeller:
@@ -166,6 +167,7 @@ class NodeLabeller:
         self.kube = kube
         self.node_name = node_name
         self.plan = plan
+        self._said: set[str] = set()  # the stale resources already said
 
     async def run(self) -> None:
         """Follow the node forever; API failures are retried with backoff."""
@@ -187,6 +189,7 @@ class NodeLabeller:
                 extra={"node": self.node_name},
             )
             return
+        self._say_stale(node)
         patch = self.plan.patch_for(labels_of(node))
         if not patch:
             return
@@ -197,3 +200,32 @@ class NodeLabeller:
             ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
             extra={"labels": patch},
         )
+
+    def _say_stale(self, node: Mapping[str, object]) -> None:
+        """Say once per resource that the node still advertises an older family's (Huawei's removes it).
+
+        Removing it takes ``patch`` on ``nodes/status``, which the chart does not grant: the operator does
+        it once, with the command said.
+        """
+        status = node.get("status")
+        capacity = status.get("capacity") if isinstance(status, Mapping) else None
+        if not isinstance(capacity, Mapping):
+            return
+        for resource in self.plan.stale_resources:
+            if resource in capacity and resource not in self._said:
+                self._said.add(resource)
+                path = resource.replace("~", "~0").replace("/", "~1")
+                log.warning(
+                    "node %s still advertises %s (capacity %s), left over from an older family's plugin; "
+                    "Huawei's plugin removes it at start, this one has no right to the node's status. "
+                    "Remove it once: kubectl patch node %s --subresource=status --type=json -p "
+                    '\'[{"op":"remove","path":"/status/capacity/%s"},'
+                    '{"op":"remove","path":"/status/allocatable/%s"}]\'',
+                    self.node_name,
+                    resource,
+                    capacity[resource],
+                    self.node_name,
+                    path,
+                    path,
+                    extra={"node": self.node_name, "resource": resource},
+                )
