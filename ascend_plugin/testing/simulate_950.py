@@ -71,9 +71,9 @@ def prepare_host(host: Path) -> None:
         (host / "dev" / node).touch()
     for number, cpus in NUMA_CPUS.items():
         directory = host / "sys/devices/system/node" / f"node{number}"
-        directory.mkdir(parents=True)
+        directory.mkdir(parents=True, exist_ok=True)
         (directory / "cpulist").write_text(cpus + "\n", encoding="ascii")
-    (host / "usr/local/Ascend/driver").mkdir(parents=True)
+    (host / "usr/local/Ascend/driver").mkdir(parents=True, exist_ok=True)
 
 
 async def timeline(
