@@ -307,11 +307,13 @@ class SuperPodInfo:
     server_id: int
     chassis_id: int
     super_pod_type: int
+    # A 950's answer: there chassis_id is the rack of a 1D or 2D SuperPoD (A3's means nothing of the kind).
+    racks: bool = False
 
     @property
     def rack_id(self) -> int | None:
         """The rack (``chassis_id``) of a 950 SuperPoD node (``super_pod_type`` 1: 1D, 2: 2D); else None."""
-        if self.super_pod_type in _PODS_WITH_RACKS and 0 <= self.chassis_id < 1 << 31:
+        if self.racks and self.super_pod_type in _PODS_WITH_RACKS and 0 <= self.chassis_id < 1 << 31:
             return self.chassis_id
         return None
 

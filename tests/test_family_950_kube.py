@@ -10,6 +10,7 @@ the node's place in its super pod (``huawei.com/topotree.*``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from pathlib import Path
@@ -23,10 +24,12 @@ from node_950 import RESOURCE, host, node_950
 from plugin_harness import player_settings, registered, running_plugin
 from waiting import until, wait_for
 
+from ascend_plugin.faces.kube.huawei_format import SuperPodPlace
 from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from backends.library import SuperPodInfo
 
 pytestmark = pytest.mark.anyio
 
@@ -126,3 +129,10 @@ async def test_other_families_say_nothing_of_it(
                 lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend910", "labels"
             )
     assert records(caplog, LABELS, resource="huawei.com/Ascend910") == []
+
+
+def test_only_a_950_s_chassis_is_a_rack() -> None:
+    a3 = SuperPodInfo(sdid=0, scale_type=0, super_pod_id=7, server_id=1, chassis_id=3, super_pod_type=2)
+    assert SuperPodPlace.of(a3) == SuperPodPlace(7, 1, None)
+    assert SuperPodPlace.of(dataclasses.replace(a3, racks=True)) == SuperPodPlace(7, 1, 3)
+    assert SuperPodPlace.of(dataclasses.replace(a3, racks=True, super_pod_type=0)).rack_id is None

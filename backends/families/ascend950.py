@@ -104,7 +104,7 @@ class Ascend950(ChipBackend):
 
     def super_pod(self, chip: Chip) -> SuperPodInfo | None:
         """``dcmiv2_get_device_info(CHIP_INF, SPOD_INFO)``: the super pod, server index and rack."""
-        return self.api.super_pod_info(chip)
+        return dataclasses.replace(self.api.super_pod_info(chip), racks=True)
 
     def card_count(self, chips: Sequence[Chip]) -> int | None:
         """None: DCMI v2 has no cards (npu-exporter's ``machine_card_nums`` is not shown on a 950)."""
