@@ -416,7 +416,8 @@ class PluginApp:
         collector, holdings = self.telemetry, self.holdings
         if collector is None:
             return None
-        return TelemetryView(collector.snapshot(), holdings.containers() if holdings is not None else ())
+        containers = holdings.containers() if holdings is not None else ()
+        return TelemetryView(collector.snapshot(), containers, collector.cards)
 
     def _hot_reset(self, node: Node, monitor: HealthMonitor, shown: Shown) -> HotResetManager | None:
         """The hot-reset manager, with hot_reset on (it waits for the kubelet to be ``shown``)."""

@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
     parser = argparse.ArgumentParser(
         prog="ascend-device-plugin",
-        description="Kubernetes device plugin for Huawei Ascend NPUs (310, 310B, 310P, 910).",
+        description="Kubernetes device plugin for Huawei Ascend NPUs (310, 310B, 310P, 910, 950).",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run the device plugin daemon")
@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("static", "off"),
         default="off",
         help="static: an Atlas 300I Duo whose first chip is split into vNPUs, instead of the 310B board",
+    )
+    simulate.add_argument(
+        "--family",
+        choices=("310B", "950"),
+        default="310B",
+        help="950: an Atlas 850 (eight Ascend 950PR) served through DCMI v2, instead of the 310B board",
     )
     simulate.add_argument(
         "--serve",
@@ -157,13 +163,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "simulate --serve dra shows whole chips of a fake 910B server only: --share-count "
                 "and --vnpu work with --serve device-plugin (the default)"
             )
+        if args.serve == "dra" and args.family != "310B":
+            parser.error("simulate --serve dra plays a 910B server; --family works with the device plugin")
+        if args.family == "950" and (args.share_count != 1 or args.vnpu != "off"):
+            parser.error("simulate --family 950 shows whole chips: the 950 has no vNPUs and shares no chip")
         setup_logging(args.log_level.upper(), "text")
         if args.serve == "dra":
             from ascend_plugin.testing.simulate_dra import simulate_dra
 
             return simulate_dra()
         try:
-            return simulate(share_count=args.share_count, vnpu=args.vnpu)
+            return simulate(share_count=args.share_count, vnpu=args.vnpu, family=args.family)
         except SettingsError as refused:
             print(
                 f"the plugin refused to start (exit code {EXIT_BAD_SETTINGS}); "

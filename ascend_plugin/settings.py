@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     dcmi_call_timeout: Seconds = Field(
         default=5.0, description="seconds a DCMI call may take before its chips count as hung"
     )
-    chip_family: Literal["310", "310B", "310P", "910"] | None = Field(
+    chip_family: Literal["310", "310B", "310P", "910", "950"] | None = Field(
         default=None, description="force the chip family instead of detecting it from the chip name"
     )
 

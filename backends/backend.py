@@ -41,17 +41,20 @@ from types import MappingProxyType
 from typing import ClassVar, Concatenate, ParamSpec, TypeVar
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
-from backends.errors import NOT_READY, NOT_SUPPORTED, DcmiError, SymbolMissing
+from backends.errors import NOT_READY, NOT_SUPPORTED, ChipError, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
 from backends.library import (
     FEATURE_FUNCTIONS,
     HEALTH_ABSENT,
     ChipInfo,
+    DdrInfo,
     DieType,
+    EccDeviceType,
     EccInfo,
     FaultHandler,
     FrequencyType,
     MemoryInfo,
+    NetworkHealth,
     PcieAddress,
     ProcessMemory,
     ResetChannel,
@@ -60,7 +63,15 @@ from backends.library import (
     VdevActivity,
     VdevInfo,
 )
-from backends.readings import MIN_TEMPERATURE, MemoryUsage, Utilization, valid
+from backends.readings import (
+    MIN_TEMPERATURE,
+    NETWORK_DOWN,
+    NETWORK_UNKNOWN,
+    NETWORK_UP,
+    MemoryUsage,
+    Utilization,
+    valid,
+)
 from backends.session import LibrarySession
 from backends.topology import ChipFacts, TopologyUnit, UnitKind, assign_units
 from backends.vnpu_split import ChipSplits
@@ -83,6 +94,15 @@ VOLTAGE = "dcmi_get_device_voltage"
 FREQUENCY = "dcmi_get_device_frequency"
 UTILIZATION = "dcmi_get_device_utilization_rate"
 DIE_ID = "dcmi_get_device_die_v2"
+AFFINITY = "dcmi_get_affinity_cpu_info_by_device_id"
+NETWORK_HEALTH = "dcmi_get_device_network_health"
+ECC_INFO = "dcmi_get_device_ecc_info"
+MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
+MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
+# The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
+UTILIZATION_PERIOD_S = 1
+# dcmi_get_device_network_health results npu-exporter counts as a working link.
+_NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
 
 # What the plugin does without each optional DCMI function (said once, at init).
 WITHOUT: Mapping[str, str] = MappingProxyType(
@@ -128,7 +148,8 @@ class ChipBackend(abc.ABC):
 
     def __init__(self, session: LibrarySession, table: FamilyTable | None = None) -> None:
         self.session = session
-        self.library = session.library
+        self.library = session.library  # DCMI v1: the calls only v1 has (DDR, RoCE IP, vNPUs, MCU)
+        self.api = session.api  # the calls both APIs have, each chip named as the node's API names it
         # The row this node is served by: the family's, with the operator's overrides.
         self.table = table or self.TABLE
         # (function, physical id) of the telemetry calls a chip answered "not supported": not asked again.
@@ -169,7 +190,7 @@ class ChipBackend(abc.ABC):
         value only, marked as such.
         """
         try:
-            value = self.library.health(chip.card_id, chip.device_id)
+            value = self.api.health(chip)
         except DcmiError as error:
             if error.code == NOT_READY:
                 return HealthReading(HEALTH_ABSENT, (CARD_DROPPED_CODE,))
@@ -179,7 +200,7 @@ class ChipBackend(abc.ABC):
         if ERROR_CODES in self.missing:
             return HealthReading(value, (), codes_known=False)
         try:
-            codes = tuple(self.library.error_codes(chip.card_id, chip.device_id))
+            codes = tuple(self.api.error_codes(chip))
         except SymbolMissing:
             self.missing.add(ERROR_CODES)
             return HealthReading(value, (), codes_known=False)
@@ -190,7 +211,7 @@ class ChipBackend(abc.ABC):
         if PCIE_INFO in self.missing:
             return None
         try:
-            return self.library.pcie_address(chip.card_id, chip.device_id)
+            return self.api.pcie_address(chip)
         except SymbolMissing:
             self.missing.add(PCIE_INFO)
         except DcmiError as error:
@@ -206,9 +227,9 @@ class ChipBackend(abc.ABC):
         function = self.memory_kind.value
         if function in self.missing:
             return None
-        read = self.library.hbm_info if self.memory_kind is MemoryKind.HBM else self.library.memory_info
+        read = self.api.hbm_info if self.memory_kind is MemoryKind.HBM else self._ddr
         try:
-            info = read(chip.card_id, chip.device_id)
+            info: MemoryInfo = read(chip)
         except SymbolMissing:
             self.missing.add(function)
             return None
@@ -230,11 +251,14 @@ class ChipBackend(abc.ABC):
         return None
 
     def ai_cores(self, chip: Chip) -> AiCoreFigure:
-        """The chip's AI-core count: VDEV_MNG total resource, else chip info, else the family's nominal."""
+        """The chip's AI-core count: VDEV_MNG total resource, else chip info, else the family's nominal.
+
+        ChipError where none of them says (a family whose nominal figure is 0: none is published).
+        """
         aic = 0.0
         if DEVICE_INFO not in self.missing:
             try:
-                aic = self.library.total_aicore(chip.card_id, chip.device_id)
+                aic = self.api.total_aicore(chip)
             except SymbolMissing:
                 self.missing.add(DEVICE_INFO)
             except DcmiError as error:
@@ -243,28 +267,33 @@ class ChipBackend(abc.ABC):
             return AiCoreFigure(aic, "vdev_total_resource")
         if chip.info.aicore_cnt > 0:
             return AiCoreFigure(float(chip.info.aicore_cnt), "chip_info")
+        if self.table.ai_core_nominal <= 0:
+            raise ChipError(
+                f"{chip.label} reports no AI-core count (neither VDEV_MNG nor chip info), and the "
+                f"{self.table.family} family has no published figure to stand in"
+            )
         return AiCoreFigure(self.table.ai_core_nominal, "family_nominal")
 
     # -- telemetry: what a chip measures; None where the driver does not say ---------------
 
     def temperature(self, chip: Chip) -> int | None:
         """Degrees Celsius; None where the sensor failed (below -275)."""
-        value = self.optional(TEMPERATURE, chip, self.library.temperature)
+        value = self.optional(TEMPERATURE, chip, self.api.temperature)
         return value if value is not None and value >= MIN_TEMPERATURE else None
 
     def power(self, chip: Chip) -> float | None:
         """Watts (the driver counts 0.1 W)."""
-        reading = self.optional(POWER, chip, self.library.power)
+        reading = self.optional(POWER, chip, self.api.power)
         return reading.watts if reading is not None and valid(reading.deciwatts) is not None else None
 
     def voltage(self, chip: Chip) -> float | None:
         """Volts (the driver counts 0.01 V)."""
-        reading = self.optional(VOLTAGE, chip, self.library.voltage)
+        reading = self.optional(VOLTAGE, chip, self.api.voltage)
         return reading.volts if reading is not None and valid(reading.centivolts) is not None else None
 
     def aicore_frequency(self, chip: Chip) -> int | None:
         """The AI cores' current clock, MHz."""
-        return valid(self.optional(FREQUENCY, chip, self.library.frequency, FrequencyType.AICORE_CURRENT))
+        return valid(self.optional(FREQUENCY, chip, self.api.frequency, FrequencyType.AICORE_CURRENT))
 
     def utilization(self, chip: Chip) -> Utilization:
         """AI core and vector utilization (rate types 2 and 12), as npu-exporter reads most families."""
@@ -273,23 +302,47 @@ class ChipBackend(abc.ABC):
         )
 
     def memory_usage(self, chip: Chip) -> MemoryUsage | None:
-        """Device memory in use: DDR (``dcmi_get_device_memory_info_v3``: size - available) by default."""
-        info = self.optional(MEMORY_INFO, chip, self.library.memory_info)
-        if info is None or info.total_mb <= 0:
+        """Device memory in use, of the family's :attr:`memory_kind`.
+
+        DDR: ``dcmi_get_device_memory_info_v3`` (size - available). HBM:
+        ``dcmi_get_device_hbm_info``, its temperature and bandwidth use, and
+        its utilization (rate type 6).
+        """
+        if self.memory_kind is MemoryKind.DDR:
+            ddr = self.optional(MEMORY_INFO, chip, self._ddr)
+            if ddr is None or ddr.total_mb <= 0:
+                return None
+            return MemoryUsage(False, ddr.total_mb, ddr.total_mb - ddr.available_mb)
+        hbm = self.optional(HBM_INFO, chip, self.api.hbm_info)
+        if hbm is None or hbm.total_mb <= 0:
             return None
-        return MemoryUsage(False, info.total_mb, info.total_mb - info.available_mb)
+        return MemoryUsage(
+            True,
+            hbm.total_mb,
+            hbm.used_mb,
+            utilization=self.rate(chip, UtilizationType.HBM),
+            temperature_c=valid(hbm.temperature_c),
+            bandwidth_utilization=valid(hbm.bandwidth_utilization),
+        )
 
     def network_status(self, chip: Chip) -> int | None:
-        """The RoCE port's connectivity (:mod:`backends.readings`); None on a family without one."""
+        """The RoCE port's connectivity (:mod:`backends.readings`), the health monitor's second source
+        of a link down; None on a family without one."""
         return None
 
+    def exported_network_status(self, chip: Chip) -> int | None:
+        """What npu-exporter's ``network_status`` shows: the RoCE port's connectivity on most families."""
+        return self.network_status(chip)
+
     def hbm_ecc(self, chip: Chip) -> EccInfo | None:
-        """The HBM's ECC counters; None on a family without HBM."""
-        return None
+        """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM); None on a family without HBM."""
+        if self.memory_kind is not MemoryKind.HBM:
+            return None
+        return self.optional(ECC_INFO, chip, self.api.ecc_info, EccDeviceType.HBM)
 
     def vdie_id(self, chip: Chip) -> str:
         """The chip's VDIE id as npu-exporter's ``vdie_id`` label spells it; empty where unknown."""
-        die = self.optional(DIE_ID, chip, self.library.die_id, DieType.VDIE)
+        die = self.optional(DIE_ID, chip, self.api.die_id, DieType.VDIE)
         return die.text if die is not None else ""
 
     def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[VdevActivity]:
@@ -298,17 +351,58 @@ class ChipBackend(abc.ABC):
 
     def rate(self, chip: Chip, kind: UtilizationType) -> int | None:
         """``dcmi_get_device_utilization_rate`` of ``kind``, where the chip answers it."""
-        return valid(self.optional(f"{UTILIZATION}({kind.name})", chip, self.library.utilization, kind))
+        return valid(self.optional(f"{UTILIZATION}({kind.name})", chip, self.api.utilization, kind))
+
+    def multi_rate_utilization(self, chip: Chip) -> Utilization:
+        """AI core, vector, cube and overall in one sample: the period call, else the instant one, else types.
+
+        ``dcmi_get_device_multi_utilization_rate_period`` (1 s), then
+        ``..._multi_utilization_rate``, then the rate types 2 and 12, as
+        npu-exporter reads 910B, A3 and the 950. The first that answers is used.
+        """
+        period = UTILIZATION_PERIOD_S
+        sample = self.optional(MULTI_RATE_PERIOD, chip, self.api.multi_utilization_period, period)
+        if sample is None:
+            sample = self.optional(MULTI_RATE, chip, self.api.multi_utilization)
+        if sample is None:
+            return ChipBackend.utilization(self, chip)
+        return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
+
+    def network_health(self, chip: Chip) -> int | None:
+        """``dcmi_get_device_network_health``: up (OK, INIT), down, or unknown when the call fails.
+
+        A chip without such a port (the A2 inference boards, the Atlas 350)
+        answers "not supported": it then has no network status, and is not asked again.
+        """
+        result = self.optional(NETWORK_HEALTH, chip, self.api.network_health)
+        if result is not None:
+            return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
+        if NETWORK_HEALTH in self.missing or (NETWORK_HEALTH, chip.phy_id) in self.unsupported:
+            return None
+        return NETWORK_UNKNOWN
+
+    def cpu_affinity(self, chip: Chip) -> str | None:
+        """The CPUs near the chip as the driver says (a cpulist such as ``0-23``); None where it does not.
+
+        ``dcmi_get_affinity_cpu_info_by_device_id``: most chips answer "not
+        supported" (only 910B, A3 A+X boards, Atlas 350 cards and 950 servers
+        have it); NUMA then comes from the PCIe device alone.
+        """
+        return self.optional(AFFINITY, chip, self.api.affinity_cpu) or None
+
+    def _ddr(self, chip: Chip) -> DdrInfo:
+        """``dcmi_get_device_memory_info_v3``: DDR, a v1 call."""
+        return self.library.memory_info(chip.card_id, chip.device_id)
 
     def optional(
         self,
         function: str,
         chip: Chip,
-        read: Callable[Concatenate[int, int, P], T],
+        read: Callable[Concatenate[Chip, P], T],
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T | None:
-        """``read(card, device, ...)`` of one telemetry figure; None when it cannot be had.
+        """``read(chip, ...)`` of one figure; None when it cannot be had.
 
         A function the driver lacks is recorded once (and said at init); one a
         chip answers "not supported" is not asked of that chip again; any other
@@ -318,7 +412,7 @@ class ChipBackend(abc.ABC):
         if name in self.missing or (function, chip.phy_id) in self.unsupported:
             return None
         try:
-            return read(chip.card_id, chip.device_id, *args, **kwargs)
+            return read(chip, *args, **kwargs)
         except SymbolMissing:
             self.missing.add(name)
         except DcmiError as error:
@@ -332,11 +426,25 @@ class ChipBackend(abc.ABC):
     def subscribe_faults(self, handler: FaultHandler) -> bool:
         """Deliver every chip's fault events to ``handler`` (on a library thread); False where none come.
 
-        Only 910 drivers deliver fault events (DCMI answers -8255 on 310, and
-        Huawei's plugin polls 310, 310B and 310P): a family that does not
-        override this subscribes to nothing, and its chips are polled alone.
+        Only 910 and 950 drivers deliver fault events (DCMI answers -8255 on
+        310, and Huawei's plugin polls 310, 310B and 310P): a family that does
+        not override this (with :meth:`subscribe_driver_events`) subscribes to
+        nothing, and its chips are polled alone.
         """
         return False
+
+    def subscribe_driver_events(self, handler: FaultHandler) -> bool:
+        """Subscribe ``handler`` to every chip's fault events through the node's API; True.
+
+        A driver without the function raises :class:`~backends.errors.SymbolMissing`,
+        recorded in :attr:`missing`.
+        """
+        try:
+            self.api.subscribe_faults(handler)
+        except SymbolMissing:
+            self.missing.add(SUBSCRIBE)
+            raise
+        return True
 
     def vnpus(self, chip: Chip) -> list[VdevInfo]:
         """The chip's static vNPUs by id: none, on a family whose chips cannot be split."""
@@ -359,6 +467,14 @@ class ChipBackend(abc.ABC):
         the driver (A3 asks for the brother card): call it off the event loop.
         """
 
+    def card_count(self, chips: Sequence[Chip]) -> int | None:
+        """npu-exporter's ``machine_card_nums``: the node's DCMI cards; None where it shows none."""
+        return len({chip.card_id for chip in chips})
+
+    def vnpu_absence(self) -> str:
+        """Why this family's chips are never split into vNPUs, in an operator's words."""
+        return f"chips of the {self.table.family} family have no vNPUs"
+
     def associated_card(self, chip: Chip) -> int:
         """The other card a reset of ``chip`` takes with it (Huawei's ``AssociatedCardId``); -1 for none."""
         return -1
@@ -380,7 +496,7 @@ class ChipBackend(abc.ABC):
         A driver without the function raises :class:`~backends.errors.SymbolMissing`:
         the caller must then count the chip as busy, never as free.
         """
-        return self.library.processes(chip.card_id, chip.device_id)
+        return self.api.processes(chip)
 
     def hot_reset(self, chip: Chip) -> None:
         """Start an in-band reset of ``chip`` (``dcmi_set_device_reset``, INBAND); returns at once.
@@ -388,11 +504,11 @@ class ChipBackend(abc.ABC):
         The driver restarts the chip's reset group; :meth:`boot_status` says
         when each chip is back.
         """
-        self.library.reset(chip.card_id, chip.device_id, ResetChannel.INBAND)
+        self.api.reset(chip, ResetChannel.INBAND)
 
     def boot_status(self, chip: Chip) -> int:
         """``dcmi_get_device_boot_status``: a :class:`~backends.library.BootStatus`; a reset ends at 16."""
-        return self.library.boot_status(chip.card_id, chip.device_id)
+        return self.api.boot_status(chip)
 
 
 def _unknown(error: DcmiError, chip: Chip, outcome: str) -> None:

@@ -6,16 +6,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from backends.errors import DcmiError
-from backends.library import HEALTH_ABSENT, ChipInfo, DeviceLibrary
+from backends.library import HEALTH_ABSENT, ChipInfo, DeviceLibrary, DeviceLibraryV2
 
 # Synthetic fault code Huawei's plugin records when a card drops off the bus
 # (dcmi_get_device_health answering -8012); it classifies as RestartNPU.
 CARD_DROPPED_CODE = 0x40F84E00
+# The card and device id of a chip DCMI v2 enumerated: v2 has none (Huawei's plugin says -1 too).
+NO_CARD = -1
 
 
 @dataclass(frozen=True)
 class Chip:
-    """One NPU chip as DCMI addresses it."""
+    """One NPU chip as DCMI addresses it: (card_id, device_id) on v1, logic_id on v2 (card NO_CARD)."""
 
     card_id: int
     device_id: int
@@ -26,7 +28,16 @@ class Chip:
     @property
     def label(self) -> str:
         """How logs name this chip: physical id plus its DCMI address."""
+        if self.card_id == NO_CARD:
+            return f"chip {self.phy_id} (logical id {self.logic_id}, {self.info.chip_name})"
         return f"chip {self.phy_id} (card {self.card_id}, device {self.device_id}, {self.info.chip_name})"
+
+    @property
+    def npu_smi(self) -> str:
+        """The chip as ``npu-smi`` takes it: ``-i <card> -c <device>``, on a 950 ``-i <logical id>``."""
+        if self.card_id == NO_CARD:
+            return f"-i {self.logic_id}"
+        return f"-i {self.card_id} -c {self.device_id}"
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,9 @@ class Unnamed:
 
     @property
     def where(self) -> str:
-        """``card 3 device 0``, or ``card 3`` when its chips could not even be counted."""
+        """``card 3 device 0``; ``card 3`` when its chips could not be counted; ``logical id 5`` on v2."""
+        if self.card_id == NO_CARD:
+            return f"logical id {self.device_id}"
         return f"card {self.card_id}" + (f" device {self.device_id}" if self.device_id is not None else "")
 
 
@@ -115,3 +128,27 @@ def enumerate_chips(library: DeviceLibrary) -> list[Chip]:
     if unnamed:
         raise unnamed[0].error
     return [address.chip(library.chip_info(address.card_id, address.device_id)) for address in found]
+
+
+def address_chips_v2(library: DeviceLibraryV2) -> tuple[list[ChipAddress], list[Unnamed]]:
+    """DCMI v2's enumeration: the logical ids of the device list, each with its physical id.
+
+    v2 has no cards: every chip's card and device id is :data:`NO_CARD`. A chip whose physical id the
+    driver will not give is returned apart (its logical id as ``device_id``), as on v1.
+    """
+    found: list[ChipAddress] = []
+    unnamed: list[Unnamed] = []
+    for dev_id in library.device_list():
+        try:
+            found.append(ChipAddress(NO_CARD, NO_CARD, dev_id, library.phy_id(dev_id)))
+        except DcmiError as error:
+            unnamed.append(Unnamed(NO_CARD, dev_id, error))
+    return found, unnamed
+
+
+def enumerate_chips_v2(library: DeviceLibraryV2) -> list[Chip]:
+    """Every chip of a v2 driver with its chip info; the first chip that cannot be read raises its error."""
+    found, unnamed = address_chips_v2(library)
+    if unnamed:
+        raise unnamed[0].error
+    return [address.chip(library.chip_info(address.logic_id)) for address in found]

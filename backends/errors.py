@@ -93,7 +93,7 @@ class UnknownChipFamily(ChipError):
     def __init__(self, chip_name: str) -> None:
         self.chip_name = chip_name
         super().__init__(
-            f"chip name {chip_name!r} matches no supported family (310P, 310B, 310, 910B, 910); "
+            f"chip name {chip_name!r} matches no supported family (310P, 310B, 310, 910B, 910, 950); "
             "set --chip-family to force one"
         )
 

@@ -15,10 +15,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from backends.library import ChipInfo
+from backends.chips import Chip
+from backends.library import ChipInfo, SuperPodInfo
 
 # Shared nodes every family hands over when they exist on the host.
 DEFAULT_SHARED_NODES = ("/dev/hisi_hdc", "/dev/devmm_svm", "/dev/dvpp_cmdlist")
+
+# The node labels Huawei's plugin writes on a 950 node beside the common ones.
+CHIP_MEMORY_LABEL = "mind-cluster/npu-chip-memory"
+SUPER_POD_LABEL = "huawei.com/topotree.superpodid"
+RACK_LABEL = "huawei.com/topotree.rackid"
+SERVER_LABEL = "huawei.com/topotree.serverid"
 
 
 @dataclass(frozen=True)
@@ -58,6 +65,21 @@ class FamilyTable:
     host_files: tuple[HostFile, ...] = ()
     # Entries of the host's /dev/shm that show the driver's daemons are reachable.
     shm_markers: tuple[str, ...] = ()
+    # Directories whose every entry a container gets too, when the host has them (950: the UB stack's).
+    shared_node_dirs: tuple[str, ...] = ()
+    # /dev/davinci<N> and ASCEND_VISIBLE_DEVICES count chips by logical id (the 950), not physical id.
+    nodes_by_logic_id: bool = False
+    # The device-info ConfigMap lists <resource>-NetworkUnhealthy and -Recovering (910 generations, 950).
+    network_keys: bool = False
+    # The servertype label, <prefix>-<AI cores>: Huawei's prefix (default Ascend<family>), and whether
+    # Huawei overwrites a value someone else set (950) or sets it only while the node has none.
+    server_type_prefix: str = ""
+    server_type_enforced: bool = False
+    # Extended resources a node of this family no longer has, left over from an older family's plugin
+    # (Huawei removes huawei.com/Ascend910 from a 950 node's status at start).
+    stale_resources: tuple[str, ...] = ()
+    # The node carries Huawei's 950 labels: its chips' memory and its place in a super pod (topotree).
+    topology_labels: bool = False
 
     def claims(self, info: ChipInfo) -> bool:
         """True when a chip with this info belongs to the family."""
@@ -66,6 +88,28 @@ class FamilyTable:
     def chip_id(self, phy_id: int) -> str:
         """The kubelet's (and Huawei's) name for a whole chip, e.g. ``Ascend310-0``."""
         return f"{self.device_id_prefix}-{phy_id}"
+
+    def device_number(self, chip: Chip) -> int:
+        """The N of the chip's ``/dev/davinci<N>`` and of ``ASCEND_VISIBLE_DEVICES``."""
+        return chip.logic_id if self.nodes_by_logic_id else chip.phy_id
+
+    def server_type(self, ai_cores: str) -> str:
+        """The ``servertype`` label's value: ``Ascend310P-8``, ``npu-32``."""
+        return f"{self.server_type_prefix or f'Ascend{self.family}'}-{ai_cores}"
+
+    def topology_labels_of(self, memory_mb: int | None, super_pod: SuperPodInfo | None) -> dict[str, str]:
+        """Huawei's 950 labels: chip memory in whole GiB, super pod, rack (1D/2D pods), server, if known."""
+        if not self.topology_labels:
+            return {}
+        labels = {CHIP_MEMORY_LABEL: f"{memory_mb // 1024}G"} if memory_mb else {}
+        if super_pod is not None:
+            place = {
+                SUPER_POD_LABEL: super_pod.super_pod_id,
+                RACK_LABEL: super_pod.rack_id,
+                SERVER_LABEL: super_pod.server_id,
+            }
+            labels |= {key: str(value) for key, value in place.items() if value is not None and value >= 0}
+        return labels
 
     def ai_cores_in_bounds(self, value: float) -> bool:
         """True when an AI-core figure lies within the family's plausible bounds."""

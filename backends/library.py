@@ -4,7 +4,9 @@ Both the cffi binding of Huawei's ``libdcmi.so`` (:mod:`backends.dcmi`) and the
 pure-Python fake (:mod:`backends.fake`) implement :class:`DeviceLibrary`, with
 DCMI's own semantics: ids are (card_id, device_id) pairs, card ids need not be
 0..N-1, and every failure is a :class:`backends.errors.DcmiError` with DCMI's
-code. Family rules are data, in :mod:`backends.families`; the face the plugin uses is :mod:`backends.backend`.
+code. The Ascend 950 speaks DCMI's v2 API instead (:class:`DeviceLibraryV2`,
+one logical ``dev_id`` per call), reached through :meth:`DeviceLibrary.v2`.
+Family rules are data, in :mod:`backends.families`; the face the plugin uses is :mod:`backends.backend`.
 
 Implementations are synchronous and not thread-safe, like DCMI itself; the
 plugin calls them from one worker thread.
@@ -46,6 +48,7 @@ FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "dcmi_get_device_outband_channel_state": "no out-of-band reset",
         "dcmi_create_vdevice": "no vNPUs made on demand: chips are offered whole",
         "dcmi_set_destroy_vdevice": "no vNPUs made on demand: chips are offered whole",
+        "dcmi_get_affinity_cpu_info_by_device_id": "NUMA nodes come from the PCIe device's numa_node alone",
     }
 )
 
@@ -72,6 +75,8 @@ OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
 # dcmi_get_device_info(CHIP_INF, SPOD_INFO): a super pod id or server index of
 # 0xffffffff means "none" (Huawei writes it as -1).
 SPOD_NONE: Final = 0xFFFFFFFF
+# Its super_pod_type on a 950: the products whose nodes sit in racks (1D and 2D SuperPoDs).
+_PODS_WITH_RACKS: Final = (1, 2)
 # dcmi_set_destroy_vdevice: this vNPU id destroys every vNPU of the chip.
 ALL_VDEVS: Final = 0xFFFF
 # dcmi_get_device_resource_info: the most processes one answer lists.
@@ -134,7 +139,11 @@ class EccDeviceType(IntEnum):
 
 
 class DieType(IntEnum):
-    """``enum dcmi_die_type``: NDIE, or VDIE (the die id npu-exporter's ``vdie_id`` label shows)."""
+    """``enum dcmi_die_type``: NDIE, or VDIE (the die id npu-exporter's ``vdie_id`` label shows).
+
+    The 950 answers neither (only DDIE, which nothing here reads): its ``vdie_id`` is empty, as
+    npu-exporter's is.
+    """
 
     NDIE = 0
     VDIE = 1
@@ -298,6 +307,15 @@ class SuperPodInfo:
     server_id: int
     chassis_id: int
     super_pod_type: int
+    # A 950's answer: there chassis_id is the rack of a 1D or 2D SuperPoD (A3's means nothing of the kind).
+    racks: bool = False
+
+    @property
+    def rack_id(self) -> int | None:
+        """The rack (``chassis_id``) of a 950 SuperPoD node (``super_pod_type`` 1: 1D, 2: 2D); else None."""
+        if self.racks and self.super_pod_type in _PODS_WITH_RACKS and 0 <= self.chassis_id < 1 << 31:
+            return self.chassis_id
+        return None
 
 
 @dataclass(frozen=True)
@@ -572,6 +590,125 @@ class DeviceLibrary(Protocol):
         """``dcmi_subscribe_fault_event`` for every device; ``handler`` runs on a library thread."""
         ...
 
+    def affinity_cpu(self, card_id: int, device_id: int) -> str:
+        """``dcmi_get_affinity_cpu_info_by_device_id``: the CPUs near the chip, a cpulist (``0-23``).
+
+        -8255 except on 910B, A3 A+X boards and Atlas 350 cards.
+        """
+        ...
+
     def close(self) -> None:
         """Release the library (dlclose); later calls fail until ``init``."""
         ...
+
+    def v2(self) -> DeviceLibraryV2:
+        """The same library through DCMI's v2 API (Ascend 950), not initialised (its init: ``dcmiv2_init``).
+
+        Use one or the other: after a ``dcmiv2_init`` only the v2 calls answer.
+        """
+        ...
+
+
+# Each v1 function the plugin calls and its DCMI v2 counterpart. Above the
+# binding, functions keep their v1 names (``missing``, ``WITHOUT``): a v2
+# library reports a missing ``dcmiv2_get_device_temperature`` as
+# ``dcmi_get_device_temperature``, and :func:`v2_name` tells the real name.
+# The v1 functions without a counterpart (DDR memory, RoCE IP, the MCU's power,
+# the brother card, out-of-band reset, vNPUs) do not exist on a 950.
+V2_NAMES: Final[Mapping[str, str]] = MappingProxyType(
+    {
+        "dcmi_init": "dcmiv2_init",
+        "dcmi_get_driver_version": "dcmiv2_get_driver_version",
+        "dcmi_get_card_list": "dcmiv2_get_device_list",
+        "dcmi_get_device_phyid_from_logicid": "dcmiv2_get_chip_phy_id_by_dev_id",
+        "dcmi_get_device_chip_info_v2": "dcmiv2_get_device_chip_info",
+        "dcmi_get_device_info": "dcmiv2_get_device_info",
+        "dcmi_get_device_health": "dcmiv2_get_device_health",
+        "dcmi_get_device_errorcode_v2": "dcmiv2_get_device_error_code_list",
+        "dcmi_get_device_hbm_info": "dcmiv2_get_device_hbm_info",
+        "dcmi_get_device_pcie_info_v2": "dcmiv2_get_device_pcie_info",
+        "dcmi_get_affinity_cpu_info_by_device_id": "dcmiv2_get_affinity_cpu_info_by_dev_id",
+        "dcmi_subscribe_fault_event": "dcmiv2_subscribe_fault_event",
+        "dcmi_get_device_temperature": "dcmiv2_get_device_temperature",
+        "dcmi_get_device_power_info": "dcmiv2_get_device_power_info",
+        "dcmi_get_device_voltage": "dcmiv2_get_device_voltage",
+        "dcmi_get_device_frequency": "dcmiv2_get_device_frequency",
+        "dcmi_get_device_utilization_rate": "dcmiv2_get_device_utilization_rate",
+        "dcmi_get_device_multi_utilization_rate": "dcmiv2_get_device_multi_utilization_rate",
+        "dcmi_get_device_multi_utilization_rate_period": "dcmiv2_get_device_multi_utilization_rate_period",
+        "dcmi_get_device_ecc_info": "dcmiv2_get_device_ecc_info",
+        "dcmi_get_device_network_health": "dcmiv2_get_device_network_health",
+        "dcmi_get_device_die_v2": "dcmiv2_get_device_die_id",
+        "dcmi_get_device_resource_info": "dcmiv2_get_device_proc_mem_info",
+        "dcmi_set_device_reset": "dcmiv2_reset_device",
+        "dcmi_get_device_boot_status": "dcmiv2_get_device_boot_status",
+    }
+)
+
+
+def v2_name(function: str) -> str:
+    """The v2 name of a v1 function (itself when it has none)."""
+    return V2_NAMES.get(function, function)
+
+
+class DeviceLibraryV2(Protocol):
+    """DCMI's v2 API, as the Ascend 950 answers it. Raises DcmiError on failure.
+
+    ``dev_id`` is the logical id, 0..n-1 as :meth:`device_list` gives them; the
+    physical id (the N of Kubernetes' ``npu-<N>``) comes only from
+    :meth:`phy_id`. Never pass one for the other. Values are those of the v1
+    calls of the same name.
+    """
+
+    @property
+    def description(self) -> str: ...
+
+    def init(self) -> None:
+        """``dcmiv2_init``: -8255 on any chip but a 950."""
+        ...
+
+    def missing_functions(self) -> frozenset[str]:
+        """The v2 counterparts of :data:`OPTIONAL_FUNCTIONS` the library lacks, by their v1 names."""
+        ...
+
+    def driver_version(self) -> str: ...
+
+    def device_list(self) -> list[int]:
+        """``dcmiv2_get_device_list``: the logical ids, ascending."""
+        ...
+
+    def phy_id(self, dev_id: int) -> int:
+        """``dcmiv2_get_chip_phy_id_by_dev_id``."""
+        ...
+
+    def chip_info(self, dev_id: int) -> ChipInfo: ...
+    def total_aicore(self, dev_id: int) -> float: ...
+    def super_pod_info(self, dev_id: int) -> SuperPodInfo: ...
+    def health(self, dev_id: int) -> int: ...
+    def error_codes(self, dev_id: int) -> list[int]: ...
+    def hbm_info(self, dev_id: int) -> HbmInfo: ...
+    def pcie_address(self, dev_id: int) -> PcieAddress: ...
+    def affinity_cpu(self, dev_id: int) -> str: ...
+    def temperature(self, dev_id: int) -> int: ...
+    def power(self, dev_id: int) -> Power: ...
+    def voltage(self, dev_id: int) -> Voltage: ...
+    def frequency(self, dev_id: int, kind: FrequencyType) -> int: ...
+    def utilization(self, dev_id: int, kind: UtilizationType) -> int: ...
+    def multi_utilization(self, dev_id: int) -> MultiUtilization: ...
+    def multi_utilization_period(self, dev_id: int, period_s: int) -> MultiUtilization: ...
+    def ecc_info(self, dev_id: int, kind: EccDeviceType) -> EccInfo: ...
+    def network_health(self, dev_id: int) -> int: ...
+    def die_id(self, dev_id: int, kind: DieType) -> DieId: ...
+    def processes(self, dev_id: int) -> list[ProcessMemory]: ...
+
+    def reset(self, dev_id: int, channel: ResetChannel) -> None:
+        """``dcmiv2_reset_device``: in-band only on a 950 (out-of-band is -8255)."""
+        ...
+
+    def boot_status(self, dev_id: int) -> int: ...
+
+    def subscribe_faults(self, handler: FaultHandler) -> None:
+        """``dcmiv2_subscribe_fault_event(-1, ...)``: every chip; events carry the logical id."""
+        ...
+
+    def close(self) -> None: ...

@@ -184,9 +184,17 @@ class RigParts:
 
 @asynccontextmanager
 async def reset_rig(
-    player: ScenarioPlayer[Any], parts: RigParts, scenario: FakeScenario, **overrides: Any
+    player: ScenarioPlayer[Any],
+    parts: RigParts,
+    scenario: FakeScenario,
+    *,
+    resource: str = RESOURCE,
+    **overrides: Any,
 ) -> AsyncIterator[ResetRig]:
-    """The plugin with hot reset on ``scenario``, registered, following the node's pods, annotation read."""
+    """The plugin with hot reset on ``scenario``, registered, following the node's pods, annotation read.
+
+    ``resource``: the one the node's family registers.
+    """
     levels = levels_file(parts.root)
     if parts.apiserver.get("nodes", NODE) is None:
         add_node_object(parts.apiserver)
@@ -212,7 +220,7 @@ async def reset_rig(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         try:
-            await wait_for(parts.kubelet, registered(RESOURCE), "registration")
+            await wait_for(parts.kubelet, registered(resource), "registration")
             await until(lambda: synced(app), "the pod cache")
             await until(lambda: app.hot_reset is not None and app.hot_reset.restored, "the annotation read")
             yield ResetRig(app, player, parts.kubelet, parts.apiserver, parts.pod_resources, clock)

@@ -84,9 +84,15 @@ def handover(
     return MODES[mode](HandoverContext(table, host, cdi))
 
 
-async def discovered(player: ScenarioPlayer[Any], calls: ChipCalls, scenario: Mapping[str, Any]) -> Inventory:
-    """The inventory discovery gathers from ``scenario`` on ``player``'s fake (the library closed after)."""
+async def discovered(
+    player: ScenarioPlayer[Any], calls: ChipCalls, scenario: Mapping[str, Any], host_root: Path = Path("/")
+) -> Inventory:
+    """The inventory discovery gathers from ``scenario`` on ``player``'s fake (the library closed after).
+
+    ``host_root``: where the host's /sys is seen (NUMA nodes, PCIe devices).
+    """
     player.update(FakeScenario.model_validate(scenario))
-    node = await Discovery(DiscoverySettings(lambda: player.open(init=False), None, {}), calls).run()
+    settings = DiscoverySettings(lambda: player.open(init=False), None, {}, host_root)
+    node = await Discovery(settings, calls).run()
     await calls.node("close", node.backend.close)
     return node.inventory

@@ -26,10 +26,12 @@ from backends.families import FAMILIES
 
 DRIVER = "npu.huawei.com"
 DRA = {"serve": "dra"}
-CHIP_NAMES = {"310": "310", "310B": "310B1", "310P": "310P3", "910": "910B3"}
+CHIP_NAMES = {"310": "310", "310B": "310B1", "310P": "310P3", "910": "910B3", "950": "Ascend950PR"}
 
 
-FAMILY_CLASSES = {f"{name}.{DRIVER}" for name in ("ascend310", "ascend310b", "ascend310p", "ascend910")}
+FAMILY_CLASSES = {
+    f"{name}.{DRIVER}" for name in ("ascend310", "ascend310b", "ascend310p", "ascend910", "ascend950")
+}
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +75,7 @@ def test_one_device_class_per_family_with_the_family_s_extended_resource(dra: Re
         f"ascend310b.{DRIVER}": None,
         f"ascend310p.{DRIVER}": "huawei.com/Ascend310P",
         f"ascend910.{DRIVER}": "huawei.com/Ascend910",
+        f"ascend950.{DRIVER}": "huawei.com/npu",
     }
     # Each family's chips are reached by the name pods already use for them (the family table's).
     names = {value for value in extended.values() if value}
@@ -99,6 +102,7 @@ def test_the_selectors_pick_exactly_the_devices_of_their_families(
         "310B": {"ascend310", "ascend310b"},
         "310P": {"ascend310p"},
         "910": {"ascend910"},
+        "950": {"ascend950"},
     }[family]
     assert chosen == {f"{name}.{DRIVER}" for name in expected}
 
@@ -298,4 +302,5 @@ def test_each_class_selects_exactly_its_devices_and_errs_on_none(dra: Rendering,
 
 
 def expected(family: str) -> set[str]:
-    return {"310": {"310", "310B"}, "310B": {"310B"}, "310P": {"310P"}, "910": {"910"}}[family]
+    families = {"310": {"310", "310B"}, "310B": {"310B"}, "310P": {"310P"}, "910": {"910"}, "950": {"950"}}
+    return families[family]

@@ -58,7 +58,7 @@ def test_the_chip_name_picks_the_family_and_its_implementation(
     assert family.for_chip(chip.info) is implementation
 
 
-@pytest.mark.parametrize("chip_name", ["Ascend950", "710", "P910"])
+@pytest.mark.parametrize("chip_name", ["Ascend960", "710", "P910"])
 def test_an_unsupported_chip_name_is_a_clear_error(c_fake: CFakePlayer, chip_name: str) -> None:
     library = c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": [{"phy_id": 0}]}))
     (chip,) = enumerate_chips(library)

@@ -118,3 +118,20 @@ def test_simulate_share_count_help_says_1_is_not_shared(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         main(["simulate", "--help"])
     assert "(1-100; 1: not shared)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_simulate_family_950_serves_an_atlas_850_through_dcmi_v2() -> None:
+    result = _simulate("--family", "950")
+    assert result.returncode == 0, result.stdout + result.stderr
+    for step in (
+        "(DCMI v2)",
+        "npu-0: logical id 4, NUMA node 0",
+        "npu-7: logical id 3, NUMA node 1",
+        "registered huawei.com/npu: capacity=8 allocatable=8",
+        "Allocate huawei.com/npu [npu-0, npu-1] ->",
+        "device /dev/davinci4 -> /dev/davinci4",
+        "device /dev/uburma/uburma0 -> /dev/uburma/uburma0",
+        "kubelet sees npu-3 Unhealthy, allocatable=7",
+        "kubelet sees npu-3 Healthy again and npu-6 Unhealthy",
+    ):
+        assert step in result.stdout, step

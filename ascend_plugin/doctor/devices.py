@@ -1,10 +1,11 @@
 """Check of the device nodes a container given NPUs needs.
 
-Allocate hands over /dev/davinci<phy> per chip and the family's manager node
-unconditionally (a container without them cannot use the NPU), plus each of
-the family's shared nodes that exists. So the first two must exist; the
-absent shared nodes are listed for the record, since boards differ in which
-media nodes they have.
+Allocate hands over /dev/davinci<N> per chip (N: the physical id, on a 950 the
+logical id) and the family's manager node unconditionally (a container without
+them cannot use the NPU), plus each of the family's shared nodes that exists
+(on a 950 also every node under /dev/uburma and /dev/ummu). So the first two
+must exist; the absent shared nodes are listed for the record, since boards
+differ in which media nodes they have.
 """
 
 from __future__ import annotations
@@ -18,20 +19,21 @@ DEVICE_NODES = "device-nodes"
 
 @check(DEVICE_NODES)
 async def device_nodes(context: Context) -> Finding:
-    """/dev/davinci<phy> for every chip, one of the family's manager nodes; shared nodes reported."""
+    """/dev/davinci<N> for every chip, one of the family's manager nodes; shared nodes reported."""
     chips = context.need(context.chips, "chips")
     table = context.table
-    missing = [
-        f"/dev/davinci{chip.phy_id}"
-        for chip in chips
-        if not context.host(f"/dev/davinci{chip.phy_id}").exists()
-    ]
+    own = [f"/dev/davinci{table.device_number(chip)}" for chip in chips]
+    missing = [node for node in own if not context.host(node).exists()]
     manager = next((node for node in table.manager_nodes if context.host(node).exists()), None)
     absent = [node for node in table.shared_nodes if not context.host(node).exists()]
     present = len(table.shared_nodes) - len(absent)
     shared = f"{present} of {len(table.shared_nodes)} shared nodes present" + (
         f" (absent, so not handed over: {listing(absent)})" if absent else ""
     )
+    for directory in table.shared_node_dirs:
+        found = context.host(directory)
+        count = sum(not entry.is_dir() for entry in found.iterdir()) if found.is_dir() else 0
+        shared += f"; {count} nodes under {directory}" if count else f"; nothing under {directory}"
     problems = []
     if missing:
         problems.append(f"missing under {context.root}: {', '.join(missing)}")
@@ -45,5 +47,5 @@ async def device_nodes(context: Context) -> Finding:
             "created them (`ls -l /dev/davinci*`); if the manager node has another name on this board, "
             f"set {how_to_set('manager_nodes', '<node>')}",
         )
-    nodes = listing([f"/dev/davinci{chip.phy_id}" for chip in chips])
+    nodes = listing(own)
     return Finding.ok(DEVICE_NODES, f"{nodes}, manager {manager}; {shared}")

@@ -59,7 +59,7 @@ async def vnpus(context: Context) -> Finding:
     backend = context.need(context.backend, FAMILY)
     table = backend.table
     if not backend.splits_into_vnpus:
-        raise NotApplicable(f"chips of the {table.family} family have no vNPUs")
+        raise NotApplicable(backend.vnpu_absence())
     found: dict[int, tuple[VdevInfo, ...]] = {}
     for chip in chips:
         try:

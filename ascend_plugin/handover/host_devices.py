@@ -1,8 +1,9 @@
 """The shared device nodes and driver directories present on the host, learned once.
 
 Every container holding an NPU also needs the family's shared nodes
-(``/dev/davinci_manager``, ``/dev/hisi_hdc`` ... seventeen candidates on 310B)
-and the driver mounted, but only those the host has. Looking each up on every
+(``/dev/davinci_manager``, ``/dev/hisi_hdc`` ... seventeen candidates on 310B;
+on a 950 every node under ``/dev/uburma`` and ``/dev/ummu`` too) and the driver
+mounted, but only those the host has. Looking each up on every
 Allocate would cost a stat per candidate per call; instead they are learned at
 start and again only when a directory holding them changes (a driver reload
 adds or removes nodes under ``/dev``, which moves that directory's mtime).
@@ -36,7 +37,10 @@ class HostDevices:
         self.table = table
         self.host_root = host_root
         candidates = (*table.manager_nodes, *table.shared_nodes, *table.driver_mounts)
-        self._directories = sorted({self._host(str(PurePosixPath(path).parent)) for path in candidates})
+        self._directories = sorted(
+            {self._host(str(PurePosixPath(path).parent)) for path in candidates}
+            | {self._host(directory) for directory in table.shared_node_dirs}
+        )
         self._stamp: tuple[int, ...] | None = None
         self._learned = Learned((), ())
 
@@ -65,6 +69,7 @@ class HostDevices:
         if manager is not None:
             nodes.append(DeviceNode(manager, MANAGER_IN_CONTAINER))
         nodes.extend(DeviceNode(path, path) for path in table.shared_nodes if self._exists(path))
+        nodes.extend(DeviceNode(path, path) for path in self._entries(table.shared_node_dirs))
         mounts = tuple(HostMount(path, path) for path in table.driver_mounts if self._exists(path))
         return Learned(tuple(nodes), mounts)
 
@@ -84,3 +89,18 @@ class HostDevices:
 
     def _exists(self, path: str) -> bool:
         return self._host(path).exists()
+
+    def _entries(self, directories: tuple[str, ...]) -> list[str]:
+        """Every entry but a directory right under each of ``directories`` (the 950's UB nodes), sorted."""
+        found = []
+        for directory in directories:
+            try:
+                names = sorted(os.listdir(self._host(directory)))
+            except OSError:  # absent on this host (an older driver, no UB stack)
+                continue
+            found += [
+                str(PurePosixPath(directory) / name)
+                for name in names
+                if not self._host(f"{directory}/{name}").is_dir()
+            ]
+        return found

@@ -293,8 +293,7 @@ class GroupReset:
         parts.manual.add(ManualReset(self.chip, associated, f"its hot reset failed: {why}", Listed.FAILED))
         message = (
             f"hot reset of {self.device} failed: {why}; it stays out, named in the node's ResetInfo "
-            f"annotation, until it is healthy again (by hand: npu-smi set -t reset -i {self.chip.card_id} "
-            f"-c {self.chip.device_id})"
+            f"annotation, until it is healthy again (by hand: npu-smi set -t reset {self.chip.npu_smi})"
         )
         parts.notices.append(ResetStage.FAILED, self.device, self.members, message)
         log.error(message, extra=self._extra(result=result.value))

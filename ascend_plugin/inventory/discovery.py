@@ -30,11 +30,12 @@ from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
-from backends.chips import Chip, ChipAddress, Unnamed, address_chips
+from backends.chips import Chip, ChipAddress, Unnamed
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, FamilyTable, family_for, family_named
 from backends.library import ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
-from backends.pci import PciSysfsError, numa_node
+from backends.numa import chip_numa_node, node_cpulists
+from backends.pci import PciSysfsError
 from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
@@ -201,9 +202,9 @@ class Discovery:
             log.warning(
                 "%s has no %s: %s",
                 session.description,
-                function,
+                session.function_name(function),
                 WITHOUT.get(function, "the plugin does without it"),
-                extra={"function": function},
+                extra={"function": session.function_name(function)},
             )
         log.info(
             "found %d chip(s) of family %s (%s) via %s",
@@ -287,10 +288,12 @@ class Discovery:
     async def _read(self, backend: ChipBackend, chip: Chip) -> ChipState:
         """The chip with the facts its lane gives: AI cores, PCIe address and NUMA node, memory."""
         address = await self._pcie_address(backend, chip)
+        affinity = await self._cpu_affinity(backend, chip)
+        cpulists = node_cpulists(self.settings.host_root)
         return ChipState(
             chip,
             ai_cores=await self._ai_cores(backend, chip),
-            numa_node=self._numa_node(chip, address),
+            numa_node=self._numa_node(chip, affinity, address, cpulists),
             pcie_address=address,
             memory_mb=await self._memory_mb(backend, chip),
         )
@@ -341,13 +344,13 @@ class Discovery:
         )
 
     async def _name_later(self, node: Node, unnamed: Unnamed) -> None:
-        library = node.backend.session.library
+        session = node.backend.session
         attempt = 0
         while True:
             attempt += 1
             await anyio.sleep(self.later.after(attempt))
             try:
-                named = await self.calls.node(f"name {unnamed.where}", _name, library, unnamed)
+                named = await self.calls.node(f"name {unnamed.where}", _name, session, unnamed)
             except (ChipError, ChipCallError) as error:
                 log.debug("%s is still not named: %s", unnamed.where, error)
                 continue
@@ -385,12 +388,20 @@ class Discovery:
             log.warning("cannot read the PCIe address of %s: %s", chip.label, error)
             return None
 
-    def _numa_node(self, chip: Chip, address: PcieAddress | None) -> int | None:
-        """The chip's NUMA node, from its PCIe address and the host's sysfs; None when unknown."""
-        if address is None:
-            return None
+    async def _cpu_affinity(self, backend: ChipBackend, chip: Chip) -> str | None:
+        """The CPUs near the chip, as the driver says; None where it does not."""
         try:
-            return numa_node(address, self.settings.host_root)
+            return await self.calls.call(chip.phy_id, "cpu_affinity", backend.cpu_affinity, chip)
+        except ChipCallError as error:
+            log.warning("cannot read the CPU affinity of %s: %s", chip.label, error)
+            return None
+
+    def _numa_node(
+        self, chip: Chip, affinity: str | None, address: PcieAddress | None, cpulists: Mapping[str, int]
+    ) -> int | None:
+        """The chip's NUMA node: its CPU affinity's, else its PCIe device's; None when unknown."""
+        try:
+            return chip_numa_node(affinity, address, cpulists, self.settings.host_root)
         except PciSysfsError as error:
             log.warning("cannot read the NUMA node of %s: %s", chip.label, error)
             return None
@@ -433,9 +444,9 @@ def _why(error: ChipError | ChipCallError) -> str:
     return error.stuck.overran if isinstance(error, LaneStuck) else str(error)
 
 
-def _name(library: DeviceLibrary, unnamed: Unnamed) -> list[ChipAddress]:
+def _name(session: LibrarySession, unnamed: Unnamed) -> list[ChipAddress]:
     """The chips at ``unnamed``'s place once the driver names them (DcmiError while it still will not)."""
-    found, still = address_chips(library)
+    found, still = session.address()
     for each in still:
         if each.card_id == unnamed.card_id and unnamed.device_id in (None, each.device_id):
             raise each.error

@@ -146,7 +146,7 @@ def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend)
     maker = family if isinstance(family, VnpuFamily) else None
     dynamic = settings.vnpu == "dynamic" and maker is not None
     if settings.vnpu == "dynamic" and maker is None:
-        notices.append(_dynamic_ignored(inventory))
+        notices.append(_dynamic_ignored(inventory, family))
     lacking = sorted(_MAKING & family.missing)
     if dynamic and lacking:
         notices.append(_driver_cannot_make(inventory, lacking))
@@ -177,13 +177,13 @@ def _driver_cannot_make(inventory: Inventory, lacking: Sequence[str]) -> Notice:
     )
 
 
-def _dynamic_ignored(inventory: Inventory) -> Notice:
+def _dynamic_ignored(inventory: Inventory, backend: ChipBackend) -> Notice:
     splitting = ", ".join(family.TABLE.family for family in FAMILIES if family.splits_into_vnpus)
     return Notice(
         DYNAMIC_VNPU_IGNORED,
         f"vnpu=dynamic is ignored on this node: its chips {_chips(inventory, inventory.chips())} are of "
-        f"family {inventory.table.family}, which has no vNPUs; only {splitting} do. The chips are "
-        "published whole",
+        f"family {inventory.table.family}: {backend.vnpu_absence()}; only {splitting} have vNPUs. The "
+        "chips are published whole",
     )
 
 

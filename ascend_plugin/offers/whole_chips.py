@@ -12,21 +12,30 @@ from ascend_plugin.offers.base import DeviceNode, IdForm, OfferedDevice, chip_he
 from backends.families import FamilyTable
 
 
-def chip_node(phy_id: int) -> DeviceNode:
-    """The chip's own node, ``/dev/davinci<phy>``, the same path inside."""
-    return DeviceNode(f"/dev/davinci{phy_id}", f"/dev/davinci{phy_id}")
+def chip_node(number: int) -> DeviceNode:
+    """The chip's own node, ``/dev/davinci<N>``, the same path inside (N: the family's device number)."""
+    return DeviceNode(f"/dev/davinci{number}", f"/dev/davinci{number}")
+
+
+def node_of(table: FamilyTable, state: ChipState) -> DeviceNode:
+    """The chip's own node: ``/dev/davinci<physical id>``, on a 950 ``/dev/davinci<logical id>``."""
+    return chip_node(table.device_number(state.chip))
 
 
 def chip_device(table: FamilyTable, form: IdForm, state: ChipState, device_id: str) -> OfferedDevice:
-    """A device that hands over the chip of ``state`` as a whole (the chip itself, or a share of it)."""
+    """A device that hands over the chip of ``state`` as a whole (the chip itself, or a share of it).
+
+    Its ID names the physical id; its node and ``ASCEND_VISIBLE_DEVICES`` the
+    family's device number (the logical id on a 950).
+    """
     healthy, reason = chip_health([state])
     return OfferedDevice(
         id=device_id,
         resource=table.resource_name,
         form=form,
         chips=(state.phy_id,),
-        node=chip_node(state.phy_id),
-        visible=str(state.phy_id),
+        node=node_of(table, state),
+        visible=str(table.device_number(state.chip)),
         cdi_name=str(state.phy_id),
         healthy=healthy,
         reason=reason,

@@ -83,7 +83,7 @@ def health_figures(backend: ChipBackend, chip: Chip) -> HealthFigures:
         reading = backend.read_health(chip)
     except ChipError:
         return HealthFigures(-1)
-    return HealthFigures(1 if reading.value == 0 else 0, reading.codes[:MAX_ERROR_CODES])
+    return HealthFigures(1 if reading.value == 0 else 0, reading.codes[:MAX_ERROR_CODES], reading.dropped)
 
 
 Reader = Callable[[ChipBackend, Chip, tuple[int, ...]], object]  # (backend, chip, its vNPU ids) -> figure
@@ -101,7 +101,7 @@ READERS: Mapping[str, Reader] = MappingProxyType(
             tuple(backend.vnpu_activity(chip, vdev_ids)) if vdev_ids else ()
         ),
         "memory": lambda backend, chip, _: backend.memory_usage(chip),
-        "network": lambda backend, chip, _: backend.network_status(chip),
+        "network": lambda backend, chip, _: backend.exported_network_status(chip),
         "ecc": lambda backend, chip, _: backend.hbm_ecc(chip),
         "vdie_id": lambda backend, chip, _: backend.vdie_id(chip),
     }
@@ -155,6 +155,8 @@ class TelemetryCollector:
         # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
         self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
         self._chips = {state.phy_id: _Chip() for state in inventory.chips()}
+        # npu-exporter's machine_card_nums: fixed with the chips (None: the family shows none)
+        self.cards = backend.card_count([state.chip for state in inventory.chips()])
 
     # -- what a scrape reads -----------------------------------------------------------
 

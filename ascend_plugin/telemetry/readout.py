@@ -33,6 +33,7 @@ class HealthFigures:
 
     status: int  # 1 healthy (0), 0 not (an alarm, or the card dropped), -1 the call failed
     codes: tuple[int, ...] = ()  # the first MAX_ERROR_CODES current fault codes
+    dropped: bool = False  # off the bus (-8012, 0xFFFFFFFF): npu-exporter counts its health unknown
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ or an Atlas 300I Duo split into vNPUs.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
 from collections.abc import Callable
@@ -54,34 +55,39 @@ def _write_scenario(path: Path, fault_codes: list[str]) -> None:
 
 
 def simulate(
-    out: Callable[[str], None] = print, share_count: int = 1, vnpu: Literal["static", "off"] = "off"
+    out: Callable[[str], None] = print,
+    share_count: int = 1,
+    vnpu: Literal["static", "off"] = "off",
+    family: Literal["310B", "950"] = "310B",
 ) -> int:
     """Run the demo; return 0 when every step happened as expected.
 
-    ``share_count`` > 1 shares the board's chip; ``vnpu="static"`` plays a 300I Duo split into vNPUs.
+    ``share_count`` > 1 shares the board's chip; ``vnpu="static"`` plays a 300I Duo split into vNPUs;
+    ``family="950"`` an Atlas 850 served through DCMI v2 (:mod:`.simulate_950`).
     """
     try:
         from ascend_plugin.testing.kubelet_standin import KubeletStandIn
     except ImportError:
         out("simulate needs grpcio for its kubelet stand-in: pip install 'ascend-device-plugin[demo]'")
         return 1
-    from ascend_plugin.testing import simulate_splits
+    from ascend_plugin.testing import simulate_950, simulate_splits
 
-    if vnpu == "static":
-        scenario_of: dict[str, Any] = simulate_splits.DUO
-        device_nodes: tuple[str, ...] = simulate_splits.DUO_NODES
-        timeline = simulate_splits.vnpus
+    scenario_of: dict[str, Any]
+    prepare: Callable[[Path], None]
+    if family == "950":
+        scenario_of, prepare = simulate_950.ATLAS_850, simulate_950.prepare_host
+        timeline = simulate_950.timeline
+    elif vnpu == "static":
+        scenario_of, timeline = simulate_splits.DUO, simulate_splits.vnpus
+        prepare = functools.partial(_prepare_host, device_nodes=simulate_splits.DUO_NODES)
     else:
-        scenario_of, device_nodes = _scenario([]), HOST_DEVICE_NODES
+        scenario_of, prepare = _scenario([]), _prepare_host
         timeline = simulate_splits.shares if share_count > 1 else _timeline
     with tempfile.TemporaryDirectory(prefix="ascend-simulate-") as tmp:
         root = Path(tmp)
         plugin_dir = root / "device-plugins"
         host = root / "host"
-        (host / "dev").mkdir(parents=True)
-        for node in device_nodes:
-            (host / "dev" / node).touch()
-        (host / "usr/local/Ascend/driver").mkdir(parents=True)
+        prepare(host)
         scenario = root / "node.json"
         write_scenario(scenario, scenario_of)
         kubelet = KubeletStandIn(plugin_dir)
@@ -98,6 +104,14 @@ def simulate(
             kubelet.stop()
         # The default demo goes on to a second node, where placement shows.
         return _placement(root / "cards", out) if timeline is _timeline else 0
+
+
+def _prepare_host(host: Path, device_nodes: tuple[str, ...] = HOST_DEVICE_NODES) -> None:
+    """The fake host's /dev nodes and driver directory."""
+    (host / "dev").mkdir(parents=True)
+    for node in device_nodes:
+        (host / "dev" / node).touch()
+    (host / "usr/local/Ascend/driver").mkdir(parents=True)
 
 
 def _settings(

@@ -36,6 +36,7 @@ CDEF = """
 #define DCMI_ERROR_CODE_MAX_COUNT 128   /* list_len for dcmi_get_device_errorcode_v2 */
 #define DCMI_MAX_PROC_NUM 32            /* entries of the proc_info array of dcmi_get_device_resource_info */
 #define TEMPLATE_NAME_LEN 32            /* dcmi_create_vdev_res_stru.template_name */
+#define TOPO_INFO_MAX_LENTH 32          /* (sic) the CPU-affinity cpulist: 31 characters and the NUL */
 
 /* input_type of dcmi_get_device_utilization_rate */
 #define DCMI_UTILIZATION_RATE_DDR 1
@@ -405,6 +406,45 @@ int dcmi_get_device_outband_channel_state(int card_id, int device_id, int *chann
 int dcmi_create_vdevice(int card_id, int device_id, struct dcmi_create_vdev_res_stru *vdev,
                         struct dcmi_create_vdev_out *out);
 int dcmi_set_destroy_vdevice(int card_id, int device_id, unsigned int vdevid);
+
+/* NUMA: the chip's CPU affinity as a cpulist ("0-23"), at most 31 characters; *length = strlen.
+   -8255 except on 910B, A3 A+X (mainboard 0x15) and Atlas 350 cards. */
+int dcmi_get_affinity_cpu_info_by_device_id(int card_id, int device_id, char *affinity_cpu, int *length);
+
+/* -- DCMI v2 (Ascend 950): dcmi_init answers -8255 there; every call takes one logical dev_id,
+   0 .. count-1, as dcmiv2_get_device_list lists them. Physical ids only through
+   dcmiv2_get_chip_phy_id_by_dev_id. Same structs as v1. ------------------------------------ */
+int dcmiv2_init(void);
+int dcmiv2_get_device_list(int *device_list, int *device_cnt, int list_len);   /* list first, count second */
+int dcmiv2_get_driver_version(char *driver_ver, unsigned int len);
+int dcmiv2_get_chip_phy_id_by_dev_id(int dev_id, unsigned int *phyid);
+int dcmiv2_get_device_chip_info(int dev_id, struct dcmi_chip_info_v2 *chip_info);
+int dcmiv2_get_device_info(int dev_id, enum dcmi_main_cmd main_cmd, unsigned int sub_cmd,
+                           void *buf, unsigned int *size);
+int dcmiv2_get_device_health(int dev_id, unsigned int *health);
+int dcmiv2_get_device_error_code_list(int dev_id, int *error_count, unsigned int *error_code_list,
+                                      unsigned int list_len);
+int dcmiv2_get_device_hbm_info(int dev_id, struct dcmi_hbm_info *hbm_info);
+int dcmiv2_get_device_pcie_info(int dev_id, struct dcmi_pcie_info_all *pcie_info);
+int dcmiv2_get_affinity_cpu_info_by_dev_id(int dev_id, char *affinity_cpu, int *len);
+int dcmiv2_subscribe_fault_event(int dev_id, struct dcmi_event_filter filter,   /* dev_id -1: every chip */
+                                 dcmi_fault_event_callback handler);           /* filter BY VALUE */
+int dcmiv2_get_device_temperature(int dev_id, int *temperature);
+int dcmiv2_get_device_power_info(int dev_id, int *power_info);
+int dcmiv2_get_device_voltage(int dev_id, unsigned int *voltage);
+int dcmiv2_get_device_frequency(int dev_id, enum dcmi_freq_type input_type, unsigned int *frequency);
+int dcmiv2_get_device_utilization_rate(int dev_id, int input_type, unsigned int *utilization_rate);
+int dcmiv2_get_device_multi_utilization_rate(int dev_id, struct dcmi_multi_utilization_info *util_info);
+/* MindCluster's; not in every driver */
+int dcmiv2_get_device_multi_utilization_rate_period(int dev_id, struct dcmi_multi_utilization_info *util_info,
+                                                    int period);
+int dcmiv2_get_device_ecc_info(int dev_id, enum dcmi_device_type input_type,
+                               struct dcmi_ecc_info *device_ecc_info);
+int dcmiv2_get_device_network_health(int dev_id, enum dcmi_rdfx_detect_result *result);
+int dcmiv2_get_device_die_id(int dev_id, enum dcmi_die_type input_type, struct dcmi_die_id *die_id); /* DDIE*/
+int dcmiv2_get_device_proc_mem_info(int dev_id, struct dcmi_proc_mem_info *proc_info, int *proc_num);
+int dcmiv2_reset_device(int dev_id, enum dcmi_reset_channel channel_type);    /* in-band only on 950 */
+int dcmiv2_get_device_boot_status(int dev_id, enum dcmi_boot_status *boot_status);
 """
 
 

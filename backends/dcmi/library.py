@@ -15,14 +15,17 @@ import logging
 from pathlib import Path
 from typing import Any, Final
 
-from backends.dcmi import decode, loader
+from backends.dcmi import decode
 from backends.dcmi._dcmi_cffi import ffi
-from backends.errors import NOT_INITIALISED, DcmiError, SymbolMissing
+from backends.dcmi.handle import LibraryHandle
+from backends.dcmi.library_v2 import DcmiV2Library
+from backends.errors import NOT_INITIALISED, DcmiError
 from backends.library import (
     OPTIONAL_FUNCTIONS,
     ChipInfo,
     CreatedVdev,
     DdrInfo,
+    DeviceLibraryV2,
     DieId,
     DieType,
     EccDeviceType,
@@ -65,7 +68,7 @@ _ALL: Final = -1  # card_id and device_id -1 subscribe every device of the node
 
 
 class _FaultSubscription:
-    """The C callback handed to ``dcmi_subscribe_fault_event`` and the handler behind it.
+    """The C callback handed to a fault subscription and the handler behind it.
 
     The driver calls it on a thread of its own. An exception must never travel
     back into C, so anything the handler raises is logged and the event dropped.
@@ -93,90 +96,47 @@ class _FaultSubscription:
         self._active = False
 
 
-# Libraries that had a fault subscription, with their callbacks. DCMI cannot
-# unsubscribe, so the driver's event thread may call the callback at any time:
-# unmapping the library or freeing the callback under it would crash the
-# process. They stay here for the life of the process.
-_KEPT_FOR_SUBSCRIPTIONS: list[tuple[Any, tuple[_FaultSubscription, ...]]] = []
-
-
 class DcmiLibrary:
     """A DeviceLibrary over ``libdcmi.so`` via cffi (ABI mode, opened at :meth:`init`)."""
 
     def __init__(self, path: Path | None = None, *, allow_untrusted: bool = False) -> None:
-        self._configured = path
-        self._allow_untrusted = allow_untrusted
-        self._path: Path | None = None
-        self._lib: Any = None
+        self._handle = LibraryHandle(path, allow_untrusted)
         self._missing: frozenset[str] = frozenset()
-        self._subscriptions: list[_FaultSubscription] = []
+        self._call = self._handle.call
+        self._read = self._handle.read
 
     @property
     def description(self) -> str:
         """The path of the library opened (before :meth:`init`: the one configured, if any)."""
-        if self._path is not None:
-            return str(self._path)
-        if self._configured is not None:
-            return str(self._configured)
-        return f"{loader.LIBRARY_NAME} (searched for at init)"
+        return self._handle.description
 
-    # -- plumbing ----------------------------------------------------------------
-
-    def _function(self, name: str) -> Any:
-        if self._lib is None:
-            # Nothing loaded yet (or closed): DCMI's own answer to a call before dcmi_init.
-            raise DcmiError(name, NOT_INITIALISED)
-        try:
-            return getattr(self._lib, name)
-        except ffi.error as error:  # cffi's "symbol not found in library"
-            raise SymbolMissing(name, str(self._path)) from error
-
-    def _call(self, name: str, *args: Any) -> None:
-        code = int(self._function(name)(*args))
-        if code != 0:
-            raise DcmiError(name, code)
-
-    def _lacks(self, name: str) -> bool:
-        """Whether the library has no symbol ``name``: a dlsym, no call."""
-        try:
-            getattr(self._lib, name)
-        except ffi.error:
-            return True
-        return False
+    def _subscribe(self, name: str, handler: FaultHandler, *chips: int) -> None:
+        """``name(*chips, <no filter>, callback)``: v1's or v2's subscription, ``handler`` behind it."""
+        subscription = _FaultSubscription(handler)
+        self._handle.subscribe(name, subscription, subscription.callback, *chips)
 
     def _device_info(self, card_id: int, device_id: int, main_cmd: int, sub_cmd: int, buffer: Any) -> None:
         """``dcmi_get_device_info(main_cmd, sub_cmd)`` into the struct at ``buffer``, its size given."""
-        size = ffi.new("unsigned int *", ffi.sizeof(buffer[0]))
-        self._call("dcmi_get_device_info", card_id, device_id, main_cmd, sub_cmd, buffer, size)
+        self._handle.device_info("dcmi_get_device_info", main_cmd, sub_cmd, buffer, card_id, device_id)
 
     def _vdev_mng(self, card_id: int, device_id: int, sub_cmd: int, buffer: Any) -> None:
         self._device_info(card_id, device_id, _VDEV_MNG, sub_cmd, buffer)
 
-    def _read(self, name: str, ctype: str, *args: Any) -> int:
-        """Call ``name(*args, &out)`` for a function whose last argument is one ``ctype`` it fills."""
-        out = ffi.new(f"{ctype} *")
-        self._call(name, *args, out)
-        return int(out[0])
-
     # -- DeviceLibrary -----------------------------------------------------------------
 
     def init(self) -> None:
-        if self._lib is None:
-            path = loader.locate(self._configured)
-            if not self._allow_untrusted:
-                loader.check_trusted(path)
-            self._lib = loader.open_library(path, trusted_only=not self._allow_untrusted)
-            self._path = path
-            self._missing = frozenset(name for name in OPTIONAL_FUNCTIONS if self._lacks(name))
+        handle = self._handle
+        if handle.open():
+            self._missing = frozenset(name for name in OPTIONAL_FUNCTIONS if handle.lacks(name))
             if self._missing:
                 log.info(
                     "the DCMI library lacks optional functions",
-                    extra={"library": str(path), "missing": sorted(self._missing)},
+                    extra={"library": handle.description, "missing": sorted(self._missing)},
                 )
         self._call("dcmi_init")
 
     def missing_functions(self) -> frozenset[str]:
-        if self._lib is None:
+        if self._handle.lib is None:
             raise DcmiError("missing_functions", NOT_INITIALISED)
         return self._missing
 
@@ -380,27 +340,15 @@ class DcmiLibrary:
         self._call("dcmi_set_destroy_vdevice", card_id, device_id, vdev_id)
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
-        subscription = _FaultSubscription(handler)
-        no_filter = ffi.new("struct dcmi_event_filter *")  # all zero: every event
-        self._call("dcmi_subscribe_fault_event", _ALL, _ALL, no_filter[0], subscription.callback)
-        self._subscriptions.append(subscription)
+        self._subscribe("dcmi_subscribe_fault_event", handler, _ALL, _ALL)
+
+    def affinity_cpu(self, card_id: int, device_id: int) -> str:
+        return self._handle.cpulist("dcmi_get_affinity_cpu_info_by_device_id", card_id, device_id)
 
     def close(self) -> None:
-        """Release the library; later calls fail with -8005 until :meth:`init`.
-
-        Without a fault subscription the library is dlclose'd (``ffi.dlclose``),
-        as Huawei's plugin does between bring-up attempts. With one, DCMI offers no
-        way to stop the driver's event thread, so the library stays mapped and the
-        callbacks alive for the life of the process; they drop every later event.
-        """
-        lib, self._lib = self._lib, None
+        """Release the library; later calls fail with -8005 until :meth:`init` (see LibraryHandle.close)."""
         self._missing = frozenset()
-        subscriptions, self._subscriptions = self._subscriptions, []
-        if lib is None:
-            return
-        if not subscriptions:
-            ffi.dlclose(lib)
-            return
-        for subscription in subscriptions:
-            subscription.stop()
-        _KEPT_FOR_SUBSCRIPTIONS.append((lib, tuple(subscriptions)))
+        self._handle.close()
+
+    def v2(self) -> DeviceLibraryV2:
+        return DcmiV2Library(self._handle, self._subscribe)

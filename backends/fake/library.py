@@ -31,6 +31,7 @@ from backends.errors import (
     SymbolMissing,
 )
 from backends.fake.driver import FakeDriver, reset_group
+from backends.fake.library_v2 import FakeV2Library
 from backends.fake.scenario import (
     ANSWERED_WHILE_RESETTING,
     DCMI_FUNCTIONS,
@@ -40,12 +41,14 @@ from backends.fake.scenario import (
     ScenarioError,
     load_scenario,
 )
-from backends.fake.telemetry import DDR_UTILIZATION, HBM_UTILIZATION, SOC_UTILIZATION, EccKind
+from backends.fake.telemetry import EccKind
 from backends.library import (
     OPTIONAL_FUNCTIONS,
+    V2_NAMES,
     ChipInfo,
     CreatedVdev,
     DdrInfo,
+    DeviceLibraryV2,
     DieId,
     DieType,
     EccDeviceType,
@@ -65,6 +68,7 @@ from backends.library import (
     VdevInfo,
     Voltage,
     template_name_bytes,
+    v2_name,
 )
 
 log = logging.getLogger(__name__)
@@ -77,6 +81,7 @@ _POLL_SECONDS: Final = 0.01
 _BROTHER_OFFSET: Final = 4
 _BROTHER_CARDS: Final = 8
 _BROTHER_DEVICES: Final = 2
+_AFFINITY_CHARACTERS: Final = 31  # dcmi_get_affinity_cpu_info_by_device_id: the driver keeps no more
 _PERIODS: Final = range(1, 5)  # dcmi_get_device_multi_utilization_rate_period: seconds
 STORM_BATCH: Final = 1000  # events of one chip's storm delivered at most per look (every _POLL_SECONDS)
 T = TypeVar("T")
@@ -129,8 +134,9 @@ class FakeLibrary:
         self._scenario = load_scenario(path)
         self._stamp = self._file_stamp()
         self._initialised = False
-        # The functions the "loaded driver" lacks: fixed at init, as symbols are once a library is open.
-        self._missing: frozenset[str] | None = None
+        # The functions the "loaded driver" lacks (v1 names): fixed at init, as symbols are once it is open.
+        self._lacking: frozenset[str] | None = None
+        self._v2 = False  # dcmiv2_init succeeded: the library speaks DCMI v2 (a 950 node)
         self._closed = threading.Event()
         self._watcher: threading.Thread | None = None
         # (logic id, serial) of the scenario events delivered: each once for the life of the library.
@@ -165,10 +171,14 @@ class FakeLibrary:
                     log.error("%s; keeping the previous scenario", error)
             return self._scenario
 
+    def _name(self, op: Operation) -> str:
+        """The DCMI function ``op`` stands for, as the API in use names it."""
+        return v2_name(DCMI_FUNCTIONS[op]) if self._v2 else DCMI_FUNCTIONS[op]
+
     def _call(self, op: Operation, target: Target, body: Callable[[FakeScenario], T]) -> T:
         """Run one operation as the driver would: missing symbol, latency, hangs, then injected errors."""
-        function = DCMI_FUNCTIONS[op]
-        if self._missing is not None and function in self._missing:
+        function = self._name(op)
+        if self._lacking is not None and DCMI_FUNCTIONS[op] in self._lacking:
             raise SymbolMissing(function, str(self.path))
         scenario = self.scenario()
         if scenario.latency_ms:
@@ -205,10 +215,10 @@ class FakeLibrary:
         def run(scenario: FakeScenario) -> T:
             placed = scenario.by_address.get((card_id, device_id))
             if placed is None:
-                raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+                raise DcmiError(self._name(op), INVALID_PARAMETER)
             self._driver.refresh()
             if op not in ANSWERED_WHILE_RESETTING and self._driver.resetting(scenario, placed):
-                raise DcmiError(DCMI_FUNCTIONS[op], NOT_READY)
+                raise DcmiError(self._name(op), NOT_READY)
             return body(scenario, placed)
 
         return self._call(op, _at(card_id, device_id), run)
@@ -216,20 +226,47 @@ class FakeLibrary:
     # -- DeviceLibrary -----------------------------------------------------------
 
     def init(self) -> None:
+        self._init(v2=False)
+
+    def init_v2(self) -> None:
+        """``dcmiv2_init``: -8255 unless the node is a 950, whose driver answers v2 alone."""
+        self._init(v2=True)
+
+    def _init(self, *, v2: bool) -> None:
+        """Either API's init; the other API answers -8255 before anything else, as the driver does."""
+
         def body(_: FakeScenario) -> None:
             self._initialised = True
 
+        scenario = self.scenario()
+        if scenario.speaks_v2 != v2:
+            raise DcmiError(v2_name("dcmi_init") if v2 else "dcmi_init", NOT_SUPPORTED)
         self._closed.clear()
-        self._missing = self.scenario().missing_functions()
+        self._lacking = frozenset(DCMI_FUNCTIONS[op] for op in scenario.missing)
+        self._v2 = v2
         self._call("init", _node, body)
 
     def missing_functions(self) -> frozenset[str]:
-        if self._missing is None:
+        """The optional functions the driver lacks, by their v1 names (in either API)."""
+        if self._lacking is None:
             raise DcmiError("missing_functions", NOT_INITIALISED)
-        return self._missing & OPTIONAL_FUNCTIONS
+        names = self._lacking & OPTIONAL_FUNCTIONS
+        return names & V2_NAMES.keys() if self._v2 else names
+
+    def v2(self) -> DeviceLibraryV2:
+        return FakeV2Library(self)
 
     def driver_version(self) -> str:
         return self._call("driver_version", _node, lambda s: s.driver_version)
+
+    def logic_ids(self) -> list[int]:
+        """``dcmiv2_get_device_list``: the chips' logical ids, ascending."""
+        return self._call("card_list", _node, lambda s: sorted(p.logic_id for p in s.placed))
+
+    def address(self, logic_id: int) -> tuple[int, int]:
+        """The (card, device) of the chip with ``logic_id``: (-1, -1), which no call knows, for none."""
+        placed = _with_logic_id(logic_id)(self.scenario())
+        return (-1, -1) if placed is None else (placed.card_id, placed.device_id)
 
     def card_list(self) -> list[int]:
         return self._call("card_list", _node, lambda s: sorted({p.card_id for p in s.placed}))
@@ -238,7 +275,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario) -> int:
             on_card = [p for p in scenario.placed if p.card_id == card_id]
             if not on_card:
-                raise DcmiError(DCMI_FUNCTIONS["device_count"], INVALID_PARAMETER)
+                raise DcmiError(self._name("device_count"), INVALID_PARAMETER)
             return len(on_card)
 
         return self._call("device_count", _node, body)
@@ -251,7 +288,7 @@ class FakeLibrary:
                 return placed.logic_id
             # The index after the last NPU is the MCU: "not supported", not "invalid".
             code = NOT_SUPPORTED if on_card and device_id == len(on_card) else INVALID_PARAMETER
-            raise DcmiError(DCMI_FUNCTIONS["logic_id"], code)
+            raise DcmiError(self._name("logic_id"), code)
 
         return self._call("logic_id", _at(card_id, device_id), body)
 
@@ -259,7 +296,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario) -> int:
             placed = _with_logic_id(logic_id)(scenario)
             if placed is None:
-                raise DcmiError(DCMI_FUNCTIONS["phy_id"], INVALID_PARAMETER)
+                raise DcmiError(self._name("phy_id"), INVALID_PARAMETER)
             return placed.chip.phy_id
 
         return self._call("phy_id", _with_logic_id(logic_id), body)
@@ -282,7 +319,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario, placed: PlacedChip) -> float:
             aic = scenario.aicore_of(placed.chip)
             if aic is None:
-                raise DcmiError(DCMI_FUNCTIONS["total_aicore"], NOT_SUPPORTED)
+                raise DcmiError(self._name("total_aicore"), NOT_SUPPORTED)
             return aic
 
         return self._on_chip("total_aicore", card_id, device_id, body)
@@ -303,7 +340,7 @@ class FakeLibrary:
     def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
         def body(scenario: FakeScenario, placed: PlacedChip) -> HbmInfo:
             if not scenario.has_hbm(placed.chip):
-                raise DcmiError(DCMI_FUNCTIONS["hbm_info"], NOT_SUPPORTED)
+                raise DcmiError(self._name("hbm_info"), NOT_SUPPORTED)
             total, used = self._memory(scenario, placed)
             readings = scenario.telemetry_of(placed.chip)
             return HbmInfo(
@@ -319,7 +356,7 @@ class FakeLibrary:
     def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
         def body(scenario: FakeScenario, placed: PlacedChip) -> DdrInfo:
             if not scenario.has_ddr(placed.chip):
-                raise DcmiError(DCMI_FUNCTIONS["memory_info"], NOT_SUPPORTED)
+                raise DcmiError(self._name("memory_info"), NOT_SUPPORTED)
             total, used = self._memory(scenario, placed)
             return DdrInfo(
                 total_mb=total,
@@ -338,7 +375,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario, placed: PlacedChip) -> PcieAddress:
             address = scenario.pcie_of(placed.chip)
             if address is None:
-                raise DcmiError(DCMI_FUNCTIONS["pcie_address"], NOT_SUPPORTED)
+                raise DcmiError(self._name("pcie_address"), NOT_SUPPORTED)
             return address
 
         return self._on_chip("pcie_address", card_id, device_id, body)
@@ -359,7 +396,7 @@ class FakeLibrary:
             address = placed.chip.device_ip
             if address is None:
                 code = NOT_SUPPORTED if scenario.is_soc(placed.chip) else NO_ADDRESS
-                raise DcmiError(DCMI_FUNCTIONS["device_ip"], code)
+                raise DcmiError(self._name("device_ip"), code)
             return str(address)
 
         return self._on_chip("device_ip", card_id, device_id, body)
@@ -379,7 +416,7 @@ class FakeLibrary:
     def board_power(self, card_id: int) -> Power:
         def body(scenario: FakeScenario) -> Power:
             if _first_on_card(card_id)(scenario) is None:
-                raise DcmiError(DCMI_FUNCTIONS["board_power"], INVALID_PARAMETER)
+                raise DcmiError(self._name("board_power"), INVALID_PARAMETER)
             return Power(round(scenario.board_power_w(card_id) * 10))
 
         return self._call("board_power", _first_on_card(card_id), body)
@@ -391,27 +428,20 @@ class FakeLibrary:
 
     def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
         def body(scenario: FakeScenario, placed: PlacedChip) -> int:
-            clock = _kind(DCMI_FUNCTIONS["frequency"], FrequencyType, kind)
-            if (clock is FrequencyType.HBM and not scenario.has_hbm(placed.chip)) or (
-                clock is FrequencyType.DDR and not scenario.has_ddr(placed.chip)
-            ):
-                raise DcmiError(DCMI_FUNCTIONS["frequency"], NOT_SUPPORTED)
+            clock = _kind(self._name("frequency"), FrequencyType, kind)
+            if clock not in scenario.frequency_types(placed.chip):
+                raise DcmiError(self._name("frequency"), NOT_SUPPORTED)
             return scenario.telemetry_of(placed.chip).frequency_mhz.of(clock)
 
         return self._on_chip("frequency", card_id, device_id, body)
 
     def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
         def body(scenario: FakeScenario, placed: PlacedChip) -> int:
-            function = DCMI_FUNCTIONS["utilization"]
+            function = self._name("utilization")
             what = _kind(function, UtilizationType, kind)
-            chip = placed.chip
-            if (
-                (what in HBM_UTILIZATION and not scenario.has_hbm(chip))
-                or (what in DDR_UTILIZATION and not scenario.has_ddr(chip))
-                or (scenario.is_soc(chip) and what not in SOC_UTILIZATION)
-            ):
+            if what not in scenario.utilization_types(placed.chip):
                 raise DcmiError(function, NOT_SUPPORTED)
-            return scenario.telemetry_of(chip).utilization_pct.of(what)
+            return scenario.telemetry_of(placed.chip).utilization_pct.of(what)
 
         return self._on_chip("utilization", card_id, device_id, body)
 
@@ -423,14 +453,14 @@ class FakeLibrary:
     def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
         def body(scenario: FakeScenario, placed: PlacedChip) -> MultiUtilization:
             if period_s not in _PERIODS:
-                raise DcmiError(DCMI_FUNCTIONS["multi_utilization_period"], INVALID_PARAMETER)
+                raise DcmiError(self._name("multi_utilization_period"), INVALID_PARAMETER)
             return self._multi("multi_utilization_period", scenario, placed)
 
         return self._on_chip("multi_utilization_period", card_id, device_id, body)
 
     def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
         def body(scenario: FakeScenario, placed: PlacedChip) -> EccInfo:
-            function = DCMI_FUNCTIONS["ecc_info"]
+            function = self._name("ecc_info")
             memory = _kind(function, EccDeviceType, kind)
             own: EccKind = "hbm" if scenario.has_hbm(placed.chip) else "ddr"
             info = scenario.telemetry_of(placed.chip).ecc_of(memory, own)
@@ -444,18 +474,19 @@ class FakeLibrary:
         def body(scenario: FakeScenario, placed: PlacedChip) -> int:
             value = scenario.network_health_of(placed.chip)
             if value is None:
-                raise DcmiError(DCMI_FUNCTIONS["network_health"], NOT_SUPPORTED)
+                raise DcmiError(self._name("network_health"), NOT_SUPPORTED)
             return value
 
         return self._on_chip("network_health", card_id, device_id, body)
 
     def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
-        return self._on_chip(
-            "die_id",
-            card_id,
-            device_id,
-            lambda s, p: s.die_of(p.chip, _kind(DCMI_FUNCTIONS["die_id"], DieType, kind)),
-        )
+        def body(scenario: FakeScenario, placed: PlacedChip) -> DieId:
+            die = _kind(self._name("die_id"), DieType, kind)
+            if die not in scenario.die_types(placed.chip):
+                raise DcmiError(self._name("die_id"), NOT_SUPPORTED)
+            return scenario.die_of(placed.chip, die)
+
+        return self._on_chip("die_id", card_id, device_id, body)
 
     def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
         return self._on_chip(
@@ -469,7 +500,7 @@ class FakeLibrary:
 
     def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
         def body(scenario: FakeScenario, placed: PlacedChip) -> None:
-            function = DCMI_FUNCTIONS["reset"]
+            function = self._name("reset")
             way = _kind(function, ResetChannel, channel)
             group = reset_group(scenario, placed)
             if group is None or (way is ResetChannel.OUTBAND and placed.chip.outband_channel != 1):
@@ -483,7 +514,7 @@ class FakeLibrary:
 
     def brother_card(self, card_id: int, device_id: int) -> int:
         def body(scenario: FakeScenario, placed: PlacedChip) -> int:
-            function = DCMI_FUNCTIONS["brother_card"]
+            function = self._name("brother_card")
             if not scenario.is_a3(placed.chip):
                 raise DcmiError(function, NOT_SUPPORTED)
             if placed.chip.brother_card is not None:
@@ -497,7 +528,7 @@ class FakeLibrary:
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
         def body(_: FakeScenario, placed: PlacedChip) -> int:
             if placed.chip.outband_channel is None:
-                raise DcmiError(DCMI_FUNCTIONS["outband_channel_state"], NOT_SUPPORTED)
+                raise DcmiError(self._name("outband_channel_state"), NOT_SUPPORTED)
             return placed.chip.outband_channel
 
         return self._on_chip("outband_channel_state", card_id, device_id, body)
@@ -508,7 +539,7 @@ class FakeLibrary:
         def body(scenario: FakeScenario, placed: PlacedChip) -> SuperPodInfo:
             pod = scenario.super_pod_of(placed.chip)
             if pod is None:
-                raise DcmiError(DCMI_FUNCTIONS["super_pod_info"], NOT_SUPPORTED)
+                raise DcmiError(self._name("super_pod_info"), NOT_SUPPORTED)
             return SuperPodInfo(
                 sdid=placed.chip.phy_id,
                 scale_type=pod.scale_type,
@@ -557,7 +588,7 @@ class FakeLibrary:
     def subscribe_faults(self, handler: FaultHandler) -> None:
         def body(scenario: FakeScenario) -> None:
             if not scenario.subscription_supported():
-                raise DcmiError(DCMI_FUNCTIONS["subscribe_faults"], NOT_SUPPORTED)
+                raise DcmiError(self._name("subscribe_faults"), NOT_SUPPORTED)
             self._watcher = threading.Thread(
                 target=self._deliver_events, args=(handler, scenario), name="fake-dcmi-events", daemon=True
             )
@@ -565,9 +596,18 @@ class FakeLibrary:
 
         self._call("subscribe_faults", _node, body)
 
+    def affinity_cpu(self, card_id: int, device_id: int) -> str:
+        def body(_: FakeScenario, placed: PlacedChip) -> str:
+            if placed.chip.cpu_affinity is None:
+                raise DcmiError(self._name("affinity_cpu"), NOT_SUPPORTED)
+            return placed.chip.cpu_affinity[:_AFFINITY_CHARACTERS]
+
+        return self._on_chip("affinity_cpu", card_id, device_id, body)
+
     def close(self) -> None:
         self._initialised = False
-        self._missing = None
+        self._lacking = None
+        self._v2 = False
         self._closed.set()
         if self._watcher is not None and self._watcher is not threading.current_thread():
             self._watcher.join(timeout=1)
@@ -581,24 +621,23 @@ class FakeLibrary:
         total = scenario.memory_mb_of(placed.chip)
         return total, min(scenario.telemetry_of(placed.chip).memory_used_mb, total)
 
-    @staticmethod
-    def _multi(op: Operation, scenario: FakeScenario, placed: PlacedChip) -> MultiUtilization:
-        """The multi-rate sample, on the 910B and A3 drivers that have it."""
+    def _multi(self, op: Operation, scenario: FakeScenario, placed: PlacedChip) -> MultiUtilization:
+        """The multi-rate sample, on the 910B, A3 and 950 drivers that have it."""
         if scenario.has_ddr(placed.chip):
-            raise DcmiError(DCMI_FUNCTIONS[op], NOT_SUPPORTED)
+            raise DcmiError(self._name(op), NOT_SUPPORTED)
         return scenario.telemetry_of(placed.chip).utilization_pct.multi()
 
     def _vdevs(self, op: Operation, scenario: FakeScenario, placed: PlacedChip) -> list[VdevInfo]:
         """The chip's vNPUs; -8255 where the driver has no VDEV_MNG."""
         if scenario.aicore_of(placed.chip) is None:
-            raise DcmiError(DCMI_FUNCTIONS[op], NOT_SUPPORTED)
+            raise DcmiError(self._name(op), NOT_SUPPORTED)
         return self._driver.vdevs(scenario, placed)
 
     def _vdev(self, op: Operation, scenario: FakeScenario, placed: PlacedChip, vdev_id: int) -> VdevInfo:
         """One of the chip's vNPUs; -8001 for an id not on it."""
         found = next((v for v in self._vdevs(op, scenario, placed) if v.vdev_id == vdev_id), None)
         if found is None:
-            raise DcmiError(DCMI_FUNCTIONS[op], INVALID_PARAMETER)
+            raise DcmiError(self._name(op), INVALID_PARAMETER)
         return found
 
     def _repaired(self, scenario: FakeScenario, placed: PlacedChip) -> bool:

@@ -71,6 +71,11 @@ from pydantic import (
 
 from backends.errors import ChipError
 from backends.fake.telemetry import (
+    A5_FREQUENCIES,
+    A5_UTILIZATION,
+    DDR_UTILIZATION,
+    HBM_UTILIZATION,
+    SOC_UTILIZATION,
     DieWords,
     FakeProcess,
     FakeSuperPod,
@@ -79,7 +84,16 @@ from backends.fake.telemetry import (
     default_die,
 )
 from backends.fake.vnpu_rules import ChipRoom, chip_room
-from backends.library import HEALTH_ABSENT, DieId, DieType, PcieAddress, VdevInfo
+from backends.library import (
+    HEALTH_ABSENT,
+    DieId,
+    DieType,
+    FrequencyType,
+    PcieAddress,
+    UtilizationType,
+    VdevInfo,
+    v2_name,
+)
 from backends.pci import parse_bdf
 
 # The DeviceLibrary operations a scenario can make fail or hang.
@@ -120,6 +134,7 @@ Operation = Literal[
     "vdev_activity",
     "create_vdev",
     "destroy_vdev",
+    "affinity_cpu",
 ]
 
 # The DCMI function each operation stands for, so errors read like real ones.
@@ -163,6 +178,7 @@ DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
     "vdev_activity": "dcmi_get_device_info",
     "create_vdev": "dcmi_create_vdevice",
     "destroy_vdev": "dcmi_set_destroy_vdevice",
+    "affinity_cpu": "dcmi_get_affinity_cpu_info_by_device_id",
 }
 
 # What a resetting chip still answers: the ids and facts the driver keeps in its
@@ -201,6 +217,10 @@ DcmiCode = Annotated[int, Field(lt=0, description="a negative DCMI return code, 
 _DEFAULT_AICORE = (("310B", 1.0), ("310P", 8.0), ("910B2", 24.0), ("910B", 20.0), ("910", 32.0))
 # SoC boards: the NPU is not a PCIe device and has no RoCE port.
 _SOC_CHIPS = ("310B",)
+# The Ascend 950 (A5): its driver answers DCMI v2 only.
+_A5_CHIPS = ("Ascend950",)
+_HBM_CHIPS = ("910", "Ascend910", "A2G", *_A5_CHIPS)
+_CPULIST = r"^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$"
 
 _TEMPLATE_CORES = re.compile(r"^vir(?P<cores>\d+)")
 _TEMPLATE_GIB = re.compile(r"_(?P<gib>\d+)g(_|$)")
@@ -339,6 +359,13 @@ class FakeChip(BaseModel):
     processes: tuple[FakeProcess, ...] = Field(default=(), max_length=32)
     vdie_id: DieWords | None = None
     ndie_id: DieWords | None = None
+    cpu_affinity: str | None = Field(
+        default=None,
+        pattern=_CPULIST,
+        max_length=255,
+        description="the cpulist dcmi_get_affinity_cpu_info_by_device_id answers (the driver keeps 31 "
+        "characters); absent: -8255",
+    )
     reset_seconds: float | None = Field(default=None, ge=0, le=86_400, description="default: the node's")
     reset_clears_faults: bool = Field(default=True, description="a reset repairs the chip's faults")
     brother_card: int | None = Field(default=None, description="default: A3's rule (card +/- 4)")
@@ -525,12 +552,45 @@ class FakeScenario(BaseModel):
         return tuple(vdev.info(position) for position, vdev in enumerate(chip.vdevs))
 
     def has_hbm(self, chip: FakeChip) -> bool:
-        """Whether ``chip`` has HBM (the 910 families): the HBM queries answer only there."""
-        return self.chip_name_of(chip).startswith(("910", "Ascend910", "A2G"))
+        """Whether ``chip`` has HBM (the 910 families, the 950): the HBM queries answer only there."""
+        return self.chip_name_of(chip).startswith(_HBM_CHIPS)
 
     def has_ddr(self, chip: FakeChip) -> bool:
-        """Whether ``chip`` has DDR: 910B and A3 have none (memory_info_v3 answers -8255)."""
-        return not self.chip_name_of(chip).startswith(("910B", "Ascend910", "A2G"))
+        """Whether ``chip`` has DDR: 910B, A3 and the 950 have none (memory_info_v3 answers -8255)."""
+        return not self.chip_name_of(chip).startswith(("910B", "Ascend910", "A2G", *_A5_CHIPS))
+
+    def is_a5(self, chip: FakeChip) -> bool:
+        """An Ascend 950 (``Ascend950PR``, ``Ascend950DT``): its driver answers DCMI v2 only."""
+        return self.chip_name_of(chip).startswith(_A5_CHIPS)
+
+    @property
+    def speaks_v2(self) -> bool:
+        """The node's driver answers ``dcmiv2_init`` and -8255 to ``dcmi_init`` (a 950 node)."""
+        return self.chip_name.startswith(_A5_CHIPS)
+
+    def utilization_types(self, chip: FakeChip) -> frozenset[UtilizationType]:
+        """The input types ``dcmi_get_device_utilization_rate`` answers on ``chip`` (the others: -8255)."""
+        if self.is_a5(chip):
+            return A5_UTILIZATION
+        return frozenset(
+            kind
+            for kind in UtilizationType
+            if not (kind in HBM_UTILIZATION and not self.has_hbm(chip))
+            and not (kind in DDR_UTILIZATION and not self.has_ddr(chip))
+            and not (self.is_soc(chip) and kind not in SOC_UTILIZATION)
+        )
+
+    def frequency_types(self, chip: FakeChip) -> frozenset[FrequencyType]:
+        """The clocks ``dcmi_get_device_frequency`` answers on ``chip`` (no HBM clock without HBM ...)."""
+        if self.is_a5(chip):
+            return A5_FREQUENCIES
+        absent = set() if self.has_hbm(chip) else {FrequencyType.HBM}
+        absent |= set() if self.has_ddr(chip) else {FrequencyType.DDR}
+        return frozenset(FrequencyType) - absent
+
+    def die_types(self, chip: FakeChip) -> frozenset[DieType]:
+        """The die ids ``chip``'s driver answers: NDIE and VDIE, none on a 950 (whose DDIE is not read)."""
+        return frozenset() if self.is_a5(chip) else frozenset(DieType)
 
     def is_a3(self, chip: FakeChip) -> bool:
         """An Atlas A3 die (the driver names it Ascend910, with npu_name 93xx)."""
@@ -558,15 +618,15 @@ class FakeScenario(BaseModel):
         return given if given is not None else sum(t.power_w for t in on_card)
 
     def die_of(self, chip: FakeChip, kind: DieType) -> DieId:
-        """``chip``'s die id of ``kind``."""
-        given = chip.vdie_id if kind is DieType.VDIE else chip.ndie_id
+        """``chip``'s die id of ``kind`` (one of :meth:`die_types`)."""
+        given = {DieType.VDIE: chip.vdie_id, DieType.NDIE: chip.ndie_id}.get(kind)
         return DieId(given) if given is not None else default_die(chip.phy_id, int(kind))
 
     def super_pod_of(self, chip: FakeChip) -> FakeSuperPod | None:
-        """What CHIP_INF / SPOD_INFO answers; None: not supported (not an A3)."""
+        """What CHIP_INF / SPOD_INFO answers; None: not supported (neither an A3 nor a 950)."""
         if self.super_pod is not None:
             return self.super_pod
-        return FakeSuperPod() if self.is_a3(chip) else None
+        return FakeSuperPod() if self.is_a3(chip) or self.is_a5(chip) else None
 
     def reset_seconds_of(self, chip: FakeChip) -> float:
         return chip.reset_seconds if chip.reset_seconds is not None else self.reset_seconds
@@ -585,14 +645,15 @@ class FakeScenario(BaseModel):
         )
 
     def missing_functions(self) -> frozenset[str]:
-        """The DCMI functions the driver of this scenario lacks (optional or not)."""
-        return frozenset(DCMI_FUNCTIONS[operation] for operation in self.missing)
+        """The DCMI functions the driver of this scenario lacks (optional or not), as its API names them."""
+        name = v2_name if self.speaks_v2 else str
+        return frozenset(name(DCMI_FUNCTIONS[operation]) for operation in self.missing)
 
     def subscription_supported(self) -> bool:
-        """Whether dcmi_subscribe_fault_event works (Huawei: 910 family only)."""
+        """Whether the fault subscription works (Huawei: the 910 families and the 950 only)."""
         if self.subscribe is not None:
             return self.subscribe
-        return self.chip_name.startswith(("910", "Ascend910", "A2G"))
+        return self.chip_name.startswith(_HBM_CHIPS)
 
 
 def _repeated(values: Iterable[str]) -> str:

@@ -24,6 +24,7 @@ from backends.library import (
     DieId,
     EccDeviceType,
     EccInfo,
+    FrequencyType,
     MultiUtilization,
     UtilizationType,
 )
@@ -45,6 +46,11 @@ SOC_UTILIZATION: Final = frozenset(
 )
 HBM_UTILIZATION: Final = frozenset({UtilizationType.HBM, UtilizationType.HBM_BANDWIDTH})
 DDR_UTILIZATION: Final = frozenset({UtilizationType.DDR, UtilizationType.DDR_BANDWIDTH})
+# What the 950's driver answers, per its DCMI reference: these utilization types and clocks only.
+A5_UTILIZATION: Final = frozenset(UtilizationType) - DDR_UTILIZATION
+A5_FREQUENCIES: Final = frozenset(
+    {FrequencyType.CTRLCPU, FrequencyType.HBM, FrequencyType.AICORE_CURRENT, FrequencyType.AICORE_MAX}
+)
 
 
 def _laid_over(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:

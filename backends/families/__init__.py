@@ -6,8 +6,9 @@ the row and does what the family's chips do differently. Adding a family is one
 module with one row and one small class, listed in :data:`FAMILIES` (and its
 tests); nothing else branches on the family.
 
-Detection follows Huawei's order (310P, then 310B, then 310, then 910), because
-a "310B1" also contains "310" and a "310P3" too. Within a family the chip name
+Detection follows Huawei's order (310P, then 310B, then 310, then 910; the 950's
+``Ascend950`` names match no other), because a "310B1" also contains "310" and a
+"310P3" too. Within a family the chip name
 may pick a sub-family (:meth:`~backends.backend.ChipBackend.for_chip`: the 910
 generations).
 """
@@ -20,11 +21,12 @@ from backends.families.ascend310 import ASCEND_310, Ascend310
 from backends.families.ascend310b import ASCEND_310B, Ascend310B
 from backends.families.ascend310p import ASCEND_310P, Ascend310P
 from backends.families.ascend910 import ASCEND_910, Ascend910, Ascend910A1, Ascend910A3, Ascend910B
+from backends.families.ascend950 import ASCEND_950, Ascend950
 from backends.family_table import FamilyTable, HostFile
 from backends.library import ChipInfo
 
 # Detection order matters: see the module docstring.
-FAMILIES: tuple[type[ChipBackend], ...] = (Ascend310P, Ascend310B, Ascend310, Ascend910)
+FAMILIES: tuple[type[ChipBackend], ...] = (Ascend310P, Ascend310B, Ascend310, Ascend910, Ascend950)
 
 FAMILY_NAMES: tuple[str, ...] = tuple(family.TABLE.family for family in FAMILIES)
 
@@ -38,7 +40,7 @@ def family_for(info: ChipInfo, families: tuple[type[ChipBackend], ...] = FAMILIE
 
 
 def family_named(name: str, families: tuple[type[ChipBackend], ...] = FAMILIES) -> type[ChipBackend]:
-    """The family called ``name`` ("310", "310B", "310P" or "910"), case-insensitively."""
+    """The family called ``name`` ("310", "310B", "310P", "910" or "950"), case-insensitively."""
     for family in families:
         if family.TABLE.family.lower() == name.lower():
             return family
@@ -52,6 +54,7 @@ __all__ = [
     "ASCEND_310B",
     "ASCEND_310P",
     "ASCEND_910",
+    "ASCEND_950",
     "FAMILIES",
     "FAMILY_NAMES",
     "Ascend310",
@@ -61,6 +64,7 @@ __all__ = [
     "Ascend910A1",
     "Ascend910A3",
     "Ascend910B",
+    "Ascend950",
     "FamilyTable",
     "HostFile",
     "family_for",

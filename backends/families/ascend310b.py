@@ -59,3 +59,7 @@ class Ascend310B(ChipBackend):
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return alone(chip, chips)
+
+    def card_count(self, chips: Sequence[Chip]) -> int | None:
+        """None: npu-exporter shows no ``machine_card_nums`` for this family."""
+        return None

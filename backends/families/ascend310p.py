@@ -65,7 +65,7 @@ class Ascend310P(VnpuFamily):
 
     def power(self, chip: Chip) -> float | None:
         """The card's power, read by its MCU (``dcmi_mcu_get_power_info``), as npu-exporter shows 310P's."""
-        reading = self.optional(MCU_POWER, chip, lambda card, _device: self.library.board_power(card))
+        reading = self.optional(MCU_POWER, chip, lambda chip: self.library.board_power(chip.card_id))
         return reading.watts if reading is not None and valid(reading.deciwatts) is not None else None
 
     def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[VdevActivity]:

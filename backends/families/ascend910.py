@@ -22,20 +22,12 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
-from backends.backend import HBM_INFO, SUBSCRIBE, ChipBackend, MemoryKind
+from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind
 from backends.chips import Chip
-from backends.errors import ChipError, SymbolMissing
+from backends.errors import ChipError
 from backends.family_table import FamilyTable
-from backends.library import (
-    ChipInfo,
-    EccDeviceType,
-    EccInfo,
-    FaultHandler,
-    NetworkHealth,
-    SuperPodInfo,
-    UtilizationType,
-)
-from backends.readings import NETWORK_DOWN, NETWORK_UNKNOWN, NETWORK_UP, MemoryUsage, Utilization, valid
+from backends.library import ChipInfo, FaultHandler, SuperPodInfo, UtilizationType
+from backends.readings import Utilization
 from backends.reset_groups import cards, logic_block, whole_node
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
 from backends.vnpu_family import VnpuFamily
@@ -60,19 +52,12 @@ ASCEND_910 = FamilyTable(
     ai_core_min=20,
     ai_core_max=32,
     ai_core_nominal=20,
+    network_keys=True,
 )
 
 # An A2 box of more than 8 chips (Atlas 200T A2 Box16) resets all 16 together.
 _BOX16_RESET = 16
 
-NETWORK_HEALTH = "dcmi_get_device_network_health"
-ECC_INFO = "dcmi_get_device_ecc_info"
-MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
-MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
-# The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
-UTILIZATION_PERIOD_S = 1
-# dcmi_get_device_network_health results npu-exporter counts as a working link.
-_NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
 
 # Huawei's vNPU templates per generation (mind-cluster's table of valid names; the A1 ones as its docs list
 # them). The number after "vir" is AI cores, before "g" memory in GB; "_m" / "_nm" with or without DVPP.
@@ -102,65 +87,16 @@ class Ascend910(VnpuFamily):
         return Ascend910A3
 
     def subscribe_faults(self, handler: FaultHandler) -> bool:
-        """Subscribe ``handler`` to every chip's fault events (``dcmi_subscribe_fault_event``); True.
-
-        The handler runs on a library thread. A driver without the function
-        raises :class:`~backends.errors.SymbolMissing`, recorded in :attr:`missing`.
-        """
-        try:
-            self.library.subscribe_faults(handler)
-        except SymbolMissing:
-            self.missing.add(SUBSCRIBE)
-            raise
-        return True
+        return self.subscribe_driver_events(handler)
 
     # -- telemetry --------------------------------------------------------------------------
 
     def utilization(self, chip: Chip) -> Utilization:
-        """AI core, vector, cube and overall in one sample: the period call, else the instant one, else types.
-
-        ``dcmi_get_device_multi_utilization_rate_period`` (1 s), then
-        ``..._multi_utilization_rate``, then the rate types 2 and 12, as npu-exporter reads 910B and A3.
-        """
-        sample = self.optional(
-            MULTI_RATE_PERIOD, chip, self.library.multi_utilization_period, UTILIZATION_PERIOD_S
-        )
-        if sample is None:
-            sample = self.optional(MULTI_RATE, chip, self.library.multi_utilization)
-        if sample is None:
-            return super().utilization(chip)
-        return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
-
-    def memory_usage(self, chip: Chip) -> MemoryUsage | None:
-        """The HBM (``dcmi_get_device_hbm_info``), its temperature, bandwidth use and utilization (type 6)."""
-        info = self.optional(HBM_INFO, chip, self.library.hbm_info)
-        if info is None or info.total_mb <= 0:
-            return None
-        return MemoryUsage(
-            True,
-            info.total_mb,
-            info.used_mb,
-            utilization=self.rate(chip, UtilizationType.HBM),
-            temperature_c=valid(info.temperature_c),
-            bandwidth_utilization=valid(info.bandwidth_utilization),
-        )
+        return self.multi_rate_utilization(chip)
 
     def network_status(self, chip: Chip) -> int | None:
-        """``dcmi_get_device_network_health``: up (OK, INIT), down, or unknown when the call fails.
-
-        A chip without a RoCE port (the A2 inference boards) answers "not
-        supported": it then has no network status, and is not asked again.
-        """
-        result = self.optional(NETWORK_HEALTH, chip, self.library.network_health)
-        if result is not None:
-            return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
-        if NETWORK_HEALTH in self.missing or (NETWORK_HEALTH, chip.phy_id) in self.unsupported:
-            return None
-        return NETWORK_UNKNOWN
-
-    def hbm_ecc(self, chip: Chip) -> EccInfo | None:
-        """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM)."""
-        return self.optional(ECC_INFO, chip, self.library.ecc_info, EccDeviceType.HBM)
+        """The training card's RoCE port (``dcmi_get_device_network_health``)."""
+        return self.network_health(chip)
 
     # The generation's template names; A1 overrides vnpu_templates, whose templates give no memory.
     TEMPLATES: ClassVar[tuple[str, ...]] = ()
@@ -263,7 +199,7 @@ class Ascend910A3(Ascend910):
 
     def super_pod(self, chip: Chip) -> SuperPodInfo | None:
         """``dcmi_get_device_info(CHIP_INF, SPOD_INFO)``: -1 where the driver says 0xffffffff (none)."""
-        return self.library.super_pod_info(chip.card_id, chip.device_id)
+        return self.api.super_pod_info(chip)
 
     def _brother(self, chip: Chip) -> int | None:
         """The brother card the driver names, or None where it cannot."""

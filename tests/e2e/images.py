@@ -134,7 +134,9 @@ def busybox_image() -> Image:
     """A shell and the few tools the test pods run, from Debian's static busybox."""
     content = BUSYBOX.read_bytes() if BUSYBOX.exists() else b""
     if not content or _interpreter(content):
-        raise RuntimeError(f"{BUSYBOX} is missing or not static: install Debian's busybox-static (.ci/run does)")
+        raise RuntimeError(
+            f"{BUSYBOX} is missing or not static: install Debian's busybox-static (.ci/run does)"
+        )
     links = {f"/bin/{applet}": "busybox" for applet in APPLETS}
     return Image(TEST_IMAGE, {"/bin/busybox": content}, links, ["/bin/sh"])
 

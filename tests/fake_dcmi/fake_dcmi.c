@@ -75,7 +75,8 @@ enum op {
     OP_VDEV_INFO, OP_SUBSCRIBE_FAULTS, OP_TEMPERATURE, OP_POWER, OP_BOARD_POWER, OP_VOLTAGE, OP_FREQUENCY,
     OP_UTILIZATION, OP_MULTI_UTILIZATION, OP_MULTI_UTILIZATION_PERIOD, OP_ECC_INFO, OP_NETWORK_HEALTH,
     OP_DIE_ID, OP_PROCESSES, OP_RESET, OP_BOOT_STATUS, OP_BROTHER_CARD, OP_OUTBAND_CHANNEL_STATE,
-    OP_SUPER_POD_INFO, OP_VDEV_ACTIVITY, OP_CREATE_VDEV, OP_DESTROY_VDEV, OP_COUNT, OP_OTHER = OP_COUNT
+    OP_SUPER_POD_INFO, OP_VDEV_ACTIVITY, OP_CREATE_VDEV, OP_DESTROY_VDEV, OP_AFFINITY_CPU, OP_COUNT,
+    OP_OTHER = OP_COUNT
 };
 static const char *const OP_NAMES[OP_COUNT] = {
     "init", "driver_version", "card_list", "device_count", "logic_id", "phy_id", "chip_info",
@@ -83,7 +84,7 @@ static const char *const OP_NAMES[OP_COUNT] = {
     "vdev_info", "subscribe_faults", "temperature", "power", "board_power", "voltage", "frequency",
     "utilization", "multi_utilization", "multi_utilization_period", "ecc_info", "network_health",
     "die_id", "processes", "reset", "boot_status", "brother_card", "outband_channel_state",
-    "super_pod_info", "vdev_activity", "create_vdev", "destroy_vdev",
+    "super_pod_info", "vdev_activity", "create_vdev", "destroy_vdev", "affinity_cpu",
 };
 
 /* What a resetting chip still answers (backends.fake.scenario.ANSWERED_WHILE_RESETTING). */
@@ -163,7 +164,9 @@ struct chip {
     struct ecc ecc[MAX_ECC];
     int has_net;
     unsigned int net;
+    int has_die[2];
     unsigned int die[2][5]; /* NDIE, VDIE */
+    char affinity[TEXT];    /* the CPU-affinity cpulist; empty: -8255 */
     int nprocs;
     struct proc procs[32];
     /* hot reset */
@@ -186,6 +189,7 @@ struct chip {
 };
 
 struct scenario {
+    int api; /* 2: a 950 node, whose driver answers dcmiv2_init and -8255 to dcmi_init */
     char driver_version[TEXT];
     double latency_ms;
     int subscribe;
@@ -200,7 +204,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* In force; being read. Only the chips a scenario has are ever touched, so that the fake costs a
    plugin's process the memory of its node's chips, not of the 256 it could hold. */
 static struct scenario now, parsed;
-static int loaded, initialised;
+static int loaded;
+static int initialised; /* 0, or the API dcmi_init (1) or dcmiv2_init (2) brought up */
+static __thread int in_v2; /* this thread is inside a dcmiv2_* call (which runs the v1 code of its chip) */
 static char loaded_path[4096];
 static struct stat loaded_stat;
 
@@ -401,6 +407,7 @@ static int parse_node_field(const char *key, char *value, struct scenario *s) {
     else if (strcmp(key, "vdev_dir") == 0) snprintf(s->vdev_dir, sizeof s->vdev_dir, "%s", value);
     else if (strcmp(key, "latency_ms") == 0) s->latency_ms = strtod(value, NULL);
     else if (strcmp(key, "subscribe") == 0) s->subscribe = atoi(value);
+    else if (strcmp(key, "api") == 0) s->api = atoi(value);
     else if (strcmp(key, "errors") == 0) return parse_errors(value, s->errors);
     else if (strcmp(key, "hang") == 0) return parse_hang(value, s->hang);
     else return -1;
@@ -442,8 +449,9 @@ static int parse_chip_field(const char *key, char *value, struct chip *c) {
         return sscanf(value, "%llu:%u:%u", &c->ddr_used_mb, &c->ddr_freq, &c->ddr_util) == 3 ? 0 : -1;
     } else if (strcmp(key, "ecc") == 0) return parse_ecc(value, c);
     else if (strcmp(key, "net") == 0) c->has_net = 1, c->net = (unsigned int)strtoul(value, NULL, 10);
-    else if (strcmp(key, "ndie") == 0) return parse_words(value, c->die[0], 5, 16);
-    else if (strcmp(key, "vdie") == 0) return parse_words(value, c->die[1], 5, 16);
+    else if (strcmp(key, "ndie") == 0) return c->has_die[NDIE] = 1, parse_words(value, c->die[NDIE], 5, 16);
+    else if (strcmp(key, "vdie") == 0) return c->has_die[VDIE] = 1, parse_words(value, c->die[VDIE], 5, 16);
+    else if (strcmp(key, "affinity") == 0) copy_text(c->affinity, value);
     else if (strcmp(key, "procs") == 0) return parse_procs(value, c);
     else if (strcmp(key, "reset_ms") == 0) c->reset_ms = strtoll(value, NULL, 10);
     else if (strcmp(key, "clears") == 0) c->clears = atoi(value);
@@ -751,8 +759,8 @@ static int enter(enum op op, struct target t) {
     if (!loaded) {
         fprintf(stderr, "fake_dcmi: no scenario: set FAKE_DCMI_SCENARIO to a readable scenario file\n");
         code = INNER_ERR;
-    } else if (op != OP_INIT && !initialised) {
-        code = INNER_ERR; /* "DCMI is not initialised" */
+    } else if (op != OP_INIT && initialised != (in_v2 ? 2 : 1)) {
+        code = INNER_ERR; /* "DCMI is not initialised" (in the API of this call) */
     } else {
         struct chip *chip = chip_of(t);
         code = chip && chip->errors[op] ? chip->errors[op] : now.errors[op];
@@ -774,10 +782,21 @@ static int leave(int code) {
 
 /* ---- the DCMI functions ------------------------------------------------------------- */
 
-int dcmi_init(void) {
+/* dcmi_init (api 1) or dcmiv2_init (2): the other API's answers -8255 first of all (the driver looks at the
+   chip before anything else), then the scenario's injected errors apply. */
+static int init_api(int api) {
+    pthread_mutex_lock(&lock);
+    refresh();
+    int other = loaded && (now.api == 2) != (api == 2);
+    pthread_mutex_unlock(&lock);
+    if (other) return NOT_SUPPORT;
     ENTER(OP_INIT, NO_CHIP);
-    initialised = 1;
+    initialised = api;
     return leave(OK);
+}
+
+int dcmi_init(void) {
+    return init_api(1);
 }
 
 int dcmi_get_driver_version(char *driver_ver, unsigned int len) {
@@ -1199,7 +1218,18 @@ int dcmi_get_device_network_health(int card_id, int device_id, enum dcmi_rdfx_de
 int dcmi_get_device_die_v2(int card_id, int device_id, enum dcmi_die_type input_type, struct dcmi_die_id *die_id) {
     ENTER_CHIP(OP_DIE_ID, card_id, device_id, chip);
     if (!die_id || (input_type != NDIE && input_type != VDIE)) return leave(INVALID_PARAMETER);
-    memcpy(die_id->soc_die, chip->die[input_type == VDIE], sizeof die_id->soc_die);
+    if (!chip->has_die[input_type]) return leave(NOT_SUPPORT); /* the 950 answers DDIE only */
+    memcpy(die_id->soc_die, chip->die[input_type], sizeof die_id->soc_die);
+    return leave(OK);
+}
+
+/* The driver keeps 31 characters of the cpulist (the scenario's text is cut as it is read). */
+int dcmi_get_affinity_cpu_info_by_device_id(int card_id, int device_id, char *affinity_cpu, int *length) {
+    ENTER_CHIP(OP_AFFINITY_CPU, card_id, device_id, chip);
+    if (!affinity_cpu || !length || *length < TEXT) return leave(INVALID_PARAMETER);
+    if (!chip->affinity[0]) return leave(NOT_SUPPORT);
+    strcpy(affinity_cpu, chip->affinity);
+    *length = (int)strlen(chip->affinity);
     return leave(OK);
 }
 
@@ -1621,6 +1651,151 @@ int dcmi_subscribe_fault_event(int card_id, int device_id, struct dcmi_event_fil
     subscribers[nsubscribers].device = device_id;
     nsubscribers++;
     return leave(OK);
+}
+
+/* ---- DCMI v2 (the 950): each call names its chip by logical id, and runs the v1 code of that chip ---- */
+
+/* The (card, device) of the chip a v2 call names: OK, or the code the call returns. */
+static int v2_address(int dev_id, int *card, int *device) {
+    pthread_mutex_lock(&lock);
+    refresh();
+    struct chip *chip = find_logic(dev_id);
+    int code = !loaded || initialised != 2 ? INNER_ERR : chip ? OK : INVALID_PARAMETER;
+    if (chip) *card = chip->card, *device = chip->device;
+    pthread_mutex_unlock(&lock);
+    return code;
+}
+
+/* Run a v1 implementation as the v2 call it stands for (the v2 initialisation is what counts). */
+#define AS_V2(call)          \
+    do {                     \
+        in_v2 = 1;           \
+        int done_ = (call);  \
+        in_v2 = 0;           \
+        return done_;        \
+    } while (0)
+
+/* A v2 call about the chip of dev_id: the v1 one on its (card, device). */
+#define ON_CHIP_V2(dev_id, call)                                          \
+    do {                                                                  \
+        int card = -1, device = -1;                                       \
+        int found_ = v2_address((dev_id), &card, &device);                \
+        if (found_ != OK) return found_;                                  \
+        AS_V2(call);                                                      \
+    } while (0)
+
+int dcmiv2_init(void) {
+    return init_api(2);
+}
+
+static int device_list(int *device_list, int *device_cnt, int list_len) {
+    ENTER(OP_CARD_LIST, NO_CHIP);
+    if (!device_list || !device_cnt || list_len <= 0 || now.nchips > list_len) return leave(INVALID_PARAMETER);
+    for (int i = 0; i < now.nchips; i++) device_list[i] = now.chips[i].logic;
+    qsort(device_list, (size_t)now.nchips, sizeof device_list[0], int_order);
+    *device_cnt = now.nchips;
+    return leave(OK);
+}
+
+int dcmiv2_get_device_list(int *list, int *count, int list_len) {
+    AS_V2(device_list(list, count, list_len));
+}
+
+int dcmiv2_get_driver_version(char *driver_ver, unsigned int len) {
+    AS_V2(dcmi_get_driver_version(driver_ver, len));
+}
+
+int dcmiv2_get_chip_phy_id_by_dev_id(int dev_id, unsigned int *phyid) {
+    AS_V2(dcmi_get_device_phyid_from_logicid((unsigned int)dev_id, phyid));
+}
+
+int dcmiv2_get_device_chip_info(int dev_id, struct dcmi_chip_info_v2 *chip_info) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_chip_info_v2(card, device, chip_info));
+}
+
+int dcmiv2_get_device_info(int dev_id, enum dcmi_main_cmd main_cmd, unsigned int sub_cmd, void *buf,
+                           unsigned int *size) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_info(card, device, main_cmd, sub_cmd, buf, size));
+}
+
+int dcmiv2_get_device_health(int dev_id, unsigned int *health) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_health(card, device, health));
+}
+
+int dcmiv2_get_device_error_code_list(int dev_id, int *error_count, unsigned int *error_code_list,
+                                      unsigned int list_len) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_errorcode_v2(card, device, error_count, error_code_list, list_len));
+}
+
+int dcmiv2_get_device_hbm_info(int dev_id, struct dcmi_hbm_info *hbm_info) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_hbm_info(card, device, hbm_info));
+}
+
+int dcmiv2_get_device_pcie_info(int dev_id, struct dcmi_pcie_info_all *pcie_info) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_pcie_info_v2(card, device, pcie_info));
+}
+
+int dcmiv2_get_affinity_cpu_info_by_dev_id(int dev_id, char *affinity_cpu, int *len) {
+    ON_CHIP_V2(dev_id, dcmi_get_affinity_cpu_info_by_device_id(card, device, affinity_cpu, len));
+}
+
+/* dev_id -1: every chip. */
+int dcmiv2_subscribe_fault_event(int dev_id, struct dcmi_event_filter filter, dcmi_fault_event_callback handler) {
+    if (dev_id == -1) AS_V2(dcmi_subscribe_fault_event(-1, -1, filter, handler));
+    ON_CHIP_V2(dev_id, dcmi_subscribe_fault_event(card, device, filter, handler));
+}
+
+int dcmiv2_get_device_temperature(int dev_id, int *temperature) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_temperature(card, device, temperature));
+}
+
+int dcmiv2_get_device_power_info(int dev_id, int *power_info) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_power_info(card, device, power_info));
+}
+
+int dcmiv2_get_device_voltage(int dev_id, unsigned int *voltage) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_voltage(card, device, voltage));
+}
+
+int dcmiv2_get_device_frequency(int dev_id, enum dcmi_freq_type input_type, unsigned int *frequency) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_frequency(card, device, input_type, frequency));
+}
+
+int dcmiv2_get_device_utilization_rate(int dev_id, int input_type, unsigned int *utilization_rate) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_utilization_rate(card, device, input_type, utilization_rate));
+}
+
+int dcmiv2_get_device_multi_utilization_rate(int dev_id, struct dcmi_multi_utilization_info *util_info) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_multi_utilization_rate(card, device, util_info));
+}
+
+int dcmiv2_get_device_multi_utilization_rate_period(int dev_id, struct dcmi_multi_utilization_info *util_info,
+                                                    int period) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_multi_utilization_rate_period(card, device, util_info, period));
+}
+
+int dcmiv2_get_device_ecc_info(int dev_id, enum dcmi_device_type input_type, struct dcmi_ecc_info *device_ecc_info) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_ecc_info(card, device, input_type, device_ecc_info));
+}
+
+int dcmiv2_get_device_network_health(int dev_id, enum dcmi_rdfx_detect_result *result) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_network_health(card, device, result));
+}
+
+int dcmiv2_get_device_die_id(int dev_id, enum dcmi_die_type input_type, struct dcmi_die_id *die_id) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_die_v2(card, device, input_type, die_id));
+}
+
+int dcmiv2_get_device_proc_mem_info(int dev_id, struct dcmi_proc_mem_info *proc_info, int *proc_num) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_resource_info(card, device, proc_info, proc_num));
+}
+
+int dcmiv2_reset_device(int dev_id, enum dcmi_reset_channel channel_type) {
+    ON_CHIP_V2(dev_id, dcmi_set_device_reset(card, device, channel_type));
+}
+
+int dcmiv2_get_device_boot_status(int dev_id, enum dcmi_boot_status *boot_status) {
+    ON_CHIP_V2(dev_id, dcmi_get_device_boot_status(card, device, boot_status));
 }
 
 /* dlclose: stop the event thread before its code is unmapped. */

@@ -4,7 +4,7 @@ The C fake reads a plain line format, so that it needs no JSON parser and
 stays short. Each line is a kind followed by ``key=value`` fields; values hold
 no spaces, lists are comma-separated, a line starting with ``#`` is a comment::
 
-    node driver_version=24.1.rc1 latency_ms=0 subscribe=0 errors=init:-8005 hang=health
+    node api=1 driver_version=24.1.rc1 latency_ms=0 subscribe=0 errors=init:-8005 hang=health
     chip card=0 device=0 logic=0 phy=0 health=0 type=Ascend name=310P3 ver=V1 aicore_cnt=0
          aic=8.0 memory_mb=24576 severity=2 faults=80E01801,80C98006 events=7:80E01801:3:1
          pcie=0000:3b:00.0 ip=192.0.2.10 vdevs=100:vir02:2.0:6144:0:0:0,101:vir04:4.0:12288:1:0:1
@@ -37,8 +37,7 @@ from typing import Final
 
 from backends.fake.driver import reset_group
 from backends.fake.scenario import FakeChip, FakeScenario, Operation, PlacedChip
-from backends.fake.telemetry import DDR_UTILIZATION, HBM_UTILIZATION, SOC_UTILIZATION
-from backends.library import SPOD_NONE, DieType, EccDeviceType, FrequencyType, UtilizationType
+from backends.library import SPOD_NONE, EccDeviceType
 
 SCENARIO_ENV: Final = "FAKE_DCMI_SCENARIO"
 
@@ -97,22 +96,13 @@ def _words(values: Iterable[object]) -> str:
 def _frequencies(scenario: FakeScenario, chip: FakeChip) -> str:
     """Every clock the chip's driver reports (no HBM clock without HBM, no DDR clock without DDR)."""
     clocks = scenario.telemetry_of(chip).frequency_mhz
-    absent = {FrequencyType.HBM} if not scenario.has_hbm(chip) else set()
-    absent |= {FrequencyType.DDR} if not scenario.has_ddr(chip) else set()
-    return ",".join(f"{int(kind)}:{clocks.of(kind)}" for kind in FrequencyType if kind not in absent)
+    return ",".join(f"{int(kind)}:{clocks.of(kind)}" for kind in sorted(scenario.frequency_types(chip)))
 
 
 def _utilizations(scenario: FakeScenario, chip: FakeChip) -> str:
     """Every utilization input type the chip's driver answers (the Python fake's rules)."""
     figures = scenario.telemetry_of(chip).utilization_pct
-    kinds = [
-        kind
-        for kind in UtilizationType
-        if not (kind in HBM_UTILIZATION and not scenario.has_hbm(chip))
-        and not (kind in DDR_UTILIZATION and not scenario.has_ddr(chip))
-        and not (scenario.is_soc(chip) and kind not in SOC_UTILIZATION)
-    ]
-    return ",".join(f"{int(kind)}:{figures.of(kind)}" for kind in kinds)
+    return ",".join(f"{int(kind)}:{figures.of(kind)}" for kind in sorted(scenario.utilization_types(chip)))
 
 
 def _ecc(scenario: FakeScenario, chip: FakeChip) -> str:
@@ -124,8 +114,12 @@ def _ecc(scenario: FakeScenario, chip: FakeChip) -> str:
     )
 
 
-def _die(scenario: FakeScenario, chip: FakeChip, kind: DieType) -> str:
-    return ":".join(f"{word:X}" for word in scenario.die_of(chip, kind).words)
+def _dies(scenario: FakeScenario, chip: FakeChip) -> dict[str, str]:
+    """The die ids the chip's driver answers, by field (ndie, vdie, ddie)."""
+    return {
+        kind.name.lower(): ":".join(f"{word:X}" for word in scenario.die_of(chip, kind).words)
+        for kind in sorted(scenario.die_types(chip))
+    }
 
 
 def _spod(scenario: FakeScenario, chip: FakeChip) -> str:
@@ -183,8 +177,7 @@ def _telemetry(scenario: FakeScenario, placed: PlacedChip) -> dict[str, object]:
         else "",
         "ecc": _ecc(scenario, chip),
         "net": "" if network is None else network,
-        "ndie": _die(scenario, chip, DieType.NDIE),
-        "vdie": _die(scenario, chip, DieType.VDIE),
+        **_dies(scenario, chip),
         "procs": ",".join(f"{process.pid}:{process.memory_bytes}" for process in chip.processes),
     }
 
@@ -218,6 +211,7 @@ def render(scenario: FakeScenario) -> str:
             {
                 "driver_version": scenario.driver_version,
                 "latency_ms": scenario.latency_ms,
+                "api": 2 if scenario.speaks_v2 else 1,
                 "subscribe": int(scenario.subscription_supported()),
                 "errors": _errors(scenario.errors),
                 "hang": ",".join(scenario.hang),
@@ -245,6 +239,7 @@ def render(scenario: FakeScenario) -> str:
             "storm": _storm(chip),
             "vdevs": _vdevs(scenario, chip),
             "ip": chip.device_ip or "",
+            "affinity": chip.cpu_affinity or "",
             **_telemetry(scenario, placed),
             **_driver_facts(scenario, placed),
             "errors": _errors(chip.errors),

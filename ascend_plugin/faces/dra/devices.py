@@ -5,7 +5,8 @@ with CEL and what ``matchAttribute`` constraints compare (attribute names are
 unprefixed, so they belong to the driver's domain):
 
 * ``family`` ("910"), ``chipName`` ("910B3"), ``aiCores`` (int), ``phyID``,
-  ``cardID``, ``deviceID`` (DCMI's address), ``driverVersion``;
+  ``cardID``, ``deviceID`` (DCMI's address; on a 950, DCMI v2's ``logicID``),
+  ``driverVersion``;
 * the topology unit the chip shares a fast link with: ``topologyUnit``
   ("ring-1", "card-3", "mesh-0": one value per unit, for ``matchAttribute``),
   ``topologyKind`` ("ring", "card", "mesh") and ``topologyUnitSize``;
@@ -49,6 +50,7 @@ from ascend_plugin.faces.dra.quantities import binary_quantity
 from ascend_plugin.faces.dra.taints import taint_of
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.kubeapi.client import JsonObject
+from backends.chips import NO_CARD
 from backends.pci import pcie_root
 from backends.vnpu_split import ChipSplits, VnpuTemplate
 
@@ -160,9 +162,11 @@ class DeviceCatalog:
             "family": _string("family", facts.table.family, phy),
             "chipName": _string("chipName", chip.info.chip_name, phy),
             "phyID": {"int": phy},
-            "cardID": {"int": chip.card_id},
-            "deviceID": {"int": chip.device_id},
         }
+        if chip.card_id == NO_CARD:  # DCMI v2 (the 950) names a chip by its logical id alone
+            attributes["logicID"] = {"int": chip.logic_id}
+        else:
+            attributes |= {"cardID": {"int": chip.card_id}, "deviceID": {"int": chip.device_id}}
         if state.ai_cores is not None:
             attributes["aiCores"] = {"int": round(state.ai_cores)}
         if facts.driver_version:

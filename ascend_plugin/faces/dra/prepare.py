@@ -68,10 +68,11 @@ from ascend_plugin.faces.dra.names import chip_of, phy_of
 from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
 from ascend_plugin.faces.dra.vnpus import VnpuError
 from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
+from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.base import DeviceNode
 from ascend_plugin.offers.vnpus import vnpu_node
-from ascend_plugin.offers.whole_chips import chip_node
+from ascend_plugin.offers.whole_chips import chip_node, node_of
 from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)
@@ -293,7 +294,7 @@ class ClaimPreparer:
             if self.specs.path(uid).exists():
                 continue
             try:
-                await anyio.to_thread.run_sync(self.specs.write, uid, _nodes(claim.devices))
+                await anyio.to_thread.run_sync(self.specs.write, uid, _nodes(claim.devices, self.inventory))
             except OSError as error:
                 log.error("cannot write the CDI spec of prepared claim %s: %s", claim.ref, error)
             else:
@@ -537,7 +538,8 @@ class ClaimPreparer:
             if prepared.vnpus:
                 prepared = await self._make_vnpus(prepared, pending)
             try:
-                ids = await anyio.to_thread.run_sync(self.specs.write, ref.uid, _nodes(prepared.devices))
+                nodes = _nodes(prepared.devices, self.inventory)
+                ids = await anyio.to_thread.run_sync(self.specs.write, ref.uid, nodes)
             except OSError as error:
                 await self._undo(prepared)
                 raise CannotServe(
@@ -705,7 +707,7 @@ def _forgetting(claim: PreparedClaim, gone: set[tuple[int, int | None]]) -> Prep
     return dataclasses.replace(claim, devices=devices)
 
 
-def _nodes(devices: Sequence[PreparedDevice]) -> dict[str, DeviceNode]:
+def _nodes(devices: Sequence[PreparedDevice], inventory: Inventory) -> dict[str, DeviceNode]:
     """The device node each device hands over: its vNPU's, or its chip's."""
     nodes: dict[str, DeviceNode] = {}
     for device in devices:
@@ -713,7 +715,8 @@ def _nodes(devices: Sequence[PreparedDevice]) -> dict[str, DeviceNode]:
             if device.vnpu.vdev_id is not None:
                 nodes[device.device] = vnpu_node(device.vnpu.vdev_id)
         elif (phy := phy_of(device.device)) is not None:
-            nodes[device.device] = chip_node(phy)
+            state = inventory.get(phy)
+            nodes[device.device] = chip_node(phy) if state is None else node_of(inventory.table, state)
     return nodes
 
 

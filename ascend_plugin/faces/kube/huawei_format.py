@@ -6,7 +6,8 @@ Volcano's Ascend plugin, ClusterD and Huawei's own tools read
 ``WriteDeviceInfoDataIntoCM``) writes them:
 
 * ``DeviceInfoCfg``: the Go JSON of ``{"DeviceInfo": {"DeviceList": {...},
-  "UpdateTime": <unix s>}, "SuperPodID": n, "ServerIndex": n, "CheckCode": h}``;
+  "UpdateTime": <unix s>}, "SuperPodID": n, "ServerIndex": n, "CheckCode": h}``
+  (and ``"RackID": n`` on a node in a 950 SuperPoD's rack);
 * ``ManuallySeparateNPU``: the chips separated until an operator deletes their
   names (``Ascend910-0,Ascend910-3``; empty when none);
 * ``UpgradeFaultReason``: the Go JSON of ``{device name: [{upgrade_time,
@@ -28,11 +29,11 @@ with). :func:`go_json` does the same, and the CheckCode hashes its UTF-8 bytes.
 
 **DeviceList** per resource (:func:`family_keys`): the free list (healthy chips
 no pod holds), ``-Unhealthy``, ``-Fault`` (the Go JSON of ``[]DeviceFault`` as
-a string, ``[]`` without faults), and on 910 nodes ``-NetworkUnhealthy`` and
-``-Recovering``. Names in each list are sorted as Go sorts strings. Each
-``-Fault`` element has the fields ``fault_type, npu_name,
-large_model_fault_level, fault_level, fault_handling, fault_code,
-fault_time_and_level_map`` in that order; a chip gets a ``CardNetworkUnhealthy``
+a string, ``[]`` without faults), and on 910 and 950 nodes (the family's row:
+``network_keys``) ``-NetworkUnhealthy`` and ``-Recovering``. Names in each list
+are sorted as Go sorts strings. Each ``-Fault`` element has the fields
+``fault_type, npu_name, large_model_fault_level, fault_level, fault_handling,
+fault_code, fault_time_and_level_map`` in that order; a chip gets a ``CardNetworkUnhealthy``
 element when it has network codes or its network is unhealthy, then a
 ``CardUnhealthy`` one when it has chip codes or is unhealthy.
 """
@@ -53,6 +54,7 @@ from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
 from ascend_plugin.faults import format_code
+from backends.families import FAMILIES
 from backends.library import SuperPodInfo
 
 DATA_KEY = "DeviceInfoCfg"
@@ -103,25 +105,29 @@ def check_code(device_info: Mapping[str, object]) -> str:
 
 @dataclass(frozen=True)
 class SuperPodPlace:
-    """``SuperPodID`` and ``ServerIndex`` of the node (Atlas A3 super pods).
+    """``SuperPodID``, ``ServerIndex`` and (950 SuperPoDs) ``RackID`` of the node.
 
     Huawei writes -1 before it has asked the driver (and for the driver's
     0xffffffff, "none"), and -2 when the driver cannot say (the query is
-    unsupported or failed on every chip).
+    unsupported or failed on every chip). ``RackID`` is left out unless the
+    node is in a 950 SuperPoD's rack.
     """
 
     super_pod_id: int
     server_index: int
+    rack_id: int | None = None
 
     @classmethod
-    def from_driver(cls, super_pod_id: int, server_id: int) -> SuperPodPlace:
+    def from_driver(cls, super_pod_id: int, server_id: int, rack_id: int | None = None) -> SuperPodPlace:
         """The driver's ``dcmi_spod_info`` fields (unsigned 32-bit) as Huawei writes them (int32)."""
-        return cls(_int32(super_pod_id), _int32(server_id))
+        return cls(_int32(super_pod_id), _int32(server_id), rack_id)
 
     @classmethod
     def of(cls, info: SuperPodInfo | None) -> SuperPodPlace:
-        """The place discovery read (None: not an A3, or the query failed on every chip: -2)."""
-        return UNAVAILABLE if info is None else cls.from_driver(info.super_pod_id, info.server_id)
+        """The place discovery read (None: not an A3 or 950, or the query failed on every chip: -2)."""
+        if info is None:
+            return UNAVAILABLE
+        return cls.from_driver(info.super_pod_id, info.server_id, info.rack_id)
 
 
 NOT_QUERIED = SuperPodPlace(-1, -1)
@@ -140,12 +146,12 @@ class FamilyKeys:
     free: str
     unhealthy: str
     fault: str
-    network_unhealthy: str | None = None  # 910 families only
-    recovering: str | None = None  # 910 families only
+    network_unhealthy: str | None = None  # 910 families and 950 only
+    recovering: str | None = None  # 910 families and 950 only
 
 
-# Resources whose keys differ from the plain pattern.
-_NETWORK_RESOURCES = frozenset({"huawei.com/Ascend910"})
+# Resources whose keys differ from the plain pattern: those of the families whose rows say so.
+_NETWORK_RESOURCES = frozenset(family.TABLE.resource_name for family in FAMILIES if family.TABLE.network_keys)
 # On 310 and 310B nodes (resource huawei.com/Ascend310) Huawei's plugin files the
 # faults under huawei.com/Ascend310P-Fault; readers written against it look there.
 _QUIRK_FAULT_KEYS: Mapping[str, str] = MappingProxyType(
@@ -238,12 +244,14 @@ class DeviceInfoContent:
     def data(self, update_time: int) -> dict[str, str]:
         """The ConfigMap's data with ``update_time`` (Unix seconds) as UpdateTime."""
         device_info = {"DeviceList": go_map(self.device_list), "UpdateTime": update_time}
-        document = {
+        document: dict[str, object] = {
             "DeviceInfo": device_info,
             "SuperPodID": self.super_pod.super_pod_id,
             "ServerIndex": self.super_pod.server_index,
             "CheckCode": check_code(device_info),
         }
+        if self.super_pod.rack_id is not None:
+            document["RackID"] = self.super_pod.rack_id
         return {
             DATA_KEY: go_json(document),
             MANUALLY_SEPARATED_KEY: self.manually_separated,

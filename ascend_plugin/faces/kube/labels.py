@@ -7,7 +7,8 @@ ones (``accelerator``, ``node.kubernetes.io/npu.chip.name``, ``servertype``,
 which Huawei's plugin never sets and users otherwise add by hand.
 
 ``servertype`` is only set while the node has none: Volcano and operators put
-their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it.
+their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it
+(on a 950 Huawei's plugin keeps its ``npu-<AI cores>``, and so does ours).
 The others are kept: the labeller watches the node and puts back a label that
 someone removed or changed. Each patch is a strategic merge patch of only the
 labels that differ, so other labels on the node are never touched.
@@ -87,6 +88,7 @@ class LabelPlan:
 
     enforced: Mapping[str, str]  # put back whenever removed or changed
     if_absent: Mapping[str, str]  # set only while the node has no such label
+    stale_resources: tuple[str, ...] = ()  # an older family's extended resources this node should not have
 
     def patch_for(self, current: Mapping[str, str]) -> dict[str, str]:
         """The labels to send so that ``current`` follows the plan (empty when it already does)."""
@@ -128,9 +130,10 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
 
     ``servertype`` is ``Ascend<family>-<AI cores per chip>`` (e.g. ``Ascend310P-8``,
     ``Ascend910-20``, ``Ascend310B-1``), the form Huawei's plugin checks on
-    310/310P/910; ``<label_prefix>/ai-cores`` is the same figure, the smallest
-    per-chip reading if chips differ. Both are left out when no chip's AI-core
-    count could be read.
+    310/310P/910, and on a 950 ``npu-<AI cores>``, kept as Huawei keeps it there;
+    ``<label_prefix>/ai-cores`` is the same figure, the smallest per-chip reading
+    if chips differ. Both are left out when no chip's AI-core count could be
+    read. A 950 node also gets Huawei's chip-memory and ``huawei.com/topotree.*`` labels.
     """
     table = inventory.table
     enforced = {
@@ -140,19 +143,21 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
     }
     if inventory.facts.driver_version:
         enforced[DRIVER_VERSION] = inventory.facts.driver_version
-    if_absent = {}
+    if_absent: dict[str, str] = {}
     if ai_cores := inventory.ai_cores():
         cores = format_number(min(ai_cores.values()))
         enforced[f"{label_prefix}/ai-cores"] = cores
-        if_absent[SERVER_TYPE] = f"Ascend{table.family}-{cores}"
+        (enforced if table.server_type_enforced else if_absent)[SERVER_TYPE] = table.server_type(cores)
     else:
         log.info("no chip's AI-core count is known: the servertype and ai-cores labels are not set")
+    memories = [state.memory_mb for state in inventory.chips() if state.memory_mb]
+    enforced |= table.topology_labels_of(min(memories, default=None), inventory.facts.super_pod)
 
     def valid(labels: Mapping[str, str]) -> dict[str, str]:
         checked = {key: _checked(key, value) for key, value in labels.items()}
         return {key: value for key, value in checked.items() if value is not None}
 
-    return LabelPlan(valid(enforced), valid(if_absent))
+    return LabelPlan(valid(enforced), valid(if_absent), table.stale_resources)
 
 
 class NodeLabeller:
@@ -162,6 +167,7 @@ class NodeLabeller:
         self.kube = kube
         self.node_name = node_name
         self.plan = plan
+        self._said: set[str] = set()  # the stale resources already said
 
     async def run(self) -> None:
         """Follow the node forever; API failures are retried with backoff."""
@@ -183,6 +189,7 @@ class NodeLabeller:
                 extra={"node": self.node_name},
             )
             return
+        self._say_stale(node)
         patch = self.plan.patch_for(labels_of(node))
         if not patch:
             return
@@ -193,3 +200,32 @@ class NodeLabeller:
             ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
             extra={"labels": patch},
         )
+
+    def _say_stale(self, node: Mapping[str, object]) -> None:
+        """Say once per resource that the node still advertises an older family's (Huawei's removes it).
+
+        Removing it takes ``patch`` on ``nodes/status``, which the chart does not grant: the operator does
+        it once, with the command said.
+        """
+        status = node.get("status")
+        capacity = status.get("capacity") if isinstance(status, Mapping) else None
+        if not isinstance(capacity, Mapping):
+            return
+        for resource in self.plan.stale_resources:
+            if resource in capacity and resource not in self._said:
+                self._said.add(resource)
+                path = resource.replace("~", "~0").replace("/", "~1")
+                log.warning(
+                    "node %s still advertises %s (capacity %s), left over from an older family's plugin; "
+                    "Huawei's plugin removes it at start, this one has no right to the node's status. "
+                    "Remove it once: kubectl patch node %s --subresource=status --type=json -p "
+                    '\'[{"op":"remove","path":"/status/capacity/%s"},'
+                    '{"op":"remove","path":"/status/allocatable/%s"}]\'',
+                    self.node_name,
+                    resource,
+                    capacity[resource],
+                    self.node_name,
+                    path,
+                    path,
+                    extra={"node": self.node_name, "resource": resource},
+                )

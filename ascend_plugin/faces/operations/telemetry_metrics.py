@@ -118,6 +118,18 @@ def render(view: TelemetryView) -> str:
     """The telemetry's exposition text for one scrape."""
     families = _Families()
     families.add("machine_npu_nums", "the number of NPU chips of the node", (), (), len(view.chips))
+    if view.cards is not None:
+        families.add("machine_card_nums", "Amount of card installed on the machine.", (), (), view.cards)
+    healthy, unhealthy, unknown = view.health_counts()
+    families.add("machine_healthy_npu_nums", "Amount of healthy npu on the machine.", (), (), healthy)
+    families.add("machine_unhealthy_npu_nums", "Amount of unhealthy npu on the machine.", (), (), unhealthy)
+    families.add(
+        "machine_unknown_npu_nums",
+        "Amount of the npus whose health status cannot be obtained via DCMI interface on the machine.",
+        (),
+        (),
+        unknown,
+    )
     for sample in view.chips:
         chip = sample.state.chip
         info = chip.info

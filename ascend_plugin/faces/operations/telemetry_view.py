@@ -20,6 +20,23 @@ class TelemetryView:
 
     chips: Sequence[ChipSample]
     containers: Sequence[ContainerChips] = ()
+    cards: int | None = None  # the node's DCMI cards, where the family shows them (machine_card_nums)
+
+    def health_counts(self) -> tuple[int, int, int]:
+        """npu-exporter's (healthy, unhealthy, unknown) chips, which add up to ``machine_npu_nums``.
+
+        Healthy: the health call answered 0; unhealthy: any other answer (a
+        minor alarm too); unknown: the call failed, the card dropped off the
+        bus, or the chip has not been read yet.
+        """
+        healthy = unhealthy = 0
+        for sample in self.chips:
+            health = sample.readout.health
+            if health is None or health.status == -1 or health.dropped:
+                continue
+            healthy += health.status == 1
+            unhealthy += health.status == 0
+        return healthy, unhealthy, len(self.chips) - healthy - unhealthy
 
     def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
         """The containers holding the chip (whole, a share of it, or a vNPU of it), sorted."""
