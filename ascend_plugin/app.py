@@ -134,7 +134,9 @@ class PluginApp:
                 self.parts.dra.notes if self.parts is not None and self.parts.dra is not None else []
             ),
         )
-        self.metrics_source = PluginSource(self.discovery, self.calls, self.probes, self.faults.policy)
+        self.metrics_source = PluginSource(
+            self.discovery, self.calls, self.probes, self.faults.policy, node=settings.node_name or ""
+        )
         self.metrics = PluginMetrics(self.metrics_source)
         self.calls.on_call_done(self.metrics.observe_call)
         self.config.on_change(self._log_level_changed)

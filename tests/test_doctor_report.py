@@ -50,7 +50,10 @@ def test_a_healthy_board_passes_with_exit_0(doctor_c_root: DoctorRoot) -> None:
 def test_the_json_findings_keep_their_keys(doctor_py_root: DoctorRoot) -> None:
     doctor_py_root.remove("/var/slogd")
     doctor_py_root.add_directories("/var/slogd")
-    result = _doctor(doctor_py_root, "--format", "json", "--ai-core-min", "8", "--ai-core-max", "36")
+    # In a pod (where NODE_NAME and HOST_IP must come from the downward API), without them.
+    in_a_pod = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}
+    bounds = ("--ai-core-min", "8", "--ai-core-max", "36")
+    result = _doctor(doctor_py_root, "--format", "json", *bounds, env=in_a_pod)
     assert result.returncode == 1
     report = json.loads(result.stdout)
     assert report["passed"] is False
