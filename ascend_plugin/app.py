@@ -47,7 +47,7 @@ from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
+from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames, DevicePluginIds
 from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
@@ -346,17 +346,21 @@ class PluginApp:
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings, plan, self.calls)
+        from ascend_plugin.faces.dra.names import chip_of
+
+        # Claims' devices, and the device IDs of pods a device plugin served before the node moved.
+        table = inventory.table
+        plugin_ids = DevicePluginIds(
+            table.resource_name, table.device_id_prefix, {state.phy_id for state in inventory.chips()}
+        )
+        claims = ClaimNames(dra_settings.driver, dra_settings.node, chip_of)
+        holdings = self._holdings(ChipResolver(claims=claims, plugin_ids=plugin_ids))
+        dra = DraFace(inventory, host, dra_settings, plan, self.calls, held=holdings)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
         hot_reset = self._hot_reset(node, monitor, dra.shown)
         self.parts = Parts(monitor, dra=dra, hot_reset=hot_reset)
-        from ascend_plugin.faces.dra.names import chip_of
-
-        holdings = self._holdings(
-            ChipResolver(claims=ClaimNames(dra_settings.driver, dra_settings.node, chip_of))
-        )
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
             len(inventory.chips()),

@@ -117,6 +117,12 @@ class PodResourcesStandIn:
         self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
         return response
 
+    def record(
+        self, namespace: str, name: str, resource: str, device_ids: Sequence[str], container: str = "main"
+    ) -> None:
+        """The container holds ``device_ids`` of a device plugin that is gone (a node moved to DRA)."""
+        self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
+
     def claim(
         self,
         namespace: str,
