@@ -198,9 +198,7 @@ def test_no_syntax_directive() -> None:
 def index_runs() -> list[dockerfile.Command]:
     """The builder's RUNs whose pip reaches the package index: the locked dependencies, the build backend."""
     found = [
-        command
-        for command in runs(stages()[0], "pip")
-        if "--no-index" not in shlex.split(command.value[0])
+        command for command in runs(stages()[0], "pip") if "--no-index" not in shlex.split(command.value[0])
     ]
     assert len(found) == 2, [command.original for command in found]
     return found

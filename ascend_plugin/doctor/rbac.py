@@ -24,6 +24,7 @@ from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
 from ascend_plugin.faces.kube.publishers import PUBLISHERS
+from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME as FAULT_CONFIG_NAME
 from ascend_plugin.settings import Settings
 
@@ -60,23 +61,9 @@ class Permission:
 # Volcano mode (ascend_plugin/faces/volcano): this node's pods, patched with its annotations, and the
 # node's InternalIP for the rank table. Written out here: the face itself imports kubernetes-asyncio.
 VOLCANO_GRANTS: Final = (("pods", ("get", "list", "watch", "patch")), ("nodes", ("get",)))
-# Volcano mode off, with the device-info ConfigMap Volcano schedules by: each pod holding the node's
-# chips is read once, to warn when Volcano chose them (faces/volcano/unfollowed.py).
+# Volcano mode off where Volcano may place pods: each pod holding the node's chips is read once, to
+# warn when Volcano chose them (faces/volcano/unfollowed.py).
 VOLCANO_CHECK_GRANTS: Final = (("pods", ("get",)),)
-
-
-def checks_volcano_choices(settings: Settings) -> bool:
-    """Whether the plugin reads its chips' pods for Volcano's choices it would not follow.
-
-    Only where Volcano can place pods on the node (it schedules from the device-info
-    ConfigMap) and the plugin does not follow Volcano: device plugin, Volcano mode off.
-    """
-    return (
-        settings.serve == "device-plugin"
-        and not settings.volcano
-        and settings.device_info_configmap
-        and bool(settings.node_name)
-    )
 
 
 def _object(settings: Settings, feature: str) -> str | None:
