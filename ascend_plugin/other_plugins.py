@@ -22,7 +22,7 @@ from typing import Final
 
 MIGRATION: Final = "docs/migration.md"
 # What Huawei's own deployments are called (its build/ascendplugin-*.yaml), for the fix.
-HUAWEIS_DAEMONSETS: Final = "ascend-device-plugin-daemonset-910, ascend-device-plugin-daemonset-310p, ..."
+HUAWEIS_DAEMONSETS: Final = "ascend-device-plugin-daemonset, ascend-device-plugin-daemonset-910 (Volcano)"
 OUR_COMMANDS: Final = ("ascend-device-plugin", "ascend_plugin")
 
 
