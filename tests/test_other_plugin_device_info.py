@@ -71,6 +71,13 @@ async def test_another_writer_is_named_once_and_not_fought(
     )
     async with running(publisher.run):
         await until(lambda: our_writes(apiserver) == 1, "the first write")
+        # Once the publisher follows the ConfigMap (a write landing while its first list is under way
+        # would reach it only with the next change: the reflector's concern, not this test's).
+        await until(lambda: publisher.reflector.synced, "the ConfigMap followed")
+        await until(
+            lambda: publisher.reflector.get(publisher.key) == apiserver.get("configmaps", NAME, NAMESPACE),
+            "the publisher's copy is the stored one",
+        )
         seen = written_by_another(apiserver, "Ascend910-1")
         await until(lambda: announced, "the other writer said")
         ((reason, message),) = announced
