@@ -17,6 +17,12 @@
 #                                             that index instead of pip's own (a secret:
 #                                             it never lands in a layer)
 #
+# Reproducible: every package comes from requirements.lock (the plugin's
+# dependencies) or requirements-build.lock (what builds its wheel), each pinned
+# to one version with the hashes of its files, checked by pip (--require-hashes):
+# two builds of one commit install the same packages, byte for byte. The command
+# that regenerates a lock is at its top (docs/deployment.md#the-image).
+#
 # Why this base: libdcmi.so and the driver libraries are the host's, built
 # against the host's glibc, and they load into this image's Python. They run on
 # any glibc at least as new as the one they were built for, so the image needs a
@@ -28,19 +34,32 @@ ARG PYTHON_VERSION=3.11
 ARG BASE_REGISTRY=docker.io
 ARG BASE_IMAGE=${BASE_REGISTRY}/library/python:${PYTHON_VERSION}-slim-bookworm
 
-# -- Builder: our wheel and every dependency as wheels, built without root ----------
+# -- Builder: every dependency as the locked wheels, and our own wheel, without root --
 FROM ${BASE_IMAGE} AS builder
 ARG PIP_INDEX_URL
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 RUN useradd --create-home --uid 10001 builder
 USER 10001
 WORKDIR /home/builder/src
+# The locks first: their layers stay cached while only the code changes.
+COPY --chown=10001 requirements.lock requirements-build.lock ./
+# The dependencies' wheels, exactly the locked files (wheels only: nothing is compiled),
+# and the lock itself beside them for the runtime stage.
+RUN --mount=type=secret,id=ca-bundle,uid=10001 \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+    && python -m pip wheel --require-hashes --no-deps --only-binary=:all: \
+        --wheel-dir /home/builder/wheels -r requirements.lock
+# The locked build backend (hatchling), for the user that builds.
+RUN --mount=type=secret,id=ca-bundle,uid=10001 \
+    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
+    && python -m pip install --user --require-hashes --no-deps --only-binary=:all: \
+        -r requirements-build.lock
 COPY --chown=10001 pyproject.toml README.md ./
 COPY --chown=10001 ascend_plugin ascend_plugin
 COPY --chown=10001 backends backends
-RUN --mount=type=secret,id=ca-bundle,uid=10001 \
-    if [ -s /run/secrets/ca-bundle ]; then export PIP_CERT=/run/secrets/ca-bundle; fi \
-    && python -m pip wheel --wheel-dir /home/builder/wheels .
+# Our wheel, with that backend and no index: nothing unlocked comes in.
+RUN python -m pip wheel --no-index --no-deps --no-build-isolation --wheel-dir /home/builder/wheels . \
+    && cp requirements.lock /home/builder/wheels/
 
 # -- Runtime ------------------------------------------------------------------------
 FROM ${BASE_IMAGE}
@@ -58,10 +77,13 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     LD_LIBRARY_PATH=/usr/local/Ascend/driver/lib64:/usr/local/Ascend/driver/lib64/driver:/usr/local/Ascend/driver/lib64/common
-# Installed from the builder's wheels only: no index is reached in this stage,
-# and no wheel, compiler or test dependency stays behind in a layer.
+# Installed from the builder's wheels only, checked against the lock's hashes once
+# more: no index is reached in this stage, and no wheel, compiler or test
+# dependency stays behind in a layer.
 RUN --mount=type=bind,from=builder,source=/home/builder/wheels,target=/wheels \
     python -m pip install --no-cache-dir --no-compile --no-index --find-links=/wheels \
+        --require-hashes --no-deps -r /wheels/requirements.lock \
+    && python -m pip install --no-cache-dir --no-compile --no-index --no-deps \
         /wheels/ascend_device_plugin-*.whl \
     && ascend-device-plugin version
 # Root, deliberately: the plugin opens the NPU device nodes through libdcmi,

@@ -40,6 +40,7 @@ from ascend_plugin.faces.operations.metrics import PluginMetrics
 from ascend_plugin.faces.operations.plugin_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import base_config
 from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.handover.cdi import CdiSpec
@@ -47,7 +48,7 @@ from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
+from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames, DevicePluginIds
 from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
@@ -66,6 +67,8 @@ from backends.errors import ChipError
 
 if TYPE_CHECKING:  # the DRA face imports kubernetes-asyncio: loaded only with serve=dra
     from ascend_plugin.faces.dra.face import DraFace
+    from ascend_plugin.faces.kube.publishers import SidePart
+    from ascend_plugin.faces.volcano.unfollowed import UnfollowedChoices
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +138,9 @@ class PluginApp:
             ),
             resets=lambda: self.hot_reset.in_progress() if self.hot_reset is not None else [],
         )
-        self.metrics_source = PluginSource(self.discovery, self.calls, self.probes, self.faults.policy)
+        self.metrics_source = PluginSource(
+            self.discovery, self.calls, self.probes, self.faults.policy, node=settings.node_name or ""
+        )
         self.metrics = PluginMetrics(self.metrics_source)
         self.calls.on_call_done(self.metrics.observe_call)
         self.config.on_change(self._log_level_changed)
@@ -143,6 +148,7 @@ class PluginApp:
         # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
         self.held = HeldChips()
         self.holdings: PodHoldings | None = None
+        self.unfollowed: UnfollowedChoices | None = None  # Volcano's choices checked (Volcano mode off)
         self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         self.http: HttpEndpoint | None = None
         self.stop_requested = anyio.Event()
@@ -332,7 +338,14 @@ class PluginApp:
             # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
             # subtracts the pods it placed itself, and would count held chips twice.
             held = self.held if volcano is not None else None
-            tasks.append(RootTask("kubernetes", lambda: self._run_kube(node_name, inventory, warnings, held)))
+            checked = holdings if checks_volcano_choices(settings) else None
+            tasks.append(
+                RootTask(
+                    "kubernetes",
+                    lambda: self._run_kube(node_name, inventory, warnings, held, checked),
+                    self._unfollowed_problems,
+                )
+            )
         else:
             log.warning(
                 "NODE_NAME is not set: node labels, the device-info ConfigMap, config reload and node events "
@@ -349,17 +362,21 @@ class PluginApp:
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings, plan, self.calls, held=self.held)
+        from ascend_plugin.faces.dra.names import chip_of
+
+        # Claims' devices, and the device IDs of pods a device plugin served before the node moved.
+        table = inventory.table
+        plugin_ids = DevicePluginIds(
+            table.resource_name, table.device_id_prefix, {state.phy_id for state in inventory.chips()}
+        )
+        claims = ClaimNames(dra_settings.driver, dra_settings.node, chip_of)
+        holdings = self._holdings(ChipResolver(claims=claims, plugin_ids=plugin_ids))
+        dra = DraFace(inventory, host, dra_settings, plan, self.calls, held=self.held, holdings=holdings)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
         hot_reset = self._hot_reset(node, monitor, dra.shown)
         self.parts = Parts(monitor, dra=dra, hot_reset=hot_reset)
-        from ascend_plugin.faces.dra.names import chip_of
-
-        holdings = self._holdings(
-            ChipResolver(claims=ClaimNames(dra_settings.driver, dra_settings.node, chip_of))
-        )
         log.info(
             "serving %d %s chip(s) as DRA driver %s, pool %s",
             len(inventory.chips()),
@@ -378,7 +395,12 @@ class PluginApp:
         return tasks
 
     async def _run_kube(
-        self, node_name: str, inventory: Inventory, notices: tuple[Notice, ...], held: HeldChips | None
+        self,
+        node_name: str,
+        inventory: Inventory,
+        notices: tuple[Notice, ...],
+        held: HeldChips | None,
+        volcano_checked: PodHoldings | None = None,
     ) -> None:
         """The Kubernetes side, started only after the first registration.
 
@@ -392,6 +414,13 @@ class PluginApp:
 
         if self.settle_heap:
             heap.settle()  # and the Kubernetes client's, as large again
+        side_parts: tuple[SidePart, ...] = ()
+        if volcano_checked is not None:  # Volcano mode off where Volcano may place pods: its choices checked
+            from ascend_plugin.faces.kube.publishers import SidePart
+            from ascend_plugin.faces.volcano.unfollowed import UnfollowedChoices
+
+            self.unfollowed = UnfollowedChoices(volcano_checked, [inventory.table.resource_name])
+            side_parts = (SidePart("Volcano choices check", self.unfollowed.run),)
         inputs = KubeInputs(
             self.settings,
             node_name,
@@ -401,8 +430,13 @@ class PluginApp:
             held=held,
             notices=notices,
             hot_reset=self.hot_reset,
+            side_parts=side_parts,
         )
         await run_kube(inputs)
+
+    def _unfollowed_problems(self) -> list[str]:
+        """What the check of Volcano's choices reports (/readyz), once the Kubernetes side runs it."""
+        return self.unfollowed.problems() if self.unfollowed is not None else []
 
     def _holdings(self, resolver: ChipResolver) -> PodHoldings:
         """Which container holds which chips, from the kubelet's PodResources API (every mode)."""

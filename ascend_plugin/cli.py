@@ -1,17 +1,20 @@
 """The ``ascend-device-plugin`` command: run, doctor, simulate, version.
 
 Flags of ``run`` are generated from the settings fields, so a new setting is a
-flag, an environment variable and a config-file key at once.
+flag, an environment variable and a config-file key at once. A mistyped flag is
+one line naming it, not the usage of seventy flags; a reader that leaves early
+(``simulate | head``) ends the command quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
@@ -20,28 +23,69 @@ from ascend_plugin.doctor import add_arguments as add_doctor_arguments
 from ascend_plugin.settings import ENV_PREFIX, Settings, SettingsError, flag_name, load_settings
 
 EXIT_BAD_SETTINGS = 2
+EXIT_READER_GONE = 128 + signal.SIGPIPE  # what a shell reports for a program ended by SIGPIPE
 
 log = logging.getLogger(__name__)
+
+_TRUE = ("true", "yes", "on")
+_FALSE = ("false", "no", "off")
+# Flags whose Huawei namesake takes a number: the number is refused with what it means here.
+_HUAWEI_NUMBERS = {
+    "hot_reset": "Huawei's -hotReset=0 and -hotReset=2 are --hot-reset here, -hotReset=-1 is --no-hot-reset "
+    "(docs/migration.md)",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are two lines: the problem, and where the flags are described."""
+
+    def error(self, message: str) -> NoReturn:
+        help_line = f"(`{self.prog} --help` lists every flag)"
+        self.exit(EXIT_BAD_SETTINGS, f"{self.prog}: error: {message}\n{help_line}\n")
+
+
+class _BooleanFlag(argparse.Action):
+    """``--hot-reset``, ``--hot-reset=true`` (or false, yes, no, on, off) and ``--no-hot-reset``."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        negative = "--no-" + option_strings[0].removeprefix("--")
+        super().__init__([*option_strings, negative], dest, nargs="?", metavar="true|false", **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        negated = bool(option_string and option_string.startswith("--no-"))
+        if values is None:
+            setattr(namespace, self.dest, not negated)
+            return
+        text = str(values).strip().lower()
+        if negated or text not in (*_TRUE, *_FALSE):
+            allowed = f"{option_string} takes no value" if negated else "true or false (or yes, no, on, off)"
+            hint = _HUAWEI_NUMBERS.get(self.dest, "") if not negated and text.lstrip("-").isdigit() else ""
+            raise argparse.ArgumentError(self, f"got {values!r}: {allowed}" + (f"; {hint}" if hint else ""))
+        setattr(namespace, self.dest, text in _TRUE)
 
 
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
     for name, info in Settings.model_fields.items():
         help_text = f"{info.description} (env {ENV_PREFIX}{name.upper()})"
         if info.annotation in (bool, bool | None):
-            parser.add_argument(
-                flag_name(name), dest=name, action=argparse.BooleanOptionalAction, help=help_text
-            )
+            parser.add_argument(flag_name(name), dest=name, action=_BooleanFlag, help=help_text)
         else:
             parser.add_argument(flag_name(name), dest=name, metavar="VALUE", help=help_text)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ascend-device-plugin",
         description="Kubernetes device plugin for Huawei Ascend NPUs (310, 310B, 310P, 910, 950).",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help="run the device plugin daemon")
     _add_settings_flags(run)
     doctor = commands.add_parser(
@@ -149,6 +193,21 @@ def _refusing(refused: SettingsError) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script."""
+    reader_gone = False
+    try:
+        code = _command(argv)
+        sys.stdout.flush()  # inside the try: a reader gone before the last flush is the same case
+    except* BrokenPipeError:
+        reader_gone = True
+    if reader_gone:
+        # Whatever is still buffered has nowhere to go; without this, the interpreter's own last flush
+        # fails once more on the way out and prints a traceback after all.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_READER_GONE
+    return code
+
+
+def _command(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "version":

@@ -22,7 +22,9 @@ through its own endpoint (``_new_server``).
 A socket that cannot be created is a
 :class:`~ascend_plugin.path_facts.PathUnusable` whose message names the cause
 (the directory's mode and owner against our uid, a read-only file system, a
-file in the way), for the face to log and retry.
+file in the way, another plugin serving that name), for the face to log and
+retry. A socket file in the way is removed only when nobody serves it: another
+plugin's (Huawei's uses the same names) is left alone (:mod:`ascend_plugin.other_plugins`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from grpclib._typing import IServable
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
+from ascend_plugin.other_plugins import SocketServer, foreign_socket, socket_server
 from ascend_plugin.path_facts import PathUnusable, create_failure
 
 log = logging.getLogger(__name__)
@@ -153,6 +156,8 @@ class SocketEndpoint:
                 server = self._new_server()
                 try:
                     if self.path.is_socket():
+                        if (other := self._other_server()) is not None:
+                            raise PathUnusable(foreign_socket(self.path, other))
                         self.path.unlink()  # stale socket of an earlier run (no live instance serves it)
                     await server.start(path=str(self.path))
                 except OSError as error:
@@ -162,6 +167,13 @@ class SocketEndpoint:
                 log.info("serving %s", self.what, extra={"socket": str(self.path)})
                 if previous is not None:
                     await self._close(previous)
+
+    def _other_server(self) -> SocketServer | None:
+        """Another process serving our path; None for our own socket file or one nobody serves."""
+        if self._stamp is not None and file_stamp(self.path) == self._stamp:
+            return None
+        found = socket_server(self.path)
+        return found if found is not None and not found.ours else None
 
     async def stop(self) -> None:
         """Remove our socket and close the server, for good."""

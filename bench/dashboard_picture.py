@@ -139,7 +139,7 @@ def main() -> None:
         results = []
         for panel in dashboard()["panels"]:
             series = [
-                prometheus.query_range(target["expr"].replace("$node", ".*"), started + 10, end, 5)
+                prometheus.query_range(target["expr"].replace("$instance", ".*"), started + 10, end, 5)
                 for target in panel.get("targets", ())
             ]
             results.append((panel, series))

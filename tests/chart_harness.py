@@ -2,12 +2,16 @@
 
 ``helm_python`` embeds Helm's Go SDK, so what renders (or fails) here renders
 (or fails) the same way under ``helm install``: the same template functions,
-the same values coalescing, the same values.schema.json check.
+the same values coalescing, the same values.schema.json check. A render may name
+the release and the cluster's Kubernetes version (``.Capabilities.KubeVersion``,
+as ``helm install`` learns it from the API server); by default it is the version
+Helm's SDK assumes offline.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,12 +60,15 @@ def merged(base: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, A
     return result
 
 
-def _rule_allows(rule: Mapping[str, Any], verb: str, group: str, resource: str) -> bool:
+def _rule_allows(rule: Mapping[str, Any], verb: str, group: str, resource: str, name: str | None) -> bool:
+    """RBAC's rule match: a rule with resourceNames allows only requests naming one of them."""
+
     def matches(allowed: Iterable[str], wanted: str) -> bool:
         return "*" in allowed or wanted in allowed
 
+    names = rule.get("resourceNames")
     return (
-        not rule.get("resourceNames")
+        (not names or name in names)
         and matches(rule.get("apiGroups", []), group)
         and matches(rule.get("resources", []), resource)
         and matches(rule.get("verbs", []), verb)
@@ -131,15 +138,19 @@ class Rendering:
                 result[source["path"]] = (mount, source)
         return result
 
-    def allows(self, verb: str, group: str, resource: str, namespace: str | None) -> bool:
+    def allows(
+        self, verb: str, group: str, resource: str, namespace: str | None, name: str | None = None
+    ) -> bool:
         """Whether RBAC, as rendered, lets the plugin's service account do this.
 
         ``namespace`` None asks about a cluster-scoped object (or all
-        namespaces at once). The rules of Kubernetes' RBAC authorizer: a
+        namespaces at once); ``name`` is the object's (a list or watch names it with
+        a ``metadata.name`` field selector). The rules of Kubernetes' RBAC authorizer: a
         ClusterRoleBinding grants its ClusterRole everywhere, a RoleBinding its
         Role (or ClusterRole) only in the binding's namespace.
         """
-        account = self.pod_spec["serviceAccountName"]
+        # Every DaemonSet of a release (one per mode) runs as the one ServiceAccount.
+        (account,) = {d["spec"]["template"]["spec"]["serviceAccountName"] for d in self.of_kind("DaemonSet")}
         roles = {
             (role["kind"], role["metadata"].get("namespace"), role["metadata"]["name"]): role
             for role in self.of_kind("ClusterRole") + self.of_kind("Role")
@@ -158,7 +169,7 @@ class Rendering:
             ref = binding["roleRef"]
             role_namespace = binding_namespace if ref["kind"] == "Role" else None
             role = roles.get((ref["kind"], role_namespace, ref["name"]))
-            if role and any(_rule_allows(rule, verb, group, resource) for rule in role["rules"]):
+            if role and any(_rule_allows(rule, verb, group, resource, name) for rule in role["rules"]):
                 return True
         return False
 
@@ -169,9 +180,30 @@ class ChartRenderer:
     def __init__(self, chart: helm.Chart) -> None:
         self.chart = chart
 
-    def render(self, values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE) -> Rendering:
-        """Render with ``values`` over the chart's defaults; Helm's errors propagate."""
-        files = self.chart.render(dict(values or {}), name=RELEASE, namespace=namespace)
+    def render(
+        self,
+        values: Mapping[str, Any] | None = None,
+        *,
+        namespace: str = NAMESPACE,
+        release: str = RELEASE,
+        kube_version: str | None = None,
+    ) -> Rendering:
+        """Render with ``values`` over the chart's defaults; Helm's errors propagate.
+
+        ``kube_version`` ("1.33") is the cluster's version the templates see.
+        """
+        if kube_version is None:
+            files = self.chart.render(dict(values or {}), name=release, namespace=namespace)
+        else:
+            # The SDK's render takes the version through its options, which Chart.render does not pass on.
+            from helm_python import _native
+
+            options = {"name": release, "namespace": namespace, "kube_version": f"v{kube_version}.0"}
+            files = json.loads(
+                _native.call_string(
+                    "helm_render", self.chart._raw(), json.dumps(dict(values or {})), json.dumps(options)
+                )
+            )
         manifests: list[Manifest] = []
         notes = ""
         for path, text in sorted(files.items()):
@@ -182,7 +214,14 @@ class ChartRenderer:
         return Rendering(tuple(manifests), notes, namespace)
 
     def render_file(
-        self, name: str, overrides: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
+        self,
+        name: str,
+        overrides: Mapping[str, Any] | None = None,
+        *,
+        namespace: str = NAMESPACE,
+        release: str = RELEASE,
+        kube_version: str | None = None,
     ) -> Rendering:
         """Render with ``-f <name>`` and then ``overrides`` on top."""
-        return self.render(merged(load_values_file(name), overrides or {}), namespace=namespace)
+        values = merged(load_values_file(name), overrides or {})
+        return self.render(values, namespace=namespace, release=release, kube_version=kube_version)

@@ -46,16 +46,27 @@ def test_the_namespace_can_be_grafanas(chart: ChartRenderer) -> None:
 
 
 def test_every_query_is_filtered_by_the_node_variable() -> None:
+    """The node comes from the plugin's own ascend_node_info, not from a label a scrape config must add.
+
+    The hidden ``instance`` variable is the scrape targets of the chosen nodes; every query is filtered
+    by it, and none by a ``node`` label (only the chart's ServiceMonitor puts one on the series).
+    """
     data = dashboard()
     node = variable(data, "node")
-    assert node["query"]["query"] == "label_values(machine_npu_nums, node)"
+    assert node["query"]["query"] == "label_values(ascend_node_info, node_name)"
     assert node["includeAll"] is True
+    instance = variable(data, "instance")
+    assert instance["query"]["query"] == 'label_values(ascend_node_info{node_name=~"$node"}, instance)'
+    assert (instance["includeAll"], instance["multi"], instance["hide"]) == (True, True, 2)
+    assert "allValue" not in instance, "All expands to the chosen nodes' targets, never to every target"
     queries = panel_queries(data)
     assert queries
     for title, expr in queries:
         selectors = re.findall(r"\{([^}]*)\}", expr)
         assert selectors, (title, expr)
-        assert all('node=~"$node"' in selector for selector in selectors), (title, expr)
+        assert all('instance=~"$instance"' in selector for selector in selectors), (title, expr)
+        assert "node=" not in expr, (title, expr)
+        assert "node!" not in expr, (title, expr)
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,9 @@ def test_pods_are_granted_only_in_volcano_mode(volcano: Rendering, renderings: d
     for verb in ("get", "list", "watch", "patch"):
         assert volcano.allows(verb, "", "pods", None), verb
         assert volcano.allows(verb, "", "pods", "training"), verb
+    # Without Volcano mode a pod holding the node's chips is only read, by name: did Volcano choose them?
+    assert renderings[DEFAULTS].allows("get", "", "pods", "training", "resnet-0")
+    for verb in ("list", "watch", "patch"):
         assert not renderings[DEFAULTS].allows(verb, "", "pods", None), verb
     for verb in ("create", "update", "delete", "deletecollection"):
         assert not volcano.allows(verb, "", "pods", "training"), verb

@@ -195,9 +195,13 @@ def test_no_syntax_directive() -> None:
     ] == []
 
 
-def builder_install() -> dockerfile.Command:
-    (install,) = runs(stages()[0], "pip wheel")
-    return install
+def index_runs() -> list[dockerfile.Command]:
+    """The builder's RUNs whose pip reaches the package index: the locked dependencies, the build backend."""
+    found = [
+        command for command in runs(stages()[0], "pip") if "--no-index" not in shlex.split(command.value[0])
+    ]
+    assert len(found) == 2, [command.original for command in found]
+    return found
 
 
 def test_every_build_argument_the_docs_name_takes_effect() -> None:
@@ -215,7 +219,7 @@ def test_every_build_argument_the_docs_name_takes_effect() -> None:
         else:
             # A stage's ARG is in the environment of the RUNs after it: pip reads PIP_* from there.
             assert name.startswith("PIP_"), name
-            assert builder.index(stage_args[name]) < builder.index(builder_install()), name
+            assert all(builder.index(stage_args[name]) < builder.index(run) for run in index_runs()), name
     # No index is reached at run time: the final stage takes no index URL.
     assert not [command for command in stages()[-1] if command.cmd == "ARG"]
     secrets = {
@@ -229,16 +233,17 @@ def test_every_build_argument_the_docs_name_takes_effect() -> None:
     assert set(re.findall(r"--secret id=([\w-]+)", docs_text())) == secrets
 
 
-def test_the_builder_trusts_a_ca_bundle_given_as_a_build_secret(tmp_path: Path) -> None:
+@pytest.mark.parametrize("which", [0, 1], ids=["dependencies", "build backend"])
+def test_the_builder_trusts_a_ca_bundle_given_as_a_build_secret(tmp_path: Path, which: int) -> None:
     """A TLS-intercepting proxy or private index: its CA bundle comes in as a secret, never a layer."""
-    builder, install = stages()[0], builder_install()
+    builder, install = stages()[0], index_runs()[which]
     (mount,) = [flag for flag in install.flags if flag.startswith("--mount=type=secret")]
     options = dict(option.partition("=")[::2] for option in mount.removeprefix("--mount=").split(","))
     assert options["uid"] == user_at(builder, install), "readable by the user that runs pip"
     secret = options.get("target", f"/run/secrets/{options['id']}")  # where BuildKit mounts it
     # What the RUN does before pip, run by a shell with the secret mounted and without.
     before_pip, _, pip = install.value[0].rpartition("&&")
-    assert "pip wheel" in pip
+    assert "pip wheel" in pip or "pip install" in pip
 
     def pip_cert(bundle: Path) -> str:
         script = before_pip.replace(secret, str(bundle)) + ' && printf %s "${PIP_CERT-}"'
@@ -283,7 +288,8 @@ def test_entrypoint_is_the_console_script_running_the_daemon(capsys: pytest.Capt
 def test_builds_as_a_user_runs_as_root() -> None:
     """The build needs no root; the plugin does (device nodes, the kubelet's socket directory)."""
     builder, final = stages()[0], stages()[-1]
-    assert user_at(builder, builder_install()).split(":")[0] not in {"0", "root"}
+    for run in runs(builder, "pip"):
+        assert user_at(builder, run).split(":")[0] not in {"0", "root"}
     assert [command.value[0] for command in final if command.cmd == "USER"][-1] == "0:0"
 
 
@@ -377,6 +383,8 @@ def copied_sources() -> set[str]:
 def test_build_context_holds_what_the_wheel_needs() -> None:
     project = pyproject()
     needed = {
+        "requirements.lock",  # the dependencies, pinned with hashes (tests/test_image_lock.py)
+        "requirements-build.lock",  # the build backend, the same way
         "pyproject.toml",
         project["project"]["readme"],
         *project["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"],

@@ -9,11 +9,13 @@ from ascend_plugin.doctor.findings import Guide, Status
 
 pytestmark = pytest.mark.anyio
 
+IN_A_POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1"}  # what the kubelet sets in every pod
+
 
 async def test_unset_node_name_and_host_ip_name_the_downward_api(
     doctor_py_root: DoctorRoot,
 ) -> None:
-    found = await doctor_py_root.run(node_name=None, host_ip=None)
+    found = await doctor_py_root.run(IN_A_POD, node_name=None, host_ip=None)
     node_name, host_ip = found["node-name"], found["host-ip"]
     assert (node_name.status, node_name.see) == (Status.PROBLEM, Guide.NODE_IDENTITY)
     assert node_name.detail.startswith("NODE_NAME is not set")
@@ -29,7 +31,7 @@ async def test_unset_node_name_and_host_ip_name_the_downward_api(
 
 @pytest.mark.parametrize("address", ["300.1.2.3", "node-1", "10.0.0.1/24"])
 async def test_a_host_ip_that_is_no_address_is_a_problem(doctor_py_root: DoctorRoot, address: str) -> None:
-    host_ip = (await doctor_py_root.run(host_ip=address))["host-ip"]
+    host_ip = (await doctor_py_root.run(IN_A_POD, host_ip=address))["host-ip"]
     assert host_ip.status is Status.PROBLEM
     assert host_ip.detail.startswith(f"HOST_IP={address!r} is not an IP address")
 
@@ -39,3 +41,23 @@ async def test_set_identity_passes(doctor_py_root: DoctorRoot, address: str) -> 
     found = await doctor_py_root.run(node_name="edge-7", host_ip=address)
     assert (found["node-name"].status, found["node-name"].detail) == (Status.OK, "NODE_NAME=edge-7")
     assert (found["host-ip"].status, found["host-ip"].detail) == (Status.OK, f"HOST_IP={address}")
+
+
+async def test_outside_a_pod_unset_identity_is_not_a_problem(doctor_py_root: DoctorRoot) -> None:
+    """doctor run on the node itself: nothing sets NODE_NAME or HOST_IP there, and nothing must."""
+    found = await doctor_py_root.run({}, node_name=None, host_ip=None)
+    node_name, host_ip = found["node-name"], found["host-ip"]
+    assert node_name.status is Status.SKIPPED
+    assert node_name.detail == (
+        "not checked: not in a pod (no KUBERNETES_SERVICE_HOST), where the chart sets NODE_NAME from the "
+        "downward API; give --node-name <node> to check it here"
+    )
+    assert host_ip.status is Status.SKIPPED
+    assert "give --host-ip <node IP> to check it here" in host_ip.detail
+    assert not [finding.name for finding in found.values() if finding.status is Status.PROBLEM]
+
+
+async def test_outside_a_pod_a_given_identity_is_still_checked(doctor_py_root: DoctorRoot) -> None:
+    found = await doctor_py_root.run({}, node_name="edge-7", host_ip="node-1")
+    assert found["node-name"].status is Status.OK
+    assert found["host-ip"].status is Status.PROBLEM

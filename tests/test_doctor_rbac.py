@@ -55,7 +55,18 @@ async def test_a_fully_granted_service_account_passes(
     assert found["rbac:configmaps/kube-system"].detail == (
         "allowed: get, list, watch, create, update configmaps in namespace kube-system"
     )
-    assert len(apiserver.requests_of("create", REVIEWS, 201)) == 10  # one review per verb
+    # One review per verb and object: nodes 4, events 1, the pods Volcano may have chosen for 1, and in
+    # kube-system the device-info ConfigMap 5 and mindx-dl-fault-config 3, each asked by its name.
+    reviews = apiserver.requests_of("create", REVIEWS, 201)
+    assert len(reviews) == 14
+    asked = [review.body["spec"]["resourceAttributes"] for review in reviews]
+    named = {(each["verb"], each.get("name")) for each in asked if each["resource"] == "configmaps"}
+    assert named == {
+        *((verb, "mindx-dl-deviceinfo-node-1") for verb in ("get", "list", "watch", "update")),
+        ("create", None),
+        *((verb, "mindx-dl-fault-config") for verb in ("get", "list", "watch")),
+    }
+    assert found["rbac:pods"].detail == "allowed: get pods cluster-wide"
 
 
 async def test_a_missing_nodes_rule_is_named(

@@ -141,6 +141,6 @@ async def test_a_pod_the_last_listing_missed_is_seen_by_the_listing_at_the_momen
     """A container listed now that no Allocate of this process handed over (admitted before a restart)."""
     async with plugin(python_fake, kubelet, pod_resources, short_tmp) as (manager, clock):
         await group_free_then_a_listing(python_fake, manager, pod_resources)
-        pod_resources.admitted_before("ml", "job", RESOURCE, ["Ascend910-3"])
+        pod_resources.record("ml", "job", RESOURCE, ["Ascend910-3"])
         await held_back_by(manager, clock, "Ascend910-3 a pod holds it")
         assert reset_count(python_fake) == 0

@@ -23,6 +23,8 @@ def test_simulate_prints_the_timeline_and_exits_0() -> None:
         "registered huawei.com/Ascend310 on endpoint Ascend310.sock",
         "devices: {'Ascend310-0': 'Healthy'}  capacity=1 allocatable=1",
         "device /dev/davinci_manager_docker -> /dev/davinci_manager (rw)",
+        # The level Huawei's built-in faultCode.json gives the code, as the plugin applies it.
+        "injected fault 80E01801 (RestartBusiness) into the scenario file",
         "kubelet sees Ascend310-0 Unhealthy, allocatable=0",
         "kubelet sees Ascend310-0 Healthy again, allocatable=1",
         "kubelet restarted: deleted Ascend310.sock",
@@ -93,6 +95,7 @@ def test_simulate_serve_dra_prepares_a_claim_end_to_end() -> None:
         "capacity memory=64Gi",
         "npu-2 for npus: huawei.com/npu=",
         "prepared again: the same answer from the checkpoint (True)",
+        "injected fault 80E01801 (RestartBusiness) on chip 5",
         "npu-5 left the slice: generation 1 -> 2, 7 devices",
         "health stream: npu-5 UNHEALTHY (fault 80E01801",
         "registered again; the slice is back",
@@ -135,3 +138,17 @@ def test_simulate_family_950_serves_an_atlas_850_through_dcmi_v2() -> None:
         "kubelet sees npu-3 Healthy again and npu-6 Unhealthy",
     ):
         assert step in result.stdout, step
+
+
+def test_the_demos_name_the_level_the_built_in_fault_codes_give() -> None:
+    """The demos say which level their fault has: the one in the faultCode.json the plugin ships."""
+    import json
+    from importlib import resources
+
+    from ascend_plugin.testing.simulate import FAULT, built_in_level
+
+    shipped = json.loads(resources.files("ascend_plugin").joinpath("data/faultCode.json").read_text())
+    lists = [key for key, codes in shipped.items() if FAULT in codes]
+    assert lists == ["RestartBusinessCodes"]
+    assert built_in_level(FAULT) == "RestartBusiness"
+    assert built_in_level("0") == "not in faultCode.json"

@@ -3,7 +3,9 @@
 The chart takes both from the downward API. Without NODE_NAME the plugin still
 serves the kubelet but keeps none of its Kubernetes objects (labels, device-info
 ConfigMap, config reload, Events); a missing or malformed HOST_IP is what Huawei's
-plugin reports as "host ip is invalid".
+plugin reports as "host ip is invalid". Outside a pod (no KUBERNETES_SERVICE_HOST:
+doctor run on the node itself) nothing sets them, so their absence says nothing
+about the deployment: it is reported as not checked, with the flags that check them.
 """
 
 from __future__ import annotations
@@ -20,13 +22,24 @@ HOST_IP = "host-ip"
 
 @check("node-identity")
 async def node_identity(context: Context) -> list[Finding]:
-    """NODE_NAME is set; HOST_IP is set and an IP address."""
-    return [_node_name(context.settings.node_name), _host_ip(context.settings.host_ip)]
+    """NODE_NAME is set; HOST_IP is set and an IP address (outside a pod: only when given)."""
+    in_pod = "KUBERNETES_SERVICE_HOST" in context.environ
+    return [_node_name(context.settings.node_name, in_pod), _host_ip(context.settings.host_ip, in_pod)]
 
 
-def _node_name(value: str | None) -> Finding:
+def _outside_a_pod(name: str, variable: str, flag: str) -> Finding:
+    return Finding.skipped(
+        name,
+        f"not checked: not in a pod (no KUBERNETES_SERVICE_HOST), where the chart sets {variable} from the "
+        f"downward API; give {flag} to check it here",
+    )
+
+
+def _node_name(value: str | None, in_pod: bool) -> Finding:
     if value:
         return Finding.ok(NODE_NAME, f"NODE_NAME={value}")
+    if not in_pod:
+        return _outside_a_pod(NODE_NAME, "NODE_NAME", "--node-name <node>")
     return Finding.problem(
         NODE_NAME,
         "NODE_NAME is not set: the plugin serves the kubelet, but keeps no node labels, no device-info "
@@ -37,7 +50,9 @@ def _node_name(value: str | None) -> Finding:
     )
 
 
-def _host_ip(value: str | None) -> Finding:
+def _host_ip(value: str | None, in_pod: bool) -> Finding:
+    if not value and not in_pod:
+        return _outside_a_pod(HOST_IP, "HOST_IP", "--host-ip <node IP>")
     fix = (
         "the chart sets it from the downward API (fieldRef status.hostIP); by hand: "
         "env HOST_IP=<node IP> or --host-ip"

@@ -6,6 +6,8 @@ the plugin's ServiceAccount), whatever mix of ClusterRoles, Roles and
 aggregation grants it. The permissions asked for are the ones the plugin's
 code uses, per publisher (``PUBLISHERS``, the table in docs/kubernetes.md#rbac), and
 with serve=dra the DRA driver's (``DRA_GRANTS``); a publisher that is off needs none.
+A ConfigMap the plugin knows by name is asked about by that name, as its requests
+name it (the chart grants those by name); one finding per resource and namespace.
 
 kubernetes-asyncio is imported only inside the functions that talk to the API
 server: it costs tens of MB and most of a second, and most checks never need it.
@@ -22,6 +24,8 @@ from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
 from ascend_plugin.faces.kube.publishers import PUBLISHERS
+from ascend_plugin.faces.volcano import checks_volcano_choices
+from ascend_plugin.fault_policy.config import CONFIGMAP_NAME as FAULT_CONFIG_NAME
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:
@@ -42,6 +46,8 @@ class Permission:
     role: str  # where the chart grants it
     features: tuple[str, ...]
     group: str = ""  # the API group; "" is the core group
+    # (verb, object name) of each request: the name where the plugin knows the object's, None otherwise
+    reviews: tuple[tuple[str, str | None], ...] = ()
 
     @property
     def name(self) -> str:
@@ -55,6 +61,20 @@ class Permission:
 # Volcano mode (ascend_plugin/faces/volcano): this node's pods, patched with its annotations, and the
 # node's InternalIP for the rank table. Written out here: the face itself imports kubernetes-asyncio.
 VOLCANO_GRANTS: Final = (("pods", ("get", "list", "watch", "patch")), ("nodes", ("get",)))
+# Volcano mode off where Volcano may place pods: each pod holding the node's chips is read once, to
+# warn when Volcano chose them (faces/volcano/unfollowed.py).
+VOLCANO_CHECK_GRANTS: Final = (("pods", ("get",)),)
+
+
+def _object(settings: Settings, feature: str) -> str | None:
+    """The ConfigMap a publisher reads or writes, by name (the chart grants the named ones by name)."""
+    if feature == "config_configmap":
+        return settings.config_configmap
+    if feature == "fault_config_configmap":
+        return FAULT_CONFIG_NAME
+    if feature == "device_info_configmap" and settings.node_name:
+        return settings.device_info_name_prefix + settings.node_name
+    return None
 
 
 def needed_permissions(settings: Settings) -> list[Permission]:
@@ -67,6 +87,8 @@ def needed_permissions(settings: Settings) -> list[Permission]:
     ]
     if settings.volcano:
         wanted += [("volcano", "", resource, None, verbs) for resource, verbs in VOLCANO_GRANTS]
+    elif checks_volcano_choices(settings):
+        wanted += [("volcano check", "", resource, None, verbs) for resource, verbs in VOLCANO_CHECK_GRANTS]
     if settings.serve == "dra":
         wanted += [("serve=dra", grant.group, grant.resource, None, grant.verbs) for grant in DRA_GRANTS]
     merged: dict[tuple[str, str, str | None], Permission] = {}
@@ -74,6 +96,9 @@ def needed_permissions(settings: Settings) -> list[Permission]:
         earlier = merged.get((group, resource, namespace))
         all_verbs = set(verbs) | set(earlier.verbs if earlier else ())
         features = (*(earlier.features if earlier else ()), feature)
+        name = _object(settings, feature) if resource == "configmaps" else None
+        # A create names no object: RBAC cannot limit it by name, nor does the review.
+        reviews = [(verb, None if verb == "create" else name) for verb in verbs]
         merged[(group, resource, namespace)] = Permission(
             resource,
             namespace,
@@ -81,6 +106,7 @@ def needed_permissions(settings: Settings) -> list[Permission]:
             "Role in namespace " + namespace if resource == "configmaps" and namespace else "ClusterRole",
             tuple(dict.fromkeys(features)),
             group,
+            tuple(dict.fromkeys([*(earlier.reviews if earlier else ()), *reviews])),
         )
     return list(merged.values())
 
@@ -138,7 +164,10 @@ async def permissions(context: Context) -> list[Finding]:
 
 
 async def _reviewed(kube: Kube, permission: Permission) -> Finding:
-    denied = [verb for verb in permission.verbs if not await access_allowed(kube, verb, permission)]
+    refused = {
+        verb for verb, name in permission.reviews if not await access_allowed(kube, verb, permission, name)
+    }
+    denied = [verb for verb in permission.verbs if verb in refused]
     asked = ", ".join(permission.verbs)
     if not denied:
         return Finding.ok(permission.name, f"allowed: {asked} {permission.resource} {permission.where}")
@@ -158,8 +187,8 @@ async def _reviewed(kube: Kube, permission: Permission) -> Finding:
     )
 
 
-async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
-    """One SelfSubjectAccessReview: may these credentials ``verb`` the permission's resource there?"""
+async def access_allowed(kube: Kube, verb: str, permission: Permission, name: str | None = None) -> bool:
+    """One SelfSubjectAccessReview: may these credentials ``verb`` the resource (object ``name``) there?"""
     import aiohttp
     from kubernetes_asyncio.client import AuthorizationV1Api
 
@@ -168,6 +197,8 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission) -> bool:
     attributes: dict[str, str] = {"verb": verb, "group": permission.group, "resource": permission.resource}
     if permission.namespace:
         attributes["namespace"] = permission.namespace
+    if name is not None:
+        attributes["name"] = name
     body = {
         "apiVersion": "authorization.k8s.io/v1",
         "kind": "SelfSubjectAccessReview",

@@ -26,8 +26,10 @@ from ascend_plugin.doctor import (
     identity,
     kubelet,
     library,
+    other_plugins,
     rbac,
     splits,
+    volcano,
 )
 from ascend_plugin.doctor.check import Check
 from ascend_plugin.doctor.context import Context
@@ -52,10 +54,12 @@ CHECKS: tuple[Check, ...] = (
     host_files.shared_memory,
     devices.device_nodes,
     kubelet.kubelet,
+    other_plugins.other_plugins,
     identity.node_identity,
     rbac.permissions,
     fault_config.fault_configuration,
     dra_features.dra_features,
+    volcano.volcano_choices,
 )
 
 

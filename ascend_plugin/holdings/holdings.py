@@ -12,7 +12,9 @@ that the kubelet answered, in every mode, with the chips a part knows to be
 held beyond the kubelet's record (:meth:`PodHoldings.also_held`: Volcano mode,
 from the pods' annotations and its own Allocates). While the kubelet cannot be
 asked, the held chips are that part's alone, or, where no part knows, stay as
-last known.
+last known. The chips held through device-plugin IDs (not DRA claims) are kept
+apart, with a change count: a DRA driver publishes none of them while a pod a
+device plugin served still holds it (:meth:`PodHoldings.device_plugin_holders`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from types import MappingProxyType
 
 import anyio
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.holdings.pod_resources import ContainerRef, Listing, PodResourcesClient
 from ascend_plugin.holdings.resolve import ChipResolver, HeldDevice
 from ascend_plugin.offers.assignments import HeldChips
@@ -49,10 +52,12 @@ class ContainerChips:
 
 @dataclass(frozen=True)
 class Resolved:
-    """A listing resolved to chips: per container, and per chip its containers."""
+    """A listing resolved to chips: per container, per chip its containers, and those through device IDs."""
 
     containers: tuple[ContainerChips, ...] = ()
     by_chip: Mapping[int, tuple[ContainerRef, ...]] = field(default_factory=lambda: MappingProxyType({}))
+    # Per chip, the containers holding it through a device plugin's device IDs (not a DRA claim).
+    plugin_held: Mapping[int, tuple[ContainerRef, ...]] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def chips(self) -> frozenset[int]:
@@ -63,6 +68,7 @@ def resolve(listing: Listing, resolver: ChipResolver) -> Resolved:
     """Each container's devices as chips; containers holding none of ours are left out."""
     containers = []
     by_chip: dict[int, list[ContainerRef]] = {}
+    plugin_held: dict[int, list[ContainerRef]] = {}
     for entry in listing:
         devices = [
             device
@@ -70,6 +76,8 @@ def resolve(listing: Listing, resolver: ChipResolver) -> Resolved:
             for kubelet_id in ids
             if (device := resolver.device(resource, kubelet_id)) is not None
         ]
+        for chip in sorted({chip for device in devices for chip in device.chips}):
+            plugin_held.setdefault(chip, []).append(entry.ref)
         devices += [device for claim in entry.claims if (device := resolver.claim_device(claim)) is not None]
         if not devices:
             continue
@@ -79,8 +87,13 @@ def resolve(listing: Listing, resolver: ChipResolver) -> Resolved:
             by_chip.setdefault(chip, []).append(entry.ref)
     return Resolved(
         tuple(sorted(containers, key=lambda held: held.ref)),
-        MappingProxyType({chip: tuple(sorted(refs)) for chip, refs in sorted(by_chip.items())}),
+        _by_chip(by_chip),
+        _by_chip(plugin_held),
     )
+
+
+def _by_chip(refs: Mapping[int, list[ContainerRef]]) -> Mapping[int, tuple[ContainerRef, ...]]:
+    return MappingProxyType({chip: tuple(sorted(found)) for chip, found in sorted(refs.items())})
 
 
 class PodHoldings:
@@ -108,6 +121,9 @@ class PodHoldings:
         self._resolved_for: tuple[int, tuple[int, int]] | None = None
         self._generation = 0  # counts listings, so a new one is always resolved
         self._also: frozenset[int] | None = None  # what a part knows to be held (Volcano mode)
+        self.tried = anyio.Event()  # set once the kubelet was asked the first time, answered or not
+        self.changes = Changes()  # bumped when the chips held through device-plugin IDs change
+        self._plugin_held: Mapping[int, tuple[ContainerRef, ...]] = MappingProxyType({})
 
     # -- what parts read ---------------------------------------------------------------
 
@@ -118,6 +134,10 @@ class PodHoldings:
     def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
         """The containers holding chip ``phy_id`` (its whole, a share or a vNPU of it), sorted."""
         return self._current().by_chip.get(phy_id, ())
+
+    def device_plugin_holders(self) -> Mapping[int, tuple[ContainerRef, ...]]:
+        """Per chip, the containers holding it through a device plugin's device IDs (no DRA claim)."""
+        return self._current().plugin_held
 
     # -- keeping it current ------------------------------------------------------------
 
@@ -146,6 +166,11 @@ class PodHoldings:
                 self.listing = listing
                 self._generation += 1
             self.update_held(began if listing is not None else None)
+            plugin_held = self.device_plugin_holders()
+            if plugin_held != self._plugin_held:
+                self._plugin_held = plugin_held
+                self.changes.bump()
+            self.tried.set()
             return listing
 
     def also_held(self, chips: frozenset[int]) -> None:

@@ -7,12 +7,16 @@ only a count: the chip behind one is the chooser's kubelet-ID map
 (:class:`~ascend_plugin.offers.assignments.Assignments`), and an ID the map
 does not know names no chip yet. A DRA claim's device is this driver's, in this
 node's pool, named after the chip it is or sits on (the DRA face says how: a
-whole chip, or a partition made on demand).
+whole chip, or a partition made on demand). With the DRA driver there is no
+offer book, yet pods a device plugin served before the node moved (this one's,
+or Huawei's: the same IDs) still hold their chips: their IDs are read by the
+names a device plugin gives them (:class:`DevicePluginIds`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ascend_plugin.holdings.pod_resources import ClaimDevice
@@ -39,16 +43,51 @@ class ClaimNames:
     phy_of: Callable[[str], int | None]
 
 
+@dataclass(frozen=True)
+class DevicePluginIds:
+    """The chips behind a device plugin's IDs, read from the IDs themselves (no offer book).
+
+    Huawei's names and this plugin's alike: ``<prefix>-<phy>`` (a whole chip),
+    ``<prefix>-<phy>-<i>`` (a share) of the family's resource, and
+    ``<prefix>-<template suffix>-<vNPU id>-<phy>`` of a vNPU resource
+    ``<resource>-<suffix>``. Volcano's kubelet IDs do not name the chip Volcano
+    chose: a node that ran Volcano mode is drained before it moves (docs/dra.md).
+    """
+
+    resource: str  # the family's whole-chip resource, e.g. huawei.com/Ascend910
+    prefix: str  # its device ID prefix, e.g. Ascend910
+    chips: Collection[int]  # the node's physical ids: an ID naming another is no chip of ours
+
+    def chip_of(self, resource: str, device_id: str) -> int | None:
+        """The physical id a device ID names, or None when it is none of this node's chips."""
+        prefix = re.escape(self.prefix)
+        if resource == self.resource:
+            match = re.fullmatch(rf"{prefix}-(\d+)(?:-\d+)?", device_id)
+        elif resource.startswith(self.resource + "-"):
+            match = re.fullmatch(rf"{prefix}-.+-\d+-(\d+)", device_id)
+        else:
+            return None
+        phy = int(match.group(1)) if match else None
+        return phy if phy in self.chips else None
+
+
 class ChipResolver:
     """Names the chips behind kubelet device IDs (through the offer book) and claims' devices.
 
     ``chooser`` is the Volcano chooser once that face exists (it is built after
-    this resolver, which it needs): set it then.
+    this resolver, which it needs): set it then. Without a book (the DRA driver),
+    ``plugin_ids`` reads the chips of device-plugin pods from their IDs.
     """
 
-    def __init__(self, book: OfferBook | None = None, claims: ClaimNames | None = None) -> None:
+    def __init__(
+        self,
+        book: OfferBook | None = None,
+        claims: ClaimNames | None = None,
+        plugin_ids: DevicePluginIds | None = None,
+    ) -> None:
         self.book = book
         self.claims = claims
+        self.plugin_ids = plugin_ids
         self.chooser: DeviceChooser | None = None
 
     @property
@@ -61,7 +100,8 @@ class ChipResolver:
     def device(self, resource: str, kubelet_id: str) -> HeldDevice | None:
         """The device behind a kubelet device ID of ``resource``; None when it is not one of ours (yet)."""
         if self.book is None:
-            return None
+            phy = self.plugin_ids.chip_of(resource, kubelet_id) if self.plugin_ids is not None else None
+            return HeldDevice(resource, kubelet_id, (phy,)) if phy is not None else None
         real = kubelet_id
         if self.chooser is not None and self.chooser.decides(resource):
             mapped = self.chooser.assignments.real_of(resource, [kubelet_id])

@@ -117,10 +117,11 @@ class PodResourcesStandIn:
         self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
         return response
 
-    def admitted_before(
+    def record(
         self, namespace: str, name: str, resource: str, device_ids: Sequence[str], container: str = "main"
     ) -> None:
-        """A container the kubelet admitted before the plugin (re)started: listed, its Allocate long done."""
+        """A container listed as holding ``device_ids``, with no Allocate through this stand-in: admitted
+        before the plugin (re)started, or served by a device plugin that is gone (a node moved to DRA)."""
         self._record(AdmittedContainer(namespace, name, container, resource, tuple(device_ids)))
 
     def claim(

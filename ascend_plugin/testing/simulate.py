@@ -27,12 +27,23 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.fault_policy.codes import parse_code
+from ascend_plugin.fault_policy.config import builtin_codes
 from ascend_plugin.settings import Settings, describe_validation_error
 from ascend_plugin.testing.scenario_writer import write_scenario
 
 RESOURCE = "huawei.com/Ascend310"
 DEVICE = "Ascend310-0"
 TIMEOUT = 15.0
+FAULT = "80E01801"  # HBM multi-bit error
+
+
+def built_in_level(code: str) -> str:
+    """The level Huawei's built-in faultCode.json gives ``code``: the demo names what the plugin applies."""
+    parsed = parse_code(code)
+    level = builtin_codes().list_level(parsed) if parsed is not None else None
+    return level.name if level is not None else "not in faultCode.json"
+
 
 # What an Atlas 200I A2 board exposes under /dev (a subset is enough to show the rules).
 HOST_DEVICE_NODES = (
@@ -205,8 +216,8 @@ async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Calla
         for mount in container.mounts:
             say(f"    mount  {mount.host_path} (read-only={mount.read_only})")
 
-        _write_scenario(scenario, ["80E01801"])
-        say("injected fault 80E01801 (SeparateNPU) into the scenario file")
+        _write_scenario(scenario, [FAULT])
+        say(f"injected fault {FAULT} ({built_in_level(FAULT)}) into the scenario file")
         await wait(lambda k: k.health(RESOURCE).get(DEVICE) == "Unhealthy", "device unhealthy")
         say(f"kubelet sees {DEVICE} Unhealthy, allocatable={kubelet.resources[RESOURCE].allocatable}")
 

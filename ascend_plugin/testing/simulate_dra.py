@@ -23,11 +23,11 @@ import anyio.to_thread
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.settings import Settings
+from ascend_plugin.testing.simulate import FAULT, built_in_level
 
 DRIVER = "npu.huawei.com"
 NODE = "atlas-800t-a2"
 TIMEOUT = 20.0
-FAULT = "80E01801"  # SeparateNPU
 
 
 def server_scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
@@ -219,7 +219,7 @@ class _Timeline:
     async def fault_and_recovery(self) -> None:
         before = self.generation()
         _write_scenario(self.scenario, {5: [FAULT]})
-        self.say(f"injected fault {FAULT} (SeparateNPU) on chip 5")
+        self.say(f"injected fault {FAULT} ({built_in_level(FAULT)}) on chip 5")
         await self.api_has(
             lambda: "npu-5" not in {d["name"] for d in self.devices()}, "npu-5 out of the slice"
         )

@@ -28,14 +28,16 @@ What does not change while the plugin runs is worked out once per chip
 (with its partitions) is in the slice (the default: unhealthy chips leave) or
 in it with a taint. A chip split into static vNPUs is never published whole (a
 pod given it would share the silicon with the vNPUs' pods), and one whose vNPUs
-could not be read yet counts as unhealthy. A string longer than the API allows
-is cut to size, with one warning.
+could not be read yet counts as unhealthy; a chip a device-plugin pod still
+holds (a node moved from the device plugin) is left out, with its partitions,
+until the pod is gone. A string longer than the API allows is cut to size, with
+one warning.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -203,15 +205,18 @@ class DeviceCatalog:
             for name, template in partition_names(chip.phy_id, splits)
         )
 
-    def pool(self, publishing: Publishing = Publishing()) -> PoolDevices:
+    def pool(self, publishing: Publishing = Publishing(), withheld: Collection[int] = ()) -> PoolDevices:
         """The counter sets and devices to publish now, by physical id.
 
         Without ``publishing.taints`` the healthy chips only; with it every
-        chip, the unhealthy ones (and their partitions) with their taint.
+        chip, the unhealthy ones (and their partitions) with their taint. The
+        ``withheld`` chips (a device-plugin pod holds them) are left out, whole.
         """
         counter_sets: list[JsonObject] = []
         chips: list[list[JsonObject]] = []
         for state in self.inventory.chips():
+            if state.phy_id in withheld:
+                continue  # not free: a scheduler must not allocate it to a claim
             split = self.splits.get(state.phy_id) if publishing.partitions else None
             if state.split and split is None:
                 continue  # static vNPUs: the chip is not given whole (made on demand, they are ours)

@@ -54,6 +54,7 @@ from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
+from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
@@ -178,11 +179,14 @@ class DraFace:
         calls: ChipCalls | None = None,
         *,
         held: HeldChips | None = None,
+        holdings: PodHoldings | None = None,
     ) -> None:
         """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
         chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: told of the
-        chips each claim prepared takes."""
+        chips each claim prepared takes; ``holdings``: which chips device-plugin pods hold (left out of
+        the slices until they go)."""
         self.inventory = inventory
+        self.holdings = holdings
         self.settings = settings
         plan = plan or DraPlan({})
         self.catalog = DeviceCatalog(
@@ -338,7 +342,7 @@ class DraFace:
         self.claims.kube = kube
         try:
             self.slices = SliceController(
-                kube, self.catalog, self.settings.node, taints=self.settings.device_taints
+                kube, self.catalog, self.settings.node, taints=self.settings.device_taints, held=self.holdings
             )
             if not self.registration.registered:
                 log.info("the ResourceSlices wait for the kubelet to register the driver")

@@ -20,7 +20,10 @@ written:
   and stays there until the watch shows it, so a change that arrives before
   the watch has caught up cannot create a duplicate either;
 * when the API server is away, writes wait with backoff and the latest state
-  is written once it answers: the slices catch up, nothing queues.
+  is written once it answers: the slices catch up, nothing queues;
+* a chip a device-plugin pod holds (the kubelet's PodResources: a node moved
+  from the device plugin) is left out until the pod goes; the first publication
+  waits for the kubelet's first answer, so such a chip is never offered at all.
 
 Since 1.35 counter sets and devices live in slices of their own
 (:mod:`~ascend_plugin.faces.dra.layout`). What the pool holds besides whole
@@ -58,6 +61,8 @@ from ascend_plugin.faces.dra.server_features import (
     probe,
     refused_verdict,
 )
+from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.kubeapi.client import (
     NODES,
     RESOURCE_SLICES,
@@ -212,11 +217,15 @@ class SliceController:
         taints: bool | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
         recheck: float | None = None,
+        held: PodHoldings | None = None,
     ) -> None:
         """``taints``: None where the server keeps them, True the same but insisting (a warning when it
         does not), False never. ``recheck``: seconds between two asks of the server about a feature it
-        did not keep (its gate may be turned on meanwhile); default FEATURE_RECHECK."""
+        did not keep (its gate may be turned on meanwhile); default FEATURE_RECHECK. ``held``: which
+        chips device-plugin pods hold, left out of the pool."""
         self.kube = kube
+        self.held = held
+        self._withheld: Mapping[int, tuple[ContainerRef, ...]] = {}  # as last published, said once each
         self.catalog = catalog
         self.driver = catalog.driver
         self.node = node
@@ -274,6 +283,8 @@ class SliceController:
         async with anyio.create_task_group() as group:
             group.start_soon(self._slices.run, name="ResourceSlice watch")
             group.start_soon(self._follow_chips, name="ResourceSlice chips")
+            if self.held is not None:
+                group.start_soon(self._follow_held, self.held, name="ResourceSlice held chips")
             await self._reconcile_forever()
 
     def wake(self) -> None:
@@ -286,9 +297,25 @@ class SliceController:
             version = await self.catalog.inventory.wait_for_change(version)
             self.wake()
 
+    async def _follow_held(self, held: PodHoldings) -> None:
+        version = held.changes.version
+        while True:
+            version = await held.changes.wait_for_change(version)
+            self.wake()
+
     async def _reconcile_forever(self) -> None:
         retry = Retrier("ResourceSlices")
         await self._slices.wait_synced()
+        if self.held is not None:
+            await self.held.tried.wait()  # no chip a device-plugin pod holds is ever offered
+            if not self.held.answered:  # the client said why, at warning level; this is what follows
+                log.info(
+                    "the kubelet's PodResources API did not answer, so the chips pods of the device plugin "
+                    "still hold cannot be told: pool %s is published whole (such a chip leaves it once the "
+                    "kubelet answers; see the log of the pod holdings for why)",
+                    self.node,
+                    extra={"pool": self.node},
+                )
         while True:
             seen = self._looks.version
             try:
@@ -391,7 +418,29 @@ class SliceController:
 
     def desired(self) -> list[JsonObject]:
         """The content of each slice (counter sets or devices), as the chips are now."""
-        return slice_contents(self.catalog.pool(self.publishing))
+        return slice_contents(self.catalog.pool(self.publishing, self._held_now()))
+
+    def _held_now(self) -> Mapping[int, tuple[ContainerRef, ...]]:
+        """The chips device-plugin pods hold now; each change is said once (left out, published again)."""
+        held = self.held.device_plugin_holders() if self.held is not None else {}
+        for phy in sorted(held.keys() - self._withheld.keys()):
+            pods = ", ".join(sorted({f"{ref.namespace}/{ref.pod}" for ref in held[phy]}))
+            log.warning(
+                "chip %d is held by device-plugin pod(s) %s: it is left out of pool %s until they end",
+                phy,
+                pods,
+                self.node,
+                extra={"chip": phy, "pool": self.node, "pods": pods},
+            )
+        for phy in sorted(self._withheld.keys() - held.keys()):
+            log.info(
+                "chip %d is no longer held by a device-plugin pod: pool %s offers it again",
+                phy,
+                self.node,
+                extra={"chip": phy, "pool": self.node},
+            )
+        self._withheld = held
+        return held
 
     def _ours(self) -> tuple[list[JsonObject], list[JsonObject]]:
         """(this node's pool's slices by name, slices of ours under another pool name)."""
@@ -517,7 +566,9 @@ class SliceController:
             generation,
             len(published),
             len(chunks),
-            f"; unhealthy or split, left out: {', '.join(left_out)}" if left_out else "",
+            f"; unhealthy, split or held by device-plugin pods, left out: {', '.join(left_out)}"
+            if left_out
+            else "",
             extra={
                 "pool": self.node,
                 "generation": generation,

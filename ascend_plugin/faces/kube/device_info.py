@@ -37,6 +37,9 @@ Huawei's plugin:
   events part (:meth:`~ascend_plugin.faces.kube.events.NodeEvents.serve`).
 
 Failures are retried with backoff, each attempt writing the state of that moment.
+Another process that rewrites the device list (Huawei's plugin, still running on
+the node) is named once, in the log and a node Event, and not fought: nothing is
+written until it has been quiet for a while (:class:`~ascend_plugin.other_plugins.OtherWriter`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from ascend_plugin.changes import Changes
 from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
+    DATA_KEY,
     MANUALLY_SEPARATED_KEY,
     UPGRADE_REASON_KEY,
     DeviceInfoContent,
@@ -78,6 +82,7 @@ from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import named_object, object_key, version_of
 from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.other_plugins import OtherWriter, foreign_writer
 
 log = logging.getLogger(__name__)
 
@@ -101,8 +106,11 @@ class DeviceInfoPublisher:
         held: HeldChips | None = None,
         policy: FaultPolicy | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
+        announce: Callable[[str, str], None] | None = None,
     ) -> None:
         self.kube = kube
+        self.announce = announce  # a node Event, when another process writes the ConfigMap
+        self.other = OtherWriter(DATA_KEY)
         self.inventory = inventory
         self.namespace = namespace
         self.name = name
@@ -194,6 +202,10 @@ class DeviceInfoPublisher:
         while not self.inventory.closed:
             held_version = self.held.version if self.held is not None else 0
             nudges = self._nudges.version
+            if self._other_writes():  # not fought: looked at again on a change, or once it is quiet
+                with anyio.move_on_after(self.other.quiet_in(self.clock())):
+                    version = await self._wait_for_change(version, held_version, nudges)
+                continue
             self._take_operator_edits()
             content, separated = self._content()
             since_write = self.clock() - self._last_write
@@ -286,10 +298,28 @@ class DeviceInfoPublisher:
             self._written.upgrade_reasons,
         )
 
+    def _other_writes(self) -> bool:
+        """Whether another process rewrites the device list now; each spell of it said once."""
+        now = self.clock()
+        manager = self.other.observe(self.reflector.get(self.key))
+        if manager is not None:
+            said = self.other.active(now)
+            self.other.last_seen = now
+            if not said:
+                message = foreign_writer(self.where, manager)
+                log.warning("%s", message, extra={"configmap": self.where, "manager": manager})
+                if self.announce is not None:
+                    self.announce("OtherPluginWrites", message)
+        elif self.other.last_seen is not None and not self.other.active(now):
+            self.other.last_seen = None
+            log.info("device-info ConfigMap %s: the other writer is quiet; writing it again", self.where)
+        return self.other.active(now)
+
     async def _write(self, content: DeviceInfoContent, separated: tuple[int, ...]) -> None:
         for attempt in range(1, CONFLICT_RETRIES + 1):
             try:
-                written = await self._put(content.data(int(self.wall_clock())))
+                sent = content.data(int(self.wall_clock()))
+                written = await self._put(sent)
                 break
             except (Conflict, NotFound) as error:
                 # Someone else wrote (or deleted) it since we last looked: look again, and take in
@@ -301,6 +331,7 @@ class DeviceInfoPublisher:
                 self._take_operator_edits()
                 content, separated = self._content()
         self._taken = version_of(written)
+        self.other.wrote(self._taken, sent.get(DATA_KEY))
         if self.policy is not None:
             self.policy.mark_written(separated)
         if content != self._written:

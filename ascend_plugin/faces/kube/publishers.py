@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the
 log = logging.getLogger(__name__)
 
 Part = Callable[[], Awaitable[None]]
+Announce = Callable[[str, str], None]  # a one-off node Event: (reason, message)
 
 # Node events live in the default namespace, where the kubelet puts its own and
 # where `kubectl describe node` finds them.
@@ -53,6 +54,16 @@ class KubeInputs:
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
     # The fault configuration's inputs and the node's fault policy (None: a plugin without one).
     faults: FaultSources | None = None
+    # Parts of other faces that read the API server and tell through the node's Events (app.py wires them).
+    side_parts: tuple[SidePart, ...] = ()
+
+
+@dataclass(frozen=True)
+class SidePart:
+    """Another face's part run on the publishers' client, announcing through their one Event sender."""
+
+    name: str
+    run: Callable[[Kube, Announce | None], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -114,6 +125,7 @@ def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
         settings.device_info_refresh,
         held=inputs.held,
         policy=inputs.faults.policy if inputs.faults is not None else None,
+        announce=side.events.announce if side.events is not None else None,
     ).run
 
 

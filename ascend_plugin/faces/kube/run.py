@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 
 import anyio
@@ -22,6 +23,9 @@ async def run_kube(inputs: KubeInputs) -> None:
             for publisher in PUBLISHERS:
                 if publisher.enabled(inputs.settings):
                     tasks.start_soon(supervise, publisher.name, publisher.build(side, inputs))
+            announce = side.events.announce if side.events is not None else None
+            for part in inputs.side_parts:
+                tasks.start_soon(supervise, part.name, functools.partial(part.run, side.kube, announce))
     finally:
         with anyio.CancelScope(shield=True):
             await kube.close()

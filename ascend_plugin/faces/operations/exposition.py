@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from ascend_plugin import __version__
 from ascend_plugin.chip_calls import lane_name
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, MetricsSource
@@ -76,7 +77,13 @@ class _Collector(Collector):
         registrations.add_metric([], counters.registrations)
         ready = GaugeMetricFamily("ascend_plugin_ready", "1 when the node is served (what /readyz says)")
         ready.add_metric([], 1.0 if source.ready() else 0.0)
-        yield from (allocations, errors, updates, registrations, ready)
+        # The node's name on a series of the plugin's own: a dashboard maps each scrape target to its
+        # node whatever the scrape configuration labels (tests/test_telemetry_prometheus.py).
+        node = GaugeMetricFamily(
+            "ascend_node_info", "1, naming the node this plugin serves", labels=["node_name", "version"]
+        )
+        node.add_metric([source.node_name(), __version__], 1.0)
+        yield from (allocations, errors, updates, registrations, ready, node)
         yield from _dra_counters(counters)
 
         stuck = GaugeMetricFamily(

@@ -14,6 +14,7 @@ verdicts' (the fault policy's judgement), the escalations the policy's count.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -36,8 +37,11 @@ class PluginSource:
         calls: ChipCalls,
         probes: PluginProbes,
         faults: FaultPolicy,
+        *,
         clock: Callable[[], float] = time.monotonic,
+        node: str = "",
     ) -> None:
+        self.node = node or socket.gethostname()  # a kubelet's node name defaults to the host name
         self.discovery = discovery
         self.faults = faults
         self.calls = calls
@@ -90,6 +94,9 @@ class PluginSource:
 
     def stuck_calls(self) -> Sequence[StuckCall]:
         return self.calls.stuck_calls()
+
+    def node_name(self) -> str:
+        return self.node
 
     def fault_escalations(self) -> Mapping[str, int]:
         return {kind.value: count for kind, count in sorted(self.faults.escalations().items())}

@@ -15,5 +15,26 @@ that map) and, while the kubelet does not answer, tells the node which chips
 pods hold from their annotations
 (:class:`~ascend_plugin.offers.assignments.HeldChips`).
 
-Nothing here is imported unless ``volcano`` is on: it imports kubernetes-asyncio.
+Nothing here is imported unless ``volcano`` is on (it imports kubernetes-asyncio),
+except :mod:`.unfollowed`, which with Volcano mode off says when Volcano places pods
+here anyway; whether it runs is decided here, without importing it.
 """
+
+from __future__ import annotations
+
+from ascend_plugin.settings import Settings
+
+
+def checks_volcano_choices(settings: Settings) -> bool:
+    """Whether the plugin looks for Volcano's choices it would not follow (:mod:`.unfollowed`).
+
+    Only where Volcano can place NPU pods on the node (it schedules from the
+    device-info ConfigMap) and the plugin does not follow Volcano: the device
+    plugin, Volcano mode off, with a node name (and so the Kubernetes side).
+    """
+    return (
+        settings.serve == "device-plugin"
+        and not settings.volcano
+        and settings.device_info_configmap
+        and bool(settings.node_name)
+    )

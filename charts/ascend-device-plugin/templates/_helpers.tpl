@@ -62,17 +62,36 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end }}
 
 {{/*
-Namespaces whose ConfigMaps the plugin reads or writes: the release namespace
-(its config ConfigMap) and, while it writes the device-info ConfigMap, that
-ConfigMap's namespace (kube-system unless settings.deviceInfoNamespace says
-otherwise). As a JSON list, for fromJsonArray.
+The plugin's ConfigMap rules, by namespace, as a JSON map of rule lists: its config
+ConfigMap in the release namespace (read, by name); the device-info ConfigMap while
+it writes one (settings.deviceInfoNamespace, default kube-system: read and written;
+its name is per node, so not by name); Huawei's kube-system/mindx-dl-fault-config
+while it follows it (read, by name).
 */}}
-{{- define "ascend-device-plugin.configMapNamespaces" -}}
-{{- $namespaces := list .Release.Namespace }}
-{{- if not (eq .Values.settings.deviceInfoConfigmap false) }}
-{{- $namespaces = append $namespaces (default "kube-system" .Values.settings.deviceInfoNamespace) }}
+{{- define "ascend-device-plugin.configMapRules" -}}
+{{- $settings := .Values.settings }}
+{{- $rules := dict }}
+{{- $config := dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list (include "ascend-device-plugin.configMapName" .)) "verbs" (list "get" "list" "watch") }}
+{{- $_ := set $rules .Release.Namespace (list $config) }}
+{{- if not (eq $settings.deviceInfoConfigmap false) }}
+{{- $namespace := $settings.deviceInfoNamespace | default "kube-system" }}
+{{- $deviceInfo := dict "apiGroups" (list "") "resources" (list "configmaps") "verbs" (list "get" "list" "watch" "create" "update") }}
+{{- $_ = set $rules $namespace (append (get $rules $namespace | default list) $deviceInfo) }}
 {{- end }}
-{{- $namespaces | uniq | toJson }}
+{{- if not (eq $settings.faultConfigConfigmap false) }}
+{{- $faultConfig := dict "apiGroups" (list "") "resources" (list "configmaps") "resourceNames" (list "mindx-dl-fault-config") "verbs" (list "get" "list" "watch") }}
+{{- $_ = set $rules "kube-system" (append (get $rules "kube-system" | default list) $faultConfig) }}
+{{- end }}
+{{- $rules | toJson }}
+{{- end }}
+
+{{/*
+"true" when the chart installs the policy that holds each node's plugin to its own
+node's objects: rbac.create and rbac.ownNodeOnly, on a cluster that has
+ValidatingAdmissionPolicy v1 and puts the node's name in a pod's token (1.30 and later).
+*/}}
+{{- define "ascend-device-plugin.ownNodePolicy" -}}
+{{- if and .Values.rbac.create .Values.rbac.ownNodeOnly (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
 {{- end }}
 
 {{/*
@@ -140,7 +159,56 @@ path the driver gives it.
 {{- .Values.settings.draPluginPath | default (printf "/var/lib/kubelet/plugins/%s" (include "ascend-device-plugin.draDriver" .)) }}
 {{- end }}
 
-{{/* "true" when the plugin writes CDI specs: cdi mode, and every claim with serve: dra. */}}
-{{- define "ascend-device-plugin.writesCdi" -}}
-{{- if or (eq (toString .Values.settings.allocateMode) "cdi") (eq .Values.serve "dra") }}true{{ end }}
+{{/*
+The modes the release serves, as a JSON list: ["device-plugin"], ["dra"], or both with
+serve: by-node-label (one DaemonSet each, on the nodes whose serveLabel says so).
+*/}}
+{{- define "ascend-device-plugin.modes" -}}
+{{- if eq .Values.serve "by-node-label" }}
+{{- list "device-plugin" "dra" | toJson }}
+{{- else }}
+{{- list .Values.serve | toJson }}
+{{- end }}
+{{- end }}
+
+{{/* "true" when some node of the release runs the DRA driver. */}}
+{{- define "ascend-device-plugin.servesDra" -}}
+{{- if has "dra" (include "ascend-device-plugin.modes" . | fromJsonArray) }}true{{ end }}
+{{- end }}
+
+{{/*
+The selector labels of one mode's DaemonSet (dict "root" "mode"). The DRA driver's
+DaemonSet of serve: by-node-label is "<name>-dra": two DaemonSets must never select
+each other's pods. Every other DaemonSet keeps the release's selector (immutable
+once installed).
+*/}}
+{{- define "ascend-device-plugin.modeSelectorLabels" -}}
+{{- $name := include "ascend-device-plugin.name" .root }}
+{{- if and (eq .root.Values.serve "by-node-label") (eq .mode "dra") }}
+{{- $name = printf "%s-dra" $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+app.kubernetes.io/name: {{ $name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end }}
+
+{{/* The name of one mode's DaemonSet (dict "root" "mode"). */}}
+{{- define "ascend-device-plugin.daemonSetName" -}}
+{{- $fullname := include "ascend-device-plugin.fullname" .root }}
+{{- if and (eq .root.Values.serve "by-node-label") (eq .mode "dra") }}
+{{- printf "%s-dra" (trunc 59 $fullname | trimSuffix "-") }}
+{{- else }}
+{{- $fullname }}
+{{- end }}
+{{- end }}
+
+{{/*
+"true" when this release installs the DeviceClass entry (dict "root" "name" "families"):
+dra.installClasses all, or family with the release's family among the entry's (or no
+family set), and the entry not in dra.skipClasses.
+*/}}
+{{- define "ascend-device-plugin.installsClass" -}}
+{{- $dra := .root.Values.dra }}
+{{- $family := toString .root.Values.family }}
+{{- $ours := or (eq $dra.installClasses "all") (and (eq $dra.installClasses "family") (or (not $family) (has $family .families))) }}
+{{- if and $ours (not (has .name $dra.skipClasses)) }}true{{ end }}
 {{- end }}

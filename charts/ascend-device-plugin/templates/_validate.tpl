@@ -69,6 +69,18 @@ Included once, from daemonset.yaml.
 {{- end }}
 {{- end }}
 
+{{- /* What the plugin refuses at start, refused here in its own words, before a node crash-loops. */}}
+{{- $servesDra := include "ascend-device-plugin.servesDra" . }}
+{{- if and $servesDra (not (semverCompare ">=1.34.0-0" .Capabilities.KubeVersion.Version)) }}
+{{- fail (printf "serve: %s needs Kubernetes 1.34 or later: the DRA driver publishes ResourceSlices and reads claims of resource.k8s.io/v1, which this cluster (%s) does not serve; keep serve: device-plugin" $v.serve .Capabilities.KubeVersion.Version) }}
+{{- end }}
+{{- if and (eq $v.serve "dra") $s.volcano }}
+{{- fail "settings.volcano with serve: dra: invalid settings: serve 'dra' lets the scheduler allocate devices through ResourceSlices; volcano chooses chips through the device-plugin API: unset volcano, or serve 'device-plugin'" }}
+{{- end }}
+{{- if and (eq $v.serve "device-plugin") (eq (toString $s.vnpu) "dynamic") }}
+{{- fail "settings.vnpu: dynamic with serve: device-plugin: invalid settings: vnpu 'dynamic' makes vNPUs when their DRA claims are prepared, so it needs serve 'dra' (--serve dra, ASCEND_DP_SERVE=dra, Helm serve: dra); with the device-plugin API use vnpu 'static' (vNPUs made with npu-smi)" }}
+{{- end }}
+
 {{- /* serve: dra gives claims CDI devices, whatever allocateMode would have said. */}}
 {{- if and (eq $v.serve "dra") (not (kindIs "invalid" $s.allocateMode)) }}
 {{- fail (printf "settings.allocateMode (%v) has no effect with serve: dra: every claim gets CDI devices from its own spec (settings.cdiKind, settings.cdiSpecDir). Unset settings.allocateMode" $s.allocateMode) }}
@@ -76,7 +88,7 @@ Included once, from daemonset.yaml.
 
 {{- /* Every mount path once: the API server rejects duplicates, and /dev/shm must stay the host's. */}}
 {{- $owned := list "/dev" "/dev/shm" "/tmp" "/var/lib/kubelet/device-plugins" $v.driver.hostPath }}
-{{- if eq $v.serve "dra" }}
+{{- if $servesDra }}
 {{- $owned = concat $owned (list (include "ascend-device-plugin.draRegistryPath" $) (include "ascend-device-plugin.draPluginPath" $)) }}
 {{- end }}
 {{- $seen := $owned }}
