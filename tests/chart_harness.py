@@ -34,6 +34,7 @@ FAMILY_FILES: dict[str, str] = {
     "310B": "values-310b.yaml",
     "310P": "values-310p.yaml",
     "910": "values-910.yaml",
+    "950": "values-950.yaml",
 }
 VALUES_FILES: tuple[str, ...] = (DEFAULTS, *FAMILY_FILES.values())
 

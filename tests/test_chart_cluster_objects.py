@@ -13,7 +13,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from chart_harness import FAMILY_FILES, ChartRenderer, Rendering
+import yaml
+from chart_harness import CHART_DIR, FAMILY_FILES, ChartRenderer, Rendering
 
 DRA = {"serve": "dra"}
 CLUSTER_SCOPED = frozenset(
@@ -62,7 +63,7 @@ def class_families(rendering: Rendering) -> set[str]:
     found = set()
     for device_class in rendering.of_kind("DeviceClass"):
         expression = device_class["spec"]["selectors"][0]["cel"]["expression"]
-        for family in ("310", "310B", "310P", "910"):
+        for family in FAMILY_FILES:
             if f'"{family}"' in expression:
                 found.add(family)
     return found
@@ -107,7 +108,7 @@ def test_310_cards_and_310b_boards_share_ascend310_through_one_release(chart: Ch
     assert {f"ascend310.{DRIVER}", f"ascend310b.{DRIVER}", f"ascend310-share.{DRIVER}"} <= installed
 
 
-@pytest.mark.parametrize("family", ["310", "310B", "310P", "910"])
+@pytest.mark.parametrize("family", ["310", "310B", "310P", "910", "950"])
 def test_a_family_release_installs_only_its_own_device_classes(chart: ChartRenderer, family: str) -> None:
     (rendering,) = releases(chart, [family], {}).values()
     assert rendering.of_kind("DeviceClass")
@@ -117,12 +118,19 @@ def test_a_family_release_installs_only_its_own_device_classes(chart: ChartRende
     assert selected - {family} <= ({"310", "310B"} - {family} if family in ("310", "310B") else set())
 
 
+def every_class() -> int:
+    """How many DeviceClasses the chart's defaults define: per family, per vNPU template, per shared family."""
+    dra = yaml.safe_load((CHART_DIR / "values.yaml").read_text(encoding="utf-8"))["dra"]
+    templates = sum(len(entry["templates"]) for entry in dra["partitionClasses"])
+    return len(dra["deviceClasses"]) + templates + len(dra["shareClasses"])
+
+
 def test_without_a_family_one_release_installs_every_class(chart: ChartRenderer) -> None:
-    assert class_families(chart.render(DRA)) == {"310", "310B", "310P", "910"}
-    assert len(chart.render(DRA).of_kind("DeviceClass")) == 26
+    assert class_families(chart.render(DRA)) == {"310", "310B", "310P", "910", "950"}
+    assert len(chart.render(DRA).of_kind("DeviceClass")) == every_class() == 27
 
 
-@pytest.mark.parametrize(("install", "count"), [("all", 26), ("none", 0)])
+@pytest.mark.parametrize(("install", "count"), [("all", 27), ("none", 0)])
 def test_installing_every_class_or_none_is_a_switch(chart: ChartRenderer, install: str, count: int) -> None:
     rendering = chart.render_file(FAMILY_FILES["310B"], {**DRA, "dra": {"installClasses": install}})
     assert len(rendering.of_kind("DeviceClass")) == count

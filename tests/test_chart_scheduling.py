@@ -18,6 +18,7 @@ ACCELERATOR_LABEL = {
     "310B": "huawei-Ascend310",
     "310P": "huawei-Ascend310P",
     "910": "huawei-Ascend910",
+    "950": "huawei-npu",
 }
 
 
