@@ -30,10 +30,9 @@ from ascend_plugin.kubelet_api.pluginregistration import InfoRequest, PluginInfo
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(os.geteuid() != 0, reason="a client of another uid needs root to start it"),
-]
+pytestmark = pytest.mark.anyio
+# The tests that start a client of another uid; the rule's own test runs as anyone.
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a client of another uid needs root to start it")
 
 NOBODY = 65534
 GET_INFO = "/pluginregistration.Registration/GetInfo"
@@ -96,6 +95,7 @@ def registration_socket(dra_node: DraNode) -> Path:
     return dra_node.registry_dir / f"{DRIVER}-reg.sock"
 
 
+@needs_root
 async def test_registration_calls_from_another_uid_are_refused_and_change_nothing(
     careless_umask: None,
     dra_driver: PluginApp,
@@ -123,6 +123,7 @@ async def test_registration_calls_from_another_uid_are_refused_and_change_nothin
     assert f"(uid {NOBODY})" in refused[0].__dict__["peer"]
 
 
+@needs_root
 async def test_the_kubelet_s_uid_is_the_owner_of_its_registry_directory(
     careless_umask: None, dra_driver: PluginApp, dra_node: DraNode, registration_socket: Path
 ) -> None:
@@ -140,6 +141,7 @@ async def test_the_kubelet_s_uid_is_the_owner_of_its_registry_directory(
     assert root["code"] == "OK", root
 
 
+@needs_root
 async def test_a_dra_call_from_another_uid_is_refused_and_the_claim_stays_prepared(
     careless_umask: None,
     dra_driver: PluginApp,

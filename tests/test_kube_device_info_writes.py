@@ -12,11 +12,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 from kube_harness import running
-from waiting import until
+from waiting import WAIT, until
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.inventory.damping import DampingPolicy
@@ -74,9 +75,10 @@ async def test_a_chip_held_by_damping_does_not_rewrite_the_configmap_however_it_
         publisher = DeviceInfoPublisher(kube, watched.inventory, NAMESPACE, NAME, refresh=300.0)
         async with running(watched.monitor.run, publisher.run):
             await until(lambda: len(_writes(apiserver)) == 1, "the first write")
-            while not watched.device(DEVICE).reason.startswith("flapping ("):
-                await _flip(any_fake, watched, faulty=True)
-                await _flip(any_fake, watched, faulty=False)
+            with anyio.fail_after(WAIT):  # damped within a few flips, or a failure instead of a hang
+                while not watched.device(DEVICE).reason.startswith("flapping ("):
+                    await _flip(any_fake, watched, faulty=True)
+                    await _flip(any_fake, watched, faulty=False)
             held = time.monotonic()
             flips = 0
             while time.monotonic() - held < FLAPPING:  # flipping as fast as the monitor sees it
