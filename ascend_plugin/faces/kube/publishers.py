@@ -5,9 +5,9 @@ tells ``doctor`` which permissions to ask the API server about, and is what the
 chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
 publisher is one more row here plus its module.
 
-The publishers share what :class:`KubeSide` holds: the API client, and the
-node's one Event sender (``node_events`` on), which the "node events" row
-runs. Every Event of the node (chip transitions, start-up notices, escalation
+The publishers share what :class:`KubeSide` holds: the API client, the one
+reflector of our Node, and the node's one Event sender (``node_events`` on),
+which the "node events" row runs. Every Event of the node (chip transitions, start-up notices, escalation
 releases, hot reset stages) goes through its one queue and its one rate limit.
 """
 
@@ -29,7 +29,8 @@ from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
     from ascend_plugin.faces.kube.events import NodeEvents
-    from ascend_plugin.kubeapi.client import Kube
+    from ascend_plugin.kubeapi.client import JsonObject, Kube
+    from ascend_plugin.kubeapi.reflector import Reflector
 
 log = logging.getLogger(__name__)
 
@@ -57,10 +58,14 @@ class KubeInputs:
 
 @dataclass(frozen=True)
 class KubeSide:
-    """What the publishers share: the API client, and the node's Event sender (None: node_events off)."""
+    """What the publishers share: the API client, our Node's reflector, the Event sender (None: events off).
+
+    The Node's reflector runs while the node labels, its reader, are on; its log lines name that part.
+    """
 
     kube: Kube
     events: NodeEvents | None
+    node: Reflector[JsonObject]
 
 
 @dataclass(frozen=True)
@@ -88,18 +93,19 @@ class Publisher:
 def kube_side(kube: Kube, inputs: KubeInputs) -> KubeSide:
     """The shared parts of the publishers of ``inputs``: one Event sender for the node, if it posts any."""
     from ascend_plugin.faces.kube.events import NodeEvents
+    from ascend_plugin.faces.kube.labels import node_reflector
 
     events = None
     if inputs.settings.node_events:
         events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
-    return KubeSide(kube, events)
+    return KubeSide(kube, events, node_reflector(kube, inputs.node_name))
 
 
 def _labels(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 
     plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
-    return NodeLabeller(side.kube, inputs.node_name, plan).run
+    return NodeLabeller(side.kube, side.node, inputs.node_name, plan).run
 
 
 def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:

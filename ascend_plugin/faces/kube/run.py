@@ -19,6 +19,8 @@ async def run_kube(inputs: KubeInputs) -> None:
     try:
         side = kube_side(kube, inputs)
         async with anyio.create_task_group() as tasks:
+            if inputs.settings.node_labels:  # the Node's one reader (its RBAC row grants list and watch)
+                tasks.start_soon(supervise, "node reflector", side.node.run)
             for publisher in PUBLISHERS:
                 if publisher.enabled(inputs.settings):
                     tasks.start_soon(supervise, publisher.name, publisher.build(side, inputs))
