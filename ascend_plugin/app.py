@@ -241,6 +241,7 @@ class PluginApp:
         )
         await monitor.poll_all()  # the kubelet's first list already carries real verdicts (and vNPUs)
         watched = [RootTask("health monitor", monitor.run)]
+        telemetry = None
         if settings.telemetry:
             telemetry = self.telemetry = TelemetryCollector(
                 node.backend,
@@ -249,7 +250,6 @@ class PluginApp:
                 lambda: TelemetryPolicy.from_settings(self.config.settings),
                 align=monitor.between_ticks,
             )
-            self.config.on_change(lambda changed: telemetry.wake())
             self.metrics_source.telemetry_of = self._telemetry_view
             watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)
@@ -263,13 +263,19 @@ class PluginApp:
             return
         if self.settle_heap:
             heap.settle()
-        stop_waking = self.config.on_change(lambda changed: monitor.wake())
-        stop_judging = self.faults.policy.on_change(monitor.wake)  # a new fault configuration, a release
+        # The listeners of this run, added once nothing can fail before the run and taken back after it.
+        stops = [
+            self.config.on_change(lambda changed: monitor.wake()),
+            self.faults.policy.on_change(monitor.wake),  # a new fault configuration, a release
+        ]
+        if telemetry is not None:
+            waking = telemetry
+            stops.append(self.config.on_change(lambda changed: waking.wake()))
         try:
             await run_root_tasks([*watched, *tasks])
         finally:
-            stop_waking()
-            stop_judging()
+            for stop in stops:
+                stop()
 
     def _device_plugin_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
         """The device-plugin face, its CDI spec, Volcano mode, and the Kubernetes publishers."""
