@@ -104,8 +104,9 @@ class ChipFaults:
         # only then may its absence from the key mean an operator released it.
         self.separation_written = False
         self._current: dict[int, _Current] = {}
-        self._severities: dict[int, int | None] = {}
-        self._event_at: dict[int, int] = {}  # code -> when an event last spoke of it (Unix ms)
+        # Per code, kept only while it matters (a driver may send any number of distinct codes):
+        self._severities: dict[int, int | None] = {}  # of the codes current or held back
+        self._event_at: dict[int, int] = {}  # when an event last spoke of it (Unix ms), since the last poll
         self._counters: dict[int, FrequencyCounter] = {}
         self._clocks: dict[int, DurationClock] = {}
         self._accompanying = AccompanyingFaults()
@@ -124,6 +125,7 @@ class ChipFaults:
             self._event_at[observation.code] = max(observation.at, self._event_at.get(observation.code, 0))
         for admitted in self._admit(observation):
             self._apply(admitted)
+        self._forget_gone()
         return False
 
     def reconcile(self, listed: Collection[int], at: int) -> None:
@@ -135,6 +137,8 @@ class ChipFaults:
         that read the code just before it cleared).
         """
         stale = {code for code, event_at in self._event_at.items() if event_at > at}
+        # An event older than this poll's start is older than every later poll's too.
+        self._event_at = {code: self._event_at[code] for code in stale}
         for code in listed:
             current = self._current.get(code)
             if code in stale:
@@ -311,6 +315,7 @@ class ChipFaults:
             if current.until is not None and current.until <= now:
                 del self._current[code]
                 self._recovered(code, current.until)
+        self._forget_gone()
         for code, clock in self._clocks.items():
             duration = customization.duration.get(code)
             if duration is not None:
@@ -325,6 +330,16 @@ class ChipFaults:
                 ),
                 ReleaseCause.AUTOFILL_WINDOW,
             )
+
+    def _forget_gone(self) -> None:
+        """Drop the severities of codes neither current nor held back (by the accompanying-fault rule)."""
+        if len(self._severities) > len(self._current):
+            held = {observation.code for observation in self._accompanying.held}
+            self._severities = {
+                code: severity
+                for code, severity in self._severities.items()
+                if code in self._current or code in held
+            }
 
     def _own_level(self, code: int) -> FaultLevel:
         lists = self.config.codes
