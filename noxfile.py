@@ -107,6 +107,7 @@ def bench(session: nox.Session) -> None:
         "bench/vnpus.py",
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
+        "bench/http_scrapers.py",
         "bench/event_storm.py",
         "bench/hot_reset.py",
         "bench/telemetry.py",
