@@ -318,6 +318,7 @@ class ClaimPreparer:
     async def _prepare_one(
         self, ref: ClaimRef, pending: Mapping[str, PreparedClaim], deadline: float
     ) -> PreparedClaim:
+        self.specs.path(ref.uid)  # a UID that cannot name a spec file is refused before anything is made
         remaining = deadline - anyio.current_time()
         if remaining <= 0:
             raise Unavailable(
