@@ -70,7 +70,7 @@ def read_note(note: Path) -> Holder | None:
     try:
         data = json.loads(note.read_text(encoding="utf-8"))
         return Holder(int(data["pid"]), str(data["host"]), float(data["since"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

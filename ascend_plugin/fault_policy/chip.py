@@ -84,6 +84,14 @@ class ChipJudgement:
     chip: FaultSide
     network: FaultSide
     reasons: tuple[UpgradeReason, ...]  # the escalations standing, oldest first
+    # Which configuration judged it (the changes counted): whether a change came from the chip or from a
+    # new configuration. No part of what is judged: two judgements alike but for it are equal.
+    configuration: int = field(default=0, compare=False)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The codes on the chip now (both sides), as the configuration spells them."""
+        return (*self.chip.codes[: self.chip.current], *self.network.codes[: self.network.current])
 
 
 @dataclass
@@ -113,6 +121,7 @@ class ChipFaults:
         # The escalations lifted and not yet drained: the latest only, if nobody drains (node events off).
         self._releases: deque[Release] = deque(maxlen=RELEASES_KEPT)
         self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
+        self.configuration = 0  # configurations it was judged by before this one
 
     # -- what happens -------------------------------------------------------------------
 
@@ -199,6 +208,7 @@ class ChipFaults:
     def reconfigure(self, config: FaultConfig, now: int) -> None:
         """Judge by ``config`` from now on, adjusting the escalations standing to its rules."""
         self.config = config
+        self.configuration += 1
         self._align(now)
 
     def release_manual(self) -> None:
@@ -249,6 +259,7 @@ class ChipFaults:
             chip,
             network,
             reasons,
+            self.configuration,
         )
 
     def wake_at(self) -> int | None:

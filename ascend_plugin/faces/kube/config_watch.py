@@ -29,7 +29,7 @@ from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, string_map
 from ascend_plugin.kubeapi.reflector import named_object, object_key
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.settings import RELOADABLE, SettingsError
+from ascend_plugin.settings import RELOADABLE, SettingsError, shown
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class ConfigWatcher:
             if name not in RELOADABLE:
                 allowed = ", ".join([*sorted(RELOADABLE), FAULT_LEVELS_KEY])
                 raise SettingsError(
-                    f"key {key!r} (value {value!r}) is not a run-time setting; allowed: {allowed}"
+                    f"key {shown(key)} (value {shown(value)}) is not a run-time setting; allowed: {allowed}"
                 )
             overrides[name] = value
         return overrides, overlay
@@ -126,5 +126,7 @@ class ConfigWatcher:
             return decode_overlay(json.loads(text), source)
         except json.JSONDecodeError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
+        except RecursionError as error:
+            raise SettingsError(f"key {FAULT_LEVELS_KEY!r} nests too deeply to be read") from error
         except FaultConfigError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error

@@ -348,7 +348,7 @@ def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[Upgra
     """
     try:
         document = json.loads(text) if text.strip() else {}
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         return {}, [f"{UPGRADE_REASON_KEY} is not valid JSON ({error}); no reasons are read back"]
     if not isinstance(document, dict):
         return {}, [f"{UPGRADE_REASON_KEY} must be a JSON object of device name -> reasons"]
