@@ -108,6 +108,7 @@ def bench(session: nox.Session) -> None:
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
         "bench/http_scrapers.py",
+        "bench/config_reload.py",
         "bench/event_storm.py",
         "bench/hot_reset.py",
         "bench/telemetry.py",

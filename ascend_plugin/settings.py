@@ -451,6 +451,9 @@ RELOADABLE: Final[frozenset[str]] = frozenset(
 # A settings file is a few hundred bytes; a larger one is no settings file, and parsing it would cost
 # the plugin's memory (YAML's nodes take about 350 bytes for each byte of a flow list).
 CONFIG_FILE_LIMIT: Final = 64 * 1024
+# Values (scalars, lists, mappings) in it: every setting at once is a few hundred. Parsing stops here, so
+# a file of tiny values costs no more than a moment, wherever its bytes go.
+CONFIG_FILE_VALUES: Final = 2000
 SHOWN: Final = 200  # characters of an operator's value a message repeats
 
 
@@ -487,8 +490,8 @@ def read_config_file(path: Path) -> dict[str, Any]:
 
     Only a regular file of at most :data:`CONFIG_FILE_LIMIT` bytes is read (a
     FIFO would block the reader, a huge file fill its memory), YAML aliases are
-    refused (300 bytes of them expand to gigabytes), and every key must name a
-    setting.
+    refused (300 bytes of them expand to gigabytes), as is a file of more than
+    :data:`CONFIG_FILE_VALUES` values, and every key must name a setting.
     """
     import yaml  # only when there is a file: most nodes run on flags and env alone
 
@@ -570,17 +573,20 @@ def _unknown(keys: list[str]) -> str:
 
 @functools.cache
 def _load_without_aliases(yaml: Any) -> type[Any]:
-    """PyYAML's safe loader, refusing an alias (``*name``) where it meets one."""
+    """PyYAML's safe loader, refusing an alias (``*name``), and values past :data:`CONFIG_FILE_VALUES`."""
 
     class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        composed = 0
+
         def compose_node(self, parent: Any, index: Any) -> Any:
+            self.composed += 1
+            problem = ""
             if self.check_event(yaml.AliasEvent):
-                raise yaml.composer.ComposerError(
-                    None,
-                    None,
-                    "aliases (*name) are not allowed in a config file",
-                    self.peek_event().start_mark,
-                )
+                problem = "aliases (*name) are not allowed in a config file"
+            elif self.composed > CONFIG_FILE_VALUES:
+                problem = f"a config file holds at most {CONFIG_FILE_VALUES} values"
+            if problem:
+                raise yaml.composer.ComposerError(None, None, problem, self.peek_event().start_mark)
             return super().compose_node(parent, index)
 
     return Loader

@@ -25,7 +25,14 @@ from plugin_process import PluginProcess, plugin_process
 from waiting import eventually
 
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.settings import CONFIG_FILE_LIMIT, Settings, SettingsError, load_settings, read_config_file
+from ascend_plugin.settings import (
+    CONFIG_FILE_LIMIT,
+    CONFIG_FILE_VALUES,
+    Settings,
+    SettingsError,
+    load_settings,
+    read_config_file,
+)
 
 LIVE_CONFIG = "ascend_plugin.live_config"
 LONGEST_LINE = 4096  # characters of the refusal's line, at most
@@ -123,6 +130,15 @@ def test_the_largest_file_read_is_the_limit(config: Path) -> None:
     assert read_config_file(config) == {}
     config.write_text(body * (CONFIG_FILE_LIMIT // len(body) + 1), encoding="utf-8")
     with pytest.raises(SettingsError, match="is over 64 KiB"):
+        read_config_file(config)
+
+
+def test_a_file_of_more_values_than_any_settings_file_is_refused_as_it_is_parsed(config: Path) -> None:
+    most = CONFIG_FILE_VALUES - 3  # and the mapping, its key, the list
+    config.write_text(f"driver_mounts: [{', '.join(['/d'] * most)}]\n", encoding="utf-8")
+    assert len(read_config_file(config)["driver_mounts"]) == most
+    config.write_text(f"driver_mounts: [{', '.join(['1'] * 20_000)}]\n", encoding="utf-8")
+    with pytest.raises(SettingsError, match=f"a config file holds at most {CONFIG_FILE_VALUES} values"):
         read_config_file(config)
 
 
