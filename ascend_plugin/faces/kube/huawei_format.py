@@ -39,6 +39,7 @@ element when it has network codes or its network is unhealthy, then a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -250,6 +251,17 @@ class DeviceInfoContent:
             UPGRADE_REASON_KEY: self.upgrade_reasons,
             DESCRIPTION_KEY: DESCRIPTION,
         }
+
+
+_TIMES = re.compile(r'"(fault_time|upgrade_time)":-?\d+')
+
+
+def without_times(content: DeviceInfoContent) -> DeviceInfoContent:
+    """``content`` with the time of every fault and escalation zeroed: to tell a change of times alone."""
+    device_list = {key: _TIMES.sub(r'"\1":0', value) for key, value in content.device_list.items()}
+    return dataclasses.replace(
+        content, device_list=device_list, upgrade_reasons=_TIMES.sub(r'"\1":0', content.upgrade_reasons)
+    )
 
 
 def build_device_info(
