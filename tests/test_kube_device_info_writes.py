@@ -1,8 +1,10 @@
-"""The device-info ConfigMap while a chip flaps under damping: held out, it is not rewritten on every flip.
+"""The device-info ConfigMap while a chip flaps held out: it is not rewritten on every flip.
 
-The chip flaps on either fake, the monitor holds it (flap damping), and the
-publisher writes to the loopback API server through the real kubernetes-asyncio
-client. The monitor's clock stands still, so the hold lasts the whole test.
+The chip flaps on either fake, held out by flap damping or by an escalation
+(ManuallySeparateNPU by FaultFrequency), and the publisher writes to the
+loopback API server through the real kubernetes-asyncio client. Damping's
+clock stands still, so its hold lasts the whole test; an escalation's time
+moves with each occurrence, which is written, but at most every 10 s.
 """
 
 from __future__ import annotations
