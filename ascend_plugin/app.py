@@ -55,6 +55,7 @@ from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
@@ -144,6 +145,8 @@ class PluginApp:
         self.holdings: PodHoldings | None = None
         self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         self.http: HttpEndpoint | None = None
+        # The one API client every face that talks to the API server shares (connected when first used).
+        self.kube_client = SharedClient(settings.kubeconfig)
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
         self._refused: SettingsError | None = None
@@ -350,7 +353,7 @@ class PluginApp:
         for notice in plan.notices:
             log.log(notice.level, "%s", notice.message, extra={"reason": notice.reason})
         dra_settings = DraSettings.from_settings(self.settings)
-        dra = DraFace(inventory, host, dra_settings, plan, self.calls)
+        dra = DraFace(inventory, host, dra_settings, plan, self.calls, client=self.kube_client)
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
@@ -402,6 +405,7 @@ class PluginApp:
             held=held,
             notices=notices,
             hot_reset=self.hot_reset,
+            client=self.kube_client,
         )
         await run_kube(inputs)
 
@@ -454,6 +458,7 @@ class PluginApp:
             chips=ChipAccess(self.calls, node.backend),
             assignments=Assignments(),
             holdings=holdings,
+            client=self.kube_client,
         )
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
         return VolcanoParts(volcano.chooser, RootTask("volcano", volcano.run))

@@ -57,7 +57,7 @@ from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
-from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, Retrier, supervise
@@ -175,11 +175,15 @@ class DraFace:
         settings: DraSettings,
         plan: DraPlan | None = None,
         calls: ChipCalls | None = None,
+        *,
+        client: SharedClient | None = None,
     ) -> None:
         """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
-        chip lanes its vNPUs are made on (needed with a plan that splits chips)."""
+        chip lanes its vNPUs are made on (needed with a plan that splits chips); ``client``: the process's
+        API client (None: one of its own)."""
         self.inventory = inventory
         self.settings = settings
+        self.client = client or SharedClient(settings.kubeconfig)
         plan = plan or DraPlan({})
         self.catalog = DeviceCatalog(
             inventory,
@@ -321,17 +325,15 @@ class DraFace:
             sockets.health.notify()
 
     async def _publish(self) -> None:
-        kube = await connect_retrying(self.settings.kubeconfig, "DRA driver: Kubernetes client")
-        self.claims.kube = kube
-        try:
-            self.slices = SliceController(
-                kube, self.catalog, self.settings.node, taints=self.settings.device_taints
-            )
-            await self.slices.run()
-        finally:
-            self.claims.kube = None
-            with anyio.CancelScope(shield=True):
-                await kube.close()
+        async with self.client.use("DRA driver: Kubernetes client") as kube:
+            self.claims.kube = kube
+            try:
+                self.slices = SliceController(
+                    kube, self.catalog, self.settings.node, taints=self.settings.device_taints
+                )
+                await self.slices.run()
+            finally:
+                self.claims.kube = None
 
     async def _close(self, sockets: RunSockets) -> None:
         """End the health streams, then close the registration socket and the DRA socket."""

@@ -22,6 +22,7 @@ from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFI
 from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import Notice
@@ -54,6 +55,7 @@ class KubeInputs:
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
     # The fault configuration's inputs and the node's fault policy (None: a plugin without one).
     faults: FaultSources | None = None
+    client: SharedClient | None = None  # the process's API client (None: one of their own)
 
 
 @dataclass(frozen=True)
