@@ -7,9 +7,7 @@ Where each part comes from, as in Huawei's plugin:
   if it is in Huawei's format (it plays the part of Huawei's
   ``/usr/local/faultCode.json``), else the built-in file;
 * ``faultCustomization.json``: the key of the ConfigMap; when missing, the
-  built-in file;
-* a key that cannot be read keeps its last content that could (a half-edited
-  file must not release the chips only it lists), or the base before any;
+  built-in file (either key, unreadable, keeps its last content read, if any);
 * ``PollInterval``: the key of the ConfigMap, seconds 30-3600; missing,
   unparsable or out of range: 300;
 * no ConfigMap at all (HTTP 404): every part from its base.

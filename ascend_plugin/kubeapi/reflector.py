@@ -1,50 +1,17 @@
 """The reflector: a local copy of some objects, kept current by a list and then a watch.
 
-Every part that follows objects on the API server (the node's pods, the node's
-ResourceSlices, our Node, a ConfigMap) needs the same loop, and the loop is easy
-to get subtly wrong, so it exists once, here. It is client-go's Reflector and
-informer store, as far as the plugin needs them:
-
-* a **list** (served "most recent", a consistent read) fills the store, keyed
-  by ``namespace/name`` (``name`` for cluster-scoped kinds), and gives the
-  resourceVersion to watch from;
-* a **watch** from there applies each ADDED, MODIFIED and DELETED event; a
-  BOOKMARK (asked for with ``allowWatchBookmarks``) only moves the version on,
-  so a quiet watch on a busy cluster resumes from a recent version instead of
-  one the server has long forgotten;
-* the server ends a watch after its ``timeoutSeconds``, chosen at random
-  between ``watch_timeout`` and twice that so that a cluster's nodes do not all
-  renew at once: the watch starts again from the last version, the store stays;
-  a watch that ends within :data:`MIN_WATCH` without sending anything (a proxy
-  that closes streams after their headers) is a failure, backed off like one;
-* a **dropped** watch (connection lost, 5xx, a stream cut mid-event) is watched
-  again from the last version after a backoff: nothing is missed, nothing is
-  listed again;
-* **410 Gone**: the server no longer has that version: list again at once and
-  take the new list over. A 410 straight after a list (nothing received from
-  it yet) is a failure like any other, so a server that keeps answering 410
-  is not listed against in a tight loop;
-* any other failure waits with the jittered backoff of
-  :class:`~ascend_plugin.kubeapi.retry.Retrier`, which also counts the attempts
-  and logs each distinct problem once. The backoff starts over when the
-  server gets through to us: a list, or a watch that shows something or lasts.
-  A failed watch is watched again without a list, and the list after a 410
-  straight after a list counts for nothing, so watches that keep failing
-  while lists succeed keep the backoff growing.
-
-resourceVersions are opaque strings: the API promises clients nothing but
-equality, so they are only ever compared for equality here, never ordered.
-
-Every change of the store bumps :attr:`Reflector.changes` (a
-:class:`~ascend_plugin.changes.Changes` the owner may pass in and bump for its
-own reasons too), which is how a reader waits for the next change.
-
-A part that also *writes* the objects it follows sees its own writes at once
-through :meth:`Reflector.record_write` (and :meth:`~Reflector.record_read`,
-:meth:`~Reflector.record_gone`): the API server's answer stands in the store
-until the watch shows that same resourceVersion, or a list begun after the
-answer came replaces it. So a controller that created an object never creates
-it a second time because the watch had not caught up yet.
+Every part that follows objects on the API server needs the same loop, easy to
+get subtly wrong, so it exists once, here, as client-go's Reflector and store:
+a list fills the store (keyed ``namespace/name``), a watch from its
+resourceVersion applies each event (bookmarks move the version on), 410 Gone
+lists again, and every failure waits with the jittered backoff of
+:class:`~ascend_plugin.kubeapi.retry.Retrier`. A watch that ends within
+:data:`MIN_WATCH` without sending anything is such a failure, and the backoff
+starts over only when the server gets through to us, so watches that fail while
+lists succeed cannot hammer it (docs/kubernetes.md, "Resilience"). A part runs
+:meth:`Reflector.run` as a task and waits on its ``changes``; its own writes show
+in the store at once (:meth:`Reflector.record_write`). resourceVersions are
+opaque: compared for equality only.
 """
 
 from __future__ import annotations

@@ -7,12 +7,9 @@ closely, yet a flapping chip must not turn into a stream of writes to etcd:
 * an inventory change that alters the content is written, at most once per
   second: changes within that second are coalesced into one write of the latest
   state; the time stamp (UpdateTime, and the CheckCode over it) is no change;
-* a chip that flaps while flap damping holds it out does not alter the content:
-  its verdict keeps the faults it flapped with for as long as it is held
-  (:mod:`~ascend_plugin.inventory.damping`), so it costs no writes; one held
-  out by an escalation moves only times (the escalation's, its code's: Huawei
-  counts the release window from the last occurrence), and a change of nothing
-  but times is written at most every :data:`TIMES_INTERVAL` seconds;
+* a chip that flaps held out costs no writes under damping (its verdict keeps
+  what it flapped with), and under an escalation moves only times, written at
+  most every :data:`TIMES_INTERVAL` seconds;
 * with no change it is rewritten every ``device_info_refresh`` seconds, so its
   UpdateTime shows readers the plugin is alive;
 * in Volcano mode the free list leaves out the chips of active pods

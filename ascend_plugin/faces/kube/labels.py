@@ -8,10 +8,9 @@ which Huawei's plugin never sets and users otherwise add by hand.
 
 ``servertype`` is only set while the node has none: Volcano and operators put
 their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it.
-The others are kept: the labeller follows the node (through the Kubernetes
-side's one Node reflector) and puts back a label that someone removed or
-changed. Each patch is a strategic merge patch of only the labels that differ,
-so other labels on the node are never touched.
+The others are kept: the labeller follows the node (the one Node reflector)
+and puts back a label someone removed or changed, patching only the labels
+that differ (a strategic merge), so others on the node are never touched.
 
 Every key and value is checked against Kubernetes' label syntax before it is
 sent: the API server would reject the whole patch for one bad value (a driver
