@@ -142,6 +142,8 @@ def bench(session: nox.Session) -> None:
         "bench/vnpus.py",
         "bench/kubelet_soak.py",
         "bench/loop_stall.py",
+        "bench/http_scrapers.py",
+        "bench/config_reload.py",
         "bench/event_storm.py",
         "bench/hot_reset.py",
         "bench/telemetry.py",

@@ -56,6 +56,7 @@ from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings, Node
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
@@ -151,6 +152,8 @@ class PluginApp:
         self.unfollowed: UnfollowedChoices | None = None  # Volcano's choices checked (Volcano mode off)
         self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         self.http: HttpEndpoint | None = None
+        # The one API client every face that talks to the API server shares (connected when first used).
+        self.kube_client = SharedClient(settings.kubeconfig)
         self.stop_requested = anyio.Event()
         self.registered_once = anyio.Event()
         self._refused: SettingsError | None = None
@@ -251,6 +254,7 @@ class PluginApp:
             RootTask("health monitor", monitor.run),
             RootTask("chip discovery", self.discovery.read_the_rest),
         ]
+        telemetry = None
         if settings.telemetry:
             telemetry = self.telemetry = TelemetryCollector(
                 node.backend,
@@ -259,7 +263,6 @@ class PluginApp:
                 lambda: TelemetryPolicy.from_settings(self.config.settings),
                 align=monitor.between_ticks,
             )
-            self.config.on_change(lambda changed: telemetry.wake())
             self.metrics_source.telemetry_of = self._telemetry_view
             watched.append(RootTask("telemetry", self.telemetry.run))
         host = HostDevices(inventory.table, settings.host_root)
@@ -273,13 +276,19 @@ class PluginApp:
             return
         if self.settle_heap:
             heap.settle()
-        stop_waking = self.config.on_change(lambda changed: monitor.wake())
-        stop_judging = self.faults.policy.on_change(monitor.wake)  # a new fault configuration, a release
+        # The listeners of this run, added once nothing can fail before the run and taken back after it.
+        stops = [
+            self.config.on_change(lambda changed: monitor.wake()),
+            self.faults.policy.on_change(monitor.wake),  # a new fault configuration, a release
+        ]
+        if telemetry is not None:
+            waking = telemetry
+            stops.append(self.config.on_change(lambda changed: waking.wake()))
         try:
             await run_root_tasks([*watched, *tasks])
         finally:
-            stop_waking()
-            stop_judging()
+            for stop in stops:
+                stop()
 
     def _device_plugin_tasks(self, node: Node, monitor: HealthMonitor, host: HostDevices) -> list[RootTask]:
         """The device-plugin face, its CDI spec, Volcano mode, and the Kubernetes publishers."""
@@ -371,7 +380,16 @@ class PluginApp:
         )
         claims = ClaimNames(dra_settings.driver, dra_settings.node, chip_of)
         holdings = self._holdings(ChipResolver(claims=claims, plugin_ids=plugin_ids))
-        dra = DraFace(inventory, host, dra_settings, plan, self.calls, held=self.held, holdings=holdings)
+        dra = DraFace(
+            inventory,
+            host,
+            dra_settings,
+            plan,
+            self.calls,
+            held=self.held,
+            holdings=holdings,
+            client=self.kube_client,
+        )
         dra.on_registered(self.registered_once.set)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
@@ -431,6 +449,7 @@ class PluginApp:
             notices=notices,
             hot_reset=self.hot_reset,
             side_parts=side_parts,
+            client=self.kube_client,
         )
         await run_kube(inputs)
 
@@ -493,6 +512,7 @@ class PluginApp:
             chips=ChipAccess(self.calls, node.backend),
             assignments=Assignments(),
             holdings=holdings,
+            client=self.kube_client,
         )
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)
         return VolcanoParts(volcano.chooser, RootTask("volcano", volcano.run))

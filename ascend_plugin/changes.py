@@ -41,6 +41,8 @@ class Changes:
         """Something changed: count it and wake whoever waits."""
         self._version += 1
         woken, self._next = self._next, anyio.Event()
+        if self._closed:
+            self._next.set()  # closed: whoever takes the next event does not wait on it
         woken.set()
 
     def close(self) -> None:
@@ -49,7 +51,7 @@ class Changes:
         self.bump()
 
     def next_change(self) -> anyio.Event:
-        """The event the next change sets: take it before looking at the state, then wait on it."""
+        """The event the next change sets (already set once closed): take it before looking at the state."""
         return self._next
 
     async def wait_for_change(self, seen_version: int) -> int:

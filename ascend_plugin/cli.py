@@ -157,7 +157,7 @@ def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None)
                     async for received in signals:
                         if received == signal.SIGHUP:
                             log.info("received SIGHUP: re-reading the config file")
-                            app.config.reread_config_file(reload or load_settings)
+                            await app.config.reread_config_file(reload or load_settings)
                             continue
                         log.info("received %s; shutting down", signal.Signals(received).name)
                         app.stop()

@@ -37,6 +37,7 @@ from pathlib import Path
 import anyio
 
 from ascend_plugin.changes import Changes
+from ascend_plugin.files import make_directory
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ class DirectoryChanges:
         self._loop = asyncio.get_running_loop()
         for directory in self.directories:
             with contextlib.suppress(OSError):  # then the watch fails too, and says why
-                directory.mkdir(parents=True, exist_ok=True)
+                make_directory(directory)
         self._watch(quiet=False)
 
     async def wait(self, longest: float) -> None:

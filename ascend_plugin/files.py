@@ -1,26 +1,57 @@
-"""Writing a file so that a reader, or the next start after a crash, sees the old content or the new.
+"""The files and directories the plugin makes: atomic writes, and modes that never follow the umask.
 
 The CDI specs, the DRA driver's checkpoint and the hot-reset budget are read
-by others (a container runtime) or by the plugin's next run: half a file would
-be worse than none. ``durable`` also survives a power cut: the data and the
-directory entry reach the disk before the call returns.
+by others (a container runtime, as root) or by the plugin's next run: half a
+file would be worse than none, and a file any local user could write (a CDI
+spec names the mounts, device nodes and hooks of every NPU container) would
+be worse still. So each file is written whole under its final name, readable
+and writable by its owner only, and each directory the plugin creates is
+0755, whatever the umask. ``durable`` also survives a power cut: the data and
+the directory entry reach the disk before the call returns.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
+FILE_MODE = 0o600  # a file the plugin writes: the plugin and root read it, nobody else
+DIRECTORY_MODE = 0o755  # a directory the plugin creates: others may look in, never write
 
-def write_atomically(path: Path, text: str, *, durable: bool = False) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) in one rename; OSError when it cannot be written."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+
+def make_directory(path: Path) -> None:
+    """``path`` and its missing parents, each made :data:`DIRECTORY_MODE` (a umask can only narrow it).
+
+    OSError (naming the directory) when one cannot be created.
+    """
+    missing: list[Path] = []
+    while not path.exists() and path != path.parent:
+        missing.append(path)
+        path = path.parent
+    if not missing and not path.is_dir():  # as mkdir says it: a file in the way
+        raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), str(path))
+    for directory in reversed(missing):
+        try:
+            directory.mkdir(mode=DIRECTORY_MODE)
+        except FileExistsError:
+            if not directory.is_dir():  # a file in the way (else: made meanwhile)
+                raise
+
+
+def write_atomically(path: Path, text: str, *, durable: bool = False, mode: int = FILE_MODE) -> None:
+    """Replace ``path`` with ``text`` (UTF-8, ``mode``) in one rename; OSError when it cannot be written."""
+    make_directory(path.parent)
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "w", encoding="utf-8") as file:
+    descriptor = os.open(
+        temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode
+    )
+    with open(descriptor, "w", encoding="utf-8") as file:
+        os.fchmod(descriptor, mode)  # exactly ``mode``: not the umask's, nor an earlier temporary's
         file.write(text)
         if durable:
             file.flush()
-            os.fsync(file.fileno())
+            os.fsync(descriptor)
     os.replace(temporary, path)
     if durable:
         directory = os.open(path.parent, os.O_RDONLY)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import weakref
 from asyncio import BaseTransport
 from collections.abc import Collection
@@ -43,6 +44,7 @@ from grpclib._typing import IServable
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
+from ascend_plugin.files import make_directory
 from ascend_plugin.other_plugins import SocketServer, foreign_socket, socket_server
 from ascend_plugin.path_facts import PathUnusable, create_failure
 
@@ -52,6 +54,7 @@ FileStamp = tuple[int, int, int]
 
 # sun_path is 108 bytes on Linux, the terminating NUL included.
 MAX_SOCKET_PATH: Final = 107
+SOCKET_MODE = 0o600  # only our uid, and root (the kubelet), may connect
 CLOSE_WAIT = 2.0  # seconds a closing server gets to finish its connections
 ACCEPT_TURNS = 3  # loop turns from accepting a connection to setting it up
 
@@ -67,6 +70,23 @@ def file_stamp(path: Path) -> FileStamp | None:
     except FileNotFoundError:
         return None
     return (st.st_ino, st.st_ctime_ns, st.st_mtime_ns)
+
+
+def bound_socket(path: Path) -> socket.socket:
+    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the start, whatever the umask.
+
+    Linux gives the socket file the mode of the socket's inode at bind time
+    (less the umask): set before the bind, no other user can connect even for
+    a moment. (Connecting to a unix socket needs write permission on it.)
+    """
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        os.fchmod(sock.fileno(), SOCKET_MODE)
+        sock.bind(os.fsencode(path))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 class PluginServer(Server):
@@ -149,7 +169,7 @@ class SocketEndpoint:
                 if self._stopped:
                     raise EndpointStopped(f"{self.what} on {self.path} was stopped")
                 try:
-                    self.path.parent.mkdir(parents=True, exist_ok=True)
+                    make_directory(self.path.parent)
                 except OSError as error:
                     failed = Path(error.filename) if error.filename else self.path.parent
                     raise PathUnusable(create_failure(failed, error)) from error
@@ -159,7 +179,7 @@ class SocketEndpoint:
                         if (other := self._other_server()) is not None:
                             raise PathUnusable(foreign_socket(self.path, other))
                         self.path.unlink()  # stale socket of an earlier run (no live instance serves it)
-                    await server.start(path=str(self.path))
+                    await server.start(sock=bound_socket(self.path))
                 except OSError as error:
                     raise PathUnusable(create_failure(self.path, error)) from error
                 previous, self._server = self._server, server

@@ -36,6 +36,7 @@ from pathlib import Path
 
 import anyio
 
+from ascend_plugin.files import make_directory, write_atomically
 from ascend_plugin.path_facts import PathUnusable, create_failure, ownership
 from ascend_plugin.resilience import Backoff, Retrier
 
@@ -69,7 +70,7 @@ def read_note(note: Path) -> Holder | None:
     try:
         data = json.loads(note.read_text(encoding="utf-8"))
         return Holder(int(data["pid"]), str(data["host"]), float(data["since"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 
@@ -175,11 +176,9 @@ class InstanceLock:
         """(Re)write our holder note if it is missing or not ours; best effort, the lock does not need it."""
         if not self.held or self._read_note() == self._me:
             return
-        temporary = self.note.with_name(f".{HOLDER_NOTE}.{self._me.pid}")
         note = {"pid": self._me.pid, "host": self._me.host, "since": self._me.since}
         try:
-            temporary.write_text(json.dumps(note) + "\n", encoding="utf-8")
-            temporary.replace(self.note)
+            write_atomically(self.note, json.dumps(note) + "\n")
         except OSError as error:
             log.debug("cannot write the holder note %s: %s", self.note, error.strerror)
 
@@ -208,7 +207,7 @@ class InstanceLock:
 
     def _open(self) -> int:
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
+            make_directory(self.directory)
         except OSError as error:
             failed = Path(error.filename) if error.filename else self.directory
             raise PathUnusable(create_failure(failed, error)) from error

@@ -17,11 +17,15 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import anyio
+import anyio.to_thread
 from pydantic import ValidationError
 
 from ascend_plugin.settings import RELOADABLE, Settings, SettingsError, describe_validation_error
 
 log = logging.getLogger(__name__)
+
+RELOAD_TIMEOUT = 5.0  # seconds a re-read of the config file may take before it is given up
 
 ChangeListener = Callable[[list[str]], None]
 
@@ -94,11 +98,14 @@ class LiveConfig:
         self.startup_settings = base
         return changed
 
-    def reread_config_file(self, load: Callable[[], Settings]) -> bool:
+    async def reread_config_file(self, load: Callable[[], Settings]) -> bool:
         """SIGHUP: rebase on ``load()``, the settings read again with the config file.
 
-        False (logged, nothing changed) when there is no config file, or the new
-        settings are invalid or change what cannot change at run time.
+        ``load`` runs on a worker thread, given :data:`RELOAD_TIMEOUT` seconds
+        (a file system that does not answer holds that thread, never the event
+        loop). False (one line logged, nothing changed) when there is no config
+        file, it cannot be read in time, or the new settings are invalid or
+        change what cannot change at run time.
         """
         path = self.startup_settings.config_file
         if path is None:
@@ -106,7 +113,18 @@ class LiveConfig:
             return False
         source = f"config file {path}"
         try:
-            changed = self.rebase(load())
+            with anyio.fail_after(RELOAD_TIMEOUT):
+                settings = await anyio.to_thread.run_sync(load, abandon_on_cancel=True)
+            changed = self.rebase(settings)
+        except TimeoutError:
+            log.error(
+                "%s was not read within %g s (a file system that does not answer?); the current "
+                "configuration stays",
+                source,
+                RELOAD_TIMEOUT,
+                extra={"source": source},
+            )
+            return False
         except SettingsError as error:
             log.error(
                 "%s refused, the current configuration stays: %s", source, error, extra={"source": source}

@@ -9,7 +9,11 @@ value and what is allowed; the CLI turns it into exit code 2.
 
 from __future__ import annotations
 
+import difflib
+import functools
 import os
+import reprlib
+import stat
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -444,23 +448,148 @@ RELOADABLE: Final[frozenset[str]] = frozenset(
 )
 
 
+# A settings file is a few hundred bytes; a larger one is no settings file, and parsing it would cost
+# the plugin's memory (YAML's nodes take about 350 bytes for each byte of a flow list).
+CONFIG_FILE_LIMIT: Final = 64 * 1024
+# Values (scalars, lists, mappings) in it: every setting at once is a few hundred. Parsing stops here, so
+# a file of tiny values costs no more than a moment, wherever its bytes go.
+CONFIG_FILE_VALUES: Final = 2000
+SHOWN: Final = 200  # characters of an operator's value a message repeats
+
+
+def _shortened() -> reprlib.Repr:
+    """A repr that stops early: a few levels, a few entries of each, strings cut."""
+    short = reprlib.Repr()
+    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, SHOWN, SHOWN, SHOWN
+    short.maxlist = short.maxtuple = short.maxdict = short.maxset = short.maxfrozenset = 4
+    return short
+
+
+_SHORT = _shortened()
+
+
+def cut(text: str) -> str:
+    """``text`` itself, or its first :data:`SHOWN` characters and how many there were."""
+    return text if len(text) <= SHOWN else f"{text[:SHOWN]}... ({len(text)} characters)"
+
+
+def shown(value: object) -> str:
+    """``value`` as a message names it: its repr, at most about :data:`SHOWN` characters of it.
+
+    An operator's value may be a megabyte (or, through YAML aliases, a
+    structure that prints as gigabytes): a message names it, never carries it.
+    """
+    if isinstance(value, str) and len(value) > SHOWN:
+        return f"{value[:SHOWN]!r}... ({len(value)} characters)"
+    text = _SHORT.repr(value)
+    return text if len(text) <= 2 * SHOWN else f"{text[: 2 * SHOWN]}..."
+
+
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The settings in a YAML (or JSON) file, as a mapping."""
+    """The settings in a YAML (or JSON) file, as a mapping; SettingsError saying what is wrong with it.
+
+    Only a regular file of at most :data:`CONFIG_FILE_LIMIT` bytes is read (a
+    FIFO would block the reader, a huge file fill its memory), YAML aliases are
+    refused (300 bytes of them expand to gigabytes), as is a file of more than
+    :data:`CONFIG_FILE_VALUES` values, and every key must name a setting.
+    """
     import yaml  # only when there is a file: most nodes run on flags and env alone
 
+    text = _read_bounded(path)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as error:
-        raise SettingsError(f"cannot read config file {path}: {error.strerror}") from error
+        data = yaml.load(text, Loader=_load_without_aliases(yaml))  # a SafeLoader, aliases refused
     except yaml.YAMLError as error:
         raise SettingsError(f"config file {path} is not valid YAML: {error}") from error
+    except RecursionError as error:
+        raise SettingsError(f"config file {path} nests its values too deeply to be read") from error
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise SettingsError(
             f"config file {path} must hold a mapping of setting names, not {type(data).__name__}"
         )
-    return {str(key).replace("-", "_"): value for key, value in data.items()}
+    values = {str(key).replace("-", "_"): value for key, value in data.items()}
+    if unknown := [key for key in values if key not in Settings.model_fields]:
+        raise SettingsError(f"config file {path}: {_unknown(unknown)}")
+    return values
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of the regular file ``path``, if it is at most :data:`CONFIG_FILE_LIMIT` bytes of UTF-8."""
+    try:  # O_NONBLOCK: opening a FIFO does not wait for a writer
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise SettingsError(f"cannot read config file {path}: {error.strerror}") from None
+    try:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode):
+            raise SettingsError(
+                f"config file {path} is {_kind(info.st_mode)}, not a regular file: "
+                "give the path of a YAML file"
+            )
+        chunks: list[bytes] = []
+        size = 0
+        while size <= CONFIG_FILE_LIMIT and (chunk := os.read(descriptor, CONFIG_FILE_LIMIT + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as error:
+        raise SettingsError(f"cannot read config file {path}: {error.strerror}") from None
+    finally:
+        os.close(descriptor)
+    if size > CONFIG_FILE_LIMIT:
+        raise SettingsError(
+            f"config file {path} is over {CONFIG_FILE_LIMIT // 1024} KiB ({max(size, info.st_size)} bytes); "
+            "a settings file is a few hundred bytes"
+        )
+    try:
+        return b"".join(chunks).decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise SettingsError(f"config file {path} is not UTF-8 text: {error}") from None
+
+
+def _kind(mode: int) -> str:
+    """What a file that is not a regular one is, in words."""
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((words for test, words in kinds.items() if test(mode)), "not a regular file")
+
+
+def _unknown(keys: list[str]) -> str:
+    """Unknown setting names, each with the setting it is probably a misspelling of."""
+    said = []
+    for key in sorted(keys):
+        near = difflib.get_close_matches(key, Settings.model_fields, n=1)
+        said.append(f"{shown(key)}" + (f" (did you mean {near[0]}?)" if near else ""))
+    return (
+        f"unknown setting {', '.join(said)}: not a setting of this version "
+        "(the settings and their names: docs/configuration.md)"
+    )
+
+
+@functools.cache
+def _load_without_aliases(yaml: Any) -> type[Any]:
+    """PyYAML's safe loader, refusing an alias (``*name``), and values past :data:`CONFIG_FILE_VALUES`."""
+
+    class Loader(yaml.SafeLoader):  # type: ignore[misc]
+        composed = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self.composed += 1
+            problem = ""
+            if self.check_event(yaml.AliasEvent):
+                problem = "aliases (*name) are not allowed in a config file"
+            elif self.composed > CONFIG_FILE_VALUES:
+                problem = f"a config file holds at most {CONFIG_FILE_VALUES} values"
+            if problem:
+                raise yaml.composer.ComposerError(None, None, problem, self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+    return Loader
 
 
 def flag_name(field: str) -> str:
@@ -539,8 +668,10 @@ def describe_validation_error(error: ValidationError) -> str:
         value = item.get("input")
         if field and field in Settings.model_fields:
             where = f"{field} ({flag_name(field)} / {ENV_PREFIX}{field.upper()})"
-            shown = value if not isinstance(value, dict) else "(missing)"
-            lines.append(f"invalid setting {where}: got {shown!r}: {_what_is_allowed(field, item)}")
+            got = shown(value) if not isinstance(value, dict) else repr("(missing)")
+            lines.append(f"invalid setting {where}: got {got}: {_what_is_allowed(field, item)}")
+        elif item["type"] == "extra_forbidden":
+            lines.append(f"invalid settings: {_unknown([field])}")
         else:
             lines.append(f"invalid settings: {item['msg'].removeprefix('Value error, ')}")
     return "\n".join(lines)

@@ -119,7 +119,7 @@ def test_a_family_release_installs_only_its_own_device_classes(chart: ChartRende
 
 
 def every_class() -> int:
-    """How many DeviceClasses the chart's defaults define: per family, per vNPU template, per shared family."""
+    """The DeviceClasses the chart's defaults define: per family, per vNPU template, per shared family."""
     dra = yaml.safe_load((CHART_DIR / "values.yaml").read_text(encoding="utf-8"))["dra"]
     templates = sum(len(entry["templates"]) for entry in dra["partitionClasses"])
     return len(dra["deviceClasses"]) + templates + len(dra["shareClasses"])

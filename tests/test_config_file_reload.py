@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from log_records import records
 
@@ -68,7 +69,8 @@ def test_a_file_changing_what_cannot_change_at_run_time_is_refused_like_the_conf
     assert current.startup_settings.socket_name is None
 
 
-def test_reread_logs_what_it_did_and_keeps_the_old_configuration_when_the_file_is_bad(
+@pytest.mark.anyio
+async def test_reread_logs_what_it_did_and_keeps_the_old_configuration_when_the_file_is_bad(
     config: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO)
@@ -76,20 +78,20 @@ def test_reread_logs_what_it_did_and_keeps_the_old_configuration_when_the_file_i
     calls: list[Any] = []
     current.on_change(calls.append)
 
-    config.write_text("health_failure_threshold: [\n", encoding="utf-8")
+    await anyio.Path(config).write_text("health_failure_threshold: [\n", encoding="utf-8")
 
     def reload() -> Settings:
         return load_settings(cli_values(config))
 
-    assert not current.reread_config_file(reload)
+    assert not await current.reread_config_file(reload)
     where = f"config file {config}"
     (refused,) = records(caplog, "ascend_plugin.live_config", level=logging.ERROR, source=where)
     assert "not valid YAML" in refused.getMessage()  # what is wrong with the file
     assert current.settings.health_failure_threshold == 3
     assert calls == []
 
-    config.write_text("health_failure_threshold: 4\n", encoding="utf-8")
-    assert current.reread_config_file(reload)
+    await anyio.Path(config).write_text("health_failure_threshold: 4\n", encoding="utf-8")
+    assert await current.reread_config_file(reload)
     (reread,) = records(caplog, "ascend_plugin.live_config", level=logging.INFO, source=where)
     assert reread.changed == ["health_failure_threshold"]  # type: ignore[attr-defined]
     assert current.settings.health_failure_threshold == 4

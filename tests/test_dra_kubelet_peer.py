@@ -9,19 +9,17 @@ changes nothing, and a spoofed Unprepare removes no claim's CDI spec.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-import subprocess
-import sys
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any
 
 import anyio.to_thread
 import pytest
 from dra_harness import DRIVER, DraNode, prepare, put_claim, result
 from log_records import records
+from peer_client import call_as
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.grpc_guard.peers import OwnerOf, Peer
@@ -30,55 +28,22 @@ from ascend_plugin.kubelet_api.pluginregistration import InfoRequest, PluginInfo
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
-pytestmark = [
-    pytest.mark.anyio,
-    pytest.mark.skipif(os.geteuid() != 0, reason="a client of another uid needs root to start it"),
-]
+pytestmark = pytest.mark.anyio
+# The tests that start a client of another uid; the rule's own test runs as anyone.
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a client of another uid needs root to start it")
 
 NOBODY = 65534
 GET_INFO = "/pluginregistration.Registration/GetInfo"
 NOTIFY = "/pluginregistration.Registration/NotifyRegistrationStatus"
 UNPREPARE = "/k8s.io.kubelet.pkg.apis.dra.v1.DRAPlugin/NodeUnprepareResources"
 
-# One unary call with grpcio as another uid, printed as JSON: the status code and details, or the
-# answer's bytes. The channel is made (and grpc's modules loaded: the interpreter may live where only
-# root reads) before the uid changes; it connects at the call, so the kernel records the new uid.
-_CLIENT = """
-import json, os, sys, grpc
-uid, socket, method, payload = int(sys.argv[1]), sys.argv[2], sys.argv[3], bytes.fromhex(sys.argv[4])
-channel = grpc.insecure_channel("unix:" + socket)
-call = channel.unary_unary(method)
-os.setgroups([])
-os.setgid(uid)
-os.setuid(uid)
-try:
-    print(json.dumps({"code": "OK", "answer": call(payload, timeout=10).hex()}))
-except grpc.RpcError as error:
-    print(json.dumps({"code": error.code().name, "details": error.details()}))
-channel.close()
-"""
-
-
-def call_as(uid: int, socket: Path, method: str, payload: bytes) -> dict[str, Any]:
-    """One raw call on ``socket`` from a process running as ``uid``."""
-    done = subprocess.run(
-        [sys.executable, "-c", _CLIENT, str(uid), str(socket), method, payload.hex()],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-        cwd="/",
-    )
-    answer: dict[str, Any] = json.loads(done.stdout)
-    return answer
-
 
 @pytest.fixture
 def careless_umask() -> Iterator[None]:
-    """Sockets created while it holds are connectable by any uid (as under a careless deployment).
+    """The driver starts under umask 000, as under a careless deployment: its modes do not follow it.
 
-    Requested before the driver, so its sockets are made under it; the socket files cannot be
-    chmod-ed afterwards, since the driver serves a socket whose file changed on a fresh one.
+    Requested before the driver, so its sockets are made under it. The clients below may open any
+    file (root in another container may): the socket's mode does not stop them, its peer check does.
     """
     previous = os.umask(0)
     yield
@@ -96,6 +61,7 @@ def registration_socket(dra_node: DraNode) -> Path:
     return dra_node.registry_dir / f"{DRIVER}-reg.sock"
 
 
+@needs_root
 async def test_registration_calls_from_another_uid_are_refused_and_change_nothing(
     careless_umask: None,
     dra_driver: PluginApp,
@@ -107,7 +73,9 @@ async def test_registration_calls_from_another_uid_are_refused_and_change_nothin
     reachable_by_anyone(dra_node)
     spoofed = bytes(RegistrationStatus(plugin_registered=False, error="spoofed refusal"))
     for method, payload in ((GET_INFO, bytes(InfoRequest())), (NOTIFY, spoofed)):
-        answer = await anyio.to_thread.run_sync(call_as, NOBODY, registration_socket, method, payload)
+        answer = await anyio.to_thread.run_sync(
+            partial(call_as, NOBODY, registration_socket, method, payload, open_any_file=True)
+        )
         assert answer["code"] == "PERMISSION_DENIED", answer
         assert answer["details"].startswith(
             f"this socket answers only the kubelet, uid 0 (the owner of {dra_node.registry_dir}); pid "
@@ -123,6 +91,7 @@ async def test_registration_calls_from_another_uid_are_refused_and_change_nothin
     assert f"(uid {NOBODY})" in refused[0].__dict__["peer"]
 
 
+@needs_root
 async def test_the_kubelet_s_uid_is_the_owner_of_its_registry_directory(
     careless_umask: None, dra_driver: PluginApp, dra_node: DraNode, registration_socket: Path
 ) -> None:
@@ -130,16 +99,19 @@ async def test_the_kubelet_s_uid_is_the_owner_of_its_registry_directory(
     os.chown(dra_node.registry_dir, NOBODY, NOBODY)
     try:
         answer = await anyio.to_thread.run_sync(
-            call_as, NOBODY, registration_socket, GET_INFO, bytes(InfoRequest())
+            partial(call_as, NOBODY, registration_socket, GET_INFO, bytes(InfoRequest()), open_any_file=True)
         )
     finally:
         os.chown(dra_node.registry_dir, 0, 0)
     assert answer["code"] == "OK", answer
     assert PluginInfo.parse(bytes.fromhex(answer["answer"])).name == DRIVER
-    root = await anyio.to_thread.run_sync(call_as, 0, registration_socket, GET_INFO, bytes(InfoRequest()))
+    root = await anyio.to_thread.run_sync(
+        partial(call_as, 0, registration_socket, GET_INFO, bytes(InfoRequest()), open_any_file=False)
+    )
     assert root["code"] == "OK", root
 
 
+@needs_root
 async def test_a_dra_call_from_another_uid_is_refused_and_the_claim_stays_prepared(
     careless_umask: None,
     dra_driver: PluginApp,
@@ -157,7 +129,9 @@ async def test_a_dra_call_from_another_uid_is_refused_and_the_claim_stays_prepar
     unprepare = bytes(
         v1.NodeUnprepareResourcesRequest(claims=[v1.Claim(namespace=namespace, uid=uid, name=name)])
     )
-    answer = await anyio.to_thread.run_sync(call_as, NOBODY, dra_socket, UNPREPARE, unprepare)
+    answer = await anyio.to_thread.run_sync(
+        partial(call_as, NOBODY, dra_socket, UNPREPARE, unprepare, open_any_file=True)
+    )
     assert answer["code"] == "PERMISSION_DENIED", answer
     assert dra_node.spec_files() == specs
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
+from log_records import records
 
+from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.inventory.damping import DampingPolicy
 from ascend_plugin.inventory.monitor import HealthPolicy
 from backends.fake import FakeScenario
@@ -136,3 +139,42 @@ async def test_a_chip_still_flapping_is_never_released_however_old_its_spells_ge
         assert "if it stays clean" in watched.device(DEVICE).reason
         watched.clock.advance(1)
     assert await _poll(watched, any_fake, fault_codes=[])
+
+
+async def test_a_chip_held_for_flapping_says_so_once_when_it_looks_healthy(
+    any_fake: ScenarioPlayer[Any], watched: Monitored, caplog: pytest.LogCaptureFixture
+) -> None:
+    for _ in range(3):
+        assert not await _poll(watched, any_fake, fault_codes=["80818C00"])
+        watched.clock.advance(1)
+        await _poll(watched, any_fake, fault_codes=[])
+        watched.clock.advance(1)
+    for _ in range(5):  # clean, held: the reason is in its state, the line is said once
+        assert not await _poll(watched, any_fake, fault_codes=[])
+        watched.clock.advance(1)
+    (said,) = records(caplog, "ascend_plugin.inventory.damping", level=logging.WARNING)
+    assert said.getMessage().startswith(
+        f"{DEVICE} looks healthy but is held out for flapping "
+        "(3 unhealthy spells within 60 s; flap_threshold 3)"
+    )
+    assert "if it stays clean for 30 s (flap_hold)" in said.getMessage()
+
+
+async def test_fault_configuration_changes_are_not_the_chip_flapping(
+    any_fake: ScenarioPlayer[Any], watched: Monitored
+) -> None:
+    """A code that one configuration makes a fault and the next does not: the chip did not change."""
+    assert await _poll(watched, any_fake, fault_codes=["80E21007"])  # NotHandleFault: healthy
+    for _ in range(4):
+        watched.faults.set_overlay({0x80E21007: FaultLevel.SeparateNPU}, "a test's fault_levels.json")
+        assert not await _poll(watched, any_fake, fault_codes=["80E21007"])
+        watched.clock.advance(1)
+        watched.faults.set_overlay({}, None)
+        assert await _poll(watched, any_fake, fault_codes=["80E21007"]), watched.device(DEVICE).reason
+        watched.clock.advance(1)
+    # The chip's own flapping still counts, the configuration's changes never did.
+    for _ in range(3):
+        assert not await _poll(watched, any_fake, fault_codes=["80818C00"])
+        watched.clock.advance(1)
+        await _poll(watched, any_fake, fault_codes=[])
+    assert watched.device(DEVICE).reason.startswith("flapping (3 unhealthy spells")

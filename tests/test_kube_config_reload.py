@@ -173,3 +173,14 @@ async def test_a_configmap_created_later_is_applied(
         await until(lambda: bool(apiserver.requests_of("watch", "configmaps")), "the watch")
         put_config(apiserver, {"health_failure_threshold": "7"})
         await until(lambda: app.config.settings.health_failure_threshold == 7, "the new ConfigMap applied")
+
+
+def test_a_huge_value_is_named_in_the_refusal_not_carried(
+    app: PluginApp, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = ConfigWatcher(None, app.config, app.faults, NAMESPACE, NAME)  # type: ignore[arg-type]
+    assert not config.apply({"not_a_setting": "x" * 900_000, "health_interval": "y" * 900_000})
+    (refusal,) = refusals(caplog)
+    assert "not_a_setting" in refusal.getMessage()
+    assert "(900000 characters)" in refusal.getMessage()
+    assert len(refusal.getMessage()) < 2000

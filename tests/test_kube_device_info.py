@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from kube_harness import NODE, make_inventory, running, set_faults
-from waiting import until
+from waiting import WAIT, until
 
 from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
@@ -250,12 +250,13 @@ async def test_bursts_of_changes_are_coalesced_at_most_one_write_a_second(
     async with running(publisher(kube, inventory).run):
         await until(lambda: len(writes(apiserver)) == 1, "the first write")
         changes = 0
-        while writes(apiserver)[-1].at - writes(apiserver)[0].at < 2 * MIN_WRITE_INTERVAL:
-            set_faults(
-                inventory, "Ascend310-0", *([] if changes % 2 else [(SEPARATE, FaultLevel.SeparateNPU)])
-            )
-            changes += 1
-            await anyio.sleep(0.02)
+        with anyio.fail_after(WAIT):  # the writes two seconds apart, or a failure instead of a hang
+            while writes(apiserver)[-1].at - writes(apiserver)[0].at < 2 * MIN_WRITE_INTERVAL:
+                set_faults(
+                    inventory, "Ascend310-0", *([] if changes % 2 else [(SEPARATE, FaultLevel.SeparateNPU)])
+                )
+                changes += 1
+                await anyio.sleep(0.02)
         # The last state (odd number of toggles: faulty) is what ends up written.
         final_unhealthy = "Ascend310-0" if changes % 2 else ""
         await until(

@@ -14,6 +14,7 @@ from ascend_plugin.faces.kube.labels import (
     VALUE_RULE,
     NodeLabeller,
     key_is_valid,
+    node_reflector,
     plan_labels,
     sanitise_value,
     value_is_valid,
@@ -44,8 +45,10 @@ async def test_a_310b_node_gets_its_labels_and_keeps_others(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE, {"kubernetes.io/hostname": NODE})
-    labeller = NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), PREFIX))
-    async with running(labeller.run):
+    labeller = NodeLabeller(
+        kube, node_reflector(kube, NODE), NODE, plan_labels(make_inventory(short_tmp), PREFIX)
+    )
+    async with running(labeller.node.run, labeller.run):
         await until(lambda: len(apiserver.node_labels(NODE)) == 7, "labels on the node")
         assert apiserver.node_labels(NODE) == {"kubernetes.io/hostname": NODE, **EXPECTED_310B}
     # One strategic merge patch, of our labels only.
@@ -59,8 +62,10 @@ async def test_a_removed_or_changed_label_is_put_back(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE)
-    labeller = NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), PREFIX))
-    async with running(labeller.run):
+    labeller = NodeLabeller(
+        kube, node_reflector(kube, NODE), NODE, plan_labels(make_inventory(short_tmp), PREFIX)
+    )
+    async with running(labeller.node.run, labeller.run):
         await until(lambda: apiserver.node_labels(NODE) == EXPECTED_310B, "labels on the node")
 
         node = apiserver.get("nodes", NODE)
@@ -83,8 +88,8 @@ async def test_servertype_is_set_only_while_absent(
     node_facts = make_inventory(
         short_tmp, family="310P", chip_name="310P3", phy_ids=(0, 1), ai_cores={0: 8.0, 1: 8.0}
     )
-    labeller = NodeLabeller(kube, NODE, plan_labels(node_facts, PREFIX))
-    async with running(labeller.run):
+    labeller = NodeLabeller(kube, node_reflector(kube, NODE), NODE, plan_labels(node_facts, PREFIX))
+    async with running(labeller.node.run, labeller.run):
         await until(lambda: "accelerator" in apiserver.node_labels(NODE), "labels on the node")
         labels = apiserver.node_labels(NODE)
         assert labels["servertype"] == "Ascend310P-10-dual"
@@ -103,8 +108,10 @@ async def test_servertype_is_set_only_while_absent(
 async def test_labels_follow_once_the_node_exists(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    labeller = NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), PREFIX))
-    async with running(labeller.run):
+    labeller = NodeLabeller(
+        kube, node_reflector(kube, NODE), NODE, plan_labels(make_inventory(short_tmp), PREFIX)
+    )
+    async with running(labeller.node.run, labeller.run):
         await until(
             lambda: records(caplog, LABELS, level=logging.WARNING, node=NODE),
             "a warning about the missing node",
@@ -124,8 +131,8 @@ async def test_an_invalid_driver_version_is_sanitised_before_sending(
         caplog, LABELS, level=logging.WARNING, label="huawei.com/driver.version", value="24.1.RC1 (B020)"
     )
     assert VALUE_RULE in fixed.getMessage()  # what a label value may be
-    labeller = NodeLabeller(kube, NODE, plan)
-    async with running(labeller.run):
+    labeller = NodeLabeller(kube, node_reflector(kube, NODE), NODE, plan)
+    async with running(labeller.node.run, labeller.run):
         await until(lambda: "accelerator" in apiserver.node_labels(NODE), "labels on the node")
     assert apiserver.node_labels(NODE)["huawei.com/driver.version"] == "24.1.RC1-B020"
 

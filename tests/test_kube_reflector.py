@@ -9,7 +9,6 @@ one named object that comes and goes; the answers of our own writes shown at onc
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import aclosing
 from typing import Any
 
 import anyio
@@ -19,7 +18,6 @@ from kube_harness import running
 from waiting import WAIT, until
 
 from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube
-from ascend_plugin.kubeapi.follow import follow
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.resilience import Backoff
@@ -139,13 +137,17 @@ async def test_a_reader_waits_for_the_next_change(
 
 
 async def test_the_server_ending_a_watch_is_watched_again_from_its_version(
-    apiserver: FakeApiServer, following: Reflector[JsonObject]
+    apiserver: FakeApiServer, kube: Kube, versions: str
 ) -> None:
-    await watching(apiserver)
-    apiserver.end_watches()  # as at the watch's timeout
-    await watching(apiserver, 2)
-    apiserver.put("configmaps", configmap("a"))
-    await until(lambda: following.get(key("a")) is not None, "the change after the renewal")
+    now = [0.0]
+    following = reflector(kube, clock=lambda: now[0])
+    async with running(following.run):
+        await watching(apiserver)
+        now[0] += 180.0  # the watch has lasted its timeout
+        apiserver.end_watches()  # as at the watch's timeout
+        await watching(apiserver, 2)
+        apiserver.put("configmaps", configmap("a"))
+        await until(lambda: following.get(key("a")) is not None, "the change after the renewal")
     assert following.lists == 1
     assert following.retry.failures == 0
     first, second = apiserver.requests_of("watch", "configmaps")[:2]
@@ -285,15 +287,20 @@ async def test_a_named_object_in_a_namespace_that_does_not_exist_is_simply_absen
     assert absent.retry.failures == 0
 
 
-async def test_follow_yields_the_state_after_each_change(apiserver: FakeApiServer, kube: Kube) -> None:
+async def test_a_reader_of_a_named_object_sees_its_state_after_each_change(
+    apiserver: FakeApiServer, kube: Kube
+) -> None:
     states: list[object] = []
+    named = named_object(kube, CONFIGMAPS, NAMESPACE, FAULT_CONFIG, part="fault configuration")
 
-    async def follower() -> None:
-        async with aclosing(follow(kube, CONFIGMAPS, NAMESPACE, FAULT_CONFIG)) as following_states:
-            async for state in following_states:
-                states.append(data_of(state))
+    async def reader() -> None:  # as the node labels and the config ConfigMap read theirs
+        await named.wait_synced()
+        while True:
+            seen = named.changes.version
+            states.append(data_of(named.get(key(FAULT_CONFIG))))
+            await named.changes.wait_for_change(seen)
 
-    async with running(follower):
+    async with running(named.run, reader):
         await until(lambda: states == [None], "absent at first")
         apiserver.put("configmaps", configmap(FAULT_CONFIG, a="1"))
         await until(lambda: states[-1] == {"a": "1"}, "created")

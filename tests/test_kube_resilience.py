@@ -7,6 +7,7 @@ reaches the kubelet side.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,7 @@ from plugin_harness import FakeNode, health_of, registered, running_plugin
 from waiting import until, wait_for
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
-from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
+from ascend_plugin.faces.kube.labels import NodeLabeller, node_reflector, plan_labels
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kubeapi.client import Kube, connect
 from ascend_plugin.kubeapi.errors import KubeConfigError
@@ -30,8 +31,11 @@ CONFIGMAP = f"mindx-dl-deviceinfo-{NODE}"
 RETRY = "ascend_plugin.kubeapi.retry"  # every part's failed attempts and recoveries
 
 
-def labeller(kube: Kube, short_tmp: Path) -> NodeLabeller:
-    return NodeLabeller(kube, NODE, plan_labels(make_inventory(short_tmp), "ascend-device-plugin.io"))
+def labeller(kube: Kube, short_tmp: Path) -> tuple[Callable[[], Awaitable[None]], ...]:
+    """The node labels' parts: the Node's reflector and the labeller reading it."""
+    plan = plan_labels(make_inventory(short_tmp), "ascend-device-plugin.io")
+    labels = NodeLabeller(kube, node_reflector(kube, NODE), NODE, plan)
+    return labels.node.run, labels.run
 
 
 async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
@@ -40,7 +44,7 @@ async def test_missing_rbac_names_the_rule_to_add_and_recovers_once_granted(
     caplog.set_level(logging.INFO, logger="ascend_plugin")
     apiserver.add_node(NODE)
     forbidden = apiserver.inject(403, "patch", "nodes")
-    async with running(labeller(kube, short_tmp).run):
+    async with running(*labeller(kube, short_tmp)):
         refusals = await until(
             lambda: records(caplog, RETRY, level=logging.ERROR, part="node labels", error="Forbidden"),
             "the refusal logged, at ERROR: only an operator can fix it",
@@ -116,7 +120,7 @@ async def test_an_expired_watch_lists_again_and_misses_nothing(
     apiserver: FakeApiServer, kube: Kube, short_tmp: Path
 ) -> None:
     apiserver.add_node(NODE)
-    async with running(labeller(kube, short_tmp).run):
+    async with running(*labeller(kube, short_tmp)):
         await until(lambda: "accelerator" in apiserver.node_labels(NODE), "labels")
         lists = len(apiserver.requests_of("list", "nodes"))
         apiserver.expire_watches()
@@ -137,7 +141,7 @@ async def test_an_injected_watch_error_410_leads_to_a_relist(
 ) -> None:
     apiserver.add_node(NODE)
     apiserver.inject(410, "watch", "nodes", times=1)
-    async with running(labeller(kube, short_tmp).run):
+    async with running(*labeller(kube, short_tmp)):
         await until(lambda: len(apiserver.requests_of("list", "nodes")) >= 2, "the relist")
         node = apiserver.get("nodes", NODE)
         assert node is not None
@@ -153,7 +157,7 @@ async def test_wrong_credentials_are_an_error_not_a_crash(
     impostor = FakeApiServer(token="not-the-token", port=apiserver.port)
     kube = await connect(impostor.write_kubeconfig(short_tmp / "impostor.kubeconfig"))
     try:
-        async with running(labeller(kube, short_tmp).run):
+        async with running(*labeller(kube, short_tmp)):
             await until(
                 lambda: records(caplog, RETRY, level=logging.ERROR, part="node labels", error="Unauthorized"),
                 "the 401 logged, at ERROR",

@@ -84,6 +84,14 @@ class ChipJudgement:
     chip: FaultSide
     network: FaultSide
     reasons: tuple[UpgradeReason, ...]  # the escalations standing, oldest first
+    # Which configuration judged it (the changes counted): whether a change came from the chip or from a
+    # new configuration. No part of what is judged: two judgements alike but for it are equal.
+    configuration: int = field(default=0, compare=False)
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        """The codes on the chip now (both sides), as the configuration spells them."""
+        return (*self.chip.codes[: self.chip.current], *self.network.codes[: self.network.current])
 
 
 @dataclass
@@ -104,14 +112,16 @@ class ChipFaults:
         # only then may its absence from the key mean an operator released it.
         self.separation_written = False
         self._current: dict[int, _Current] = {}
-        self._severities: dict[int, int | None] = {}
-        self._event_at: dict[int, int] = {}  # code -> when an event last spoke of it (Unix ms)
+        # Per code, kept only while it matters (a driver may send any number of distinct codes):
+        self._severities: dict[int, int | None] = {}  # of the codes current or held back
+        self._event_at: dict[int, int] = {}  # when an event last spoke of it (Unix ms), since the last poll
         self._counters: dict[int, FrequencyCounter] = {}
         self._clocks: dict[int, DurationClock] = {}
         self._accompanying = AccompanyingFaults()
         # The escalations lifted and not yet drained: the latest only, if nobody drains (node events off).
         self._releases: deque[Release] = deque(maxlen=RELEASES_KEPT)
         self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
+        self.configuration = 0  # configurations it was judged by before this one
 
     # -- what happens -------------------------------------------------------------------
 
@@ -124,6 +134,7 @@ class ChipFaults:
             self._event_at[observation.code] = max(observation.at, self._event_at.get(observation.code, 0))
         for admitted in self._admit(observation):
             self._apply(admitted)
+        self._forget_gone()
         return False
 
     def reconcile(self, listed: Collection[int], at: int) -> None:
@@ -135,6 +146,8 @@ class ChipFaults:
         that read the code just before it cleared).
         """
         stale = {code for code, event_at in self._event_at.items() if event_at > at}
+        # An event older than this poll's start is older than every later poll's too.
+        self._event_at = {code: self._event_at[code] for code in stale}
         for code in listed:
             current = self._current.get(code)
             if code in stale:
@@ -195,6 +208,7 @@ class ChipFaults:
     def reconfigure(self, config: FaultConfig, now: int) -> None:
         """Judge by ``config`` from now on, adjusting the escalations standing to its rules."""
         self.config = config
+        self.configuration += 1
         self._align(now)
 
     def release_manual(self) -> None:
@@ -245,6 +259,7 @@ class ChipFaults:
             chip,
             network,
             reasons,
+            self.configuration,
         )
 
     def wake_at(self) -> int | None:
@@ -311,6 +326,7 @@ class ChipFaults:
             if current.until is not None and current.until <= now:
                 del self._current[code]
                 self._recovered(code, current.until)
+        self._forget_gone()
         for code, clock in self._clocks.items():
             duration = customization.duration.get(code)
             if duration is not None:
@@ -325,6 +341,16 @@ class ChipFaults:
                 ),
                 ReleaseCause.AUTOFILL_WINDOW,
             )
+
+    def _forget_gone(self) -> None:
+        """Drop the severities of codes neither current nor held back (by the accompanying-fault rule)."""
+        if len(self._severities) > len(self._current):
+            held = {observation.code for observation in self._accompanying.held}
+            self._severities = {
+                code: severity
+                for code, severity in self._severities.items()
+                if code in self._current or code in held
+            }
 
     def _own_level(self, code: int) -> FaultLevel:
         lists = self.config.codes

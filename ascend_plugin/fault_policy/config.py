@@ -3,11 +3,11 @@
 Where each part comes from, as in Huawei's plugin:
 
 * ``faultCode.json``: the key of the ConfigMap ``kube-system/mindx-dl-fault-config``;
-  when the key is missing or cannot be read, the base lists: the operator's
-  ``fault_levels_file`` if it is in Huawei's format (it plays the part of
-  Huawei's ``/usr/local/faultCode.json``), else the built-in file;
-* ``faultCustomization.json``: the key of the ConfigMap; when missing or
-  unreadable, the built-in file;
+  when the key is missing, the base lists: the operator's ``fault_levels_file``
+  if it is in Huawei's format (it plays the part of Huawei's
+  ``/usr/local/faultCode.json``), else the built-in file;
+* ``faultCustomization.json``: the key of the ConfigMap; when missing, the
+  built-in file (either key, unreadable, keeps its last content read, if any);
 * ``PollInterval``: the key of the ConfigMap, seconds 30-3600; missing,
   unparsable or out of range: 300;
 * no ConfigMap at all (HTTP 404): every part from its base.
@@ -47,6 +47,7 @@ from ascend_plugin.fault_policy.fault_codes import (
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.overlay import apply_overlay, decode_overlay
 from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError, log_notes
+from ascend_plugin.settings import shown
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,14 @@ def base_config(levels_file: Path | None) -> BaseConfig:
 
 
 @dataclass(frozen=True)
+class LastRead:
+    """The ConfigMap's files as last read whole: what a change of one that cannot be read falls back to."""
+
+    codes: FaultCodeLists | None = None
+    customization: FaultCustomization | None = None
+
+
+@dataclass(frozen=True)
 class FaultConfig:
     """The fault configuration in force, and where each part of it came from."""
 
@@ -159,6 +168,7 @@ class FaultConfig:
     # part ("faultCode.json", "faultCustomization.json", "PollInterval", "overlay") -> its source
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     notes: tuple[ConfigNote, ...] = ()
+    read: LastRead = LastRead()  # the ConfigMap's files as last read whole (for the next configuration)
 
     @cached_property
     def _spellings(self) -> Mapping[int, str]:
@@ -175,7 +185,7 @@ def parse_poll_interval(text: str | None, source: str) -> tuple[int, ConfigNote 
         return POLL_INTERVAL_DEFAULT, None
     low, high = POLL_INTERVAL_RANGE
     if not _GO_ATOI.fullmatch(text):
-        why = f"{text!r} is not a whole number of seconds"
+        why = f"{shown(text)} is not a whole number of seconds"
     elif not low <= int(text) <= high:
         why = f"{int(text)} is out of range {low}-{high}"
     else:
@@ -192,23 +202,31 @@ def fault_config(
     where: str = f"{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}",
     overlay: Mapping[int, FaultLevel] | None = None,
     overlay_source: str | None = None,
+    last: LastRead = LastRead(),
 ) -> FaultConfig:
     """The configuration for ``configmap``'s data (None: there is no such ConfigMap) over ``base``.
 
     ``overlay`` (the config ConfigMap's ``fault_levels.json``) is laid over the
-    base's own overlay. The notes are logged here, and kept in the result.
+    base's own overlay; ``last``: what the configuration before read of the
+    ConfigMap's files. The notes are logged here, and kept in the result.
     """
     notes: list[ConfigNote] = []
     sources: dict[str, str] = {}
-    codes = _part(
-        configmap, FAULT_CODE_KEY, where, parse_fault_codes, (base.codes, base.codes_source), notes, sources
+    codes, codes_read = _part(
+        configmap,
+        FAULT_CODE_KEY,
+        where,
+        parse_fault_codes,
+        (base.codes, base.codes_source, last.codes),
+        notes,
+        sources,
     )
-    customization = _part(
+    customization, customization_read = _part(
         configmap,
         CUSTOMIZATION_KEY,
         where,
         parse_customization,
-        (base.customization, base.customization_source),
+        (base.customization, base.customization_source, last.customization),
         notes,
         sources,
     )
@@ -223,7 +241,8 @@ def fault_config(
         codes, customization = apply_overlay(codes, customization, layered)
         sources["overlay"] = ", ".join(s for s in (base.overlay_source, overlay_source) if s)
     log_notes(notes, log)
-    return FaultConfig(codes, customization, interval, MappingProxyType(sources), tuple(notes))
+    read = LastRead(codes_read, customization_read)
+    return FaultConfig(codes, customization, interval, MappingProxyType(sources), tuple(notes), read)
 
 
 def _part(  # noqa: PLR0917 - one call per part, each a line of the same shape
@@ -231,27 +250,35 @@ def _part(  # noqa: PLR0917 - one call per part, each a line of the same shape
     key: str,
     where: str,
     parse: Callable[[str, str], tuple[T, list[ConfigNote]]],
-    base: tuple[T, str],
+    base: tuple[T, str, T | None],
     notes: list[ConfigNote],
     sources: dict[str, str],
-) -> T:
-    """One file of the configuration: the ConfigMap's key, else ``base``, with a note on why."""
-    fallback, fallback_source = base
+) -> tuple[T, T | None]:
+    """One file of the configuration and what was read of the key: the key, its last good content, or base.
+
+    Each fallback comes with a note on why.
+    """
+    fallback, fallback_source, last = base
     if configmap is None:
         sources[key] = fallback_source
-        return fallback
+        return fallback, None
     source = f"{key} of {where}"
     text = configmap.get(key)
     if text is None:
         notes.append(ConfigNote(where, key, f"the ConfigMap has no {key} key; {fallback_source} applies"))
         sources[key] = fallback_source
-        return fallback
+        return fallback, None
     try:
         value, found = parse(text, source)
     except FaultConfigError as error:
+        if last is not None:
+            kept = f"{source}, as last read (its current content cannot be read)"
+            notes.append(ConfigNote(where, key, f"{error}; its last content read stays in force", error=True))
+            sources[key] = kept
+            return last, last
         notes.append(ConfigNote(where, key, f"{error}; {fallback_source} applies instead", error=True))
         sources[key] = fallback_source
-        return fallback
+        return fallback, None
     notes.extend(found)
     sources[key] = source
-    return value
+    return value, value

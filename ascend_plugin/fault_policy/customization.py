@@ -29,6 +29,7 @@ from ascend_plugin.fault_policy.codes import HBM_MULTI_BIT, NETWORK_CODES, parse
 from ascend_plugin.fault_policy.decoding import fields, go_array, go_int, go_string, go_strings, load_document
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.problems import ConfigNote
+from ascend_plugin.settings import shown
 
 L = FaultLevel
 
@@ -169,7 +170,7 @@ def _level(name: str, allowed: frozenset[FaultLevel]) -> FaultLevel | None:
 
 
 def _level_problem(handling: str, level: FaultLevel | None, allowed: frozenset[FaultLevel]) -> str | None:
-    return None if level is not None else f"FaultHandling {handling!r} is not one of {_names(allowed)}"
+    return None if level is not None else f"FaultHandling {shown(handling)} is not one of {_names(allowed)}"
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,7 @@ class _Rules(Generic[R]):
         for text in entry.ids:
             code = parse_code(text)
             if code is None:
-                why = f"EventId {text!r} is not a hex fault code like '80E01801'; skipped"
+                why = f"EventId {shown(text)} is not a hex fault code like '80E01801'; skipped"
                 self.notes.append(ConfigNote(self.source, entry.named, why))
             elif code in self.rules:
                 why = f"{code:X} already has a {self.section} entry; skipped here"

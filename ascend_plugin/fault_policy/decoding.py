@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 
 from ascend_plugin.fault_policy.codes import INT64_MAX
 from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError
+from ascend_plugin.settings import SHOWN, cut, shown
 
 INT64_MIN = -(1 << 63)
 
@@ -29,6 +30,8 @@ def parse_json(text: str, source: str) -> object:
         return json.loads(text, parse_constant=_refuse_constant)
     except ValueError as error:  # json.JSONDecodeError is a ValueError
         raise FaultConfigError(f"{source} is not valid JSON: {error}") from None
+    except RecursionError:  # nested deeper than Python's parser goes
+        raise FaultConfigError(f"{source} nests arrays or objects too deeply to be read") from None
 
 
 def load_document(text: str, source: str) -> Mapping[str, object]:
@@ -57,8 +60,10 @@ def fields(
         name = by_fold.get(key.casefold())
         if name is None:
             allowed = ", ".join(names)
-            entry = f"{where}.{key}" if where else key
-            notes.append(ConfigNote(source, entry, f"unknown key {key!r} is ignored; known keys: {allowed}"))
+            entry = cut(f"{where}.{key}" if where else key)
+            notes.append(
+                ConfigNote(source, entry, f"unknown key {shown(key)} is ignored; known keys: {allowed}")
+            )
             continue
         matched[name] = item
     return matched
@@ -69,7 +74,7 @@ def go_int(value: object, source: str, where: str) -> int:
     if value is None:
         return 0
     if isinstance(value, bool) or not isinstance(value, int):
-        raise FaultConfigError(f"{source}: {where} must be a whole number, not {json.dumps(value)}")
+        raise FaultConfigError(f"{source}: {where} must be a whole number, not {_json_shown(value)}")
     if not INT64_MIN <= value <= INT64_MAX:
         raise FaultConfigError(f"{source}: {where} {value} does not fit in a 64-bit integer")
     return value
@@ -80,7 +85,7 @@ def go_string(value: object, source: str, where: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise FaultConfigError(f"{source}: {where} must be a string, not {json.dumps(value)}")
+        raise FaultConfigError(f"{source}: {where} must be a string, not {_json_shown(value)}")
     return value
 
 
@@ -99,6 +104,15 @@ def go_array(value: object, source: str, where: str) -> list[object]:
     if not isinstance(value, list):
         raise FaultConfigError(f"{source}: {where} must be an array, not {_json_type(value)}")
     return value
+
+
+def _json_shown(value: object) -> str:
+    """A JSON value as a message names it: a scalar as JSON writes it (a long string cut), else its type."""
+    if isinstance(value, list | dict):
+        return _json_type(value)
+    if isinstance(value, str) and len(value) > SHOWN:
+        return f"{json.dumps(value[:SHOWN])}... ({len(value)} characters)"
+    return json.dumps(value)
 
 
 def _json_type(value: object) -> str:

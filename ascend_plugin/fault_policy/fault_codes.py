@@ -31,6 +31,7 @@ from ascend_plugin.fault_policy.codes import NETWORK_CODES, parse_code, spell
 from ascend_plugin.fault_policy.decoding import fields, go_strings, load_document
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.problems import ConfigNote
+from ascend_plugin.settings import shown
 
 L = FaultLevel
 
@@ -188,7 +189,7 @@ def decode_fault_codes(data: Mapping[str, object], source: str) -> tuple[FaultCo
             code = parse_code(text)
             if code is None:
                 notes.append(
-                    ConfigNote(source, key, f"{text!r} is not a hex fault code like '80E01801'; skipped")
+                    ConfigNote(source, key, f"{shown(text)} is not a hex fault code like '80E01801'; skipped")
                 )
                 continue
             codes.add(code)

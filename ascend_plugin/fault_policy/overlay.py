@@ -25,6 +25,7 @@ from ascend_plugin.fault_policy.customization import NEVER, TIME_WINDOW, FaultCu
 from ascend_plugin.fault_policy.fault_codes import FaultCodeLists
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.settings import shown
 
 MAX_OVERLAY_CODE = 0xFFFFFFFFF  # nine hex digits, the longest codes Huawei ships
 
@@ -39,7 +40,7 @@ def decode_overlay(data: object, source: str) -> dict[int, FaultLevel]:
         if name.startswith("_"):
             continue
         if name not in FaultLevel.__members__:
-            raise FaultConfigError(f"{source}: unknown fault level {name!r}; allowed: {allowed}")
+            raise FaultConfigError(f"{source}: unknown fault level {shown(name)}; allowed: {allowed}")
         if not isinstance(codes, list):
             raise FaultConfigError(
                 f"{source}: {name} must be a list of hex codes, not {type(codes).__name__}"
@@ -48,9 +49,11 @@ def decode_overlay(data: object, source: str) -> dict[int, FaultLevel]:
             spelled = str(text)
             code = parse_code(spelled[2:] if spelled[:2].lower() == "0x" else spelled)
             if code is None:
-                raise FaultConfigError(f"{source}: {name}: {text!r} is not a hex fault code like '80E01801'")
+                raise FaultConfigError(
+                    f"{source}: {name}: {shown(text)} is not a hex fault code like '80E01801'"
+                )
             if code > MAX_OVERLAY_CODE:
-                raise FaultConfigError(f"{source}: {name}: {text!r} is out of range")
+                raise FaultConfigError(f"{source}: {name}: {shown(text)} is out of range")
             result[code] = FaultLevel[name]
     return result
 

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 
-from ascend_plugin.fault_policy.config import BaseConfig, FaultConfig, fault_config
+from ascend_plugin.fault_policy.config import BaseConfig, FaultConfig, LastRead, fault_config
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
 
@@ -34,6 +34,7 @@ class FaultSources:
         self._configmap: Mapping[str, str] | None = None
         self._overlay: Mapping[int, FaultLevel] = MappingProxyType({})
         self._overlay_source: str | None = None
+        self._read = LastRead()  # the ConfigMap's files as last read whole
         self.policy = FaultPolicy(self._assemble(), clock)
 
     @property
@@ -63,12 +64,15 @@ class FaultSources:
         return self._reconfigure()
 
     def _assemble(self) -> FaultConfig:
-        return fault_config(
+        config = fault_config(
             self._base,
             self._configmap,
             overlay=self._overlay or None,
             overlay_source=self._overlay_source if self._overlay else None,
+            last=self._read,
         )
+        self._read = config.read
+        return config
 
     def _reconfigure(self) -> bool:
         self.policy.reconfigure(self._assemble())

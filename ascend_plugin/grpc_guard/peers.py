@@ -64,6 +64,7 @@ class OwnerOf:
 
     directory: Path
     who: str
+    admits_itself: bool = False  # also this process's own uid: a socket the plugin calls to check it answers
 
     def owner(self) -> tuple[int, str]:
         """The uid admitted, and where it comes from."""
@@ -74,6 +75,6 @@ class OwnerOf:
 
     def __call__(self, peer: Peer) -> str:
         uid, source = self.owner()
-        if peer.uid == uid:
+        if peer.uid == uid or (self.admits_itself and peer.uid == os.geteuid()):
             return ""
         return f"this socket answers only {self.who}, uid {uid} ({source}); {peer} is not {self.who}"

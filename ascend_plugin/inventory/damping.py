@@ -1,7 +1,9 @@
 """Flap damping: a chip that keeps failing and recovering stays out until it is clean for a while.
 
 Each time a chip's own verdict turns unhealthy (from healthy, or as its
-first verdict), a *spell* begins. A chip with ``flap_threshold`` spells within ``flap_window`` seconds is
+first verdict), a *spell* begins, unless a new fault configuration turned it
+with the chip's codes unchanged: an operator editing it is not the chip
+flapping. A chip with ``flap_threshold`` spells within ``flap_window`` seconds is
 damped: it stays unhealthy, however its readings look, until it has been clean
 without a break for ``flap_hold`` seconds, however long it flapped before. A
 single unhealthy reading while damped starts the clean period over. While
@@ -15,6 +17,7 @@ flip of the state that is held out anyway.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Callable
@@ -22,6 +25,8 @@ from dataclasses import dataclass
 
 from ascend_plugin.fault_policy.chip import ChipJudgement
 from ascend_plugin.faults import Fault
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,10 @@ class Verdict:
 class Damping:
     """The flap state of one chip."""
 
-    def __init__(self, wall_clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, wall_clock: Callable[[], float] = time.time, name: str = "the chip") -> None:
         self.wall_clock = wall_clock
+        self.name = name  # the chip, as its log line names it
+        self._said = False  # the hold of a clean chip was logged (once per hold)
         self._spells: deque[float] = deque()
         self._last_healthy: bool | None = None
         self._damped = False
@@ -55,6 +62,7 @@ class Damping:
         self._clean_since_wall = 0.0
         self._faults: dict[int, Fault] = {}  # while damped: every fault seen since, by code
         self._judgement: ChipJudgement | None = None  # while damped: the most severe judgement since
+        self._judged: ChipJudgement | None = None  # the fault policy's judgement in the last verdict
 
     @property
     def damped(self) -> bool:
@@ -63,8 +71,9 @@ class Damping:
 
     def apply(self, verdict: Verdict, now: float, policy: DampingPolicy) -> Verdict:
         """The verdict to report, given the chip's own ``verdict`` at monotonic time ``now``."""
+        reconfigured = self._reconfigured(verdict.judgement)
         if not verdict.healthy:
-            if self._last_healthy is not False:  # an unhealthy spell begins
+            if self._last_healthy is not False and not reconfigured:  # an unhealthy spell begins
                 self._spells.append(now)
             self._last_healthy = False
             self._clean_since = None
@@ -84,7 +93,7 @@ class Damping:
             self._clean_since = now
             self._clean_since_wall = self.wall_clock()
         if now - self._clean_since >= policy.flap_hold:
-            self._damped = False
+            self._damped = self._said = False
             self._spells.clear()
             self._clean_since = None
             self._faults.clear()
@@ -92,13 +101,35 @@ class Damping:
             return verdict
         clean_at = _clock_time(self._clean_since_wall)
         release_at = _clock_time(self._clean_since_wall + policy.flap_hold)
+        spells = f"{len(self._spells)} unhealthy spells within {policy.flap_window:g} s"
+        if not self._said:  # the chip looks clean and stays out: say why, once per hold
+            self._said = True
+            log.warning(
+                "%s looks healthy but is held out for flapping (%s; flap_threshold %d): released at %s "
+                "if it stays clean for %g s (flap_hold)",
+                self.name,
+                spells,
+                policy.flap_threshold,
+                release_at,
+                policy.flap_hold,
+                extra={"device": self.name, "spells": len(self._spells)},
+            )
         return Verdict(
             False,
-            f"flapping ({len(self._spells)} unhealthy spells within {policy.flap_window:g} s): held until "
-            f"clean for {policy.flap_hold:g} s; clean since {clean_at}, released at {release_at} "
-            "if it stays clean",
+            f"flapping ({spells}): held until clean for {policy.flap_hold:g} s; clean since {clean_at}, "
+            f"released at {release_at} if it stays clean",
             self._seen(verdict.faults),
             self._held(verdict.judgement),
+        )
+
+    def _reconfigured(self, judgement: ChipJudgement | None) -> bool:
+        """Whether only the fault configuration changed since the last verdict (the chip's codes did not)."""
+        last, self._judged = self._judged, judgement
+        return (
+            judgement is not None
+            and last is not None
+            and judgement.configuration != last.configuration
+            and judgement.codes == last.codes
         )
 
     def _held(self, judgement: ChipJudgement | None) -> ChipJudgement | None:

@@ -24,6 +24,7 @@ A chip discovery could not read yet is :attr:`ChipState.unread`: unhealthy, like
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -35,6 +36,8 @@ from backends.chips import Chip
 from backends.families import FamilyTable
 from backends.library import PcieAddress, SuperPodInfo, VdevInfo
 from backends.topology import TopologyUnit
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -219,14 +222,14 @@ class Inventory:
             return False
         self._chips[new.phy_id] = new
         self._ordered = self._sorted()
-        if new.healthy != old.healthy:
-            for listener in list(self._transition_listeners):
-                listener(old, new)
         self._changes.bump()
+        if new.healthy != old.healthy:
+            self._tell(old, new)
         return True
 
     def set_resetting(self, phy_ids: Iterable[int], resetting: bool) -> bool:
         """Mark chips as out for a hot reset (or back from one); return True if anything changed."""
+        flipped: list[tuple[ChipState, ChipState]] = []
         changed = False
         for phy_id in phy_ids:
             old = self._chips[phy_id]
@@ -236,11 +239,12 @@ class Inventory:
             self._chips[phy_id] = new
             changed = True
             if new.healthy != old.healthy:
-                for listener in list(self._transition_listeners):
-                    listener(old, new)
+                flipped.append((old, new))
         if changed:
             self._ordered = self._sorted()
             self._changes.bump()
+        for old, new in flipped:
+            self._tell(old, new)
         return changed
 
     def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
@@ -260,6 +264,14 @@ class Inventory:
     async def wait_for_change(self, seen_version: int) -> int:
         """Return the current version once it differs from ``seen_version`` (or on close)."""
         return await self._changes.wait_for_change(seen_version)
+
+    def _tell(self, old: ChipState, new: ChipState) -> None:
+        """Tell every transition listener, after the change is counted: one that raises stops nothing."""
+        for listener in list(self._transition_listeners):
+            try:
+                listener(old, new)
+            except Exception:
+                log.exception("a listener of chip %d's health transition failed", new.phy_id)
 
     def _sorted(self) -> tuple[ChipState, ...]:
         return tuple(sorted(self._chips.values(), key=lambda state: state.phy_id))

@@ -188,7 +188,9 @@ class HealthMonitor:
         self.subscribed = False
         self.inbox: EventInbox | None = None  # once subscribed: where the library leaves events
         self._watches = {
-            state.phy_id: _Watch(state.chip, Damping(wall_clock), self._source(state))
+            state.phy_id: _Watch(
+                state.chip, Damping(wall_clock, inventory.table.chip_id(state.phy_id)), self._source(state)
+            )
             for state in inventory.chips()
         }
         self._event_log = FaultEventLog(event_log_interval)

@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 import yaml
 
-from ascend_plugin.kubeapi.errors import ApiError, KubeConfigError, Unreachable, api_error
+from ascend_plugin.kubeapi.errors import ApiError, KubeConfigError, KubeError, Unreachable, api_error
 from ascend_plugin.kubeapi.lean_import import (
     ApiClient,
     ConfigException,
@@ -44,6 +44,10 @@ REQUEST_TIMEOUT = 10.0  # seconds for one ordinary request, connect to last byte
 # reading may take a little longer before a silent connection counts as dead.
 WATCH_TIMEOUT = 180
 WATCH_READ_SLACK = 30.0
+# The longest watch event line read: an object is at most about 1.5 MiB in a default etcd, and its JSON
+# escaped into a line can be a few times that. (aiohttp's own line limit, twice the read buffer, is 4 MiB
+# with kubernetes-asyncio's, and its LineTooLong is none of the client's errors.)
+MAX_EVENT_LINE = 8 * 1024 * 1024
 
 
 EVERYWHERE = "list everywhere"  # the key of a namespaced kind's call that lists (and watches) all namespaces
@@ -201,9 +205,31 @@ def labels_of(obj: Mapping[str, object]) -> dict[str, str]:
 def _json_object(raw: bytes) -> JsonObject | None:
     try:
         parsed = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested deeper than Python's parser goes
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+async def _lines(content: Any, limit: int, what: str) -> AsyncGenerator[bytes, None]:
+    """The lines of the streamed body of ``what`` (without their newline), each at most ``limit`` bytes.
+
+    Read here rather than through aiohttp's ``readline``, whose limit depends on
+    its version and whose error is not one of the client's: a longer line is a
+    KubeError, waited out with backoff like any other.
+    """
+    buffer = bytearray()
+    scanned = 0  # the part of the buffer known to hold no newline
+    while chunk := await content.readany():
+        buffer += chunk
+        while (end := buffer.find(b"\n", scanned)) >= 0 or len(buffer) > limit:
+            if not 0 <= end <= limit:
+                raise KubeError(f"{what}: an event of over {limit} bytes; an object this large is not read")
+            yield bytes(buffer[:end])
+            del buffer[: end + 1]
+            scanned = 0
+        scanned = len(buffer)
+    if buffer:
+        yield bytes(buffer)
 
 
 def _status_message(raw: bytes) -> str:
@@ -319,7 +345,7 @@ class Kube:
         try:
             if not 200 <= response.status < 300:
                 raise request.error(response.status, _status_message(await response.read()))
-            async for line in response.content:
+            async for line in _lines(response.content, MAX_EVENT_LINE, f"watch {request.resource.qualified}"):
                 event = _json_object(line)
                 if event is None:
                     continue

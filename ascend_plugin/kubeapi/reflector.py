@@ -1,50 +1,24 @@
 """The reflector: a local copy of some objects, kept current by a list and then a watch.
 
-Every part that follows objects on the API server (the node's pods, the node's
-ResourceSlices, our Node, a ConfigMap) needs the same loop, and the loop is easy
-to get subtly wrong, so it exists once, here. It is client-go's Reflector and
-informer store, as far as the plugin needs them:
-
-* a **list** (served "most recent", a consistent read) fills the store, keyed
-  by ``namespace/name`` (``name`` for cluster-scoped kinds), and gives the
-  resourceVersion to watch from;
-* a **watch** from there applies each ADDED, MODIFIED and DELETED event; a
-  BOOKMARK (asked for with ``allowWatchBookmarks``) only moves the version on,
-  so a quiet watch on a busy cluster resumes from a recent version instead of
-  one the server has long forgotten;
-* the server ends a watch after its ``timeoutSeconds``, chosen at random
-  between ``watch_timeout`` and twice that so that a cluster's nodes do not all
-  renew at once: the watch starts again from the last version, the store stays;
-* a **dropped** watch (connection lost, 5xx, a stream cut mid-event) is watched
-  again from the last version after a backoff: nothing is missed, nothing is
-  listed again;
-* **410 Gone**: the server no longer has that version: list again at once and
-  take the new list over. A 410 straight after a list (nothing received from
-  it yet) is a failure like any other, so a server that keeps answering 410
-  is not listed against in a tight loop;
-* any other failure waits with the jittered backoff of
-  :class:`~ascend_plugin.kubeapi.retry.Retrier`, which also counts the attempts
-  and logs each distinct problem once.
-
-resourceVersions are opaque strings: the API promises clients nothing but
-equality, so they are only ever compared for equality here, never ordered.
-
-Every change of the store bumps :attr:`Reflector.changes` (a
-:class:`~ascend_plugin.changes.Changes` the owner may pass in and bump for its
-own reasons too), which is how a reader waits for the next change.
-
-A part that also *writes* the objects it follows sees its own writes at once
-through :meth:`Reflector.record_write` (and :meth:`~Reflector.record_read`,
-:meth:`~Reflector.record_gone`): the API server's answer stands in the store
-until the watch shows that same resourceVersion, or a list begun after the
-answer came replaces it. So a controller that created an object never creates
-it a second time because the watch had not caught up yet.
+Every part that follows objects on the API server needs the same loop, easy to
+get subtly wrong, so it exists once, here, as client-go's Reflector and store:
+a list fills the store (keyed ``namespace/name``), a watch from its
+resourceVersion applies each event (bookmarks move the version on), 410 Gone
+lists again, and every failure waits with the jittered backoff of
+:class:`~ascend_plugin.kubeapi.retry.Retrier`. A watch that ends within
+:data:`MIN_WATCH` without sending anything is such a failure, and the backoff
+starts over only when the server gets through to us, so watches that fail while
+lists succeed cannot hammer it (docs/kubernetes.md, "Resilience"). A part runs
+:meth:`Reflector.run` as a task and waits on its ``changes``; its own writes show
+in the store at once (:meth:`Reflector.record_write`). resourceVersions are
+opaque: compared for equality only.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import aclosing, contextmanager
 from dataclasses import dataclass
@@ -63,10 +37,14 @@ from ascend_plugin.kubeapi.client import (
     mapping_field,
     string_field,
 )
-from ascend_plugin.kubeapi.errors import Gone, KubeError
+from ascend_plugin.kubeapi.errors import Gone, KubeError, Unreachable
 from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
+
+# Seconds a watch must last, or send something, to count as one (client-go's "very short watch"): one
+# that ends sooner was cut off, and opening it again at once would hammer the API server.
+MIN_WATCH = 1.0
 
 T = TypeVar("T")
 
@@ -120,7 +98,9 @@ class Reflector(Generic[T]):
         changes: Changes | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
         retry: Retrier | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: what a watch's duration is measured on (tests move it)."""
         self.kube = kube
         self.resource = resource
         self.transform = transform
@@ -130,6 +110,7 @@ class Reflector(Generic[T]):
         self.changes = changes if changes is not None else Changes()
         self.watch_timeout = watch_timeout
         self.retry = retry if retry is not None else Retrier(part)
+        self.clock = clock
         self.version = ""  # where the watch goes on from: the last list's, event's or bookmark's
         self.lists = 0  # list requests begun
         self.watches = 0  # watch requests begun
@@ -195,17 +176,6 @@ class Reflector(Generic[T]):
             except KubeError as error:
                 await self.retry.failed(error)
 
-    async def updates(self) -> AsyncGenerator[None, None]:
-        """The same loop in the caller's task: a step after each change of the store.
-
-        A failure other than 410 Gone ends it with its :class:`KubeError`; the
-        caller backs off and starts again (with a list).
-        """
-        async with aclosing(self._steps()) as steps:
-            async for changed in steps:
-                if changed:
-                    yield
-
     async def relist(self) -> Mapping[str, T]:
         """List now and take the list over (an open watch goes on); the store."""
         await self._list()
@@ -247,14 +217,22 @@ class Reflector(Generic[T]):
         self.watches += 1
         timeout = self.watch_timeout + int(self.watch_timeout * random.random())
         stream = self.kube.watch(self.resource, self.namespace, self.field_selector, self.version, timeout)
+        began, received = self.clock(), False
         async with aclosing(stream) as events:
             async for event in events:
+                received = True
                 self.version = event.resource_version or self.version
                 if event.type == "BOOKMARK":
                     self.bookmarks += 1
                     yield False
                 elif self._apply(event):
                     yield True
+        if not received and self.clock() - began < MIN_WATCH:
+            raise Unreachable(
+                "the watch ended at once without sending anything (a watch lasts its timeout, "
+                f"{self.watch_timeout}-{2 * self.watch_timeout} s here: does a proxy or load balancer "
+                "close streams early?)"
+            )
         yield False  # ended by the server at its timeout: watched again from self.version
 
     def _replace(self, items: Sequence[JsonObject], begun: int) -> None:

@@ -53,7 +53,8 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   answer not sent yet), so a watch event can be made to arrive first;
   :meth:`end_watches` ends the open watches as their timeout does,
   :meth:`drop_watches` cuts their connections mid-stream, as a load balancer or
-  a restarting server does.
+  a restarting server does, :meth:`cut_watches` answers new watches 200 with no
+  body, as a proxy that closes streams after their headers does.
 
 Every request is recorded (:attr:`requests`) so tests can count writes.
 """
@@ -308,6 +309,8 @@ class FakeApiServer:
     bookmarks_sent: int = 0
     # Resources whose watches stay open but pass no event on (a proxy that swallows them).
     muted_watches: set[str] = field(default_factory=set)
+    # Resources whose watches end at once, 200 with no body (a proxy that closes streams after the headers).
+    cut_watch_resources: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         self._runner: web.AppRunner | None = None
@@ -431,6 +434,10 @@ class FakeApiServer:
     def mute_watches(self, resource: str) -> None:
         """Watches of ``resource`` (open and new) stay open and pass nothing on, without an error."""
         self.muted_watches.add(resource)
+
+    def cut_watches(self, *resources: str) -> None:
+        """New watches of ``resources`` are answered 200 and end at once, without a byte of body."""
+        self.cut_watch_resources.update(resources)
 
     def send_bookmarks(self) -> None:
         """Every open watch that allows bookmarks gets one now, with the current resourceVersion."""
@@ -772,6 +779,8 @@ class FakeApiServer:
         if since < self.oldest_watchable:
             return await self._watch_error(request, 410)
         response = await self._stream(request)
+        if resource in self.cut_watch_resources:
+            return response
         if start in ("", "0"):
             for key, obj in list(self.objects.items()):
                 if self._selected(request, resource, namespace, key):

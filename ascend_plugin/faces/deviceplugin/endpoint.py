@@ -5,12 +5,13 @@ endpoint can be re-created on a new socket while the process lives on
 (:class:`~ascend_plugin.grpc_sockets.SocketEndpoint` does the serving and the
 clean-up; this names the socket for the registrar, serves it through the
 :class:`~ascend_plugin.grpc_guard.server.GuardedServer` that checks every
-request against the service's rules, and tells whether it answers as the
-kubelet's dial-back will need it to).
+request against the service's rules, answers only the kubelet's uid and its
+own, and tells whether it answers as the kubelet's dial-back will need it to).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import anyio
@@ -19,6 +20,7 @@ from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
+from ascend_plugin.grpc_guard.peers import OwnerOf
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.kubelet_api.v1beta1 import DevicePluginStub, Empty
 
@@ -30,7 +32,10 @@ class PluginEndpoint(GuardedEndpoint):
     """Serves one resource's DevicePlugin service on ``<directory>/<socket_name>``."""
 
     def __init__(self, service: DevicePluginService, directory: Path, socket_name: str) -> None:
-        super().__init__([service], directory / socket_name, "the device plugin API", service.request_rules())
+        # Only the kubelet (the owner of its device-plugin directory) calls it, and the plugin itself.
+        kubelet = OwnerOf(directory, "the kubelet", admits_itself=True)
+        rules = dataclasses.replace(service.request_rules(), admit=kubelet)
+        super().__init__([service], directory / socket_name, "the device plugin API", rules)
         self.service = service
         self.socket_name = socket_name
 

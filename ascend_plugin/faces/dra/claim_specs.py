@@ -16,12 +16,18 @@ device plugin's CDI mode.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from ascend_plugin.grpc_guard.refusals import BadRequest
 from ascend_plugin.handover.cdi import spec_content, write_spec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.offers.base import DeviceNode
+
+# What a claim UID may be to name a file and a CDI device: CDI's device-name alphabet (no '/', no
+# leading '.'). API servers assign UUIDs, well inside it.
+_CLAIM_UID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
 
 
 class ClaimSpecs:
@@ -34,7 +40,13 @@ class ClaimSpecs:
         self._prefix = f"{kind.replace('/', '-')}-claim-"
 
     def path(self, uid: str) -> Path:
-        """The spec file of a claim."""
+        """The spec file of a claim; BadRequest for a UID that cannot name one."""
+        if not _CLAIM_UID.fullmatch(uid):
+            raise BadRequest(
+                "malformed",
+                f"claim UID {uid!r} cannot name a CDI spec file and device: a claim UID here is letters, "
+                "digits, '_', '.', ':' and '-', beginning with a letter or digit (API servers assign UUIDs)",
+            )
         return self.spec_dir / f"{self._prefix}{uid}.json"
 
     def device_id(self, uid: str, device: str) -> str:
@@ -52,7 +64,8 @@ class ClaimSpecs:
 
     def remove(self, uid: str) -> None:
         """Remove the claim's spec, if there is one (blocking). OSError when it cannot be removed."""
-        self.path(uid).unlink(missing_ok=True)
+        if _CLAIM_UID.fullmatch(uid):  # a UID that cannot name a spec has none
+            self.path(uid).unlink(missing_ok=True)
 
     def present(self) -> set[str]:
         """The UIDs of the claims with a spec file in the directory (none when it cannot be listed)."""
@@ -66,9 +79,10 @@ class ClaimSpecs:
         if not self.spec_dir.exists():
             return set()
         names = [path.name for path in self.spec_dir.iterdir() if path.name.startswith(self._prefix)]
-        return {
+        uids = {
             name.removeprefix(self._prefix).removesuffix(".json") for name in names if name.endswith(".json")
         }
+        return {uid for uid in uids if _CLAIM_UID.fullmatch(uid)}
 
     def nodes(self, uid: str) -> dict[str, str]:
         """What the claim's spec hands over: device name -> the host path of its node (blocking).

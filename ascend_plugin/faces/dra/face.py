@@ -58,7 +58,7 @@ from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
-from ascend_plugin.kubeapi.retry import connect_retrying
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
@@ -180,14 +180,16 @@ class DraFace:
         *,
         held: HeldChips | None = None,
         holdings: PodHoldings | None = None,
+        client: SharedClient | None = None,
     ) -> None:
         """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
         chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: told of the
         chips each claim prepared takes; ``holdings``: which chips device-plugin pods hold (left out of
-        the slices until they go)."""
+        the slices until they go); ``client``: the process's API client (None: one of its own)."""
         self.inventory = inventory
         self.holdings = holdings
         self.settings = settings
+        self.client = client or SharedClient(settings.kubeconfig)
         plan = plan or DraPlan({})
         self.catalog = DeviceCatalog(
             inventory,
@@ -338,20 +340,22 @@ class DraFace:
         kubelet's backoff, a minute and more (seen on the real kubelet). A restarted driver's slices
         stay as they were meanwhile; the kubelet removes them itself if the driver never comes back.
         """
-        kube = await connect_retrying(self.settings.kubeconfig, "DRA driver: Kubernetes client")
-        self.claims.kube = kube
-        try:
-            self.slices = SliceController(
-                kube, self.catalog, self.settings.node, taints=self.settings.device_taints, held=self.holdings
-            )
-            if not self.registration.registered:
-                log.info("the ResourceSlices wait for the kubelet to register the driver")
-                await self.registration.wait_registered()
-            await self.slices.run()
-        finally:
-            self.claims.kube = None
-            with anyio.CancelScope(shield=True):
-                await kube.close()
+        async with self.client.use("DRA driver: Kubernetes client") as kube:
+            self.claims.kube = kube
+            try:
+                self.slices = SliceController(
+                    kube,
+                    self.catalog,
+                    self.settings.node,
+                    taints=self.settings.device_taints,
+                    held=self.holdings,
+                )
+                if not self.registration.registered:
+                    log.info("the ResourceSlices wait for the kubelet to register the driver")
+                    await self.registration.wait_registered()
+                await self.slices.run()
+            finally:
+                self.claims.kube = None
 
     async def _close(self, sockets: RunSockets) -> None:
         """End the health streams, then close the registration socket and the DRA socket."""

@@ -530,6 +530,7 @@ class ClaimPreparer:
     async def _prepare_one(
         self, ref: ClaimRef, pending: Mapping[str, PreparedClaim], deadline: float
     ) -> PreparedClaim:
+        self.specs.path(ref.uid)  # a UID that cannot name a spec file is refused before anything is made
         claim = await self._read_claim(ref, deadline)
         allocated = allocated_devices(claim, ref, self.driver, self.pool)
         devices = [self._checked(ref, device, pending) for device in allocated]

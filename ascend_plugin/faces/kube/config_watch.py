@@ -19,18 +19,17 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from contextlib import aclosing
+
+import anyio
 
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.overlay import decode_overlay
 from ascend_plugin.fault_policy.problems import FaultConfigError
 from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, string_map
-from ascend_plugin.kubeapi.errors import KubeError
-from ascend_plugin.kubeapi.follow import follow
-from ascend_plugin.kubeapi.retry import Retrier
+from ascend_plugin.kubeapi.reflector import named_object, object_key
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.settings import RELOADABLE, SettingsError
+from ascend_plugin.settings import RELOADABLE, SettingsError, shown
 
 log = logging.getLogger(__name__)
 
@@ -48,24 +47,26 @@ class ConfigWatcher:
         self.faults = faults
         self.namespace = namespace
         self.name = name
+        self.reflector = named_object(
+            kube, CONFIGMAPS, namespace, name, part=f"config ConfigMap {self.where}"
+        )
         self._applied: dict[str, str] | None = None
 
     @property
     def where(self) -> str:
         """namespace/name of the ConfigMap."""
-        return f"{self.namespace}/{self.name}"
+        return object_key(self.namespace, self.name)
 
     async def run(self) -> None:
-        """Follow the ConfigMap forever; API failures are retried with backoff."""
-        retry = Retrier(f"config ConfigMap {self.where}")
-        while True:
-            try:
-                async with aclosing(follow(self.kube, CONFIGMAPS, self.namespace, self.name)) as states:
-                    async for configmap in states:
-                        retry.succeeded()
-                        self.apply({} if configmap is None else string_map(configmap, "data"))
-            except KubeError as error:
-                await retry.failed(error)
+        """Follow the ConfigMap until cancelled: apply it after each change (the reflector backs off)."""
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self.reflector.run)
+            await self.reflector.wait_synced()
+            while True:
+                seen = self.reflector.changes.version
+                configmap = self.reflector.get(self.where)
+                self.apply({} if configmap is None else string_map(configmap, "data"))
+                await self.reflector.changes.wait_for_change(seen)
 
     def apply(self, data: Mapping[str, str]) -> bool:
         """Apply the ConfigMap's ``data``; False (and nothing changed) when it is refused."""
@@ -114,7 +115,7 @@ class ConfigWatcher:
             if name not in RELOADABLE:
                 allowed = ", ".join([*sorted(RELOADABLE), FAULT_LEVELS_KEY])
                 raise SettingsError(
-                    f"key {key!r} (value {value!r}) is not a run-time setting; allowed: {allowed}"
+                    f"key {shown(key)} (value {shown(value)}) is not a run-time setting; allowed: {allowed}"
                 )
             overrides[name] = value
         return overrides, overlay
@@ -125,5 +126,7 @@ class ConfigWatcher:
             return decode_overlay(json.loads(text), source)
         except json.JSONDecodeError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
+        except RecursionError as error:
+            raise SettingsError(f"key {FAULT_LEVELS_KEY!r} nests too deeply to be read") from error
         except FaultConfigError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error

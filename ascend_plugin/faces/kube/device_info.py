@@ -7,9 +7,9 @@ closely, yet a flapping chip must not turn into a stream of writes to etcd:
 * an inventory change that alters the content is written, at most once per
   second: changes within that second are coalesced into one write of the latest
   state; the time stamp (UpdateTime, and the CheckCode over it) is no change;
-* a chip that flaps while flap damping holds it out does not alter the content:
-  its verdict keeps the faults it flapped with for as long as it is held
-  (:mod:`~ascend_plugin.inventory.damping`), so it costs no writes;
+* a chip that flaps held out costs no writes under damping (its verdict keeps
+  what it flapped with), and under an escalation moves only times, written at
+  most every :data:`TIMES_INTERVAL` seconds;
 * with no change it is rewritten every ``device_info_refresh`` seconds, so its
   UpdateTime shows readers the plugin is alive;
 * in Volcano mode the free list leaves out the chips of active pods
@@ -66,6 +66,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     device_names,
     encode_upgrade_reasons,
     parse_device_names,
+    without_times,
 )
 from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.inventory.inventory import Inventory
@@ -87,6 +88,7 @@ from ascend_plugin.other_plugins import OtherWriter, foreign_writer
 log = logging.getLogger(__name__)
 
 MIN_WRITE_INTERVAL = 1.0  # seconds between two writes, however fast the inventory changes
+TIMES_INTERVAL = 10.0  # seconds between two writes that change nothing but times
 CONFLICT_RETRIES = 5  # immediate re-reads after 409 before backing off
 
 
@@ -209,7 +211,8 @@ class DeviceInfoPublisher:
             self._take_operator_edits()
             content, separated = self._content()
             since_write = self.clock() - self._last_write
-            if content != self._written or self._stored_differs() or since_write >= self.refresh:
+            due = self._due(content)
+            if since_write >= due or self._stored_differs() or since_write >= self.refresh:
                 if since_write < MIN_WRITE_INTERVAL:
                     # Coalesce: wait out the second, then write whatever the state is by then.
                     await anyio.sleep(MIN_WRITE_INTERVAL - since_write)
@@ -220,8 +223,17 @@ class DeviceInfoPublisher:
                     await retry.failed(error)
                     continue
                 retry.succeeded()
-            with anyio.move_on_after(max(self._last_write + self.refresh - self.clock(), 0.0)):
+            wake = self._last_write + min(self.refresh, self._due(content))
+            with anyio.move_on_after(max(wake - self.clock(), 0.0)):
                 version = await self._wait_for_change(version, held_version, nudges)
+
+    def _due(self, content: DeviceInfoContent) -> float:
+        """Seconds after the last write that ``content`` is due: at once, after TIMES_INTERVAL, or never."""
+        if content == self._written:
+            return float("inf")
+        if self._written is not None and without_times(content) == without_times(self._written):
+            return TIMES_INTERVAL
+        return 0.0
 
     async def _wait_for_change(self, version: int, held_version: int, nudges: int) -> int:
         """The inventory's version once it, the held chips, the ConfigMap or the policy changed."""

@@ -40,6 +40,7 @@ element when it has network codes or its network is unhealthy, then a
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -260,6 +261,17 @@ class DeviceInfoContent:
         }
 
 
+_TIMES = re.compile(r'"(fault_time|upgrade_time)":-?\d+')
+
+
+def without_times(content: DeviceInfoContent) -> DeviceInfoContent:
+    """``content`` with the time of every fault and escalation zeroed: to tell a change of times alone."""
+    device_list = {key: _TIMES.sub(r'"\1":0', value) for key, value in content.device_list.items()}
+    return dataclasses.replace(
+        content, device_list=device_list, upgrade_reasons=_TIMES.sub(r'"\1":0', content.upgrade_reasons)
+    )
+
+
 def build_device_info(
     reports: Sequence[ChipReport],
     resource_name: str,
@@ -356,7 +368,7 @@ def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[Upgra
     """
     try:
         document = json.loads(text) if text.strip() else {}
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         return {}, [f"{UPGRADE_REASON_KEY} is not valid JSON ({error}); no reasons are read back"]
     if not isinstance(document, dict):
         return {}, [f"{UPGRADE_REASON_KEY} must be a JSON object of device name -> reasons"]

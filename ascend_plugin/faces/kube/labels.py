@@ -9,9 +9,9 @@ which Huawei's plugin never sets and users otherwise add by hand.
 ``servertype`` is only set while the node has none: Volcano and operators put
 their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it
 (on a 950 Huawei's plugin keeps its ``npu-<AI cores>``, and so does ours).
-The others are kept: the labeller watches the node and puts back a label that
-someone removed or changed. Each patch is a strategic merge patch of only the
-labels that differ, so other labels on the node are never touched.
+The others are kept: the labeller follows the node (the one Node reflector)
+and puts back a label someone removed or changed, patching only the labels
+that differ (a strategic merge), so others on the node are never touched.
 
 Every key and value is checked against Kubernetes' label syntax before it is
 sent: the API server would reject the whole patch for one bad value (a driver
@@ -25,13 +25,12 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from contextlib import aclosing
 from dataclasses import dataclass
 
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.kubeapi.client import NODES, Kube, labels_of
+from ascend_plugin.kubeapi.client import NODES, JsonObject, Kube, labels_of
 from ascend_plugin.kubeapi.errors import KubeError
-from ascend_plugin.kubeapi.follow import follow
+from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key
 from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -160,26 +159,35 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
     return LabelPlan(valid(enforced), valid(if_absent), table.stale_resources)
 
 
-class NodeLabeller:
-    """Keeps our labels on our Node, watching it for removals and changes."""
+def node_reflector(kube: Kube, node_name: str) -> Reflector[JsonObject]:
+    """Our Node's reflector: one per process, run by its owner; its log lines name its reader, the labels."""
+    return named_object(kube, NODES, None, node_name, part="node labels")
 
-    def __init__(self, kube: Kube, node_name: str, plan: LabelPlan) -> None:
+
+class NodeLabeller:
+    """Keeps our labels on our Node: each change ``node`` (its reflector, run elsewhere) shows is checked."""
+
+    def __init__(self, kube: Kube, node: Reflector[JsonObject], node_name: str, plan: LabelPlan) -> None:
         self.kube = kube
+        self.node = node
         self.node_name = node_name
         self.plan = plan
         self._said: set[str] = set()  # the stale resources already said
 
     async def run(self) -> None:
-        """Follow the node forever; API failures are retried with backoff."""
+        """Check the labels after each change of the node, forever; a failed patch is retried with backoff."""
         retry = Retrier("node labels")
+        key = object_key(None, self.node_name)
+        await self.node.wait_synced()
         while True:
+            seen = self.node.changes.version
             try:
-                async with aclosing(follow(self.kube, NODES, None, self.node_name)) as states:
-                    async for node in states:
-                        await self._reconcile(node)
-                        retry.succeeded()
+                await self._reconcile(self.node.get(key))
             except KubeError as error:
                 await retry.failed(error)
+                continue
+            retry.succeeded()
+            await self.node.changes.wait_for_change(seen)
 
     async def _reconcile(self, node: Mapping[str, object] | None) -> None:
         if node is None:
@@ -193,7 +201,9 @@ class NodeLabeller:
         patch = self.plan.patch_for(labels_of(node))
         if not patch:
             return
-        await self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
+        await self.node.record_write(
+            self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
+        )
         log.info(
             "node %s: labels set: %s",
             self.node_name,

@@ -5,9 +5,9 @@ tells ``doctor`` which permissions to ask the API server about, and is what the
 chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
 publisher is one more row here plus its module.
 
-The publishers share what :class:`KubeSide` holds: the API client, and the
-node's one Event sender (``node_events`` on), which the "node events" row
-runs. Every Event of the node (chip transitions, start-up notices, escalation
+The publishers share what :class:`KubeSide` holds: the API client, the one
+reflector of our Node, and the node's one Event sender (``node_events`` on),
+which the "node events" row runs. Every Event of the node (chip transitions, start-up notices, escalation
 releases, hot reset stages) goes through its one queue and its one rate limit.
 """
 
@@ -22,6 +22,7 @@ from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFI
 from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import Notice
@@ -29,7 +30,8 @@ from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
     from ascend_plugin.faces.kube.events import NodeEvents
-    from ascend_plugin.kubeapi.client import Kube
+    from ascend_plugin.kubeapi.client import JsonObject, Kube
+    from ascend_plugin.kubeapi.reflector import Reflector
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,7 @@ class KubeInputs:
     faults: FaultSources | None = None
     # Parts of other faces that read the API server and tell through the node's Events (app.py wires them).
     side_parts: tuple[SidePart, ...] = ()
+    client: SharedClient | None = None  # the process's API client (None: one of their own)
 
 
 @dataclass(frozen=True)
@@ -68,10 +71,14 @@ class SidePart:
 
 @dataclass(frozen=True)
 class KubeSide:
-    """What the publishers share: the API client, and the node's Event sender (None: node_events off)."""
+    """What the publishers share: the API client, our Node's reflector, the Event sender (None: events off).
+
+    The Node's reflector runs while the node labels, its reader, are on; its log lines name that part.
+    """
 
     kube: Kube
     events: NodeEvents | None
+    node: Reflector[JsonObject]
 
 
 @dataclass(frozen=True)
@@ -99,18 +106,19 @@ class Publisher:
 def kube_side(kube: Kube, inputs: KubeInputs) -> KubeSide:
     """The shared parts of the publishers of ``inputs``: one Event sender for the node, if it posts any."""
     from ascend_plugin.faces.kube.events import NodeEvents
+    from ascend_plugin.faces.kube.labels import node_reflector
 
     events = None
     if inputs.settings.node_events:
         events = NodeEvents(kube, inputs.node_name, inputs.inventory.table, EVENT_NAMESPACE)
-    return KubeSide(kube, events)
+    return KubeSide(kube, events, node_reflector(kube, inputs.node_name))
 
 
 def _labels(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 
     plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
-    return NodeLabeller(side.kube, inputs.node_name, plan).run
+    return NodeLabeller(side.kube, side.node, inputs.node_name, plan).run
 
 
 def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:

@@ -62,7 +62,7 @@ def decode_reset_info(text: str) -> tuple[list[int], list[str]]:
     """The physical ids a ResetInfo value names (either list), and what in it could not be read."""
     try:
         document = json.loads(text)
-    except ValueError as error:
+    except (ValueError, RecursionError) as error:
         return [], [f"the node's {ANNOTATION} annotation is not JSON ({error}); it is written anew"]
     if not isinstance(document, dict):
         return [], [f"the node's {ANNOTATION} annotation is not a JSON object; it is written anew"]

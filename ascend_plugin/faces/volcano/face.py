@@ -25,9 +25,9 @@ from ascend_plugin.faces.volcano.rank_table import DeviceIps, rank_table_wanted
 from ascend_plugin.faces.volcano.served import ServedPods
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.kubeapi.client import NODES, Kube, connect, mapping_field, string_field
+from ascend_plugin.kubeapi.client import NODES, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import KubeError
-from ascend_plugin.kubeapi.retry import Retrier
+from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.offers.assignments import Assignments
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
@@ -71,8 +71,11 @@ class VolcanoFace:
         chips: ChipAccess,
         assignments: Assignments,
         holdings: PodHoldings,
+        client: SharedClient | None = None,
     ) -> None:
+        """``client``: the process's API client (None: one of its own)."""
         self.settings = settings
+        self.client = client or SharedClient(settings.kubeconfig)
         self.resource = inventory.table.resource_name
         self.pods = PodCache(settings.node_name)
         self.patcher = PodPatcher()
@@ -95,25 +98,13 @@ class VolcanoFace:
 
     async def run(self) -> None:
         """Connect, then follow the node's pods and keep their annotations until cancelled."""
-        kube = await self._connect()
-        try:
+        async with self.client.use("Volcano mode's Kubernetes client") as kube:
             self.writer.host_ip = await self._host_ip(kube)
             await self._check_allocatable()
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(supervise, "volcano pod cache", lambda: self.pods.run(kube))
                 tasks.start_soon(supervise, "volcano pod patches", lambda: self.patcher.run(kube))
                 tasks.start_soon(supervise, "volcano annotations", self.writer.run)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await kube.close()
-
-    async def _connect(self) -> Kube:
-        retry = Retrier("Volcano mode's Kubernetes client")
-        while True:
-            try:
-                return await connect(self.settings.kubeconfig)
-            except KubeError as error:
-                await retry.failed(error)
 
     async def _host_ip(self, kube: Kube) -> str:
         """The node's InternalIP, else the downward API's host IP."""
