@@ -25,7 +25,7 @@ from plugin_harness import player_settings, registered, running_plugin
 from waiting import until, wait_for
 
 from ascend_plugin.faces.kube.huawei_format import SuperPodPlace
-from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
+from ascend_plugin.faces.kube.labels import NodeLabeller, node_reflector, plan_labels
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
@@ -103,9 +103,11 @@ async def test_a_leftover_ascend910_resource_is_said_with_the_command_that_remov
     node["status"] = {"capacity": {"huawei.com/Ascend910": "8", "cpu": "96"}}
     apiserver.put("nodes", node)
     inventory = make_inventory(short_tmp, family="950", chip_name="Ascend950PR", ai_cores={0: 32.0})
-    labeller = NodeLabeller(kube, NODE, plan_labels(inventory, "ascend-device-plugin.io"))
+    labeller = NodeLabeller(
+        kube, node_reflector(kube, NODE), NODE, plan_labels(inventory, "ascend-device-plugin.io")
+    )
     with caplog.at_level(logging.WARNING, logger=LABELS):
-        async with running(labeller.run):
+        async with running(labeller.node.run, labeller.run):
             await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-npu", "labels")
             labels = dict(apiserver.node_labels(NODE))
             await until(lambda: apiserver.node_labels(NODE) == labels, "the labeller's own patch seen back")
@@ -122,9 +124,11 @@ async def test_other_families_say_nothing_of_it(
     node["status"] = {"capacity": {"huawei.com/Ascend910": "8"}}
     apiserver.put("nodes", node)
     inventory = make_inventory(short_tmp, family="910", chip_name="910B3")
-    labeller = NodeLabeller(kube, NODE, plan_labels(inventory, "ascend-device-plugin.io"))
+    labeller = NodeLabeller(
+        kube, node_reflector(kube, NODE), NODE, plan_labels(inventory, "ascend-device-plugin.io")
+    )
     with caplog.at_level(logging.WARNING, logger=LABELS):
-        async with running(labeller.run):
+        async with running(labeller.node.run, labeller.run):
             await until(
                 lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend910", "labels"
             )
