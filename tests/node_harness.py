@@ -14,7 +14,7 @@ from typing import Any
 
 from fake_dcmi.players import ScenarioPlayer
 
-from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCalls
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, HandoverMode
@@ -88,5 +88,5 @@ async def discovered(player: ScenarioPlayer[Any], calls: ChipCalls, scenario: Ma
     """The inventory discovery gathers from ``scenario`` on ``player``'s fake (the library closed after)."""
     player.update(FakeScenario.model_validate(scenario))
     node = await Discovery(DiscoverySettings(lambda: player.open(init=False), None, {}), calls).run()
-    await calls.node("close", node.backend.close)
+    await calls.call(NODE, "close", node.backend.close)
     return node.inventory

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
@@ -114,8 +114,8 @@ class Discovery:
     async def _attempt(self) -> tuple[ChipBackend, list[Chip]]:
         session = LibrarySession(self.settings.open_library())
         try:
-            missing = await self.calls.node("dcmi_init", session.init)
-            chips = await self.calls.node("enumerate chips", session.discover)
+            missing = await self.calls.call(NODE, "dcmi_init", session.init)
+            chips = await self.calls.call(NODE, "enumerate chips", session.discover)
             if not chips:
                 raise NoChips(f"{session.description} reports no NPU chips")
             forced = self.settings.chip_family
@@ -123,7 +123,7 @@ class Discovery:
             family = family_named(forced, families) if forced else family_for(chips[0].info, families)
         except BaseException:
             if self.calls.stuck(None) is None:
-                await self.calls.node("close", session.close)
+                await self.calls.call(NODE, "close", session.close)
             raise
         others = sorted({chip.info.chip_name for chip in chips if not family.claims(chip.info)})
         if others:
@@ -157,7 +157,7 @@ class Discovery:
     async def _gather_facts(self, backend: ChipBackend, chips: list[Chip]) -> Inventory:
         """Driver version and AI-core counts; warn about figures outside the family's bounds."""
         try:
-            driver_version = await self.calls.node("driver_version", backend.session.driver_version)
+            driver_version = await self.calls.call(NODE, "driver_version", backend.session.driver_version)
         except (ChipError, ChipCallError) as error:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
