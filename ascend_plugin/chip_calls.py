@@ -1,16 +1,12 @@
 """Every chip-library call runs here: on its lane's worker thread, with a deadline.
 
-DCMI calls block, for seconds or forever when a card wedges, so none runs on the
-event loop. Each chip has a *lane* (one more for node-wide calls): a thread that
-runs its calls in order, so a hung call holds up its own chip only. A call's
-deadline counts from when it was queued and is kept by the lane, whoever waits:
-past it the lane is *stuck*, its thread abandoned (still inside the library),
-and it refuses calls until a retry is due; retries back off, each on a fresh
-thread, within caps of abandoned threads per lane and per process. *Background*
-calls (telemetry) run on a second thread of the lane: health calls never wait
-for them, and one that overruns leaves the chip's health alone. Calls queued in
-one pass of the loop run in turn and are answered together (:class:`_Round`).
-More: ARCHITECTURE.md "The chip lane"; the idle figures: docs/performance.md.
+DCMI calls block, for seconds or forever when a card wedges. Each chip has a
+*lane* (one more for node-wide calls): a thread running its calls in order, so a
+hung call holds up its own chip only. A call's deadline counts from when it was
+queued and is kept by the lane, whoever waits: past it the lane is *stuck* and
+its thread abandoned, until a retry (backed off, within caps of abandoned
+threads). Background calls (telemetry) have a second lane per chip, which health
+calls never wait for. How it works: ARCHITECTURE.md "The chip lane".
 """
 
 from __future__ import annotations
@@ -36,15 +32,13 @@ Ts = TypeVarTuple("Ts")
 
 LaneKey = int | None  # a chip's physical id; None for node-wide calls
 NODE: LaneKey = None
-# A call observer: (function name, seconds, outcome), outcome "ok", a DCMI code, "timeout", "stuck",
-# or an exception class name.
-CallObserver = Callable[[str, float, str], None]
+CallObserver = Callable[[str, float, str], None]  # (name, seconds, "ok", a DCMI code, "timeout", "stuck"...)
 LaneListener = Callable[[LaneKey, "StuckCall | None"], None]
 
 RETRY_BACKOFF = Backoff(1.0, 60.0)
 MAX_ABANDONED_PER_LANE = 2
 MAX_ABANDONED = 32
-TURN_LIMIT = 0.1  # seconds a call may hold its round's turn before the next one starts beside it
+TURN_LIMIT = 0.1  # seconds a round may take in turn; then the calls left start side by side
 
 
 def call_outcome(error: BaseException) -> str:
@@ -59,12 +53,8 @@ def lane_name(key: LaneKey) -> str:
 
 
 def hand_to_loop(loop: asyncio.AbstractEventLoop, callback: Callable[[*Ts], object], *args: *Ts) -> bool:
-    """Run ``callback(*args)`` on ``loop`` soon, from any thread; False when the loop has closed.
-
-    A thread can finish after the loop is gone (a call abandoned at shutdown
-    returns, the driver sends one more fault event): nobody waits for it any
-    more, and raising would only end as a traceback in the log.
-    """
+    """Run ``callback(*args)`` on ``loop`` soon, from any thread; once the loop closed (a call abandoned at
+    shutdown returns, one more fault event), nobody waits: False, and no traceback."""
     try:
         loop.call_soon_threadsafe(callback, *args)
     except RuntimeError:  # the loop is closed
@@ -97,11 +87,7 @@ class StuckCall:
 
 
 class ChipCallError(Exception):
-    """Root of the call errors: a call past its deadline, or refused (a stuck lane, shutting down).
-
-    An answer the library gave, error or not, is the library's: a ``ChipError``
-    passes through unchanged. Callers catch both where a chip is judged.
-    """
+    """Root of the call errors: past its deadline, or refused; the library's own errors pass through."""
 
 
 class ChipCallTimeout(ChipCallError):
@@ -116,7 +102,6 @@ class LaneStuck(ChipCallError):
     """The lane refuses the call: a call of it hangs, and no retry is due."""
 
     def __init__(self, stuck: StuckCall, now: float, *, until_it_returns: bool) -> None:
-        self.stuck = stuck
         when = "once a hung call returns" if until_it_returns else f"in {max(stuck.retry_at - now, 0):.0f} s"
         super().__init__(f"{stuck.describe(now)}; next try {when}")
 
@@ -125,12 +110,9 @@ _running = threading.local()  # .job: the call this lane thread runs
 
 
 def step(name: str, function: Callable[[*Ts], T], *args: *Ts, longer: float = 0.0) -> T:
-    """One of several library calls a function run on a lane makes in one hand-off (a telemetry round).
-
-    Each is held to the call's timeout from its own start (``longer`` more for
-    one that samples over a period), and named on its own in a timeout and,
-    when it fails, to the observers. Outside a lane's thread, a plain call.
-    """
+    """One of several library calls made in one hand-off to a lane (a telemetry round), named on its own:
+    held to the call's timeout from its own start (``longer`` more for one that samples), named by a
+    timeout, and by the observers when it fails. Outside a lane's thread, a plain call."""
     job: _Job | None = getattr(_running, "job", None)
     if job is None:
         return function(*args)
@@ -145,26 +127,27 @@ def step(name: str, function: Callable[[*Ts], T], *args: *Ts, longer: float = 0.
         job.failed.append((name, time.monotonic() - started, call_outcome(error)))
         raise
     finally:
-        job.under_way = None
-        job.deadline = time.monotonic() + job.limit
+        job.under_way, job.deadline = None, time.monotonic() + job.limit
 
 
 class _Job:
     """One call: what it runs, where, its deadline (time.monotonic()), and its answer on the loop."""
 
-    def __init__(self, lane: _Lane, worker: _Worker, name: str, run: Callable[[], Any], limit: float) -> None:
-        self.lane, self.worker, self.name, self.run, self.limit = lane, worker, name, run, limit
+    def __init__(
+        self, worker: _Worker, name: str, run: Callable[[], Any], limit: float, round: _Round
+    ) -> None:
+        self.worker, self.lane, self.round = worker, worker.lane, round
+        self.name, self.run, self.limit = name, run, limit
         self.queued = time.monotonic()
         self.deadline = self.queued + limit  # each step moves it
-        self.started = 0.0
+        self.started = self.seconds = 0.0
         self.under_way: tuple[str, float, float] | None = None  # the step running: name, start, limit
         self.failed: list[tuple[str, float, str]] = []  # steps that failed: name, seconds, outcome
-        self.seconds, self.result, self.error = 0.0, None, cast(BaseException | None, None)
+        self.result: Any = None
+        self.error: BaseException | None = None
         self.answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self.timer: asyncio.TimerHandle | None = None
-        self.round: _Round | None = None
-        self.ended = False  # answered, refused or given up, on the loop
-        self.given_up = False  # past its deadline while running: its thread is abandoned
+        self.ended = self.given_up = False  # on the loop; given up: past its deadline, thread abandoned
         self._taken = threading.Lock()
 
     def take(self) -> bool:
@@ -180,152 +163,113 @@ class _Job:
         except BaseException as error:  # handed to the caller
             self.error = error
         finally:
-            _running.job = None
-            self.seconds = time.monotonic() - self.started
+            _running.job, self.seconds = None, time.monotonic() - self.started
 
-    def hung(self) -> tuple[str, float, float]:
-        """The call that overran: its name, when it started, its limit."""
-        return self.under_way or (self.name, self.started or self.queued, self.limit)
-
-    def settle(self, error: BaseException | None = None) -> None:
-        """End the job (on the loop) and give the caller its answer, unless it stopped waiting."""
+    def settle(self, error: BaseException | None) -> None:
+        """On the loop: the job has ended; its caller gets ``error``, or else its thread's answer."""
         self.ended = True
         if self.timer is not None:
             self.timer.cancel()
         if self.answer.done():
-            return
-        if error is not None or self.error is not None:
-            self.answer.set_exception(error or cast(BaseException, self.error))
+            return  # the caller stopped waiting
+        if (error := error or self.error) is not None:
+            self.answer.set_exception(error)
         else:
             self.answer.set_result(self.result)
 
 
 class _Worker:
-    """A daemon thread running a lane's calls in order (a pool's threads are joined at exit: a hung
-    call would keep the process from exiting)."""
+    """A daemon thread running a lane's calls in order (a pool's threads, joined at exit, could hang it)."""
 
     _numbers = itertools.count()
 
-    def __init__(self, lane: LaneKey, background: bool) -> None:
-        self.background = background
+    def __init__(self, lane: _Lane) -> None:
+        self.lane = lane
         self.jobs: collections.deque[_Job] = collections.deque()  # queued and not ended (on the loop)
-        self._queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        name = f"dcmi-{'node' if lane is None else f'chip{lane}'}{'-background' * background}"
+        self.queue: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()  # None: end the thread
+        name = f"dcmi-{'node' if lane.key is None else f'chip{lane.key}'}{'-background' * lane.background}"
         threading.Thread(target=self._run, name=f"{name}-{next(self._numbers)}", daemon=True).start()
 
-    def hand(self, job: _Job) -> None:
-        self._queue.put(job)
-
-    def stop(self) -> None:
-        """End the thread after its current call (at once when idle)."""
-        self._queue.put(None)
-
     def _run(self) -> None:
-        while (job := self._queue.get()) is not None:
-            if job.take():  # not refused meanwhile
+        while (job := self.queue.get()) is not None:
+            if job.take():  # else refused meanwhile: it only passes its round's turn on
                 job.execute()
-                assert job.round is not None
-                job.round.ended(job)
+            job.round.ended(job)
 
 
 class _Round:
     """Calls queued in one pass of the loop: handed to their threads one after another, answered together.
 
-    Side by side, every chip's thread would wake at once and fight over the
-    interpreter lock and the driver's: 107 wake-ups a second on an idle node of
-    8 chips, against 23 in turn (bench/idle.py). Each call that ends hands the
-    next to its thread; the last hands every answer to the loop at once. A call
-    that holds the turn TURN_LIMIT seconds lets the next start beside it, and is
-    answered alone: a slow or hung chip never holds up the others.
+    Side by side, every chip's thread would wake at once and fight over the interpreter lock and the
+    driver's (bench/idle.py, 8 chips: 107 wake-ups a second, against 24 in turn). Each call that ends
+    hands the next to its thread, the last every answer to the loop. A round not done within ``limit``
+    (a slow, hung or refused call) starts the calls left side by side, each answered alone.
     """
 
     def __init__(self, deliver: Callable[[list[_Job]], None], limit: float) -> None:
         self._loop = asyncio.get_running_loop()
-        self._deliver = deliver
-        self._limit = limit
+        self._deliver, self._limit = deliver, limit
         self._lock = threading.Lock()
-        self._waiting: collections.deque[_Job] = collections.deque()
+        self.waiting: collections.deque[_Job] = collections.deque()
         self._holder: _Job | None = None
-        self._held_since = 0.0
-        self._answered: list[_Job] = []
+        self._answered: list[_Job] | None = []  # None once done or broken up: each then answered alone
         self._watchdog: asyncio.TimerHandle | None = None
-
-    def add(self, job: _Job) -> None:
-        job.round = self
-        self._waiting.append(job)
+        self.started = False
 
     def start(self) -> None:
         """On the loop, once the pass that queued the calls is over."""
+        self.started = True
         with self._lock:
-            first = self._pass_on()
+            first, _ = self._pass_on(None)
         if first is not None:
-            first.worker.hand(first)
-            self._watchdog = self._loop.call_later(self._limit, self._check)
+            first.worker.queue.put(first)
+            self._watchdog = self._loop.call_later(self._limit, self._break_up)
 
     def ended(self, job: _Job) -> None:
-        """On the job's thread: the next takes the turn; once none is left, the answers go to the loop."""
+        """On the job's thread: the next takes the turn; the last hands every answer to the loop."""
         with self._lock:
-            holds = job is self._holder
-            following = self._pass_on() if holds else None
-            if holds:
-                self._answered.append(job)
-            answers = self._take() if holds and self._holder is None else []
+            together = job is self._holder and self._answered is not None
+            if together:
+                self._answered.append(job)  # type: ignore[union-attr]
+            following, answers = self._pass_on(job)
         if following is not None:
-            following.worker.hand(following)
-        if not holds:
-            hand_to_loop(self._loop, self._deliver, [job])  # it lost its turn: answered alone
-        elif answers:
+            following.worker.queue.put(following)
+        if not together:
+            hand_to_loop(self._loop, self._deliver, [job])
+        elif answers is not None:
             hand_to_loop(self._loop, self._finish, answers)
 
-    def lose(self, job: _Job) -> None:
-        """On the loop: the job ended without its thread (refused, given up); the round goes on."""
-        with self._lock:
-            if job in self._waiting:
-                self._waiting.remove(job)
-            following = self._pass_on() if job is self._holder else None
-            complete = self._holder is None
-            answers = self._take() if complete else []
-        if following is not None:
-            following.worker.hand(following)
-        if complete:
-            self._finish(answers)
+    def _pass_on(self, job: _Job | None) -> tuple[_Job | None, list[_Job] | None]:
+        """With the lock held, ``job`` leaves the turn: the next holder, and all answers once none is."""
+        if job is not self._holder:
+            return None, None
+        self._holder = self.waiting.popleft() if self.waiting else None
+        if self._holder is not None or self._answered is None:
+            return self._holder, None
+        answers, self._answered = self._answered, None
+        return None, answers
 
-    def _check(self) -> None:
-        """Every TURN_LIMIT while the round runs: answers so far to the loop; a holder past the limit
-        lets the next start beside it."""
+    def _break_up(self) -> None:
+        """The round overran ``limit``: the calls left start at once, side by side."""
         with self._lock:
-            answers = self._take()
-            slow = time.monotonic() - self._held_since >= self._limit
-            following = self._pass_on() if self._holder is not None and slow else None
-            busy = self._holder is not None
-        if following is not None:
-            following.worker.hand(following)
+            left, self.waiting = list(self.waiting), collections.deque()
+            answers, self._answered, self._holder = self._answered or [], None, None
+        for job in left:
+            job.worker.queue.put(job)
         self._deliver(answers)
-        self._watchdog = self._loop.call_later(self._limit, self._check) if busy else None
 
     def _finish(self, answers: list[_Job]) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
         self._deliver(answers)
 
-    def _pass_on(self) -> _Job | None:
-        """With the lock held: the turn to the next waiting job (to be handed over), or free."""
-        self._holder = self._waiting.popleft() if self._waiting else None
-        self._held_since = time.monotonic()
-        return self._holder
-
-    def _take(self) -> list[_Job]:
-        answers, self._answered = self._answered, []
-        return answers
-
 
 @dataclass(eq=False)
 class _Lane:
     key: LaneKey
+    background: bool  # a chip's second lane, for background calls
     worker: _Worker | None = None
-    background: _Worker | None = None
     stuck: StuckCall | None = None
-    background_hung: StuckCall | None = None  # a background call that overran and has not returned
     abandoned: int = 0  # threads of this lane still inside a call that overran
 
 
@@ -337,43 +281,32 @@ class ChipCalls:
         timeout: float,
         *,
         retry_backoff: Backoff = RETRY_BACKOFF,
-        max_abandoned_per_lane: int = MAX_ABANDONED_PER_LANE,
         max_abandoned: int = MAX_ABANDONED,
         turn_limit: float = TURN_LIMIT,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.timeout = timeout
-        self.turn_limit = turn_limit
-        self.retry_backoff = retry_backoff
-        self.max_abandoned_per_lane = max_abandoned_per_lane
+        self.timeout, self.turn_limit, self.retry_backoff = timeout, turn_limit, retry_backoff
         self.max_abandoned = max_abandoned
         self.clock = clock
-        self._lanes: dict[LaneKey, _Lane] = {}
+        self._lanes: dict[tuple[LaneKey, bool], _Lane] = {}  # by key and background
         self._listeners: list[LaneListener] = []
         self._observers: list[CallObserver] = []
-        self._closed = False
-        self._chips_closed = False  # drain_chip_lanes: only node-wide calls from then on
-        self._forming: _Round | None = None  # the round of this pass of the loop
+        self._closed = self._chips_closed = False  # chips closed: only node-wide calls (draining)
+        self._forming: _Round | None = None  # the round calls of this pass of the loop join
         self._drain: asyncio.Future[None] | None = None  # woken when a call ends while draining
 
-    # -- what others read -----------------------------------------------------------
-
     def stuck_calls(self) -> list[StuckCall]:
-        """Every lane's stuck call, node-wide first, then by chip."""
-        stuck = [lane.stuck for lane in self._lanes.values() if lane.stuck is not None]
+        """Every lane's stuck call, node-wide first, then by chip (background calls are no lane's)."""
+        stuck = [lane.stuck for lane in self._lanes.values() if lane.stuck and not lane.background]
         return sorted(stuck, key=lambda call: (call.lane is not None, call.lane or 0))
 
     def stuck(self, lane: LaneKey) -> StuckCall | None:
-        found = self._lanes.get(lane)
+        found = self._lanes.get((lane, False))
         return found.stuck if found is not None else None
 
     def next_try(self, lane: LaneKey) -> float | None:
-        """When (this clock) the stuck lane may try a call again; None when not stuck, or capped.
-
-        A lane at a cap of abandoned threads makes no call until one returns,
-        however long ago its retry fell due; the listeners hear of that return.
-        """
-        found = self._lanes.get(lane)
+        """When (this clock) the stuck lane may retry; None if not stuck, or capped (until a call returns)."""
+        found = self._lanes.get((lane, False))
         if found is None or found.stuck is None or self._capped(found):
             return None
         return found.stuck.retry_at
@@ -392,8 +325,6 @@ class ChipCalls:
         """Call ``observer(name, seconds, outcome)`` after every call (for metrics)."""
         self._observers.append(observer)
 
-    # -- calling ---------------------------------------------------------------------
-
     async def call(
         self,
         lane: LaneKey,
@@ -403,28 +334,22 @@ class ChipCalls:
         within: float | None = None,
         background: bool = False,
     ) -> T:
-        """``function(*args)`` on ``lane``'s thread, answered ``within`` seconds (by default the timeout).
-
-        ``background``: on the lane's second thread; past its deadline it gives
-        that thread up and the lane takes no background call until it returned,
-        but the chip's health is untouched. ChipCallTimeout past the deadline;
-        LaneStuck when the lane takes no call now.
-        """
+        """``function(*args)`` on ``lane``'s thread within ``within`` s (the timeout), else ChipCallTimeout;
+        LaneStuck when the lane takes no call. ``background``: on the chip's second lane, which refuses
+        calls while one of its calls hangs, and whose hangs never touch the chip's health."""
         if self._closed or (self._chips_closed and lane is not NODE):
             raise ChipCallError(f"driver call {name} on {lane_name(lane)} refused: shutting down")
-        state = self._lanes.get(lane)
-        if state is None:
-            state = self._lanes[lane] = _Lane(lane)
-        worker = self._worker(state, background)
+        state = self._lanes.setdefault((lane, background), _Lane(lane, background))
+        worker = self._worker(state)
         limit = self.timeout if within is None else within
-        job = _Job(state, worker, name, functools.partial(function, *args), limit)
         loop = asyncio.get_running_loop()
+        if self._forming is None or self._forming.started:
+            self._forming = _Round(self._answer, self.turn_limit)
+            loop.call_soon(self._forming.start)
+        job = _Job(worker, name, functools.partial(function, *args), limit, self._forming)
         job.timer = loop.call_later(limit, self._check, job)
         worker.jobs.append(job)
-        if self._forming is None:
-            self._forming = _Round(self._answer, self.turn_limit)
-            loop.call_soon(self._start_round)
-        self._forming.add(job)
+        self._forming.waiting.append(job)
         try:
             return cast(T, await job.answer)
         except asyncio.CancelledError:
@@ -432,141 +357,102 @@ class ChipCalls:
                 self._end(job, ChipCallError(f"driver call {name} withdrawn: its caller stopped waiting"))
             raise  # started: it runs on, held to its deadline all the same
 
-    def _worker(self, lane: _Lane, background: bool) -> _Worker:
-        """The worker a new call of ``lane`` goes to; LaneStuck while the lane may take none."""
-        now = self.clock()
-        if background:
-            hung = lane.stuck or lane.background_hung
-            if hung is not None:
-                raise LaneStuck(hung, now, until_it_returns=True)
-            lane.background = lane.background or _Worker(lane.key, True)
-            return lane.background
-        if lane.worker is None:
-            stuck, capped = lane.stuck, self._capped(lane)
-            if stuck is not None and (capped or now < stuck.retry_at):
-                self._observe(stuck.name, 0.0, "stuck")
-                raise LaneStuck(stuck, now, until_it_returns=capped)
-            lane.worker = _Worker(lane.key, False)
+    def _worker(self, lane: _Lane) -> _Worker:
+        """Where a call of ``lane`` goes; LaneStuck while it (or its chip's lane) is stuck, no retry due."""
+        chip = self._lanes.get((lane.key, False)) if lane.background else None
+        hung = lane.stuck or (chip.stuck if chip is not None else None)
+        if hung is not None and (lane.worker is None or lane.background):
+            now, capped = self.clock(), lane.background or self._capped(lane)
+            if capped or now < hung.retry_at:
+                if not lane.background:
+                    self._observe(hung.name, 0.0, "stuck")
+                raise LaneStuck(hung, now, until_it_returns=capped)
+        lane.worker = lane.worker or _Worker(lane)
         return lane.worker
 
     def _capped(self, lane: _Lane) -> bool:
         """Whether the lane may start no thread: it, or the process, holds all the abandoned ones it may."""
-        return lane.abandoned >= self.max_abandoned_per_lane or self.abandoned_threads >= self.max_abandoned
-
-    def _start_round(self) -> None:
-        forming, self._forming = self._forming, None
-        if forming is not None:
-            forming.start()
-
-    # -- on the loop: answers and deadlines -----------------------------------------
+        return lane.abandoned >= MAX_ABANDONED_PER_LANE or self.abandoned_threads >= self.max_abandoned
 
     def _answer(self, jobs: list[_Job]) -> None:
-        """Jobs their threads are done with: answer the callers, count abandoned threads back."""
+        """Calls their threads are done with: answer the callers, count abandoned threads back."""
         for job in jobs:
-            lane, worker = job.lane, job.worker
+            lane = job.lane
             if job.given_up:
-                self._returned(lane, worker, job)
-                continue
-            if job.ended:
-                continue
-            self._end(job)
-            self._report(job, job.name, job.seconds, "ok" if job.error is None else call_outcome(job.error))
-            if worker is lane.worker and lane.stuck is not None:  # an answer, error or not: free again
-                log.warning("driver calls on %s answer again", lane_name(lane.key))
-                lane.stuck = None
-                self._notify(lane.key, None)
+                self._returned(lane, job)
+            elif not job.ended:
+                self._end(job, None)
+                outcome = "ok" if job.error is None else call_outcome(job.error)
+                self._report(job, job.name, job.seconds, outcome)
+                if job.worker is lane.worker and lane.stuck is not None:  # an answer, error or not
+                    log.warning("driver calls on %s answer again", lane_name(lane.key))
+                    lane.stuck = None
+                    self._notify(lane.key, None)
 
     def _check(self, job: _Job) -> None:
         """The job's timer: past its deadline (a step may have moved it), the lane gives up on it."""
-        if job.ended:
-            return
-        left = job.deadline - time.monotonic()
-        if left > 0:
+        if not job.ended and (left := job.deadline - time.monotonic()) > 0:
             job.timer = asyncio.get_running_loop().call_later(left, self._check, job)
-        else:
+        elif not job.ended:
             self._overran(job)
 
     def _overran(self, late: _Job) -> None:
         """``late`` is past its deadline: its worker is given up, with the call its thread is inside."""
         lane, worker = late.lane, late.worker
-        inside = [job for job in list(worker.jobs) if not job.take()]  # the rest never run now
-        running = inside[0] if inside else None
-        hung = running or late
-        name, started, limit = hung.hung()
-        overran = time.monotonic() - started
-        since, wait = self.clock() - overran, 0.0
-        if worker.background:
-            stuck = lane.background_hung = StuckCall(name, lane.key, since, float("inf"), 1, limit)
-            lane.background = None
-        else:
-            previous = lane.stuck
-            attempts = previous.attempts + 1 if previous is not None else 1
-            wait = self.retry_backoff.after(attempts)
-            since = previous.since if previous is not None else since
-            stuck = lane.stuck = StuckCall(name, lane.key, since, self.clock() + wait, attempts, limit)
-            lane.worker = None
-        worker.stop()  # its thread ends once the call returns
-        if running is not None:
-            running.given_up = True
-            lane.abandoned += 1
-        timeout = ChipCallTimeout(name, lane.key, limit)
+        inside = [job for job in list(worker.jobs) if not job.take()]  # the others never run now
+        hung = inside[0] if inside else late
+        name, started, limit = hung.under_way or (hung.name, hung.started or hung.queued, hung.limit)
+        overran, previous = time.monotonic() - started, lane.stuck
+        attempts = previous.attempts + 1 if previous is not None else 1
+        wait = float("inf") if lane.background else self.retry_backoff.after(attempts)
+        since = previous.since if previous is not None else self.clock() - overran
+        stuck = lane.stuck = StuckCall(name, lane.key, since, self.clock() + wait, attempts, limit)
+        lane.worker = None
+        worker.queue.put(None)  # its thread ends once the call returns
+        hung.given_up, lane.abandoned = bool(inside), lane.abandoned + len(inside)
         refused = LaneStuck(stuck, self.clock(), until_it_returns=True)
         for job in list(worker.jobs):
-            self._end(job, timeout if job is hung or job is late else refused)
+            self._end(job, ChipCallTimeout(name, lane.key, limit) if job in (hung, late) else refused)
         self._report(hung, name, overran, "timeout")
         if name != hung.name:  # a step overran: the whole call too
             self._observe(hung.name, time.monotonic() - hung.queued, "timeout")
-        self._wake_drain()
-        if not worker.background:
+        if not lane.background:
+            effect = "the plugin is not ready" if lane.key is None else "the chip is marked unhealthy"
             log.error(
                 "driver call %s on %s did not return within %g s; %s, retrying in %.0f s",
-                name,
-                lane_name(lane.key),
-                limit,
-                "the plugin is not ready" if lane.key is None else "the chip is marked unhealthy",
-                wait,
-                extra={"call": name, "lane": lane_name(lane.key), "attempt": stuck.attempts},
+                *(name, lane_name(lane.key), limit, effect, wait),
+                extra={"call": name, "lane": lane_name(lane.key), "attempt": attempts},
             )
             self._notify(lane.key, stuck)
 
-    def _returned(self, lane: _Lane, worker: _Worker, job: _Job) -> None:
-        """An abandoned call came back: a place under the caps is free, and the lane answers again."""
+    def _returned(self, lane: _Lane, job: _Job) -> None:
+        """An abandoned call came back: a place under the caps is free, and its lane answers again."""
         lane.abandoned -= 1
         if self._closed:
             return
         for other in self._lanes.values():  # the process's cap may have held them back
-            if (
-                other is not lane
-                and other.stuck is not None
-                and other.abandoned < self.max_abandoned_per_lane
-            ):
+            if other is not lane and other.stuck and not other.background and not self._capped(other):
                 self._notify(other.key, other.stuck)
-        if worker.background:
-            lane.background_hung = None
-        elif lane.stuck is not None:
+        if lane.stuck is not None and not lane.background:
             log.warning(
                 "stuck driver call %s on %s returned after %.1f s",
-                job.name,
-                lane_name(lane.key),
-                lane.stuck.stuck_for(self.clock()),
+                *(job.name, lane_name(lane.key), lane.stuck.stuck_for(self.clock())),
                 extra={"call": job.name, "lane": lane_name(lane.key)},
             )
-            lane.stuck = None
             self._notify(lane.key, None)
+        lane.stuck = None
 
-    def _end(self, job: _Job, error: BaseException | None = None) -> None:
-        """The job no longer holds its lane: answered by its thread, or ended with ``error`` without it."""
+    def _end(self, job: _Job, error: BaseException | None) -> None:
+        """The job no longer holds its lane: answered by its thread (no ``error``), or ended without it."""
         job.settle(error)
-        if error is not None and job.round is not None:
-            job.round.lose(job)
         if job in job.worker.jobs:
             job.worker.jobs.remove(job)
-        self._wake_drain()
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
 
     def _report(self, job: _Job, name: str, seconds: float, outcome: str) -> None:
-        for failed in job.failed:
+        for failed in (*job.failed, (name, seconds, outcome)):
             self._observe(*failed)
-        self._observe(name, seconds, outcome)
 
     def _notify(self, lane: LaneKey, stuck: StuckCall | None) -> None:
         for listener in list(self._listeners):
@@ -576,58 +462,36 @@ class ChipCalls:
         for observer in self._observers:
             observer(name, seconds, outcome)
 
-    # -- shutting down ---------------------------------------------------------------
-
-    def _wake_drain(self) -> None:
-        if self._drain is not None and not self._drain.done():
-            self._drain.set_result(None)
-
     async def drain_chip_lanes(self) -> bool:
-        """Refuse new chip calls and wait for those in flight; True when no thread of ours is left inside.
-
-        The library may be unloaded (``close``, on the node lane) only then:
-        unloading it under a chip's call would crash the process when that call
-        returns. A call in flight ends by its deadline at the latest, so this
-        waits one call timeout at most; False at once while a call hangs.
-        """
+        """Refuse new chip calls, wait for those in flight (one timeout at most: each ends by its deadline);
+        True when no thread is inside the library, which only then may be closed (else a crash)."""
         self._chips_closed = True
-        said = False
-        while not self.abandoned_threads and (flight := self._in_flight()):
-            if not said:
-                log.info(
-                    "waiting up to %.1f s for driver calls in flight before closing the chip library: %s",
-                    max(max(job.deadline for job in flight) - time.monotonic(), 0.0),
-                    ", ".join(f"{job.name} on {lane_name(job.lane.key)}" for job in flight),
-                )
-                said = True
+        lanes = [lane for lane in self._lanes.values() if lane.key is not NODE]
+        if flight := [job for lane in lanes if lane.worker for job in lane.worker.jobs]:
+            left = max(max(job.deadline for job in flight) - time.monotonic(), 0.0)
+            names = ", ".join(f"{job.name} on {lane_name(job.lane.key)}" for job in flight)
+            log.info(
+                "waiting up to %.1f s for driver calls in flight before closing the library: %s", left, names
+            )
+        while not self.abandoned_threads and any(lane.worker and lane.worker.jobs for lane in lanes):
             self._drain = asyncio.get_running_loop().create_future()
             await self._drain
-        if hung := [lane.stuck or lane.background_hung for lane in self._lanes.values() if lane.abandoned]:
+        now = self.clock()
+        if hung := [
+            lane.stuck.describe(now) for lane in self._lanes.values() if lane.abandoned and lane.stuck
+        ]:
             log.warning(
-                "calls still hang inside the chip library, their threads left behind: %s",
-                "; ".join(call.describe(self.clock()) for call in hung if call is not None),
+                "calls still hang inside the chip library, their threads left behind: %s", "; ".join(hung)
             )
         return self.abandoned_threads == 0
-
-    def _in_flight(self) -> list[_Job]:
-        """The chip calls queued and not answered yet (each ends by its deadline)."""
-        lanes = [lane for lane in self._lanes.values() if lane.key is not NODE]
-        return [
-            job
-            for lane in lanes
-            for worker in (lane.worker, lane.background)
-            if worker
-            for job in worker.jobs
-        ]
 
     def shutdown(self) -> None:
         """Refuse every call from now on, those not started too; each thread ends after its current call."""
         self._closed = True
         for lane in self._lanes.values():
-            for worker in (lane.worker, lane.background):
-                for job in list(worker.jobs if worker is not None else ()):
-                    if job.take():
-                        self._end(job, ChipCallError(f"driver call {job.name} refused: shutting down"))
-                if worker is not None:
-                    worker.stop()
-            lane.worker = lane.background = None
+            for job in list(lane.worker.jobs if lane.worker else ()):
+                if job.take():
+                    self._end(job, ChipCallError(f"driver call {job.name} refused: shutting down"))
+            if lane.worker is not None:
+                lane.worker.queue.put(None)
+                lane.worker = None
