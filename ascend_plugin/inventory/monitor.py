@@ -21,7 +21,7 @@ PreSeparateNPU is healthy only while a pod holds the chip.
 Where the chip has a RoCE port (the 910 families), the link's health is read
 after a successful poll, at most every ``network_interval`` (5 s), as a second
 source beside the fault codes (``dcmi_get_device_network_health``, as a
-background job with its own 1 s timeout: the call can block after a card drop,
+background call with its own 1 s timeout: the call can block after a card drop,
 and never holds up the poll's verdict): a link that is not OK or INIT counts as
 the polled code ``81078603``. Every poll would double a chip's wake-ups for a
 code that takes effect only after 20 s of presence (its FaultDuration), and
@@ -32,17 +32,17 @@ coming has them applied at most ``EVENT_RATE`` times a second (after a burst of
 ``event_log_interval`` (:mod:`~ascend_plugin.inventory.event_log`): however fast
 the driver sends, the monitor's memory, work and log stay bounded.
 
-Where the node reads static vNPUs, each poll also reads the chip's vNPUs on the
-same lane (one query for the list, one per vNPU to describe it, so a vNPU
+Where the node reads static vNPUs, each poll also reads the chip's vNPUs in the
+same call (one query for the list, one per vNPU to describe it, so a vNPU
 re-created under its old id with another template is seen too). A vNPU an
 operator creates or destroys therefore reaches the offers within one poll interval.
 
 An idle node costs what its polls cost, so a poll is kept to the least the
 process can do: the chips' regular polls fall on one node-wide tick, so the
-loop wakes once for all of them; each chip's reads of one poll are one job on
-its lane (:meth:`ChipCalls.run`), and the jobs of one tick run in turn
-(:mod:`ascend_plugin.call_turns`), so that each chip's thread wakes once and
-the loop once more for all the answers.
+loop wakes once for all of them; each chip's reads of one poll are one call on
+its lane, and the calls of one tick run in turn (ARCHITECTURE.md "The chip
+lane"), so that each chip's thread wakes once and the loop once more for all
+the answers.
 """
 
 from __future__ import annotations
