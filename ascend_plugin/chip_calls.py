@@ -228,13 +228,13 @@ class _Round:
     def ended(self, job: _Job) -> None:
         """On the job's thread: the next takes the turn; the last hands every answer to the loop."""
         with self._lock:
-            together = job is self._holder and self._answered is not None
-            if together:
-                self._answered.append(job)  # type: ignore[union-attr]
+            answered = self._answered if job is self._holder else None  # None: it lost its turn
+            if answered is not None:
+                answered.append(job)
             following, answers = self._pass_on(job)
         if following is not None:
             following.worker.queue.put(following)
-        if not together:
+        if answered is None:
             hand_to_loop(self._loop, self._deliver, [job])
         elif answers is not None:
             hand_to_loop(self._loop, self._finish, answers)
