@@ -131,6 +131,7 @@ def bench(session: nox.Session) -> None:
     for script in (
         "bench/kubelet_path.py",
         "bench/health.py",
+        "bench/lane_hang.py",
         "bench/footprint.py",
         "bench/idle.py",
         "bench/import_rss.py",

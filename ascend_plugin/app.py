@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ascend_plugin import heap
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
@@ -531,7 +531,7 @@ class PluginApp:
             )
         else:
             try:
-                await self.calls.node("close", self.node.backend.close)
+                await self.calls.call(NODE, "close", self.node.backend.close)
             except (ChipError, ChipCallError) as error:
                 log.warning("closing the chip library failed: %s", error)
         log.info("stopped")

@@ -14,7 +14,7 @@ from typing import Any
 
 from fake_dcmi.players import ScenarioPlayer
 
-from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCalls
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, HandoverMode
@@ -94,5 +94,5 @@ async def discovered(
     player.update(FakeScenario.model_validate(scenario))
     settings = DiscoverySettings(lambda: player.open(init=False), None, {}, host_root)
     node = await Discovery(settings, calls).run()
-    await calls.node("close", node.backend.close)
+    await calls.call(NODE, "close", node.backend.close)
     return node.inventory

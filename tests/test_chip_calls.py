@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import threading
 
+import anyio
 import pytest
 from health_harness import FakeClock
-from waiting import until
+from waiting import WAIT, until
 
-from ascend_plugin.chip_calls import ChipCalls, ChipCallTimeout, LaneKey, LaneStuck, StuckCall
+from ascend_plugin.chip_calls import NODE, ChipCalls, ChipCallTimeout, LaneKey, LaneStuck, StuckCall
 from ascend_plugin.resilience import Backoff
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +23,7 @@ async def test_results_and_errors_come_back() -> None:
     calls = ChipCalls(timeout=5)
     assert await calls.call(0, "add", lambda a, b: a + b, 2, 3) == 5
     with pytest.raises(ZeroDivisionError):
-        await calls.node("divide", lambda: 1 / 0)
+        await calls.call(NODE, "divide", lambda: 1 / 0)
     calls.shutdown()
 
 
@@ -30,7 +31,7 @@ async def test_a_lane_keeps_one_thread_and_lanes_do_not_share() -> None:
     calls = ChipCalls(timeout=5)
     chip_0 = {await calls.call(0, "name", _thread_name) for _ in range(5)}
     chip_1 = {await calls.call(1, "name", _thread_name) for _ in range(5)}
-    node = {await calls.node("name", _thread_name) for _ in range(5)}
+    node = {await calls.call(NODE, "name", _thread_name) for _ in range(5)}
     assert len(chip_0) == len(chip_1) == len(node) == 1
     assert len(chip_0 | chip_1 | node) == 3
     assert threading.current_thread().name not in chip_0 | chip_1 | node
@@ -51,7 +52,7 @@ async def test_a_hung_call_blocks_its_lane_only() -> None:
         await calls.call(3, "other", lambda: 1)
     # Every other chip, and the node lane, answer as if nothing happened.
     assert await calls.call(2, "health", lambda: "fine") == "fine"
-    assert await calls.node("card list", lambda: [0]) == [0]
+    assert await calls.call(NODE, "card list", lambda: [0]) == [0]
     assert calls.stuck(None) is None
     assert [call.lane for call in calls.stuck_calls()] == [3]
     release.set()
@@ -160,4 +161,59 @@ async def test_an_error_is_an_answer() -> None:
     with pytest.raises(RuntimeError):
         await calls.call(0, "health", lambda: (_ for _ in ()).throw(RuntimeError("no")))
     assert calls.stuck(0) is None
+    calls.shutdown()
+
+
+async def test_a_hung_call_whose_caller_was_cancelled_still_makes_its_lane_stuck() -> None:
+    """The deadline is the lane's, not the caller's: a supervised restart cannot leave a hang unseen."""
+    calls = ChipCalls(timeout=0.2, retry_backoff=Backoff(3600, 3600))
+    changes: list[tuple[LaneKey, StuckCall | None]] = []
+    calls.on_lane_change(lambda lane, stuck: changes.append((lane, stuck)))
+    release, started = threading.Event(), threading.Event()
+
+    def hang() -> None:
+        started.set()
+        release.wait()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(calls.call, 3, "read_health", hang)
+        await until(started.is_set, "the call inside the library")
+        group.cancel_scope.cancel()  # the caller goes before the call's timeout
+    await until(lambda: calls.stuck(3) is not None, "the lane stuck without anyone waiting")
+    stuck = calls.stuck(3)
+    assert stuck is not None
+    assert stuck.overran == "driver call read_health did not return within 0.2 s"
+    assert [lane for lane, _ in changes] == [3]
+    with pytest.raises(LaneStuck):
+        await calls.call(3, "read_health", lambda: 0)
+    release.set()
+    await until(lambda: calls.abandoned_threads == 0, "the hung call returned")
+    calls.shutdown()
+
+
+async def test_a_call_queued_behind_a_hang_has_its_deadline_from_when_it_was_queued() -> None:
+    """It never starts, yet its caller hears by its deadline: refused once the hung call's deadline passed."""
+    calls = ChipCalls(timeout=0.2, retry_backoff=Backoff(3600, 3600))
+    release, started = threading.Event(), threading.Event()
+
+    def hang() -> None:
+        started.set()
+        release.wait()
+
+    ran: list[str] = []
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(calls.call, 3, "read_health", hang)
+            await until(started.is_set, "the first call inside the library")
+            group.cancel_scope.cancel()
+        with (
+            anyio.fail_after(WAIT),
+            pytest.raises(LaneStuck, match="driver call read_health on chip 3 stuck"),
+        ):
+            await calls.call(3, "vnpus", lambda: ran.append("vnpus"))
+        assert calls.abandoned_threads == 1
+    finally:
+        release.set()
+    await until(lambda: calls.abandoned_threads == 0, "the hung call returned")
+    assert ran == []  # the queued call never ran on the abandoned thread
     calls.shutdown()

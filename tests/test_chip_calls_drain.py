@@ -14,7 +14,7 @@ import anyio
 import pytest
 from waiting import until
 
-from ascend_plugin.chip_calls import CallsClosed, ChipCalls, ChipCallTimeout
+from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, ChipCallTimeout
 from ascend_plugin.resilience import Backoff
 
 pytestmark = pytest.mark.anyio
@@ -45,9 +45,9 @@ async def test_draining_waits_for_a_chip_call_in_flight_then_refuses_new_ones() 
         assert drained == []  # still inside: the library must stay loaded
         release.set()
     assert drained == [True]
-    with pytest.raises(CallsClosed, match="driver call read_health on chip 4 refused: shutting down"):
+    with pytest.raises(ChipCallError, match="driver call read_health on chip 4 refused: shutting down"):
         await calls.call(4, "read_health", lambda: "late")
-    assert await calls.node("close", lambda: "closed") == "closed"  # node-wide calls still run
+    assert await calls.call(NODE, "close", lambda: "closed") == "closed"  # node-wide calls still run
     calls.shutdown()
 
 

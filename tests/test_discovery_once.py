@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 
-from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCalls
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from backends.fake import FakeScenario
 from backends.library import DeviceLibrary
@@ -36,5 +36,5 @@ async def test_asked_again_discovery_returns_the_node_it_found_and_opens_no_seco
     assert discovery.node is node
     assert len(opened) == 1, "one library session for the life of the process"
     assert [state.phy_id for state in node.inventory.chips()] == [0, 1]
-    assert await calls.node("card list", node.backend.library.card_list) == [0, 1], "still initialised"
-    await calls.node("close", node.backend.close)
+    assert await calls.call(NODE, "card list", node.backend.library.card_list) == [0, 1], "still initialised"
+    await calls.call(NODE, "close", node.backend.close)

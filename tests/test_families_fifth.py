@@ -10,7 +10,7 @@ import pytest
 from fake_dcmi.players import CFakePlayer
 from node_harness import handover
 
-from ascend_plugin.chip_calls import ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCalls
 from ascend_plugin.fault_policy.config import base_config
 from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.handover.modes import HandoverMode
@@ -82,6 +82,6 @@ async def test_a_fifth_family_needs_one_table_entry(c_fake: CFakePlayer, tmp_pat
         assert [chip.phy_id for chip in node.backend.reset_group(chips[1], chips)] == [0, 1, 2, 3]
         grant = handover(HandoverMode.RUNTIME, ASCEND_710, tmp_path).grant(devices[:2])
         assert grant.envs["ASCEND_VISIBLE_DEVICES"] == "0,1"
-        await calls.node("close", node.backend.close)
+        await calls.call(NODE, "close", node.backend.close)
     finally:
         calls.shutdown()

@@ -1,16 +1,20 @@
-"""A driver call that hangs marks only its chip unhealthy; the kubelet path keeps answering."""
+"""A driver call that hangs marks only its chip unhealthy, whoever waited for it; the kubelet path answers."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
 import pytest
 from fake_dcmi.players import ScenarioPlayer
+from health_harness import monitored, watching
+from library_threads import inside_the_library
 from plugin_harness import health_of, player_settings, registered, running_plugin
 from waiting import until, wait_for
 
+from ascend_plugin.inventory.monitor import HealthPolicy
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 
@@ -84,3 +88,34 @@ async def test_a_chip_held_back_by_its_thread_cap_is_not_asked_again_and_again(
         assert app.calls.next_try(0) is None  # until a hung call returns
         node.update(_pair(hang_chip_0=False))
         await wait_for(kubelet, lambda k: health_of(RESOURCE, "Ascend310P-0")(k) == "Healthy", "recovered")
+
+
+async def test_a_call_hung_when_the_monitor_restarts_still_takes_its_chip_out(
+    any_fake: ScenarioPlayer[Any],
+) -> None:
+    """A supervised restart cancels the poll waiting for the hung call; the call's deadline still holds."""
+    with monitored(
+        any_fake.open(_pair(hang_chip_0=False)), policy=HealthPolicy(interval=0.05), timeout=0.3
+    ) as watched:
+        async with watching(watched):
+            await until(lambda: watched.device("Ascend310P-0").healthy, "chip 0 healthy")
+            any_fake.update(_pair(hang_chip_0=True))
+            await until(_chip_0_call_hangs, "chip 0's health call inside the library")
+        # The monitor is gone (cancelled before the call's timeout) and comes back: a restart.
+        assert watched.device("Ascend310P-0").healthy
+        async with watching(watched):
+            await until(lambda: not watched.device("Ascend310P-0").healthy, "chip 0 out")
+            assert (
+                watched.device("Ascend310P-0").reason == "driver call read_health did not return within 0.3 s"
+            )
+            assert watched.device("Ascend310P-1").healthy
+            any_fake.update(_pair(hang_chip_0=False))
+            await until(lambda: watched.device("Ascend310P-0").healthy, "chip 0 back once the call returned")
+
+
+def _chip_0_call_hangs() -> bool:
+    return any(
+        inside_the_library(thread)
+        for thread in threading.enumerate()
+        if thread.name.startswith("dcmi-chip0-")
+    )

@@ -2,6 +2,8 @@
 
 The plugin runs as a real process; what it did is read back from its JSON log.
 SIGHUP left at its default would kill it (exit 129) and leave its socket behind.
+SIGTERM while a driver call hangs (on the C fake libdcmi.so) stops it by that
+call's deadline, saying what it waited for and what it left behind.
 """
 
 from __future__ import annotations
@@ -11,12 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_dcmi.players import CFakePlayer
+from library_threads import hanging_in_the_c_fake
 from log_records import lines
-from plugin_harness import FakeNode, registered
+from plugin_harness import FakeNode, health_of, registered
 from plugin_process import PluginProcess, plugin_process
-from waiting import WAIT
+from waiting import WAIT, eventually
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.slow
 
@@ -102,3 +107,41 @@ def test_sighup_without_a_config_file_says_so_and_sigint_then_stops_cleanly(
     kubelet.wait_until(lambda k: not k.resources[RESOURCE].stream_open, WAIT, "stream closed")
     assert kubelet.resources[RESOURCE].stream_end == "OK"
     assert not (plugin_dir / "Ascend310.sock").exists()
+
+
+def _pair(hang_chip_0: bool) -> FakeScenario:
+    chips = [
+        {"phy_id": 0, "card_id": 4, "hang": ["health"] if hang_chip_0 else []},
+        {"phy_id": 1, "card_id": 4},
+    ]
+    return FakeScenario.model_validate({"chip_name": "310P3", "chips": chips})
+
+
+def test_sigterm_during_a_fresh_hang_exits_by_the_calls_deadline_and_says_what_it_left(
+    kubelet: KubeletStandIn, c_fake: CFakePlayer, plugin_dir: Path, short_tmp: Path
+) -> None:
+    """SIGTERM before the hung call's timeout: the exit waits for its deadline, not for the call to return."""
+    c_fake.update(_pair(hang_chip_0=False))
+    node = FakeNode(c_fake.scenario_path, short_tmp / "host")
+    node.add_host_paths("/dev/davinci0", "/dev/davinci1", "/dev/davinci_manager")
+    dcmi = ["--backend", "dcmi", "--dcmi-library", str(c_fake.current_library())]
+    extra = [*dcmi, "--dcmi-allow-untrusted-library", "--dcmi-call-timeout", "3"]
+    with plugin_process(node, plugin_dir, short_tmp / "plugin.log", *extra) as plugin:
+        chip_0 = health_of("huawei.com/Ascend310P", "Ascend310P-0")
+        kubelet.wait_until(lambda k: chip_0(k) == "Healthy", WAIT, "chip 0 offered healthy")
+        assert not hanging_in_the_c_fake(plugin.pid)
+        c_fake.update(_pair(hang_chip_0=True))  # and it never stops hanging
+        eventually(
+            lambda: hanging_in_the_c_fake(plugin.pid), "chip 0's health call hangs", unless=plugin.exited
+        )
+        plugin.process.send_signal(signal.SIGTERM)
+        assert plugin.process.wait(timeout=WAIT) == 0
+        said = plugin.lines()
+    [stop] = [n for n, line in enumerate(said) if line["msg"] == "received SIGTERM; shutting down"]
+    after = [line["msg"] for line in said[stop:]]
+    [waited] = [msg for msg in after if msg.startswith("waiting up to")]
+    assert "read_health on chip 0" in waited
+    [left] = [msg for msg in after if msg.startswith("calls still hang inside the chip library")]
+    assert "driver call read_health on chip 0 stuck for" in left
+    assert after[-1] == "stopped"
+    assert not (plugin_dir / "Ascend310P.sock").exists()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.chip_calls import NODE, ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, Unmet, how_to_set, listing
@@ -54,8 +54,8 @@ async def dcmi_init(context: Context) -> Finding:
     except ChipError as error:  # a fake scenario that cannot be read
         return Finding.problem(INIT, str(error), fix="fix the file named (docs/dcmi.md, fake scenarios)")
     try:
-        missing = await context.calls.node("dcmi_init", session.init)
-        version = await context.calls.node("driver_version", session.driver_version)
+        missing = await context.calls.call(NODE, "dcmi_init", session.init)
+        version = await context.calls.call(NODE, "driver_version", session.driver_version)
     except (ChipError, ChipCallError) as error:
         await context.release(session)
         return Finding.problem(INIT, f"dcmi_init on {session.description} failed: {error}", fix=_DRIVER_FIX)
@@ -69,7 +69,7 @@ async def chips(context: Context) -> Finding:
     """The chips enumerate (cards, NPUs per card, logic and physical ids, chip info)."""
     session = context.need(context.session, INIT)
     try:
-        found = await context.calls.node("enumerate chips", session.discover)
+        found = await context.calls.call(NODE, "enumerate chips", session.discover)
     except (ChipError, ChipCallError) as error:
         return Finding.problem(CHIPS, f"enumerating the chips failed: {error}", fix=_DRIVER_FIX)
     if not found:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
 from ascend_plugin.doctor.findings import Unmet
 from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import ChipBackend
@@ -76,7 +76,7 @@ class Context:
         if self.calls.stuck(None) is not None:
             return
         try:
-            await self.calls.node("close", session.close)
+            await self.calls.call(NODE, "close", session.close)
         except (ChipError, ChipCallError) as error:
             log.warning("closing the chip library failed: %s", error)
 

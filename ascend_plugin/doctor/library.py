@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ascend_plugin.chip_calls import ChipCallError
+from ascend_plugin.chip_calls import NODE, ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.elf import ElfError
@@ -131,10 +131,12 @@ async def library_loads(context: Context) -> Finding:
         raise Unmet(TRUST)
     trusted_only = not context.settings.dcmi_allow_untrusted_library
     try:
-        handle = await context.calls.node("dlopen", loader.open_library, path, trusted_only=trusted_only)
+        handle = await context.calls.call(
+            NODE, "dlopen", lambda: loader.open_library(path, trusted_only=trusted_only)
+        )
     except (LibraryUnavailable, ChipCallError) as error:
         return _load_failed(path, error)
-    await context.calls.node("dlclose", _close, handle)
+    await context.calls.call(NODE, "dlclose", _close, handle)
     context.library_loads = True
     return Finding.ok(LOADS, f"{path} loads, with every symbol of it and its dependencies resolved")
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import anyio
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneStuck
+from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneStuck
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
@@ -167,8 +167,8 @@ class Discovery:
     async def _attempt(self) -> Found:
         session = LibrarySession(self.settings.open_library())
         try:
-            missing = await self.calls.node("dcmi_init", session.init)
-            addresses, unnamed = await self.calls.node("enumerate chips", session.address)
+            missing = await self.calls.call(NODE, "dcmi_init", session.init)
+            addresses, unnamed = await self.calls.call(NODE, "enumerate chips", session.address)
             if not addresses:
                 named = "; ".join(f"{each.where}: {each.error}" for each in unnamed)
                 raise NoChips(
@@ -186,7 +186,7 @@ class Discovery:
             family = family_named(forced, families) if forced else family_for(read[0][1], families)
         except BaseException:
             if self.calls.abandoned_threads == 0:  # no thread of ours is still inside the library
-                await self.calls.node("close", session.close)
+                await self.calls.call(NODE, "close", session.close)
             raise
         mate = read[0][1]  # what a chip not read yet is taken for meanwhile: nodes hold one kind of chip
         chips = [address.chip(info if isinstance(info, ChipInfo) else mate) for address, info in infos]
@@ -262,7 +262,7 @@ class Discovery:
         """Driver version and AI-core counts; warn about figures outside the family's bounds."""
         backend = found.backend
         try:
-            driver_version = await self.calls.node("driver_version", backend.session.driver_version)
+            driver_version = await self.calls.call(NODE, "driver_version", backend.session.driver_version)
         except (ChipError, ChipCallError) as error:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
@@ -350,7 +350,7 @@ class Discovery:
             attempt += 1
             await anyio.sleep(self.later.after(attempt))
             try:
-                named = await self.calls.node(f"name {unnamed.where}", _name, session, unnamed)
+                named = await self.calls.call(NODE, f"name {unnamed.where}", _name, session, unnamed)
             except (ChipError, ChipCallError) as error:
                 log.debug("%s is still not named: %s", unnamed.where, error)
                 continue

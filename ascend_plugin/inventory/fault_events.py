@@ -37,7 +37,7 @@ import threading
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from ascend_plugin.call_turns import hand_to_loop
+from ascend_plugin.chip_calls import hand_to_loop
 from ascend_plugin.fault_policy.observations import Assertion
 from backends.library import FaultEvent
 

@@ -21,7 +21,7 @@ PreSeparateNPU is healthy only while a pod holds the chip.
 Where the chip has a RoCE port (the 910 families), the link's health is read
 after a successful poll, at most every ``network_interval`` (5 s), as a second
 source beside the fault codes (``dcmi_get_device_network_health``, as a
-background job with its own 1 s timeout: the call can block after a card drop,
+background call with its own 1 s timeout: the call can block after a card drop,
 and never holds up the poll's verdict): a link that is not OK or INIT counts as
 the polled code ``81078603``. Every poll would double a chip's wake-ups for a
 code that takes effect only after 20 s of presence (its FaultDuration), and
@@ -32,17 +32,17 @@ coming has them applied at most ``EVENT_RATE`` times a second (after a burst of
 ``event_log_interval`` (:mod:`~ascend_plugin.inventory.event_log`): however fast
 the driver sends, the monitor's memory, work and log stay bounded.
 
-Where the node reads static vNPUs, each poll also reads the chip's vNPUs on the
-same lane (one query for the list, one per vNPU to describe it, so a vNPU
+Where the node reads static vNPUs, each poll also reads the chip's vNPUs in the
+same call (one query for the list, one per vNPU to describe it, so a vNPU
 re-created under its old id with another template is seen too). A vNPU an
 operator creates or destroys therefore reaches the offers within one poll interval.
 
 An idle node costs what its polls cost, so a poll is kept to the least the
 process can do: the chips' regular polls fall on one node-wide tick, so the
-loop wakes once for all of them; each chip's reads of one poll are one job on
-its lane (:meth:`ChipCalls.run`), and the jobs of one tick run in turn
-(:mod:`ascend_plugin.call_turns`), so that each chip's thread wakes once and
-the loop once more for all the answers.
+loop wakes once for all of them; each chip's reads of one poll are one call on
+its lane, and the calls of one tick run in turn (ARCHITECTURE.md "The chip
+lane"), so that each chip's thread wakes once and the loop once more for all
+the answers.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from typing import Protocol
 
 import anyio
 
-from ascend_plugin.chip_calls import ChipCallError, ChipCalls, LaneCalls, LaneKey, StuckCall
+from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneKey, StuckCall, step
 from ascend_plugin.fault_policy.codes import LINK_DOWN
 from ascend_plugin.fault_policy.observations import Observation
 from ascend_plugin.fault_policy.policy import FaultPolicy
@@ -127,6 +127,9 @@ class HeldSource(Protocol):
     async def wait_for_change(self, seen_version: int) -> int: ...
 
 
+_Vnpus = tuple[VdevInfo, ...] | ChipError | None  # what a poll read of the chip's vNPUs: None, not read
+
+
 @dataclass
 class _Watch:
     """What the monitor remembers of one chip between looks."""
@@ -150,16 +153,6 @@ class _Watch:
     has_network: bool = True  # False once the chip (or its family) answered it has no RoCE port
     network_read: anyio.Event | None = None  # a poll succeeded: time for a network read
     network_asked: float | None = None  # when the link was last asked for, on the loop's clock
-
-
-@dataclass(frozen=True)
-class _Look:
-    """What one poll read, on the chip's own thread."""
-
-    reading: HealthReading | None = None
-    error: ChipError | None = None  # the health read failed
-    vnpus: tuple[VdevInfo, ...] | None = None  # read where the node reads vNPUs and the chip is there
-    vnpu_error: ChipError | None = None
 
 
 class HealthMonitor:
@@ -311,28 +304,25 @@ class HealthMonitor:
         started, watch.polled_at = self.clock(), anyio.current_time()
         reads_vnpus = self.inventory.facts.reads_vnpus and self.inventory.get(chip.phy_id) is not None
         try:
-            look = await self.calls.run(
-                chip.phy_id, "health poll", lambda calls: self._look(calls, chip, reads_vnpus), in_turn=True
-            )
+            reading, vnpus = await self.calls.call(chip.phy_id, "read_health", self._look, chip, reads_vnpus)
         except ChipCallError:
             pass  # a hung or stuck lane: the verdict reads it from the lanes
+        except ChipError as error:
+            watch.failures += 1
+            watch.error = str(error)
+            log.warning(
+                "health query of %s failed (%d in a row): %s",
+                chip.label,
+                watch.failures,
+                error,
+                extra={"chip": chip.phy_id, "error": type(error).__name__},
+            )
         else:
-            if look.error is not None:
-                watch.failures += 1
-                watch.error = str(look.error)
-                log.warning(
-                    "health query of %s failed (%d in a row): %s",
-                    chip.label,
-                    watch.failures,
-                    look.error,
-                    extra={"chip": chip.phy_id, "error": type(look.error).__name__},
-                )
-            elif look.reading is not None:
-                watch.reading, watch.failures, watch.error = look.reading, 0, ""
-                watch.read_at = self._policy_time(started)
-                self._reconcile(watch)
-                self._record_vnpus(watch, look)
-                self._ask_network(watch)
+            watch.reading, watch.failures, watch.error = reading, 0, ""
+            watch.read_at = self._policy_time(started)
+            self._reconcile(watch)
+            self._record_vnpus(watch, vnpus)
+            self._ask_network(watch)
         self._decide(watch)
 
     def _policy_time(self, at: float) -> int:
@@ -353,41 +343,36 @@ class HealthMonitor:
             codes = (*codes, LINK_DOWN)
         self.faults.reconcile(watch.chip.phy_id, codes, watch.read_at)
 
-    def _look(self, calls: LaneCalls, chip: Chip, reads_vnpus: bool) -> _Look:
-        """One poll's reads, on the chip's thread: its health, then (where read and present) its vNPUs."""
-        try:
-            reading = calls.call("read_health", self.backend.read_health, chip)
-        except ChipError as error:
-            return _Look(error=error)
+    def _look(self, chip: Chip, reads_vnpus: bool) -> tuple[HealthReading, _Vnpus]:
+        """One poll's reads in one hand-off to the chip's thread: its health, then (where read) its vNPUs."""
+        reading = self.backend.read_health(chip)
         if not reads_vnpus or reading.dropped:
-            return _Look(reading)
+            return reading, None
         try:
-            return _Look(reading, vnpus=tuple(calls.call("vnpus", self.backend.vnpus, chip)))
+            return reading, tuple(step("vnpus", self.backend.vnpus, chip))
         except ChipError as error:
-            return _Look(reading, vnpu_error=error)
+            return reading, error
 
-    def _record_vnpus(self, watch: _Watch, look: _Look) -> None:
+    def _record_vnpus(self, watch: _Watch, vnpus: _Vnpus) -> None:
         """Record the vNPUs the poll read; a failed read keeps what was known."""
         chip = watch.chip
         state = self.inventory.get(chip.phy_id)
-        if state is None:
-            return
-        if (error := look.vnpu_error) is not None:
-            if str(error) != watch.vnpu_error:
+        if state is None or vnpus is None:
+            return  # not read: the node reads no vNPUs, or the chip dropped off
+        if isinstance(vnpus, ChipError):
+            if str(vnpus) != watch.vnpu_error:
                 log.warning(
                     "cannot read the vNPUs of %s: %s; keeping what was known (%s)",
                     chip.label,
-                    error,
+                    vnpus,
                     "nothing yet: the chip is not offered healthy" if state.vnpus is None else "as before",
-                    extra={"chip": chip.phy_id, "call": "vnpus", "error": str(error)},
+                    extra={"chip": chip.phy_id, "call": "vnpus", "error": str(vnpus)},
                 )
-            watch.vnpu_error = str(error)
+            watch.vnpu_error = str(vnpus)
             return
-        if look.vnpus is None:
-            return  # not read: the node reads no vNPUs, or the chip dropped off
         watch.vnpu_error = ""
-        if self.inventory.set_vnpus(chip.phy_id, look.vnpus):
-            _log_vnpu_change(chip, state.vnpus, look.vnpus)
+        if self.inventory.set_vnpus(chip.phy_id, vnpus):
+            _log_vnpu_change(chip, state.vnpus, vnpus)
 
     def _held(self, phy_id: int) -> bool:
         """Whether a pod holds the chip; until the holdings are known, every chip counts as free."""
@@ -420,8 +405,8 @@ class HealthMonitor:
         logic_ids = [state.chip.logic_id for state in self.inventory.chips()]
         inbox = EventInbox(asyncio.get_running_loop(), self._take_events, logic_ids, self.clock)
         try:
-            subscribed = await self.calls.node(
-                "dcmi_subscribe_fault_event", self.backend.subscribe_faults, inbox.put
+            subscribed = await self.calls.call(
+                NODE, "dcmi_subscribe_fault_event", self.backend.subscribe_faults, inbox.put
             )
         except SymbolMissing as error:
             log.warning("%s: fault events unavailable, health comes from polling alone", error)
@@ -518,11 +503,12 @@ class HealthMonitor:
         """
         chip = watch.chip
         try:
-            status = await self.calls.background(
+            status = await self.calls.call(
                 chip.phy_id,
                 "network health",
-                lambda calls: calls.call("network_status", self.backend.network_status, chip),
-                per_call=NETWORK_TIMEOUT,
+                lambda: step("network_status", self.backend.network_status, chip),
+                within=NETWORK_TIMEOUT,
+                background=True,
             )
         except (ChipCallError, ChipError) as error:
             log.debug("%s: network health not read (%s); its last state stays", chip.label, error)

@@ -11,8 +11,8 @@ read here never reaches a verdict.
 * :mod:`.collector`: :class:`~.collector.TelemetryCollector`, the rounds: the
   chip figures every ``telemetry_interval`` seconds, the slower groups every
   ``telemetry_slow_interval``, each chip's calls of a round in one background
-  job on the chip's lane (:meth:`~ascend_plugin.chip_calls.ChipCalls.background`),
-  after its health calls and with a short timeout of their own.
+  call on the chip's lane (:meth:`~ascend_plugin.chip_calls.ChipCalls.call`),
+  beside its health calls (which never wait for it), each figure with a short timeout.
 
 What the chips' families read differently (the 910B and A3 multi-rate
 utilization, the 310P card's power, HBM or DDR, the RoCE port of a training

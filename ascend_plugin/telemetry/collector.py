@@ -1,17 +1,14 @@
-"""TelemetryCollector: every chip's figures, read in rounds on the chips' lanes, after their health calls.
+"""TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
 A round starts when some chip's figure is due: the chip figures every
 ``interval`` seconds, the slower groups (HBM or DDR memory, RoCE network, ECC)
 every ``slow_interval``, the chip's VDIE id once. Each chip's due figures are
-read in one background job on its lane (one hand-off to its thread per round,
-however many calls), after the health calls: a health poll that comes while
-the job runs waits for the call under way only, and the job leaves the rest for
-the next round. Every call is held to ``call_timeout``: one that overruns gives
-its thread up (the health calls go on on a fresh one), the chip is not asked
-again until it returned, and its figures go stale, then leave /metrics
-(:mod:`.readout`). That is said once when it happens and once when the chip
-answers again. A scrape reads :meth:`TelemetryCollector.snapshot`: it never
-calls the driver.
+read in one background call on its lane (one hand-off to its thread per round,
+each figure a :func:`~ascend_plugin.chip_calls.step` held to ``call_timeout``);
+health calls never wait for it. A figure that overruns gives the thread up,
+the chip is not asked again until it returned, and its figures go stale, then
+leave /metrics (:mod:`.readout`): said once when it happens and once when the
+chip answers again. A scrape reads :meth:`TelemetryCollector.snapshot`.
 """
 
 from __future__ import annotations
@@ -24,13 +21,7 @@ from types import MappingProxyType
 
 import anyio
 
-from ascend_plugin.chip_calls import (
-    BackgroundCalls,
-    BackgroundRefused,
-    ChipCallError,
-    ChipCalls,
-    ChipCallTimeout,
-)
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls, ChipCallTimeout, LaneStuck, step
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.settings import Settings
 from ascend_plugin.telemetry.readout import (
@@ -201,17 +192,16 @@ class TelemetryCollector:
         due = [name for name, at in watched.due.items() if at <= now]  # in READERS' order
         backend, chip = self.backend, state.chip
         vdev_ids = tuple(vnpu.vdev_id for vnpu in state.vnpus or ())
-        figures: dict[str, object] = {}  # filled on the lane's thread, read here once the job ended or hung
+        figures: dict[str, object] = {}  # filled on the lane's thread, read here once the call ended or hung
 
-        def job(calls: BackgroundCalls) -> None:
+        def read() -> None:
             for name in due:
-                if calls.yielding and figures:
-                    return  # a health call waits: the rest is read next round
-                figures[name] = calls.call(name, READERS[name], backend, chip, vdev_ids)
+                longer = self._sampling.get(name, 0.0)
+                figures[name] = step(name, READERS[name], backend, chip, vdev_ids, longer=longer)
 
         try:
-            await self.calls.background(
-                state.phy_id, "telemetry", job, per_call=self.policy.call_timeout, longer=self._sampling
+            await self.calls.call(
+                state.phy_id, "telemetry", read, within=self.policy.call_timeout, background=True
             )
         except ChipCallTimeout as timeout:
             self._record(watched, dict(figures), now)  # what was read before the call that hangs
@@ -220,7 +210,7 @@ class TelemetryCollector:
                 watched, state, f"driver call {timeout.name} did not return within {timeout.timeout:g} s"
             )
             return
-        except BackgroundRefused as refused:
+        except LaneStuck as refused:
             self._postpone(watched, due, now)
             self._say(watched, state, str(refused))
             return
