@@ -336,9 +336,23 @@ async def test_without_dynamic_vnpus_a_partition_is_not_prepared(
     assert f"device {VIR10} is not a device of pool {NODE}" in error, "the catalog has no partitions"
 
 
+@pytest.fixture
+async def unpolled(
+    split_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> AsyncIterator[PluginApp]:
+    """The dynamic driver whose health polls never come after the first (an hour apart): what it knows
+    of the vNPUs it made is its claims alone."""
+    apiserver.kube_version = "1.36"
+    apiserver.add_node(NODE)
+    async with running_driver(split_node.settings(kubeconfig, vnpu="dynamic", health_interval=3600.0)) as app:
+        await wait_for(dra_kubelet, registered, "registered")
+        yield app
+
+
 async def test_a_chip_held_whole_is_not_split_and_one_split_is_not_given_whole(
-    dynamic: PluginApp, dra_kubelet: DraKubeletStandIn, apiserver: FakeApiServer
+    unpolled: PluginApp, dra_kubelet: DraKubeletStandIn, apiserver: FakeApiServer
 ) -> None:
+    dynamic = unpolled
     whole = put_claim(apiserver, "whole", [result("npu-1")])
     assert (await prepare(dra_kubelet, whole)).claims[whole[2]].error == ""
     part = put_claim(apiserver, "part", [result("npu-1-vir05-1c-16g-0")])
@@ -347,6 +361,24 @@ async def test_a_chip_held_whole_is_not_split_and_one_split_is_not_given_whole(
     assert vnpus_on(dynamic, 1) == [], "nothing made"
     split = put_claim(apiserver, "split", [result("npu-2-vir05-1c-16g-0")])
     also_whole = put_claim(apiserver, "also-whole", [result("npu-2")])
-    answers = await prepare(dra_kubelet, split, also_whole)  # one call: before any health poll sees the vNPU
+    answers = await prepare(dra_kubelet, split, also_whole)  # no health poll sees the vNPU
     assert answers.claims[split[2]].error == ""
     assert "is the whole chip of which ResourceClaim default/split" in answers.claims[also_whole[2]].error
+
+
+async def test_a_chip_whose_vnpu_claim_went_is_given_whole_at_once(
+    split_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> None:
+    """The real kubelet prepares the next claim within a second of unpreparing the last: a chip whose only
+    vNPU was just destroyed is free, whatever the last health poll saw (polls are 2 s apart here)."""
+    apiserver.kube_version = "1.36"
+    apiserver.add_node(NODE)
+    settings = split_node.settings(kubeconfig, vnpu="dynamic", health_interval=2.0)
+    async with running_driver(settings) as app:
+        await wait_for(dra_kubelet, registered, "registered")
+        part = put_claim(apiserver, "part", [result("npu-3-vir05-1c-16g-0")])
+        assert (await prepare(dra_kubelet, part)).claims[part[2]].error == ""
+        await until(lambda: vnpus_on(app, 3), "a health poll saw the vNPU")
+        assert (await unprepare(dra_kubelet, part)).claims[part[2]].error == ""
+        whole = put_claim(apiserver, "whole", [result("npu-3")])
+        assert (await prepare(dra_kubelet, whole)).claims[whole[2]].error == ""

@@ -90,6 +90,8 @@ class ChipVnpus:
             ) from None
 
     async def destroy(self, phy_id: int, vdev_id: int) -> None:
+        """Destroy the vNPU, and drop it from the chip's vNPUs at once (not at the next poll): a claim for
+        the whole chip prepared right after must not be refused as "split" (seen on the real kubelet)."""
         chip = self._chip(phy_id)
         try:
             await self.calls.call(phy_id, "destroy_vnpu", self.backend.destroy_vnpu, chip, vdev_id)
@@ -99,6 +101,9 @@ class ChipVnpus:
                 f"cannot destroy vNPU {vdev_id} on {self._label(phy_id)}: {describe(error)}"
                 + ("; a container still uses it" if busy else "")
             ) from None
+        state = self.inventory.get(phy_id)
+        if state is not None and state.vnpus is not None:
+            self.inventory.set_vnpus(phy_id, tuple(v for v in state.vnpus if v.vdev_id != vdev_id))
 
     async def present(self, phy_id: int) -> list[VdevInfo]:
         chip = self._chip(phy_id)
