@@ -228,9 +228,11 @@ _REASONS = {
 }
 
 
-def status_body(code: int, message: str, reason: str | None = None) -> dict[str, Any]:
+def status_body(
+    code: int, message: str, reason: str | None = None, details: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """A metav1.Status as the API server sends with an error."""
-    return {
+    body = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -239,6 +241,31 @@ def status_body(code: int, message: str, reason: str | None = None) -> dict[str,
         "reason": reason or _REASONS.get(code, "Unknown"),
         "code": code,
     }
+    return body | ({"details": dict(details)} if details else {})
+
+
+# The words of a field error (``field.ErrorType``), and the cause reason the server sends with them.
+_CAUSES = {
+    "Invalid value": "FieldValueInvalid",
+    "Too many": "FieldValueTooMany",
+    "Too long": "FieldValueTooLong",
+    "Duplicate value": "FieldValueDuplicate",
+    "Unsupported value": "FieldValueNotSupported",
+    "Required value": "FieldValueRequired",
+    "Forbidden": "FieldValueForbidden",
+}
+
+
+def invalid(kind: str, group: str, name: str, problems: list[str]) -> ApiFailure:
+    """The 422 the server answers an invalid object with: each problem (``field: Type: detail``) a cause."""
+    causes = []
+    for problem in problems:
+        where, _, rest = problem.partition(": ")
+        words = rest.split(":", 1)[0]
+        causes.append({"reason": _CAUSES.get(words, "FieldValueInvalid"), "message": rest, "field": where})
+    details = {"name": name, "group": group, "kind": kind, "causes": causes}
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiFailure(422, f'{qualified} "{name}" is invalid: {", ".join(problems)}', "Invalid", details)
 
 
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,10 +307,13 @@ def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, A
 class ApiFailure(Exception):
     """An error answer; the handler turns it into a Status response."""
 
-    def __init__(self, code: int, message: str, reason: str | None = None) -> None:
+    def __init__(
+        self, code: int, message: str, reason: str | None = None, details: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
+        self.details = details
 
 
 @dataclass
@@ -603,7 +633,7 @@ class FakeApiServer:
             return web.json_response(result, status=code)
         except ApiFailure as failure:
             return web.json_response(
-                status_body(failure.code, str(failure), failure.reason), status=failure.code
+                status_body(failure.code, str(failure), failure.reason, failure.details), status=failure.code
             )
 
     def _review(self, body: Any) -> dict[str, Any]:
@@ -867,9 +897,7 @@ class FakeApiServer:
                 if new_value != old_value:
                     problems.append(f"{field_path}: Invalid value: {new_value!r}: field is immutable")
         if problems:
-            raise ApiFailure(
-                422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: ' + ", ".join(problems), "Invalid"
-            )
+            raise invalid("ResourceSlice", DRA_GROUP, name, problems)
         metadata = obj["metadata"]
         if previous is None:
             metadata["generation"] = 1
