@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import enum
-import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from api import Api, ApiError, Obj
+from api import Api, Obj
 from cluster import Cluster, Component, _feature_gates, _http_ok
 from local_port import free_port
 
@@ -195,16 +194,3 @@ def _owner(node: Obj) -> Obj:
         "uid": metadata["uid"],
         "controller": True,
     }
-
-
-def refusal(error: ApiError) -> Obj:
-    """What a refusal says: its status, and the fields its causes name (or its reason and message)."""
-    try:
-        status = json.loads(error.body)
-    except ValueError:
-        status = {}
-    causes = (status.get("details") or {}).get("causes") or []
-    fields = sorted({cause["field"] for cause in causes if cause.get("field")})
-    if fields:
-        return {"refused": error.status, "fields": fields}
-    return {"refused": error.status, "reason": error.reason}

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 
+import anyio
 import pytest
 from cluster import Cluster
 from dra_harness import NODE
 from plugin_slices import NODES, Publication, publication
-from slice_scenarios import SCENARIOS, Json, Scenario, the_plugin_s
+from slice_scenarios import SCENARIOS, the_plugin_s
 from slice_targets import RealServer, StandIn
+from slice_writes import Json, Scenario, facts, slice_
 
 from ascend_plugin.faces.dra.slices import first_difference
+from ascend_plugin.kubeapi.client import RESOURCE_SLICES, connect
+from ascend_plugin.kubeapi.errors import Forbidden
 
 BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 
@@ -47,7 +52,7 @@ def differs(expected: Json, found: Json) -> str:
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_the_real_api_server(real: RealServer, name: str) -> None:
     scenario = BY_NAME[name]
-    found = scenario.run(real)
+    found = facts(scenario.run(real))
     expected = scenario.expected(real.release)
     assert found == expected, differs(expected, found)
 
@@ -57,7 +62,7 @@ def test_the_real_api_server_stores_the_plugin_s_slices_as_sent(
     real: RealServer, publish: Callable[[str], Publication], node: str
 ) -> None:
     scenario = plugin_scenario(node, publish)
-    found = scenario.run(real)
+    found = facts(scenario.run(real))
     expected = scenario.expected(real.release)
     assert found == expected, differs(expected, found)
 
@@ -73,14 +78,31 @@ def test_the_stand_in_answers_as_the_real_api_server(
         for scenario in scenarios:
             theirs, ours = scenario.run(real), scenario.run(stand_in)
             if theirs != ours:
-                where = (
-                    first_difference(theirs, ours)
-                    .replace("sent", "real server")
-                    .replace("stored", "stand-in")
-                )
-                differences.append(f"{scenario.name}: {where}")
+                differences.append(f"{scenario.name}: {first_difference(theirs, ours)}")
     finally:
         stand_in.close()
-    assert not differences, f"the stand-in answers {len(differences)} scenario(s) otherwise:\n" + "\n".join(
-        differences
+    legend = "the first difference of each (sent: the real server's answer, stored: the stand-in's)"
+    assert not differences, f"the stand-in answers {len(differences)} scenario(s) otherwise; {legend}:\n" + (
+        "\n".join(differences)
     )
+
+
+def test_the_plugin_names_the_rule_a_refused_slice_needs(real: RealServer, control_plane: Cluster) -> None:
+    """The plugin's own client turns the real server's 403 into the ClusterRole rule to add."""
+    with real.without_permission() as api:
+        kubeconfig = control_plane.kubeconfig_for("no-role", api.token, "no-role")
+        refusal = anyio.run(_created_by_the_plugin, kubeconfig)
+    assert 'in API group "resource.k8s.io"' in refusal.message
+    assert '{apiGroups: ["resource.k8s.io"], resources: ["resourceslices"], verbs: ["create"]}' in str(
+        refusal
+    )
+
+
+async def _created_by_the_plugin(kubeconfig: Path) -> Forbidden:
+    kube = await connect(kubeconfig)
+    try:
+        with pytest.raises(Forbidden) as raised:
+            await kube.create(RESOURCE_SLICES, "", slice_([{"name": "npu-0"}]))
+    finally:
+        await kube.close()
+    return raised.value
