@@ -33,14 +33,15 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   and 2 s before the watch's timeout, as the real watch cache sends them, and
   on demand (:meth:`FakeApiServer.send_bookmarks`);
 * resource.k8s.io/v1 (Dynamic Resource Allocation, see the block at the end):
-  resourceslices admitted as a server of :attr:`FakeApiServer.kube_version`
-  (1.34 to 1.37) does, with its feature gates' defaults or
-  :attr:`FakeApiServer.gates` (fields of a gate that is off silently dropped,
-  the version's validation rules: :mod:`ascend_plugin.testing.resource_api`),
-  ``dryRun=All`` on create, field selectors ``spec.driver`` and
-  ``spec.nodeName``, watch, create with ``generateName``, update, delete with
-  preconditions, deletecollection as the kubelet wipes a node's slices;
-  resourceclaims and deviceclasses;
+  resourceslices admitted as far as the plugin's tests need, as a server of
+  :attr:`FakeApiServer.kube_version` (1.34 to 1.37) with its feature gates'
+  defaults or :attr:`FakeApiServer.gates`
+  (:mod:`ascend_plugin.testing.resource_api`; the real server's rules are
+  tested on the real server, docs/e2e.md), ``dryRun=All`` on create, field
+  selectors ``spec.driver``, ``spec.nodeName`` (``spec.pool.name`` from 1.37),
+  watch, create with ``generateName``, update, delete with preconditions,
+  deletecollection as the kubelet wipes a node's slices; resourceclaims and
+  deviceclasses;
 * bearer-token authentication (401 without the token);
 * authorization: everything is allowed until :meth:`FakeApiServer.deny` takes
   a permission away; a request it covers gets the real server's 403, and a
@@ -247,25 +248,9 @@ def status_body(
     return body | ({"details": dict(details)} if details else {})
 
 
-# The words of a field error (``field.ErrorType``), and the cause reason the server sends with them.
-_CAUSES = {
-    "Invalid value": "FieldValueInvalid",
-    "Too many": "FieldValueTooMany",
-    "Too long": "FieldValueTooLong",
-    "Duplicate value": "FieldValueDuplicate",
-    "Unsupported value": "FieldValueNotSupported",
-    "Required value": "FieldValueRequired",
-    "Forbidden": "FieldValueForbidden",
-}
-
-
 def invalid(kind: str, group: str, name: str, problems: list[str]) -> ApiFailure:
     """The 422 the server answers an invalid object with: each problem (``field: Type: detail``) a cause."""
-    causes = []
-    for problem in problems:
-        where, _, rest = problem.partition(": ")
-        words = rest.split(":", 1)[0]
-        causes.append({"reason": _CAUSES.get(words, "FieldValueInvalid"), "message": rest, "field": where})
+    causes = [dict(zip(("field", "message"), problem.split(": ", 1), strict=True)) for problem in problems]
     details = {"name": name, "group": group, "kind": kind, "causes": causes}
     qualified = f"{kind}.{group}" if group else kind
     return ApiFailure(422, f'{qualified} "{name}" is invalid: {", ".join(problems)}', "Invalid", details)

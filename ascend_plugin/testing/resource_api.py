@@ -1,18 +1,15 @@
 """resource.k8s.io/v1 ResourceSlices as the loopback stand-in admits them (what fast tests and simulate need).
 
-The real API server's rules are tested on the real server (tests/e2e/test_slice_admission.py,
-docs/e2e.md "The API server stand-in and the real one"), whose parity test holds this module to
-it. The stand-in keeps only what the plugin's own behaviour turns on, in the real server's order:
+The real server's rules are tested on the real server, whose parity test holds this module to it
+(tests/e2e/test_slice_admission.py, docs/e2e.md). Kept, in the real server's order:
 
-1. **drop** the fields of a DRA feature whose gate is off, unless the stored object already uses
-   them (ratcheting): partitions, consumable capacity, device taints. The gates are off before
-   1.36 and on from it (:data:`GATES_ON_FROM`), unless set otherwise;
-2. **default**: a taint without ``timeAdded`` gets the time; empty fields are left out (1.34
-   writes an empty ``devices`` as null);
-3. **refuse** a slice whose shape breaks what the plugin's layout is built around: from 1.35
-   counter sets or devices in a slice, never both, at most 8 sets, 64 devices once any carries
-   taints or consumes counters, else 128; in 1.34 (with partitions on) a device consumes counters
-   of a set in its own slice, 128 devices a slice.
+1. **drop** the fields of a DRA feature whose gate is off, unless the stored object already uses them
+   (ratcheting): partitions, consumable capacity, device taints; the gates are on from 1.36;
+2. **default**: a taint without ``timeAdded`` gets the time; empty fields are left out (1.34 writes
+   an empty ``devices`` as null);
+3. **refuse** a slice whose shape breaks what the plugin's layout is built around: from 1.35 counter
+   sets or devices in a slice, never both, at most 8 sets, 64 devices once any carries taints or
+   consumes counters, else 128; in 1.34 a device consumes counters of a set in its own slice.
 """
 
 from __future__ import annotations
@@ -102,7 +99,7 @@ def drop_disabled_fields(spec: dict[str, Any], old: Mapping[str, Any] | None, se
             device.pop("taints", None)
 
 
-def default_and_canonicalise(spec: dict[str, Any]) -> None:
+def stamp_defaults(spec: dict[str, Any]) -> None:
     """What the server writes into a slice itself: a taint's ``timeAdded`` (the time of the write)."""
     for device in _devices(spec):
         for taint in device.get("taints") or []:
@@ -157,7 +154,7 @@ def admit(obj: dict[str, Any], previous: Mapping[str, Any] | None, server: Serve
     A slice without problems is left in its stored form."""
     spec = obj["spec"]
     drop_disabled_fields(spec, (previous or {}).get("spec"), server)
-    default_and_canonicalise(spec)
+    stamp_defaults(spec)
     problems = layout_problems(spec, server)
     if not problems:
         stored_form(spec, server)

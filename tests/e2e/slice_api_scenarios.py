@@ -111,14 +111,17 @@ def generations(target: Target) -> Json:
 def immutable(target: Target) -> Json:
     stored = created(target, slice_([{"name": "npu-0"}]))
     answers = {}
-    for field, change in (
-        ("driver", lambda s: s["spec"].update(driver="gpu.example.com")),
-        ("nodeName", lambda s: s["spec"].update(nodeName="node-2")),
-        ("pool name", lambda s: s["spec"]["pool"].update(name="node-2")),
+    for field, where, value in (
+        ("driver", (), "gpu.example.com"),
+        ("nodeName", (), "node-2"),
+        ("name", ("pool",), "node-2"),
     ):
         changed = copy.deepcopy(stored)
-        change(changed)
-        answers[field] = update(target, changed)
+        spec = changed["spec"]
+        for step in where:
+            spec = spec[step]
+        spec[field] = value
+        answers[".".join((*where, field))] = update(target, changed)
     return answers
 
 
@@ -223,7 +226,7 @@ API_SCENARIOS: list[Scenario] = [
         lambda r: {
             "driver": refused("spec.driver"),
             "nodeName": refused("spec.nodeName"),
-            "pool name": refused("spec.pool.name"),
+            "pool.name": refused("spec.pool.name"),
         },
         stand_in=False,
     ),

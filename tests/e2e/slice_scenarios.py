@@ -14,13 +14,13 @@ import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from api import Obj
 from slice_api_scenarios import API_SCENARIOS
 from slice_targets import Gates, Release, Target
 from slice_writes import (
     NEWER,
     PARTITIONS,
     Json,
-    Obj,
     Scenario,
     as_gates_keep,
     create,
@@ -82,47 +82,45 @@ def consuming(devices: Sequence[Obj], sets: Sequence[Obj] = (COUNTER_SET,)) -> C
 
 def the_feature_gates() -> list[Scenario]:
     """What each gate keeps and drops: at the release's defaults, all on, all off."""
+    return [scenario for gates in Gates for scenario in _gated(gates)]
+
+
+def _gated(g: Gates) -> list[Scenario]:
+    """The scenarios of the_feature_gates() with the gates ``g``."""
     counters = slice_(counters=[COUNTER_SET], count=2)
     consumers = slice_([CONSUMER], count=2)
     mixed = slice_([CONSUMER], counters=[COUNTER_SET])
-    empty_sets = slice_([{"name": "npu-0"}], counters=[])
+    empty = slice_([{"name": "npu-0"}], counters=[])
     shared = slice_([SHARED])
     tainted = slice_([TAINTED])
-    scenarios = []
-    for g in Gates:
-        scenarios += [
-            one(f"taints, gates {g.value}", tainted, lambda r, g=g: as_gates_keep(tainted, g, r), g),
-            one(f"shared device, gates {g.value}", shared, lambda r, g=g: as_gates_keep(shared, g, r), g),
-            one(
-                f"counter sets alone, gates {g.value}",
-                counters,
-                lambda r, g=g: as_gates_keep(counters, g, r),
-                g,
-            ),
-            one(
-                f"devices consuming another slice's counters, gates {g.value}",
-                consumers,
-                lambda r, g=g: (
-                    refused("spec.devices[0].consumesCounters[0].counterSet")
-                    if g.on(r) and not split(r)
-                    else as_gates_keep(consumers, g, r)
-                ),
-                g,
-            ),
-            one(
-                f"counter sets beside their devices, gates {g.value}",
-                mixed,
-                lambda r, g=g: refused("spec") if g.on(r) and split(r) else as_gates_keep(mixed, g, r),
-                g,
-            ),
-            one(
-                f"an empty list of counter sets beside devices, gates {g.value}",
-                empty_sets,
-                lambda r, g=g: refused("spec") if g.on(r) and split(r) else kept(empty_sets, r),
-                g,
-            ),
-        ]
-    return scenarios
+
+    def consumers_expected(r: Release) -> Json:
+        if g.on(r) and not split(r):
+            return refused("spec.devices[0].consumesCounters[0].counterSet")
+        return as_gates_keep(consumers, g, r)
+
+    def layout(otherwise: Callable[[Release], Json]) -> Callable[[Release], Json]:
+        """Refused where the gates are on and the release wants counter sets and devices apart."""
+        return lambda r: refused("spec") if g.on(r) and split(r) else otherwise(r)
+
+    return [
+        one(f"taints, gates {g.value}", tainted, lambda r: as_gates_keep(tainted, g, r), g),
+        one(f"shared device, gates {g.value}", shared, lambda r: as_gates_keep(shared, g, r), g),
+        one(f"counter sets alone, gates {g.value}", counters, lambda r: as_gates_keep(counters, g, r), g),
+        one(f"devices consuming another slice's counters, gates {g.value}", consumers, consumers_expected, g),
+        one(
+            f"counter sets beside their devices, gates {g.value}",
+            mixed,
+            layout(lambda r: as_gates_keep(mixed, g, r)),
+            g,
+        ),
+        one(
+            f"an empty list of counter sets beside devices, gates {g.value}",
+            empty,
+            layout(lambda r: kept(empty, r)),
+            g,
+        ),
+    ]
 
 
 def ratcheting() -> list[Scenario]:
@@ -460,7 +458,7 @@ def request_policies() -> list[Scenario]:
         one(
             f"request policy: {name}",
             shared(policy),
-            lambda r, f=field: refused(f(r)),
+            _refused_at(field),
             Gates.ON,
             stand_in=False,
         )
@@ -484,6 +482,10 @@ def request_policies() -> list[Scenario]:
         ),
     ]
     return scenarios
+
+
+def _refused_at(field: Callable[[Release], str]) -> Callable[[Release], Json]:
+    return lambda r: refused(field(r))
 
 
 def the_plugin_s(name: str, probes: Sequence[Obj], slices: Sequence[Obj], node: str) -> Scenario:

@@ -108,8 +108,9 @@ class RealServer(Target):
         second.start()
         server = f"https://127.0.0.1:{port}"
         assert self.cluster.pki is not None
-        second.wait_ready(lambda: _http_ok(f"{server}/readyz", self._admin.token, self.cluster.pki.ca))
-        return Api(server, self.cluster.pki.ca, self._admin.token)
+        ca = self.cluster.pki.ca
+        second.wait_ready(lambda: _http_ok(f"{server}/readyz", self._admin.token, ca))
+        return Api(server, ca, self._admin.token)
 
     @contextlib.contextmanager
     def without_permission(self) -> Iterator[Api]:
