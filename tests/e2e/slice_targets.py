@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import secrets
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +25,6 @@ from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from bench.common import ApiServerThread
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-NODES = "/api/v1/nodes"
 Release = tuple[int, int]
 
 # The gates that keep the fields of partitions, shared devices and device taints.
@@ -84,7 +84,13 @@ class RealServer(Target):
         self.release = release_of(cluster.binaries.kubernetes_version)
         self._admin = cluster.admin()
         self._flipped: Api | None = None
+        self._second: Component | None = None
         self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Stop the second API server, if one was started (the cluster stops only its own)."""
+        if self._second is not None:
+            self._second.stop()
 
     def api(self, gates: Gates = Gates.DEFAULT) -> Api:
         if gates is Gates.DEFAULT or gates.on(self.release) == Gates.DEFAULT.on(self.release):
@@ -95,7 +101,7 @@ class RealServer(Target):
         return self._flipped
 
     def _start_flipped(self) -> Api:
-        """A second kube-apiserver of the same etcd, the DRA gates flipped; stopped with the cluster."""
+        """A second kube-apiserver of the same etcd, the DRA gates flipped (stopped by :meth:`close`)."""
         first = self.cluster.components["kube-apiserver"]
         port = free_port()
         gates = {**self.cluster.feature_gates, **flipped_gates(self.release)}
@@ -104,7 +110,7 @@ class RealServer(Target):
         second = Component(
             "kube-apiserver-flipped", command, first.log.with_name("kube-apiserver-flipped.log")
         )
-        self.cluster.components[second.name] = second  # the cluster stops it with the others
+        self._second = second
         second.start()
         server = f"https://127.0.0.1:{port}"
         assert self.cluster.pki is not None
@@ -115,16 +121,16 @@ class RealServer(Target):
     @contextlib.contextmanager
     def without_permission(self) -> Iterator[Api]:
         """A new ServiceAccount of ``default`` with no role, through a token the server issues."""
-        account = f"no-role-{free_port()}"
+        account = f"no-role-{secrets.token_hex(3)}"
         self._admin.create(
             {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}}, "default"
         )
-        review = self._admin.request(
+        issued = self._admin.request(
             "POST",
             f"/api/v1/namespaces/default/serviceaccounts/{account}/token",
             {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {}},
         )
-        yield self._admin.as_user(review["status"]["token"])
+        yield self._admin.as_user(issued["status"]["token"])
 
     def node_owner(self, node: str) -> Obj:
         found = self._admin.read("v1", "Node", node)

@@ -10,7 +10,7 @@ and fails naming each scenario where they answer differently, with the first dif
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import anyio
@@ -30,8 +30,10 @@ BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 
 
 @pytest.fixture(scope="module")
-def real(control_plane: Cluster) -> RealServer:
-    return RealServer(control_plane)
+def real(control_plane: Cluster) -> Iterator[RealServer]:
+    server = RealServer(control_plane)
+    yield server
+    server.close()
 
 
 @pytest.fixture(scope="module")
