@@ -20,7 +20,6 @@ from chart_harness import ChartRenderer
 from dra_harness import DRIVER, cel_selects, split_inventory
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
-from ascend_plugin.testing.resource_api import quantity_value
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -72,9 +71,7 @@ def test_the_share_claim_gets_two_of_a_310p_s_four_shares(chart: ChartRenderer, 
     for device in picked:
         published = device["capacity"][capacity]
         policy = published["requestPolicy"]["validRange"]
-        asked, low, high, step = (
-            quantity_value(v) or Decimal(-1) for v in (amount, policy["min"], policy["max"], policy["step"])
-        )
+        asked, low, high, step = (Decimal(v) for v in (amount, policy["min"], policy["max"], policy["step"]))
         assert low <= asked <= high, "within the request policy"
         assert (asked - low) % step == Decimal(0), "no rounding up: exactly two shares"
-        assert asked * 2 == quantity_value(published["value"]), "half the chip"
+        assert asked * 2 == Decimal(published["value"]), "half the chip"

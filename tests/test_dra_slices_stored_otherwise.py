@@ -41,14 +41,14 @@ async def published(app: PluginApp, apiserver: FakeApiServer) -> SliceController
 @pytest.fixture
 def server_adds_an_attribute(monkeypatch: pytest.MonkeyPatch) -> None:
     """The fake API server, as a newer one might, stores every device with an attribute of its own."""
-    canonicalise = resource_api.default_and_canonicalise
+    stamp = resource_api.stamp_defaults
 
     def adding(spec: dict[str, Any]) -> None:
-        canonicalise(spec)
+        stamp(spec)
         for device in spec.get("devices") or []:
             device.setdefault("attributes", {})["serverDefault"] = {"bool": True}
 
-    monkeypatch.setattr(resource_api, "default_and_canonicalise", adding)
+    monkeypatch.setattr(resource_api, "stamp_defaults", adding)
 
 
 @pytest.mark.usefixtures("server_adds_an_attribute")

@@ -33,14 +33,15 @@ enough that the real kubernetes-asyncio client talks to it unmodified:
   and 2 s before the watch's timeout, as the real watch cache sends them, and
   on demand (:meth:`FakeApiServer.send_bookmarks`);
 * resource.k8s.io/v1 (Dynamic Resource Allocation, see the block at the end):
-  resourceslices admitted as a server of :attr:`FakeApiServer.kube_version`
-  (1.34 to 1.37) does, with its feature gates' defaults or
-  :attr:`FakeApiServer.gates` (fields of a gate that is off silently dropped,
-  the version's validation rules: :mod:`ascend_plugin.testing.resource_api`),
-  ``dryRun=All`` on create, field selectors ``spec.driver`` and
-  ``spec.nodeName``, watch, create with ``generateName``, update, delete with
-  preconditions, deletecollection as the kubelet wipes a node's slices;
-  resourceclaims and deviceclasses;
+  resourceslices admitted as far as the plugin's tests need, as a server of
+  :attr:`FakeApiServer.kube_version` (1.34 to 1.37) with its feature gates'
+  defaults or :attr:`FakeApiServer.gates`
+  (:mod:`ascend_plugin.testing.resource_api`; the real server's rules are
+  tested on the real server, docs/e2e.md), ``dryRun=All`` on create, field
+  selectors ``spec.driver``, ``spec.nodeName`` (``spec.pool.name`` from 1.37),
+  watch, create with ``generateName``, update, delete with preconditions,
+  deletecollection as the kubelet wipes a node's slices; resourceclaims and
+  deviceclasses;
 * bearer-token authentication (401 without the token);
 * authorization: everything is allowed until :meth:`FakeApiServer.deny` takes
   a permission away; a request it covers gets the real server's 403, and a
@@ -114,15 +115,18 @@ def field_value(obj: Mapping[str, Any], label: str) -> str:
     return "" if value is None else str(value)
 
 
-def parse_field_selector(selector: str, resource: str) -> list[tuple[str, bool, str]]:
-    """(label, equal, value) per term; the real server's 400 for a label it does not support."""
+def parse_field_selector(
+    selector: str, resource: str, more: tuple[str, ...] = ()
+) -> list[tuple[str, bool, str]]:
+    """(label, equal, value) per term; the real server's 400 for a label it does not support (the kind's
+    labels, ``more`` besides)."""
     terms = []
     for term in filter(None, selector.split(",")):
         match = _SELECTOR_TERM.match(term)
         if match is None:
             raise ApiFailure(400, f"invalid field selector: {term!r}")
         label, operator, value = match.groups()
-        if label not in ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(resource, ())):
+        if label not in ("metadata.name", "metadata.namespace", *FIELD_LABELS.get(resource, ()), *more):
             raise ApiFailure(400, f"field label not supported: {label}", "BadRequest")
         terms.append((label, operator != "!=", value))
     return terms
@@ -229,9 +233,11 @@ _REASONS = {
 }
 
 
-def status_body(code: int, message: str, reason: str | None = None) -> dict[str, Any]:
+def status_body(
+    code: int, message: str, reason: str | None = None, details: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """A metav1.Status as the API server sends with an error."""
-    return {
+    body = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
@@ -240,6 +246,15 @@ def status_body(code: int, message: str, reason: str | None = None) -> dict[str,
         "reason": reason or _REASONS.get(code, "Unknown"),
         "code": code,
     }
+    return body | ({"details": dict(details)} if details else {})
+
+
+def invalid(kind: str, group: str, name: str, problems: list[str]) -> ApiFailure:
+    """The 422 the server answers an invalid object with: each problem (``field: Type: detail``) a cause."""
+    causes = [dict(zip(("field", "message"), problem.split(": ", 1), strict=True)) for problem in problems]
+    details = {"name": name, "group": group, "kind": kind, "causes": causes}
+    qualified = f"{kind}.{group}" if group else kind
+    return ApiFailure(422, f'{qualified} "{name}" is invalid: {", ".join(problems)}', "Invalid", details)
 
 
 def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -281,10 +296,13 @@ def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, A
 class ApiFailure(Exception):
     """An error answer; the handler turns it into a Status response."""
 
-    def __init__(self, code: int, message: str, reason: str | None = None) -> None:
+    def __init__(
+        self, code: int, message: str, reason: str | None = None, details: Mapping[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
+        self.details = details
 
 
 @dataclass
@@ -610,7 +628,7 @@ class FakeApiServer:
             return web.json_response(result, status=code)
         except ApiFailure as failure:
             return web.json_response(
-                status_body(failure.code, str(failure), failure.reason), status=failure.code
+                status_body(failure.code, str(failure), failure.reason, failure.details), status=failure.code
             )
 
     def _review(self, body: Any) -> dict[str, Any]:
@@ -631,10 +649,11 @@ class FakeApiServer:
     @staticmethod
     def _forbidden(verb: str, resource: str, namespace: str, name: str) -> str:
         """The real API server's wording of a 403."""
-        target = f'{resource} "{name}"' if name else resource
+        group = DRA_GROUP if resource in DRA_KINDS else ""
+        qualified = f"{resource}.{group}" if group else resource
+        target = f'{qualified} "{name}"' if name else qualified
         scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         who = f'User "{USER}"'
-        group = DRA_GROUP if resource in DRA_KINDS else ""
         return (
             f'{target} is forbidden: {who} cannot {verb} resource "{resource}" in API group "{group}" {scope}'
         )
@@ -736,7 +755,8 @@ class FakeApiServer:
         obj: Mapping[str, Any] | None = None,
     ) -> bool:
         """Whether the object at ``key`` (with content ``obj``, default: as stored) matches the request."""
-        terms = parse_field_selector(request.query.get("fieldSelector", ""), resource)
+        more = NEWER_FIELD_LABELS.get(resource, ()) if self.server.release >= (1, 37) else ()
+        terms = parse_field_selector(request.query.get("fieldSelector", ""), resource, more)
         if key[0] != resource or (namespace and key[1] != namespace):
             return False
         content = obj if obj is not None else self.objects.get(key, {})
@@ -858,33 +878,21 @@ class FakeApiServer:
         return ServerVersion.of(self.kube_version, self.gates)
 
     def _admit_dra(self, resource: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
-        """What the real API server does to a resource.k8s.io object on create and update."""
+        """What the real API server does to a resource.k8s.io object on create and update (as far as
+        :mod:`~ascend_plugin.testing.resource_api` plays it); the generation counts changes of the spec
+        as sent."""
         if resource != "resourceslices":
             return
         name = obj["metadata"]["name"]
         spec = obj.get("spec")
         if not isinstance(spec, dict):
-            raise ApiFailure(422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: spec: Required value')
+            raise invalid("ResourceSlice", DRA_GROUP, name, ["spec: Required value"])
+        changed = previous is None or previous["spec"] != spec
         problems = admit(obj, previous, self.server)
-        if previous is not None:
-            old = previous["spec"]
-            for field_path, new_value, old_value in (
-                ("spec.driver", spec.get("driver"), old.get("driver")),
-                ("spec.pool.name", (spec.get("pool") or {}).get("name"), (old.get("pool") or {}).get("name")),
-                ("spec.nodeName", spec.get("nodeName"), old.get("nodeName")),
-            ):
-                if new_value != old_value:
-                    problems.append(f"{field_path}: Invalid value: {new_value!r}: field is immutable")
         if problems:
-            raise ApiFailure(
-                422, f'ResourceSlice.resource.k8s.io "{name}" is invalid: ' + ", ".join(problems), "Invalid"
-            )
-        metadata = obj["metadata"]
-        if previous is None:
-            metadata["generation"] = 1
-        else:
-            changed = previous["spec"] != spec
-            metadata["generation"] = previous["metadata"].get("generation", 1) + (1 if changed else 0)
+            raise invalid("ResourceSlice", DRA_GROUP, name, problems)
+        generation = 0 if previous is None else previous["metadata"].get("generation", 1)
+        obj["metadata"]["generation"] = generation + (1 if changed else 0)
 
     def _delete_collection(self, request: web.Request, resource: str, namespace: str) -> dict[str, Any]:
         doomed = [key for key in list(self.objects) if self._selected(request, resource, namespace, key)]
@@ -899,14 +907,21 @@ class FakeApiServer:
         if not isinstance(preconditions, dict):
             return
         metadata = current["metadata"]
-        for field_name, label in (("uid", "UID"), ("resourceVersion", "ResourceVersion")):
-            wanted = preconditions.get(field_name)
-            if wanted and wanted != metadata.get(field_name):
-                raise ApiFailure(
-                    409,
-                    f"Precondition failed: {label} in precondition: {wanted}, "
-                    f"{label} in object meta: {metadata.get(field_name)}",
-                )
+        uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
+        if uid and uid != metadata.get("uid"):
+            raise ApiFailure(
+                409,
+                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {metadata.get('uid')}",
+            )
+        if version and version != metadata.get("resourceVersion"):
+            qualified = f"{DRA_KINDS[resource]}.{DRA_GROUP}" if resource in DRA_KINDS else resource
+            raise ApiFailure(
+                409,
+                f'Operation cannot be fulfilled on {qualified} "{metadata["name"]}": the ResourceVersion in '
+                f"the precondition ({version}) does not match the ResourceVersion in record "
+                f"({metadata.get('resourceVersion')}). The object might have been modified",
+                "Conflict",
+            )
 
 
 # -- resource.k8s.io/v1: the API's facts (k8s.io/api/resource/v1, pkg/apis/resource/validation) ----
@@ -920,6 +935,8 @@ DRA_KINDS = {
 }
 # Field selectors a ResourceSlice supports besides the object meta's (strategy.go toSelectableFields).
 FIELD_LABELS = {**FIELD_LABELS, "resourceslices": ("spec.driver", "spec.nodeName")}
+# What 1.37 supports besides (1.34 does not; 1.35 and 1.36 were not run against the real server).
+NEWER_FIELD_LABELS = {"resourceslices": ("spec.pool.name",)}
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real server appends to a generateName
 
 

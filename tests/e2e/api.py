@@ -97,6 +97,18 @@ class Api:
     def get(self, path: str, **query: str) -> Any:
         return self.request("GET", path, query=query or None)
 
+    def watch(self, path: str, seconds: int, **query: str) -> list[Obj]:
+        """The events a watch of ``path`` gets until the server ends it after ``seconds``."""
+        query = {**query, "watch": "1", "timeoutSeconds": str(seconds)}
+        url = f"{self.server}{path}?{urllib.parse.urlencode(query)}"
+        ask = urllib.request.Request(url, headers={"Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(ask, context=self._tls, timeout=seconds + 30) as answer:
+                lines = answer.read().decode().splitlines()
+        except urllib.error.HTTPError as refused:
+            raise ApiError("GET", path, refused.code, refused.read().decode(errors="replace")) from None
+        return [json.loads(line) for line in lines if line.strip()]
+
     # -- kinds ----------------------------------------------------------------------------------
 
     def kind(self, api_version: str, kind: str) -> Kind:
