@@ -29,14 +29,18 @@ def _is_fake(path: Path) -> bool:
 def device_nodes(paths: Iterable[str]) -> Iterator[list[Path]]:
     """Make each of ``paths`` (absolute, under /dev) for the duration of the block."""
     made: list[Path] = []
+    folders: list[Path] = []
     try:
         for text in paths:
             path = Path(text)
             if path.exists() or path.is_symlink():
                 if not _is_fake(path):
                     raise RuntimeError(f"{path} exists and is not a fake node: this machine has real devices")
-                continue  # left by a run that was killed: reused, removed at the end
-            path.parent.mkdir(parents=True, exist_ok=True)
+                made.append(path)  # left by a run that was killed: reused, removed at the end
+                continue
+            if not path.parent.exists():
+                path.parent.mkdir(parents=True)
+                folders.append(path.parent)
             os.mknod(path, 0o666 | stat.S_IFCHR, NULL)
             made.append(path)
         yield made
@@ -44,6 +48,9 @@ def device_nodes(paths: Iterable[str]) -> Iterator[list[Path]]:
         for path in made:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
+        for folder in reversed(folders):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def chip_nodes(logic_ids: Iterable[int], shared: Iterable[str] = ()) -> list[str]:

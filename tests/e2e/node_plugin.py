@@ -51,7 +51,7 @@ def wait_for(condition: Callable[[], Any], what: str, within: float = 120.0, eve
         if time.monotonic() > deadline:
             try:
                 last = condition()
-            except Exception as error:  # noqa: BLE001: the last look's error explains the timeout
+            except Exception as error:  # noqa: BLE001 (the last look's error explains the timeout)
                 last = repr(error)
             raise TimeoutError(f"not within {within:g} s: {what} (last: {last!r:.500})")
         time.sleep(every)
@@ -72,6 +72,7 @@ class NodePlugin:
     scenario: FakeScenario
     folder: Path
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    extra_nodes: tuple[str, ...] = ()  # device nodes the family has beyond the usual ones
     process: subprocess.Popen[bytes] | None = None
     http_port: int = 0
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -94,10 +95,11 @@ class NodePlugin:
         write_scenario(self.scenario_path, self.scenario)
         library = self.folder / "lib" / "libdcmi.so"
         library.parent.mkdir(exist_ok=True)
-        library.write_bytes(build_fake_library().read_bytes())
+        # A driver without some functions is a variant of the C fake built without them.
+        library.write_bytes(build_fake_library(sorted(self.scenario.missing_functions())).read_bytes())
         self.library = library
         logic_ids = [placed.logic_id for placed in self.scenario.placed]
-        shared = ["/dev/davinci_manager", "/dev/hisi_hdc", "/dev/devmm_svm"]
+        shared = ["/dev/davinci_manager", "/dev/hisi_hdc", "/dev/devmm_svm", *self.extra_nodes]
         self._stack.enter_context(device_nodes(chip_nodes(logic_ids, shared)))
         self.kubeconfig = self.cluster.kubeconfig_for("plugin", self._token(), "plugin")
 
@@ -260,9 +262,14 @@ class NodePlugin:
 
 @contextlib.contextmanager
 def node_plugin(
-    cluster: Cluster, rendering: Rendering, scenario: FakeScenario, folder: Path, **env: str
+    cluster: Cluster,
+    rendering: Rendering,
+    scenario: FakeScenario,
+    folder: Path,
+    extra_nodes: tuple[str, ...] = (),
+    **env: str,
 ) -> Iterator[NodePlugin]:
-    plugin = NodePlugin(cluster, rendering, scenario, folder, env)
+    plugin = NodePlugin(cluster, rendering, scenario, folder, env, extra_nodes)
     try:
         plugin.install()
         plugin.start()
