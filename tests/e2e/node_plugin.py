@@ -51,7 +51,7 @@ def wait_for(condition: Callable[[], Any], what: str, within: float = 120.0, eve
         if time.monotonic() > deadline:
             try:
                 last = condition()
-            except Exception as error:  # noqa: BLE001 (the last look's error explains the timeout)
+            except Exception as error:  # the last look's error explains the timeout
                 last = repr(error)
             raise TimeoutError(f"not within {within:g} s: {what} (last: {last!r:.500})")
         time.sleep(every)
