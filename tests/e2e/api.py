@@ -168,6 +168,19 @@ class Api:
         created: Obj = self.request("POST", kind.path(ns), dict(obj))
         return created
 
+    def replace(self, obj: Mapping[str, Any], namespace: str | None = None) -> Obj:
+        """Create the object, or update it (PUT, with the stored resourceVersion) where it exists:
+        the writes the plugin itself makes (it is granted create and update, not patch)."""
+        kind = self._kind_of(obj)
+        meta = obj["metadata"]
+        ns = meta.get("namespace", namespace) if kind.namespaced else None
+        stored = self.read(obj["apiVersion"], obj["kind"], meta["name"], ns)
+        if stored is None:
+            return self.create(obj, ns)
+        body = {**obj, "metadata": {**meta, "resourceVersion": stored["metadata"]["resourceVersion"]}}
+        updated: Obj = self.request("PUT", kind.path(ns, meta["name"]), body)
+        return updated
+
     def delete(
         self, api_version: str, kind: str, name: str, namespace: str | None = None, **query: str
     ) -> None:
