@@ -106,7 +106,9 @@ class NodePlugin:
     def _token(self) -> str:
         """A token of the chart's ServiceAccount bound to a pod on this node, as its DaemonSet pod gets."""
         admin = self.cluster.admin()
-        account = self.rendering.pod_spec["serviceAccountName"]
+        (account,) = {
+            ds["spec"]["template"]["spec"]["serviceAccountName"] for ds in self.rendering.of_kind("DaemonSet")
+        }
         pod = {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -149,9 +151,18 @@ class NodePlugin:
         token: str = answer["status"]["token"]
         return token
 
+    def chart_env(self) -> dict[str, str]:
+        """The literal environment of the DaemonSet that serves this node's mode (two with by-node-label)."""
+        for daemonset in self.rendering.of_kind("DaemonSet"):
+            (container,) = daemonset["spec"]["template"]["spec"]["containers"]
+            env = {entry["name"]: entry["value"] for entry in container.get("env", []) if "value" in entry}
+            if env.get("ASCEND_DP_SERVE", "device-plugin") == self.serve:
+                return env
+        raise LookupError(f"the chart runs no DaemonSet with serve {self.serve}")
+
     def environment(self) -> dict[str, str]:
         """The DaemonSet container's environment, for this node and its test paths."""
-        env = {name: value for name, value in self.rendering.plain_env.items() if name not in _FROM_THE_POD}
+        env = {name: value for name, value in self.chart_env().items() if name not in _FROM_THE_POD}
         cluster = self.cluster
         env.update(
             {
@@ -179,9 +190,12 @@ class NodePlugin:
 
     @property
     def serve(self) -> str:
-        return self.extra_env.get("ASCEND_DP_SERVE") or self.rendering.plain_env.get(
-            "ASCEND_DP_SERVE", "device-plugin"
-        )
+        """The mode this node is served in: the test's choice, else the chart's first DaemonSet's."""
+        if "ASCEND_DP_SERVE" in self.extra_env:
+            return self.extra_env["ASCEND_DP_SERVE"]
+        (container, *_) = self.rendering.of_kind("DaemonSet")[0]["spec"]["template"]["spec"]["containers"]
+        env = {entry["name"]: entry.get("value") for entry in container.get("env", [])}
+        return str(env.get("ASCEND_DP_SERVE") or "device-plugin")
 
     def start(self) -> None:
         self.http_port = free_port()

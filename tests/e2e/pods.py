@@ -84,8 +84,12 @@ def why_not_running(api: Api, name: str) -> str:
     return ", ".join(f"{key} {value}" for key, value in said.items() if value)
 
 
-def running(api: Api, name: str, within: float = 120.0) -> dict[str, Any]:
-    """The pod once Running; fails with its state if it fails or does not start within ``within`` s."""
+def running(api: Api, name: str, within: float = 300.0) -> dict[str, Any]:
+    """The pod once Running; fails with its state if it fails or does not start within ``within`` s.
+
+    Generous: a pod whose claim the Node authorizer has not linked to the node yet ("no relationship
+    found") waits out the kubelet's backoff, a minute and a half at times.
+    """
 
     def look() -> dict[str, Any] | None:
         found = api.read("v1", "Pod", name, NAMESPACE)
