@@ -101,6 +101,14 @@ def allocated_device(api: Api, pod_name: str) -> str:
     return str(results[0]["device"])
 
 
+def with_one_chip(api: Api, pod_name: str) -> tuple[str, dict[str, Any]]:
+    """A running pod with a claim for one whole chip: the device allocated to it, and the pod."""
+    api.apply(claim_template("one-npu", WHOLE_CLASS))
+    api.create(pod(pod_name, claim_templates={"npu": "one-npu"}))
+    found = running(api, pod_name)
+    return allocated_device(api, pod_name), found
+
+
 def vnpus(plugin: NodePlugin) -> list[str]:
     return sorted(path.name for path in Path("/dev").glob("vdavinci*"))
 
@@ -122,10 +130,7 @@ def test_the_slices_are_accepted(cluster: Cluster, plugin: NodePlugin, kubernete
 
 def test_a_claim_for_one_chip_runs_with_its_cdi_device(cluster: Cluster, plugin: NodePlugin) -> None:
     api = cluster.admin()
-    api.apply(claim_template("one-npu", WHOLE_CLASS))
-    api.create(pod("dra-one", claim_templates={"npu": "one-npu"}))
-    running(api, "dra-one")
-    device = allocated_device(api, "dra-one")
+    device, _ = with_one_chip(api, "dra-one")
     phy = int(device.split("-")[1])
     inside = seen(api, "dra-one")
     assert [name for name in inside.devices() if re.fullmatch(r"davinci\d+", name)] == [f"davinci{phy}"]
@@ -162,10 +167,7 @@ def test_a_chip_fault_taints_the_device_and_the_pod_sees_it(
     """1.36+: the device stays, tainted, and the pod's status shows it unhealthy (the driver's health
     stream, ResourceHealthStatus). Before, the API server drops taints: the device leaves the slice."""
     api = cluster.admin()
-    api.apply(claim_template("one-npu", WHOLE_CLASS))
-    api.create(pod("dra-held", claim_templates={"npu": "one-npu"}))
-    running(api, "dra-held")
-    device = allocated_device(api, "dra-held")
+    device, _ = with_one_chip(api, "dra-held")
     phy = int(device.split("-")[1])
     plugin.update(scenario(faulted=frozenset({phy})))
     if not partitions_kept(kubernetes_version):  # DRADeviceTaints and ResourceHealthStatus are off
@@ -194,9 +196,7 @@ def test_a_chip_fault_taints_the_device_and_the_pod_sees_it(
 
 def test_a_kubelet_restart_does_not_prepare_a_claim_twice(cluster: Cluster, plugin: NodePlugin) -> None:
     api = cluster.admin()
-    api.apply(claim_template("one-npu", WHOLE_CLASS))
-    api.create(pod("dra-kept", claim_templates={"npu": "one-npu"}))
-    before = running(api, "dra-kept")
+    _, before = with_one_chip(api, "dra-kept")
     prepared = [
         line for line in plugin.lines() if str(line.get("msg", "")).startswith("prepared ResourceClaim")
     ]
