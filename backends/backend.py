@@ -1,34 +1,10 @@
 """ChipBackend: the one face through which the plugin reaches chips, one implementation per chip family.
 
-Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
-scenario-driven fake), the plugin asks the same things of a chip: its health
-(:meth:`~ChipBackend.read_health`), its static vNPUs (:meth:`~ChipBackend.vnpus`),
-and what it reports of itself (AI cores, device memory, PCIe and RoCE
-addresses); and of the node: fault events as they happen
-(:meth:`~ChipBackend.subscribe_faults`), the chips' topology units
-(:meth:`~ChipBackend.units`), which chips a hot reset takes together
-(:meth:`~ChipBackend.reset_group`) and the calls of a hot reset itself
-(:meth:`~ChipBackend.processes`, :meth:`~ChipBackend.hot_reset`,
-:meth:`~ChipBackend.boot_status`); and for the telemetry what each chip
-measures (temperature, power, voltage, clock, utilization, memory, ECC, RoCE
-network status: :mod:`backends.readings`), each None where the driver is silent.
-
-:class:`ChipBackend` is abstract: each family (:mod:`backends.families`) has
-its implementation, which carries the family's row (names, AI-core bounds,
-device nodes: data, :class:`~backends.family_table.FamilyTable`) and answers
-what its chips do differently. The defaults here are what holds for most
-families (DDR memory, no fault events, no vNPUs, units by card); what no
-default can guess, which chips restart together, every family must say.
-The library is opened and the chips enumerated before the family is known,
-by a :class:`~backends.session.LibrarySession`; the family's backend is built
-over that session.
-
-Drivers differ in what they offer: an older libdcmi.so has no
-``dcmi_get_device_errorcode_v2``, and some builds lack other optional calls.
-A missing function is never fatal here: the first time one turns out missing
-it is recorded in :attr:`~ChipBackend.missing` so the caller can say so once.
-A DCMI error a query turns into "unknown" is said at debug level, naming the
-function, the chip and the code.
+What most families do is the default here; each family's class (:mod:`backends.families`)
+carries its row (:class:`~backends.family_table.FamilyTable`) and overrides what
+its chips do differently (ARCHITECTURE.md "The chip families"). An optional DCMI
+function the driver lacks is never fatal: it is recorded in :attr:`~ChipBackend.missing`
+once, and the fact it gives is None.
 """
 
 from __future__ import annotations
@@ -99,6 +75,7 @@ NETWORK_HEALTH = "dcmi_get_device_network_health"
 ECC_INFO = "dcmi_get_device_ecc_info"
 MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
 MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
+VNPU_MAKING = ("dcmi_create_vdevice", "dcmi_set_destroy_vdevice")  # vNPUs made on demand
 # The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
 UTILIZATION_PERIOD_S = 1
 # dcmi_get_device_network_health results npu-exporter counts as a working link.
@@ -130,9 +107,7 @@ class MemoryKind(enum.Enum):
 class ChipBackend(abc.ABC):
     """One chip family over one chip library. Synchronous: callers run it off the event loop.
 
-    A family's class sets :attr:`TABLE` and overrides what its chips do
-    differently; the class attributes below are the family's facts, the
-    methods its behaviour.
+    The class attributes are the family's facts, read here; the other layers ask the methods.
     """
 
     TABLE: ClassVar[FamilyTable]  # the family's own row, before the operator's overrides
@@ -141,8 +116,6 @@ class ChipBackend(abc.ABC):
     memory_kind: ClassVar[MemoryKind] = MemoryKind.DDR
     # The driver's device-share mode lets several containers open one chip: share_count applies.
     shares_chips: ClassVar[bool] = False
-    # Chips can be split into vNPUs (backends.vnpu_family.VnpuFamily); vnpus() lists them.
-    splits_into_vnpus: ClassVar[bool] = False
     # Seconds utilization() may spend sampling (a period call), beyond an ordinary call's time.
     utilization_sampling_s: ClassVar[float] = 0.0
 
@@ -167,8 +140,12 @@ class ChipBackend(abc.ABC):
 
     @property
     def missing(self) -> set[str]:
-        """The optional DCMI functions the library lacks, as found so far."""
+        """The optional DCMI functions the library lacks, as found so far (v1 names)."""
         return self.session.missing
+
+    def lacking(self, *functions: str) -> list[str]:
+        """Those of ``functions`` (v1 names) the driver lacks, as found so far, in the order given."""
+        return [function for function in functions if function in self.session.missing]
 
     @property
     def description(self) -> str:
@@ -426,25 +403,36 @@ class ChipBackend(abc.ABC):
     def subscribe_faults(self, handler: FaultHandler) -> bool:
         """Deliver every chip's fault events to ``handler`` (on a library thread); False where none come.
 
-        Only 910 and 950 drivers deliver fault events (DCMI answers -8255 on
-        310, and Huawei's plugin polls 310, 310B and 310P): a family that does
-        not override this (with :meth:`subscribe_driver_events`) subscribes to
-        nothing, and its chips are polled alone.
+        Only 910 and 950 drivers send them (DCMI answers -8255 on 310; Huawei polls
+        310, 310B and 310P): those families override this with :meth:`subscribe_driver_events`.
         """
         return False
 
     def subscribe_driver_events(self, handler: FaultHandler) -> bool:
-        """Subscribe ``handler`` to every chip's fault events through the node's API; True.
+        """Subscribe ``handler`` to every chip's fault events through the node's API; False without the call.
 
-        A driver without the function raises :class:`~backends.errors.SymbolMissing`,
-        recorded in :attr:`missing`.
+        A driver found without it raises :class:`~backends.errors.SymbolMissing` the first time.
         """
+        if SUBSCRIBE in self.missing:
+            return False
         try:
             self.api.subscribe_faults(handler)
         except SymbolMissing:
             self.missing.add(SUBSCRIBE)
             raise
         return True
+
+    def share_count(self, wanted: int) -> int:
+        """Devices per chip for ``share_count`` = ``wanted``: 1 unless the family's driver shares chips."""
+        return wanted if self.shares_chips else 1
+
+    def vnpu_absence(self) -> str:
+        """Why this family's chips are never split into vNPUs, in an operator's words; empty: they are."""
+        return f"chips of the {self.TABLE.family} family have no vNPUs"
+
+    def lists_vnpus(self) -> bool:
+        """Whether the chips' static vNPUs can be read: a family whose chips split, a driver with VDEV_MNG."""
+        return False
 
     def vnpus(self, chip: Chip) -> list[VdevInfo]:
         """The chip's static vNPUs by id: none, on a family whose chips cannot be split."""
@@ -454,6 +442,18 @@ class ChipBackend(abc.ABC):
         """What ``chip`` can be split into on demand: nothing, on a family whose chips cannot be split."""
         return None
 
+    def create_vnpu(self, chip: Chip, template: str) -> int:
+        """Make a vNPU of ``template`` on ``chip``; its id. ChipError where chips cannot be split."""
+        raise ChipError(f"cannot make a vNPU on {chip.label}: {self.vnpu_absence()}")
+
+    def destroy_vnpu(self, chip: Chip, vdev_id: int) -> None:
+        """Destroy vNPU ``vdev_id`` of ``chip``. ChipError on a family whose chips cannot be split."""
+        raise ChipError(f"cannot destroy vNPU {vdev_id} on {chip.label}: {self.vnpu_absence()}")
+
+    def has_rank_table(self, chips: Sequence[Chip]) -> bool:
+        """Whether Volcano's pods on a node of ``chips`` get the HCCL rank-table annotation."""
+        return False
+
     def units(self, chips: Sequence[Chip]) -> Mapping[int, TopologyUnit]:
         """The topology unit of every chip of the node, keyed by physical id (units of :attr:`unit_kind`)."""
         return assign_units(ChipFacts.of(chip, self.unit_kind) for chip in chips)
@@ -462,18 +462,13 @@ class ChipBackend(abc.ABC):
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the node's).
 
-        Every chip of the group must be free before the reset and is waited for
-        after it; :mod:`backends.reset_groups` has the shapes. A family may ask
-        the driver (A3 asks for the brother card): call it off the event loop.
+        Each must be free before the reset and is waited for after it
+        (:mod:`backends.reset_groups`). A family may ask the driver: call it off the event loop.
         """
 
     def card_count(self, chips: Sequence[Chip]) -> int | None:
         """npu-exporter's ``machine_card_nums``: the node's DCMI cards; None where it shows none."""
         return len({chip.card_id for chip in chips})
-
-    def vnpu_absence(self) -> str:
-        """Why this family's chips are never split into vNPUs, in an operator's words."""
-        return f"chips of the {self.table.family} family have no vNPUs"
 
     def associated_card(self, chip: Chip) -> int:
         """The other card a reset of ``chip`` takes with it (Huawei's ``AssociatedCardId``); -1 for none."""
@@ -482,9 +477,8 @@ class ChipBackend(abc.ABC):
     def super_pod(self, chip: Chip) -> SuperPodInfo | None:
         """Where ``chip``'s node sits in a super pod (Huawei's SuperPodID, ServerIndex); None: nowhere.
 
-        Only A3 nodes are placed in super pods: every other family answers None
-        without asking the driver (the device-info ConfigMap then says -2). A
-        query that fails raises its :class:`~backends.errors.ChipError`.
+        Only A3 and 950 nodes ask the driver (a failure raises its ChipError); the
+        device-info ConfigMap says -2 for the others.
         """
         return None
 

@@ -75,7 +75,7 @@ async def hot_reset(context: Context) -> Finding:
             "hot reset is off: a chip at RestartRequest, RestartBusiness, FreeRestartNPU or RestartNPU stays "
             f"out until it is reset by hand ({how_to_set('hot_reset', True)} turns it on){now}",
         )
-    lacking = [name for name in NEEDED if name in backend.missing]
+    lacking = backend.lacking(*NEEDED)
     if lacking:
         return Finding.problem(
             HOT_RESET,
@@ -92,7 +92,7 @@ async def hot_reset(context: Context) -> Finding:
     detail += ": " + "; ".join(plans) if plans else ": no chip needs a reset now"
     if separated:
         detail += f"; named in the node's ResetInfo annotation, never reset: {listing(separated)}"
-    if PROCESSES in backend.missing:
+    if backend.lacking(PROCESSES):
         return Finding.warning(
             HOT_RESET,
             f"{detail}. The driver has no {PROCESSES}: {FEATURE_FUNCTIONS[PROCESSES]}",

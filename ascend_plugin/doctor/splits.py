@@ -58,8 +58,8 @@ async def vnpus(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     table = backend.table
-    if not backend.splits_into_vnpus:
-        raise NotApplicable(backend.vnpu_absence())
+    if absence := backend.vnpu_absence():
+        raise NotApplicable(absence)
     found: dict[int, tuple[VdevInfo, ...]] = {}
     for chip in chips:
         try:
@@ -170,7 +170,7 @@ async def share_count(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     vnpus: Mapping[int, tuple[VdevInfo, ...]] = {}
-    if settings.vnpu == "static" and backend.splits_into_vnpus:
+    if settings.vnpu == "static" and not backend.vnpu_absence():
         vnpus = context.need(context.vnpus, VNPUS)  # what the plugin would see
     states = [ChipState(chip, vnpus=vnpus.get(chip.phy_id, ())) for chip in chips]
     inventory = Inventory(NodeFacts(backend.table, "doctor"), states)

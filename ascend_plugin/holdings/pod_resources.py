@@ -75,19 +75,6 @@ class ContainerListing:
 
 Listing = tuple[ContainerListing, ...]
 
-# Pod (namespace, name) -> resource -> the device IDs its containers hold.
-PodDevices = Mapping[tuple[str, str], Mapping[str, tuple[str, ...]]]
-
-
-def pod_devices(listing: Listing) -> PodDevices:
-    """The listing by pod: every resource's device IDs over the pod's containers."""
-    result: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
-    for container in listing:
-        held = result.setdefault(container.ref.pod_key, {})
-        for resource, ids in container.devices.items():
-            held[resource] = (*held.get(resource, ()), *ids)
-    return MappingProxyType({key: MappingProxyType(value) for key, value in result.items()})
-
 
 def _devices(container: v1.ContainerResources | v1alpha1.ContainerResources) -> Mapping[str, tuple[str, ...]]:
     result: dict[str, tuple[str, ...]] = {}

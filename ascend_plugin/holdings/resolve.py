@@ -1,27 +1,99 @@
-"""From what the kubelet lists to the chips behind it: device-plugin IDs and DRA claims' devices.
+"""From what the kubelet lists to the chips behind it: device-plugin IDs, Volcano's kubelet IDs, DRA claims.
 
-A device-plugin ID is one of the offer book's devices: a whole chip, a share of
-one, or a vNPU carved out of one; each names its chips (and a vNPU its id). For
-a resource whose chips a scheduler chooses (Volcano mode), the kubelet's IDs are
-only a count: the chip behind one is the chooser's kubelet-ID map
-(:class:`~ascend_plugin.offers.assignments.Assignments`), and an ID the map
-does not know names no chip yet. A DRA claim's device is this driver's, in this
-node's pool, named after the chip it is or sits on (the DRA face says how: a
-whole chip, or a partition made on demand). With the DRA driver there is no
-offer book, yet pods a device plugin served before the node moved (this one's,
-or Huawei's: the same IDs) still hold their chips: their IDs are read by the
-names a device plugin gives them (:class:`DevicePluginIds`).
+A device-plugin ID is one of the offer book's devices (a whole chip, a share,
+a vNPU). Where a scheduler chooses the chips (Volcano mode) the kubelet's IDs
+are only a count: the chip behind one is the chooser's map (:class:`Assignments`).
+A DRA claim's device is this driver's, in this node's pool. Without an offer
+book (the DRA driver), pods a device plugin served before still hold chips:
+their IDs are read by the names a device plugin gives them (:class:`DevicePluginIds`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.holdings.pod_resources import ClaimDevice
-from ascend_plugin.offers.assignments import DeviceChooser
+from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
+
+
+class Assignments:
+    """Per resource, the real device handed over for each kubelet device ID (Volcano mode).
+
+    The map stays one to one: recording a pair drops every earlier pair that
+    used the same kubelet ID or the same real device. Pairs of pods that ended
+    stay until a new allocation replaces them: each kubelet ID still stands for
+    exactly one real device.
+    """
+
+    def __init__(self) -> None:
+        self._maps: dict[str, dict[str, str]] = {}
+        self.changes = Changes()
+
+    def mapping(self, resource: str) -> Mapping[str, str]:
+        """Kubelet ID -> real device ID of one resource."""
+        return MappingProxyType(dict(self._maps.get(resource, {})))
+
+    def record(self, resource: str, kubelet_ids: Sequence[str], real_ids: Sequence[str]) -> None:
+        """``kubelet_ids[i]`` now stands for ``real_ids[i]``."""
+        if len(kubelet_ids) != len(real_ids) or len(set(kubelet_ids)) != len(kubelet_ids):
+            raise ValueError(
+                f"cannot pair kubelet IDs {list(kubelet_ids)} with real devices {list(real_ids)}: "
+                "both must be lists of distinct IDs of the same length"
+            )
+        current = self._maps.setdefault(resource, {})
+        taken_keys, taken_values = set(kubelet_ids), set(real_ids)
+        updated = {k: r for k, r in current.items() if k not in taken_keys and r not in taken_values}
+        updated.update(zip(kubelet_ids, real_ids, strict=True))
+        if updated != current:
+            self._maps[resource] = updated
+            self.changes.bump()
+
+    def real_of(self, resource: str, kubelet_ids: Sequence[str]) -> tuple[str, ...] | None:
+        """The real devices behind ``kubelet_ids``, or None if any of them is not mapped."""
+        mapping = self._maps.get(resource, {})
+        if not all(kubelet_id in mapping for kubelet_id in kubelet_ids):
+            return None
+        return tuple(mapping[kubelet_id] for kubelet_id in kubelet_ids)
+
+    def paired(self, resource: str, devices: Sequence[OfferedDevice]) -> list[tuple[str, OfferedDevice]]:
+        """Every device's ID as a kubelet ID, with the real device whose health ListAndWatch reports for it.
+
+        Mapped IDs report their real device, the rest the real devices nobody's
+        ID maps to, in order: a faulted chip turns unhealthy the kubelet ID of
+        the pod holding it, and the count of healthy IDs stays that of healthy
+        chips. Pairs naming a device the node no longer offers are ignored.
+        """
+        by_id = {device.id: device for device in devices}
+        mapping = {k: r for k, r in self._maps.get(resource, {}).items() if k in by_id and r in by_id}
+        mapped_reals = set(mapping.values())
+        free_ids = [device.id for device in devices if device.id not in mapping]
+        free_reals = [device for device in devices if device.id not in mapped_reals]
+        pairs = {kubelet_id: by_id[real] for kubelet_id, real in mapping.items()}
+        pairs.update(zip(free_ids, free_reals, strict=True))
+        return [(device.id, pairs[device.id]) for device in devices]
+
+
+class DeviceChooser(Protocol):
+    """Names the real devices for an Allocate of a resource whose chips a scheduler chose (Volcano)."""
+
+    @property
+    def assignments(self) -> Assignments:
+        """The kubelet ID -> real device maps the chooser keeps."""
+        ...
+
+    def decides(self, resource: str) -> bool:
+        """True when this chooser, not the kubelet, decides the devices of ``resource``."""
+        ...
+
+    async def choose(self, resource: str, kubelet_ids: Sequence[str]) -> tuple[str, ...]:
+        """The real device IDs to hand over for ``kubelet_ids``; CannotServe says why there are none."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -47,11 +119,10 @@ class ClaimNames:
 class DevicePluginIds:
     """The chips behind a device plugin's IDs, read from the IDs themselves (no offer book).
 
-    Huawei's names and this plugin's alike: ``<prefix>-<phy>`` (a whole chip),
-    ``<prefix>-<phy>-<i>`` (a share) of the family's resource, and
-    ``<prefix>-<template suffix>-<vNPU id>-<phy>`` of a vNPU resource
-    ``<resource>-<suffix>``. Volcano's kubelet IDs do not name the chip Volcano
-    chose: a node that ran Volcano mode is drained before it moves (docs/dra.md).
+    Huawei's names and ours: ``<prefix>-<phy>`` and ``<prefix>-<phy>-<i>`` of
+    the family's resource, ``<prefix>-<suffix>-<vNPU id>-<phy>`` of a vNPU
+    resource. Volcano's kubelet IDs name no chip: such a node is drained before
+    it moves (docs/dra.md).
     """
 
     resource: str  # the family's whole-chip resource, e.g. huawei.com/Ascend910
@@ -74,9 +145,9 @@ class DevicePluginIds:
 class ChipResolver:
     """Names the chips behind kubelet device IDs (through the offer book) and claims' devices.
 
-    ``chooser`` is the Volcano chooser once that face exists (it is built after
-    this resolver, which it needs): set it then. Without a book (the DRA driver),
-    ``plugin_ids`` reads the chips of device-plugin pods from their IDs.
+    ``chooser`` is Volcano's, set once that face is built (it needs the
+    resolver's holdings first). Without a book, ``plugin_ids`` reads the chips
+    of device-plugin pods from their IDs; with neither, nothing is ours.
     """
 
     def __init__(
@@ -94,7 +165,7 @@ class ChipResolver:
     def version(self) -> tuple[int, int]:
         """Changes whenever an answer may: the offer book's (inventory) version, the chooser's map version."""
         book = self.book.version if self.book is not None else 0
-        chooser = self.chooser.assignments.version if self.chooser is not None else 0
+        chooser = self.chooser.assignments.changes.version if self.chooser is not None else 0
         return (book, chooser)
 
     def device(self, resource: str, kubelet_id: str) -> HeldDevice | None:

@@ -29,7 +29,7 @@ from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneStuck
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
-from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
+from backends.backend import WITHOUT, ChipBackend
 from backends.chips import Chip, ChipAddress, Unnamed
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, FamilyTable, family_for, family_named
@@ -267,7 +267,7 @@ class Discovery:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
         units = backend.units(found.chips)
-        reads_vnpus = self.settings.vnpus and backend.splits_into_vnpus and DEVICE_INFO not in backend.missing
+        reads_vnpus = self.settings.vnpus and backend.lists_vnpus()
         states = []
         for chip in found.chips:
             unread = found.unread.get(chip.phy_id, "")
@@ -279,7 +279,7 @@ class Discovery:
             backend.table,
             backend.description,
             driver_version,
-            frozenset(backend.missing),
+            frozenset(backend.lacking(*WITHOUT)),
             reads_vnpus,
             await self._super_pod(backend, [chip for chip in found.chips if chip.phy_id not in found.unread]),
         )

@@ -1,28 +1,9 @@
-"""The node's offers, chosen once at start from the settings and the chips found.
+"""The node's offers, chosen once at start from the settings and the chips found (the plugin's and doctor's).
 
-One place decides how this node's chips are offered, so the plugin and
-``doctor`` come to the same answer:
-
-* whole chips, or, with ``share_count`` N > 1 on a family whose driver shares
-  chips (its backend's ``shares_chips``: 310B, 310P), each chip N times
-  (:class:`~ascend_plugin.offers.shares.Shares`);
-  on other families the setting is ignored, as Huawei's plugin does, so that one
-  chart value across a mixed cluster never takes chips away: the chips are offered
-  whole and a warning :class:`Notice` says so (logged, posted as a node Event,
-  reported by ``doctor``);
-* with ``vnpu=static`` on a family whose chips can be split (``splits_into_vnpus``:
-  310P, 910), the static vNPUs
-  (:class:`~ascend_plugin.offers.vnpus.StaticVnpus`); a chip that carries some is
-  then neither offered whole nor shared.
-
-Sharing a chip that carries vNPUs is refused (:class:`SharingRefused`, a
-settings error: the plugin stops as it would for invalid settings), as Huawei's
-plugin refuses it. The plugin cannot
-see whether the driver's device-share mode is on (Huawei does not ask either), so
-sharing comes with an informational notice giving the ``npu-smi`` command per chip.
-
-The DRA driver's counterpart is :func:`plan_dra`: which chips are shared and
-which can be split on demand (``vnpu=dynamic``), by the same rules.
+Whole chips, or each chip ``share_count`` times where the family's driver
+shares chips (ignored elsewhere, with a warning, as Huawei's plugin does); with
+``vnpu=static`` the static vNPUs; sharing a chip that carries vNPUs is refused.
+:func:`plan_dra` is the DRA driver's counterpart. docs/sharing.md.
 """
 
 from __future__ import annotations
@@ -38,14 +19,12 @@ from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
 from ascend_plugin.settings import Settings, SettingsError, how_to_set
-from backends.backend import ChipBackend
-from backends.families import FAMILIES
-from backends.vnpu_family import VnpuFamily
+from backends.backend import VNPU_MAKING, ChipBackend
+from backends.families import sharing_families, vnpu_families
 from backends.vnpu_split import ChipSplits
 
 SHARE_COUNT_IGNORED = "ShareCountIgnored"
 DYNAMIC_VNPU_IGNORED = "DynamicVnpuIgnored"
-_MAKING = frozenset({"dcmi_create_vdevice", "dcmi_set_destroy_vdevice"})
 NOT_SPLIT_ON_DEMAND = "NotSplitOnDemand"
 DEVICE_SHARE_NEEDED = "DeviceShareNeeded"
 _LISTED = 8  # chips named in one message
@@ -65,10 +44,9 @@ class OfferSettings:
 
 @dataclass(frozen=True)
 class Notice:
-    """Something about the node's offers an operator should hear of once, at start.
+    """Something about the node's offers an operator should hear of once, at start (logged at ``level``).
 
-    ``level`` is the log level; warnings are also posted as an Event on the node
-    (``reason`` is the Event's reason) and reported by ``doctor``.
+    Warnings are also a node Event (of ``reason``) and in ``doctor``'s report.
     """
 
     reason: str
@@ -97,10 +75,7 @@ class SharingRefused(SettingsError):
 def plan_offers(settings: OfferSettings, inventory: Inventory, family: ChipBackend) -> OfferPlan:
     """The node's offers, as ``family`` (the node's backend) allows; SharingRefused: shares meet vNPUs."""
     chips = inventory.chips()
-    notices: list[Notice] = []
-    sharing = settings.share_count > 1 and family.shares_chips
-    if settings.share_count > 1 and not family.shares_chips:
-        notices.append(_share_count_ignored(settings.share_count, inventory))
+    sharing, notices = _sharing(settings, inventory, family)
     offers: list[Offer] = []
     if sharing:
         split = [state for state in chips if state.split]
@@ -110,9 +85,16 @@ def plan_offers(settings: OfferSettings, inventory: Inventory, family: ChipBacke
         notices.append(_device_share_needed(settings.share_count, chips))
     else:
         offers.append(WholeChips())
-    if settings.vnpu == "static" and family.splits_into_vnpus:
+    if settings.vnpu == "static" and not family.vnpu_absence():
         offers.append(StaticVnpus())
     return OfferPlan(tuple(offers), tuple(notices), sharing)
+
+
+def _sharing(settings: OfferSettings, inventory: Inventory, family: ChipBackend) -> tuple[bool, list[Notice]]:
+    """Whether each chip is offered share_count times; a warning where the family ignores share_count."""
+    if settings.share_count > 1 and family.share_count(settings.share_count) == 1:
+        return False, [_share_count_ignored(settings.share_count, inventory)]
+    return settings.share_count > 1, []
 
 
 @dataclass(frozen=True)
@@ -122,7 +104,7 @@ class DraPlan:
     splits: Mapping[int, ChipSplits]
     share_count: int = 1
     notices: tuple[Notice, ...] = ()
-    maker: VnpuFamily | None = None  # the backend that makes the partitions' vNPUs (splits not empty)
+    maker: ChipBackend | None = None  # the backend that makes the partitions' vNPUs (splits not empty)
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
@@ -133,22 +115,16 @@ class DraPlan:
 def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend) -> DraPlan:
     """The DRA driver's plan for the node; SharingRefused when sharing meets vNPUs, as in :func:`plan_offers`.
 
-    ``vnpu=dynamic`` on a family whose chips cannot be split, or ``share_count``
-    on one whose driver does not share chips, is ignored with a warning (one
-    chart value across a mixed cluster). On a family that could do both (310P)
-    the two do not go together: a chip split into vNPUs cannot also be shared.
+    ``vnpu=dynamic`` where no vNPU can be made is ignored with a warning, like
+    ``share_count``; on 310P the two do not go together.
     """
     chips = inventory.chips()
-    notices: list[Notice] = []
-    sharing = settings.share_count > 1 and family.shares_chips
-    if settings.share_count > 1 and not family.shares_chips:
-        notices.append(_share_count_ignored(settings.share_count, inventory))
-    maker = family if isinstance(family, VnpuFamily) else None
-    dynamic = settings.vnpu == "dynamic" and maker is not None
-    if settings.vnpu == "dynamic" and maker is None:
-        notices.append(_dynamic_ignored(inventory, family))
-    lacking = sorted(_MAKING & family.missing)
-    if dynamic and lacking:
+    sharing, notices = _sharing(settings, inventory, family)
+    dynamic = settings.vnpu == "dynamic"
+    if dynamic and (absence := family.vnpu_absence()):
+        notices.append(_dynamic_ignored(inventory, absence))
+        dynamic = False
+    if dynamic and (lacking := family.lacking(*VNPU_MAKING)):
         notices.append(_driver_cannot_make(inventory, lacking))
         dynamic = False
     if sharing:
@@ -165,7 +141,7 @@ def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend)
         unsplit = [state for state in chips if state.phy_id not in splits]
         if unsplit:
             notices.append(_not_split_on_demand(inventory, unsplit))
-    return DraPlan(splits, settings.share_count if sharing else 1, tuple(notices), maker if splits else None)
+    return DraPlan(splits, settings.share_count if sharing else 1, tuple(notices), family if splits else None)
 
 
 def _driver_cannot_make(inventory: Inventory, lacking: Sequence[str]) -> Notice:
@@ -177,12 +153,11 @@ def _driver_cannot_make(inventory: Inventory, lacking: Sequence[str]) -> Notice:
     )
 
 
-def _dynamic_ignored(inventory: Inventory, backend: ChipBackend) -> Notice:
-    splitting = ", ".join(family.TABLE.family for family in FAMILIES if family.splits_into_vnpus)
+def _dynamic_ignored(inventory: Inventory, absence: str) -> Notice:
     return Notice(
         DYNAMIC_VNPU_IGNORED,
         f"vnpu=dynamic is ignored on this node: its chips {_chips(inventory, inventory.chips())} are of "
-        f"family {inventory.table.family}: {backend.vnpu_absence()}; only {splitting} have vNPUs. The "
+        f"family {inventory.table.family}: {absence}; only {vnpu_families()} have vNPUs. The "
         "chips are published whole",
     )
 
@@ -202,11 +177,6 @@ def _not_split_on_demand(inventory: Inventory, states: Sequence[ChipState]) -> N
 
 def _fmt(value: float | int | None) -> str:
     return "unknown" if value is None else f"{value:g}"
-
-
-def sharing_families() -> str:
-    """The families whose driver shares chips, e.g. ``310P, 310B``."""
-    return ", ".join(family.TABLE.family for family in FAMILIES if family.shares_chips)
 
 
 def _chips(inventory: Inventory, states: Sequence[ChipState]) -> str:

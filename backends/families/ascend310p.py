@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -48,6 +49,7 @@ _TEMPLATES: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType(
 )
 # A template's memory is its share of the chip's: its AI cores of these (vir04 takes half).
 _SHARE_OF: Final = 8
+_DUO_CHIPS: Final = 2  # chips on an Atlas 300I Duo card
 
 
 class Ascend310P(VnpuFamily):
@@ -86,6 +88,11 @@ class Ascend310P(VnpuFamily):
 
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return same_card(chip, chips)
+
+    def has_rank_table(self, chips: Sequence[Chip]) -> bool:
+        """On an Atlas 300I Duo node: every card carries two chips."""
+        per_card = collections.Counter(chip.card_id for chip in chips)
+        return set(per_card.values()) == {_DUO_CHIPS}
 
     def hot_reset(self, chip: Chip) -> None:
         """Reset the chip's card through its device 0, the one the driver takes a card's reset on."""

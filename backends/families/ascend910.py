@@ -89,6 +89,9 @@ class Ascend910(VnpuFamily):
     def subscribe_faults(self, handler: FaultHandler) -> bool:
         return self.subscribe_driver_events(handler)
 
+    def has_rank_table(self, chips: Sequence[Chip]) -> bool:
+        return True
+
     # -- telemetry --------------------------------------------------------------------------
 
     def utilization(self, chip: Chip) -> Utilization:

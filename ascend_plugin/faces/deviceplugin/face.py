@@ -24,7 +24,8 @@ from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
-from ascend_plugin.offers.assignments import DeviceChooser, HeldChips
+from ascend_plugin.holdings.held import HeldChips
+from ascend_plugin.holdings.resolve import DeviceChooser
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 
@@ -168,9 +169,10 @@ class DevicePluginFace:
 
     async def _follow_assignments(self, chooser: DeviceChooser) -> None:
         """Every stream looks again when a kubelet ID comes to stand for another chip."""
-        version = chooser.assignments.version
+        changes = chooser.assignments.changes
+        version = changes.version
         while True:
-            version = await chooser.assignments.wait_for_change(version)
+            version = await changes.wait_for_change(version)
             for server in self.servers.values():
                 server.service.notify()
 

@@ -25,6 +25,8 @@ from ascend_plugin.grpc_guard.refusals import BadRequest, Refused
 from ascend_plugin.grpc_guard.server import RequestRules
 from ascend_plugin.grpc_guard.wire_check import RequestLimits
 from ascend_plugin.handover.modes import Handover
+from ascend_plugin.holdings.held import HeldChips
+from ascend_plugin.holdings.resolve import DeviceChooser
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
     AllocateResponse,
@@ -41,7 +43,6 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     TopologyInfo,
 )
 from ascend_plugin.kubelet_api.v1beta1 import NumaNode as NumaNodeMessage
-from ascend_plugin.offers.assignments import DeviceChooser, HeldChips
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids

@@ -1,20 +1,15 @@
 """VolcanoChooser: the real chips for an Allocate, from the pod Volcano bound for it.
 
-Selection is serialized: one choice at a time, so two Allocates never take the
-same pod. Three attempts a second apart: the first two read the watch cache,
-the last lists from the API server (the one time the kubelet's path waits for
-the API server: without the pod there is nothing correct to hand over). The
-chosen pod is marked consumed in the cache at once and its ``predicate-time``
-patch queued, so an API server that is away delays nothing the cache can answer.
-No candidate is a refusal naming the resource, the count and every near miss;
-the kubelet then fails the pod's admission, as with Huawei's plugin. A request
-for every chip of the node needs no lookup.
+One choice at a time, so two Allocates never take the same pod; three attempts
+a second apart, the last listing the node's pods from the API server. The pod
+is marked consumed in the cache at once and its patch queued. docs/volcano.md.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import anyio
 
@@ -22,11 +17,11 @@ from ascend_plugin.faces.volcano.candidates import Selection, select
 from ascend_plugin.faces.volcano.patcher import PodPatcher
 from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
-from ascend_plugin.faces.volcano.served import Served, ServedPods
 from ascend_plugin.grpc_guard.refusals import CannotServe
 from ascend_plugin.grpc_guard.status import listed
+from ascend_plugin.holdings.held import HeldChips
+from ascend_plugin.holdings.resolve import Assignments
 from ascend_plugin.kubeapi.errors import KubeError
-from ascend_plugin.offers.assignments import Assignments
 from ascend_plugin.offers.book import OfferBook
 
 log = logging.getLogger(__name__)
@@ -34,6 +29,14 @@ log = logging.getLogger(__name__)
 ATTEMPTS = 3
 ATTEMPT_INTERVAL = 1.0  # seconds between attempts
 QUOTED = 80  # characters of an annotation a refusal quotes
+
+
+@dataclass(frozen=True)
+class Served:
+    """One pod's Allocate: the kubelet's IDs and the chips handed over for them."""
+
+    kubelet_ids: tuple[str, ...]
+    real_ids: tuple[str, ...]
 
 
 class VolcanoChooser:
@@ -46,21 +49,19 @@ class VolcanoChooser:
         pods: PodCache,
         *,
         patcher: PodPatcher,
-        served: ServedPods,
         assignments: Assignments,
-        holders: set[str] | None = None,
+        held: HeldChips,
         interval: float = ATTEMPT_INTERVAL,
     ) -> None:
         self.resource = resource
         self.book = book
         self.pods = pods
         self.patcher = patcher
-        self.served = served
         self._assignments = assignments
-        # Keys of pods the kubelet lists as holding this resource (kept current by the annotation writer).
-        self.holders: set[str] = holders if holders is not None else set()
+        self.held = held  # the pods the kubelet lists as holding the resource are no candidates
         self.interval = interval
-        self.on_served: Callable[[], None] = lambda: None  # the annotation writer's wake-up
+        # By pod UID, this run's Allocates: what the annotation writer has where the kubelet cannot say.
+        self.served: dict[str, Served] = {}
         self._lock = anyio.Lock()
 
     @property
@@ -79,7 +80,7 @@ class VolcanoChooser:
             return tuple(ids)
         async with self._lock:
             pod = await self._find(resource, len(ids))
-            self.pods.consume(pod)
+            self.pods.consume(pod)  # wakes the annotation writer too
             self.patcher.want(pod, {PREDICATE_TIME: str(CONSUMED)})
         chosen = pod.chosen(resource) or ()
         unknown = [chip for chip in chosen if chip not in order]
@@ -92,8 +93,7 @@ class VolcanoChooser:
             )
         real = sorted(chosen, key=order.__getitem__)
         self._assignments.record(resource, ids, real)
-        self.served.add(Served(pod, tuple(ids), tuple(real)))
-        self.on_served()
+        self.served[pod.uid] = Served(tuple(ids), tuple(real))
         log.info(
             "Volcano chose %s for pod %s (predicate-time %d)",
             ",".join(real),
@@ -114,7 +114,8 @@ class VolcanoChooser:
                     list_error = ""
                 except KubeError as error:
                     list_error = str(error)
-            selection = select(pods, resource, count, consumed=self.pods.consumed, holding=self.holders)
+            holding = {f"{namespace}/{name}" for namespace, name in self.held.device_ids(resource)}
+            selection = select(pods, resource, count, consumed=self.pods.consumed, holding=holding)
             if selection.pod is not None:
                 return selection.pod
             log.debug("no pod for %d %s chip(s) (attempt %d)", count, resource, attempt)

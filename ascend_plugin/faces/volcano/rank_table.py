@@ -1,18 +1,14 @@
 """The rank-table annotation HCCL jobs read: ``ascend.kubectl.kubernetes.io/ascend-910-configuration``.
 
-On 910 nodes and Atlas 300I Duo nodes (310P chips two to a card) every pod
-that holds chips gets one JSON object: ``pod_name``, ``server_id`` (the pod's
-UID), ``host_ip`` (the node's InternalIP) and ``devices``, one entry per chip by
-physical id with its RoCE ``device_ip`` ("-1" where DCMI gives none) and
-``super_device_id``. The plugin does not read super-pod facts from DCMI, so
-``super_device_id`` is always "-2" (unknown) and ``super_pod_id`` and
-``server_index`` are left out: no node here has them to give. The JSON is
-compact, in the field order Huawei's plugin writes.
+On the nodes whose family writes one (``ChipBackend.has_rank_table``: 910, the
+Atlas 300I Duo) every pod holding chips gets one compact JSON object in the
+field order Huawei's plugin writes: ``pod_name``, ``server_id`` (its UID),
+``host_ip`` and per chip its RoCE ``device_ip`` ("-1" where DCMI gives none)
+and ``super_device_id`` ("-2": super-pod facts are not read here).
 """
 
 from __future__ import annotations
 
-import collections
 import ipaddress
 import json
 import logging
@@ -29,18 +25,6 @@ log = logging.getLogger(__name__)
 
 NO_DEVICE_IP = "-1"
 UNKNOWN_SUPER_DEVICE = "-2"
-DUO_CHIPS_PER_CARD = 2
-
-
-def rank_table_wanted(inventory: Inventory) -> bool:
-    """910 nodes, and 310P nodes whose every card carries two chips (Atlas 300I Duo)."""
-    family = inventory.table.family
-    if family == "910":
-        return True
-    if family != "310P" or not inventory.chips():
-        return False
-    per_card = collections.Counter(state.chip.card_id for state in inventory.chips())
-    return set(per_card.values()) == {DUO_CHIPS_PER_CARD}
 
 
 @dataclass(frozen=True)

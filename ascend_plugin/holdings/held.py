@@ -1,0 +1,256 @@
+"""HeldChips: which container holds which chips of this node, and the chips held, in every mode.
+
+The kubelet is asked every :data:`REFRESH_INTERVAL` seconds and on demand
+(:meth:`HeldChips.refresh`: one call serves every part that asked meanwhile),
+each listing resolved to chips (:mod:`.resolve`). What the kubelet cannot list
+yet counts too: the chips Allocate or Prepare just handed over
+(:meth:`HeldChips.handed`) and, in Volcano mode, what the pods' annotations say
+(:meth:`HeldChips.also_held`). ARCHITECTURE.md "Who holds a chip" has the picture.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Final
+
+import anyio
+
+from ascend_plugin.changes import Changes
+from ascend_plugin.holdings.pod_resources import ContainerRef, Listing, PodResourcesClient
+from ascend_plugin.holdings.resolve import ChipResolver, HeldDevice
+
+REFRESH_INTERVAL: Final = 5.0  # seconds between two listings when nobody asks sooner (npu-exporter's cadence)
+# Seconds the kubelet may take to list a container's devices once their Allocate returned: a listing
+# begun this long after a hand-over says whether the container holds them (or never started).
+HANDED_SETTLE: Final = 1.0
+
+ByChip = Mapping[int, tuple[ContainerRef, ...]]
+PodIds = Mapping[tuple[str, str], tuple[str, ...]]  # (namespace, pod) -> device IDs
+
+
+@dataclass(frozen=True)
+class ContainerChips:
+    """One container and what it holds of this node's devices (only containers that hold any are kept)."""
+
+    ref: ContainerRef
+    devices: tuple[HeldDevice, ...]
+
+    @property
+    def chips(self) -> frozenset[int]:
+        """The physical ids of every chip behind its devices."""
+        return frozenset(chip for device in self.devices for chip in device.chips)
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A listing resolved: per container, per chip its containers, and those holding it through device IDs."""
+
+    containers: tuple[ContainerChips, ...] = ()
+    by_chip: ByChip = field(default_factory=lambda: MappingProxyType({}))
+    plugin_held: ByChip = field(default_factory=lambda: MappingProxyType({}))  # device IDs, not DRA claims
+
+    @property
+    def chips(self) -> frozenset[int]:
+        return frozenset(self.by_chip)
+
+
+def resolve(listing: Listing, resolver: ChipResolver) -> Resolved:
+    """Each container's devices as chips; containers holding none of ours are left out."""
+    containers = []
+    by_chip: dict[int, list[ContainerRef]] = {}
+    plugin_held: dict[int, list[ContainerRef]] = {}
+    for entry in listing:
+        devices = [
+            device
+            for resource, ids in entry.devices.items()
+            for kubelet_id in ids
+            if (device := resolver.device(resource, kubelet_id)) is not None
+        ]
+        for chip in sorted({chip for device in devices for chip in device.chips}):
+            plugin_held.setdefault(chip, []).append(entry.ref)
+        devices += [device for claim in entry.claims if (device := resolver.claim_device(claim)) is not None]
+        if devices:
+            held = ContainerChips(entry.ref, tuple(devices))
+            containers.append(held)
+            for chip in sorted(held.chips):
+                by_chip.setdefault(chip, []).append(entry.ref)
+    return Resolved(
+        tuple(sorted(containers, key=lambda held: held.ref)), _by_chip(by_chip), _by_chip(plugin_held)
+    )
+
+
+def _by_chip(refs: Mapping[int, list[ContainerRef]]) -> ByChip:
+    return MappingProxyType({chip: tuple(sorted(found)) for chip, found in sorted(refs.items())})
+
+
+class HeldChips:
+    """The kubelet's view of which container holds which chips, kept current, and the node's held chips.
+
+    :attr:`known` is False until the kubelet (or Volcano's annotations) first
+    answered: before that, an empty :attr:`chips` says nothing about whether a
+    chip is free. While the kubelet does not answer, the held chips stay as last
+    known, or are what :meth:`also_held` says where a part knows.
+    """
+
+    def __init__(
+        self,
+        client: PodResourcesClient,
+        resolver: ChipResolver | None = None,
+        *,
+        interval: float = REFRESH_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.resolver = resolver or ChipResolver()  # the mode's: set by the app once the offers are known
+        self.interval = interval
+        self.clock = clock
+        self.listing: Listing | None = None  # the last listing the kubelet answered
+        self.answered = False  # whether the last attempt was answered
+        self.tried = anyio.Event()  # set once the kubelet was asked the first time, answered or not
+        self.changes = Changes()  # the held chips, whether they are known, or the device-plugin holders
+        self._listed_at = -float("inf")  # clock() when the last attempt began
+        self._lock = anyio.Lock()
+        self._resolved = Resolved()
+        self._resolved_for: tuple[int, tuple[int, int]] | None = None
+        self._generation = 0  # counts listings, so a new one is always resolved
+        self._also: frozenset[int] | None = None  # what a part knows to be held (Volcano mode)
+        self._listed: frozenset[int] = frozenset()  # held by the last answer (the kubelet's, or a part's)
+        self._handed: dict[int, float] = {}  # chip -> when it was handed over, not yet seen listed
+        self._chips: frozenset[int] = frozenset()
+        self._known = False
+        self._plugin_held: ByChip = MappingProxyType({})
+
+    # -- the held chips (the device-info free list, fault management, hot reset) ---------------
+
+    @property
+    def chips(self) -> frozenset[int]:
+        """The physical ids of the chips containers hold, or were just handed."""
+        return self._chips
+
+    @property
+    def known(self) -> bool:
+        """Whether the held chips were learnt at least once (from the kubelet, or Volcano's annotations)."""
+        return self._known
+
+    @property
+    def just_handed(self) -> frozenset[int]:
+        """Chips handed over lately that no listing has covered yet (held whatever the kubelet lists)."""
+        return frozenset(self._handed)
+
+    @property
+    def version(self) -> int:
+        return self.changes.version
+
+    async def wait_for_change(self, seen_version: int) -> int:
+        """The version, once it differs from ``seen_version``."""
+        return await self.changes.wait_for_change(seen_version)
+
+    # -- per container (telemetry labels, Volcano, the DRA slices) ----------------------------
+
+    def containers(self) -> tuple[ContainerChips, ...]:
+        """Every container holding chips of this node, by (namespace, pod, container)."""
+        return self._current().containers
+
+    def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding chip ``phy_id`` (its whole, a share or a vNPU of it), sorted."""
+        return self._current().by_chip.get(phy_id, ())
+
+    def device_plugin_holders(self) -> ByChip:
+        """Per chip, the containers holding it through a device plugin's device IDs (no DRA claim)."""
+        return self._current().plugin_held
+
+    def device_ids(self, resource: str) -> PodIds:
+        """Per pod (namespace, name), the kubelet's device IDs of ``resource`` in its last answer."""
+        found: dict[tuple[str, str], tuple[str, ...]] = {}
+        for entry in self.listing or ():
+            if ids := entry.devices.get(resource):
+                found[entry.ref.pod_key] = (*found.get(entry.ref.pod_key, ()), *ids)
+        return MappingProxyType(found)
+
+    # -- what the faces tell --------------------------------------------------------------------
+
+    def handed(self, chips: Iterable[int]) -> None:
+        """These chips were just handed to a container (Allocate, Prepare): held before the kubelet says.
+
+        They stay held until a listing begun after shows them, or one begun
+        :data:`HANDED_SETTLE` seconds after does not.
+        """
+        now = self.clock()
+        for chip in chips:
+            self._handed[chip] = now
+        self._publish()
+
+    def also_held(self, chips: frozenset[int]) -> None:
+        """Chips a part knows to be held beyond the kubelet's record (replacing what it said before)."""
+        self._also = chips
+        self._learn(None)
+
+    # -- keeping it current --------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """List every ``interval`` seconds (sooner listings on demand count) until cancelled."""
+        while True:
+            await anyio.sleep(max(self._listed_at + self.interval - self.clock(), 0.0))
+            if self._listed_at + self.interval <= self.clock():
+                await self.refresh()
+
+    async def refresh(self) -> Listing | None:
+        """A listing begun after this call, or None when the kubelet cannot be asked now.
+
+        Callers that ask while a listing is under way wait for the one after it
+        (the one under way may have begun before what they want to see).
+        """
+        asked = self.clock()
+        async with self._lock:
+            if self._listed_at >= asked:
+                return self.listing if self.answered else None
+            began = self._listed_at = self.clock()
+            listing = await self.client.listing()
+            self.answered = listing is not None
+            if listing is not None:
+                self.listing = listing
+                self._generation += 1
+            self._learn(began if listing is not None else None, self._current().plugin_held)
+            self.tried.set()
+            return listing
+
+    def _learn(self, listed_at: float | None, plugin_held: ByChip | None = None) -> None:
+        """Take the last listing's chips and the parts' own; theirs alone without the kubelet.
+
+        ``listed_at``: when the listing just answered began (what it covers of the chips handed lately).
+        """
+        listed = None
+        if self.answered:
+            listed = self._current().chips | (self._also or frozenset())
+        elif self._also is not None:
+            listed = self._also
+        if listed is not None:
+            if listed_at is not None:  # what the kubelet lists held, or has had time to, is its to say now
+                self._handed = {
+                    chip: at
+                    for chip, at in self._handed.items()
+                    if listed_at < at + HANDED_SETTLE and not (chip in listed and listed_at >= at)
+                }
+            self._listed = listed
+        self._publish(known=self._known or listed is not None, plugin_held=plugin_held)
+
+    def _publish(self, *, known: bool | None = None, plugin_held: ByChip | None = None) -> None:
+        """Bump the version when the held chips, their being known, or the device-plugin holders changed."""
+        chips = self._listed | self._handed.keys()
+        known = self._known if known is None else known
+        plugin_held = self._plugin_held if plugin_held is None else plugin_held
+        if (chips, known, plugin_held) != (self._chips, self._known, self._plugin_held):
+            self._chips, self._known, self._plugin_held = chips, known, plugin_held
+            self.changes.bump()
+
+    def _current(self) -> Resolved:
+        if self.listing is None:
+            return self._resolved
+        key = (self._generation, self.resolver.version)
+        if key != self._resolved_for:
+            self._resolved = resolve(self.listing, self.resolver)
+            self._resolved_for = key
+        return self._resolved
