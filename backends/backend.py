@@ -159,12 +159,9 @@ class ChipBackend(abc.ABC):
     # -- what every chip is asked ----------------------------------------------------------
 
     def read_health(self, chip: Chip) -> HealthReading:
-        """Poll one chip: health value plus current fault codes.
+        """Poll one chip: health value plus current fault codes (the value alone without errorcode_v2).
 
-        A health call answering "not ready" (-8012) means the card dropped off
-        the bus; it is reported as absent with the synthetic card-drop code.
-        Without ``dcmi_get_device_errorcode_v2`` the reading carries the health
-        value only, marked as such.
+        "Not ready" (-8012) is a card off the bus: absent, with the synthetic card-drop code.
         """
         try:
             value = self.api.health(chip)
@@ -185,61 +182,26 @@ class ChipBackend(abc.ABC):
 
     def pcie_address(self, chip: Chip) -> PcieAddress | None:
         """Where the chip sits on PCI; None where the driver does not say (SoC boards, old drivers)."""
-        if PCIE_INFO in self.missing:
-            return None
-        try:
-            return self.api.pcie_address(chip)
-        except SymbolMissing:
-            self.missing.add(PCIE_INFO)
-        except DcmiError as error:
-            _unknown(error, chip, "its PCIe address is unknown")
-        return None
+        return self.optional(PCIE_INFO, chip, self.api.pcie_address)
 
     def memory(self, chip: Chip) -> MemoryInfo | None:
-        """The chip's device memory, of the family's :attr:`memory_kind`; None when the driver does not say.
-
-        A chip answering with a total of 0 has none of that memory. A missing
-        function is recorded once.
-        """
-        function = self.memory_kind.value
-        if function in self.missing:
-            return None
+        """The chip's device memory, of the family's :attr:`memory_kind`; None where it has none."""
         read = self.api.hbm_info if self.memory_kind is MemoryKind.HBM else self._ddr
-        try:
-            info: MemoryInfo = read(chip)
-        except SymbolMissing:
-            self.missing.add(function)
-            return None
-        except DcmiError as error:
-            _unknown(error, chip, "its device memory is unknown")
-            return None
-        return info if info.total_mb > 0 else None
+        info: MemoryInfo | None = self.optional(self.memory_kind.value, chip, read)
+        return info if info is not None and info.total_mb > 0 else None
 
     def device_ip(self, chip: Chip) -> str | None:
         """The chip's RoCE address (IPv4, else IPv6); None where the driver has none or no such function."""
-        if DEVICE_IP in self.missing:
-            return None
-        try:
-            return self.library.device_ip(chip.card_id, chip.device_id)
-        except SymbolMissing:
-            self.missing.add(DEVICE_IP)
-        except DcmiError as error:
-            _unknown(error, chip, "its device IP is unknown")
-        return None
+        return self.optional(
+            DEVICE_IP, chip, lambda chip: self.library.device_ip(chip.card_id, chip.device_id)
+        )
 
     def ai_cores(self, chip: Chip) -> AiCoreFigure:
         """The chip's AI-core count: VDEV_MNG total resource, else chip info, else the family's nominal.
 
-        ChipError where none of them says (a family whose nominal figure is 0: none is published).
+        ChipError where none says (a family whose nominal figure is 0 has none published).
         """
-        aic = 0.0
-        if DEVICE_INFO not in self.missing:
-            try:
-                aic = self.api.total_aicore(chip)
-            except SymbolMissing:
-                self.missing.add(DEVICE_INFO)
-            except DcmiError as error:
-                _unknown(error, chip, "the AI cores come from chip info or the family's nominal figure")
+        aic = self.optional(DEVICE_INFO, chip, self.api.total_aicore) or 0.0
         if aic > 0:
             return AiCoreFigure(aic, "vdev_total_resource")
         if chip.info.aicore_cnt > 0:
@@ -279,12 +241,8 @@ class ChipBackend(abc.ABC):
         )
 
     def memory_usage(self, chip: Chip) -> MemoryUsage | None:
-        """Device memory in use, of the family's :attr:`memory_kind`.
-
-        DDR: ``dcmi_get_device_memory_info_v3`` (size - available). HBM:
-        ``dcmi_get_device_hbm_info``, its temperature and bandwidth use, and
-        its utilization (rate type 6).
-        """
+        """Device memory in use, of the family's :attr:`memory_kind`: DDR's size - available; HBM's use,
+        temperature, bandwidth use and utilization (rate type 6)."""
         if self.memory_kind is MemoryKind.DDR:
             ddr = self.optional(MEMORY_INFO, chip, self._ddr)
             if ddr is None or ddr.total_mb <= 0:
@@ -331,12 +289,8 @@ class ChipBackend(abc.ABC):
         return valid(self.optional(f"{UTILIZATION}({kind.name})", chip, self.api.utilization, kind))
 
     def multi_rate_utilization(self, chip: Chip) -> Utilization:
-        """AI core, vector, cube and overall in one sample: the period call, else the instant one, else types.
-
-        ``dcmi_get_device_multi_utilization_rate_period`` (1 s), then
-        ``..._multi_utilization_rate``, then the rate types 2 and 12, as
-        npu-exporter reads 910B, A3 and the 950. The first that answers is used.
-        """
+        """AI core, vector, cube and overall in one sample, as npu-exporter reads 910B, A3 and the 950: the
+        period call (1 s), else the instant one, else the rate types 2 and 12."""
         period = UTILIZATION_PERIOD_S
         sample = self.optional(MULTI_RATE_PERIOD, chip, self.api.multi_utilization_period, period)
         if sample is None:
@@ -346,11 +300,8 @@ class ChipBackend(abc.ABC):
         return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
 
     def network_health(self, chip: Chip) -> int | None:
-        """``dcmi_get_device_network_health``: up (OK, INIT), down, or unknown when the call fails.
-
-        A chip without such a port (the A2 inference boards, the Atlas 350)
-        answers "not supported": it then has no network status, and is not asked again.
-        """
+        """``dcmi_get_device_network_health``: up (OK, INIT), down, unknown when the call fails, None for
+        a chip without such a port (it answers "not supported": the A2 inference boards, the Atlas 350)."""
         result = self.optional(NETWORK_HEALTH, chip, self.api.network_health)
         if result is not None:
             return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
@@ -359,12 +310,8 @@ class ChipBackend(abc.ABC):
         return NETWORK_UNKNOWN
 
     def cpu_affinity(self, chip: Chip) -> str | None:
-        """The CPUs near the chip as the driver says (a cpulist such as ``0-23``); None where it does not.
-
-        ``dcmi_get_affinity_cpu_info_by_device_id``: most chips answer "not
-        supported" (only 910B, A3 A+X boards, Atlas 350 cards and 950 servers
-        have it); NUMA then comes from the PCIe device alone.
-        """
+        """The CPUs near the chip as the driver says (a cpulist such as ``0-23``); None where it does not
+        (only 910B, A3 A+X boards, Atlas 350 cards and 950 servers say)."""
         return self.optional(AFFINITY, chip, self.api.affinity_cpu) or None
 
     def _ddr(self, chip: Chip) -> DdrInfo:
@@ -379,11 +326,10 @@ class ChipBackend(abc.ABC):
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T | None:
-        """``read(chip, ...)`` of one figure; None when it cannot be had.
+        """``read(chip, ...)`` of one fact; None when it cannot be had.
 
-        A function the driver lacks is recorded once (and said at init); one a
-        chip answers "not supported" is not asked of that chip again; any other
-        DCMI error leaves the figure out this time (said at debug level).
+        A function the driver lacks is recorded once (and said at init); one a chip answers
+        "not supported" is not asked of it again; another DCMI error leaves the fact out this time.
         """
         name = function.split("(", 1)[0]
         if name in self.missing or (function, chip.phy_id) in self.unsupported:
@@ -395,7 +341,14 @@ class ChipBackend(abc.ABC):
         except DcmiError as error:
             if error.code == NOT_SUPPORTED:
                 self.unsupported.add((function, chip.phy_id))
-            _unknown(error, chip, "the figure is left out of the telemetry")
+            log.debug(
+                "%s answered %d (%s) for %s: left unknown",
+                error.function,
+                error.code,
+                error.meaning,
+                chip.label,
+                extra={"function": error.function, "chip": chip.phy_id, "code": error.code},
+            )
         return None
 
     # -- what differs by family ------------------------------------------------------------
@@ -485,34 +438,13 @@ class ChipBackend(abc.ABC):
     # -- a hot reset -------------------------------------------------------------------------
 
     def processes(self, chip: Chip) -> list[ProcessMemory]:
-        """The processes on the chip (``dcmi_get_device_resource_info``; host PIDs).
-
-        A driver without the function raises :class:`~backends.errors.SymbolMissing`:
-        the caller must then count the chip as busy, never as free.
-        """
+        """The processes on the chip (host PIDs); SymbolMissing without the call: count the chip busy."""
         return self.api.processes(chip)
 
     def hot_reset(self, chip: Chip) -> None:
-        """Start an in-band reset of ``chip`` (``dcmi_set_device_reset``, INBAND); returns at once.
-
-        The driver restarts the chip's reset group; :meth:`boot_status` says
-        when each chip is back.
-        """
+        """Start an in-band reset of ``chip``, its reset group with it; returns at once (see boot_status)."""
         self.api.reset(chip, ResetChannel.INBAND)
 
     def boot_status(self, chip: Chip) -> int:
         """``dcmi_get_device_boot_status``: a :class:`~backends.library.BootStatus`; a reset ends at 16."""
         return self.api.boot_status(chip)
-
-
-def _unknown(error: DcmiError, chip: Chip, outcome: str) -> None:
-    """Say at debug level that a query's DCMI error leaves a fact unknown."""
-    log.debug(
-        "%s answered %d (%s) for %s: %s",
-        error.function,
-        error.code,
-        error.meaning,
-        chip.label,
-        outcome,
-        extra={"function": error.function, "chip": chip.phy_id, "code": error.code},
-    )

@@ -1,9 +1,4 @@
-"""Typed errors raised by device libraries and chip backends.
-
-Every DCMI return code other than 0 becomes a :class:`DcmiError` carrying the
-function, the code and its meaning, so a log line or a test can tell a chip
-that is busy from one that is gone without parsing strings.
-"""
+"""Typed errors raised by device libraries and chip backends: every DCMI code becomes a :class:`DcmiError`."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""A chip family's facts as data: the row every family's backend carries.
+"""A chip family's facts as data: the row every family's backend carries (names, bounds, nodes, host files).
 
-:class:`FamilyTable` holds what the cluster and the host see of a family: the
-names existing clusters already use, the AI-core bounds, the device nodes a
-container needs, the host files the driver reads. What a family's chips *do*
-differently (fault events, vNPUs, memory, topology, reset groups) is not data
-here but behaviour of the family's :class:`~backends.backend.ChipBackend`
-implementation (:mod:`backends.families`), which carries its row.
+What a family's chips *do* differently is not here but in its :class:`~backends.backend.ChipBackend`.
 """
 
 from __future__ import annotations

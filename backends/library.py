@@ -1,15 +1,10 @@
 """The device-library interface: the DCMI calls the plugin needs, typed.
 
-Both the cffi binding of Huawei's ``libdcmi.so`` (:mod:`backends.dcmi`) and the
-pure-Python fake (:mod:`backends.fake`) implement :class:`DeviceLibrary`, with
-DCMI's own semantics: ids are (card_id, device_id) pairs, card ids need not be
-0..N-1, and every failure is a :class:`backends.errors.DcmiError` with DCMI's
-code. The Ascend 950 speaks DCMI's v2 API instead (:class:`DeviceLibraryV2`,
-one logical ``dev_id`` per call), reached through :meth:`DeviceLibrary.v2`.
-Family rules are data, in :mod:`backends.families`; the face the plugin uses is :mod:`backends.backend`.
-
-Implementations are synchronous and not thread-safe, like DCMI itself; the
-plugin calls them from one worker thread.
+The cffi binding of ``libdcmi.so`` (:mod:`backends.dcmi`) and the fake
+(:mod:`backends.fake`) implement :class:`DeviceLibrary` with DCMI's semantics:
+(card_id, device_id) ids, card ids that need not be 0..N-1, every failure a
+:class:`~backends.errors.DcmiError` with DCMI's code. The Ascend 950 speaks
+v2 (:class:`DeviceLibraryV2`). Synchronous and not thread-safe, like DCMI.
 """
 
 from __future__ import annotations
@@ -23,11 +18,8 @@ from typing import Final, Protocol
 # dcmi_get_device_health: the value for "device does not exist".
 HEALTH_ABSENT = 0xFFFFFFFF
 
-# The optional functions the chip telemetry, hot reset and on-demand vNPUs use,
-# and what the plugin does without each (said once, at init, by discovery and
-# doctor). Drivers differ most in these: the period utilization and the brother
-# card are recent, the network health is absent on inference cards, the MCU
-# power is absent on SoC boards.
+# The optional functions of the telemetry, hot reset and on-demand vNPUs (drivers differ most in
+# these), and what the plugin does without each (said once at init, by discovery and doctor).
 FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
     {
         "dcmi_get_device_temperature": "no chip temperature in the telemetry",
@@ -52,13 +44,9 @@ FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
     }
 )
 
-# The DCMI functions the plugin can do without, because drivers differ: older
-# ones lack errorcode_v2, memory_info_v3 or the fault subscription; some builds
-# lack the PCIe, IP or VDEV_MNG (dcmi_get_device_info) queries; and every
-# function of FEATURE_FUNCTIONS. A library reports which of these it lacks
-# (missing_functions) right after init, so the layers above choose a fallback
-# once instead of failing on every call. Every other function the plugin calls
-# is required: its absence stays a SymbolMissing at the call.
+# The DCMI functions the plugin can do without (older drivers, some builds): a library reports which
+# it lacks right after init (missing_functions), so a fallback is chosen once. Any other function is
+# required: its absence is a SymbolMissing at the call.
 OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
     {
         "dcmi_get_device_errorcode_v2",
@@ -395,11 +383,9 @@ class DeviceLibrary(Protocol):
     @property
     def description(self) -> str:
         """Where this library comes from (a path, or the scenario file of a fake)."""
-        ...
 
     def init(self) -> None:
         """``dcmi_init``: must succeed before any other call."""
-        ...
 
     def missing_functions(self) -> frozenset[str]:
         """The :data:`OPTIONAL_FUNCTIONS` this library lacks, learnt at ``init`` without calling them.
@@ -407,66 +393,51 @@ class DeviceLibrary(Protocol):
         Calling one of them anyway raises :class:`backends.errors.SymbolMissing`.
         Before ``init`` (or after ``close``) this raises DcmiError -8005, like any call.
         """
-        ...
 
     def driver_version(self) -> str:
         """``dcmi_get_driver_version``."""
-        ...
 
     def card_list(self) -> list[int]:
         """``dcmi_get_card_list``: the card ids, in ascending order."""
-        ...
 
     def device_count(self, card_id: int) -> int:
         """``dcmi_get_device_num_in_card``: NPU chips on a card (the MCU excluded)."""
-        ...
 
     def logic_id(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_logic_id``."""
-        ...
 
     def phy_id(self, logic_id: int) -> int:
         """``dcmi_get_device_phyid_from_logicid``: the N of /dev/davinciN."""
-        ...
 
     def chip_info(self, card_id: int, device_id: int) -> ChipInfo:
         """``dcmi_get_device_chip_info_v2``."""
-        ...
 
     def total_aicore(self, card_id: int, device_id: int) -> float:
         """``dcmi_get_device_info(VDEV_MNG, GET_TOTAL_RESOURCE)``: ``computing.aic``."""
-        ...
 
     def health(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_health``: 0 ok, 1 minor, 2 major, 3 critical, HEALTH_ABSENT."""
-        ...
 
     def error_codes(self, card_id: int, device_id: int) -> list[int]:
         """``dcmi_get_device_errorcode_v2``: the chip's current fault codes."""
-        ...
 
     def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
         """``dcmi_get_device_hbm_info`` (910 family; -8255 on chips without HBM)."""
-        ...
 
     def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
         """``dcmi_get_device_memory_info_v3`` (-8255 on 910B and A3, which have no DDR)."""
-        ...
 
     def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
         """``dcmi_get_device_pcie_info_v2`` (-8255 on SoC boards such as 310B)."""
-        ...
 
     def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
         """The chip's static vNPUs: ``vdev_id[:vdev_num]`` of VDEV_MNG / GET_TOTAL_RESOURCE.
 
         Empty on a chip that could be split but is not; -8255 where the driver has no vNPUs.
         """
-        ...
 
     def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
         """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_RESOURCE)`` for one of :meth:`vdev_ids`."""
-        ...
 
     def device_ip(self, card_id: int, device_id: int) -> str:
         """``dcmi_get_device_ip`` of RoCE port 0 as text: IPv4 asked first, then IPv6 (as Huawei's plugin).
@@ -476,45 +447,35 @@ class DeviceLibrary(Protocol):
         answer may be link-local (``fe80::...``); whether that counts as an address
         is the caller's decision (Huawei's plugin refuses it).
         """
-        ...
 
     # -- telemetry ---------------------------------------------------------------
 
     def temperature(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_temperature``: degrees Celsius (below -275 means the sensor failed)."""
-        ...
 
     def power(self, card_id: int, device_id: int) -> Power:
         """``dcmi_get_device_power_info``: the chip's power."""
-        ...
 
     def board_power(self, card_id: int) -> Power:
         """``dcmi_mcu_get_power_info``: the whole card's power, read by its MCU (310P boards)."""
-        ...
 
     def voltage(self, card_id: int, device_id: int) -> Voltage:
         """``dcmi_get_device_voltage``."""
-        ...
 
     def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
         """``dcmi_get_device_frequency``: MHz of the clock ``kind``."""
-        ...
 
     def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
         """``dcmi_get_device_utilization_rate``: percent busy of ``kind``."""
-        ...
 
     def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
         """``dcmi_get_device_multi_utilization_rate``: AI cube, vector, core and overall in one sample."""
-        ...
 
     def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
         """``dcmi_get_device_multi_utilization_rate_period``: the same over ``period_s`` (1-4 s)."""
-        ...
 
     def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
         """``dcmi_get_device_ecc_info``: the ECC counters of the chip's ``kind`` memory."""
-        ...
 
     def network_health(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_network_health``: a :class:`NetworkHealth` value (RoCE connectivity).
@@ -522,15 +483,12 @@ class DeviceLibrary(Protocol):
         It can block for a long time after a card drops off the bus: callers
         give it a timeout of its own (Huawei's: 1 s).
         """
-        ...
 
     def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
         """``dcmi_get_device_die_v2``."""
-        ...
 
     def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
         """``dcmi_get_device_resource_info``: the processes on the chip (at most 32; host PIDs)."""
-        ...
 
     # -- hot reset -----------------------------------------------------------------
 
@@ -539,31 +497,25 @@ class DeviceLibrary(Protocol):
 
         An Atlas 300I Duo resets as a card: only device 0 may be named (-8255 for device 1).
         """
-        ...
 
     def boot_status(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_boot_status``: a :class:`BootStatus` value; a reset ends at 16."""
-        ...
 
     def brother_card(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_netdev_brother_device``: the card an A3 card is reset with (-8255 elsewhere)."""
-        ...
 
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_outband_channel_state``: 1 if an out-of-band reset can be done, 0 if not."""
-        ...
 
     # -- identity in a super pod -----------------------------------------------------
 
     def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
         """``dcmi_get_device_info(CHIP_INF, SPOD_INFO)`` (A3; -8255 elsewhere)."""
-        ...
 
     # -- vNPUs on demand -------------------------------------------------------------
 
     def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
         """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_ACTIVITY)`` for one of :meth:`vdev_ids`."""
-        ...
 
     def create_vdev(
         self,
@@ -580,33 +532,27 @@ class DeviceLibrary(Protocol):
         CPUs, memory, media engines, or 7 vNPUs on a 310P) is -8020. A template
         name longer than :data:`MAX_TEMPLATE_NAME` bytes raises ValueError.
         """
-        ...
 
     def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
         """``dcmi_set_destroy_vdevice``; :data:`ALL_VDEVS` destroys every vNPU of the chip."""
-        ...
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
         """``dcmi_subscribe_fault_event`` for every device; ``handler`` runs on a library thread."""
-        ...
 
     def affinity_cpu(self, card_id: int, device_id: int) -> str:
         """``dcmi_get_affinity_cpu_info_by_device_id``: the CPUs near the chip, a cpulist (``0-23``).
 
         -8255 except on 910B, A3 A+X boards and Atlas 350 cards.
         """
-        ...
 
     def close(self) -> None:
         """Release the library (dlclose); later calls fail until ``init``."""
-        ...
 
     def v2(self) -> DeviceLibraryV2:
         """The same library through DCMI's v2 API (Ascend 950), not initialised (its init: ``dcmiv2_init``).
 
         Use one or the other: after a ``dcmiv2_init`` only the v2 calls answer.
         """
-        ...
 
 
 # Each v1 function the plugin calls and its DCMI v2 counterpart. Above the
@@ -665,21 +611,17 @@ class DeviceLibraryV2(Protocol):
 
     def init(self) -> None:
         """``dcmiv2_init``: -8255 on any chip but a 950."""
-        ...
 
     def missing_functions(self) -> frozenset[str]:
         """The v2 counterparts of :data:`OPTIONAL_FUNCTIONS` the library lacks, by their v1 names."""
-        ...
 
     def driver_version(self) -> str: ...
 
     def device_list(self) -> list[int]:
         """``dcmiv2_get_device_list``: the logical ids, ascending."""
-        ...
 
     def phy_id(self, dev_id: int) -> int:
         """``dcmiv2_get_chip_phy_id_by_dev_id``."""
-        ...
 
     def chip_info(self, dev_id: int) -> ChipInfo: ...
     def total_aicore(self, dev_id: int) -> float: ...
@@ -703,12 +645,10 @@ class DeviceLibraryV2(Protocol):
 
     def reset(self, dev_id: int, channel: ResetChannel) -> None:
         """``dcmiv2_reset_device``: in-band only on a 950 (out-of-band is -8255)."""
-        ...
 
     def boot_status(self, dev_id: int) -> int: ...
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
         """``dcmiv2_subscribe_fault_event(-1, ...)``: every chip; events carry the logical id."""
-        ...
 
     def close(self) -> None: ...

@@ -1,10 +1,6 @@
-"""A chip's NUMA node, as Huawei's plugin finds it since August 2026.
+"""A chip's NUMA node, as Huawei's plugin finds it: the node whose cpulist is the chip's CPU affinity.
 
-First the CPUs the driver says are near the chip (``dcmi_get_affinity_cpu_info_by_device_id``,
-a cpulist such as ``0-23``), looked up by exact text among the host's NUMA
-nodes (``/sys/devices/system/node/node<N>/cpulist``); where the driver does not
-say, or says something no node lists, the PCIe device's ``numa_node``
-(:func:`backends.pci.numa_node`). Both read the host's files under ``root``.
+Else the PCIe device's ``numa_node``; both read the host's files under ``root`` (docs/how-it-works.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,4 @@
-"""PCI facts about a chip that DCMI does not give: its NUMA node and its PCIe root, read from sysfs.
-
-Both readers take the host's root directory (``/`` on the host; wherever the
-host's ``/sys`` is mounted in the plugin's container, e.g. ``/host``) so they
-work on a host file system seen from a container, and on a fake one in tests.
-They only read files; DCMI's ``dcmi_get_device_pcie_info_v2`` supplies the
-address (:class:`backends.library.PcieAddress`).
-"""
+"""PCI facts DCMI does not give about a chip (its NUMA node, its PCIe root), from sysfs under ``root``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,4 @@
-"""What a chip's telemetry reads come back as: figures in an operator's units, None where unknown.
-
-The chip families (:mod:`backends.families`) read these through
-:class:`~backends.backend.ChipBackend`'s telemetry methods, each family the way
-its driver answers (the 910B and A3 multi-rate utilization, the 310P card's
-power, the HBM of the 910 families); the plugin's telemetry
-(:mod:`ascend_plugin.telemetry`) keeps them and /metrics shows them under
-npu-exporter's names.
-"""
+"""What a chip's telemetry reads come back as: figures in an operator's units, None where unknown."""
 
 from __future__ import annotations
 

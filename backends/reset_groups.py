@@ -1,31 +1,8 @@
-"""Reset groups: the chips a hot reset of one chip takes down with it, by the node's topology.
+"""Reset groups: the chips a hot reset of one chip takes down with it, in the shapes the families name.
 
-A hot reset (``dcmi_set_device_reset`` on the faulty chip) restarts more than
-that chip on most boards: the dies of one card, an HCCS ring, a full-mesh box.
-A reset may only start when every chip of the group is free, and each of them
-must be waited for until it has booted again, so each family names its group
-(:meth:`backends.backend.ChipBackend.reset_group`) with one of the shapes
-below. The groups are Huawei's, with two deliberate widenings where a fact
-the group depends on is not read yet (a group too wide only waits longer for
-its chips to be free; one too narrow would reset a chip under a running job):
-
-=====================  ==========================================================
-family                 group
-=====================  ==========================================================
-910 (A1)               4 consecutive logic ids: ``logic_id // 4``
-910B (A2)              8 by logic id; 16 on a node of more than 8 chips (Huawei
-                       resets the inference boards without HCCS alone, known by
-                       their board id, which is not read: they get the 8 too)
-A3                     the chip, its sibling die and both dies of the brother
-                       card (``dcmi_get_netdev_brother_device``); the whole
-                       node where the driver cannot name the brother, as
-                       Huawei's training mode takes it
-310P                   the chip's card (both chips of an Atlas 300I Duo)
-310, 310B              the chip alone
-=====================  ==========================================================
-
-Every function takes the chip and all the node's chips (it among them) and
-answers the group ordered by physical id.
+Each family names its group with one of these (:meth:`backends.backend.ChipBackend.reset_group`);
+the groups per family are in docs/hot-reset.md "The reset group". Each function
+takes the chip and all the node's chips and answers the group ordered by physical id.
 """
 
 from __future__ import annotations

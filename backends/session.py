@@ -1,20 +1,16 @@
 """LibrarySession: a chip library opened for the node, before anyone knows the chips' family.
 
-The family comes from the chips' names, and the names come from the library:
-so the library is opened and the chips enumerated first, on a session of their
-own, and the family's :class:`~backends.backend.ChipBackend` is built over the
-session afterwards. The session speaks the API the node's driver answers, as
-Huawei's plugin finds it: ``dcmi_init`` first, and where that fails (-8255 on
-an Ascend 950) ``dcmiv2_init``; :attr:`~LibrarySession.api` then asks each chip
-by the ids that API takes. It also keeps what the library turned out to lack, so
-every part asks a missing function at most once.
+The family comes from the chips' names, which come from the library: so the
+library is opened and the chips enumerated first, and the family's backend is
+built over the session. ``dcmi_init`` first, ``dcmiv2_init`` where that fails
+(an Ascend 950); :attr:`~LibrarySession.missing` keeps what the library lacks.
 """
 
 from __future__ import annotations
 
 import logging
 
-from backends.chip_api import ChipApi, V1Api, V2Api
+from backends.chip_api import ChipApi, v1_api, v2_api
 from backends.chips import (
     Chip,
     ChipAddress,
@@ -36,7 +32,7 @@ class LibrarySession:
     def __init__(self, library: DeviceLibrary) -> None:
         self.library = library
         self.v2: DeviceLibraryV2 | None = None  # set when the driver answers DCMI v2 only (a 950)
-        self.api: ChipApi = V1Api(library)
+        self.api: ChipApi = v1_api(library)
         self.missing: set[str] = set()  # optional DCMI functions found missing, by their v1 names
 
     @property
@@ -75,9 +71,9 @@ class LibrarySession:
             "dcmi_init answered %d (%s): the driver speaks DCMI v2 (dcmiv2_init), as on an Ascend 950",
             v1_error.code,
             v1_error.meaning,
-            extra={"api": V2Api.name, "dcmi_init": v1_error.code},
+            extra={"api": "DCMI v2", "dcmi_init": v1_error.code},
         )
-        self.v2, self.api = v2, V2Api(v2)
+        self.v2, self.api = v2, v2_api(v2)
 
     def function_name(self, function: str) -> str:
         """``function`` (a v1 name) as the library in use calls it."""

@@ -1,23 +1,10 @@
 """A chip's place in the node's interconnect: the topology unit it shares a fast link with.
 
-Collective operations of a multi-NPU job run well only inside one such unit,
-so the preference answer to the kubelet (``ascend_plugin.offers.placement``) keeps a
-request inside as few units as it can. There are three kinds of unit:
-
-* **ring**: an HCCS ring of 4 chips by physical id (0-3, 4-7) on a
-  first-generation 910 server;
-* **card**: the chips sharing one DCMI ``card_id``: the four 310 of an Atlas
-  300I, the two 310P3 of an Atlas 300I Duo, the two dies of an A3 module, the
-  single chip of a 310B board or a 300I Pro;
-* **mesh**: the whole node (910B / Atlas A2, full mesh of 8); a box with more
-  than 8 such chips is split into groups of 8 by physical id (``phy_id // 8``).
-
-Which kind a chip gets is its family's (``unit_kind`` of the family's
-:class:`~backends.backend.ChipBackend`; a family that names none gets cards):
-a card is a physical grouping every chip has, and on servers with one chip
-per card it simply expresses no preference. Unit sizes depend on the whole
-node (chips per card, 16-chip boxes), so :func:`assign_units` takes every chip
-of the node at once.
+Three kinds: an HCCS **ring** of 4 by physical id (first-generation 910), a DCMI
+**card** (the default: every chip has one), the **mesh** of a 910B node (groups
+of 8 by physical id on a box of more). The family says which (``unit_kind``);
+sizes depend on the whole node, so :func:`assign_units` takes every chip at once.
+Placement keeps a request inside few units (docs/configuration.md "Placement rules").
 """
 
 from __future__ import annotations

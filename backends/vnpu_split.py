@@ -1,15 +1,9 @@
 """What a chip can be split into on demand: its resources, and what a vNPU of each template takes of them.
 
-A vNPU made with ``dcmi_create_vdevice`` takes AI cores, memory and, on some
-chips, AI CPUs and media (DVPP) engines from its chip; the driver refuses one
-that does not fit beside the vNPUs already there (-8020). :class:`ChipSplits`
-is that rule as data: the chip's totals and each template's cost, so that a
-scheduler counting them (DRA's counter sets) never asks for a combination the
-driver refuses. Which resources are counted, and the figures, are each family's
-(:meth:`backends.vnpu_family.VnpuFamily.splits`); only what Huawei publishes
-for a family is counted there, the rest is left for the driver to check.
-
-Memory is in MiB throughout; the other resources are counts.
+:class:`ChipSplits` is the driver's rule as data (it refuses a vNPU that does
+not fit beside the others, -8020), so a scheduler counting it (DRA's counter
+sets) never asks for what the driver refuses. The figures are each family's
+(:meth:`backends.vnpu_family.VnpuFamily.splits`). Memory in MiB, the rest counts.
 """
 
 from __future__ import annotations

@@ -62,7 +62,6 @@ class Handover(Protocol):
 
     def grant(self, devices: Sequence[OfferedDevice]) -> ContainerGrant:
         """What a container holding ``devices`` gets."""
-        ...
 
 
 def _once(items: Iterable[T]) -> tuple[T, ...]:

@@ -85,15 +85,12 @@ class DeviceChooser(Protocol):
     @property
     def assignments(self) -> Assignments:
         """The kubelet ID -> real device maps the chooser keeps."""
-        ...
 
     def decides(self, resource: str) -> bool:
         """True when this chooser, not the kubelet, decides the devices of ``resource``."""
-        ...
 
     async def choose(self, resource: str, kubelet_ids: Sequence[str]) -> tuple[str, ...]:
         """The real device IDs to hand over for ``kubelet_ids``; CannotServe says why there are none."""
-        ...
 
 
 @dataclass(frozen=True)

@@ -78,4 +78,3 @@ class Offer(Protocol):
 
     def devices(self, inventory: Inventory) -> list[OfferedDevice]:
         """Every device this offer makes of the inventory as it is now."""
-        ...

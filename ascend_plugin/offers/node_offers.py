@@ -15,7 +15,6 @@ from typing import Literal
 
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.offers.base import Offer
-from ascend_plugin.offers.shares import Shares
 from ascend_plugin.offers.vnpus import StaticVnpus
 from ascend_plugin.offers.whole_chips import WholeChips
 from ascend_plugin.settings import Settings, SettingsError, how_to_set
@@ -81,7 +80,7 @@ def plan_offers(settings: OfferSettings, inventory: Inventory, family: ChipBacke
         split = [state for state in chips if state.split]
         if split:
             raise SharingRefused(_sharing_refused(settings, inventory, split))
-        offers.append(Shares(settings.share_count))
+        offers.append(WholeChips(settings.share_count))
         notices.append(_device_share_needed(settings.share_count, chips))
     else:
         offers.append(WholeChips())

@@ -1,14 +1,8 @@
-"""The vNPU templates the plugin offers, and the resource suffix each becomes (Huawei's names).
+"""The vNPU templates offered, and the resource suffix each becomes: Huawei's table, which clusters request.
 
-``npu-smi set -t create-vnpu -t <template>`` splits a chip by a template the
-driver knows; Huawei's plugin turns each template into a resource of its own,
-``huawei.com/<family resource>-<suffix>``, through a fixed table
-(``GetTemplateName2DeviceTypeMap`` in mind-cluster's ascend-device-plugin).
-Clusters already request these names (``huawei.com/Ascend310P-2c``,
-``huawei.com/Ascend910-10c.3cpu.32g``), so the table is the same: ``<N>c`` AI
-cores, ``.<N>cpu`` AI CPUs, ``.<N>g`` memory, ``.dvpp`` / ``.ndvpp`` with or
-without the media engines. A template outside it is not offered (the offer
-warns once, naming it).
+``GetTemplateName2DeviceTypeMap`` of Huawei's device plugin: ``<N>c`` AI cores,
+``.<N>cpu`` AI CPUs, ``.<N>g`` memory, ``.dvpp`` / ``.ndvpp`` with or without the
+media engines. A template outside it is not offered (a warning names it once).
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Static vNPUs: every vNPU an operator carved out of a chip, as a device of its template's resource.
 
-Huawei's ``presetVirtualDevice``: the plugin creates and destroys nothing, it
-offers the vNPUs the driver lists (``npu-smi set -t create-vnpu``), each under
-the resource of its template (:mod:`ascend_plugin.offers.vnpu_templates`):
-``huawei.com/Ascend310P-2c`` with IDs ``<prefix>-<suffix>-<vdev>-<phy>``
-(``Ascend310P-2c-100-0``). A container gets ``/dev/vdavinci<vdev>`` as
-``/dev/davinci<vdev>``, or ``ASCEND_VISIBLE_DEVICES=<vdev>`` with
-``ASCEND_RUNTIME_OPTIONS=VIRTUAL``. A vNPU's health is its chip's, and its
-topology unit and NUMA node are its chip's too.
-
-The list follows the inventory, which re-reads each chip's vNPUs every poll: a
-vNPU the driver no longer lists leaves its resource, and a resource left without
-devices goes away with its socket.
+Huawei's ``presetVirtualDevice``: the vNPUs the driver lists, re-read every poll,
+each under its template's resource (``huawei.com/Ascend310P-2c``, ID
+``Ascend310P-2c-100-0``: template, vNPU id, chip); a container gets
+``/dev/vdavinci<vdev>`` as ``/dev/davinci<vdev>``. Health, unit and NUMA node are its chip's.
 """
 
 from __future__ import annotations

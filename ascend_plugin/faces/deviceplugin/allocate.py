@@ -1,15 +1,8 @@
-"""Allocate's checks: the kubelet's device IDs, turned into offered devices or a refusal.
+"""Allocate's checks: the kubelet's device IDs, turned into offered devices or a refusal naming the bad one.
 
-The kubelet sends IDs it was told of, but a restart, a stale checkpoint or a
-hand-made request can send anything. Each ID is checked before any work is
-done for it: its form, that it appears once, that the node offers it, and that
-it is healthy. A refusal names the first bad ID and why: a
-:class:`~ascend_plugin.grpc_guard.refusals.BadRequest` when the IDs are wrong,
-a :class:`~ascend_plugin.grpc_guard.refusals.CannotServe` when a device is
-unhealthy or a chooser named one the node does not offer. A container gets at
-most one vNPU: the Ascend Docker Runtime mounts one virtual device per
-container (Huawei's plugin refuses more too), so a request for several is
-refused, naming them.
+A restart, a stale checkpoint or a hand-made request can send anything: each ID's
+form, uniqueness, presence and health are checked first. A container gets one
+vNPU at most (the Ascend runtime mounts one per container, as Huawei's plugin says).
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Our gRPC server on a unix socket in the kubelet's device-plugin directory.
+"""Our gRPC server on a unix socket in the kubelet's device-plugin directory, answering only the kubelet.
 
-The kubelet deletes every socket in that directory when it restarts, so the
-endpoint can be re-created on a new socket while the process lives on
-(:class:`~ascend_plugin.grpc_sockets.SocketEndpoint` does the serving and the
-clean-up; this names the socket for the registrar, serves it through the
-:class:`~ascend_plugin.grpc_guard.server.GuardedServer` that checks every
-request against the service's rules, answers only the kubelet's uid and its
-own, and tells whether it answers as the kubelet's dial-back will need it to).
+The kubelet deletes every socket there when it restarts: the endpoint is served
+again on a new socket (:class:`~ascend_plugin.grpc_sockets.SocketEndpoint`),
+guarded by the service's request rules (:mod:`ascend_plugin.grpc_guard`).
 """
 
 from __future__ import annotations

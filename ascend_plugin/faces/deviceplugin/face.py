@@ -1,11 +1,8 @@
 """DevicePluginFace: one endpoint and registrar per offered resource, following the offers.
 
-The kubelet knows a device plugin per extended resource, each on its own socket
-with its own registration. The face starts a :class:`ResourceServer` for every
-resource the offer book has, and when a resource appears (a vNPU template the
-operator just created) or disappears (its last device gone), it starts or stops
-that resource's server: stopping ends its ListAndWatch stream and removes its
-socket, so the kubelet drops the resource instead of keeping stale IDs.
+A resource that appears (a vNPU template just created) gets its server; one
+that disappears has its stream ended and its socket removed, so the kubelet
+drops the resource instead of keeping stale IDs.
 """
 
 from __future__ import annotations
@@ -66,9 +63,9 @@ class ResourceServer:
 
     async def stop(self) -> None:
         """End the stream, stop registering, close the server and remove the socket."""
-        self.service.stop()
+        self.service.streams.stop()
         with anyio.move_on_after(STREAM_END_WAIT):
-            await self.service.streams_ended()
+            await self.service.streams.ended()
         self._scope.cancel()
         await self.registrar.endpoint.stop()
 
@@ -165,7 +162,7 @@ class DevicePluginFace:
             log.info("no device of %s is offered any more: stopping its server", resource)
             await self.servers.pop(resource).stop()
         for server in self.servers.values():
-            server.service.notify()
+            server.service.streams.changed()
 
     async def _follow_assignments(self, chooser: DeviceChooser) -> None:
         """Every stream looks again when a kubelet ID comes to stand for another chip."""
@@ -174,7 +171,7 @@ class DevicePluginFace:
         while True:
             version = await changes.wait_for_change(version)
             for server in self.servers.values():
-                server.service.notify()
+                server.service.streams.changed()
 
     def _server(self, resource: str) -> ResourceServer:
         settings = self.settings
@@ -203,6 +200,6 @@ class DevicePluginFace:
     async def stop(self) -> None:
         """Stop every resource's server: each stream ends first, then the sockets go."""
         for server in self.servers.values():
-            server.service.stop()
+            server.service.streams.stop()
         while self.servers:
             await self.servers.popitem()[1].stop()

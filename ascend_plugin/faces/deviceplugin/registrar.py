@@ -1,30 +1,12 @@
 """KubeletRegistrar: register with the kubelet, and again whenever the kubelet restarts.
 
-The kubelet keeps no memory of plugins across restarts: a new kubelet deletes
-every socket in the device-plugin directory, re-creates ``kubelet.sock`` and
-waits for plugins to register again. It may also re-create ``kubelet.sock``
-without a full restart, or drop our ListAndWatch stream. Any of the three
-sends the registrar round again: make sure our socket is served, wait for
-``kubelet.sock``, register (retrying with backoff, logging the kubelet's own
-words), then watch for the next one.
-
-Register must only be sent while our server is serving: the kubelet dials
-back and calls GetDevicePluginOptions before it answers, and waits up to 10 s
-for a socket that is not there. So right before each Register the registrar
-checks that our socket exists and answers (re-creating it if the kubelet
-deleted it), and while Register is pending it keeps looking: if our socket
-goes or a new ``kubelet.sock`` appears, that Register can no longer succeed
-in time, and the registrar starts over at once instead of waiting it out.
-
-A failure is logged once, in words that name its cause, and retried with
-backoff; the same failure again is logged at DEBUG until something changes.
-
-Every wait wakes at the directory's next change (:class:`DirectoryChanges`,
-inotify) and at the latest when the directory is due for a look anyway
-(:attr:`DirectoryChanges.look_every`: seconds while inotify watches, the
-watch interval where it cannot), and looks at the files before it sleeps, so a
-change between two looks is never slept through. A dropped ListAndWatch
-stream wakes the waits too.
+A new kubelet deletes our sockets and waits for plugins to register again; a
+re-created ``kubelet.sock`` or a dropped ListAndWatch stream sends the registrar
+round again too. Register is sent only while our socket answers (the kubelet
+dials back within it) and is abandoned at once when our socket goes or a new
+``kubelet.sock`` appears. Each wait wakes at the directory's next change
+(inotify) or its next look. A failure is logged once in words naming its cause,
+and retried with backoff.
 """
 
 from __future__ import annotations
@@ -277,14 +259,14 @@ class KubeletRegistrar:
             return f"our socket {self.endpoint.path} was deleted"
         dropped = self._stream_dropped_at
         if dropped is not None:
-            if self.service.open_streams > 0:
+            if self.service.streams.count > 0:
                 self._stream_dropped_at = None
             elif time.monotonic() - dropped >= STREAM_GRACE:
                 return "the kubelet dropped our ListAndWatch stream"
         return None
 
     def _stream_closed(self) -> None:
-        if self.registered and self.service.open_streams == 0:
+        if self.registered and self.service.streams.count == 0:
             self._stream_dropped_at = time.monotonic()
             self.changes.look_again()  # the watch sleeps on: it must time the grace from now
 

@@ -1,14 +1,9 @@
 """The DevicePlugin gRPC service of one resource: what the kubelet calls on that resource's socket.
 
-With a :class:`~ascend_plugin.offers.assignments.DeviceChooser` that decides the
-resource (Volcano mode), Allocate hands over the devices the chooser names, not
-the kubelet's, and ListAndWatch reports each kubelet ID with the health of the
-real device behind it. The chooser may take its time (it may ask the API
-server), but it never blocks the event loop, and a refusal reaches the kubelet
-as a gRPC error, which fails the pod's admission: there is no fallback to the
-kubelet's own choice. Every refusal is a
-:class:`~ascend_plugin.grpc_guard.refusals.Refused`, counted by its label and
-logged here; the guarded server answers it with the status of its class.
+Where a chooser decides the resource (Volcano mode), Allocate hands over the
+devices it names and ListAndWatch reports each kubelet ID with its real
+device's health; a refusal fails the pod's admission (no fallback to the
+kubelet's pick). Every refusal is counted by its label and logged here.
 """
 
 from __future__ import annotations
@@ -19,23 +14,27 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 from ascend_plugin.faces.deviceplugin.allocate import checked_devices, chosen_devices, known_devices
-from ascend_plugin.faces.deviceplugin.convert import allocate_response
 from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
 from ascend_plugin.grpc_guard.refusals import BadRequest, Refused
 from ascend_plugin.grpc_guard.server import RequestRules
 from ascend_plugin.grpc_guard.wire_check import RequestLimits
+from ascend_plugin.handover.grant import ContainerGrant
 from ascend_plugin.handover.modes import Handover
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.resolve import DeviceChooser
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
     AllocateResponse,
+    CdiDevice,
+    ContainerAllocateResponse,
     ContainerPreferredAllocationResponse,
     Device,
     DevicePluginBase,
     DevicePluginOptions,
+    DeviceSpec,
     Empty,
     ListAndWatchResponse,
+    Mount,
     PreferredAllocationRequest,
     PreferredAllocationResponse,
     PreStartContainerRequest,
@@ -96,19 +95,6 @@ class DevicePluginService(DevicePluginBase):
         """Call ``listener()`` whenever a ListAndWatch stream ends before shutdown."""
         self._stream_closed_listeners.append(listener)
 
-    @property
-    def open_streams(self) -> int:
-        """ListAndWatch streams open now."""
-        return self.streams.count
-
-    def notify(self) -> None:
-        """The offers changed: every open stream looks again."""
-        self.streams.changed()
-
-    def stop(self) -> None:
-        """End every ListAndWatch stream (the resource is going away, or the plugin is)."""
-        self.streams.stop()
-
     def snapshot(self) -> ListAndWatchResponse:
         """Every device of the resource with its health, as the kubelet wants it."""
         devices = self.book.devices(self.resource)
@@ -136,24 +122,17 @@ class DevicePluginService(DevicePluginBase):
         """What this service's socket accepts, for the request guard."""
         return RequestRules(REQUEST_SHAPES, self.request_limits)
 
-    async def streams_ended(self) -> None:
-        """Return once no ListAndWatch stream is open."""
-        await self.streams.ended()
-
     async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
         return self.options
 
     async def list_and_watch(self, message: Empty) -> AsyncIterator[ListAndWatchResponse]:
-        """The full list now, then again after every change, until the resource stops.
-
-        Returning ends the kubelet's view of the resource, so this only returns
-        on :meth:`stop`.
-        """
+        """The full list now, then after every change; it returns only when the resource stops (returning
+        ends the kubelet's view of it)."""
         try:
             with self.streams.open() as sight:
                 log.info(
                     "kubelet opened ListAndWatch",
-                    extra={"resource": self.resource, "streams": self.open_streams},
+                    extra={"resource": self.resource, "streams": self.streams.count},
                 )
                 last: ListAndWatchResponse | None = None
                 while not self.streams.stopping:
@@ -172,7 +151,7 @@ class DevicePluginService(DevicePluginBase):
             if not self.streams.stopping:
                 log.warning(
                     "ListAndWatch stream dropped by the kubelet",
-                    extra={"resource": self.resource, "streams": self.open_streams},
+                    extra={"resource": self.resource, "streams": self.streams.count},
                 )
                 for listener in self._stream_closed_listeners:
                     listener()
@@ -210,7 +189,7 @@ class DevicePluginService(DevicePluginBase):
             log.warning("allocation refused: %s", refused.reason, extra=refused.fields())
             raise
         response = AllocateResponse(
-            container_responses=[allocate_response(self.handover.grant(devices)) for devices in checked]
+            container_responses=[_response(self.handover.grant(devices)) for devices in checked]
         )
         self.stats.allocations += len(checked)
         if self.held is not None:
@@ -240,6 +219,25 @@ class DevicePluginService(DevicePluginBase):
 
     async def pre_start_container(self, message: PreStartContainerRequest) -> PreStartContainerResponse:
         return PreStartContainerResponse()
+
+
+def _response(grant: ContainerGrant) -> ContainerAllocateResponse:
+    """The kubelet's answer for one container."""
+    return ContainerAllocateResponse(
+        envs=dict(grant.envs),
+        devices=[
+            DeviceSpec(
+                container_path=node.container_path, host_path=node.host_path, permissions=node.permissions
+            )
+            for node in grant.devices
+        ],
+        mounts=[
+            Mount(container_path=mount.container_path, host_path=mount.host_path, read_only=mount.read_only)
+            for mount in grant.mounts
+        ],
+        cdi_devices=[CdiDevice(name=name) for name in grant.cdi_devices],
+        annotations=dict(grant.annotations),
+    )
 
 
 def _place(device: OfferedDevice) -> DevicePlace:

@@ -1,20 +1,10 @@
 """Which pod an Allocate of n chips is for: Volcano's rules, as a pure function of the node's pods.
 
-The kubelet does not say which pod it admits, so the plugin infers it as
-Huawei's does: among this node's pods that wait for exactly n chips of the
-resource, the one Volcano predicated first. A candidate
-
-* is not Succeeded or Failed, not being deleted, and not refused by the kubelet
-  (``UnexpectedAdmissionError``, a failed PreStartContainer check);
-* requests the resource in its containers' limits;
-* carries Volcano's annotation ``<resource>`` naming exactly n chips;
-* has a ``predicate-time`` other than :data:`~.pods.CONSUMED` (missing or
-  malformed counts as that): it was not served yet;
-* (beyond Huawei's rules) does not hold devices already: no
-  ``huawei.com/AscendReal``, and not listed by the kubelet's PodResources API.
-
-Every other pod that asks for the resource or carries its annotation is a near
-miss, with the first rule it fails, so a refusal can say why each was passed over.
+As Huawei's plugin infers it: among the pods waiting for exactly n chips of the
+resource (Volcano's annotation names n, ``predicate-time`` not consumed, not
+finished, deleted or refused by the kubelet, and here: holding nothing yet), the
+one Volcano predicated first. Every other pod that asks for the resource is a
+near miss with the first rule it fails, so a refusal can say why.
 """
 
 from __future__ import annotations

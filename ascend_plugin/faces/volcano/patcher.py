@@ -1,13 +1,8 @@
 """Annotation patches of pods, written in the background and retried until they land.
 
-Allocate marks a pod consumed in the cache and hands its patch here, so the
-kubelet's answer never waits for the API server; the annotation writer puts
-``huawei.com/kltDev``, ``huawei.com/AscendReal`` and the rank table here too.
-Patches of one pod merge while they wait. Each is a strategic merge patch of
-``metadata.annotations`` with the pod's UID as a precondition: a pod deleted and
-re-created under the same name never gets another pod's chips. A pod that is
-gone (404, or 409 for another UID) drops its patch; any other failure is retried
-with backoff, the patch kept.
+Patches of one pod merge while they wait; each names the pod's UID as a
+precondition (a pod re-created under the same name never gets another's chips).
+A pod that is gone (404, 409) drops its patch; other failures are retried with backoff.
 """
 
 from __future__ import annotations

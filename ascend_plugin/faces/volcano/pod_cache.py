@@ -1,16 +1,9 @@
 """A watch cache of this node's pods, with the marks of pods this plugin served.
 
-Allocate must not wait for the API server when it can help it, so candidates
-come from here: a :class:`~ascend_plugin.kubeapi.reflector.Reflector` of the
-``spec.nodeName=<node>`` pods (one list, then a watch from its resourceVersion).
-:meth:`PodCache.list_fresh` lists from the API server for the last attempt of a
-choice and refreshes the cache with what it got.
-
-A pod this plugin served is marked consumed here at once (:meth:`PodCache.consume`),
-before its ``predicate-time`` patch reaches the API server, and the mark outlives
-watch events that still show the old value: a second Allocate never takes the
-same pod, even while the API server is away. Once the API server shows the mark
-itself, the cache follows the API server again.
+Allocate reads candidates here, not from the API server. A pod served is marked
+consumed at once (:meth:`PodCache.consume`), and the mark outlives watch events
+that still show the old value until the API server shows it: a second Allocate
+never takes the same pod, even while the API server is away.
 """
 
 from __future__ import annotations
