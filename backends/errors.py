@@ -8,15 +8,7 @@ from typing import Final
 class ChipError(Exception):
     """Root of everything a chip library or backend raises about the chips, the library or the node.
 
-    What belongs here: a DCMI call that failed, a library that cannot be
-    loaded, a driver too old for a call, chip facts that make no node (a
-    topology, a reset group, a PCI address), a fake scenario that cannot be
-    read. Not here: an argument a caller should not have passed (a vNPU
-    template name too long for the call, a family name that is none), a
-    ``ValueError`` as for any function. Callers branch on the few subclasses below (a DCMI code, a library
-    that cannot be loaded, a missing function, an unknown family, no chips)
-    and on the ones beside the code that raises them; any other problem is a
-    plain ChipError with a message that names it.
+    Not here: an argument no caller should pass (a ``ValueError``). ARCHITECTURE.md "Errors".
     """
 
 

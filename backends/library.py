@@ -67,18 +67,13 @@ SPOD_NONE: Final = 0xFFFFFFFF
 _PODS_WITH_RACKS: Final = (1, 2)
 # dcmi_set_destroy_vdevice: this vNPU id destroys every vNPU of the chip.
 ALL_VDEVS: Final = 0xFFFF
-# dcmi_get_device_resource_info: the most processes one answer lists.
-MAX_PROCESSES: Final = 32
 # dcmi_create_vdevice: a template name fills at most this many bytes (NUL excluded).
 MAX_TEMPLATE_NAME: Final = 31
 
 
 def template_name_bytes(template: str) -> bytes:
-    """``template`` as ``dcmi_create_vdev_res_stru.template_name`` holds it; ValueError if it cannot.
-
-    Whether the driver knows the template is the driver's answer (-8001); a
-    name that does not fit the 32-byte field never reaches it.
-    """
+    """``template`` as ``dcmi_create_vdev_res_stru.template_name`` holds it; ValueError where it does not fit
+    (whether the driver knows it is the driver's answer, -8001)."""
     try:
         encoded = template.encode("ascii")
     except UnicodeEncodeError:
@@ -127,11 +122,7 @@ class EccDeviceType(IntEnum):
 
 
 class DieType(IntEnum):
-    """``enum dcmi_die_type``: NDIE, or VDIE (the die id npu-exporter's ``vdie_id`` label shows).
-
-    The 950 answers neither (only DDIE, which nothing here reads): its ``vdie_id`` is empty, as
-    npu-exporter's is.
-    """
+    """``enum dcmi_die_type``: VDIE is npu-exporter's ``vdie_id`` (empty on a 950: it answers DDIE only)."""
 
     NDIE = 0
     VDIE = 1
@@ -155,11 +146,7 @@ class BootStatus(IntEnum):
 
 
 class NetworkHealth(IntEnum):
-    """``enum dcmi_rdfx_detect_result`` of ``dcmi_get_device_network_health``.
-
-    npu-exporter counts OK and INIT as healthy; the rest are failures of the
-    RoCE port's connectivity probe.
-    """
+    """``enum dcmi_rdfx_detect_result`` of ``dcmi_get_device_network_health``: OK and INIT: a working link."""
 
     OK = 0
     SOCK_FAIL = 1
@@ -281,12 +268,9 @@ class ProcessMemory:
 
 @dataclass(frozen=True)
 class SuperPodInfo:
-    """``struct dcmi_spod_info`` (``dcmi_get_device_info`` CHIP_INF / SPOD_INFO, A3).
+    """``struct dcmi_spod_info`` (CHIP_INF / SPOD_INFO): ids -1 where the driver says 0xffffffff (none).
 
-    ``super_pod_id`` and ``server_id`` are -1 where the driver says 0xffffffff
-    (no super pod), as Huawei writes them into the device-info ConfigMap.
-    Newer headers call the second field ``server_index`` and ``scale_type``
-    ``super_pod_size``; the layout is the same.
+    Newer headers call ``server_id`` ``server_index`` and ``scale_type`` ``super_pod_size``.
     """
 
     sdid: int
@@ -322,11 +306,7 @@ class VdevActivity:
 
 @dataclass(frozen=True)
 class CreatedVdev:
-    """``struct dcmi_create_vdev_out``: the vNPU ``dcmi_create_vdevice`` made.
-
-    Only ``vdev_id`` is meaningful (the N of ``/dev/vdavinciN``); DCMI's
-    reference calls the PCIe fields reserved.
-    """
+    """``struct dcmi_create_vdev_out``: only ``vdev_id`` means something (the PCIe fields are reserved)."""
 
     vdev_id: int
     vfg_id: int
@@ -388,11 +368,7 @@ class DeviceLibrary(Protocol):
         """``dcmi_init``: must succeed before any other call."""
 
     def missing_functions(self) -> frozenset[str]:
-        """The :data:`OPTIONAL_FUNCTIONS` this library lacks, learnt at ``init`` without calling them.
-
-        Calling one of them anyway raises :class:`backends.errors.SymbolMissing`.
-        Before ``init`` (or after ``close``) this raises DcmiError -8005, like any call.
-        """
+        """The :data:`OPTIONAL_FUNCTIONS` it lacks, learnt at ``init`` (before it: -8005, like any call)."""
 
     def driver_version(self) -> str:
         """``dcmi_get_driver_version``."""
@@ -431,21 +407,15 @@ class DeviceLibrary(Protocol):
         """``dcmi_get_device_pcie_info_v2`` (-8255 on SoC boards such as 310B)."""
 
     def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
-        """The chip's static vNPUs: ``vdev_id[:vdev_num]`` of VDEV_MNG / GET_TOTAL_RESOURCE.
-
-        Empty on a chip that could be split but is not; -8255 where the driver has no vNPUs.
-        """
+        """The chip's static vNPUs: ``vdev_id[:vdev_num]`` of VDEV_MNG / GET_TOTAL_RESOURCE (-8255: none)."""
 
     def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
         """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_RESOURCE)`` for one of :meth:`vdev_ids`."""
 
     def device_ip(self, card_id: int, device_id: int) -> str:
-        """``dcmi_get_device_ip`` of RoCE port 0 as text: IPv4 asked first, then IPv6 (as Huawei's plugin).
+        """``dcmi_get_device_ip`` of RoCE port 0 as text: IPv4, then IPv6 after a permanent IPv4 failure.
 
-        The IPv6 attempt follows only a permanent IPv4 failure (a temporary one is
-        raised as is); when both fail, the IPv6 attempt's error is raised. An IPv6
-        answer may be link-local (``fe80::...``); whether that counts as an address
-        is the caller's decision (Huawei's plugin refuses it).
+        Both failing raise the IPv6 error; a link-local answer is the caller's to refuse (Huawei's does).
         """
 
     # -- telemetry ---------------------------------------------------------------
@@ -478,11 +448,7 @@ class DeviceLibrary(Protocol):
         """``dcmi_get_device_ecc_info``: the ECC counters of the chip's ``kind`` memory."""
 
     def network_health(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_network_health``: a :class:`NetworkHealth` value (RoCE connectivity).
-
-        It can block for a long time after a card drops off the bus: callers
-        give it a timeout of its own (Huawei's: 1 s).
-        """
+        """``dcmi_get_device_network_health``: a :class:`NetworkHealth`; it can block after a card drop."""
 
     def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
         """``dcmi_get_device_die_v2``."""
@@ -493,10 +459,7 @@ class DeviceLibrary(Protocol):
     # -- hot reset -----------------------------------------------------------------
 
     def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
-        """``dcmi_set_device_reset``: start a reset; the chip answers "not ready" until it is back.
-
-        An Atlas 300I Duo resets as a card: only device 0 may be named (-8255 for device 1).
-        """
+        """``dcmi_set_device_reset``: start a reset ("not ready" until back; a 300I Duo card by device 0)."""
 
     def boot_status(self, card_id: int, device_id: int) -> int:
         """``dcmi_get_device_boot_status``: a :class:`BootStatus` value; a reset ends at 16."""
@@ -525,12 +488,9 @@ class DeviceLibrary(Protocol):
         vdev_id: int | None = None,
         vfg_id: int | None = None,
     ) -> CreatedVdev:
-        """``dcmi_create_vdevice`` from ``template`` (e.g. ``vir04``); ids chosen by the driver unless given.
+        """``dcmi_create_vdevice`` from ``template`` (``vir04``); ids chosen by the driver unless given.
 
-        The vNPU then appears in :meth:`vdev_ids` and as ``/dev/vdavinci<vdev_id>``.
-        An unknown template is -8001; a chip without room for it (AI cores, AI
-        CPUs, memory, media engines, or 7 vNPUs on a 310P) is -8020. A template
-        name longer than :data:`MAX_TEMPLATE_NAME` bytes raises ValueError.
+        -8001 an unknown template, -8020 no room for it; a name too long raises ValueError.
         """
 
     def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
@@ -540,27 +500,18 @@ class DeviceLibrary(Protocol):
         """``dcmi_subscribe_fault_event`` for every device; ``handler`` runs on a library thread."""
 
     def affinity_cpu(self, card_id: int, device_id: int) -> str:
-        """``dcmi_get_affinity_cpu_info_by_device_id``: the CPUs near the chip, a cpulist (``0-23``).
-
-        -8255 except on 910B, A3 A+X boards and Atlas 350 cards.
-        """
+        """``dcmi_get_affinity_cpu_info_by_device_id``: the CPUs near the chip, a cpulist (``0-23``)."""
 
     def close(self) -> None:
         """Release the library (dlclose); later calls fail until ``init``."""
 
     def v2(self) -> DeviceLibraryV2:
-        """The same library through DCMI's v2 API (Ascend 950), not initialised (its init: ``dcmiv2_init``).
-
-        Use one or the other: after a ``dcmiv2_init`` only the v2 calls answer.
-        """
+        """The same library through DCMI's v2 API (Ascend 950), not initialised: after ``dcmiv2_init``
+        only the v2 calls answer."""
 
 
-# Each v1 function the plugin calls and its DCMI v2 counterpart. Above the
-# binding, functions keep their v1 names (``missing``, ``WITHOUT``): a v2
-# library reports a missing ``dcmiv2_get_device_temperature`` as
-# ``dcmi_get_device_temperature``, and :func:`v2_name` tells the real name.
-# The v1 functions without a counterpart (DDR memory, RoCE IP, the MCU's power,
-# the brother card, out-of-band reset, vNPUs) do not exist on a 950.
+# Each v1 function the plugin calls and its DCMI v2 counterpart: above the binding functions keep
+# their v1 names (``missing``, ``WITHOUT``). The v1 functions without one do not exist on a 950.
 V2_NAMES: Final[Mapping[str, str]] = MappingProxyType(
     {
         "dcmi_init": "dcmiv2_init",
@@ -600,10 +551,8 @@ def v2_name(function: str) -> str:
 class DeviceLibraryV2(Protocol):
     """DCMI's v2 API, as the Ascend 950 answers it. Raises DcmiError on failure.
 
-    ``dev_id`` is the logical id, 0..n-1 as :meth:`device_list` gives them; the
-    physical id (the N of Kubernetes' ``npu-<N>``) comes only from
-    :meth:`phy_id`. Never pass one for the other. Values are those of the v1
-    calls of the same name.
+    ``dev_id`` is the logical id (:meth:`device_list`), never the physical id
+    (:meth:`phy_id`, the N of ``npu-<N>``); values are those of the v1 calls of the same name.
     """
 
     @property

@@ -65,19 +65,11 @@ def numa_node(address: PcieAddress, root: Path = Path("/")) -> int | None:
 
 
 def pcie_root(address: PcieAddress, root: Path = Path("/")) -> str:
-    """The ``resource.kubernetes.io/pcieRoot`` value of the device: ``pci<domain>:<bus>`` of its root complex.
+    """The ``resource.kubernetes.io/pcieRoot`` value: ``pci<domain>:<bus>`` of the device's root complex.
 
-    On a real host ``<root>/sys/bus/pci/devices/<bdf>`` is a symbolic link to the
-    device's place in the topology, ``../../../devices/pci0000:3a/0000:3a:02.0/0000:3b:00.0``,
-    that is ``/sys/devices/pci0000:3a/...``: the ``pciDDDD:BB`` directory right
-    under ``/sys/devices`` names the root complex the device hangs under, which
-    is what the attribute means (devices under one root share it). The link is
-    read inside ``root`` (an absolute target counts from ``root``, as it would
-    on the host) and no other link is followed.
-
-    When the link is missing or leads nowhere recognisable (no sysfs in reach,
-    a fake root), the answer falls back to the device's own domain and bus:
-    right for a device on a root bus, a stand-in otherwise.
+    Read from the ``pciDDDD:BB`` directory under ``/sys/devices`` that the
+    device's sysfs link leads to (inside ``root``, no other link followed); where
+    the link leads nowhere recognisable, the device's own domain and bus stand in.
     """
     try:
         target = os.readlink(root / PCI_DEVICES / address.bdf)

@@ -17,8 +17,6 @@ from backends.chips import (
     Unnamed,
     address_chips,
     address_chips_v2,
-    enumerate_chips,
-    enumerate_chips_v2,
 )
 from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.library import ChipInfo, DeviceLibrary, DeviceLibraryV2, v2_name
@@ -80,9 +78,11 @@ class LibrarySession:
         return function if self.v2 is None else v2_name(function)
 
     def discover(self) -> list[Chip]:
-        """Every NPU chip of the node, ordered by physical id."""
-        chips = enumerate_chips(self.library) if self.v2 is None else enumerate_chips_v2(self.v2)
-        return sorted(chips, key=lambda chip: chip.phy_id)
+        """Every NPU chip of the node, by physical id; one the driver will not name raises its error."""
+        found, unnamed = self.address()
+        if unnamed:
+            raise unnamed[0].error
+        return [address.chip(self.chip_info(address)) for address in found]
 
     def address(self) -> tuple[list[ChipAddress], list[Unnamed]]:
         """The chips the driver names, by physical id; apart, the chips (or cards) it would not name."""

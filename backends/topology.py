@@ -36,13 +36,8 @@ class TopologyError(ChipError):
 
 @dataclass(frozen=True)
 class TopologyUnit:
-    """One unit of a node: its kind, its number, and how many chips the node has in it.
-
-    ``index`` is the ring number (``phy_id // 4``), the DCMI card id, or the
-    mesh group (``phy_id // 8`` on boxes of more than 8, else 0). ``size`` is
-    the unit's full size on this node, free or not: placement compares it with
-    a unit's free chips to tell a whole free unit from a fragment.
-    """
+    """One unit of a node: its kind, its number (ring, card id, mesh group) and its full size on this node
+    (free or not: placement tells a whole free unit from a fragment by it)."""
 
     kind: UnitKind
     index: int

@@ -95,14 +95,10 @@ def media_variant(name: str) -> bool:
 
 
 def divides_evenly(name: str, chip_cores: int, chip_memory_mb: int) -> bool:
-    """Whether a template whose name gives its memory splits the chip the same way by cores and by memory.
+    """Whether a template splits the chip the same way by AI cores and by memory (within an eighth).
 
-    Huawei's 910B and A3 templates are made per chip bin: ``vir05_1c_16g`` is
-    a quarter of a 20-core 64 GB chip, ``vir05_1c_8g`` a quarter of a 20-core
-    32 GB one, ``vir06_1c_16g`` a quarter of a 24-core 64 GB one. So a
-    template belongs to a chip when the chip's AI cores are a whole number of
-    the template's and its memory the same number of the template's (within
-    an eighth: a driver reports a little less than the nominal figure).
+    Huawei's 910B and A3 templates are made per chip bin: ``vir05_1c_16g`` is a
+    quarter of a 20-core 64 GB chip, ``vir05_1c_8g`` of a 20-core 32 GB one.
     """
     cores, memory = template_cores(name), named_memory_mb(name)
     if not cores or not memory or chip_cores % cores:

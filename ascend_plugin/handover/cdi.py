@@ -1,19 +1,11 @@
-"""CDI mode: describe the offered devices in a Container Device Interface spec, hand out names.
+"""CDI mode: the node's Container Device Interface spec, and the device names Allocate hands out.
 
-With CDI the container runtime (containerd, CRI-O, podman) edits the container
-itself from a spec file, so neither the Ascend Docker Runtime nor a list of
-device nodes in every Allocate answer is needed. The plugin writes one spec for
-the node: a device per offered device name (``huawei.com/npu=<phy>`` for a
-chip) carrying its device node, and spec-wide edits carrying the family's shared
-nodes and the read-only driver mounts, which apply whenever any of its devices is
-used. It is rewritten when the offered devices change; a write that fails is
-retried with backoff until it succeeds. Allocate answers with the fully
-qualified device names, both as ``cdi_devices`` (kubelets with
-DevicePluginCDIDevices, GA in 1.31) and as the ``cdi.k8s.io/`` annotation older
-kubelets pass to the runtime.
-
-What any spec of ours holds, and how it is written, is shared: :func:`spec_content`
-and :func:`write_spec` also make the DRA driver's spec per claim.
+The container runtime edits the container from the spec: a device per offered
+device name (``huawei.com/npu=<phy>``) carrying its node, and spec-wide edits
+with the family's shared nodes and the driver mounts. Rewritten when the offers
+change, retried with backoff. Allocate names the devices both as ``cdi_devices``
+and as the ``cdi.k8s.io/`` annotation older kubelets pass on. The DRA driver's
+spec per claim is made with the same :func:`spec_content` and :func:`write_spec`.
 """
 
 from __future__ import annotations
@@ -52,13 +44,8 @@ def _mount(mount: HostMount) -> dict[str, Any]:
 
 
 def spec_content(kind: str, nodes: Mapping[str, DeviceNode], host: HostDevices) -> dict[str, Any]:
-    """A spec of ``kind`` with a device per name of ``nodes`` carrying its node, and the host's shared edits.
-
-    The family's shared nodes and the read-only driver mounts are spec-wide
-    edits: the runtime applies them whenever any device of the spec is used.
-    The version is the lowest this content allows (unknown fields would make a
-    runtime reject the file).
-    """
+    """A spec of ``kind``: a device per name of ``nodes``, the host's shared nodes and mounts spec-wide
+    (applied whenever any device is used), the lowest version this content allows."""
     spec = {
         "kind": kind,
         "devices": [
@@ -111,13 +98,8 @@ class CdiSpec:
         return [self.problem] if self.problem else []
 
     async def keep_written(self, book: OfferBook) -> None:
-        """Write the spec now and whenever its content changes, until the inventory closes.
-
-        A failure is not fatal: without the spec, containers given NPUs fail to
-        start, but the kubelet side still serves. It is logged once (a repeat at
-        DEBUG), kept for /readyz, and the write is tried again with backoff, or
-        at once when the offers change, until it succeeds.
-        """
+        """Write the spec now and on every change, until the inventory closes; a failure is said once, kept
+        for /readyz and tried again with backoff (the kubelet side still serves)."""
         written: dict[str, Any] | None = None
         version = -1
         while not book.inventory.closed:

@@ -1,29 +1,15 @@
-"""The lowest CDI version a spec's content needs, by the reference library's rules.
+"""The lowest CDI version a spec's content needs, rule for rule as the reference library computes it.
 
-A runtime refuses a whole spec whose ``cdiVersion`` it does not know (podman
-4.3 and containerd 1.7.0-1.7.11 know nothing above 0.5.0), and the newer ones
-also refuse a spec whose version is below what its content needs. So the spec
-says the lowest version its content allows: computed here from the content,
-rule for rule as ``MinimumRequiredVersion`` of the reference Go library
-(tags.cncf.io/container-device-interface, ``specs-go/version.go``), where each
-version names the fields it introduced:
-
-* 1.1.0: ``netDevices``; ``intelRdt`` with ``schemata`` or ``enableMonitoring``
-* 0.7.0: ``intelRdt``; a non-empty ``additionalGids``
-* 0.6.0: non-empty ``annotations`` on the spec or a device; a dot in the
-  class of the kind (the part after the first ``/``)
-* 0.5.0: a device name starting with a digit; a device node with ``hostPath``
-* 0.4.0: a mount with ``type``
-* else 0.3.0, the earliest version the library accepts.
-
-The content is the mapping written as JSON (the spec's camelCase keys). A key
-this module does not know raises :class:`CdiContentError`: a field added to the
-spec later must come with its rule, or its version could come out too low.
+``MinimumRequiredVersion`` of tags.cncf.io/container-device-interface: a runtime
+refuses a ``cdiVersion`` it does not know (podman 4.3, containerd up to 1.7.11
+know nothing above 0.5.0), newer ones a version below what the content needs.
+A field this module does not know raises :class:`CdiContentError`: a new field
+must come with its rule, or its version could come out too low.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 EARLIEST: Final = "0.3.0"
@@ -120,50 +106,30 @@ class _Content:
         self.nodes.extend(_objects(edits.get("deviceNodes"), _NODE_KEYS, f"{where}.deviceNodes"))
         self.mounts.extend(_objects(edits.get("mounts"), _MOUNT_KEYS, f"{where}.mounts"))
 
-
-def _requires_1_1_0(content: _Content) -> bool:
-    for edits in content.edits:
-        rdt = edits.get("intelRdt")
-        if rdt is not None and (rdt.get("schemata") is not None or bool(rdt.get("enableMonitoring"))):
-            return True
-        if edits.get("netDevices"):
-            return True
-    return False
-
-
-def _requires_0_7_0(content: _Content) -> bool:
-    return any(edits.get("intelRdt") is not None or edits.get("additionalGids") for edits in content.edits)
-
-
-def _requires_0_6_0(content: _Content) -> bool:
-    _, slash, kind_class = content.kind.partition("/")
-    return any(content.annotations) or (bool(slash) and "." in kind_class)
-
-
-def _requires_0_5_0(content: _Content) -> bool:
-    return any("0" <= name[:1] <= "9" for name in content.names) or any(
-        node.get("hostPath") for node in content.nodes
-    )
-
-
-def _requires_0_4_0(content: _Content) -> bool:
-    return any(mount.get("type") for mount in content.mounts)
-
-
-# Newest first: the first rule that holds decides.
-_RULES: Final[tuple[tuple[str, Callable[[_Content], bool]], ...]] = (
-    ("1.1.0", _requires_1_1_0),
-    ("0.7.0", _requires_0_7_0),
-    ("0.6.0", _requires_0_6_0),
-    ("0.5.0", _requires_0_5_0),
-    ("0.4.0", _requires_0_4_0),
-)
+    def minimum(self) -> str:
+        """The rules of each version, newest first: the first that holds decides."""
+        rdts = [edits["intelRdt"] for edits in self.edits if edits.get("intelRdt") is not None]
+        _, slash, kind_class = self.kind.partition("/")
+        if any(rdt.get("schemata") is not None or rdt.get("enableMonitoring") for rdt in rdts) or any(
+            edits.get("netDevices") for edits in self.edits
+        ):
+            return "1.1.0"
+        if rdts or any(edits.get("additionalGids") for edits in self.edits):
+            return "0.7.0"
+        if any(self.annotations) or (slash and "." in kind_class):
+            return "0.6.0"
+        if any("0" <= name[:1] <= "9" for name in self.names) or any(
+            node.get("hostPath") for node in self.nodes
+        ):
+            return "0.5.0"
+        if any(mount.get("type") for mount in self.mounts):
+            return "0.4.0"
+        return EARLIEST
 
 
 def minimum_version(spec: Mapping[str, Any]) -> str:
     """The lowest ``cdiVersion`` that ``spec`` (the JSON content) may declare."""
-    content = _Content(spec)
-    return next((version for version, required in _RULES if required(content)), EARLIEST)
+    return _Content(spec).minimum()
 
 
 def versioned(spec: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,16 +1,9 @@
 """The three handover modes and the table Allocate picks from.
 
-* ``device``: the plugin lists the device nodes (each device's own node, then
-  the family's shared nodes present on the host) and mounts the driver read-only;
-* ``runtime``: the Ascend Docker Runtime does the mounting; the plugin only sets
-  ``ASCEND_VISIBLE_DEVICES`` (and ``ASCEND_RUNTIME_OPTIONS=VIRTUAL`` for vNPUs, plus
-  the family's extra variables). Chosen automatically when the plugin's own
-  container was started by that runtime (``ASCEND_DOCKER_RUNTIME=True`` in its
-  environment);
-* ``cdi``: the container runtime edits the container from the node's CDI spec
-  (:mod:`ascend_plugin.handover.cdi`); the plugin answers with CDI device names.
-
-Devices that share a chip (shares of one chip) hand over that chip once.
+``device``: the device nodes (each device's, then the family's shared ones) and
+the driver mounted read-only; ``runtime``: ``ASCEND_VISIBLE_DEVICES`` for the
+Ascend Docker Runtime (chosen by ``auto`` when it started our own container);
+``cdi``: CDI device names (:mod:`.cdi`). Shares of one chip hand it over once.
 """
 
 from __future__ import annotations

@@ -89,10 +89,8 @@ def _by_chip(refs: Mapping[int, list[ContainerRef]]) -> ByChip:
 class HeldChips:
     """The kubelet's view of which container holds which chips, kept current, and the node's held chips.
 
-    :attr:`known` is False until the kubelet (or Volcano's annotations) first
-    answered: before that, an empty :attr:`chips` says nothing about whether a
-    chip is free. While the kubelet does not answer, the held chips stay as last
-    known, or are what :meth:`also_held` says where a part knows.
+    Until :attr:`known`, an empty :attr:`chips` says nothing of whether a chip is free; while the kubelet
+    does not answer they stay as last known, or are what :meth:`also_held` says.
     """
 
     def __init__(
@@ -173,10 +171,8 @@ class HeldChips:
     # -- what the faces tell --------------------------------------------------------------------
 
     def handed(self, chips: Iterable[int]) -> None:
-        """These chips were just handed to a container (Allocate, Prepare): held before the kubelet says.
-
-        They stay held until a listing begun after shows them, or one begun
-        :data:`HANDED_SETTLE` seconds after does not.
+        """These chips were just handed over (Allocate, Prepare): held until a listing begun after shows them,
+        or one begun :data:`HANDED_SETTLE` seconds after does not.
         """
         now = self.clock()
         for chip in chips:
@@ -198,11 +194,8 @@ class HeldChips:
                 await self.refresh()
 
     async def refresh(self) -> Listing | None:
-        """A listing begun after this call, or None when the kubelet cannot be asked now.
-
-        Callers that ask while a listing is under way wait for the one after it
-        (the one under way may have begun before what they want to see).
-        """
+        """A listing begun after this call (the one under way may be older), or None when the kubelet cannot
+        be asked."""
         asked = self.clock()
         async with self._lock:
             if self._listed_at >= asked:
@@ -218,10 +211,8 @@ class HeldChips:
             return listing
 
     def _learn(self, listed_at: float | None, plugin_held: ByChip | None = None) -> None:
-        """Take the last listing's chips and the parts' own; theirs alone without the kubelet.
-
-        ``listed_at``: when the listing just answered began (what it covers of the chips handed lately).
-        """
+        """The last listing's chips and the parts' own, theirs alone without the kubelet; ``listed_at``: when
+        it began."""
         listed = None
         if self.answered:
             listed = self._current().chips | (self._also or frozenset())

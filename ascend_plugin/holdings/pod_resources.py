@@ -1,15 +1,10 @@
 """The kubelet's PodResources API: which container holds which devices, as the kubelet recorded it.
 
-Huawei's plugin asks v1alpha1 ``List`` only; this client asks v1 first (every
-kubelet since 1.20) and falls back to v1alpha1 where v1 is not served. v1 also
-lists each container's DRA claims and the devices allocated to them
-(``dynamic_resources``, where the kubelet's KubeletPodResourcesDynamicResources
-feature is on). Each call has a 2-second deadline. The socket path must be the
-socket itself, not a symlink anywhere along it: a symlink would let whoever can
-write there point the plugin at another process pretending to be the kubelet.
-
-When the socket is absent, refused, or answers neither version, the listing is
-None; each such state is said once, when it begins, and its end once too.
+v1 first (every kubelet since 1.20; it also lists DRA claims' devices), v1alpha1
+where v1 is not served (Huawei's plugin asks that alone); 2 s per call. The
+socket must be the socket itself, not reached through a symlink (which could
+point the plugin at a process posing as the kubelet). When it cannot be asked,
+the listing is None; each such state is said once when it begins, and its end too.
 """
 
 from __future__ import annotations
@@ -76,11 +71,25 @@ class ContainerListing:
 Listing = tuple[ContainerListing, ...]
 
 
-def _devices(container: v1.ContainerResources | v1alpha1.ContainerResources) -> Mapping[str, tuple[str, ...]]:
+def _by_resource(
+    devices: list[v1.ContainerDevices] | list[v1alpha1.ContainerDevices],
+) -> Mapping[str, tuple[str, ...]]:
     result: dict[str, tuple[str, ...]] = {}
-    for devices in container.devices:
-        result[devices.resource_name] = (*result.get(devices.resource_name, ()), *devices.device_ids)
+    for each in devices:
+        result[each.resource_name] = (*result.get(each.resource_name, ()), *each.device_ids)
     return MappingProxyType(result)
+
+
+def _listing(pods: list[v1.PodResources] | list[v1alpha1.PodResources]) -> Listing:
+    return tuple(
+        ContainerListing(
+            ContainerRef(pod.namespace, pod.name, container.name),
+            _by_resource(container.devices),
+            _claims(container) if isinstance(container, v1.ContainerResources) else (),  # v1 only
+        )
+        for pod in pods
+        for container in pod.containers
+    )
 
 
 def _claims(container: v1.ContainerResources) -> tuple[ClaimDevice, ...]:
@@ -90,24 +99,6 @@ def _claims(container: v1.ContainerResources) -> tuple[ClaimDevice, ...]:
         )
         for claim in container.dynamic_resources
         for device in claim.claim_resources
-    )
-
-
-def _v1_listing(pods: list[v1.PodResources]) -> Listing:
-    return tuple(
-        ContainerListing(
-            ContainerRef(pod.namespace, pod.name, container.name), _devices(container), _claims(container)
-        )
-        for pod in pods
-        for container in pod.containers
-    )
-
-
-def _v1alpha1_listing(pods: list[v1alpha1.PodResources]) -> Listing:
-    return tuple(
-        ContainerListing(ContainerRef(pod.namespace, pod.name, container.name), _devices(container))
-        for pod in pods
-        for container in pod.containers
     )
 
 
@@ -156,10 +147,7 @@ class PodResourcesClient:
             return None
         finally:
             channel.close()
-        result: dict[str, tuple[str, ...]] = {}
-        for devices in response.devices:
-            result[devices.resource_name] = (*result.get(devices.resource_name, ()), *devices.device_ids)
-        return MappingProxyType(result)
+        return _by_resource(response.devices)
 
     async def _list(self) -> tuple[Listing, str]:
         channel = self._channel()
@@ -168,7 +156,7 @@ class PodResourcesClient:
                 response = await v1.PodResourcesListerStub(channel).list(
                     v1.ListPodResourcesRequest(), timeout=self.timeout
                 )
-                return _v1_listing(response.pod_resources), "v1"
+                return _listing(response.pod_resources), "v1"
             except GRPCError as error:
                 if error.status is not Status.UNIMPLEMENTED:
                     raise PodResourcesUnavailable(_describe(error)) from error
@@ -182,7 +170,7 @@ class PodResourcesClient:
                 raise PodResourcesUnavailable(
                     f"v1 is not served and v1alpha1 failed: {_describe(error)}"
                 ) from error
-            return _v1alpha1_listing(answer.pod_resources), "v1alpha1"
+            return _listing(answer.pod_resources), "v1alpha1"
         finally:
             channel.close()
 

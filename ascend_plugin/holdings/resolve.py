@@ -23,12 +23,10 @@ from ascend_plugin.offers.book import OfferBook
 
 
 class Assignments:
-    """Per resource, the real device handed over for each kubelet device ID (Volcano mode).
+    """Per resource, the real device handed over for each kubelet device ID (Volcano mode), one to one.
 
-    The map stays one to one: recording a pair drops every earlier pair that
-    used the same kubelet ID or the same real device. Pairs of pods that ended
-    stay until a new allocation replaces them: each kubelet ID still stands for
-    exactly one real device.
+    A new pair drops the earlier pairs of its kubelet ID or its real device; pairs of ended pods stay until
+    replaced.
     """
 
     def __init__(self) -> None:
@@ -64,10 +62,8 @@ class Assignments:
     def paired(self, resource: str, devices: Sequence[OfferedDevice]) -> list[tuple[str, OfferedDevice]]:
         """Every device's ID as a kubelet ID, with the real device whose health ListAndWatch reports for it.
 
-        Mapped IDs report their real device, the rest the real devices nobody's
-        ID maps to, in order: a faulted chip turns unhealthy the kubelet ID of
-        the pod holding it, and the count of healthy IDs stays that of healthy
-        chips. Pairs naming a device the node no longer offers are ignored.
+        The unmapped IDs take the unmapped real devices in order: a faulted chip turns unhealthy the ID of
+        the pod holding it, and the count of healthy IDs stays that of healthy chips.
         """
         by_id = {device.id: device for device in devices}
         mapping = {k: r for k, r in self._maps.get(resource, {}).items() if k in by_id and r in by_id}
@@ -114,12 +110,10 @@ class ClaimNames:
 
 @dataclass(frozen=True)
 class DevicePluginIds:
-    """The chips behind a device plugin's IDs, read from the IDs themselves (no offer book).
+    """The chips behind a device plugin's IDs, Huawei's and ours, read from the IDs themselves (no offer
+    book).
 
-    Huawei's names and ours: ``<prefix>-<phy>`` and ``<prefix>-<phy>-<i>`` of
-    the family's resource, ``<prefix>-<suffix>-<vNPU id>-<phy>`` of a vNPU
-    resource. Volcano's kubelet IDs name no chip: such a node is drained before
-    it moves (docs/dra.md).
+    Volcano's kubelet IDs name no chip: such a node is drained before it moves (docs/dra.md).
     """
 
     resource: str  # the family's whole-chip resource, e.g. huawei.com/Ascend910
@@ -140,11 +134,10 @@ class DevicePluginIds:
 
 
 class ChipResolver:
-    """Names the chips behind kubelet device IDs (through the offer book) and claims' devices.
+    """Names the chips behind kubelet device IDs (the offer book's, Volcano's map) and claims' devices.
 
-    ``chooser`` is Volcano's, set once that face is built (it needs the
-    resolver's holdings first). Without a book, ``plugin_ids`` reads the chips
-    of device-plugin pods from their IDs; with neither, nothing is ours.
+    Without a book, ``plugin_ids`` reads device-plugin pods' IDs; ``chooser`` is set once Volcano's face is
+    built.
     """
 
     def __init__(

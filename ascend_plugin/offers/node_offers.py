@@ -112,10 +112,8 @@ class DraPlan:
 
 
 def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend) -> DraPlan:
-    """The DRA driver's plan for the node; SharingRefused when sharing meets vNPUs, as in :func:`plan_offers`.
-
-    ``vnpu=dynamic`` where no vNPU can be made is ignored with a warning, like
-    ``share_count``; on 310P the two do not go together.
+    """The DRA driver's plan: ``vnpu=dynamic`` where no vNPU can be made is ignored with a warning, like
+    ``share_count``; SharingRefused when sharing meets vNPUs (made or static), as in :func:`plan_offers`.
     """
     chips = inventory.chips()
     sharing, notices = _sharing(settings, inventory, family)

@@ -55,11 +55,8 @@ _DUO_CHIPS: Final = 2  # chips on an Atlas 300I Duo card
 class Ascend310P(VnpuFamily):
     """310P chips: DDR memory, polled for faults, static vNPUs, chips shareable by device-share mode.
 
-    Their telemetry shows the card's power (read by its MCU) and each vNPU's activity.
-
-    A card is the unit and the reset group: an Atlas 300I Duo's two chips are
-    reset together (its driver takes the reset on device 0 only, for the card);
-    a 300I Pro's card holds one, device 0 too.
+    Telemetry shows the card's power (its MCU) and each vNPU's activity. The card
+    is the unit and the reset group: a 300I Duo's two chips reset together, through device 0.
     """
 
     TABLE = ASCEND_310P

@@ -25,11 +25,8 @@ def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -
 
 
 def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
-    """The devices named, in order, healthy or not; a BadRequest names the first bad ID and why.
-
-    Where a scheduler chooses the chips (:mod:`ascend_plugin.offers.assignments`),
-    the kubelet's IDs only count, and their own chips' health is beside the point.
-    """
+    """The devices named, healthy or not (a chooser's kubelet IDs only count); BadRequest names the first bad
+    ID."""
     if not device_ids:
         raise BadRequest("empty", "the request names no device IDs")
     offered = book.devices(resource)

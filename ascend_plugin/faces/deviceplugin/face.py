@@ -97,11 +97,6 @@ class DevicePluginFace:
         """Every resource registered with the current kubelet."""
         return bool(self.servers) and all(server.registrar.registered for server in self.servers.values())
 
-    @property
-    def last_error(self) -> str:
-        """The latest registration problem of any resource, if any."""
-        return next((s.registrar.last_error for s in self.servers.values() if s.registrar.last_error), "")
-
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every successful registration of any resource."""
         self._registered_listeners.append(listener)
@@ -114,11 +109,8 @@ class DevicePluginFace:
         )
 
     async def shown(self, version: int) -> None:
-        """Return once every ListAndWatch stream has sent the kubelet the offers of inventory ``version``.
-
-        A hot reset waits here after taking its chips out, so the kubelet has
-        them Unhealthy before the reset starts.
-        """
+        """Return once every ListAndWatch stream has sent the offers of inventory ``version`` (a hot reset
+        waits here, so the kubelet has its chips Unhealthy before the reset starts)."""
         for server in list(self.servers.values()):
             await server.service.streams.shown(version)
 

@@ -74,7 +74,6 @@ class KubeletRegistrar:
         self.register_backoff = register_backoff
         self.kubelet_socket = endpoint.path.parent / KUBELET_SOCKET
         self.registered = False
-        self.registrations = 0
         self.last_error = ""
         self._stream_dropped_at: float | None = None
         self._registered_listeners: list[Callable[[], None]] = []
@@ -130,7 +129,6 @@ class KubeletRegistrar:
                 )
                 await anyio.sleep(delay)
                 continue
-            self.registrations += 1
             if self.last_error:
                 log.info("registration works again after %d failed attempt(s)", attempt)
             self.last_error = ""

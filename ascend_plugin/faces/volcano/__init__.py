@@ -13,11 +13,8 @@ from ascend_plugin.settings import Settings
 
 
 def checks_volcano_choices(settings: Settings) -> bool:
-    """Whether the plugin looks for Volcano's choices it would not follow (:mod:`.unfollowed`).
-
-    Only where Volcano can place NPU pods on the node (it schedules from the
-    device-info ConfigMap) and the plugin does not follow Volcano: the device
-    plugin, Volcano mode off, with a node name (and so the Kubernetes side).
+    """Whether to look for Volcano's choices the plugin does not follow: Volcano may place NPU pods here (it
+    schedules from the device-info ConfigMap) and the device plugin serves with Volcano mode off.
     """
     return (
         settings.serve == "device-plugin"

@@ -38,12 +38,8 @@ class Selection:
     near_misses: tuple[NearMiss, ...]
 
     def describe_misses(self) -> str:
-        """The near misses for a message, grouped by reason, most common first.
-
-        A node may have hundreds of pods with names of 253 characters: the
-        message names the commonest reasons with a few pods each and counts the
-        rest, so it stays short enough to reach the kubelet whole (the gRPC
-        status travels in a trailer) and still says what to fix.
+        """The near misses by reason, commonest first, a few pods each and the rest counted: short enough to
+        reach the kubelet whole (the status travels in a trailer), yet saying what to fix.
         """
         if not self.near_misses:
             return "no pod on this node asks for it or carries its annotation"
@@ -94,11 +90,9 @@ def select(
 ) -> Selection:
     """The pod an Allocate of ``count`` chips is for, and the near misses.
 
-    ``consumed`` says whether this plugin served a pod already (its mark may not
-    have reached the API server yet); ``holding`` are the keys of pods the
-    kubelet lists as holding devices of ``resource``. Ties of predicate-time go
-    to the pod named first in namespace/name order, so the choice is a function
-    of the pods, not of the order they are listed in.
+    ``consumed``: this plugin served the pod (its mark may not have landed); ``holding``: pods the kubelet
+    lists holding the resource. Ties go to the first by namespace/name: a function of the pods, not their
+    order.
     """
     candidates: list[Pod] = []
     misses: list[NearMiss] = []

@@ -68,10 +68,7 @@ class PodCache:
         return self.pods()
 
     async def run(self, kube: Kube) -> None:
-        """Follow the node's pods forever; API failures are retried with backoff.
-
-        ``kube`` serves :meth:`list_fresh` only while this runs: the face closes it when its run ends.
-        """
+        """Follow the node's pods until cancelled; ``kube`` serves :meth:`list_fresh` meanwhile."""
         self._pods = Reflector(
             kube,
             PODS,
