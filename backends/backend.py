@@ -13,14 +13,12 @@ import abc
 import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
 from typing import ClassVar, Concatenate, ParamSpec, TypeVar
 
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
 from backends.errors import NOT_READY, NOT_SUPPORTED, ChipError, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
 from backends.library import (
-    FEATURE_FUNCTIONS,
     HEALTH_ABSENT,
     ChipInfo,
     DdrInfo,
@@ -81,21 +79,6 @@ UTILIZATION_PERIOD_S = 1
 # dcmi_get_device_network_health results npu-exporter counts as a working link.
 _NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
 
-# What the plugin does without each optional DCMI function (said once, at init).
-WITHOUT: Mapping[str, str] = MappingProxyType(
-    {
-        ERROR_CODES: "health comes from dcmi_get_device_health alone (fault codes are not polled; "
-        "fault events still count)",
-        SUBSCRIBE: "no fault events: health comes from polling alone",
-        PCIE_INFO: "no NUMA nodes: placement and the Topology Manager get no NUMA preference",
-        DEVICE_IP: "device IPs are unknown (Volcano's rank table says -1)",
-        DEVICE_INFO: "AI cores come from chip info or the family nominal figure; no vNPU is seen",
-        HBM_INFO: "the device memory of HBM chips (the 910 families) is unknown (no DRA memory capacity)",
-        MEMORY_INFO: "the device memory of DDR chips (310, 310B, 310P) is unknown (no DRA memory capacity)",
-        **FEATURE_FUNCTIONS,
-    }
-)
-
 
 class MemoryKind(enum.Enum):
     """The device memory a family's chips give their containers, by the DCMI call that reads it."""
@@ -153,7 +136,6 @@ class ChipBackend(abc.ABC):
         return self.session.description
 
     def close(self) -> None:
-        """Release the library this backend was built over."""
         self.session.close()
 
     # -- what every chip is asked ----------------------------------------------------------

@@ -52,7 +52,6 @@ class HealthReading:
 
     @property
     def dropped(self) -> bool:
-        """The chip is gone from the bus."""
         return self.value == HEALTH_ABSENT
 
 
@@ -117,14 +116,6 @@ def address_chips(library: DeviceLibrary) -> tuple[list[ChipAddress], list[Unnam
             except DcmiError as error:
                 unnamed.append(Unnamed(card_id, device_id, error))
     return found, unnamed
-
-
-def enumerate_chips(library: DeviceLibrary) -> list[Chip]:
-    """Every chip with its chip info, in DCMI's order; the first chip that cannot be read raises its error."""
-    found, unnamed = address_chips(library)
-    if unnamed:
-        raise unnamed[0].error
-    return [address.chip(library.chip_info(address.card_id, address.device_id)) for address in found]
 
 
 def address_chips_v2(library: DeviceLibraryV2) -> tuple[list[ChipAddress], list[Unnamed]]:

@@ -77,7 +77,6 @@ class FamilyTable:
     topology_labels: bool = False
 
     def claims(self, info: ChipInfo) -> bool:
-        """True when a chip with this info belongs to the family."""
         return bool(self.chip_names.search(info.chip_name))
 
     def chip_id(self, phy_id: int) -> str:
@@ -111,6 +110,5 @@ class FamilyTable:
         return self.ai_core_min <= value <= self.ai_core_max
 
     def with_overrides(self, **overrides: object) -> FamilyTable:
-        """A copy with every non-None override applied."""
         chosen = {key: value for key, value in overrides.items() if value is not None}
         return dataclasses.replace(self, **chosen)  # type: ignore[arg-type]

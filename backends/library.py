@@ -18,10 +18,22 @@ from typing import Final, Protocol
 # dcmi_get_device_health: the value for "device does not exist".
 HEALTH_ABSENT = 0xFFFFFFFF
 
-# The optional functions of the telemetry, hot reset and on-demand vNPUs (drivers differ most in
-# these), and what the plugin does without each (said once at init, by discovery and doctor).
-FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
+# The DCMI functions the plugin can do without (drivers differ: older ones, some builds), and what it does
+# without each (said once at init, by discovery and doctor). A library reports which it lacks right after
+# init (missing_functions); any other function is required: its absence is a SymbolMissing at the call.
+WITHOUT: Final[Mapping[str, str]] = MappingProxyType(
     {
+        "dcmi_get_device_errorcode_v2": "health comes from dcmi_get_device_health alone (fault codes are not "
+        "polled; fault events still count)",
+        "dcmi_subscribe_fault_event": "no fault events: health comes from polling alone",
+        "dcmi_get_device_pcie_info_v2": "no NUMA nodes: placement and the Topology Manager get no NUMA "
+        "preference",
+        "dcmi_get_device_ip": "device IPs are unknown (Volcano's rank table says -1)",
+        "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
+        "dcmi_get_device_hbm_info": "the device memory of HBM chips (the 910 families) is unknown (no DRA "
+        "memory capacity)",
+        "dcmi_get_device_memory_info_v3": "the device memory of DDR chips (310, 310B, 310P) is unknown (no "
+        "DRA memory capacity)",
         "dcmi_get_device_temperature": "no chip temperature in the telemetry",
         "dcmi_get_device_power_info": "no chip power in the telemetry",
         "dcmi_mcu_get_power_info": "no card power (read by the card's MCU) in the telemetry",
@@ -43,22 +55,7 @@ FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "dcmi_get_affinity_cpu_info_by_device_id": "NUMA nodes come from the PCIe device's numa_node alone",
     }
 )
-
-# The DCMI functions the plugin can do without (older drivers, some builds): a library reports which
-# it lacks right after init (missing_functions), so a fallback is chosen once. Any other function is
-# required: its absence is a SymbolMissing at the call.
-OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
-    {
-        "dcmi_get_device_errorcode_v2",
-        "dcmi_subscribe_fault_event",
-        "dcmi_get_device_pcie_info_v2",
-        "dcmi_get_device_ip",
-        "dcmi_get_device_info",
-        "dcmi_get_device_hbm_info",
-        "dcmi_get_device_memory_info_v3",
-        *FEATURE_FUNCTIONS,
-    }
-)
+OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(WITHOUT)
 
 # dcmi_get_device_info(CHIP_INF, SPOD_INFO): a super pod id or server index of
 # 0xffffffff means "none" (Huawei writes it as -1).

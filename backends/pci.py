@@ -1,9 +1,14 @@
-"""PCI facts DCMI does not give about a chip (its NUMA node, its PCIe root), from sysfs under ``root``."""
+"""Host facts DCMI does not give about a chip, from the host's files under ``root``: NUMA node, PCIe root.
+
+A chip's NUMA node is Huawei's: the node whose cpulist is the chip's CPU
+affinity, else its PCIe device's ``numa_node`` (docs/how-it-works.md "NUMA").
+"""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -83,3 +88,46 @@ def pcie_root(address: PcieAddress, root: Path = Path("/")) -> str:
     if found is not None:
         return f"pci{found['domain']}:{found['bus']}"
     return f"pci{address.domain:04x}:{address.bus:02x}"
+
+
+NODES: Final = Path("sys/devices/system/node")
+_NODE = re.compile(r"^node(?P<number>\d+)$")
+_READ_LIMIT: Final = 10 * 1024  # bytes of a cpulist file read, as Huawei's plugin limits it
+
+
+def node_cpulists(root: Path = Path("/")) -> dict[str, int]:
+    """Each NUMA node's cpulist text (trimmed) -> its number; empty where the host has no such files.
+
+    A node whose file cannot be read is left out: its chips fall back to their PCIe device.
+    """
+    try:
+        entries = sorted((root / NODES).iterdir())
+    except OSError:
+        return {}
+    found: dict[str, int] = {}
+    for entry in entries:
+        matched = _NODE.match(entry.name)
+        if matched is None:
+            continue
+        try:
+            with (entry / "cpulist").open("rb") as file:
+                text = file.read(_READ_LIMIT).decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            found.setdefault(text, int(matched["number"]))
+    return found
+
+
+def chip_numa_node(
+    affinity: str | None, address: PcieAddress | None, cpulists: Mapping[str, int], root: Path = Path("/")
+) -> int | None:
+    """The chip's NUMA node: its CPU affinity's node, else its PCIe device's; None when neither says.
+
+    Raises :class:`~backends.pci.PciSysfsError` when the PCIe device's file is unreadable.
+    """
+    if affinity is not None and affinity.strip() in cpulists:
+        return cpulists[affinity.strip()]
+    if address is None:
+        return None
+    return numa_node(address, root)

@@ -54,6 +54,5 @@ def logic_block(chip: Chip, chips: Sequence[Chip], size: int) -> tuple[Chip, ...
 
 
 def whole_node(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
-    """Every chip of the node."""
     _checked(chip, chips)
     return _ordered(chips)

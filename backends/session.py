@@ -100,7 +100,6 @@ class LibrarySession:
         return self.library.driver_version() if self.v2 is None else self.v2.driver_version()
 
     def close(self) -> None:
-        """Release the library."""
         if self.v2 is not None:
             self.v2.close()
         else:

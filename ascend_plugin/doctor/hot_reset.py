@@ -28,7 +28,7 @@ from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
-from backends.library import FEATURE_FUNCTIONS
+from backends.library import WITHOUT
 
 HOT_RESET = "hot-reset"
 NEEDED = ("dcmi_set_device_reset", "dcmi_get_device_boot_status")
@@ -80,7 +80,7 @@ async def hot_reset(context: Context) -> Finding:
         return Finding.problem(
             HOT_RESET,
             f"hot reset is on, but the driver has no {', '.join(lacking)}: "
-            + "; ".join(FEATURE_FUNCTIONS[name] for name in lacking),
+            + "; ".join(WITHOUT[name] for name in lacking),
             fix="install a driver whose libdcmi.so has these functions, or turn hot reset off",
         )
     plans = [
@@ -95,7 +95,7 @@ async def hot_reset(context: Context) -> Finding:
     if backend.lacking(PROCESSES):
         return Finding.warning(
             HOT_RESET,
-            f"{detail}. The driver has no {PROCESSES}: {FEATURE_FUNCTIONS[PROCESSES]}",
+            f"{detail}. The driver has no {PROCESSES}: {WITHOUT[PROCESSES]}",
             fix="install a driver whose libdcmi.so lists processes, or turn hot reset off",
         )
     if (missing := pod_resources_missing(context)) is not None:

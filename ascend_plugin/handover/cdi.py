@@ -90,7 +90,6 @@ class CdiSpec:
         return ANNOTATION_PREFIX + device_id
 
     def content(self, devices: Sequence[OfferedDevice]) -> dict[str, Any]:
-        """The spec as the runtime reads it."""
         return spec_content(self.kind, {device.cdi_name: device.node for device in devices}, self.host)
 
     def problems(self) -> list[str]:
@@ -133,5 +132,4 @@ class CdiSpec:
         )
 
     def write(self, devices: Sequence[OfferedDevice]) -> None:
-        """Write the spec atomically."""
         write_spec(self.path, self.content(devices))

@@ -143,7 +143,6 @@ class HeldChips:
         return self.changes.version
 
     async def wait_for_change(self, seen_version: int) -> int:
-        """The version, once it differs from ``seen_version``."""
         return await self.changes.wait_for_change(seen_version)
 
     # -- per container (telemetry labels, Volcano, the DRA slices) ----------------------------

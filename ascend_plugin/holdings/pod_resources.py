@@ -44,7 +44,6 @@ class ContainerRef:
 
     @property
     def pod_key(self) -> tuple[str, str]:
-        """(namespace, pod)."""
         return (self.namespace, self.pod)
 
 

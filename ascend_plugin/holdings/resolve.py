@@ -78,9 +78,7 @@ class Assignments:
 class DeviceChooser(Protocol):
     """Names the real devices for an Allocate of a resource whose chips a scheduler chose (Volcano)."""
 
-    @property
-    def assignments(self) -> Assignments:
-        """The kubelet ID -> real device maps the chooser keeps."""
+    assignments: Assignments  # the kubelet ID -> real device maps it keeps
 
     def decides(self, resource: str) -> bool:
         """True when this chooser, not the kubelet, decides the devices of ``resource``."""

@@ -29,13 +29,12 @@ from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneStuck
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
-from backends.backend import WITHOUT, ChipBackend
+from backends.backend import ChipBackend
 from backends.chips import Chip, ChipAddress, Unnamed
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, FamilyTable, family_for, family_named
-from backends.library import ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
-from backends.numa import chip_numa_node, node_cpulists
-from backends.pci import PciSysfsError
+from backends.library import WITHOUT, ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
+from backends.pci import PciSysfsError, chip_numa_node, node_cpulists
 from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)

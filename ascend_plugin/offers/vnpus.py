@@ -1,22 +1,50 @@
 """Static vNPUs: every vNPU an operator carved out of a chip, as a device of its template's resource.
 
-Huawei's ``presetVirtualDevice``: the vNPUs the driver lists, re-read every poll,
-each under its template's resource (``huawei.com/Ascend310P-2c``, ID
-``Ascend310P-2c-100-0``: template, vNPU id, chip); a container gets
-``/dev/vdavinci<vdev>`` as ``/dev/davinci<vdev>``. Health, unit and NUMA node are its chip's.
+Huawei's ``presetVirtualDevice``: the vNPUs the driver lists, re-read every poll, each under its template's
+resource (``huawei.com/Ascend310P-2c``; ``<N>c`` AI cores, ``.<N>cpu`` AI CPUs, ``.<N>g`` memory, ``.dvpp``
+/ ``.ndvpp`` with or without media), ID ``Ascend310P-2c-100-0`` (template, vNPU id, chip). A container gets
+``/dev/vdavinci<vdev>`` as ``/dev/davinci<vdev>``; health, unit and NUMA node are its chip's. A template
+outside the table is not offered (said once).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
+from types import MappingProxyType
 
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.offers.base import DeviceNode, IdForm, OfferedDevice, chip_health
-from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
 from backends.families import FamilyTable
 from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)
+
+# Each template's resource suffix: Huawei's table (GetTemplateName2DeviceTypeMap), which clusters request.
+VNPU_TEMPLATES: Mapping[str, str] = MappingProxyType(
+    {
+        # 310P and the first-generation 910
+        "vir01": "1c",
+        "vir02": "2c",
+        "vir04": "4c",
+        "vir08": "8c",
+        "vir16": "16c",
+        "vir02_1c": "2c.1cpu",
+        "vir04_3c": "4c.3cpu",
+        "vir04_3c_ndvpp": "4c.3cpu.ndvpp",
+        "vir04_4c_dvpp": "4c.4cpu.dvpp",
+        # 910B
+        "vir03_1c_8g": "3c.1cpu.8g",
+        "vir05_1c_8g": "5c.1cpu.8g",
+        "vir05_1c_16g": "5c.1cpu.16g",
+        "vir06_1c_16g": "6c.1cpu.16g",
+        "vir10_3c_16g": "10c.3cpu.16g",
+        "vir10_3c_16g_nm": "10c.3cpu.16g.ndvpp",
+        "vir10_3c_32g": "10c.3cpu.32g",
+        "vir10_4c_16g_m": "10c.4cpu.16g.dvpp",
+        "vir12_3c_32g": "12c.3cpu.32g",
+    }
+)
 
 
 def vnpu_node(vdev_id: int) -> DeviceNode:

@@ -16,8 +16,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ascend_plugin.dir_watch import DirectoryChanges
-from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
-from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
+from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar, PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
@@ -57,7 +56,6 @@ class ResourceServer:
         self._scope = anyio.CancelScope()
 
     async def run(self) -> None:
-        """Serve and stay registered until stopped."""
         with self._scope:
             await supervise(f"kubelet registrar of {self.resource}", self.registrar.run)
 

@@ -1,16 +1,15 @@
-"""KubeletRegistrar: register with the kubelet, and again whenever the kubelet restarts.
+"""Registration with the kubelet, again whenever it restarts, and our socket it dials back.
 
-A new kubelet deletes our sockets and waits for plugins to register again; a
-re-created ``kubelet.sock`` or a dropped ListAndWatch stream sends the registrar
-round again too. Register is sent only while our socket answers (the kubelet
-dials back within it) and is abandoned at once when our socket goes or a new
-``kubelet.sock`` appears. Each wait wakes at the directory's next change
-(inotify) or its next look. A failure is logged once in words naming its cause,
-and retried with backoff.
+A new kubelet deletes our sockets and waits for plugins to register again; a re-created ``kubelet.sock`` or
+a dropped ListAndWatch stream sends the registrar round again too. Register is sent only while our socket
+(:class:`PluginEndpoint`, answering the kubelet alone) answers, and is abandoned at once when it goes or a
+new ``kubelet.sock`` appears. Each wait wakes at the directory's next change (inotify) or its next look; a
+failure is logged once in words naming its cause, and retried with backoff.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -22,10 +21,11 @@ from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from ascend_plugin.dir_watch import DirectoryChanges
-from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
+from ascend_plugin.grpc_guard.peers import OwnerOf
+from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import FileStamp, file_stamp
-from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
+from ascend_plugin.kubelet_api.v1beta1 import DevicePluginStub, Empty, RegisterRequest, RegistrationStub
 from ascend_plugin.path_facts import PathUnusable, connect_failure, not_a_socket
 from ascend_plugin.resilience import Backoff
 
@@ -43,6 +43,8 @@ STREAM_GRACE = 0.5
 # Seen within a millisecond (inotify), a new kubelet.sock can still be between bind() and listen():
 # the first retry comes soon, later ones back off to 10 s.
 REGISTER_BACKOFF = Backoff(0.02, 10.0)
+# Our own server answers a local call in milliseconds; a second means it does not.
+ANSWER_TIMEOUT = 1.0
 
 
 _FAILURES = (
@@ -53,6 +55,30 @@ _FAILURES = (
     TimeoutError,
     PathUnusable,  # our socket cannot be created, or kubelet.sock is no socket
 )
+
+
+class PluginEndpoint(GuardedEndpoint):
+    """Serves one resource's DevicePlugin service on ``<directory>/<socket_name>``."""
+
+    def __init__(self, service: DevicePluginService, directory: Path, socket_name: str) -> None:
+        # Only the kubelet (the owner of its device-plugin directory) calls it, and the plugin itself.
+        kubelet = OwnerOf(directory, "the kubelet", admits_itself=True)
+        rules = dataclasses.replace(service.request_rules(), admit=kubelet)
+        super().__init__([service], directory / socket_name, "the device plugin API", rules)
+        self.service = service
+        self.socket_name = socket_name
+
+    async def answers(self) -> bool:
+        """True when a gRPC call on our socket gets our options back, as the kubelet's dial-back will."""
+        channel = Channel(path=str(self.path))
+        try:
+            with anyio.fail_after(ANSWER_TIMEOUT):
+                await DevicePluginStub(channel).get_device_plugin_options(Empty())
+        except (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError):
+            return False
+        finally:
+            channel.close()
+        return True
 
 
 class KubeletRegistrar:

@@ -222,7 +222,6 @@ class DevicePluginService(DevicePluginBase):
 
 
 def _response(grant: ContainerGrant) -> ContainerAllocateResponse:
-    """The kubelet's answer for one container."""
     return ContainerAllocateResponse(
         envs=dict(grant.envs),
         devices=[

@@ -27,7 +27,6 @@ from ascend_plugin.faces.volcano.pods import (
 )
 from ascend_plugin.faces.volcano.rank_table import DeviceIps, RankDevice, rank_table
 from ascend_plugin.holdings.held import PodIds
-from ascend_plugin.holdings.resolve import Assignments
 
 log = logging.getLogger(__name__)
 
@@ -46,25 +45,21 @@ class AnnotationWriter:
         self.patcher = chooser.patcher
         self.served = chooser.served
         self.held = chooser.held
+        self.assignments = chooser.assignments
         self.device_ips = device_ips  # None: this node has no rank table
         self.host_ip = host_ip
         self.sweeps = 0
 
-    @property
-    def assignments(self) -> Assignments:
-        return self.chooser.assignments
-
     async def run(self) -> None:
         """Sweep whenever pods change (a choice marks one), and every SWEEP_INTERVAL seconds."""
         while True:
-            pods_version = self.pods.version
+            pods_version = self.pods.changes.version
             await self.sweep()
             with anyio.move_on_after(SWEEP_INTERVAL):
-                await self.pods.wait_for_change(pods_version)
+                await self.pods.changes.wait_for_change(pods_version)
             await anyio.sleep(SWEEP_GAP)
 
     async def sweep(self) -> None:
-        """One pass over the node's active pods."""
         await self.held.refresh()
         listed = self.held.device_ids(self.resource) if self.held.answered else None
         active = [pod for pod in self.pods.pods() if pod.active]

@@ -57,16 +57,12 @@ class VolcanoChooser:
         self.book = book
         self.pods = pods
         self.patcher = patcher
-        self._assignments = assignments
+        self.assignments = assignments
         self.held = held  # the pods the kubelet lists as holding the resource are no candidates
         self.interval = interval
         # By pod UID, this run's Allocates: what the annotation writer has where the kubelet cannot say.
         self.served: dict[str, Served] = {}
         self._lock = anyio.Lock()
-
-    @property
-    def assignments(self) -> Assignments:
-        return self._assignments
 
     def decides(self, resource: str) -> bool:
         return resource == self.resource
@@ -76,7 +72,7 @@ class VolcanoChooser:
         ids = sorted(kubelet_ids, key=lambda device_id: order.get(device_id, len(order)))
         if len(ids) == len(order):
             log.info("Allocate of every %s chip of the node: no lookup", resource)
-            self._assignments.record(resource, ids, ids)
+            self.assignments.record(resource, ids, ids)
             return tuple(ids)
         async with self._lock:
             pod = await self._find(resource, len(ids))
@@ -92,7 +88,7 @@ class VolcanoChooser:
                 f"{_quoted(pod.annotations.get(resource, ''))} {problem} (devices: {listed(list(order))})",
             )
         real = sorted(chosen, key=order.__getitem__)
-        self._assignments.record(resource, ids, real)
+        self.assignments.record(resource, ids, real)
         self.served[pod.uid] = Served(tuple(ids), tuple(real))
         log.info(
             "Volcano chose %s for pod %s (predicate-time %d)",

@@ -48,7 +48,6 @@ class PodPatcher:
         self._wake.set()
 
     async def run(self, kube: Kube) -> None:
-        """Write pending patches forever."""
         retry = Retrier("pod annotations")
         while True:
             await self._wake.wait()

@@ -20,28 +20,15 @@ class PodCache:
 
     def __init__(self, node_name: str) -> None:
         self.node_name = node_name
-        self._changes = Changes()
+        self.changes = Changes()  # a pod appears, changes, goes or is served here
         self._consumed: set[str] = set()  # UIDs served here whose mark the API server does not show yet
         self._pods: Reflector[Pod] | None = None  # set by run(), once connected
         self._following = False  # run() is following the pods with a live client
 
     @property
-    def selector(self) -> str:
-        return f"spec.nodeName={self.node_name}"
-
-    @property
     def synced(self) -> bool:
         """True after the first complete list."""
         return self._pods is not None and self._pods.synced
-
-    @property
-    def version(self) -> int:
-        """Increases whenever a pod appears, changes, goes or is served."""
-        return self._changes.version
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        """Return the version once it differs from ``seen_version``."""
-        return await self._changes.wait_for_change(seen_version)
 
     def pods(self) -> list[Pod]:
         """The node's pods as last seen, with the marks of those served here."""
@@ -58,7 +45,7 @@ class PodCache:
         # The marks of pods that are gone go with them.
         self._consumed &= {known.uid for known in self.pods()}
         self._consumed.add(pod.uid)
-        self._changes.bump()
+        self.changes.bump()
 
     async def list_fresh(self) -> list[Pod]:
         """The node's pods as the API server lists them now; the cache takes them over."""
@@ -74,8 +61,8 @@ class PodCache:
             PODS,
             self._parsed,
             part=f"pods of node {self.node_name}",
-            field_selector=self.selector,
-            changes=self._changes,
+            field_selector=f"spec.nodeName={self.node_name}",
+            changes=self.changes,
         )
         self._following = True
         try:
