@@ -15,28 +15,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar, Concatenate, ParamSpec, TypeVar
 
+import backends.library as lib
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
 from backends.errors import NOT_READY, NOT_SUPPORTED, ChipError, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import (
-    HEALTH_ABSENT,
-    ChipInfo,
-    DdrInfo,
-    DieType,
-    EccDeviceType,
-    EccInfo,
-    FaultHandler,
-    FrequencyType,
-    MemoryInfo,
-    NetworkHealth,
-    PcieAddress,
-    ProcessMemory,
-    ResetChannel,
-    SuperPodInfo,
-    UtilizationType,
-    VdevActivity,
-    VdevInfo,
-)
+from backends.library import HEALTH_ABSENT, ChipInfo
 from backends.readings import (
     MIN_TEMPERATURE,
     NETWORK_DOWN,
@@ -57,27 +40,16 @@ T = TypeVar("T")
 
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
-PCIE_INFO = "dcmi_get_device_pcie_info_v2"
 HBM_INFO = "dcmi_get_device_hbm_info"
 MEMORY_INFO = "dcmi_get_device_memory_info_v3"
-DEVICE_IP = "dcmi_get_device_ip"
 DEVICE_INFO = "dcmi_get_device_info"  # VDEV_MNG: AI cores and static vNPUs
-TEMPERATURE = "dcmi_get_device_temperature"
-POWER = "dcmi_get_device_power_info"
-VOLTAGE = "dcmi_get_device_voltage"
-FREQUENCY = "dcmi_get_device_frequency"
 UTILIZATION = "dcmi_get_device_utilization_rate"
-DIE_ID = "dcmi_get_device_die_v2"
-AFFINITY = "dcmi_get_affinity_cpu_info_by_device_id"
 NETWORK_HEALTH = "dcmi_get_device_network_health"
-ECC_INFO = "dcmi_get_device_ecc_info"
-MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
-MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
 VNPU_MAKING = ("dcmi_create_vdevice", "dcmi_set_destroy_vdevice")  # vNPUs made on demand
 # The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
 UTILIZATION_PERIOD_S = 1
 # dcmi_get_device_network_health results npu-exporter counts as a working link.
-_NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
+_NETWORK_OK = frozenset({lib.NetworkHealth.OK, lib.NetworkHealth.INIT})
 
 
 class MemoryKind(enum.Enum):
@@ -162,20 +134,20 @@ class ChipBackend(abc.ABC):
             return HealthReading(value, (), codes_known=False)
         return HealthReading(value, codes)
 
-    def pcie_address(self, chip: Chip) -> PcieAddress | None:
+    def pcie_address(self, chip: Chip) -> lib.PcieAddress | None:
         """Where the chip sits on PCI; None where the driver does not say (SoC boards, old drivers)."""
-        return self.optional(PCIE_INFO, chip, self.api.pcie_address)
+        return self.optional("dcmi_get_device_pcie_info_v2", chip, self.api.pcie_address)
 
-    def memory(self, chip: Chip) -> MemoryInfo | None:
+    def memory(self, chip: Chip) -> lib.MemoryInfo | None:
         """The chip's device memory, of the family's :attr:`memory_kind`; None where it has none."""
         read = self.api.hbm_info if self.memory_kind is MemoryKind.HBM else self._ddr
-        info: MemoryInfo | None = self.optional(self.memory_kind.value, chip, read)
+        info: lib.MemoryInfo | None = self.optional(self.memory_kind.value, chip, read)
         return info if info is not None and info.total_mb > 0 else None
 
     def device_ip(self, chip: Chip) -> str | None:
         """The chip's RoCE address (IPv4, else IPv6); None where the driver has none or no such function."""
         return self.optional(
-            DEVICE_IP, chip, lambda chip: self.library.device_ip(chip.card_id, chip.device_id)
+            "dcmi_get_device_ip", chip, lambda chip: self.library.device_ip(chip.card_id, chip.device_id)
         )
 
     def ai_cores(self, chip: Chip) -> AiCoreFigure:
@@ -199,48 +171,46 @@ class ChipBackend(abc.ABC):
 
     def temperature(self, chip: Chip) -> int | None:
         """Degrees Celsius; None where the sensor failed (below -275)."""
-        value = self.optional(TEMPERATURE, chip, self.api.temperature)
+        value = self.optional("dcmi_get_device_temperature", chip, self.api.temperature)
         return value if value is not None and value >= MIN_TEMPERATURE else None
 
     def power(self, chip: Chip) -> float | None:
         """Watts (the driver counts 0.1 W)."""
-        reading = self.optional(POWER, chip, self.api.power)
+        reading = self.optional("dcmi_get_device_power_info", chip, self.api.power)
         return reading.watts if reading is not None and valid(reading.deciwatts) is not None else None
 
     def voltage(self, chip: Chip) -> float | None:
         """Volts (the driver counts 0.01 V)."""
-        reading = self.optional(VOLTAGE, chip, self.api.voltage)
+        reading = self.optional("dcmi_get_device_voltage", chip, self.api.voltage)
         return reading.volts if reading is not None and valid(reading.centivolts) is not None else None
 
     def aicore_frequency(self, chip: Chip) -> int | None:
         """The AI cores' current clock, MHz."""
-        return valid(self.optional(FREQUENCY, chip, self.api.frequency, FrequencyType.AICORE_CURRENT))
+        current = lib.FrequencyType.AICORE_CURRENT
+        return valid(self.optional("dcmi_get_device_frequency", chip, self.api.frequency, current))
 
     def utilization(self, chip: Chip) -> Utilization:
         """AI core and vector utilization (rate types 2 and 12), as npu-exporter reads most families."""
         return Utilization(
-            self.rate(chip, UtilizationType.AICORE), self.rate(chip, UtilizationType.VECTORCORE)
+            self.rate(chip, lib.UtilizationType.AICORE), self.rate(chip, lib.UtilizationType.VECTORCORE)
         )
 
     def memory_usage(self, chip: Chip) -> MemoryUsage | None:
         """Device memory in use, of the family's :attr:`memory_kind`: DDR's size - available; HBM's use,
         temperature, bandwidth use and utilization (rate type 6)."""
-        if self.memory_kind is MemoryKind.DDR:
-            ddr = self.optional(MEMORY_INFO, chip, self._ddr)
-            if ddr is None or ddr.total_mb <= 0:
-                return None
-            return MemoryUsage(False, ddr.total_mb, ddr.total_mb - ddr.available_mb)
-        hbm = self.optional(HBM_INFO, chip, self.api.hbm_info)
-        if hbm is None or hbm.total_mb <= 0:
-            return None
-        return MemoryUsage(
-            True,
-            hbm.total_mb,
-            hbm.used_mb,
-            utilization=self.rate(chip, UtilizationType.HBM),
-            temperature_c=valid(hbm.temperature_c),
-            bandwidth_utilization=valid(hbm.bandwidth_utilization),
-        )
+        info = self.memory(chip)
+        if isinstance(info, lib.DdrInfo):
+            return MemoryUsage(False, info.total_mb, info.total_mb - info.available_mb)
+        if isinstance(info, lib.HbmInfo):
+            return MemoryUsage(
+                True,
+                info.total_mb,
+                info.used_mb,
+                utilization=self.rate(chip, lib.UtilizationType.HBM),
+                temperature_c=valid(info.temperature_c),
+                bandwidth_utilization=valid(info.bandwidth_utilization),
+            )
+        return None
 
     def network_status(self, chip: Chip) -> int | None:
         """The RoCE port's connectivity (:mod:`backends.readings`), the health monitor's second source
@@ -251,22 +221,22 @@ class ChipBackend(abc.ABC):
         """What npu-exporter's ``network_status`` shows: the RoCE port's connectivity on most families."""
         return self.network_status(chip)
 
-    def hbm_ecc(self, chip: Chip) -> EccInfo | None:
+    def hbm_ecc(self, chip: Chip) -> lib.EccInfo | None:
         """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM); None on a family without HBM."""
         if self.memory_kind is not MemoryKind.HBM:
             return None
-        return self.optional(ECC_INFO, chip, self.api.ecc_info, EccDeviceType.HBM)
+        return self.optional("dcmi_get_device_ecc_info", chip, self.api.ecc_info, lib.EccDeviceType.HBM)
 
     def vdie_id(self, chip: Chip) -> str:
         """The chip's VDIE id as npu-exporter's ``vdie_id`` label spells it; empty where unknown."""
-        die = self.optional(DIE_ID, chip, self.api.die_id, DieType.VDIE)
+        die = self.optional("dcmi_get_device_die_v2", chip, self.api.die_id, lib.DieType.VDIE)
         return die.text if die is not None else ""
 
-    def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[VdevActivity]:
+    def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[lib.VdevActivity]:
         """How busy each of the chip's vNPUs is: nothing, on a family without vNPU telemetry."""
         return []
 
-    def rate(self, chip: Chip, kind: UtilizationType) -> int | None:
+    def rate(self, chip: Chip, kind: lib.UtilizationType) -> int | None:
         """``dcmi_get_device_utilization_rate`` of ``kind``, where the chip answers it."""
         return valid(self.optional(f"{UTILIZATION}({kind.name})", chip, self.api.utilization, kind))
 
@@ -274,9 +244,11 @@ class ChipBackend(abc.ABC):
         """AI core, vector, cube and overall in one sample, as npu-exporter reads 910B, A3 and the 950: the
         period call (1 s), else the instant one, else the rate types 2 and 12."""
         period = UTILIZATION_PERIOD_S
-        sample = self.optional(MULTI_RATE_PERIOD, chip, self.api.multi_utilization_period, period)
+        sample = self.optional(
+            "dcmi_get_device_multi_utilization_rate_period", chip, self.api.multi_utilization_period, period
+        )
         if sample is None:
-            sample = self.optional(MULTI_RATE, chip, self.api.multi_utilization)
+            sample = self.optional("dcmi_get_device_multi_utilization_rate", chip, self.api.multi_utilization)
         if sample is None:
             return ChipBackend.utilization(self, chip)
         return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
@@ -294,9 +266,9 @@ class ChipBackend(abc.ABC):
     def cpu_affinity(self, chip: Chip) -> str | None:
         """The CPUs near the chip as the driver says (a cpulist such as ``0-23``); None where it does not
         (only 910B, A3 A+X boards, Atlas 350 cards and 950 servers say)."""
-        return self.optional(AFFINITY, chip, self.api.affinity_cpu) or None
+        return self.optional("dcmi_get_affinity_cpu_info_by_device_id", chip, self.api.affinity_cpu) or None
 
-    def _ddr(self, chip: Chip) -> DdrInfo:
+    def _ddr(self, chip: Chip) -> lib.DdrInfo:
         """``dcmi_get_device_memory_info_v3``: DDR, a v1 call."""
         return self.library.memory_info(chip.card_id, chip.device_id)
 
@@ -335,7 +307,7 @@ class ChipBackend(abc.ABC):
 
     # -- what differs by family ------------------------------------------------------------
 
-    def subscribe_faults(self, handler: FaultHandler) -> bool:
+    def subscribe_faults(self, handler: lib.FaultHandler) -> bool:
         """Deliver every chip's fault events to ``handler`` (on a library thread); False where none come.
 
         Only 910 and 950 drivers send them (DCMI answers -8255 on 310; Huawei polls
@@ -343,7 +315,7 @@ class ChipBackend(abc.ABC):
         """
         return False
 
-    def subscribe_driver_events(self, handler: FaultHandler) -> bool:
+    def subscribe_driver_events(self, handler: lib.FaultHandler) -> bool:
         """Subscribe ``handler`` to every chip's fault events through the node's API; False without the call.
 
         A driver found without it raises :class:`~backends.errors.SymbolMissing` the first time.
@@ -369,7 +341,7 @@ class ChipBackend(abc.ABC):
         """Whether the chips' static vNPUs can be read: a family whose chips split, a driver with VDEV_MNG."""
         return False
 
-    def vnpus(self, chip: Chip) -> list[VdevInfo]:
+    def vnpus(self, chip: Chip) -> list[lib.VdevInfo]:
         """The chip's static vNPUs by id: none, on a family whose chips cannot be split."""
         return []
 
@@ -409,7 +381,7 @@ class ChipBackend(abc.ABC):
         """The other card a reset of ``chip`` takes with it (Huawei's ``AssociatedCardId``); -1 for none."""
         return -1
 
-    def super_pod(self, chip: Chip) -> SuperPodInfo | None:
+    def super_pod(self, chip: Chip) -> lib.SuperPodInfo | None:
         """Where ``chip``'s node sits in a super pod (Huawei's SuperPodID, ServerIndex); None: nowhere.
 
         Only A3 and 950 nodes ask the driver (a failure raises its ChipError); the
@@ -419,13 +391,13 @@ class ChipBackend(abc.ABC):
 
     # -- a hot reset -------------------------------------------------------------------------
 
-    def processes(self, chip: Chip) -> list[ProcessMemory]:
+    def processes(self, chip: Chip) -> list[lib.ProcessMemory]:
         """The processes on the chip (host PIDs); SymbolMissing without the call: count the chip busy."""
         return self.api.processes(chip)
 
     def hot_reset(self, chip: Chip) -> None:
         """Start an in-band reset of ``chip``, its reset group with it; returns at once (see boot_status)."""
-        self.api.reset(chip, ResetChannel.INBAND)
+        self.api.reset(chip, lib.ResetChannel.INBAND)
 
     def boot_status(self, chip: Chip) -> int:
         """``dcmi_get_device_boot_status``: a :class:`~backends.library.BootStatus`; a reset ends at 16."""

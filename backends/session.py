@@ -1,16 +1,19 @@
 """LibrarySession: a chip library opened for the node, before anyone knows the chips' family.
 
-The family comes from the chips' names, which come from the library: so the
-library is opened and the chips enumerated first, and the family's backend is
-built over the session. ``dcmi_init`` first, ``dcmiv2_init`` where that fails
-(an Ascend 950); :attr:`~LibrarySession.missing` keeps what the library lacks.
+The family comes from the chips' names, which come from the library: so the library is opened and the chips
+enumerated first, and the family's backend is built over the session. ``dcmi_init`` first, ``dcmiv2_init``
+where that fails (an Ascend 950); the session's :class:`ChipApi` then names each chip as that API wants
+(v1: card and device, v2: the logical id, never the physical id), and :attr:`~LibrarySession.missing` keeps
+what the library lacks.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
-from backends.chip_api import ChipApi, v1_api, v2_api
+import backends.library as lib
 from backends.chips import (
     Chip,
     ChipAddress,
@@ -22,6 +25,67 @@ from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.library import ChipInfo, DeviceLibrary, DeviceLibraryV2, v2_name
 
 log = logging.getLogger(__name__)
+
+
+class ChipApi(Protocol):
+    """The calls of :class:`~backends.library.DeviceLibrary` of the same names, a chip at a time."""
+
+    name: str  # "DCMI v1" or "DCMI v2"
+
+    def total_aicore(self, chip: Chip) -> float: ...
+    def super_pod_info(self, chip: Chip) -> lib.SuperPodInfo: ...
+    def health(self, chip: Chip) -> int: ...
+    def error_codes(self, chip: Chip) -> list[int]: ...
+    def hbm_info(self, chip: Chip) -> lib.HbmInfo: ...
+    def pcie_address(self, chip: Chip) -> lib.PcieAddress: ...
+    def affinity_cpu(self, chip: Chip) -> str: ...
+    def temperature(self, chip: Chip) -> int: ...
+    def power(self, chip: Chip) -> lib.Power: ...
+    def voltage(self, chip: Chip) -> lib.Voltage: ...
+    def frequency(self, chip: Chip, kind: lib.FrequencyType) -> int: ...
+    def utilization(self, chip: Chip, kind: lib.UtilizationType) -> int: ...
+    def multi_utilization(self, chip: Chip) -> lib.MultiUtilization: ...
+    def multi_utilization_period(self, chip: Chip, period_s: int) -> lib.MultiUtilization: ...
+    def ecc_info(self, chip: Chip, kind: lib.EccDeviceType) -> lib.EccInfo: ...
+    def network_health(self, chip: Chip) -> int: ...
+    def die_id(self, chip: Chip, kind: lib.DieType) -> lib.DieId: ...
+    def processes(self, chip: Chip) -> list[lib.ProcessMemory]: ...
+    def reset(self, chip: Chip, channel: lib.ResetChannel) -> None: ...
+    def boot_status(self, chip: Chip) -> int: ...
+    def subscribe_faults(self, handler: lib.FaultHandler) -> None: ...
+
+
+# The calls that name no chip: passed to the library as they are.
+NODE_WIDE = frozenset({"subscribe_faults"})
+
+
+class _ByIds:
+    """Each :class:`ChipApi` call of a library, the chip named by the ids that library's API takes.
+
+    The signatures are the protocol's; that every call has its counterpart in both
+    libraries is checked by ``tests/test_chip_api.py``.
+    """
+
+    def __init__(self, name: str, library: object, ids: Callable[[Chip], tuple[int, ...]]) -> None:
+        self.name = name
+        self._library = library
+        self._ids = ids
+
+    def __getattr__(self, function: str) -> Callable[..., Any]:
+        call: Callable[..., Any] = getattr(self._library, function)
+        if function in NODE_WIDE:
+            return call
+        return lambda chip, *args: call(*self._ids(chip), *args)
+
+
+def v1_api(library: DeviceLibrary) -> ChipApi:
+    """DCMI v1: each chip by its (card_id, device_id)."""
+    return cast(ChipApi, _ByIds("DCMI v1", library, lambda chip: (chip.card_id, chip.device_id)))
+
+
+def v2_api(library: DeviceLibraryV2) -> ChipApi:
+    """DCMI v2 (Ascend 950): each chip by its logical id, the ``dev_id`` every v2 call takes."""
+    return cast(ChipApi, _ByIds("DCMI v2", library, lambda chip: (chip.logic_id,)))
 
 
 class LibrarySession:

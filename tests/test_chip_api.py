@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, get_type_hints
 
 import pytest
 
-from backends.chip_api import NODE_WIDE, ChipApi, v1_api, v2_api
 from backends.chips import NO_CARD, Chip
 from backends.library import ChipInfo, DeviceLibrary, DeviceLibraryV2, FrequencyType
+from backends.session import NODE_WIDE, ChipApi, v1_api, v2_api
 
 CALLS = sorted(
     name for name, member in vars(ChipApi).items() if inspect.isfunction(member) and name[0] != "_"
@@ -30,9 +30,9 @@ def test_each_call_takes_the_chip_as_each_api_names_it(name: str) -> None:
     assert rest[0] == "chip"
     assert _parameters(DeviceLibrary, name) == ["card_id", "device_id", *rest[1:]]
     assert _parameters(DeviceLibraryV2, name) == ["dev_id", *rest[1:]]
-    returns = inspect.signature(getattr(ChipApi, name)).return_annotation
-    assert inspect.signature(getattr(DeviceLibrary, name)).return_annotation == returns
-    assert inspect.signature(getattr(DeviceLibraryV2, name)).return_annotation == returns
+    returns = get_type_hints(getattr(ChipApi, name))["return"]
+    assert get_type_hints(getattr(DeviceLibrary, name))["return"] == returns
+    assert get_type_hints(getattr(DeviceLibraryV2, name))["return"] == returns
 
 
 class Recorder:

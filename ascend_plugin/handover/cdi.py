@@ -20,8 +20,7 @@ import anyio
 
 from ascend_plugin.files import write_atomically
 from ascend_plugin.handover.cdi_version import versioned
-from ascend_plugin.handover.grant import HostMount
-from ascend_plugin.handover.host_devices import HostDevices
+from ascend_plugin.handover.host_devices import HostDevices, HostMount
 from ascend_plugin.offers.base import DeviceNode, OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.path_facts import create_failure

@@ -11,11 +11,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.offers.base import DeviceNode
 from backends.families import FamilyTable
 
 MANAGER_IN_CONTAINER = "/dev/davinci_manager"
+
+
+@dataclass(frozen=True)
+class HostMount:
+    """A host path to mount into a container."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = True
 
 
 @dataclass(frozen=True)

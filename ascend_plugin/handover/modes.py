@@ -11,17 +11,28 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 from ascend_plugin.handover.cdi import CdiSpec
-from ascend_plugin.handover.grant import ContainerGrant
-from ascend_plugin.handover.host_devices import HostDevices
-from ascend_plugin.offers.base import OfferedDevice
+from ascend_plugin.handover.host_devices import HostDevices, HostMount
+from ascend_plugin.offers.base import DeviceNode, OfferedDevice
 from backends.families import FamilyTable
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ContainerGrant:
+    """What a container holding some devices gets, whatever face asked: environment, device nodes,
+    mounts, CDI device names and annotations."""
+
+    envs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    devices: tuple[DeviceNode, ...] = ()
+    mounts: tuple[HostMount, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
 
 class HandoverMode(enum.Enum):

@@ -18,30 +18,10 @@ from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, requ
 from ascend_plugin.grpc_guard.refusals import BadRequest, Refused
 from ascend_plugin.grpc_guard.server import RequestRules
 from ascend_plugin.grpc_guard.wire_check import RequestLimits
-from ascend_plugin.handover.grant import ContainerGrant
-from ascend_plugin.handover.modes import Handover
+from ascend_plugin.handover.modes import ContainerGrant, Handover
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.resolve import DeviceChooser
-from ascend_plugin.kubelet_api.v1beta1 import (
-    AllocateRequest,
-    AllocateResponse,
-    CdiDevice,
-    ContainerAllocateResponse,
-    ContainerPreferredAllocationResponse,
-    Device,
-    DevicePluginBase,
-    DevicePluginOptions,
-    DeviceSpec,
-    Empty,
-    ListAndWatchResponse,
-    Mount,
-    PreferredAllocationRequest,
-    PreferredAllocationResponse,
-    PreStartContainerRequest,
-    PreStartContainerResponse,
-    TopologyInfo,
-)
-from ascend_plugin.kubelet_api.v1beta1 import NumaNode as NumaNodeMessage
+from ascend_plugin.kubelet_api import v1beta1 as api
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
@@ -63,7 +43,7 @@ class ServiceStats:
     updates_sent: int = 0
 
 
-class DevicePluginService(DevicePluginBase):
+class DevicePluginService(api.DevicePluginBase):
     """ListAndWatch from the offer book; Allocate through the handover mode."""
 
     def __init__(
@@ -84,7 +64,7 @@ class DevicePluginService(DevicePluginBase):
         self.stats = stats
         # The chooser of this resource's devices, if the kubelet does not choose them.
         self.chooser = chooser if chooser is not None and chooser.decides(resource) else None
-        self.options = DevicePluginOptions(
+        self.options = api.DevicePluginOptions(
             pre_start_required=False, get_preferred_allocation_available=preferred_allocation
         )
         self._topology: tuple[int, NodeTopology] | None = None
@@ -95,16 +75,16 @@ class DevicePluginService(DevicePluginBase):
         """Call ``listener()`` whenever a ListAndWatch stream ends before shutdown."""
         self._stream_closed_listeners.append(listener)
 
-    def snapshot(self) -> ListAndWatchResponse:
+    def snapshot(self) -> api.ListAndWatchResponse:
         """Every device of the resource with its health, as the kubelet wants it."""
         devices = self.book.devices(self.resource)
         if self.chooser is None:
             listed = [(device.id, device) for device in devices]
         else:
             listed = self.chooser.assignments.paired(self.resource, devices)
-        return ListAndWatchResponse(
+        return api.ListAndWatchResponse(
             devices=[
-                Device(
+                api.Device(
                     id=kubelet_id,
                     health=HEALTHY if device.healthy else UNHEALTHY,
                     topology=_topology_info(device.numa_node),
@@ -122,10 +102,10 @@ class DevicePluginService(DevicePluginBase):
         """What this service's socket accepts, for the request guard."""
         return RequestRules(REQUEST_SHAPES, self.request_limits)
 
-    async def get_device_plugin_options(self, message: Empty) -> DevicePluginOptions:
+    async def get_device_plugin_options(self, message: api.Empty) -> api.DevicePluginOptions:
         return self.options
 
-    async def list_and_watch(self, message: Empty) -> AsyncIterator[ListAndWatchResponse]:
+    async def list_and_watch(self, message: api.Empty) -> AsyncIterator[api.ListAndWatchResponse]:
         """The full list now, then after every change; it returns only when the resource stops (returning
         ends the kubelet's view of it)."""
         try:
@@ -134,7 +114,7 @@ class DevicePluginService(DevicePluginBase):
                     "kubelet opened ListAndWatch",
                     extra={"resource": self.resource, "streams": self.streams.count},
                 )
-                last: ListAndWatchResponse | None = None
+                last: api.ListAndWatchResponse | None = None
                 while not self.streams.stopping:
                     changed = self.streams.next_change()
                     version = self.book.version
@@ -157,12 +137,12 @@ class DevicePluginService(DevicePluginBase):
                     listener()
 
     async def get_preferred_allocation(
-        self, message: PreferredAllocationRequest
-    ) -> PreferredAllocationResponse:
+        self, message: api.PreferredAllocationRequest
+    ) -> api.PreferredAllocationResponse:
         topology = self.topology()
-        return PreferredAllocationResponse(
+        return api.PreferredAllocationResponse(
             container_responses=[
-                ContainerPreferredAllocationResponse(
+                api.ContainerPreferredAllocationResponse(
                     device_i_ds=topology.preferred(
                         request.available_deviceIDs, request.must_include_deviceIDs, request.allocation_size
                     )
@@ -179,7 +159,7 @@ class DevicePluginService(DevicePluginBase):
             self._topology = (version, NodeTopology(places))
         return self._topology[1]
 
-    async def allocate(self, message: AllocateRequest) -> AllocateResponse:
+    async def allocate(self, message: api.AllocateRequest) -> api.AllocateResponse:
         if not message.container_requests:
             raise BadRequest("empty", "Allocate request has no container requests")
         try:
@@ -188,7 +168,7 @@ class DevicePluginService(DevicePluginBase):
             self.stats.allocation_errors[refused.label] += 1
             log.warning("allocation refused: %s", refused.reason, extra=refused.fields())
             raise
-        response = AllocateResponse(
+        response = api.AllocateResponse(
             container_responses=[_response(self.handover.grant(devices)) for devices in checked]
         )
         self.stats.allocations += len(checked)
@@ -217,24 +197,28 @@ class DevicePluginService(DevicePluginBase):
         )
         return devices
 
-    async def pre_start_container(self, message: PreStartContainerRequest) -> PreStartContainerResponse:
-        return PreStartContainerResponse()
+    async def pre_start_container(
+        self, message: api.PreStartContainerRequest
+    ) -> api.PreStartContainerResponse:
+        return api.PreStartContainerResponse()
 
 
-def _response(grant: ContainerGrant) -> ContainerAllocateResponse:
-    return ContainerAllocateResponse(
+def _response(grant: ContainerGrant) -> api.ContainerAllocateResponse:
+    return api.ContainerAllocateResponse(
         envs=dict(grant.envs),
         devices=[
-            DeviceSpec(
+            api.DeviceSpec(
                 container_path=node.container_path, host_path=node.host_path, permissions=node.permissions
             )
             for node in grant.devices
         ],
         mounts=[
-            Mount(container_path=mount.container_path, host_path=mount.host_path, read_only=mount.read_only)
+            api.Mount(
+                container_path=mount.container_path, host_path=mount.host_path, read_only=mount.read_only
+            )
             for mount in grant.mounts
         ],
-        cdi_devices=[CdiDevice(name=name) for name in grant.cdi_devices],
+        cdi_devices=[api.CdiDevice(name=name) for name in grant.cdi_devices],
         annotations=dict(grant.annotations),
     )
 
@@ -246,7 +230,7 @@ def _place(device: OfferedDevice) -> DevicePlace:
     return DevicePlace(device.id, phy, unit, device.numa_node)
 
 
-def _topology_info(numa_node: int | None) -> TopologyInfo | None:
+def _topology_info(numa_node: int | None) -> api.TopologyInfo | None:
     """The NUMA node the Topology Manager aligns with; none when unknown (no preference)."""
     nodes = numa_ids(numa_node)
-    return TopologyInfo(nodes=[NumaNodeMessage(id=node) for node in nodes]) if nodes else None
+    return api.TopologyInfo(nodes=[api.NumaNode(id=node) for node in nodes]) if nodes else None
