@@ -48,13 +48,7 @@ from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
-from ascend_plugin.holdings.resolve import (
-    Assignments,
-    ChipResolver,
-    ClaimNames,
-    DeviceChooser,
-    DevicePluginIds,
-)
+from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames, DeviceChooser, DevicePluginIds
 from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
@@ -492,14 +486,14 @@ class PluginApp:
         Kubernetes publishers: without the pod cache there is no correct answer to
         Allocate, so its cost (kubernetes-asyncio) is paid at start.
         """
-        from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
+        from ascend_plugin.faces.volcano.face import VolcanoFace, VolcanoSettings
 
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
-            chips=ChipAccess(self.calls, node.backend),
-            assignments=Assignments(),
+            calls=self.calls,
+            backend=node.backend,
             held=self.held,
             client=self.kube_client,
         )

@@ -3,7 +3,7 @@
 ``MinimumRequiredVersion`` of tags.cncf.io/container-device-interface: a runtime
 refuses a ``cdiVersion`` it does not know (podman 4.3, containerd up to 1.7.11
 know nothing above 0.5.0), newer ones a version below what the content needs.
-A field this module does not know raises :class:`CdiContentError`: a new field
+A field this module does not know is a ValueError: a new field
 must come with its rule, or its version could come out too low.
 """
 
@@ -29,13 +29,9 @@ _RDT_KEYS: Final = frozenset({"closID", "l3CacheSchema", "memBwSchema", "schemat
 _NET_DEVICE_KEYS: Final = frozenset({"hostInterfaceName", "name"})
 
 
-class CdiContentError(ValueError):
-    """The content is not a CDI spec this module can version."""
-
-
 def _mapping(value: object, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise CdiContentError(f"CDI spec: {where} must be an object, got {value!r}")
+        raise ValueError(f"CDI spec: {where} must be an object, got {value!r}")
     return value
 
 
@@ -43,14 +39,14 @@ def _items(value: object, where: str) -> Sequence[Any]:
     if value is None:
         return ()
     if not isinstance(value, Sequence) or isinstance(value, str):
-        raise CdiContentError(f"CDI spec: {where} must be a list, got {value!r}")
+        raise ValueError(f"CDI spec: {where} must be a list, got {value!r}")
     return value
 
 
 def _known(value: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise CdiContentError(
+        raise ValueError(
             f"CDI spec: {where} has unknown field(s) {', '.join(unknown)}; "
             f"allowed: {', '.join(sorted(allowed))}"
         )
@@ -70,7 +66,7 @@ class _Content:
         _known(_mapping(spec, "the spec"), _SPEC_KEYS, "the spec")
         kind = spec.get("kind")
         if not isinstance(kind, str):
-            raise CdiContentError(f"CDI spec: kind must be a string, got {kind!r}")
+            raise ValueError(f"CDI spec: kind must be a string, got {kind!r}")
         self.kind = kind
         self.names: list[str] = []
         self.annotations: list[Mapping[str, Any]] = []
@@ -81,7 +77,7 @@ class _Content:
         for index, device in enumerate(_objects(spec.get("devices"), _DEVICE_KEYS, "devices")):
             name = device.get("name")
             if not isinstance(name, str):
-                raise CdiContentError(f"CDI spec: devices[{index}].name must be a string, got {name!r}")
+                raise ValueError(f"CDI spec: devices[{index}].name must be a string, got {name!r}")
             self.names.append(name)
             self._add_annotations(device.get("annotations"), f"devices[{index}].annotations")
             self._add_edits(device.get("containerEdits"), f"devices[{index}].containerEdits")

@@ -1,11 +1,8 @@
 """HeldChips: which container holds which chips of this node, and the chips held, in every mode.
 
-The kubelet is asked every :data:`REFRESH_INTERVAL` seconds and on demand
-(:meth:`HeldChips.refresh`: one call serves every part that asked meanwhile),
-each listing resolved to chips (:mod:`.resolve`). What the kubelet cannot list
-yet counts too: the chips Allocate or Prepare just handed over
-(:meth:`HeldChips.handed`) and, in Volcano mode, what the pods' annotations say
-(:meth:`HeldChips.also_held`). ARCHITECTURE.md "Who holds a chip" has the picture.
+The kubelet's listing (every :data:`REFRESH_INTERVAL` s, and on demand) resolved to chips, with what it
+cannot list yet: the chips Allocate or Prepare just handed over and, in Volcano mode, what the pods'
+annotations say. ARCHITECTURE.md "Who holds a chip".
 """
 
 from __future__ import annotations
@@ -87,11 +84,9 @@ def _by_chip(refs: Mapping[int, list[ContainerRef]]) -> ByChip:
 
 
 class HeldChips:
-    """The kubelet's view of which container holds which chips, kept current, and the node's held chips.
-
-    Until :attr:`known`, an empty :attr:`chips` says nothing of whether a chip is free; while the kubelet
-    does not answer they stay as last known, or are what :meth:`also_held` says.
-    """
+    """Which container holds which chips, kept current, and the node's held chips (not :attr:`known` before
+    the first answer: an empty set then says nothing); while the kubelet does not answer they stay as last
+    known, or are what :meth:`also_held` says."""
 
     def __init__(
         self,
@@ -170,9 +165,8 @@ class HeldChips:
     # -- what the faces tell --------------------------------------------------------------------
 
     def handed(self, chips: Iterable[int]) -> None:
-        """These chips were just handed over (Allocate, Prepare): held until a listing begun after shows them,
-        or one begun :data:`HANDED_SETTLE` seconds after does not.
-        """
+        """These chips were just handed over: held until a listing begun after shows them, or one begun
+        :data:`HANDED_SETTLE` s after does not."""
         now = self.clock()
         for chip in chips:
             self._handed[chip] = now

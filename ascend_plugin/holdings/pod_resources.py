@@ -30,10 +30,6 @@ TIMEOUT = 2.0
 _FAILURES = (GRPCError, OSError, TimeoutError, StreamTerminatedError, ProtocolError)
 
 
-class PodResourcesUnavailable(Exception):
-    """The kubelet's PodResources API cannot be asked; the message says why."""
-
-
 @dataclass(frozen=True, order=True)
 class ContainerRef:
     """A container as Kubernetes names it: namespace, pod, container."""
@@ -113,30 +109,34 @@ class PodResourcesClient:
 
     async def listing(self) -> Listing | None:
         """Every container's devices, or None (said once) when the kubelet cannot be asked."""
-        try:
-            listing, version = await self._list()
-        except PodResourcesUnavailable as problem:
+        answer = await self._list()
+        if isinstance(answer, str):
             self._say(
-                f"unavailable: {problem}",
+                f"unavailable: {answer}",
                 logging.WARNING,
                 "the kubelet's PodResources API is unavailable (%s): which container holds which chip is "
                 "not known until it answers (the telemetry's container labels stay empty; Volcano mode "
                 "takes the held chips from the pods' annotations, and chips handed over before a restart "
                 "are known only where huawei.com/AscendReal was written)",
-                problem,
+                answer,
             )
-            self.version, self.problem = "", str(problem)
+            self.version, self.problem = "", answer
             return None
-        self.version, self.problem = version, ""
-        level = logging.WARNING if version == "v1alpha1" else logging.INFO
-        self._say(version, level, "the kubelet's PodResources API answers (%s) at %s", version, self.socket)
+        listing, self.version, self.problem = *answer, ""
+        level = logging.WARNING if self.version == "v1alpha1" else logging.INFO
+        self._say(
+            self.version,
+            level,
+            "the kubelet's PodResources API answers (%s) at %s",
+            self.version,
+            self.socket,
+        )
         return listing
 
     async def allocatable(self) -> Mapping[str, tuple[str, ...]] | None:
         """Resource -> every device ID the kubelet can hand out (v1 only); None where not served."""
-        try:
-            channel = self._channel()
-        except PodResourcesUnavailable:
+        channel = self._channel()
+        if isinstance(channel, str):
             return None
         try:
             response = await v1.PodResourcesListerStub(channel).get_allocatable_resources(
@@ -148,8 +148,11 @@ class PodResourcesClient:
             channel.close()
         return _by_resource(response.devices)
 
-    async def _list(self) -> tuple[Listing, str]:
+    async def _list(self) -> tuple[Listing, str] | str:
+        """The listing and the version that answered, or why there is none."""
         channel = self._channel()
+        if isinstance(channel, str):
+            return channel
         try:
             try:
                 response = await v1.PodResourcesListerStub(channel).list(
@@ -158,34 +161,30 @@ class PodResourcesClient:
                 return _listing(response.pod_resources), "v1"
             except GRPCError as error:
                 if error.status is not Status.UNIMPLEMENTED:
-                    raise PodResourcesUnavailable(_describe(error)) from error
+                    return _describe(error)
             except _FAILURES as error:
-                raise PodResourcesUnavailable(_describe(error)) from error
+                return _describe(error)
             try:
                 answer = await v1alpha1.PodResourcesListerStub(channel).list(
                     v1alpha1.ListPodResourcesRequest(), timeout=self.timeout
                 )
             except _FAILURES as error:
-                raise PodResourcesUnavailable(
-                    f"v1 is not served and v1alpha1 failed: {_describe(error)}"
-                ) from error
+                return f"v1 is not served and v1alpha1 failed: {_describe(error)}"
             return _listing(answer.pod_resources), "v1alpha1"
         finally:
             channel.close()
 
-    def _channel(self) -> Channel:
-        """A channel to the socket, once the path passed the checks."""
+    def _channel(self) -> Channel | str:
+        """A channel to the socket, or why it cannot be asked (a symlink, absent)."""
         absolute = os.path.abspath(self.socket)
         real = os.path.realpath(absolute)
         if real != absolute:
-            raise PodResourcesUnavailable(
+            return (
                 f"{self.socket} resolves to {real}: symlinks are refused; set pod_resources_socket "
                 "(--pod-resources-socket / ASCEND_DP_POD_RESOURCES_SOCKET) to the socket itself"
             )
         if not os.path.exists(absolute):
-            raise PodResourcesUnavailable(
-                f"{self.socket} does not exist (is the kubelet's pod-resources directory mounted?)"
-            )
+            return f"{self.socket} does not exist (is the kubelet's pod-resources directory mounted?)"
         return Channel(path=absolute)
 
     def _say(self, state: str, level: int, message: str, *args: object) -> None:

@@ -1,11 +1,9 @@
-"""From what the kubelet lists to the chips behind it: device-plugin IDs, Volcano's kubelet IDs, DRA claims.
+"""From what the kubelet lists to the chips behind it: device-plugin IDs, Volcano's kubelet IDs, DRA
+claims.
 
-A device-plugin ID is one of the offer book's devices (a whole chip, a share,
-a vNPU). Where a scheduler chooses the chips (Volcano mode) the kubelet's IDs
-are only a count: the chip behind one is the chooser's map (:class:`Assignments`).
-A DRA claim's device is this driver's, in this node's pool. Without an offer
-book (the DRA driver), pods a device plugin served before still hold chips:
-their IDs are read by the names a device plugin gives them (:class:`DevicePluginIds`).
+The kubelet's IDs are the offer book's devices, or in Volcano mode only a count (:class:`Assignments` says
+which chip each stands for); without a book (the DRA driver) a device plugin's IDs are read by their names
+(:class:`DevicePluginIds`).
 """
 
 from __future__ import annotations
@@ -23,11 +21,7 @@ from ascend_plugin.offers.book import OfferBook
 
 
 class Assignments:
-    """Per resource, the real device handed over for each kubelet device ID (Volcano mode), one to one.
-
-    A new pair drops the earlier pairs of its kubelet ID or its real device; pairs of ended pods stay until
-    replaced.
-    """
+    """Per resource, the real device handed over for each kubelet device ID (Volcano mode), one to one."""
 
     def __init__(self) -> None:
         self._maps: dict[str, dict[str, str]] = {}
@@ -38,7 +32,7 @@ class Assignments:
         return MappingProxyType(dict(self._maps.get(resource, {})))
 
     def record(self, resource: str, kubelet_ids: Sequence[str], real_ids: Sequence[str]) -> None:
-        """``kubelet_ids[i]`` now stands for ``real_ids[i]``."""
+        """``kubelet_ids[i]`` now stands for ``real_ids[i]``; the earlier pairs of either are dropped."""
         if len(kubelet_ids) != len(real_ids) or len(set(kubelet_ids)) != len(kubelet_ids):
             raise ValueError(
                 f"cannot pair kubelet IDs {list(kubelet_ids)} with real devices {list(real_ids)}: "
@@ -108,11 +102,8 @@ class ClaimNames:
 
 @dataclass(frozen=True)
 class DevicePluginIds:
-    """The chips behind a device plugin's IDs, Huawei's and ours, read from the IDs themselves (no offer
-    book).
-
-    Volcano's kubelet IDs name no chip: such a node is drained before it moves (docs/dra.md).
-    """
+    """The chips behind a device plugin's IDs (Huawei's and ours), read from the IDs (Volcano's name none:
+    docs/dra.md)."""
 
     resource: str  # the family's whole-chip resource, e.g. huawei.com/Ascend910
     prefix: str  # its device ID prefix, e.g. Ascend910
@@ -132,11 +123,8 @@ class DevicePluginIds:
 
 
 class ChipResolver:
-    """Names the chips behind kubelet device IDs (the offer book's, Volcano's map) and claims' devices.
-
-    Without a book, ``plugin_ids`` reads device-plugin pods' IDs; ``chooser`` is set once Volcano's face is
-    built.
-    """
+    """Names the chips behind kubelet device IDs and claims' devices; ``chooser`` is set once Volcano's
+    face is built."""
 
     def __init__(
         self,

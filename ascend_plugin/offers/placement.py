@@ -94,14 +94,6 @@ PLACEMENT_RULES: Mapping[UnitKind, UnitRules] = MappingProxyType(
 _PACKED = UnitRules(Spread.CONSOLIDATE, _orders({}))
 
 
-class DuplicateDeviceId(ValueError):
-    """Two offered devices carry the same ID."""
-
-    def __init__(self, device_id: str) -> None:
-        self.device_id = device_id
-        super().__init__(f"device ID {device_id!r} is offered twice; device IDs must be unique")
-
-
 def numa_ids(numa_node: int | None) -> list[int]:
     """The NUMA node IDs for ``Device.topology`` of ListAndWatch: empty when unknown (None or negative)."""
     return [numa_node] if numa_node is not None and numa_node >= 0 else []
@@ -213,7 +205,7 @@ class NodeTopology:
         self._entries: dict[str, _Entry] = {}
         for order, place in enumerate(devices):
             if place.id in self._entries:
-                raise DuplicateDeviceId(place.id)
+                raise ValueError(f"device ID {place.id!r} is offered twice; device IDs must be unique")
             numa = place.numa_node if place.numa_node is not None and place.numa_node >= 0 else None
             self._entries[place.id] = _Entry(order, place, numa)
         per_unit: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)

@@ -47,14 +47,6 @@ class VolcanoSettings:
         return cls(settings.node_name, settings.kubeconfig, settings.host_ip or "")
 
 
-@dataclass(frozen=True)
-class ChipAccess:
-    """How the face reaches the chips' own facts (device IPs for the rank table)."""
-
-    calls: ChipCalls
-    backend: ChipBackend
-
-
 class VolcanoFace:
     """The chooser, the pod cache, the patcher and the annotation writer of one node."""
 
@@ -64,12 +56,13 @@ class VolcanoFace:
         book: OfferBook,
         inventory: Inventory,
         *,
-        chips: ChipAccess,
-        assignments: Assignments,
+        calls: ChipCalls,
+        backend: ChipBackend,
         held: HeldChips,
         client: SharedClient | None = None,
     ) -> None:
-        """``client``: the process's API client (None: one of its own)."""
+        """``calls``, ``backend``: to read the device IPs of the rank table; ``client``: the process's API
+        client (None: one of its own)."""
         self.settings = settings
         self.client = client or SharedClient(settings.kubeconfig)
         self.resource = inventory.table.resource_name
@@ -77,10 +70,10 @@ class VolcanoFace:
         self.patcher = PodPatcher()
         self.held = held
         self.chooser = VolcanoChooser(
-            self.resource, book, self.pods, patcher=self.patcher, assignments=assignments, held=held
+            self.resource, book, self.pods, patcher=self.patcher, assignments=Assignments(), held=held
         )
-        wanted = chips.backend.has_rank_table([state.chip for state in inventory.chips()])
-        device_ips = DeviceIps(chips.calls, chips.backend, inventory) if wanted else None
+        wanted = backend.has_rank_table([state.chip for state in inventory.chips()])
+        device_ips = DeviceIps(calls, backend, inventory) if wanted else None
         self.writer = AnnotationWriter(self.chooser, device_ips=device_ips, host_ip=settings.host_ip)
         self.book = book
 
