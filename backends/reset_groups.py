@@ -13,17 +13,13 @@ from backends.chips import Chip
 from backends.errors import ChipError
 
 
-class ResetGroupError(ChipError):
-    """The chip asked about is not one of the node's chips given."""
-
-
 def _ordered(chips: Iterable[Chip]) -> tuple[Chip, ...]:
     return tuple(sorted(chips, key=lambda chip: chip.phy_id))
 
 
 def _checked(chip: Chip, chips: Sequence[Chip]) -> None:
     if chip not in chips:
-        raise ResetGroupError(
+        raise ChipError(
             f"{chip.label} is not among the node's chips (physical ids "
             f"{', '.join(str(each.phy_id) for each in chips) or 'none'})"
         )

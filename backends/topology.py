@@ -30,10 +30,6 @@ class UnitKind(enum.Enum):
     MESH = "mesh"
 
 
-class TopologyError(ChipError):
-    """The chip facts given cannot describe one node."""
-
-
 @dataclass(frozen=True)
 class TopologyUnit:
     """One unit of a node: its kind, its number (ring, card id, mesh group) and its full size on this node
@@ -66,13 +62,13 @@ class ChipFacts:
 def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
     """The unit of every chip of one node, keyed by physical id.
 
-    Raises :class:`TopologyError` when two chips claim one physical id.
+    Raises ChipError when two chips claim one physical id.
     """
     kinds: dict[int, UnitKind] = {}
     cards: dict[int, int] = {}
     for chip in chips:
         if chip.phy_id in kinds:
-            raise TopologyError(f"physical id {chip.phy_id} appears twice among the node's chips")
+            raise ChipError(f"physical id {chip.phy_id} appears twice among the node's chips")
         kinds[chip.phy_id] = chip.kind
         cards[chip.phy_id] = chip.card_id
     split_mesh = sum(kind is UnitKind.MESH for kind in kinds.values()) > MESH_GROUP_SIZE

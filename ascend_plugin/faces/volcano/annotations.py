@@ -1,20 +1,25 @@
 """The annotation writer: what each pod holds, written on the pod, and the kubelet-ID map kept whole.
 
-A sweep runs when the node's pods change (a choice marks one) and every
-:data:`SWEEP_INTERVAL` seconds. Each active pod's kubelet IDs come from the
-kubelet (:class:`~ascend_plugin.holdings.held.HeldChips`), else this run's
-Allocates, else its ``huawei.com/kltDev``; its chips go into the map, onto the
-pod (``kltDev``, ``AscendReal``, the rank table, the consumed mark) and into the
-held chips. docs/volcano.md says what each annotation is for.
+A sweep runs when the node's pods change (a choice marks one) and every :data:`SWEEP_INTERVAL` seconds.
+Each active pod's kubelet IDs come from the kubelet (:class:`~ascend_plugin.holdings.held.HeldChips`), else
+this run's Allocates, else its ``huawei.com/kltDev``; its chips go into the map, onto the pod (``kltDev``,
+``AscendReal``, the rank table, the consumed mark) and into the held chips. The rank table, on the nodes
+whose family writes one (``ChipBackend.has_rank_table``), is compact JSON in the field order Huawei's
+plugin writes; ``device_ip`` "-1" where DCMI gives none, ``super_device_id`` "-2" (super-pod facts are not
+read here). docs/volcano.md.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import anyio
 
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
 from ascend_plugin.faces.volcano.pods import (
     ASCEND_REAL,
@@ -25,13 +30,77 @@ from ascend_plugin.faces.volcano.pods import (
     Pod,
     chips_of,
 )
-from ascend_plugin.faces.volcano.rank_table import DeviceIps, RankDevice, rank_table
 from ascend_plugin.holdings.held import PodIds
+from ascend_plugin.inventory.inventory import Inventory
+from backends.backend import ChipBackend
+from backends.errors import ChipError
 
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0  # seconds between sweeps when nothing happens
 SWEEP_GAP = 0.2  # at least this long between sweeps: a burst of pod events costs one PodResources call
+NO_DEVICE_IP = "-1"
+UNKNOWN_SUPER_DEVICE = "-2"
+
+
+@dataclass(frozen=True)
+class RankDevice:
+    """One chip of the pod: its physical id and RoCE address."""
+
+    phy_id: int
+    device_ip: str
+
+
+def rank_table(pod: Pod, host_ip: str, devices: Sequence[RankDevice]) -> str:
+    """The annotation's value for ``pod`` holding ``devices``."""
+    document = {
+        "pod_name": pod.name,
+        "server_id": pod.uid,
+        "host_ip": host_ip,
+        "devices": [
+            {
+                "device_id": str(device.phy_id),
+                "device_ip": device.device_ip,
+                "super_device_id": UNKNOWN_SUPER_DEVICE,
+            }
+            for device in sorted(devices, key=lambda device: device.phy_id)
+        ],
+    }
+    return json.dumps(document, separators=(",", ":"))
+
+
+def usable_address(text: str | None) -> str:
+    """A RoCE address other nodes can reach, else NO_DEVICE_IP (none, loopback or link-local)."""
+    if not text:
+        return NO_DEVICE_IP
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return NO_DEVICE_IP
+    if address.is_loopback or address.is_link_local or address.is_unspecified:
+        return NO_DEVICE_IP
+    return str(address)
+
+
+class DeviceIps:
+    """Reads a chip's RoCE address on that chip's call lane, when a rank table needs it."""
+
+    def __init__(self, calls: ChipCalls, backend: ChipBackend, inventory: Inventory) -> None:
+        self.calls = calls
+        self.backend = backend
+        self.inventory = inventory
+
+    async def of(self, phy_id: int) -> str:
+        """The chip's address for the rank table; NO_DEVICE_IP where DCMI does not give one."""
+        state = self.inventory.get(phy_id)
+        if state is None:
+            return NO_DEVICE_IP
+        try:
+            text = await self.calls.call(phy_id, "device_ip", self.backend.device_ip, state.chip)
+        except (ChipCallError, ChipError) as error:
+            log.warning("cannot read the device IP of %s: %s", state.chip.label, error)
+            return NO_DEVICE_IP
+        return usable_address(text)
 
 
 class AnnotationWriter:

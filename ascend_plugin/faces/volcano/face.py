@@ -14,11 +14,9 @@ from pathlib import Path
 import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.faces.volcano.annotations import AnnotationWriter
+from ascend_plugin.faces.volcano.annotations import AnnotationWriter, DeviceIps
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
-from ascend_plugin.faces.volcano.patcher import PodPatcher
-from ascend_plugin.faces.volcano.pod_cache import PodCache
-from ascend_plugin.faces.volcano.rank_table import DeviceIps
+from ascend_plugin.faces.volcano.pod_cache import PodCache, PodPatcher
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.resolve import Assignments
 from ascend_plugin.inventory.inventory import Inventory
