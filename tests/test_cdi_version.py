@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ascend_plugin.handover.cdi_version import minimum_version, versioned
+from ascend_plugin.handover.cdi import minimum_version, versioned
 
 KIND = "huawei.com/npu"
 

@@ -1,27 +1,31 @@
 """The DevicePlugin gRPC service of one resource: what the kubelet calls on that resource's socket.
 
-Where a chooser decides the resource (Volcano mode), Allocate hands over the
-devices it names and ListAndWatch reports each kubelet ID with its real
-device's health; a refusal fails the pod's admission (no fallback to the
-kubelet's pick). Every refusal is counted by its label and logged here.
+Allocate checks every device ID first (a restart, a stale checkpoint or a
+hand-made request can send anything): its form, that it appears once, is offered
+and healthy; one vNPU per container at most (the Ascend runtime mounts one). Where
+a chooser decides the resource (Volcano mode), Allocate hands over the devices it
+names and ListAndWatch reports each kubelet ID with its real device's health; a
+refusal fails the pod's admission (no fallback to the kubelet's pick). Every
+refusal is counted by its label and logged here.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 
-from ascend_plugin.faces.deviceplugin.allocate import checked_devices, chosen_devices, known_devices
 from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
-from ascend_plugin.grpc_guard.refusals import BadRequest, Refused
+from ascend_plugin.grpc_guard.refusals import BadRequest, CannotServe, Refused
 from ascend_plugin.grpc_guard.server import RequestRules
+from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.grpc_guard.wire_check import RequestLimits
 from ascend_plugin.handover.modes import ContainerGrant, Handover
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.resolve import DeviceChooser
 from ascend_plugin.kubelet_api import v1beta1 as api
+from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.placement import DevicePlace, NodeTopology, numa_ids
@@ -234,3 +238,79 @@ def _topology_info(numa_node: int | None) -> api.TopologyInfo | None:
     """The NUMA node the Topology Manager aligns with; none when unknown (no preference)."""
     nodes = numa_ids(numa_node)
     return api.TopologyInfo(nodes=[api.NumaNode(id=node) for node in nodes]) if nodes else None
+
+
+def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
+    """The devices named, in order; a refusal names the first bad ID and why."""
+    devices = known_devices(book, resource, device_ids)
+    for device in devices:
+        _check_healthy(device)
+    return devices
+
+
+def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
+    """The devices named, healthy or not (a chooser's kubelet IDs only count); BadRequest names the first bad
+    ID."""
+    if not device_ids:
+        raise BadRequest("empty", "the request names no device IDs")
+    offered = book.devices(resource)
+    forms = list(dict.fromkeys(device.form for device in offered))
+    seen: set[str] = set()
+    devices = []
+    for device_id in device_ids:
+        if len(device_id) > MAX_DEVICE_ID_LENGTH or not any(form.pattern.match(device_id) for form in forms):
+            expected = " or ".join(f"'{form}'" for form in forms) or "no device (none is offered)"
+            raise BadRequest(
+                "malformed",
+                f"device ID {device_id[:80]!r} is malformed; expected {expected} for {resource}",
+            )
+        if device_id in seen:
+            raise BadRequest("duplicate", f"device ID {device_id!r} appears twice")
+        seen.add(device_id)
+        device = book.get(resource, device_id)
+        if device is None:
+            raise BadRequest(
+                "unknown",
+                f"device ID {device_id!r} is not on this node; known devices: {_ids(offered)}",
+            )
+        devices.append(device)
+    virtual = [device.id for device in devices if device.virtual]
+    if len(virtual) > 1:
+        raise BadRequest(
+            "vnpus",
+            f"the request names {len(virtual)} vNPUs ({listed(virtual)}); a container can hold one "
+            "vNPU only (the Ascend runtime mounts one virtual device per container): request 1 of "
+            f"{resource}",
+        )
+    return devices
+
+
+def chosen_devices(
+    book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str
+) -> list[OfferedDevice]:
+    """The real devices a chooser named, each offered and healthy; CannotServe otherwise."""
+    devices = []
+    for real_id in real_ids:
+        device = book.get(resource, real_id)
+        if device is None:
+            raise CannotServe(
+                "chosen-unknown",
+                f"{chooser} chose {real_id!r}, which this node does not offer as {resource}; "
+                f"known devices: {_ids(book.devices(resource))}",
+            )
+        _check_healthy(device, f"{chooser} chose {real_id}, but it")
+        devices.append(device)
+    return devices
+
+
+def _ids(devices: Sequence[OfferedDevice]) -> str:
+    """The devices' IDs for a refusal: the first ten and how many more (a node may offer hundreds)."""
+    return listed([device.id for device in devices])
+
+
+def _check_healthy(device: OfferedDevice, subject: str = "") -> None:
+    if not device.healthy:
+        raise CannotServe(
+            "unhealthy",
+            f"{subject or 'device ' + device.id} is unhealthy: {device.reason}",
+        )
