@@ -370,7 +370,7 @@ class ChipBackend(abc.ABC):
         """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the node's).
 
         Each must be free before the reset and is waited for after it
-        (:mod:`backends.reset_groups`). A family may ask the driver: call it off the event loop.
+        (the shapes of :mod:`backends.topology`). A family may ask the driver: call it off the event loop.
         """
 
     def card_count(self, chips: Sequence[Chip]) -> int | None:

@@ -1,17 +1,18 @@
-"""A chip's place in the node's interconnect: the topology unit it shares a fast link with.
+"""How the node's chips group: the topology unit each shares a fast link with, and what a hot reset takes
+down.
 
-Three kinds: an HCCS **ring** of 4 by physical id (first-generation 910), a DCMI
-**card** (the default: every chip has one), the **mesh** of a 910B node (groups
-of 8 by physical id on a box of more). The family says which (``unit_kind``);
-sizes depend on the whole node, so :func:`assign_units` takes every chip at once.
-Placement keeps a request inside few units (docs/configuration.md "Placement rules").
+Units: an HCCS **ring** of 4 by physical id (first-generation 910), a DCMI **card** (the default: every
+chip has one), the **mesh** of a 910B node (groups of 8 by physical id on a box of more). The family says
+which (``unit_kind``); sizes depend on the whole node, so :func:`assign_units` takes every chip at once.
+Placement keeps a request inside few units (docs/configuration.md "Placement rules"). Reset groups are the
+family's choice of the shapes at the end (docs/hot-reset.md "The reset group").
 """
 
 from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -88,3 +89,49 @@ def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
             for phy_id, (kind, number) in sorted(keys.items())
         }
     )
+
+
+# -- reset groups: the chips a hot reset of one chip takes down with it (docs/hot-reset.md) --------
+# Each family names its group with one of these shapes (ChipBackend.reset_group); each takes the chip
+# and all the node's chips and answers the group ordered by physical id.
+
+
+def _ordered(chips: Iterable[Chip]) -> tuple[Chip, ...]:
+    return tuple(sorted(chips, key=lambda chip: chip.phy_id))
+
+
+def _checked(chip: Chip, chips: Sequence[Chip]) -> None:
+    if chip not in chips:
+        raise ChipError(
+            f"{chip.label} is not among the node's chips (physical ids "
+            f"{', '.join(str(each.phy_id) for each in chips) or 'none'})"
+        )
+
+
+def alone(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+    """The chip by itself: nothing else restarts with it."""
+    _checked(chip, chips)
+    return (chip,)
+
+
+def same_card(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+    """Every chip sharing the chip's DCMI card id."""
+    return cards(chip, chips, ())
+
+
+def cards(chip: Chip, chips: Sequence[Chip], card_ids: Iterable[int]) -> tuple[Chip, ...]:
+    """Every chip on one of ``card_ids`` (the chip's own card among them)."""
+    _checked(chip, chips)
+    wanted = {chip.card_id, *card_ids}
+    return _ordered(each for each in chips if each.card_id in wanted)
+
+
+def logic_block(chip: Chip, chips: Sequence[Chip], size: int) -> tuple[Chip, ...]:
+    """The chips whose logic ids fall in the chip's block of ``size``: ``logic_id // size`` alike."""
+    _checked(chip, chips)
+    return _ordered(each for each in chips if each.logic_id // size == chip.logic_id // size)
+
+
+def whole_node(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+    _checked(chip, chips)
+    return _ordered(chips)

@@ -23,7 +23,7 @@ from backends.chips import Chip
 from backends.dcmi import DcmiLibrary
 from backends.fake import FakeScenario
 from backends.families import FAMILIES, FamilyTable
-from backends.reset_groups import same_card
+from backends.topology import same_card
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.family_table import FamilyTable
-from backends.reset_groups import alone
+from backends.topology import alone
 
 ASCEND_310 = FamilyTable(
     family="310",

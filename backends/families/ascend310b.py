@@ -10,7 +10,7 @@ from typing import ClassVar
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.family_table import DEFAULT_SHARED_NODES, FamilyTable, HostFile
-from backends.reset_groups import alone
+from backends.topology import alone
 
 # The SoC's media and system nodes, each handed over when present.
 _EXTRA_NODES = (

@@ -14,7 +14,7 @@ from backends.errors import ChipError
 from backends.family_table import FamilyTable
 from backends.library import ResetChannel, VdevActivity
 from backends.readings import valid
-from backends.reset_groups import same_card
+from backends.topology import same_card
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import AICORE, AICPU, JPEGD, JPEGE, MEMORY, VDEC, VENC, VPC, VnpuTemplate
 

@@ -19,8 +19,7 @@ from backends.errors import ChipError
 from backends.family_table import FamilyTable
 from backends.library import ChipInfo, FaultHandler, SuperPodInfo, UtilizationType
 from backends.readings import Utilization
-from backends.reset_groups import cards, logic_block, whole_node
-from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
+from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind, cards, logic_block, whole_node
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import (
     AICORE,

@@ -24,8 +24,7 @@ from backends.chips import Chip, HealthReading
 from backends.family_table import FamilyTable
 from backends.library import FaultEvent, FaultHandler, SuperPodInfo
 from backends.readings import Utilization
-from backends.reset_groups import alone
-from backends.topology import UnitKind
+from backends.topology import UnitKind, alone
 
 ASCEND_950 = FamilyTable(
     family="950",

@@ -178,8 +178,9 @@ class DevicePluginFace:
             held=self.held,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(endpoint, service, resource, changes=self.changes)
-        registrar.on_registered(self._registered)
+        registrar = KubeletRegistrar(
+            endpoint, service, resource, changes=self.changes, on_registered=self._registered
+        )
         return ResourceServer(resource, service, registrar)
 
     def _registered(self) -> None:

@@ -91,6 +91,7 @@ class KubeletRegistrar:
         resource_name: str,
         *,
         changes: DirectoryChanges,
+        on_registered: Callable[[], None] = lambda: None,
         register_backoff: Backoff = REGISTER_BACKOFF,
     ) -> None:
         self.endpoint = endpoint
@@ -102,12 +103,8 @@ class KubeletRegistrar:
         self.registered = False
         self.last_error = ""
         self._stream_dropped_at: float | None = None
-        self._registered_listeners: list[Callable[[], None]] = []
-        service.on_stream_closed(self._stream_closed)
-
-    def on_registered(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every successful registration."""
-        self._registered_listeners.append(listener)
+        self.on_registered = on_registered  # after every successful registration
+        service.on_stream_closed = self._stream_closed
 
     async def run(self) -> None:
         """Register, watch, re-register; forever (a run that fails is registered no more)."""
@@ -159,8 +156,7 @@ class KubeletRegistrar:
                 log.info("registration works again after %d failed attempt(s)", attempt)
             self.last_error = ""
             self._stream_dropped_at = None
-            for listener in self._registered_listeners:
-                listener()
+            self.on_registered()
             log.info(
                 "registered %s with the kubelet",
                 self.resource_name,

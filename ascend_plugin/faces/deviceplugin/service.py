@@ -73,11 +73,7 @@ class DevicePluginService(api.DevicePluginBase):
         )
         self._topology: tuple[int, NodeTopology] | None = None
         self.streams = OpenStreams()
-        self._stream_closed_listeners: list[Callable[[], None]] = []
-
-    def on_stream_closed(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` whenever a ListAndWatch stream ends before shutdown."""
-        self._stream_closed_listeners.append(listener)
+        self.on_stream_closed: Callable[[], None] = lambda: None  # a stream ended before shutdown
 
     def snapshot(self) -> api.ListAndWatchResponse:
         """Every device of the resource with its health, as the kubelet wants it."""
@@ -97,14 +93,14 @@ class DevicePluginService(api.DevicePluginBase):
             ]
         )
 
-    def request_limits(self) -> RequestLimits:
-        """What one request may hold now (:mod:`.request_shapes`): bounds from the resource and the chips."""
-        devices = len(self.book.devices(self.resource))
-        return request_limits(self.resource, devices, len(self.book.inventory.chips()))
-
     def request_rules(self) -> RequestRules:
-        """What this service's socket accepts, for the request guard."""
-        return RequestRules(REQUEST_SHAPES, self.request_limits)
+        """What this service's socket accepts (:mod:`.request_shapes`), bounded by the devices now."""
+
+        def limits() -> RequestLimits:
+            devices = len(self.book.devices(self.resource))
+            return request_limits(self.resource, devices, len(self.book.inventory.chips()))
+
+        return RequestRules(REQUEST_SHAPES, limits)
 
     async def get_device_plugin_options(self, message: api.Empty) -> api.DevicePluginOptions:
         return self.options
@@ -137,8 +133,7 @@ class DevicePluginService(api.DevicePluginBase):
                     "ListAndWatch stream dropped by the kubelet",
                     extra={"resource": self.resource, "streams": self.streams.count},
                 )
-                for listener in self._stream_closed_listeners:
-                    listener()
+                self.on_stream_closed()
 
     async def get_preferred_allocation(
         self, message: api.PreferredAllocationRequest
