@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.offers.base import Offer
 from ascend_plugin.offers.vnpus import StaticVnpus
@@ -177,10 +178,8 @@ def _fmt(value: float | int | None) -> str:
 
 
 def _chips(inventory: Inventory, states: Sequence[ChipState]) -> str:
-    names = [inventory.table.chip_id(state.phy_id) for state in states]
-    more = f" and {len(names) - _LISTED} more" if len(names) > _LISTED else ""
     kinds = ", ".join(sorted({state.chip.info.chip_name for state in states}))
-    return f"{', '.join(names[:_LISTED])}{more} ({kinds})"
+    return f"{listed([inventory.table.chip_id(state.phy_id) for state in states], _LISTED)} ({kinds})"
 
 
 def _share_count_ignored(count: int, inventory: Inventory) -> Notice:
@@ -210,19 +209,18 @@ def _device_share_needed(count: int, chips: Sequence[ChipState]) -> Notice:
 
 
 def _sharing_refused(settings: OfferSettings, inventory: Inventory, split: Sequence[ChipState]) -> str:
+    asked = (
+        f"share_count={settings.share_count} (--share-count, ASCEND_DP_SHARE_COUNT, Helm settings.shareCount)"
+    )
+    why = "a chip split into vNPUs cannot also be shared (Huawei's plugin refuses this too)"
     if not split:  # vnpu=dynamic: the chips would be split on demand
         return (
-            f"share_count={settings.share_count} (--share-count, ASCEND_DP_SHARE_COUNT, Helm "
-            f"settings.shareCount) and vnpu=dynamic would both apply to chips "
-            f"{_chips(inventory, inventory.chips())}; a chip split into vNPUs cannot also be shared "
-            f"(Huawei's plugin refuses this too). Set {how_to_set('share_count', 1)} or "
-            f"{how_to_set('vnpu', 'static')} on this node"
+            f"{asked} and vnpu=dynamic would both apply to chips {_chips(inventory, inventory.chips())}; "
+            f"{why}. Set {how_to_set('share_count', 1)} or {how_to_set('vnpu', 'static')} on this node"
         )
     vnpus = ", ".join(f"{vnpu.vdev_id} ({vnpu.template})" for state in split for vnpu in state.vnpus or ())
     return (
-        f"share_count={settings.share_count} (--share-count, ASCEND_DP_SHARE_COUNT, Helm "
-        f"settings.shareCount) would share chips that carry vNPUs (vnpu={settings.vnpu}: vNPUs "
-        f"{vnpus} on {_chips(inventory, split)}); a chip split into vNPUs cannot also be shared "
-        f"(Huawei's plugin refuses this too). Set {how_to_set('share_count', 1)} on this node, or "
-        f"destroy the vNPUs (npu-smi set -t destroy-vnpu)"
+        f"{asked} would share chips that carry vNPUs (vnpu={settings.vnpu}: vNPUs {vnpus} on "
+        f"{_chips(inventory, split)}); {why}. Set {how_to_set('share_count', 1)} on this node, or destroy "
+        "the vNPUs (npu-smi set -t destroy-vnpu)"
     )

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from ascend_plugin.grpc_guard.status import listed
 from backends.topology import TopologyUnit, UnitKind
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,7 @@ class NodeTopology:
         if unknown:
             log.warning(
                 "preferred allocation: ignoring device IDs not offered on this node: %s",
-                _listed(unknown),
+                listed(unknown, _LISTED),
                 extra={"devices": unknown[:_LISTED], "unknown": len(unknown)},
             )
         offered = set(available) - set(unknown)
@@ -260,7 +261,7 @@ class NodeTopology:
         if missing:
             log.warning(
                 "preferred allocation: must-include devices are not available, left out: %s",
-                _listed(missing),
+                listed(missing, _LISTED),
                 extra={"devices": missing[:_LISTED], "unavailable": len(missing)},
             )
         must = {device_id for device_id in wanted if device_id in offered}
@@ -317,12 +318,6 @@ class NodeTopology:
                 ordered = sorted(chip.entries, key=lambda entry: (entry.place.id not in must, entry.order))
                 chosen += ordered[:chip_count]
         return chosen
-
-
-def _listed(device_ids: list[str]) -> str:
-    """IDs for a log line, at most ``_LISTED`` of them: a request may carry thousands."""
-    more = len(device_ids) - _LISTED
-    return ", ".join(device_ids[:_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
 def _packed_bins(
