@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
+import backends.vnpu_split as split
 from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -21,17 +22,7 @@ from backends.library import ChipInfo, FaultHandler, SuperPodInfo, UtilizationTy
 from backends.readings import Utilization
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind, cards, logic_block, whole_node
 from backends.vnpu_family import VnpuFamily
-from backends.vnpu_split import (
-    AICORE,
-    DVPP,
-    MEMORY,
-    VnpuTemplate,
-    divides_evenly,
-    media_share,
-    media_variant,
-    named_memory_mb,
-    template_cores,
-)
+from backends.vnpu_split import VnpuTemplate
 
 ASCEND_910 = FamilyTable(
     family="910",
@@ -101,19 +92,19 @@ class Ascend910(VnpuFamily):
         without DVPP (910B4's ``_m`` / ``_nm``); AI CPUs are left to the driver
         (Huawei gives no chip totals for them).
         """
-        names = [name for name in self.TEMPLATES if divides_evenly(name, cores, memory_mb)]
-        media = any(media_variant(name) for name in names)
+        names = [name for name in self.TEMPLATES if split.divides_evenly(name, cores, memory_mb)]
+        media = any(split.media_variant(name) for name in names)
         found = []
         for name in names:
-            aic = template_cores(name) or 0
-            takes = {AICORE: aic, MEMORY: (named_memory_mb(name) or 0)}
+            aic = split.template_cores(name) or 0
+            takes = {split.AICORE: aic, split.MEMORY: (split.named_memory_mb(name) or 0)}
             if media:
-                takes[DVPP] = media_share(name, aic, cores)
+                takes[split.DVPP] = split.media_share(name, aic, cores)
             found.append(VnpuTemplate(name, takes))
         return found
 
     def chip_totals(self, cores: int, memory_mb: int) -> dict[str, int]:
-        return super().chip_totals(cores, memory_mb) | {DVPP: cores}
+        return super().chip_totals(cores, memory_mb) | {split.DVPP: cores}
 
 
 class Ascend910A1(Ascend910):
@@ -138,9 +129,9 @@ class Ascend910A1(Ascend910):
         Volcano's AI CPU figures would allow fewer)."""
         found = []
         for name in A1_TEMPLATES:
-            aic = template_cores(name) or 0
+            aic = split.template_cores(name) or 0
             if 0 < aic <= cores:
-                found.append(VnpuTemplate(name, {AICORE: aic, MEMORY: memory_mb * aic // cores}))
+                found.append(VnpuTemplate(name, {split.AICORE: aic, split.MEMORY: memory_mb * aic // cores}))
         return found
 
 
