@@ -46,9 +46,8 @@ from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
-from ascend_plugin.holdings.held import HeldChips
+from ascend_plugin.holdings.held import ChipResolver, ClaimNames, DeviceChooser, DevicePluginIds, HeldChips
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames, DeviceChooser, DevicePluginIds
 from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown

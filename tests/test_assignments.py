@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ascend_plugin.holdings.resolve import Assignments
+from ascend_plugin.holdings.held import Assignments
 from ascend_plugin.offers.base import DeviceNode, IdForm, OfferedDevice
 
 RESOURCE = "huawei.com/Ascend910"

@@ -19,9 +19,8 @@ from split_nodes import atlas_300i, duo, make_host
 from waiting import until, wait_for
 
 from ascend_plugin.faces.dra.names import chip_of, partition_name
-from ascend_plugin.holdings.held import HeldChips
+from ascend_plugin.holdings.held import ChipResolver, ClaimNames, HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 

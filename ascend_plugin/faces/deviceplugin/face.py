@@ -20,8 +20,7 @@ from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar, PluginE
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
-from ascend_plugin.holdings.held import HeldChips
-from ascend_plugin.holdings.resolve import DeviceChooser
+from ascend_plugin.holdings.held import DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 

@@ -22,8 +22,7 @@ from ascend_plugin.grpc_guard.server import RequestRules
 from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.grpc_guard.wire_check import RequestLimits
 from ascend_plugin.handover.modes import ContainerGrant, Handover
-from ascend_plugin.holdings.held import HeldChips
-from ascend_plugin.holdings.resolve import DeviceChooser
+from ascend_plugin.holdings.held import DeviceChooser, HeldChips
 from ascend_plugin.kubelet_api import v1beta1 as api
 from ascend_plugin.naming import MAX_DEVICE_ID_LENGTH
 from ascend_plugin.offers.base import OfferedDevice

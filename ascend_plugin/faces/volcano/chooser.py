@@ -21,8 +21,7 @@ from ascend_plugin.faces.volcano.pod_cache import PodCache, PodPatcher
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod
 from ascend_plugin.grpc_guard.refusals import CannotServe
 from ascend_plugin.grpc_guard.status import listed
-from ascend_plugin.holdings.held import HeldChips
-from ascend_plugin.holdings.resolve import Assignments
+from ascend_plugin.holdings.held import Assignments, HeldChips
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.offers.book import OfferBook
 

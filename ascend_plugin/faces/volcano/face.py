@@ -17,8 +17,7 @@ from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.volcano.annotations import AnnotationWriter, DeviceIps
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
 from ascend_plugin.faces.volcano.pod_cache import PodCache, PodPatcher
-from ascend_plugin.holdings.held import HeldChips
-from ascend_plugin.holdings.resolve import Assignments
+from ascend_plugin.holdings.held import Assignments, HeldChips
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import KubeError
