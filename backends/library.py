@@ -361,122 +361,87 @@ class DeviceLibrary(Protocol):
     def description(self) -> str:
         """Where this library comes from (a path, or the scenario file of a fake)."""
 
-    def init(self) -> None:
-        """``dcmi_init``: must succeed before any other call."""
-
-    def missing_functions(self) -> frozenset[str]:
-        """The :data:`OPTIONAL_FUNCTIONS` it lacks, learnt at ``init`` (before it: -8005, like any call)."""
-
-    def driver_version(self) -> str:
-        """``dcmi_get_driver_version``."""
-
-    def card_list(self) -> list[int]:
-        """``dcmi_get_card_list``: the card ids, in ascending order."""
-
-    def device_count(self, card_id: int) -> int:
-        """``dcmi_get_device_num_in_card``: NPU chips on a card (the MCU excluded)."""
-
-    def logic_id(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_logic_id``."""
-
-    def phy_id(self, logic_id: int) -> int:
-        """``dcmi_get_device_phyid_from_logicid``: the N of /dev/davinciN."""
-
-    def chip_info(self, card_id: int, device_id: int) -> ChipInfo:
-        """``dcmi_get_device_chip_info_v2``."""
-
-    def total_aicore(self, card_id: int, device_id: int) -> float:
-        """``dcmi_get_device_info(VDEV_MNG, GET_TOTAL_RESOURCE)``: ``computing.aic``."""
-
-    def health(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_health``: 0 ok, 1 minor, 2 major, 3 critical, HEALTH_ABSENT."""
-
-    def error_codes(self, card_id: int, device_id: int) -> list[int]:
-        """``dcmi_get_device_errorcode_v2``: the chip's current fault codes."""
-
-    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
-        """``dcmi_get_device_hbm_info`` (910 family; -8255 on chips without HBM)."""
-
-    def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
-        """``dcmi_get_device_memory_info_v3`` (-8255 on 910B and A3, which have no DDR)."""
-
-    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
-        """``dcmi_get_device_pcie_info_v2`` (-8255 on SoC boards such as 310B)."""
-
-    def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
-        """The chip's static vNPUs: ``vdev_id[:vdev_num]`` of VDEV_MNG / GET_TOTAL_RESOURCE (-8255: none)."""
-
-    def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
-        """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_RESOURCE)`` for one of :meth:`vdev_ids`."""
-
-    def device_ip(self, card_id: int, device_id: int) -> str:
-        """``dcmi_get_device_ip`` of RoCE port 0 as text: IPv4, then IPv6 after a permanent IPv4 failure.
-
-        Both failing raise the IPv6 error; a link-local answer is the caller's to refuse (Huawei's does).
-        """
+    # dcmi_init: must succeed before any other call.
+    def init(self) -> None: ...
+    # The OPTIONAL_FUNCTIONS it lacks, learnt at init (before it: -8005, like any call).
+    def missing_functions(self) -> frozenset[str]: ...
+    # dcmi_get_driver_version.
+    def driver_version(self) -> str: ...
+    # dcmi_get_card_list: the card ids, in ascending order.
+    def card_list(self) -> list[int]: ...
+    # dcmi_get_device_num_in_card: NPU chips on a card (the MCU excluded).
+    def device_count(self, card_id: int) -> int: ...
+    # dcmi_get_device_logic_id.
+    def logic_id(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_phyid_from_logicid: the N of /dev/davinciN.
+    def phy_id(self, logic_id: int) -> int: ...
+    # dcmi_get_device_chip_info_v2.
+    def chip_info(self, card_id: int, device_id: int) -> ChipInfo: ...
+    # dcmi_get_device_info(VDEV_MNG, GET_TOTAL_RESOURCE): computing.aic.
+    def total_aicore(self, card_id: int, device_id: int) -> float: ...
+    # dcmi_get_device_health: 0 ok, 1 minor, 2 major, 3 critical, HEALTH_ABSENT.
+    def health(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_errorcode_v2: the chip's current fault codes.
+    def error_codes(self, card_id: int, device_id: int) -> list[int]: ...
+    # dcmi_get_device_hbm_info (910 family; -8255 on chips without HBM).
+    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo: ...
+    # dcmi_get_device_memory_info_v3 (-8255 on 910B and A3, which have no DDR).
+    def memory_info(self, card_id: int, device_id: int) -> DdrInfo: ...
+    # dcmi_get_device_pcie_info_v2 (-8255 on SoC boards such as 310B).
+    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress: ...
+    # The chip's static vNPUs: vdev_id[:vdev_num] of VDEV_MNG / GET_TOTAL_RESOURCE (-8255: none).
+    def vdev_ids(self, card_id: int, device_id: int) -> list[int]: ...
+    # dcmi_get_device_info(VDEV_MNG, GET_VDEV_RESOURCE) for one of vdev_ids.
+    def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo: ...
+    # dcmi_get_device_ip of RoCE port 0 as text: IPv4, then IPv6 after a permanent IPv4 failure. Both failing
+    # raise the IPv6 error; a link-local answer is the caller's to refuse (Huawei's does).
+    def device_ip(self, card_id: int, device_id: int) -> str: ...
 
     # -- telemetry ---------------------------------------------------------------
-
-    def temperature(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_temperature``: degrees Celsius (below -275 means the sensor failed)."""
-
-    def power(self, card_id: int, device_id: int) -> Power:
-        """``dcmi_get_device_power_info``: the chip's power."""
-
-    def board_power(self, card_id: int) -> Power:
-        """``dcmi_mcu_get_power_info``: the whole card's power, read by its MCU (310P boards)."""
-
-    def voltage(self, card_id: int, device_id: int) -> Voltage:
-        """``dcmi_get_device_voltage``."""
-
-    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
-        """``dcmi_get_device_frequency``: MHz of the clock ``kind``."""
-
-    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
-        """``dcmi_get_device_utilization_rate``: percent busy of ``kind``."""
-
-    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
-        """``dcmi_get_device_multi_utilization_rate``: AI cube, vector, core and overall in one sample."""
-
-    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
-        """``dcmi_get_device_multi_utilization_rate_period``: the same over ``period_s`` (1-4 s)."""
-
-    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
-        """``dcmi_get_device_ecc_info``: the ECC counters of the chip's ``kind`` memory."""
-
-    def network_health(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_network_health``: a :class:`NetworkHealth`; it can block after a card drop."""
-
-    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
-        """``dcmi_get_device_die_v2``."""
-
-    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
-        """``dcmi_get_device_resource_info``: the processes on the chip (at most 32; host PIDs)."""
+    # dcmi_get_device_temperature: degrees Celsius (below -275 means the sensor failed).
+    def temperature(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_power_info: the chip's power.
+    def power(self, card_id: int, device_id: int) -> Power: ...
+    # dcmi_mcu_get_power_info: the whole card's power, read by its MCU (310P boards).
+    def board_power(self, card_id: int) -> Power: ...
+    # dcmi_get_device_voltage.
+    def voltage(self, card_id: int, device_id: int) -> Voltage: ...
+    # dcmi_get_device_frequency: MHz of the clock kind.
+    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int: ...
+    # dcmi_get_device_utilization_rate: percent busy of kind.
+    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int: ...
+    # dcmi_get_device_multi_utilization_rate: AI cube, vector, core and overall in one sample.
+    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization: ...
+    # dcmi_get_device_multi_utilization_rate_period: the same over period_s (1-4 s).
+    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization: ...
+    # dcmi_get_device_ecc_info: the ECC counters of the chip's kind memory.
+    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo: ...
+    # dcmi_get_device_network_health: a NetworkHealth; it can block after a card drop.
+    def network_health(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_die_v2.
+    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId: ...
+    # dcmi_get_device_resource_info: the processes on the chip (at most 32; host PIDs).
+    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]: ...
 
     # -- hot reset -----------------------------------------------------------------
-
-    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
-        """``dcmi_set_device_reset``: start a reset ("not ready" until back; a 300I Duo card by device 0)."""
-
-    def boot_status(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_boot_status``: a :class:`BootStatus` value; a reset ends at 16."""
-
-    def brother_card(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_netdev_brother_device``: the card an A3 card is reset with (-8255 elsewhere)."""
-
-    def outband_channel_state(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_outband_channel_state``: 1 if an out-of-band reset can be done, 0 if not."""
+    # dcmi_set_device_reset: start a reset ("not ready" until back; a 300I Duo card by device 0).
+    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None: ...
+    # dcmi_get_device_boot_status: a BootStatus value; a reset ends at 16.
+    def boot_status(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_netdev_brother_device: the card an A3 card is reset with (-8255 elsewhere).
+    def brother_card(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_outband_channel_state: 1 if an out-of-band reset can be done, 0 if not.
+    def outband_channel_state(self, card_id: int, device_id: int) -> int: ...
 
     # -- identity in a super pod -----------------------------------------------------
-
-    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
-        """``dcmi_get_device_info(CHIP_INF, SPOD_INFO)`` (A3; -8255 elsewhere)."""
+    # dcmi_get_device_info(CHIP_INF, SPOD_INFO) (A3; -8255 elsewhere).
+    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo: ...
 
     # -- vNPUs on demand -------------------------------------------------------------
-
-    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
-        """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_ACTIVITY)`` for one of :meth:`vdev_ids`."""
-
+    # dcmi_get_device_info(VDEV_MNG, GET_VDEV_ACTIVITY) for one of vdev_ids.
+    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity: ...
+    # dcmi_create_vdevice from template (vir04); ids chosen by the driver unless given. -8001 an unknown
+    # template, -8020 no room for it; a name too long raises ValueError.
     def create_vdev(
         self,
         card_id: int,
@@ -484,27 +449,18 @@ class DeviceLibrary(Protocol):
         template: str,
         vdev_id: int | None = None,
         vfg_id: int | None = None,
-    ) -> CreatedVdev:
-        """``dcmi_create_vdevice`` from ``template`` (``vir04``); ids chosen by the driver unless given.
-
-        -8001 an unknown template, -8020 no room for it; a name too long raises ValueError.
-        """
-
-    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
-        """``dcmi_set_destroy_vdevice``; :data:`ALL_VDEVS` destroys every vNPU of the chip."""
-
-    def subscribe_faults(self, handler: FaultHandler) -> None:
-        """``dcmi_subscribe_fault_event`` for every device; ``handler`` runs on a library thread."""
-
-    def affinity_cpu(self, card_id: int, device_id: int) -> str:
-        """``dcmi_get_affinity_cpu_info_by_device_id``: the CPUs near the chip, a cpulist (``0-23``)."""
-
-    def close(self) -> None:
-        """Release the library (dlclose); later calls fail until ``init``."""
-
-    def v2(self) -> DeviceLibraryV2:
-        """The same library through DCMI's v2 API (Ascend 950), not initialised: after ``dcmiv2_init``
-        only the v2 calls answer."""
+    ) -> CreatedVdev: ...
+    # dcmi_set_destroy_vdevice; ALL_VDEVS destroys every vNPU of the chip.
+    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None: ...
+    # dcmi_subscribe_fault_event for every device; handler runs on a library thread.
+    def subscribe_faults(self, handler: FaultHandler) -> None: ...
+    # dcmi_get_affinity_cpu_info_by_device_id: the CPUs near the chip, a cpulist (0-23).
+    def affinity_cpu(self, card_id: int, device_id: int) -> str: ...
+    # Release the library (dlclose); later calls fail until init.
+    def close(self) -> None: ...
+    # The same library through DCMI's v2 API (Ascend 950), not initialised: after dcmiv2_init only the v2
+    # calls answer.
+    def v2(self) -> DeviceLibraryV2: ...
 
 
 # Each v1 function the plugin calls and its DCMI v2 counterpart: above the binding functions keep
@@ -555,20 +511,15 @@ class DeviceLibraryV2(Protocol):
     @property
     def description(self) -> str: ...
 
-    def init(self) -> None:
-        """``dcmiv2_init``: -8255 on any chip but a 950."""
-
-    def missing_functions(self) -> frozenset[str]:
-        """The v2 counterparts of :data:`OPTIONAL_FUNCTIONS` the library lacks, by their v1 names."""
-
+    # dcmiv2_init: -8255 on any chip but a 950.
+    def init(self) -> None: ...
+    # The v2 counterparts of OPTIONAL_FUNCTIONS the library lacks, by their v1 names.
+    def missing_functions(self) -> frozenset[str]: ...
     def driver_version(self) -> str: ...
-
-    def device_list(self) -> list[int]:
-        """``dcmiv2_get_device_list``: the logical ids, ascending."""
-
-    def phy_id(self, dev_id: int) -> int:
-        """``dcmiv2_get_chip_phy_id_by_dev_id``."""
-
+    # dcmiv2_get_device_list: the logical ids, ascending.
+    def device_list(self) -> list[int]: ...
+    # dcmiv2_get_chip_phy_id_by_dev_id.
+    def phy_id(self, dev_id: int) -> int: ...
     def chip_info(self, dev_id: int) -> ChipInfo: ...
     def total_aicore(self, dev_id: int) -> float: ...
     def super_pod_info(self, dev_id: int) -> SuperPodInfo: ...
@@ -588,13 +539,9 @@ class DeviceLibraryV2(Protocol):
     def network_health(self, dev_id: int) -> int: ...
     def die_id(self, dev_id: int, kind: DieType) -> DieId: ...
     def processes(self, dev_id: int) -> list[ProcessMemory]: ...
-
-    def reset(self, dev_id: int, channel: ResetChannel) -> None:
-        """``dcmiv2_reset_device``: in-band only on a 950 (out-of-band is -8255)."""
-
+    # dcmiv2_reset_device: in-band only on a 950 (out-of-band is -8255).
+    def reset(self, dev_id: int, channel: ResetChannel) -> None: ...
     def boot_status(self, dev_id: int) -> int: ...
-
-    def subscribe_faults(self, handler: FaultHandler) -> None:
-        """``dcmiv2_subscribe_fault_event(-1, ...)``: every chip; events carry the logical id."""
-
+    # dcmiv2_subscribe_fault_event(-1, ...): every chip; events carry the logical id.
+    def subscribe_faults(self, handler: FaultHandler) -> None: ...
     def close(self) -> None: ...
