@@ -268,21 +268,11 @@ class HeldChips:
         self._also: frozenset[int] | None = None  # what a part knows to be held (Volcano mode)
         self._listed: frozenset[int] = frozenset()  # held by the last answer (the kubelet's, or a part's)
         self._handed: dict[int, float] = {}  # chip -> when it was handed over, not yet seen listed
-        self._chips: frozenset[int] = frozenset()
-        self._known = False
+        self.chips: frozenset[int] = frozenset()  # the chips containers hold, or were just handed
+        self.known = False  # learnt at least once (from the kubelet, or Volcano's annotations)
         self._plugin_held: ByChip = MappingProxyType({})
 
     # -- the held chips (the device-info free list, fault management, hot reset) ---------------
-
-    @property
-    def chips(self) -> frozenset[int]:
-        """The physical ids of the chips containers hold, or were just handed."""
-        return self._chips
-
-    @property
-    def known(self) -> bool:
-        """Whether the held chips were learnt at least once (from the kubelet, or Volcano's annotations)."""
-        return self._known
 
     @property
     def just_handed(self) -> frozenset[int]:
@@ -375,15 +365,15 @@ class HeldChips:
                     if listed_at < at + HANDED_SETTLE and not (chip in listed and listed_at >= at)
                 }
             self._listed = listed
-        self._publish(known=self._known or listed is not None, plugin_held=plugin_held)
+        self._publish(known=self.known or listed is not None, plugin_held=plugin_held)
 
     def _publish(self, *, known: bool | None = None, plugin_held: ByChip | None = None) -> None:
         """Bump the version when the held chips, their being known, or the device-plugin holders changed."""
         chips = self._listed | self._handed.keys()
-        known = self._known if known is None else known
+        known = self.known if known is None else known
         plugin_held = self._plugin_held if plugin_held is None else plugin_held
-        if (chips, known, plugin_held) != (self._chips, self._known, self._plugin_held):
-            self._chips, self._known, self._plugin_held = chips, known, plugin_held
+        if (chips, known, plugin_held) != (self.chips, self.known, self._plugin_held):
+            self.chips, self.known, self._plugin_held = chips, known, plugin_held
             self.changes.bump()
 
     def _current(self) -> Resolved:

@@ -47,14 +47,8 @@ REGISTER_BACKOFF = Backoff(0.02, 10.0)
 ANSWER_TIMEOUT = 1.0
 
 
-_FAILURES = (
-    GRPCError,
-    StreamTerminatedError,
-    ProtocolError,
-    OSError,
-    TimeoutError,
-    PathUnusable,  # our socket cannot be created, or kubelet.sock is no socket
-)
+# What an attempt fails with (PathUnusable: our socket cannot be made, or kubelet.sock is no socket).
+_FAILURES = (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError, PathUnusable)
 
 
 class PluginEndpoint(GuardedEndpoint):

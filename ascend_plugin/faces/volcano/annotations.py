@@ -117,7 +117,6 @@ class AnnotationWriter:
         self.assignments = chooser.assignments
         self.device_ips = device_ips  # None: this node has no rank table
         self.host_ip = host_ip
-        self.sweeps = 0
 
     async def run(self) -> None:
         """Sweep whenever pods change (a choice marks one), and every SWEEP_INTERVAL seconds."""
@@ -143,7 +142,6 @@ class AnnotationWriter:
             held_chips.update(chip for device_id in real for chip in chips.get(device_id, ()))
         # With the kubelet's record, resolved through the map this sweep may have rebuilt.
         self.held.also_held(frozenset(held_chips))
-        self.sweeps += 1
 
     def _chips_of(self, device_id: str) -> tuple[int, ...]:
         device = self.book.get(self.resource, device_id)

@@ -41,9 +41,6 @@ class NearMiss:
     pod: str
     why: str
 
-    def __str__(self) -> str:
-        return f"{self.pod}: {self.why}"
-
 
 @dataclass(frozen=True)
 class Selection:
