@@ -21,7 +21,7 @@ from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, Hando
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
 from ascend_plugin.offers.base import OfferedDevice
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import WholeChips
 from backends.backend import ChipBackend
 from backends.fake import FakeScenario
 from backends.families import FamilyTable, family_for, family_named

@@ -17,7 +17,7 @@ from ascend_plugin.handover.modes import HandoverMode
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import WholeChips
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.dcmi import DcmiLibrary

@@ -14,9 +14,14 @@ from split_nodes import atlas_200i_a2, atlas_300i, box_910b3, duo
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import OfferPlan, OfferSettings, SharingRefused, plan_offers
-from ascend_plugin.offers.vnpus import StaticVnpus
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import (
+    OfferPlan,
+    OfferSettings,
+    SharingRefused,
+    StaticVnpus,
+    WholeChips,
+    plan_offers,
+)
 from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.fake import FakeScenario
@@ -130,5 +135,5 @@ def test_a_chip_split_while_shared_loses_its_shares_with_one_warning(
     assert [device.id for device in book.devices("huawei.com/Ascend310P-4c")] == ["Ascend310P-4c-102-0"]
     inventory.set_vnpus(0, vnpus[:1])  # another change: no second warning for the same chip
     book.resources()
-    withdrawn = records(caplog, "ascend_plugin.offers.whole_chips", level=logging.WARNING)
+    withdrawn = records(caplog, "ascend_plugin.offers.node_offers", level=logging.WARNING)
     assert [record.__dict__["chip"] for record in withdrawn] == [0], "one warning, for chip 0"

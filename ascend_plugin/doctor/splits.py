@@ -23,8 +23,14 @@ from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
-from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_dra, plan_offers
-from ascend_plugin.offers.vnpus import VNPU_TEMPLATES, vnpu_resource
+from ascend_plugin.offers.node_offers import (
+    VNPU_TEMPLATES,
+    OfferSettings,
+    SharingRefused,
+    plan_dra,
+    plan_offers,
+    vnpu_resource,
+)
 from backends.errors import ChipError
 from backends.families import FamilyTable
 from backends.library import VdevInfo

@@ -1,9 +1,12 @@
-"""The node's offers, chosen once at start from the settings and the chips found (the plugin's and doctor's).
+"""The node's offers (whole chips or shares, static vNPUs) and which a node gets, the plugin's and doctor's.
 
-Whole chips, or each chip ``share_count`` times where the family's driver
-shares chips (ignored elsewhere, with a warning, as Huawei's plugin does); with
-``vnpu=static`` the static vNPUs; sharing a chip that carries vNPUs is refused.
-:func:`plan_dra` is the DRA driver's counterpart. docs/sharing.md.
+A chip is offered once, as Huawei names it (``Ascend910-3``), or ``share_count`` times where the family's
+driver shares chips (``Ascend310P-1-0``; Huawei's ``shareDevCount``, ignored elsewhere with a warning, as
+Huawei's plugin does). Static vNPUs (Huawei's ``presetVirtualDevice``, re-read every poll) are offered
+under their template's resource (``huawei.com/Ascend310P-2c``, ID ``Ascend310P-2c-100-0``: template, vNPU
+id, chip), a container getting ``/dev/vdavinci<N>`` as ``/dev/davinci<N>``; a chip split into vNPUs is
+neither offered whole nor shared, and sharing one is refused. :func:`plan_dra` is the DRA driver's
+counterpart. docs/sharing.md.
 """
 
 from __future__ import annotations
@@ -11,23 +14,187 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 from ascend_plugin.grpc_guard.status import listed
 from ascend_plugin.inventory.inventory import ChipState, Inventory
-from ascend_plugin.offers.base import Offer
-from ascend_plugin.offers.vnpus import StaticVnpus
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.base import DeviceNode, IdForm, Offer, OfferedDevice, chip_health
 from ascend_plugin.settings import Settings, SettingsError, how_to_set
 from backends.backend import VNPU_MAKING, ChipBackend
 from backends.families import sharing_families, vnpu_families
+from backends.family_table import FamilyTable
+from backends.library import VdevInfo
 from backends.vnpu_split import ChipSplits
+
+log = logging.getLogger(__name__)
 
 SHARE_COUNT_IGNORED = "ShareCountIgnored"
 DYNAMIC_VNPU_IGNORED = "DynamicVnpuIgnored"
 NOT_SPLIT_ON_DEMAND = "NotSplitOnDemand"
 DEVICE_SHARE_NEEDED = "DeviceShareNeeded"
 _LISTED = 8  # chips named in one message
+
+
+# Each template's resource suffix: Huawei's table (GetTemplateName2DeviceTypeMap), which clusters request.
+VNPU_TEMPLATES: Mapping[str, str] = MappingProxyType(
+    {
+        # 310P and the first-generation 910
+        "vir01": "1c",
+        "vir02": "2c",
+        "vir04": "4c",
+        "vir08": "8c",
+        "vir16": "16c",
+        "vir02_1c": "2c.1cpu",
+        "vir04_3c": "4c.3cpu",
+        "vir04_3c_ndvpp": "4c.3cpu.ndvpp",
+        "vir04_4c_dvpp": "4c.4cpu.dvpp",
+        # 910B
+        "vir03_1c_8g": "3c.1cpu.8g",
+        "vir05_1c_8g": "5c.1cpu.8g",
+        "vir05_1c_16g": "5c.1cpu.16g",
+        "vir06_1c_16g": "6c.1cpu.16g",
+        "vir10_3c_16g": "10c.3cpu.16g",
+        "vir10_3c_16g_nm": "10c.3cpu.16g.ndvpp",
+        "vir10_3c_32g": "10c.3cpu.32g",
+        "vir10_4c_16g_m": "10c.4cpu.16g.dvpp",
+        "vir12_3c_32g": "12c.3cpu.32g",
+    }
+)
+
+
+# -- the offers: whole chips (or shares of them), static vNPUs -----------------------------------------
+
+
+def chip_node(number: int) -> DeviceNode:
+    """The chip's own node, ``/dev/davinci<N>``, the same path inside (N: the family's device number)."""
+    return DeviceNode(f"/dev/davinci{number}", f"/dev/davinci{number}")
+
+
+def node_of(table: FamilyTable, state: ChipState) -> DeviceNode:
+    """The chip's own node: ``/dev/davinci<physical id>``, on a 950 ``/dev/davinci<logical id>``."""
+    return chip_node(table.device_number(state.chip))
+
+
+def chip_device(table: FamilyTable, form: IdForm, state: ChipState, device_id: str) -> OfferedDevice:
+    """A device that hands over the chip of ``state`` whole; its node and ``ASCEND_VISIBLE_DEVICES`` by
+    the family's device number (the logical id on a 950)."""
+    healthy, reason = chip_health([state])
+    return OfferedDevice(
+        id=device_id,
+        resource=table.resource_name,
+        form=form,
+        chips=(state.phy_id,),
+        node=node_of(table, state),
+        visible=str(table.device_number(state.chip)),
+        cdi_name=str(state.phy_id),
+        healthy=healthy,
+        reason=reason,
+        unit=state.unit,
+        numa_node=state.numa_node,
+    )
+
+
+class WholeChips:
+    """Every chip that carries no vNPUs as ``shares`` devices of the family's resource (one: the chip)."""
+
+    def __init__(self, shares: int = 1) -> None:
+        self.shares = shares
+        self._withdrawn: set[int] = set()  # shared chips that carry vNPUs now (and were said so)
+
+    def devices(self, inventory: Inventory) -> list[OfferedDevice]:
+        table = inventory.table
+        fields = ("physical id",) if self.shares == 1 else ("physical id", "share")
+        form = IdForm(table.device_id_prefix, fields)
+        devices: list[OfferedDevice] = []
+        for state in inventory.chips():
+            if self._split(table, state):
+                continue
+            chip_id = table.chip_id(state.phy_id)
+            ids = [chip_id] if self.shares == 1 else [f"{chip_id}-{index}" for index in range(self.shares)]
+            devices += [chip_device(table, form, state, device_id) for device_id in ids]
+        return devices
+
+    def _split(self, table: FamilyTable, state: ChipState) -> bool:
+        """True when the chip carries vNPUs now; the first time, a shared chip's warning says so."""
+        if not state.split:
+            self._withdrawn.discard(state.phy_id)
+            return False
+        if self.shares > 1 and state.phy_id not in self._withdrawn:
+            self._withdrawn.add(state.phy_id)
+            log.warning(
+                "%s now carries vNPUs: its %d shares are withdrawn and its vNPUs offered instead "
+                "(share_count and vNPUs on one chip do not go together)",
+                table.chip_id(state.phy_id),
+                self.shares,
+                extra={"chip": state.phy_id},
+            )
+        return True
+
+
+def vnpu_node(vdev_id: int) -> DeviceNode:
+    """The vNPU's node: the host's ``/dev/vdavinci<vdev>``, seen as ``/dev/davinci<vdev>`` inside."""
+    return DeviceNode(f"/dev/vdavinci{vdev_id}", f"/dev/davinci{vdev_id}")
+
+
+def vnpu_resource(table: FamilyTable, suffix: str) -> str:
+    """``huawei.com/Ascend310P`` and ``2c`` -> ``huawei.com/Ascend310P-2c``."""
+    return f"{table.resource_name}-{suffix}"
+
+
+class StaticVnpus:
+    """Every vNPU with a known template as one device of that template's resource."""
+
+    def __init__(self) -> None:
+        self._skipped: set[str] = set()  # templates outside the table, already warned of
+
+    def devices(self, inventory: Inventory) -> list[OfferedDevice]:
+        table = inventory.table
+        devices = []
+        for state in inventory.chips():
+            for vnpu in state.vnpus or ():
+                suffix = VNPU_TEMPLATES.get(vnpu.template)
+                if suffix is None:
+                    self._skip(table, state, vnpu)
+                    continue
+                devices.append(self._device(table, state, vnpu, suffix))
+        return devices
+
+    def _skip(self, table: FamilyTable, state: ChipState, vnpu: VdevInfo) -> None:
+        if vnpu.template in self._skipped:
+            return
+        self._skipped.add(vnpu.template)
+        log.warning(
+            "vNPU %d on %s has template %r, which has no resource name: it is not offered (known "
+            "templates: %s)",
+            vnpu.vdev_id,
+            table.chip_id(state.phy_id),
+            vnpu.template,
+            ", ".join(VNPU_TEMPLATES),
+            extra={"template": vnpu.template, "vnpu": vnpu.vdev_id, "chip": state.phy_id},
+        )
+
+    @staticmethod
+    def _device(table: FamilyTable, state: ChipState, vnpu: VdevInfo, suffix: str) -> OfferedDevice:
+        prefix = f"{table.device_id_prefix}-{suffix}"
+        healthy, reason = chip_health([state])
+        return OfferedDevice(
+            id=f"{prefix}-{vnpu.vdev_id}-{state.phy_id}",
+            resource=vnpu_resource(table, suffix),
+            form=IdForm(prefix, ("vNPU id", "physical id")),
+            chips=(state.phy_id,),
+            node=vnpu_node(vnpu.vdev_id),
+            visible=str(vnpu.vdev_id),
+            cdi_name=f"vnpu-{vnpu.vdev_id}",
+            healthy=healthy,
+            reason=reason,
+            virtual=True,
+            unit=state.unit,
+            numa_node=state.numa_node,
+        )
+
+
+# -- which offers the node gets ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
