@@ -69,11 +69,10 @@ from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory
 from ascend_plugin.inventory.verdict import Observation as Evidence
 from ascend_plugin.inventory.verdict import judge
 from ascend_plugin.settings import Settings
-from backends.backend import ChipBackend
+from backends.backend import NETWORK_DOWN, NETWORK_UP, ChipBackend
 from backends.chips import Chip, HealthReading
 from backends.errors import ChipError, SymbolMissing
 from backends.library import VdevInfo
-from backends.readings import NETWORK_DOWN, NETWORK_UP
 
 log = logging.getLogger(__name__)
 

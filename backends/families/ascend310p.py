@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import ClassVar, Final
 
+from backends.backend import valid
 from backends.chips import Chip
 from backends.errors import ChipError
 from backends.family_table import FamilyTable
 from backends.library import ResetChannel, VdevActivity
-from backends.readings import valid
 from backends.topology import same_card
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import AICORE, AICPU, JPEGD, JPEGE, MEMORY, VDEC, VENC, VPC, VnpuTemplate

@@ -14,12 +14,11 @@ from collections.abc import Sequence
 from typing import ClassVar, Final
 
 import backends.vnpu_split as split
-from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind
+from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind, Utilization
 from backends.chips import Chip
 from backends.errors import ChipError
 from backends.family_table import FamilyTable
 from backends.library import ChipInfo, FaultHandler, SuperPodInfo, UtilizationType
-from backends.readings import Utilization
 from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind, cards, logic_block, whole_node
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import VnpuTemplate

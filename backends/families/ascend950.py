@@ -19,11 +19,10 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
-from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind
+from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind, Utilization
 from backends.chips import Chip, HealthReading
 from backends.family_table import FamilyTable
 from backends.library import FaultEvent, FaultHandler, SuperPodInfo
-from backends.readings import Utilization
 from backends.topology import UnitKind, alone
 
 ASCEND_950 = FamilyTable(
