@@ -93,10 +93,8 @@ class MemoryKind(enum.Enum):
 
 
 class ChipBackend(abc.ABC):
-    """One chip family over one chip library. Synchronous: callers run it off the event loop.
-
-    The class attributes are the family's facts, read here; the other layers ask the methods.
-    """
+    """One chip family over one chip library. Synchronous: callers run it off the event loop. The class
+    attributes are the family's facts, read here; the other layers ask the methods."""
 
     TABLE: ClassVar[FamilyTable]  # the family's own row, before the operator's overrides
     # The unit its chips share a fast link with (backends.topology); without a faster link, the card.
@@ -147,9 +145,7 @@ class ChipBackend(abc.ABC):
 
     def read_health(self, chip: Chip) -> HealthReading:
         """Poll one chip: health value plus current fault codes (the value alone without errorcode_v2).
-
-        "Not ready" (-8012) is a card off the bus: absent, with the synthetic card-drop code.
-        """
+        "Not ready" (-8012) is a card off the bus: absent, with the synthetic card-drop code."""
         try:
             value = self.api.health(chip)
         except DcmiError as error:
@@ -185,9 +181,7 @@ class ChipBackend(abc.ABC):
 
     def ai_cores(self, chip: Chip) -> AiCoreFigure:
         """The chip's AI-core count: VDEV_MNG total resource, else chip info, else the family's nominal.
-
-        ChipError where none says (a family whose nominal figure is 0 has none published).
-        """
+        ChipError where none says (a family whose nominal figure is 0 has none published)."""
         aic = self.optional(DEVICE_INFO, chip, self.api.total_aicore) or 0.0
         if aic > 0:
             return AiCoreFigure(aic, "vdev_total_resource")
@@ -313,11 +307,9 @@ class ChipBackend(abc.ABC):
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T | None:
-        """``read(chip, ...)`` of one fact; None when it cannot be had.
-
-        A function the driver lacks is recorded once (and said at init); one a chip answers
-        "not supported" is not asked of it again; another DCMI error leaves the fact out this time.
-        """
+        """``read(chip, ...)`` of one fact; None when it cannot be had. A function the driver lacks is
+        recorded once (and said at init); one a chip answers "not supported" is not asked of it again;
+        another DCMI error leaves the fact out this time."""
         name = function.split("(", 1)[0]
         if name in self.missing or (function, chip.phy_id) in self.unsupported:
             return None
@@ -342,17 +334,13 @@ class ChipBackend(abc.ABC):
 
     def subscribe_faults(self, handler: lib.FaultHandler) -> bool:
         """Deliver every chip's fault events to ``handler`` (on a library thread); False where none come.
-
-        Only 910 and 950 drivers send them (DCMI answers -8255 on 310; Huawei polls
-        310, 310B and 310P): those families override this with :meth:`subscribe_driver_events`.
-        """
+        Only 910 and 950 drivers send them (DCMI answers -8255 on 310; Huawei polls 310, 310B and 310P):
+        those families override this with :meth:`subscribe_driver_events`."""
         return False
 
     def subscribe_driver_events(self, handler: lib.FaultHandler) -> bool:
-        """Subscribe ``handler`` to every chip's fault events through the node's API; False without the call.
-
-        A driver found without it raises :class:`~backends.errors.SymbolMissing` the first time.
-        """
+        """Subscribe ``handler`` to every chip's fault events through the node's API; False without the
+        call. A driver found without it raises :class:`~backends.errors.SymbolMissing` the first time."""
         if SUBSCRIBE in self.missing:
             return False
         try:
@@ -400,11 +388,9 @@ class ChipBackend(abc.ABC):
 
     @abc.abstractmethod
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
-        """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the node's).
-
-        Each must be free before the reset and is waited for after it
-        (the shapes of :mod:`backends.topology`). A family may ask the driver: call it off the event loop.
-        """
+        """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the
+        node's). Each must be free before the reset and is waited for after it (the shapes of
+        :mod:`backends.topology`). A family may ask the driver: call it off the event loop."""
 
     def card_count(self, chips: Sequence[Chip]) -> int | None:
         """npu-exporter's ``machine_card_nums``: the node's DCMI cards; None where it shows none."""
@@ -416,10 +402,8 @@ class ChipBackend(abc.ABC):
 
     def super_pod(self, chip: Chip) -> lib.SuperPodInfo | None:
         """Where ``chip``'s node sits in a super pod (Huawei's SuperPodID, ServerIndex); None: nowhere.
-
-        Only A3 and 950 nodes ask the driver (a failure raises its ChipError); the
-        device-info ConfigMap says -2 for the others.
-        """
+        Only A3 and 950 nodes ask the driver (a failure raises its ChipError); the device-info ConfigMap
+        says -2 for the others."""
         return None
 
     # -- a hot reset -------------------------------------------------------------------------

@@ -94,13 +94,10 @@ class Unnamed:
 
 
 def address_chips(library: DeviceLibrary) -> tuple[list[ChipAddress], list[Unnamed]]:
-    """DCMI's recipe up to the physical ids, in its order: cards -> NPUs per card -> logic id -> physical id.
-
-    Card ids come from the card list only; device ids run 0..n-1 per card (the
-    MCU, at n, is never asked). A card or chip the driver will not name is
-    returned apart with its answer, so one bad card hides no other; an error of
-    the whole node (the card list, a missing function) is raised.
-    """
+    """DCMI's recipe up to the physical ids, in its order: cards -> NPUs per card -> logic id -> physical
+    id. Card ids come from the card list only; device ids run 0..n-1 per card (the MCU, at n, is never
+    asked). A card or chip the driver will not name is returned apart with its answer, so one bad card
+    hides no other; an error of the whole node (the card list, a missing function) is raised."""
     found: list[ChipAddress] = []
     unnamed: list[Unnamed] = []
     for card_id in library.card_list():

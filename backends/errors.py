@@ -6,10 +6,8 @@ from typing import Final
 
 
 class ChipError(Exception):
-    """Root of everything a chip library or backend raises about the chips, the library or the node.
-
-    Not here: an argument no caller should pass (a ``ValueError``). ARCHITECTURE.md "Errors".
-    """
+    """Root of everything a chip library or backend raises about the chips, the library or the node. Not
+    here: an argument no caller should pass (a ``ValueError``). ARCHITECTURE.md "Errors"."""
 
 
 # Meanings of the DCMI return codes (DCMI header, error code table).

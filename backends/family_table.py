@@ -33,11 +33,8 @@ class HostFile:
 
 @dataclass(frozen=True)
 class FamilyTable:
-    """A family's names, bounds, device nodes and host files.
-
-    Fields an operator may change are overridden from settings (and so from
-    the Helm values of a family) with :meth:`with_overrides`.
-    """
+    """A family's names, bounds, device nodes and host files; what an operator may change is overridden
+    with :meth:`with_overrides`."""
 
     family: str
     chip_names: re.Pattern[str]  # dcmi_chip_info.chip_name values this family claims

@@ -266,9 +266,7 @@ class ProcessMemory:
 @dataclass(frozen=True)
 class SuperPodInfo:
     """``struct dcmi_spod_info`` (CHIP_INF / SPOD_INFO): ids -1 where the driver says 0xffffffff (none).
-
-    Newer headers call ``server_id`` ``server_index`` and ``scale_type`` ``super_pod_size``.
-    """
+    Newer headers call ``server_id`` ``server_index`` and ``scale_type`` ``super_pod_size``."""
 
     sdid: int
     scale_type: int
@@ -502,11 +500,9 @@ def v2_name(function: str) -> str:
 
 
 class DeviceLibraryV2(Protocol):
-    """DCMI's v2 API, as the Ascend 950 answers it. Raises DcmiError on failure.
-
-    ``dev_id`` is the logical id (:meth:`device_list`), never the physical id
-    (:meth:`phy_id`, the N of ``npu-<N>``); values are those of the v1 calls of the same name.
-    """
+    """DCMI's v2 API, as the Ascend 950 answers it. Raises DcmiError on failure. ``dev_id`` is the logical
+    id (:meth:`device_list`), never the physical id (:meth:`phy_id`, the N of ``npu-<N>``); values are
+    those of the v1 calls of the same name."""
 
     @property
     def description(self) -> str: ...

@@ -50,11 +50,9 @@ def parse_bdf(text: str) -> PcieAddress:
 
 
 def numa_node(address: PcieAddress, root: Path = Path("/")) -> int | None:
-    """The NUMA node the kernel gives the device, from ``<root>/sys/bus/pci/devices/<bdf>/numa_node``.
-
-    None when the file is missing (no such device, no sysfs) or says -1 (the
-    kernel knows no node: single-node machines, some firmware).
-    """
+    """The NUMA node the kernel gives the device, from ``<root>/sys/bus/pci/devices/<bdf>/numa_node``. None
+    when the file is missing (no such device, no sysfs) or says -1 (the kernel knows no node: single-node
+    machines, some firmware)."""
     path = root / PCI_DEVICES / address.bdf / "numa_node"
     try:
         content = path.read_text(encoding="ascii").strip()
@@ -71,11 +69,9 @@ def numa_node(address: PcieAddress, root: Path = Path("/")) -> int | None:
 
 def pcie_root(address: PcieAddress, root: Path = Path("/")) -> str:
     """The ``resource.kubernetes.io/pcieRoot`` value: ``pci<domain>:<bus>`` of the device's root complex.
-
-    Read from the ``pciDDDD:BB`` directory under ``/sys/devices`` that the
-    device's sysfs link leads to (inside ``root``, no other link followed); where
-    the link leads nowhere recognisable, the device's own domain and bus stand in.
-    """
+    Read from the ``pciDDDD:BB`` directory under ``/sys/devices`` that the device's sysfs link leads to
+    (inside ``root``, no other link followed); where the link leads nowhere recognisable, the device's own
+    domain and bus stand in."""
     try:
         target = os.readlink(root / PCI_DEVICES / address.bdf)
     except OSError:
@@ -96,10 +92,8 @@ _READ_LIMIT: Final = 10 * 1024  # bytes of a cpulist file read, as Huawei's plug
 
 
 def node_cpulists(root: Path = Path("/")) -> dict[str, int]:
-    """Each NUMA node's cpulist text (trimmed) -> its number; empty where the host has no such files.
-
-    A node whose file cannot be read is left out: its chips fall back to their PCIe device.
-    """
+    """Each NUMA node's cpulist text (trimmed) -> its number; empty where the host has no such files. A
+    node whose file cannot be read is left out: its chips fall back to their PCIe device."""
     try:
         entries = sorted((root / NODES).iterdir())
     except OSError:
@@ -123,9 +117,7 @@ def chip_numa_node(
     affinity: str | None, address: PcieAddress | None, cpulists: Mapping[str, int], root: Path = Path("/")
 ) -> int | None:
     """The chip's NUMA node: its CPU affinity's node, else its PCIe device's; None when neither says.
-
-    Raises :class:`~backends.pci.PciSysfsError` when the PCIe device's file is unreadable.
-    """
+    Raises :class:`~backends.pci.PciSysfsError` when the PCIe device's file is unreadable."""
     if affinity is not None and affinity.strip() in cpulists:
         return cpulists[affinity.strip()]
     if address is None:

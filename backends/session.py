@@ -60,11 +60,8 @@ NODE_WIDE = frozenset({"subscribe_faults"})
 
 
 class _ByIds:
-    """Each :class:`ChipApi` call of a library, the chip named by the ids that library's API takes.
-
-    The signatures are the protocol's; that every call has its counterpart in both
-    libraries is checked by ``tests/test_chip_api.py``.
-    """
+    """Each :class:`ChipApi` call of a library, the chip named by its API's ids (``tests/test_chip_api.py``
+    holds the two APIs to the protocol)."""
 
     def __init__(self, name: str, library: object, ids: Callable[[Chip], tuple[int, ...]]) -> None:
         self.name = name
@@ -103,11 +100,9 @@ class LibrarySession:
         return self.library.description if self.v2 is None else self.v2.description
 
     def init(self) -> frozenset[str]:
-        """``dcmi_init``, else ``dcmiv2_init``; the optional functions the library lacks (v1 names).
-
-        When both fail, the v1 error is raised unless v2 said something other
-        than "not supported" (a 950 whose driver is not ready yet).
-        """
+        """``dcmi_init``, else ``dcmiv2_init``; the optional functions the library lacks (v1 names). When
+        both fail, the v1 error is raised unless v2 said something other than "not supported" (a 950 whose
+        driver is not ready yet)."""
         try:
             self.library.init()
         except DcmiError as v1_error:

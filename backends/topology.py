@@ -61,10 +61,8 @@ class ChipFacts:
 
 
 def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
-    """The unit of every chip of one node, keyed by physical id.
-
-    Raises ChipError when two chips claim one physical id.
-    """
+    """The unit of every chip of one node, keyed by physical id. Raises ChipError when two chips claim one
+    physical id."""
     kinds: dict[int, UnitKind] = {}
     cards: dict[int, int] = {}
     for chip in chips:

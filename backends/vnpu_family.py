@@ -35,13 +35,8 @@ class VnpuFamily(ChipBackend):
         return DEVICE_INFO not in self.missing
 
     def vnpus(self, chip: Chip) -> list[VdevInfo]:
-        """The chip's static vNPUs by id; empty where the driver or the chip has none.
-
-        Every read describes every vNPU afresh: a freed id handed out again may
-        carry another template. A failure other than "not supported" is raised (a
-        vNPU that cannot be described is not absent); a driver without VDEV_MNG, or
-        a chip that answers "not supported", is said once at debug level and not asked again.
-        """
+        """The chip's static vNPUs by id, each described afresh (a freed id may come back with another
+        template); none where the driver or the chip has none (said once), any other failure raised."""
         if DEVICE_INFO in self.missing or chip.phy_id in self._without_vnpus:
             return []
         try:
@@ -61,11 +56,8 @@ class VnpuFamily(ChipBackend):
         return []
 
     def create_vnpu(self, chip: Chip, template: str) -> int:
-        """Make a vNPU of ``template`` on ``chip``; its id (the N of ``/dev/vdavinciN``).
-
-        DcmiError with the driver's code when it refuses (-8001 an unknown template,
-        -8020 no room beside the chip's vNPUs), SymbolMissing without ``dcmi_create_vdevice``.
-        """
+        """Make a vNPU of ``template`` on ``chip``; its id (DcmiError -8001: unknown template, -8020: no
+        room)."""
         created = self.library.create_vdev(chip.card_id, chip.device_id, template)
         log.debug("%s: made vNPU %d (%s)", chip.label, created.vdev_id, template, extra={"chip": chip.phy_id})
         return created.vdev_id
@@ -78,10 +70,8 @@ class VnpuFamily(ChipBackend):
         log.debug("%s: destroyed vNPU %d", chip.label, vdev_id, extra={"chip": chip.phy_id})
 
     def splits(self, chip: Chip, ai_cores: float | None, memory_mb: int | None) -> ChipSplits | None:
-        """What ``chip`` can be split into; None where its AI cores or memory are unknown or fit no template.
-
-        The totals are the chip's own figures (discovery's), counting only what some template takes.
-        """
+        """What ``chip`` can be split into (its own totals, of what some template takes); None where
+        unknown or none fits."""
         if ai_cores is None or ai_cores < 1 or ai_cores != round(ai_cores) or not memory_mb or memory_mb < 0:
             return None
         cores = round(ai_cores)

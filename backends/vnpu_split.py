@@ -1,9 +1,8 @@
 """What a chip can be split into on demand: its resources, and what a vNPU of each template takes of them.
 
-:class:`ChipSplits` is the driver's rule as data (it refuses a vNPU that does
-not fit beside the others, -8020), so a scheduler counting it (DRA's counter
-sets) never asks for what the driver refuses. The figures are each family's
-(:meth:`backends.vnpu_family.VnpuFamily.splits`). Memory in MiB, the rest counts.
+:class:`ChipSplits` is the driver's rule as data (it refuses a vNPU that does not fit beside the others,
+-8020), so a scheduler counting it (DRA's counter sets) never asks for what the driver refuses; the figures
+are each family's. Memory in MiB, the rest counts.
 """
 
 from __future__ import annotations
@@ -96,10 +95,8 @@ def media_variant(name: str) -> bool:
 
 def divides_evenly(name: str, chip_cores: int, chip_memory_mb: int) -> bool:
     """Whether a template splits the chip the same way by AI cores and by memory (within an eighth).
-
-    Huawei's 910B and A3 templates are made per chip bin: ``vir05_1c_16g`` is a
-    quarter of a 20-core 64 GB chip, ``vir05_1c_8g`` of a 20-core 32 GB one.
-    """
+    Huawei's 910B and A3 templates are made per chip bin: ``vir05_1c_16g`` is a quarter of a 20-core 64 GB
+    chip, ``vir05_1c_8g`` of a 20-core 32 GB one."""
     cores, memory = template_cores(name), named_memory_mb(name)
     if not cores or not memory or chip_cores % cores:
         return False

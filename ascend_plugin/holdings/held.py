@@ -68,11 +68,9 @@ class Assignments:
         return tuple(mapping[kubelet_id] for kubelet_id in kubelet_ids)
 
     def paired(self, resource: str, devices: Sequence[OfferedDevice]) -> list[tuple[str, OfferedDevice]]:
-        """Every device's ID as a kubelet ID, with the real device whose health ListAndWatch reports for it.
-
-        The unmapped IDs take the unmapped real devices in order: a faulted chip turns unhealthy the ID of
-        the pod holding it, and the count of healthy IDs stays that of healthy chips.
-        """
+        """Every device's ID as a kubelet ID, with the real device whose health ListAndWatch reports for
+        it. The unmapped IDs take the unmapped real devices in order: a faulted chip turns unhealthy the ID
+        of the pod holding it, and the count of healthy IDs stays that of healthy chips."""
         by_id = {device.id: device for device in devices}
         mapping = {k: r for k, r in self._maps.get(resource, {}).items() if k in by_id and r in by_id}
         mapped_reals = set(mapping.values())

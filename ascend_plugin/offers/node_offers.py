@@ -212,9 +212,7 @@ class OfferSettings:
 @dataclass(frozen=True)
 class Notice:
     """Something about the node's offers an operator should hear of once, at start (logged at ``level``).
-
-    Warnings are also a node Event (of ``reason``) and in ``doctor``'s report.
-    """
+    Warnings are also a node Event (of ``reason``) and in ``doctor``'s report."""
 
     reason: str
     message: str

@@ -23,10 +23,8 @@ ASCEND_310 = FamilyTable(
 
 
 class Ascend310(ChipBackend):
-    """310 chips: DDR memory, polled for faults (the driver sends no events), units by card.
-
-    The four chips of a card share nothing a reset takes down: each resets alone.
-    """
+    """310 chips: DDR memory, polled for faults (the driver sends no events), units by card. The four chips
+    of a card share nothing a reset takes down: each resets alone."""
 
     TABLE = ASCEND_310
 

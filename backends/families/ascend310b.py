@@ -48,11 +48,9 @@ ASCEND_310B = FamilyTable(
 
 
 class Ascend310B(ChipBackend):
-    """310B SoCs: DDR shared with the board's OS, polled for faults, one chip per board.
-
-    Its driver's device-share mode lets several containers open the chip, so
-    ``share_count`` applies; the board's only chip resets alone.
-    """
+    """310B SoCs: DDR shared with the board's OS, polled for faults, one chip per board. Its driver's
+    device-share mode lets several containers open the chip, so ``share_count`` applies; the board's only
+    chip resets alone."""
 
     TABLE = ASCEND_310B
     shares_chips: ClassVar[bool] = True

@@ -54,10 +54,8 @@ _DUO_CHIPS: Final = 2  # chips on an Atlas 300I Duo card
 
 class Ascend310P(VnpuFamily):
     """310P chips: DDR memory, polled for faults, static vNPUs, chips shareable by device-share mode.
-
-    Telemetry shows the card's power (its MCU) and each vNPU's activity. The card
-    is the unit and the reset group: a 300I Duo's two chips reset together, through device 0.
-    """
+    Telemetry shows the card's power (its MCU) and each vNPU's activity. The card is the unit and the reset
+    group: a 300I Duo's two chips reset together, through device 0."""
 
     TABLE = ASCEND_310P
     shares_chips: ClassVar[bool] = True
@@ -96,10 +94,8 @@ class Ascend310P(VnpuFamily):
         self.library.reset(chip.card_id, 0, ResetChannel.INBAND)
 
     def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
-        """Huawei's seven 310P templates: AI cores, memory share, AI CPUs and the five media engines.
-
-        The chip's 7 AI CPUs are why it holds 7 vNPUs at most: every template takes one or more.
-        """
+        """Huawei's seven 310P templates: AI cores, memory share, AI CPUs and the five media engines. The
+        chip's 7 AI CPUs are why it holds 7 vNPUs at most: every template takes one or more."""
         return [
             VnpuTemplate(
                 name,

@@ -85,12 +85,9 @@ class Ascend910(VnpuFamily):
     TEMPLATES: ClassVar[tuple[str, ...]] = ()
 
     def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
-        """The generation's templates that divide this chip's AI cores and memory alike, with what each takes.
-
-        Media are counted (in AI-core shares) where the templates come with and
-        without DVPP (910B4's ``_m`` / ``_nm``); AI CPUs are left to the driver
-        (Huawei gives no chip totals for them).
-        """
+        """The generation's templates that divide this chip's AI cores and memory alike, with what each
+        takes. Media are counted (in AI-core shares) where the templates come with and without DVPP
+        (910B4's ``_m`` / ``_nm``); AI CPUs are left to the driver (Huawei gives no chip totals for them)."""
         names = [name for name in self.TEMPLATES if split.divides_evenly(name, cores, memory_mb)]
         media = any(split.media_variant(name) for name in names)
         found = []
@@ -135,11 +132,9 @@ class Ascend910A1(Ascend910):
 
 
 class Ascend910B(Ascend910):
-    """910B (Atlas A2): a full mesh of 8; a reset takes the 8 by logic id, or all 16 of a 16-chip box.
-
-    The A2 inference boards Huawei resets chip by chip are not told apart (no board id is read):
-    a wider group only waits longer for its chips to be free.
-    """
+    """910B (Atlas A2): a full mesh of 8; a reset takes the 8 by logic id, or all 16 of a 16-chip box. The
+    A2 inference boards Huawei resets chip by chip are not told apart (no board id is read): a wider group
+    only waits longer for its chips to be free."""
 
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910B\d|A2G\d")
     unit_kind: ClassVar[UnitKind] = UnitKind.MESH
@@ -151,10 +146,8 @@ class Ascend910B(Ascend910):
 
 
 class Ascend910A3(Ascend910):
-    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes two cards.
-
-    The chip's card and the brother card the driver names; the whole node where it cannot name one.
-    """
+    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes two cards. The
+    chip's card and the brother card the driver names; the whole node where it cannot name one."""
 
     TEMPLATES: ClassVar[tuple[str, ...]] = A3_TEMPLATES
 

@@ -100,12 +100,9 @@ def select(
     consumed: Callable[[Pod], bool] = lambda pod: False,
     holding: Collection[str] = (),
 ) -> Selection:
-    """The pod an Allocate of ``count`` chips is for, and the near misses.
-
-    ``consumed``: this plugin served the pod (its mark may not have landed); ``holding``: pods the kubelet
-    lists holding the resource. Ties go to the first by namespace/name: a function of the pods, not their
-    order.
-    """
+    """The pod an Allocate of ``count`` chips is for, and the near misses. ``consumed``: this plugin served
+    the pod (its mark may not have landed); ``holding``: pods the kubelet lists holding the resource. Ties
+    go to the first by namespace/name: a function of the pods, not their order."""
     candidates: list[Pod] = []
     misses: list[NearMiss] = []
     for pod in sorted(pods, key=lambda p: p.key):
