@@ -94,6 +94,11 @@ class DevicePluginFace:
         """Every resource registered with the current kubelet."""
         return bool(self.servers) and all(server.registrar.registered for server in self.servers.values())
 
+    @property
+    def last_error(self) -> str:
+        """The latest registration problem of any resource, if any."""
+        return next((s.registrar.last_error for s in self.servers.values() if s.registrar.last_error), "")
+
     def on_registered(self, listener: Callable[[], None]) -> None:
         """Call ``listener()`` after every successful registration of any resource."""
         self._registered_listeners.append(listener)
