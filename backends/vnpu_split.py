@@ -56,7 +56,6 @@ class ChipSplits:
     templates: tuple[VnpuTemplate, ...]
 
     def template(self, name: str) -> VnpuTemplate | None:
-        """The template called ``name``, if this chip has it."""
         return next((template for template in self.templates if template.name == name), None)
 
     def most(self, template: VnpuTemplate) -> int:

@@ -191,7 +191,6 @@ class ContainerChips:
 
     @property
     def chips(self) -> frozenset[int]:
-        """The physical ids of every chip behind its devices."""
         return frozenset(chip for device in self.devices for chip in device.chips)
 
 

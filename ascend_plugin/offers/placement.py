@@ -237,8 +237,6 @@ class NodeTopology:
                 chosen += self._take_from_unit(unit, count, must, used_numa | {e.numa for e in chosen})
         return [entry.place.id for entry in sorted(chosen, key=lambda entry: entry.order)]
 
-    # -- the request -------------------------------------------------------------
-
     def _checked(
         self, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> tuple[list[_Entry], set[str]]:
@@ -286,8 +284,6 @@ class NodeTopology:
                 extra={"available": len(free), "allocation_size": size},
             )
         return free, must
-
-    # -- the levels ----------------------------------------------------------------
 
     def _unit_bins(self, free: list[_Entry], must: set[str]) -> list[_Bin]:
         grouped: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)

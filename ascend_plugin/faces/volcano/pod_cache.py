@@ -38,7 +38,6 @@ class PodCache:
 
     @property
     def synced(self) -> bool:
-        """True after the first complete list."""
         return self._pods is not None and self._pods.synced
 
     def pods(self) -> list[Pod]:
