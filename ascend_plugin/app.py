@@ -46,9 +46,8 @@ from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import ChipResolver, ClaimNames, DeviceChooser, DevicePluginIds, HeldChips
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames, DevicePluginIds
 from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
@@ -58,7 +57,6 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_dra, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
@@ -147,8 +145,7 @@ class PluginApp:
         self.config.on_change(self._log_level_changed)
         self.parts: Parts | None = None
         # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
-        self.held = HeldChips()
-        self.holdings: PodHoldings | None = None
+        self.held = HeldChips(PodResourcesClient(settings.pod_resources_socket))
         self.unfollowed: UnfollowedChoices | None = None  # Volcano's choices checked (Volcano mode off)
         self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         self.http: HttpEndpoint | None = None
@@ -300,9 +297,8 @@ class PluginApp:
         mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
-        resolver = ChipResolver(book)
-        holdings = self._holdings(resolver)
-        volcano = self._volcano(node, book, holdings) if settings.volcano else None
+        resolver = self.held.resolver = ChipResolver(book)
+        volcano = self._volcano(node, book) if settings.volcano else None
         resolver.chooser = volcano.chooser if volcano is not None else None
         face = DevicePluginFace(
             book,
@@ -334,7 +330,7 @@ class PluginApp:
         )
         tasks = [
             RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
-            RootTask("pod holdings", holdings.run),
+            RootTask("pod holdings", self.held.run),
         ]
         if hot_reset is not None:
             tasks.append(RootTask("hot reset", hot_reset.run))
@@ -347,7 +343,7 @@ class PluginApp:
             # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
             # subtracts the pods it placed itself, and would count held chips twice.
             held = self.held if volcano is not None else None
-            checked = holdings if checks_volcano_choices(settings) else None
+            checked = self.held if checks_volcano_choices(settings) else None
             tasks.append(
                 RootTask(
                     "kubernetes",
@@ -379,7 +375,7 @@ class PluginApp:
             table.resource_name, table.device_id_prefix, {state.phy_id for state in inventory.chips()}
         )
         claims = ClaimNames(dra_settings.driver, dra_settings.node, chip_of)
-        holdings = self._holdings(ChipResolver(claims=claims, plugin_ids=plugin_ids))
+        self.held.resolver = ChipResolver(claims=claims, plugin_ids=plugin_ids)
         dra = DraFace(
             inventory,
             host,
@@ -387,7 +383,6 @@ class PluginApp:
             plan,
             self.calls,
             held=self.held,
-            holdings=holdings,
             client=self.kube_client,
         )
         dra.on_registered(self.registered_once.set)
@@ -405,7 +400,7 @@ class PluginApp:
         )
         tasks = [
             RootTask(DRA_PART, dra.run, dra.problems),
-            RootTask("pod holdings", holdings.run),
+            RootTask("pod holdings", self.held.run),
             RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings, None)),
         ]
         if hot_reset is not None:
@@ -418,7 +413,7 @@ class PluginApp:
         inventory: Inventory,
         notices: tuple[Notice, ...],
         held: HeldChips | None,
-        volcano_checked: PodHoldings | None = None,
+        volcano_checked: HeldChips | None = None,
     ) -> None:
         """The Kubernetes side, started only after the first registration.
 
@@ -457,20 +452,12 @@ class PluginApp:
         """What the check of Volcano's choices reports (/readyz), once the Kubernetes side runs it."""
         return self.unfollowed.problems() if self.unfollowed is not None else []
 
-    def _holdings(self, resolver: ChipResolver) -> PodHoldings:
-        """Which container holds which chips, from the kubelet's PodResources API (every mode)."""
-        self.holdings = PodHoldings(
-            PodResourcesClient(self.settings.pod_resources_socket), resolver, self.held
-        )
-        return self.holdings
-
     def _telemetry_view(self) -> TelemetryView | None:
         """The chips' telemetry and who holds each chip, for one scrape."""
-        collector, holdings = self.telemetry, self.holdings
+        collector = self.telemetry
         if collector is None:
             return None
-        containers = holdings.containers() if holdings is not None else ()
-        return TelemetryView(collector.snapshot(), containers, collector.cards)
+        return TelemetryView(collector.snapshot(), self.held.containers(), collector.cards)
 
     def _hot_reset(self, node: Node, monitor: HealthMonitor, shown: Shown) -> HotResetManager | None:
         """The hot-reset manager, with hot_reset on (it waits for the kubelet to be ``shown``)."""
@@ -487,31 +474,26 @@ class PluginApp:
             reads_annotation=bool(self.settings.node_name),
             clock=self.clock,
             budget_file=served_directory(self.settings) / BUDGET_FILE,
-            read_held=self._read_holdings_afresh,
         )
         self.metrics_source.hot_reset = manager
         return manager
 
-    async def _read_holdings_afresh(self) -> object:
-        """Ask the kubelet now which containers hold which chips (the held chips follow); None: it cannot."""
-        return await self.holdings.refresh() if self.holdings is not None else None
-
-    def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> VolcanoParts:
+    def _volcano(self, node: Node, book: OfferBook) -> VolcanoParts:
         """Volcano mode's face; its chooser decides the whole-chip resource's devices.
 
         Imported here, before the kubelet registration, and not after it like the
         Kubernetes publishers: without the pod cache there is no correct answer to
         Allocate, so its cost (kubernetes-asyncio) is paid at start.
         """
-        from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
+        from ascend_plugin.faces.volcano.face import VolcanoFace, VolcanoSettings
 
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
-            chips=ChipAccess(self.calls, node.backend),
-            assignments=Assignments(),
-            holdings=holdings,
+            calls=self.calls,
+            backend=node.backend,
+            held=self.held,
             client=self.kube_client,
         )
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)

@@ -21,9 +21,8 @@ from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, Hando
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
 from ascend_plugin.offers.base import OfferedDevice
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import WholeChips
 from backends.backend import ChipBackend
-from backends.chips import enumerate_chips
 from backends.fake import FakeScenario
 from backends.families import FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
@@ -36,7 +35,7 @@ def inventory_of(
     library: DeviceLibrary, table: FamilyTable | None = None, *, healthy: bool = True
 ) -> Inventory:
     """The chips of an initialised ``library``, every one healthy unless told otherwise."""
-    chips = enumerate_chips(library)
+    chips = LibrarySession(library).discover()
     chosen = table or family_for(chips[0].info).TABLE
     health = HEALTHY if healthy else ChipHealth()
     return Inventory(NodeFacts(chosen, library.description), [ChipState(chip, health) for chip in chips])

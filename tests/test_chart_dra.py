@@ -20,7 +20,7 @@ from test_chart_settings import settings_from_pod_env
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
-from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
+from ascend_plugin.offers.node_offers import VNPU_TEMPLATES
 from ascend_plugin.settings import dra_plugin_dir
 from backends.families import FAMILIES
 

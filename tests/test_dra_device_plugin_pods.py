@@ -18,7 +18,7 @@ import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, running_driver
 from waiting import until
 
-from ascend_plugin.holdings.resolve import DevicePluginIds
+from ascend_plugin.holdings.held import DevicePluginIds
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 

@@ -53,8 +53,8 @@ async def test_holders_label_their_chips_and_several_are_not_displayed(
         )
         await anyio.to_thread.run_sync(pod_resources.admit, "ml", "left", RESOURCE, ["Ascend310P-1-0"])
         await anyio.to_thread.run_sync(pod_resources.admit, "web", "right", RESOURCE, ["Ascend310P-1-1"])
-        assert app.holdings is not None
-        await app.holdings.refresh()
+        assert app.held.client is not None
+        await app.held.refresh()
         samples = await scrape_until(
             app,
             lambda found: bool(of(found, "npu_chip_info_utilization", pod_name="solo")),

@@ -64,8 +64,8 @@ async def test_every_dashboard_query_returns_data_from_prometheus(
         await wait_for(kubelet, registered(RESOURCE), "registration")
         await anyio.to_thread.run_sync(pod_resources.admit, "training", "resnet-0", RESOURCE, ["Ascend910-1"])
         await scrape_until(app, on_every_chip(app, "npu_chip_info_hbm_used_memory"), "every chip's figures")
-        assert app.holdings is not None
-        await app.holdings.refresh()
+        assert app.held.client is not None
+        await app.held.refresh()
         assert app.http is not None
         target = f"127.0.0.1:{app.http.port}"
         prometheus = Prometheus(tmp_path / "prometheus", [target], labels)

@@ -16,10 +16,10 @@ from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, Unmet, how_to_set, listing
 from ascend_plugin.inventory.discovery import open_library
-from backends.backend import WITHOUT
 from backends.chips import AiCoreFigure, Chip
 from backends.errors import ChipError, UnknownChipFamily
 from backends.families import FAMILY_NAMES, family_for, family_named
+from backends.library import WITHOUT
 from backends.session import LibrarySession
 
 INIT = "dcmi-init"

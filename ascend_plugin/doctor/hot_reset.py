@@ -28,7 +28,7 @@ from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
-from backends.library import FEATURE_FUNCTIONS
+from backends.library import WITHOUT
 
 HOT_RESET = "hot-reset"
 NEEDED = ("dcmi_set_device_reset", "dcmi_get_device_boot_status")
@@ -75,12 +75,12 @@ async def hot_reset(context: Context) -> Finding:
             "hot reset is off: a chip at RestartRequest, RestartBusiness, FreeRestartNPU or RestartNPU stays "
             f"out until it is reset by hand ({how_to_set('hot_reset', True)} turns it on){now}",
         )
-    lacking = [name for name in NEEDED if name in backend.missing]
+    lacking = backend.lacking(*NEEDED)
     if lacking:
         return Finding.problem(
             HOT_RESET,
             f"hot reset is on, but the driver has no {', '.join(lacking)}: "
-            + "; ".join(FEATURE_FUNCTIONS[name] for name in lacking),
+            + "; ".join(WITHOUT[name] for name in lacking),
             fix="install a driver whose libdcmi.so has these functions, or turn hot reset off",
         )
     plans = [
@@ -92,10 +92,10 @@ async def hot_reset(context: Context) -> Finding:
     detail += ": " + "; ".join(plans) if plans else ": no chip needs a reset now"
     if separated:
         detail += f"; named in the node's ResetInfo annotation, never reset: {listing(separated)}"
-    if PROCESSES in backend.missing:
+    if backend.lacking(PROCESSES):
         return Finding.warning(
             HOT_RESET,
-            f"{detail}. The driver has no {PROCESSES}: {FEATURE_FUNCTIONS[PROCESSES]}",
+            f"{detail}. The driver has no {PROCESSES}: {WITHOUT[PROCESSES]}",
             fix="install a driver whose libdcmi.so lists processes, or turn hot reset off",
         )
     if (missing := pod_resources_missing(context)) is not None:

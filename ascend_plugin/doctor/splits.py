@@ -23,9 +23,14 @@ from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
-from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_dra, plan_offers
-from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
-from ascend_plugin.offers.vnpus import vnpu_resource
+from ascend_plugin.offers.node_offers import (
+    VNPU_TEMPLATES,
+    OfferSettings,
+    SharingRefused,
+    plan_dra,
+    plan_offers,
+    vnpu_resource,
+)
 from backends.errors import ChipError
 from backends.families import FamilyTable
 from backends.library import VdevInfo
@@ -58,8 +63,8 @@ async def vnpus(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     table = backend.table
-    if not backend.splits_into_vnpus:
-        raise NotApplicable(backend.vnpu_absence())
+    if absence := backend.vnpu_absence():
+        raise NotApplicable(absence)
     found: dict[int, tuple[VdevInfo, ...]] = {}
     for chip in chips:
         try:
@@ -170,7 +175,7 @@ async def share_count(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     vnpus: Mapping[int, tuple[VdevInfo, ...]] = {}
-    if settings.vnpu == "static" and backend.splits_into_vnpus:
+    if settings.vnpu == "static" and not backend.vnpu_absence():
         vnpus = context.need(context.vnpus, VNPUS)  # what the plugin would see
     states = [ChipState(chip, vnpus=vnpus.get(chip.phy_id, ())) for chip in chips]
     inventory = Inventory(NodeFacts(backend.table, "doctor"), states)

@@ -1,12 +1,8 @@
-"""The shared device nodes and driver directories present on the host, learned once.
+"""The shared device nodes and driver directories present on the host, learned once and again on a change.
 
-Every container holding an NPU also needs the family's shared nodes
-(``/dev/davinci_manager``, ``/dev/hisi_hdc`` ... seventeen candidates on 310B;
-on a 950 every node under ``/dev/uburma`` and ``/dev/ummu`` too) and the driver
-mounted, but only those the host has. Looking each up on every
-Allocate would cost a stat per candidate per call; instead they are learned at
-start and again only when a directory holding them changes (a driver reload
-adds or removes nodes under ``/dev``, which moves that directory's mtime).
+Every NPU container also needs the family's shared nodes and the driver, but
+only those the host has: learned at start, and again when a directory holding
+them changes (a driver reload moves its mtime), not looked up on every Allocate.
 """
 
 from __future__ import annotations
@@ -15,11 +11,19 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.offers.base import DeviceNode
 from backends.families import FamilyTable
 
 MANAGER_IN_CONTAINER = "/dev/davinci_manager"
+
+
+@dataclass(frozen=True)
+class HostMount:
+    """A host path to mount into a container."""
+
+    host_path: str
+    container_path: str
+    read_only: bool = True
 
 
 @dataclass(frozen=True)

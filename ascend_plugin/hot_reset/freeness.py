@@ -11,13 +11,13 @@ handed over since counts as held whatever the kubelet lists yet.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
-from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.holdings.held import HeldChips
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -37,18 +37,10 @@ class Busy:
 class GroupCheck:
     """Asks whether a group is free, with the calls its answer needs (process lists, on each chip's lane)."""
 
-    def __init__(
-        self,
-        held: HeldChips | None,
-        backend: ChipBackend,
-        calls: ChipCalls,
-        read_held: Callable[[], Awaitable[object]] | None = None,
-    ) -> None:
-        """``read_held``: asks the kubelet afresh which containers hold which chips (``held`` follows)."""
+    def __init__(self, held: HeldChips | None, backend: ChipBackend, calls: ChipCalls) -> None:
         self.held = held
         self.backend = backend
         self.calls = calls
-        self.read_held = read_held
 
     async def busy(
         self, group: Sequence[Chip], resetting: Collection[int], *, afresh: bool = False
@@ -60,15 +52,15 @@ class GroupCheck:
         lists are asked only when nothing else holds the group: a group a pod
         holds needs no driver call to say so.
         """
-        if afresh and self.read_held is not None:
-            await self.read_held()  # not answered: the last listing and the chips handed over since stand
+        if afresh and self.held is not None:
+            await self.held.refresh()  # not answered: the last listing and the chips handed over since stand
         found: list[Busy] = []
         for chip in group:
             if chip.phy_id in resetting:
                 found.append(Busy(chip.phy_id, "is being reset"))
             elif self.held is None or not self.held.known:
                 found.append(Busy(chip.phy_id, HOLDERS_UNKNOWN))
-            elif chip.phy_id in self.held.handed_out:
+            elif chip.phy_id in self.held.just_handed:
                 found.append(Busy(chip.phy_id, HANDED))
             elif chip.phy_id in self.held.chips:
                 found.append(Busy(chip.phy_id, "a pod holds it"))

@@ -29,6 +29,7 @@ from anyio.abc import TaskGroup
 
 from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.hot_reset.budget import ResetBudget
 from ascend_plugin.hot_reset.freeness import HOLDERS_UNKNOWN, Busy, GroupCheck
 from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
@@ -46,7 +47,6 @@ from ascend_plugin.hot_reset.sequence import (
 )
 from ascend_plugin.hot_reset.stats import ResetStats
 from ascend_plugin.inventory.inventory import ChipState, Inventory
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.resilience import Backoff, Retrier
 from backends.backend import ChipBackend
 from backends.chips import Chip
@@ -89,10 +89,8 @@ class HotResetManager:
         boot_poll: float = BOOT_POLL,
         recheck: float = RECHECK,
         budget_file: Path | None = None,
-        read_held: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
-        """``read_held``: asks the kubelet afresh which containers hold which chips, at the moment of a
-        reset (``held`` follows); ``held``: the chips pods hold (None: not known in this mode)."""
+        """``held``: which chips pods hold, asked afresh at the moment of a reset (None: not known here)."""
         self.inventory = inventory
         self.held = held
         self.idle = idle
@@ -106,7 +104,7 @@ class HotResetManager:
             backend,
             calls,
             inventory,
-            GroupCheck(held, backend, calls, read_held),
+            GroupCheck(held, backend, calls),
             look_again,
             shown,
             clock,

@@ -29,13 +29,12 @@ from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneStuck
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
-from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
+from backends.backend import ChipBackend
 from backends.chips import Chip, ChipAddress, Unnamed
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, FamilyTable, family_for, family_named
-from backends.library import ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
-from backends.numa import chip_numa_node, node_cpulists
-from backends.pci import PciSysfsError
+from backends.library import WITHOUT, ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
+from backends.pci import PciSysfsError, chip_numa_node, node_cpulists
 from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
@@ -267,7 +266,7 @@ class Discovery:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
         units = backend.units(found.chips)
-        reads_vnpus = self.settings.vnpus and backend.splits_into_vnpus and DEVICE_INFO not in backend.missing
+        reads_vnpus = self.settings.vnpus and backend.lists_vnpus()
         states = []
         for chip in found.chips:
             unread = found.unread.get(chip.phy_id, "")
@@ -279,7 +278,7 @@ class Discovery:
             backend.table,
             backend.description,
             driver_version,
-            frozenset(backend.missing),
+            frozenset(backend.lacking(*WITHOUT)),
             reads_vnpus,
             await self._super_pod(backend, [chip for chip in found.chips if chip.phy_id not in found.unread]),
         )

@@ -69,11 +69,10 @@ from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory
 from ascend_plugin.inventory.verdict import Observation as Evidence
 from ascend_plugin.inventory.verdict import judge
 from ascend_plugin.settings import Settings
-from backends.backend import SUBSCRIBE, ChipBackend
+from backends.backend import NETWORK_DOWN, NETWORK_UP, ChipBackend
 from backends.chips import Chip, HealthReading
 from backends.errors import ChipError, SymbolMissing
 from backends.library import VdevInfo
-from backends.readings import NETWORK_DOWN, NETWORK_UP
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +112,7 @@ def health_policy(settings: Settings) -> HealthPolicy:
 
 
 class HeldSource(Protocol):
-    """The chips pods hold (:class:`~ascend_plugin.offers.assignments.HeldChips`), as read here."""
+    """The chips pods hold (:class:`~ascend_plugin.holdings.held.HeldChips`), as read here."""
 
     @property
     def chips(self) -> frozenset[int]: ...
@@ -400,7 +399,7 @@ class HealthMonitor:
 
     async def subscribe(self) -> None:
         """Subscribe to fault events where the family and the driver support it."""
-        if self.subscribed or SUBSCRIBE in self.backend.missing:
+        if self.subscribed:
             return
         logic_ids = [state.chip.logic_id for state in self.inventory.chips()]
         inbox = EventInbox(asyncio.get_running_loop(), self._take_events, logic_ids, self.clock)

@@ -38,13 +38,8 @@ class IdForm:
 
 @dataclass(frozen=True)
 class OfferedDevice:
-    """One device of one extended resource, as the kubelet (or a DRA claim) sees it.
-
-    ``chips`` are the physical ids of the chips behind it: a device is healthy
-    only while all of them are. ``node`` is the device node a container holding
-    it gets, ``visible`` what ``ASCEND_VISIBLE_DEVICES`` names it by, and
-    ``cdi_name`` its name within the node's CDI kind.
-    """
+    """One device of one extended resource, as the kubelet (or a DRA claim) sees it: healthy while all its
+    ``chips`` are."""
 
     id: str
     resource: str
@@ -78,4 +73,3 @@ class Offer(Protocol):
 
     def devices(self, inventory: Inventory) -> list[OfferedDevice]:
         """Every device this offer makes of the inventory as it is now."""
-        ...

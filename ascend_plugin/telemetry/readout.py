@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from backends.backend import MemoryUsage, Utilization
 from backends.library import EccInfo, VdevActivity
-from backends.readings import MemoryUsage, Utilization
 
 STALE_ROUNDS: Final = 3  # a figure older than this many of its intervals is not shown
 

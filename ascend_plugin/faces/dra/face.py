@@ -54,12 +54,11 @@ from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.shared import SharedClient
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, Retrier, supervise
@@ -179,15 +178,14 @@ class DraFace:
         calls: ChipCalls | None = None,
         *,
         held: HeldChips | None = None,
-        holdings: PodHoldings | None = None,
         client: SharedClient | None = None,
     ) -> None:
         """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
-        chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: told of the
-        chips each claim prepared takes; ``holdings``: which chips device-plugin pods hold (left out of
+        chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: which chips pods
+        hold, told of the chips each claim prepared takes (those device-plugin pods hold are left out of
         the slices until they go); ``client``: the process's API client (None: one of its own)."""
         self.inventory = inventory
-        self.holdings = holdings
+        self.held = held
         self.settings = settings
         self.client = client or SharedClient(settings.kubeconfig)
         plan = plan or DraPlan({})
@@ -348,7 +346,7 @@ class DraFace:
                     self.catalog,
                     self.settings.node,
                     taints=self.settings.device_taints,
-                    held=self.holdings,
+                    held=self.held,
                 )
                 if not self.registration.registered:
                     log.info("the ResourceSlices wait for the kubelet to register the driver")

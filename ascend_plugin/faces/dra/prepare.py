@@ -68,11 +68,10 @@ from ascend_plugin.faces.dra.names import chip_of, phy_of
 from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
 from ascend_plugin.faces.dra.vnpus import VnpuError
 from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.base import DeviceNode
-from ascend_plugin.offers.vnpus import vnpu_node
-from ascend_plugin.offers.whole_chips import chip_node, node_of
+from ascend_plugin.offers.node_offers import chip_node, node_of, vnpu_node
 from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)

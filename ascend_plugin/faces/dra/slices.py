@@ -61,7 +61,7 @@ from ascend_plugin.faces.dra.server_features import (
     probe,
     refused_verdict,
 )
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.kubeapi.client import (
     NODES,
@@ -217,7 +217,7 @@ class SliceController:
         taints: bool | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
         recheck: float | None = None,
-        held: PodHoldings | None = None,
+        held: HeldChips | None = None,
     ) -> None:
         """``taints``: None where the server keeps them, True the same but insisting (a warning when it
         does not), False never. ``recheck``: seconds between two asks of the server about a feature it
@@ -297,10 +297,10 @@ class SliceController:
             version = await self.catalog.inventory.wait_for_change(version)
             self.wake()
 
-    async def _follow_held(self, held: PodHoldings) -> None:
-        version = held.changes.version
+    async def _follow_held(self, held: HeldChips) -> None:
+        version = held.version
         while True:
-            version = await held.changes.wait_for_change(version)
+            version = await held.wait_for_change(version)
             self.wake()
 
     async def _reconcile_forever(self) -> None:

@@ -17,10 +17,10 @@ from typing import Final, Protocol
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.resilience import describe
+from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import TEMPORARY_CODES, ChipError, DcmiError
 from backends.library import VdevInfo
-from backends.vnpu_family import VnpuFamily
 
 RESOURCE_OCCUPIED: Final = -8020
 
@@ -56,7 +56,7 @@ class VnpuLifecycle(Protocol):
 class ChipVnpus:
     """:class:`VnpuLifecycle` over the node's backend, on the chips' lanes."""
 
-    def __init__(self, backend: VnpuFamily, calls: ChipCalls, inventory: Inventory) -> None:
+    def __init__(self, backend: ChipBackend, calls: ChipCalls, inventory: Inventory) -> None:
         self.backend = backend
         self.calls = calls
         self.inventory = inventory

@@ -13,7 +13,7 @@ closely, yet a flapping chip must not turn into a stream of writes to etcd:
 * with no change it is rewritten every ``device_info_refresh`` seconds, so its
   UpdateTime shows readers the plugin is alive;
 * in Volcano mode the free list leaves out the chips of active pods
-  (:class:`~ascend_plugin.offers.assignments.HeldChips`), rewritten like any
+  (:class:`~ascend_plugin.holdings.held.HeldChips`), rewritten like any
   other change when a pod starts or ends;
 * it is created when missing, and replaced with the resourceVersion last seen;
   on a conflict (someone else wrote it) it is read again and the write retried.
@@ -69,6 +69,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     without_times,
 )
 from ascend_plugin.fault_policy.policy import FaultPolicy
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import (
     CONFIGMAPS,
@@ -82,7 +83,6 @@ from ascend_plugin.kubeapi.client import (
 from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import named_object, object_key, version_of
 from ascend_plugin.kubeapi.retry import Retrier
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.other_plugins import OtherWriter, foreign_writer
 
 log = logging.getLogger(__name__)

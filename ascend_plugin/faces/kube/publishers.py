@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING
 
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFIG_NAMESPACE
 from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import Notice
 from ascend_plugin.settings import Settings
 

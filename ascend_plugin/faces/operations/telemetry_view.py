@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ascend_plugin.holdings.holdings import ContainerChips
+from ascend_plugin.holdings.held import ContainerChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.telemetry.collector import ChipSample
 
