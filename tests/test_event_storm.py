@@ -23,9 +23,8 @@ from hypothesis import strategies as st
 from waiting import WAIT, until
 
 from ascend_plugin.fault_policy.config import base_config, fault_config
-from ascend_plugin.fault_policy.observations import Observation
+from ascend_plugin.fault_policy.faults import FaultLevel, Observation
 from ascend_plugin.fault_policy.policy import FaultPolicy
-from ascend_plugin.faults import FaultLevel
 from ascend_plugin.inventory.damping import DampingPolicy
 from ascend_plugin.inventory.fault_events import Arrival, Batch, ChipBurst, EventInbox
 from ascend_plugin.inventory.monitor import HealthPolicy

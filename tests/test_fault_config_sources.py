@@ -21,9 +21,9 @@ from ascend_plugin.fault_policy.config import (
     read_levels_file,
 )
 from ascend_plugin.fault_policy.customization import NEVER, FrequencyRule
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.documents import FaultConfigError
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
-from ascend_plugin.fault_policy.problems import FaultConfigError
 
 L = FaultLevel
 WHERE = "kube-system/mindx-dl-fault-config"

@@ -1,16 +1,10 @@
-"""One chip's faults: its current codes, their clocks and counters, and the escalations they left.
+"""One chip's faults: its current codes, their clocks and counters, the escalations they left.
 
-The policy is told what happens (:class:`~.observations.Observation`: a code
-raised, cleared or reported once, with its time) and judges on request, at
-the time of its clock: the chip's level is the most severe of what its codes
-say (:meth:`~.fault_codes.FaultCodeLists.chip_level`) and of its escalations,
-which FaultFrequency and FaultDuration record as reasons (:mod:`.reasons`)
-the moment they happen. Network codes make a second level beside it.
-
-A one-off event keeps its code current for its level's hold, then lets it go.
-A code a poll found is cleared by a later poll that no longer lists it; one
-only events reported waits for its recovery event, since a poll that never
-listed it knows nothing of it.
+The chip is told what happens (an :class:`~.faults.Observation`) and judged on
+request at its clock's time: its level is the most severe of what its codes
+say (:meth:`~.fault_codes.FaultCodeLists.chip_level`) and of its escalations
+(:mod:`.escalations`); network codes make a second level beside it. Where codes
+come from and how long they stay: docs/faults.md "How a chip's level is decided".
 """
 
 from __future__ import annotations
@@ -23,19 +17,31 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ascend_plugin.fault_policy.accompanying import AccompanyingFaults
-from ascend_plugin.fault_policy.codes import NETWORK_CODES, RESET_FINISHED
 from ascend_plugin.fault_policy.config import FaultConfig
-from ascend_plugin.fault_policy.duration import DurationChange, DurationClock, DurationEdge
-from ascend_plugin.fault_policy.frequency import MS, FrequencyCounter
-from ascend_plugin.fault_policy.levels import FaultLevel, kubelet_healthy, most_severe, network_healthy
-from ascend_plugin.fault_policy.observations import POLLED_SEVERITY, Assertion, Observation
-from ascend_plugin.fault_policy.reasons import (
+from ascend_plugin.fault_policy.escalations import (
     AUTOFILL_CODE,
+    MS,
+    DurationChange,
+    DurationClock,
+    DurationEdge,
+    FrequencyCounter,
     ReasonBook,
     Release,
     ReleaseCause,
     UpgradeKind,
     UpgradeReason,
+)
+from ascend_plugin.fault_policy.faults import (
+    NETWORK_CODES,
+    POLLED_SEVERITY,
+    RESET_FINISHED,
+    Assertion,
+    Fault,
+    FaultLevel,
+    Observation,
+    kubelet_healthy,
+    most_severe,
+    network_healthy,
 )
 
 log = logging.getLogger(__name__)
@@ -93,6 +99,20 @@ class ChipJudgement:
         """The codes on the chip now (both sides), as the configuration spells them."""
         return (*self.chip.codes[: self.chip.current], *self.network.codes[: self.network.current])
 
+    @property
+    def faults(self) -> tuple[Fault, ...]:
+        """The codes on the chip now, each at its level, most severe first.
+
+        A chip code's level is the chip's with that code alone (escalations
+        included); codes that only an escalation still names are left out.
+        """
+        faults = {
+            Fault(int(code, 16), side.times[code].level)
+            for side in (self.chip, self.network)
+            for code in side.codes[: side.current]
+        }
+        return tuple(sorted(faults, key=lambda fault: (-fault.level, fault.code)))
+
 
 @dataclass
 class _Current:
@@ -122,6 +142,7 @@ class ChipFaults:
         self._releases: deque[Release] = deque(maxlen=RELEASES_KEPT)
         self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
         self.configuration = 0  # configurations it was judged by before this one
+        self._judged_at = 0  # when it was last judged: what is due by then is consumed
 
     # -- what happens -------------------------------------------------------------------
 
@@ -226,6 +247,7 @@ class ChipFaults:
     def judge(self, now: int, *, held: bool) -> ChipJudgement:
         """The chip's levels and health at ``now``; ``held``: a pod holds the chip."""
         self._advance(now)
+        self._judged_at = max(self._judged_at, now)
         lists = self.config.codes
         chip_codes = [code for code in self._current if code not in NETWORK_CODES]
         network_codes = [code for code in self._current if code in NETWORK_CODES]
@@ -263,7 +285,10 @@ class ChipFaults:
         )
 
     def wake_at(self) -> int | None:
-        """When judging again may give another answer though nothing is observed (Unix ms)."""
+        """When judging again may give another answer though nothing is observed (Unix ms).
+
+        A time no later than the last judgement was consumed by it, and is not waited for again.
+        """
         customization = self.config.customization
         times: list[int | None] = [current.until for current in self._current.values()]
         if customization.drops_accompanying_faults:
@@ -284,7 +309,7 @@ class ChipFaults:
                 for reason in self.reasons.all()
                 if reason.kind is UpgradeKind.AUTOFILL
             )
-        return min((time for time in times if time is not None), default=None)
+        return min((time for time in times if time is not None and time > self._judged_at), default=None)
 
     # -- the machinery ------------------------------------------------------------------
 

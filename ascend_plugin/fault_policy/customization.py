@@ -1,21 +1,9 @@
 """``faultCustomization.json``: GraceTolerance, FaultFrequency and FaultDuration, with Huawei's ranges.
 
-* ``GraceTolerance`` holds three waits of Huawei's hot-reset handling; a value
-  out of its range (or missing) is replaced by its default.
-* ``FaultFrequency`` entries escalate a code that occurs ``Times`` times within
-  ``TimeWindow`` seconds to ``FaultHandling``, lifted once the code has stayed
-  clear for ``ReleaseTimeWindow`` seconds (0 or missing: never; required for
-  every level but ManuallySeparateNPU).
-* ``FaultDuration`` entries escalate a code present for longer than
-  ``FaultTimeout`` seconds to ``FaultHandling`` (never ManuallySeparateNPU); it
-  counts as recovered once clear for ``RecoverTimeout`` seconds.
-
 An entry out of range, without codes or with an unknown level is ignored with a
-note naming it; a code in several valid entries follows the first; a code
-string that is not hex is skipped. For a network code the level must have a
-network meaning (NotHandleFault, SubHealthFault, PreSeparateNPU, SeparateNPU,
-and ManuallySeparateNPU by frequency): another is read as NotHandleFault, as
-Huawei's documentation says.
+note; a code in several valid entries follows the first; a network code's
+level must mean something for a network, else it is NotHandleFault
+(docs/faults.md "faultCustomization.json").
 """
 
 from __future__ import annotations
@@ -25,10 +13,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Generic, TypeVar
 
-from ascend_plugin.fault_policy.codes import HBM_MULTI_BIT, NETWORK_CODES, parse_code
-from ascend_plugin.fault_policy.decoding import fields, go_array, go_int, go_string, go_strings, load_document
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.problems import ConfigNote
+from ascend_plugin.fault_policy.documents import (
+    ConfigNote,
+    fields,
+    go_array,
+    go_int,
+    go_string,
+    go_strings,
+    load_document,
+)
+from ascend_plugin.fault_policy.faults import HBM_MULTI_BIT, NETWORK_CODES, FaultLevel, parse_code
 from ascend_plugin.settings import shown
 
 L = FaultLevel
@@ -126,51 +120,24 @@ class FaultCustomization:
         )
 
 
-def _names(levels: frozenset[FaultLevel]) -> str:
-    return ", ".join(level.name for level in sorted(levels))
-
-
-def _range_problem(name: str, value: int, bounds: tuple[int, int]) -> str | None:
-    low, high = bounds
-    return None if low <= value <= high else f"{name} {value} is out of range {low}-{high}"
-
-
 def _grace(value: object, source: str, notes: list[ConfigNote]) -> GraceTolerance:
-    matched = fields(
-        value if value is not None else {},
-        [name for name, *_ in GRACE_FIELDS],
-        source,
-        "GraceTolerance",
-        notes,
-    )
+    names = [name for name, *_ in GRACE_FIELDS]
+    matched = fields(value if value is not None else {}, names, source, "GraceTolerance", notes)
     chosen: dict[str, int] = {}
     for name, low, high, default in GRACE_FIELDS:
-        if name not in matched or matched[name] is None:
-            chosen[name] = default
-            continue
-        number = go_int(matched[name], source, f"GraceTolerance.{name}")
-        if low <= number <= high:
-            chosen[name] = number
-        else:
-            chosen[name] = default
-            notes.append(
-                ConfigNote(
-                    source,
-                    f"GraceTolerance.{name}",
-                    f"{number} is out of range {low}-{high}; the default {default} is used",
-                    error=True,
-                )
-            )
+        given = matched.get(name)
+        number = default if given is None else go_int(given, source, f"GraceTolerance.{name}")
+        if not low <= number <= high:
+            why = f"{number} is out of range {low}-{high}; the default {default} is used"
+            notes.append(ConfigNote(source, f"GraceTolerance.{name}", why, error=True))
+            number = default
+        chosen[name] = number
     return GraceTolerance(**chosen)
 
 
 def _level(name: str, allowed: frozenset[FaultLevel]) -> FaultLevel | None:
     level = FaultLevel.__members__.get(name)
     return level if level in allowed else None
-
-
-def _level_problem(handling: str, level: FaultLevel | None, allowed: frozenset[FaultLevel]) -> str | None:
-    return None if level is not None else f"FaultHandling {shown(handling)} is not one of {_names(allowed)}"
 
 
 @dataclass(frozen=True)
@@ -237,23 +204,25 @@ class _Rules(Generic[R]):
         return L.NotHandleFault
 
 
-def _problem(  # noqa: PLR0917 - the parts of one entry's check, in Huawei's order
+def _problem(
     entry: _Entry,
     numbers: Mapping[str, int],
     ranges: tuple[tuple[str, tuple[int, int]], ...],
     handling: str,
-    level: FaultLevel | None,
     allowed: frozenset[FaultLevel],
+    *,
     other: str | None = None,
 ) -> str | None:
     """What makes ``entry`` unusable, checked in Huawei's order; None when nothing does."""
     if not entry.ids:
         return "it has no EventId"
-    for name, bounds in ranges:
-        problem = _range_problem(name, numbers[name], bounds)
-        if problem is not None:
-            return problem
-    return other or _level_problem(handling, level, allowed)
+    for name, (low, high) in ranges:
+        if not low <= numbers[name] <= high:
+            return f"{name} {numbers[name]} is out of range {low}-{high}"
+    if other or _level(handling, allowed) is not None:
+        return other
+    names = ", ".join(level.name for level in sorted(allowed))
+    return f"FaultHandling {shown(handling)} is not one of {names}"
 
 
 def _frequency(value: object, rules: _Rules[FrequencyRule]) -> None:
@@ -268,7 +237,7 @@ def _frequency(value: object, rules: _Rules[FrequencyRule]) -> None:
             if handling != L.ManuallySeparateNPU.name and release == NEVER
             else None
         )
-        problem = _problem(entry, numbers, _FREQUENCY_RANGES, handling, level, FREQUENCY_LEVELS, unreleased)
+        problem = _problem(entry, numbers, _FREQUENCY_RANGES, handling, FREQUENCY_LEVELS, other=unreleased)
         for code in rules.admit(entry, problem):
             handled = rules.network_level(entry, code, level or L.NotHandleFault, allowed)
             rules.rules[code] = FrequencyRule(numbers["TimeWindow"], numbers["Times"], handled, release)
@@ -279,7 +248,7 @@ def _duration(value: object, rules: _Rules[DurationRule]) -> None:
         numbers = entry.numbers(("FaultTimeout", "RecoverTimeout"), rules.source)
         handling = entry.handling(rules.source)
         level = _level(handling, DURATION_LEVELS)
-        problem = _problem(entry, numbers, _DURATION_RANGES, handling, level, DURATION_LEVELS)
+        problem = _problem(entry, numbers, _DURATION_RANGES, handling, DURATION_LEVELS)
         for code in rules.admit(entry, problem):
             handled = rules.network_level(entry, code, level or L.NotHandleFault, NETWORK_RULE_LEVELS)
             rules.rules[code] = DurationRule(numbers["FaultTimeout"], numbers["RecoverTimeout"], handled)

@@ -1,22 +1,16 @@
 """Flap damping: a chip that keeps failing and recovering stays out until it is clean for a while.
 
-Each time a chip's own verdict turns unhealthy (from healthy, or as its
-first verdict), a *spell* begins, unless a new fault configuration turned it
-with the chip's codes unchanged: an operator editing it is not the chip
-flapping. A chip with ``flap_threshold`` spells within ``flap_window`` seconds is
-damped: it stays unhealthy, however its readings look, until it has been clean
-without a break for ``flap_hold`` seconds, however long it flapped before. A
-single unhealthy reading while damped starts the clean period over. While
-held, the reason says so, since when the chip has been clean and when it will
-be released if it stays that way, and the faults are every fault seen since
-the chip was damped, and the fault policy's judgement the most severe one
-since: what a held chip reports (to the kubelet, in the device-info ConfigMap,
-on its ResourceSlice) stays put while it flaps, rather than changing with each
-flip of the state that is held out anyway.
+Each time a chip's own verdict turns unhealthy, a *spell* begins (unless only
+a new fault configuration turned it: an operator editing it is not the chip
+flapping). ``flap_threshold`` spells within ``flap_window`` seconds damp the
+chip: it stays unhealthy until clean without a break for ``flap_hold``
+seconds. While held, it reports every fault seen since it was damped and the
+most severe judgement, so that what it shows stays put while it flaps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -24,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ascend_plugin.fault_policy.chip import ChipJudgement
-from ascend_plugin.faults import Fault
+from ascend_plugin.fault_policy.faults import Fault
+from ascend_plugin.inventory.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
@@ -36,16 +31,6 @@ class DampingPolicy:
     flap_threshold: int = 3
     flap_window: float = 60.0
     flap_hold: float = 30.0
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of one look at a chip."""
-
-    healthy: bool
-    reason: str
-    faults: tuple[Fault, ...]
-    judgement: ChipJudgement | None = None  # the fault policy's, where the chip was judged
 
 
 class Damping:
@@ -82,9 +67,7 @@ class Damping:
             if len(self._spells) >= policy.flap_threshold:
                 self._damped = True
             if self._damped:
-                return Verdict(
-                    False, verdict.reason, self._seen(verdict.faults), self._held(verdict.judgement)
-                )
+                return self._holding(verdict, verdict.reason)
             return verdict
         self._last_healthy = True
         if not self._damped:
@@ -114,12 +97,20 @@ class Damping:
                 policy.flap_hold,
                 extra={"device": self.name, "spells": len(self._spells)},
             )
-        return Verdict(
-            False,
+        return self._holding(
+            verdict,
             f"flapping ({spells}): held until clean for {policy.flap_hold:g} s; clean since {clean_at}, "
             f"released at {release_at} if it stays clean",
-            self._seen(verdict.faults),
-            self._held(verdict.judgement),
+        )
+
+    def _holding(self, verdict: Verdict, reason: str) -> Verdict:
+        """``verdict`` held out for flapping: unhealthy, every fault seen since, the most severe judgement."""
+        return dataclasses.replace(
+            verdict,
+            healthy=False,
+            reason=reason,
+            faults=self._seen(verdict.faults),
+            judgement=self._held(verdict.judgement),
         )
 
     def _reconfigured(self, judgement: ChipJudgement | None) -> bool:

@@ -1,24 +1,13 @@
 """Inventory: the node's chips and their health verdicts, with a version and subscriptions.
 
-The health monitor writes here; the offers (and through them the device-plugin
-server, the Kubernetes publishers and the metrics) read from here. Every change
-replaces one chip's immutable state, bumps the version and wakes whoever waits
-for a new one; writing the same state again is a no-op, so no reader sees a
-change that is not one.
-
-A chip's health starts *unknown*, and an unknown chip is never healthy: the
-kubelet's first list after start (or after a kubelet restart) carries only
-verdicts the monitor has actually reached. So do its static vNPUs, where the
-node reads them: until the first successful read they are unknown (None), and
-no offer hands the chip out healthy, since it might be split.
-
-A chip whose reset group is being hot reset is :attr:`ChipState.resetting`:
-set by the hot-reset manager (:mod:`ascend_plugin.hot_reset`) on every chip of
-the group before the reset and cleared once they are back, it keeps the chip
-unhealthy whatever its verdict (:attr:`ChipState.healthy`), and the device-info
-ConfigMap lists it under ``-Recovering``. It is the one place that says so.
-
-A chip discovery could not read yet is :attr:`ChipState.unread`: unhealthy, like a resetting one.
+The health monitor writes here; the offers (and through them every face) read
+from here. Every change replaces one chip's immutable state and bumps the
+version; writing the same state again is no change. A chip's health starts
+unknown, and so do its static vNPUs where the node reads them: an unknown chip
+is never offered healthy. Nor is a chip out for a hot reset
+(:attr:`ChipState.resetting`, set only by :mod:`ascend_plugin.hot_reset`; the
+device-info ConfigMap lists it under ``-Recovering``) or one discovery could
+not read yet (:attr:`ChipState.unread`).
 """
 
 from __future__ import annotations
@@ -30,8 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 from ascend_plugin.changes import Changes
-from ascend_plugin.fault_policy.chip import ChipJudgement
-from ascend_plugin.faults import Fault, FaultLevel, format_code
+from ascend_plugin.inventory.verdict import Verdict
 from backends.chips import Chip
 from backends.families import FamilyTable
 from backends.library import PcieAddress, SuperPodInfo, VdevInfo
@@ -40,35 +28,7 @@ from backends.topology import TopologyUnit
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ChipHealth:
-    """The monitor's verdict on one chip."""
-
-    known: bool = False  # False until the first verdict
-    healthy: bool = False
-    reason: str = "not looked at yet"  # why it is unhealthy; empty when healthy
-    faults: tuple[Fault, ...] = ()  # current faults, most severe first
-    # What the fault policy said of the chip when this verdict was reached (None: not judged, e.g.
-    # never read): the device-info ConfigMap writes its levels, codes and times.
-    judgement: ChipJudgement | None = None
-
-    @property
-    def worst_level(self) -> FaultLevel:
-        """The chip's fault level: the policy's (escalations included), else its worst fault's, or NormalNPU.
-
-        The network level is apart: a link down does not make the chip's own level.
-        """
-        if self.judgement is not None:
-            return self.judgement.level
-        return self.faults[0].level if self.faults else FaultLevel.NormalNPU
-
-    @property
-    def codes(self) -> list[str]:
-        """Current fault codes as hex strings."""
-        return [format_code(fault.code) for fault in self.faults]
-
-
-UNKNOWN = ChipHealth()
+UNKNOWN = Verdict()
 
 
 @dataclass(frozen=True)
@@ -76,7 +36,7 @@ class ChipState:
     """One chip as the plugin currently sees it."""
 
     chip: Chip
-    health: ChipHealth = UNKNOWN
+    health: Verdict = UNKNOWN
     ai_cores: float | None = None  # the figure the chip reported, if it could be read
     unit: TopologyUnit | None = None  # the ring, card or mesh group it shares a fast link with
     numa_node: int | None = None  # the NUMA node of its PCIe device, where the host says
@@ -190,7 +150,7 @@ class Inventory:
         self._transition_listeners.append(listener)
         return lambda: self._transition_listeners.remove(listener)
 
-    def set_health(self, phy_id: int, health: ChipHealth) -> bool:
+    def set_health(self, phy_id: int, health: Verdict) -> bool:
         """Record a verdict; return True if anything changed."""
         old = self._chips[phy_id]
         if old.health == health:  # every poll of every chip comes here: the common case costs one compare
