@@ -248,41 +248,46 @@ class ChipFaults:
         """The chip's levels and health at ``now``; ``held``: a pod holds the chip."""
         self._advance(now)
         self._judged_at = max(self._judged_at, now)
-        lists = self.config.codes
-        chip_codes = [code for code in self._current if code not in NETWORK_CODES]
-        network_codes = [code for code in self._current if code in NETWORK_CODES]
         reasons = self.reasons.all()
-        chip_reasons = [reason for reason in reasons if not reason.network]
-        network_reasons = [reason for reason in reasons if reason.network]
-        chip_raised = most_severe(reason.level for reason in chip_reasons)
-        network_raised = most_severe(reason.level for reason in network_reasons)
-        level = most_severe([lists.chip_level(chip_codes, self._severities), chip_raised])
-        network_level = most_severe([lists.network_level(network_codes), network_raised])
-        # Huawei gives each code in the fault list the level of the chip with that
-        # code alone, escalations included.
-        chip = self._side(
-            level,
-            chip_codes,
-            chip_reasons,
-            lambda code: most_severe([lists.chip_level([code], self._severities), chip_raised]),
-        )
-        network = self._side(
-            network_level,
-            network_codes,
-            network_reasons,
-            lambda code: most_severe([lists.network_level([code]), network_raised]),
-        )
+        chip, network = self._side(reasons, network=False), self._side(reasons, network=True)
         return ChipJudgement(
-            level,
-            network_level,
-            kubelet_healthy(level, held=held),
-            network_healthy(network_level),
+            chip.level,
+            network.level,
+            kubelet_healthy(chip.level, held=held),
+            network_healthy(network.level),
             self.reasons.manual,
             chip,
             network,
             reasons,
             self.configuration,
         )
+
+    def _side(self, reasons: Sequence[UpgradeReason], *, network: bool) -> FaultSide:
+        """The chip's own view (or its network's): the level of its codes and escalations.
+
+        Each code stands at the level of the chip with that code alone, escalations included, as
+        Huawei lists them.
+        """
+        codes = [code for code in self._current if (code in NETWORK_CODES) == network]
+        mine = [reason for reason in reasons if reason.network == network]
+        raised = most_severe(reason.level for reason in mine)
+        times = {
+            self.config.spell(code).upper(): CodeTime(
+                self._current[code].first_seen, max(self._level([code], network), raised)
+            )
+            for code in codes
+        }
+        for reason in mine:
+            if reason.code is not None:  # an autofilled reason names no code
+                times[reason.fault_code.upper()] = CodeTime(reason.upgrade_time, reason.level)
+        return FaultSide(
+            max(self._level(codes, network), raised), tuple(times), MappingProxyType(times), len(codes)
+        )
+
+    def _level(self, codes: Sequence[int], network: bool) -> FaultLevel:
+        """The level ``codes`` give the chip (or, ``network``, its network) by the lists in force."""
+        lists = self.config.codes
+        return lists.network_level(codes) if network else lists.chip_level(codes, self._severities)
 
     def wake_at(self) -> int | None:
         """When judging again may give another answer though nothing is observed (Unix ms).
@@ -334,7 +339,7 @@ class ChipFaults:
                 del self._current[code]
                 self._recovered(code, at)
         else:
-            until = at + int(self._own_level(code).one_off_hold * MS)
+            until = at + int(self._level([code], code in NETWORK_CODES).one_off_hold * MS)
             if current is None:
                 self._current[code] = _Current(at, polled=False, until=until)
             elif current.until is not None:
@@ -376,14 +381,6 @@ class ChipFaults:
                 for code, severity in self._severities.items()
                 if code in self._current or code in held
             }
-
-    def _own_level(self, code: int) -> FaultLevel:
-        lists = self.config.codes
-        return (
-            lists.network_level([code])
-            if code in NETWORK_CODES
-            else lists.chip_level([code], self._severities)
-        )
 
     def _occurred(self, code: int, at: int) -> None:
         duration = self.config.customization.duration.get(code)
@@ -484,21 +481,6 @@ class ChipFaults:
         rules = customization.frequency if reason.kind is UpgradeKind.FREQUENCY else customization.duration
         rule = rules.get(code) if code is not None else None
         return rule.handling if rule is not None else None
-
-    def _side(
-        self,
-        level: FaultLevel,
-        codes: Sequence[int],
-        reasons: Sequence[UpgradeReason],
-        level_of: Callable[[int], FaultLevel],
-    ) -> FaultSide:
-        times: dict[str, CodeTime] = {}
-        for code in codes:
-            times[self.config.spell(code).upper()] = CodeTime(self._current[code].first_seen, level_of(code))
-        for reason in reasons:
-            if reason.code is not None:  # an autofilled reason names no code
-                times[reason.fault_code.upper()] = CodeTime(reason.upgrade_time, reason.level)
-        return FaultSide(level, tuple(times), MappingProxyType(times), len(codes))
 
     def _escalate(self, reason: UpgradeReason) -> None:
         was_manual = self.reasons.manual

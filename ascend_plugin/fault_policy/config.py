@@ -59,43 +59,6 @@ BUILTIN_CUSTOMIZATION = "built-in faultCustomization.json"
 
 
 @dataclass(frozen=True)
-class LevelsFile:
-    """An operator's fault-level file: Huawei's lists, or an overlay in the plugin's format."""
-
-    source: str
-    lists: FaultCodeLists | None = None  # Huawei's faultCode.json format
-    overlay: Mapping[int, FaultLevel] = field(default_factory=lambda: MappingProxyType({}))
-
-
-def read_levels_file(path: Path) -> LevelsFile:
-    """``path`` read in whichever format it is in; FaultConfigError saying why it cannot be used.
-
-    A file with any of Huawei's list names (``SeparateNPUCodes`` ...) is a
-    ``faultCode.json``; otherwise it is the plugin's format (level names). Its
-    notes (skipped codes) are logged here.
-    """
-    source = f"fault-level file {path}"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise FaultConfigError(f"cannot read fault-level file {path}: {error.strerror}") from error
-    except UnicodeDecodeError as error:
-        raise FaultConfigError(f"fault-level file {path} is not UTF-8 text: {error}") from error
-    data = parse_json(text, source)
-    if not isinstance(data, dict) or not is_fault_code_document(data):
-        return LevelsFile(source, overlay=MappingProxyType(decode_overlay(data, source)))
-    mixed = sorted(key for key in data if key in FaultLevel.__members__)
-    if mixed:
-        raise FaultConfigError(
-            f"{source} mixes Huawei's list names with the plugin's level names ({', '.join(mixed)}): "
-            "write either faultCode.json's lists (SeparateNPUCodes ...) or level names, not both"
-        )
-    lists, notes = decode_fault_codes(data, source)
-    log_notes(notes, log)
-    return LevelsFile(source, lists=lists)
-
-
-@dataclass(frozen=True)
 class BaseConfig:
     """What applies where Huawei's ConfigMap says nothing: the operator's file and the built-ins."""
 
@@ -107,38 +70,50 @@ class BaseConfig:
 
 
 @cache
-def _builtin_text(name: str) -> str:
-    return resources.files("ascend_plugin").joinpath(f"data/{name}").read_text(encoding="utf-8")
-
-
-@cache
 def builtin_codes() -> FaultCodeLists:
     """Huawei's shipped ``faultCode.json``."""
-    lists, _ = parse_fault_codes(_builtin_text("faultCode.json"), BUILTIN_FAULT_CODES)
-    return lists
+    return parse_fault_codes(_builtin("faultCode.json"), BUILTIN_FAULT_CODES)[0]
 
 
 @cache
 def builtin_customization() -> FaultCustomization:
     """Huawei's shipped ``faultCustomization.json``."""
-    customization, _ = parse_customization(_builtin_text("faultCustomization.json"), BUILTIN_CUSTOMIZATION)
-    return customization
+    return parse_customization(_builtin("faultCustomization.json"), BUILTIN_CUSTOMIZATION)[0]
+
+
+def _builtin(name: str) -> str:
+    return resources.files("ascend_plugin").joinpath(f"data/{name}").read_text(encoding="utf-8")
 
 
 def base_config(levels_file: Path | None) -> BaseConfig:
-    """The base for a node started with ``fault_levels_file`` = ``levels_file``."""
+    """The base for a node started with ``fault_levels_file`` = ``levels_file``; FaultConfigError if unusable.
+
+    A file with any of Huawei's list names (``SeparateNPUCodes`` ...) is a
+    ``faultCode.json`` and replaces the built-in lists, as Huawei's
+    ``/usr/local/faultCode.json`` does; otherwise it is the plugin's format, laid
+    over them. Its notes (skipped codes) are logged here.
+    """
     if levels_file is None:
         return BaseConfig(builtin_codes(), BUILTIN_FAULT_CODES, builtin_customization())
-    read = read_levels_file(levels_file)
-    if read.lists is not None:
-        return BaseConfig(read.lists, read.source, builtin_customization())
-    return BaseConfig(
-        builtin_codes(),
-        BUILTIN_FAULT_CODES,
-        builtin_customization(),
-        overlay=read.overlay,
-        overlay_source=read.source,
-    )
+    source = f"fault-level file {levels_file}"
+    try:
+        text = levels_file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise FaultConfigError(f"cannot read fault-level file {levels_file}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise FaultConfigError(f"fault-level file {levels_file} is not UTF-8 text: {error}") from error
+    data = parse_json(text, source)
+    if not isinstance(data, dict) or not is_fault_code_document(data):
+        overlay = MappingProxyType(decode_overlay(data, source))
+        return BaseConfig(builtin_codes(), BUILTIN_FAULT_CODES, builtin_customization(), overlay, source)
+    if mixed := sorted(key for key in data if key in FaultLevel.__members__):
+        raise FaultConfigError(
+            f"{source} mixes Huawei's list names with the plugin's level names ({', '.join(mixed)}): "
+            "write either faultCode.json's lists (SeparateNPUCodes ...) or level names, not both"
+        )
+    lists, notes = decode_fault_codes(data, source)
+    log_notes(notes, log)
+    return BaseConfig(lists, source, builtin_customization())
 
 
 @dataclass(frozen=True)

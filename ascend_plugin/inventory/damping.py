@@ -49,11 +49,6 @@ class Damping:
         self._judgement: ChipJudgement | None = None  # while damped: the most severe judgement since
         self._judged: ChipJudgement | None = None  # the fault policy's judgement in the last verdict
 
-    @property
-    def damped(self) -> bool:
-        """Whether the chip is held for flapping."""
-        return self._damped
-
     def apply(self, verdict: Verdict, now: float, policy: DampingPolicy) -> Verdict:
         """The verdict to report, given the chip's own ``verdict`` at monotonic time ``now``."""
         reconfigured = self._reconfigured(verdict.judgement)
@@ -104,13 +99,19 @@ class Damping:
         )
 
     def _holding(self, verdict: Verdict, reason: str) -> Verdict:
-        """``verdict`` held out for flapping: unhealthy, every fault seen since, the most severe judgement."""
+        """``verdict`` held out: unhealthy, every fault seen since it was damped, the worst judgement."""
+        self._faults.update((fault.code, fault) for fault in verdict.faults)
+        judged, held = verdict.judgement, self._judgement
+        if judged is not None and (
+            held is None or (judged.level, judged.network_level) > (held.level, held.network_level)
+        ):
+            self._judgement = judged
         return dataclasses.replace(
             verdict,
             healthy=False,
             reason=reason,
-            faults=self._seen(verdict.faults),
-            judgement=self._held(verdict.judgement),
+            faults=tuple(sorted(self._faults.values(), key=lambda fault: (-fault.level, fault.code))),
+            judgement=self._judgement,
         )
 
     def _reconfigured(self, judgement: ChipJudgement | None) -> bool:
@@ -122,20 +123,6 @@ class Damping:
             and judgement.configuration != last.configuration
             and judgement.codes == last.codes
         )
-
-    def _held(self, judgement: ChipJudgement | None) -> ChipJudgement | None:
-        """The judgement to show while damped: ``judgement`` only when more severe than the one held."""
-        held = self._judgement
-        if judgement is not None and (
-            held is None or (judgement.level, judgement.network_level) > (held.level, held.network_level)
-        ):
-            self._judgement = held = judgement
-        return held
-
-    def _seen(self, faults: tuple[Fault, ...]) -> tuple[Fault, ...]:
-        """``faults`` added to those seen while damped; all of them, most severe first."""
-        self._faults.update((fault.code, fault) for fault in faults)
-        return tuple(sorted(self._faults.values(), key=lambda fault: (-fault.level, fault.code)))
 
     def release_due(self, now: float, policy: DampingPolicy) -> float | None:
         """When a held chip that stays clean is to be released (monotonic), if one is pending."""

@@ -155,66 +155,49 @@ class Inventory:
         old = self._chips[phy_id]
         if old.health == health:  # every poll of every chip comes here: the common case costs one compare
             return False
-        return self._replace(old, dataclasses.replace(old, health=health))
+        return self._replace(dataclasses.replace(old, health=health))
 
     def set_unread(self, phy_id: int, why: str) -> bool:
         """Why discovery still cannot read the chip (it stays unhealthy); return True if anything changed."""
-        old = self._chips[phy_id]
-        return self._replace(old, dataclasses.replace(old, unread=why))
+        return self._replace(dataclasses.replace(self._chips[phy_id], unread=why))
 
     def set_read(self, read: ChipState) -> bool:
         """Discovery read a chip it could not at start: its chip and facts from ``read``, the rest kept."""
-        old = self._chips[read.phy_id]
-        new = dataclasses.replace(
-            old,
-            chip=read.chip,
-            ai_cores=read.ai_cores,
-            numa_node=read.numa_node,
-            pcie_address=read.pcie_address,
-            memory_mb=read.memory_mb,
-            unread="",
+        return self._replace(
+            dataclasses.replace(
+                self._chips[read.phy_id],
+                chip=read.chip,
+                ai_cores=read.ai_cores,
+                numa_node=read.numa_node,
+                pcie_address=read.pcie_address,
+                memory_mb=read.memory_mb,
+                unread="",
+            )
         )
-        return self._replace(old, new)
-
-    def _replace(self, old: ChipState, new: ChipState) -> bool:
-        """Put ``new`` in ``old``'s place, telling the listeners of a flip; True if anything changed."""
-        if new == old:
-            return False
-        self._chips[new.phy_id] = new
-        self._ordered = self._sorted()
-        self._changes.bump()
-        if new.healthy != old.healthy:
-            self._tell(old, new)
-        return True
 
     def set_resetting(self, phy_ids: Iterable[int], resetting: bool) -> bool:
         """Mark chips as out for a hot reset (or back from one); return True if anything changed."""
-        flipped: list[tuple[ChipState, ChipState]] = []
-        changed = False
-        for phy_id in phy_ids:
-            old = self._chips[phy_id]
-            if old.resetting == resetting:
-                continue
-            new = dataclasses.replace(old, resetting=resetting)
-            self._chips[phy_id] = new
-            changed = True
-            if new.healthy != old.healthy:
-                flipped.append((old, new))
-        if changed:
-            self._ordered = self._sorted()
-            self._changes.bump()
-        for old, new in flipped:
-            self._tell(old, new)
-        return changed
+        return self._replace(*(dataclasses.replace(self._chips[phy], resetting=resetting) for phy in phy_ids))
 
     def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
         """Record the vNPUs a chip carries now; return True if anything changed."""
-        old = self._chips[phy_id]
-        if old.vnpus == vnpus:
+        return self._replace(dataclasses.replace(self._chips[phy_id], vnpus=vnpus))
+
+    def _replace(self, *states: ChipState) -> bool:
+        """Put each state in its chip's place: one new version, then each flip told; True if any changed."""
+        flipped = []
+        for new in states:
+            old = self._chips[new.phy_id]
+            if new != old:
+                self._chips[new.phy_id] = new
+                flipped.append((old, new))
+        if not flipped:
             return False
-        self._chips[phy_id] = dataclasses.replace(old, vnpus=vnpus)
         self._ordered = self._sorted()
         self._changes.bump()
+        for old, new in flipped:
+            if new.healthy != old.healthy:
+                self._tell(old, new)
         return True
 
     def close(self) -> None:
