@@ -161,10 +161,8 @@ class ChipFaults:
     def reconcile(self, listed: Collection[int], at: int) -> None:
         """A poll begun at ``at`` lists ``listed``: raise new codes, clear the polled ones it no longer lists.
 
-        The reset-finished code is not a fault: a poll is already the fresh read it asks for.
-        A code an event spoke of after the poll began is the event's: the poll's
-        older view of it is left out (a recovery event is not undone by a poll
-        that read the code just before it cleared).
+        A code an event spoke of after the poll began is the event's: a recovery
+        event is not undone by a poll that read the code just before it cleared.
         """
         stale = {code for code, event_at in self._event_at.items() if event_at > at}
         # An event older than this poll's start is older than every later poll's too.
@@ -183,12 +181,10 @@ class ChipFaults:
         self._accompanying.forget_absent(listed)
 
     def read_afresh(self) -> None:
-        """The chip was reset: let the next poll decide every current code, as if polls had listed them all.
+        """The chip was reset: the next poll decides every current code, as if polls had listed them all.
 
-        A code a fault event raised (or reported once) before a reset says
-        nothing of the chip after it; the poll that follows keeps the codes it
-        lists and clears the rest, through the usual recovery (clocks and
-        counters see it).
+        An event before a reset says nothing of the chip after it; what the poll
+        does not list clears through the usual recovery (clocks and counters see it).
         """
         for current in self._current.values():
             current.polled, current.until = True, None
@@ -196,13 +192,10 @@ class ChipFaults:
     def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
         """Take back what the device-info ConfigMap recorded before a restart.
 
-        ``listed``: the chip is named in ManuallySeparateNPU. The key is the
-        truth for manual separation, as in Huawei's plugin: a listed chip
-        without a ManuallySeparateNPU reason gets an autofilled one, and such
-        reasons of an unlisted chip are dropped. Escalations whose rule is
-        gone from the configuration are dropped too. Since nothing is known of
-        the time the plugin was down, a restored escalation counts its
-        release window from ``now``, unless the chip shows the code again.
+        ``listed``: the chip is named in ManuallySeparateNPU, the truth for
+        manual separation as in Huawei's plugin (docs/faults.md "Manual
+        separation"). Nothing is known of the time the plugin was down: a
+        restored escalation counts its release window from ``now``.
         """
         for reason in reasons:
             code = reason.code
@@ -263,11 +256,8 @@ class ChipFaults:
         )
 
     def _side(self, reasons: Sequence[UpgradeReason], *, network: bool) -> FaultSide:
-        """The chip's own view (or its network's): the level of its codes and escalations.
-
-        Each code stands at the level of the chip with that code alone, escalations included, as
-        Huawei lists them.
-        """
+        """The chip's own view (or its network's): the level of its codes and escalations, each code at
+        the level of the chip with that code alone, escalations included, as Huawei lists them."""
         codes = [code for code in self._current if (code in NETWORK_CODES) == network]
         mine = [reason for reason in reasons if reason.network == network]
         raised = most_severe(reason.level for reason in mine)
@@ -290,9 +280,9 @@ class ChipFaults:
         return lists.network_level(codes) if network else lists.chip_level(codes, self._severities)
 
     def wake_at(self) -> int | None:
-        """When judging again may give another answer though nothing is observed (Unix ms).
+        """When judging again may give another answer though nothing is observed (Unix ms; None: never).
 
-        A time no later than the last judgement was consumed by it, and is not waited for again.
+        A time no later than the last judgement was consumed by it: it is not waited for again.
         """
         customization = self.config.customization
         times: list[int | None] = [current.until for current in self._current.values()]

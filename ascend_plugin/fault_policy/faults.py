@@ -37,12 +37,7 @@ class FaultLevel(IntEnum):
 
     @property
     def one_off_hold(self) -> float:
-        """Seconds a one-off fault event (assertion 2) of this level keeps its code on a chip.
-
-        A one-off reports something that happened, not a state that lasts: held
-        longer for the levels that call for a reset or separation, not at all
-        for the levels that stay healthy.
-        """
+        """Seconds a one-off event (assertion 2) keeps its code: it reports a moment, not a state."""
         if self.healthy:
             return 0.0
         return 300.0 if self >= FaultLevel.PreSeparateNPU else 60.0

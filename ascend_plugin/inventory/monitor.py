@@ -1,14 +1,9 @@
-"""HealthMonitor: keep a true verdict on every chip, from polls and fault events.
+"""HealthMonitor: keep a true verdict on every chip, from polls, fault events and the RoCE link.
 
-Every chip has its own task: it polls the chip's health, fault codes (and, where
-the node reads them, its vNPUs) in one call on the chip's lane, every
-``health_interval`` on a node-wide tick or sooner when something happens, tells
-the node's fault policy what it read, and records the verdict in the inventory.
-Fault events (910 families, 950) are applied the moment they arrive, coalesced
-and paced (:mod:`.fault_events`). Where the chip has a RoCE port, the link's
-health is a second source of ``81078603``, read as a background call after a
-poll, at most every ``network_interval``. The whole way: ARCHITECTURE.md "A
-fault's way"; the rules: docs/faults.md.
+A task per chip polls its health and fault codes (and vNPUs, where read) in one
+call on its lane, on a node-wide tick or sooner when something happens, tells
+the fault policy what it read and records the verdict in the inventory. The
+whole way: ARCHITECTURE.md "A fault's way"; the rules: docs/faults.md.
 """
 
 from __future__ import annotations
@@ -197,10 +192,9 @@ class HealthMonitor:
             await self._poll(watch)
 
     def _next_look(self, watch: _Watch) -> float:
-        """When (loop clock) the chip's next poll is due: the node-wide tick, or sooner for a timed change.
+        """When (loop clock) the chip's next poll is due: the node-wide tick, or a timed change before it.
 
-        Timed changes: the fault policy's next deadline (a one-off's hold, a
-        FaultDuration timeout, a release window), the end of a flap hold, a lane's retry.
+        Timed changes: the fault policy's next deadline, the end of a flap hold, a lane's retry.
         """
         now, phy = self.clock(), watch.chip.phy_id
         due = []
@@ -223,11 +217,8 @@ class HealthMonitor:
         return self._ticks_from + ticks * interval
 
     def between_ticks(self, at: float) -> float:
-        """The first midpoint between two node-wide ticks at or after ``at`` (loop clock).
-
-        Where other work on the chips' threads (telemetry) is best started: it
-        neither waits for a tick's polls nor makes one wait.
-        """
+        """The first midpoint between two ticks at or after ``at``: where telemetry neither waits for a
+        tick's polls nor makes one wait (loop clock)."""
         if self._ticks_from is None:
             return at
         interval = self.policy().interval
@@ -262,11 +253,8 @@ class HealthMonitor:
         self._decide(watch)
 
     def _reconcile(self, watch: _Watch) -> None:
-        """Tell the policy the codes the last poll listed, the link's state as a second source.
-
-        Only a reading that lists codes says anything of codes that cleared. It
-        is dated when its poll began, so that an event since then wins over it.
-        """
+        """Tell the policy the codes the last poll listed (the link's state a second source), dated
+        when the poll began so that an event since wins; a reading without codes says nothing of them."""
         reading = watch.polls.reading
         if reading is None or not reading.codes_known:
             return
@@ -355,11 +343,8 @@ class HealthMonitor:
             self._event_log.burst(STRAYS, batch.strays)
 
     def _apply_events(self, phy: int, burst: ChipBurst) -> None:
-        """Apply a chip's events: the turns within them, a verdict, the last of each code, a verdict.
-
-        The first verdict shows damping where the chip went during the burst;
-        the chip's poll follows.
-        """
+        """The turns within the chip's events, a verdict (damping sees where the chip went), the last
+        of each code, a verdict; the chip's poll follows."""
         watch = self._watches[phy]
         chip = watch.chip
         self._event_log.burst(Source(self.inventory.table.chip_id(phy), phy, chip.logic_id), burst)
@@ -400,12 +385,7 @@ class HealthMonitor:
         self._group.start_soon(self._read_link, watch, name=f"network health of chip {watch.chip.phy_id}")
 
     async def _read_link(self, watch: _Watch) -> None:
-        """``dcmi_get_device_network_health``, a second source of ``81078603``.
-
-        Up (OK, INIT) or down changes the link's state; a failed or timed-out
-        call says nothing, and the last state stays. A chip without a RoCE port
-        is not asked again.
-        """
+        """``dcmi_get_device_network_health``: up (OK, INIT) or down; a failed call leaves the last state."""
         chip = watch.chip
         try:
             status = await self.calls.call(
