@@ -88,5 +88,4 @@ class AccompanyingFaults:
         return held
 
     def deadline(self) -> int | None:
-        """When the next held observation is due."""
         return min((held.at + WINDOW_MS + 1 for held in self.held), default=None)

@@ -40,7 +40,6 @@ from ascend_plugin.fault_policy.faults import (
     FaultLevel,
     Observation,
     kubelet_healthy,
-    most_severe,
     network_healthy,
 )
 
@@ -153,8 +152,11 @@ class ChipFaults:
         self._severities[observation.code] = observation.severity
         if not observation.polled:
             self._event_at[observation.code] = max(observation.at, self._event_at.get(observation.code, 0))
-        for admitted in self._admit(observation):
-            self._apply(admitted)
+        admitted = [observation]
+        if self.config.customization.drops_accompanying_faults:
+            admitted = self._accompanying.offer(observation, self._current)
+        for each in admitted:
+            self._apply(each)
         self._forget_gone()
         return False
 
@@ -260,7 +262,7 @@ class ChipFaults:
         the level of the chip with that code alone, escalations included, as Huawei lists them."""
         codes = [code for code in self._current if (code in NETWORK_CODES) == network]
         mine = [reason for reason in reasons if reason.network == network]
-        raised = most_severe(reason.level for reason in mine)
+        raised = max((reason.level for reason in mine), default=L.NormalNPU)
         times = {
             self.config.spell(code).upper(): CodeTime(
                 self._current[code].first_seen, max(self._level([code], network), raised)
@@ -308,18 +310,16 @@ class ChipFaults:
 
     # -- the machinery ------------------------------------------------------------------
 
-    def _admit(self, observation: Observation) -> list[Observation]:
-        if not self.config.customization.drops_accompanying_faults:
-            return [observation]
-        return self._accompanying.offer(observation, self._current)
-
     def _apply(self, observation: Observation) -> None:
         code, at = observation.code, observation.at
         current = self._current.get(code)
         if observation.assertion is Assertion.RAISED:
             if current is None:
                 self._current[code] = _Current(at, observation.polled)
-                self._occurred(code, at)
+                if (duration := self.config.customization.duration.get(code)) is not None:
+                    self._duration_changed(code, self._clock(code).raised(at, duration))
+                else:
+                    self._count(code, at)
             else:  # the same fault seen again (its event after the poll that found it): one occurrence
                 current.first_seen = min(current.first_seen, at)
                 current.polled |= observation.polled
@@ -371,13 +371,6 @@ class ChipFaults:
                 for code, severity in self._severities.items()
                 if code in self._current or code in held
             }
-
-    def _occurred(self, code: int, at: int) -> None:
-        duration = self.config.customization.duration.get(code)
-        if duration is not None:
-            self._duration_changed(code, self._clock(code).raised(at, duration))
-        else:
-            self._count(code, at)
 
     def _recovered(self, code: int, at: int) -> None:
         customization = self.config.customization

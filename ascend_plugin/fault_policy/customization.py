@@ -254,12 +254,12 @@ def _duration(value: object, rules: _Rules[DurationRule]) -> None:
             rules.rules[code] = DurationRule(numbers["FaultTimeout"], numbers["RecoverTimeout"], handled)
 
 
-def decode_customization(
-    data: Mapping[str, object], source: str
-) -> tuple[FaultCustomization, list[ConfigNote]]:
-    """The customization of a decoded document, and notes on what was ignored or replaced."""
+def parse_customization(text: str, source: str) -> tuple[FaultCustomization, list[ConfigNote]]:
+    """A ``faultCustomization.json`` and notes on what was ignored; FaultConfigError if unreadable."""
     notes: list[ConfigNote] = []
-    matched = fields(data, ("GraceTolerance", "FaultFrequency", "FaultDuration"), source, "", notes)
+    matched = fields(
+        load_document(text, source), ("GraceTolerance", "FaultFrequency", "FaultDuration"), source, "", notes
+    )
     spellings: dict[int, str] = {}
     grace = _grace(matched.get("GraceTolerance"), source, notes)
     frequency = _Rules[FrequencyRule]("FaultFrequency", source, notes, spellings)
@@ -273,8 +273,3 @@ def decode_customization(
         MappingProxyType(spellings),
     )
     return customization, notes
-
-
-def parse_customization(text: str, source: str) -> tuple[FaultCustomization, list[ConfigNote]]:
-    """The customization a ``faultCustomization.json`` text holds; FaultConfigError when unreadable."""
-    return decode_customization(load_document(text, source), source)

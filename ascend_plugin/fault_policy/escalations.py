@@ -73,19 +73,17 @@ class Release:
 
 
 class ReasonBook:
-    """One chip's reasons."""
+    """One chip's reasons, by code, level and kind."""
 
     def __init__(self) -> None:
         self._reasons: dict[tuple[str, FaultLevel, UpgradeKind], UpgradeReason] = {}
 
     def all(self) -> tuple[UpgradeReason, ...]:
-        """Every reason, oldest first."""
         return tuple(
             sorted(self._reasons.values(), key=lambda r: (r.upgrade_time, r.fault_code, r.level, r.kind))
         )
 
     def put(self, reason: UpgradeReason) -> None:
-        """Record ``reason``, replacing one with the same code, level and kind."""
         self._reasons[reason.key] = reason
 
     def newest(self, reason: UpgradeReason) -> None:
@@ -98,7 +96,6 @@ class ReasonBook:
         return key in self._reasons
 
     def remove(self, matches: Callable[[UpgradeReason], bool]) -> tuple[UpgradeReason, ...]:
-        """Remove and return the reasons ``matches`` picks."""
         gone = tuple(reason for reason in self.all() if matches(reason))
         for reason in gone:
             del self._reasons[reason.key]
@@ -162,10 +159,8 @@ class DurationEdge(Enum):
 
 @dataclass(frozen=True)
 class DurationChange:
-    """The clock crossed a threshold at ``at``."""
-
     edge: DurationEdge
-    at: int
+    at: int  # when the clock crossed the threshold
 
 
 @dataclass

@@ -8,7 +8,7 @@ is decided", "Special codes").
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 from types import MappingProxyType
@@ -43,11 +43,6 @@ class FaultLevel(IntEnum):
         return 300.0 if self >= FaultLevel.PreSeparateNPU else 60.0
 
 
-def most_severe(levels: Iterable[FaultLevel]) -> FaultLevel:
-    """The most severe of ``levels``; NormalNPU when there are none."""
-    return max(levels, default=FaultLevel.NormalNPU)
-
-
 def kubelet_healthy(level: FaultLevel, *, held: bool) -> bool:
     """The health the kubelet is told for a chip at ``level``: PreSeparateNPU is Healthy while held.
 
@@ -66,13 +61,10 @@ def network_healthy(level: FaultLevel) -> bool:
 
 INT64_MAX = (1 << 63) - 1  # Go parses codes into an int64
 
-# The parameter-plane ("network") codes, judged apart for the chip's network health: the RoCE
-# link down, and A5's UBoE codes.
-LINK_DOWN = 0x81078603
-UBOE_PORT_DOWN = 0x81078607
-UBOE_SUB_HEALTH = 0x110000002
-UBOE_PRE_SEPARATE = 0x110001024
-NETWORK_CODES = frozenset({LINK_DOWN, UBOE_PORT_DOWN, UBOE_SUB_HEALTH, UBOE_PRE_SEPARATE})
+LINK_DOWN = 0x81078603  # the RoCE link down
+# The parameter-plane ("network") codes, judged apart for the chip's network health: the RoCE link
+# down, and A5's UBoE port down, sub-health and pre-separation.
+NETWORK_CODES = frozenset({LINK_DOWN, 0x81078607, 0x110000002, 0x110001024})
 
 CARD_DROP = 0x40F84E00  # raised while the chip's health query answers "not ready" (-8012)
 RESET_FINISHED = 0x8C2FA009  # never stored: asks for a fresh read of the chip's codes

@@ -48,7 +48,6 @@ class FaultPolicy:
         return self._config
 
     def now(self) -> int:
-        """The clock's time in Unix milliseconds."""
         return round(self._clock() * 1000)
 
     def chip(self, phy_id: int) -> ChipFaults:
@@ -170,7 +169,6 @@ class FaultSources:
 
     @property
     def config(self) -> FaultConfig:
-        """The configuration in force."""
         return self.policy.config
 
     @property

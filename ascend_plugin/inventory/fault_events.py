@@ -70,7 +70,6 @@ class ChipBurst:
     dropped: int = 0  # events whose code did not fit (MAX_CODES)
 
     def add(self, arrival: Arrival) -> None:
-        """Fold in one event."""
         self.events += 1
         self._fold(arrival.event.code, CodeBurst(arrival))
 

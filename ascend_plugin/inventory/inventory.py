@@ -106,7 +106,6 @@ class Inventory:
 
     @property
     def table(self) -> FamilyTable:
-        """The node's family table."""
         return self.facts.table
 
     @property
@@ -125,11 +124,9 @@ class Inventory:
         return self._ordered[0].chip.info.chip_name if self._ordered else ""
 
     def chips(self) -> tuple[ChipState, ...]:
-        """Every chip, ordered by physical id."""
         return self._ordered
 
     def get(self, phy_id: int) -> ChipState | None:
-        """The chip with this physical id, if the node has it."""
         return self._chips.get(phy_id)
 
     def by_logic_id(self, logic_id: int) -> ChipState | None:
@@ -180,7 +177,6 @@ class Inventory:
         return self._replace(*(dataclasses.replace(self._chips[phy], resetting=resetting) for phy in phy_ids))
 
     def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
-        """Record the vNPUs a chip carries now; return True if anything changed."""
         return self._replace(dataclasses.replace(self._chips[phy_id], vnpus=vnpus))
 
     def _replace(self, *states: ChipState) -> bool:
@@ -201,7 +197,6 @@ class Inventory:
         return True
 
     def close(self) -> None:
-        """Wake every waiter for good: the plugin is stopping."""
         self._changes.close()
 
     async def wait_for_change(self, seen_version: int) -> int:

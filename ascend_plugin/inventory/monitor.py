@@ -66,7 +66,6 @@ class HealthPolicy:
 
 
 def health_policy(settings: Settings) -> HealthPolicy:
-    """The health knobs of the settings."""
     return HealthPolicy(
         interval=settings.health_interval,
         failure_threshold=settings.health_failure_threshold,
@@ -156,7 +155,6 @@ class HealthMonitor:
                 group.start_soon(self._poll, watch)
 
     async def run(self) -> None:
-        """Subscribe where possible, then watch every chip until cancelled."""
         stop_listening = self.calls.on_lane_change(self._lane_changed)
         try:
             await self.subscribe()

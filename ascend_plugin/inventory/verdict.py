@@ -43,7 +43,6 @@ class Verdict:
 
     @property
     def codes(self) -> list[str]:
-        """Current fault codes as hex strings."""
         return [format_code(fault.code) for fault in self.faults]
 
 
