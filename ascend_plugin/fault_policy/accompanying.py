@@ -1,10 +1,7 @@
 """Bus errors that merely accompany an HBM multi-bit error, dropped as Huawei drops them.
 
-With a FaultDuration entry for 80E01801 (Huawei's switch), an AI Core or AI
-Vector bus error is held 5 s: dropped if an HBM error lies within 5 s of it,
-else applied 5 s late (docs/faults.md "Special codes"). Unlike Huawei's, a
-dropped code stays dropped until it clears: polls list it while the HBM
-error's aftermath lasts, and it is not the chip's own fault.
+docs/faults.md "Special codes". Unlike Huawei's, a dropped code stays dropped until it clears: polls
+list it while the HBM error's aftermath lasts, and it is not the chip's own fault.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """One chip's faults: its current codes, their clocks and counters, the escalations they left.
 
-The chip is told what happens (an :class:`~.faults.Observation`) and judged on
-request at its clock's time: its level is the most severe of what its codes
-say (:meth:`~.fault_codes.FaultCodeLists.chip_level`) and of its escalations
-(:mod:`.escalations`); network codes make a second level beside it. Where codes
-come from and how long they stay: docs/faults.md "How a chip's level is decided".
+Told what happens (:class:`~.faults.Observation`), it judges at its clock's time: the chip's level and
+its network's, from its codes and escalations (docs/faults.md "How a chip's level is decided").
 """
 
 from __future__ import annotations

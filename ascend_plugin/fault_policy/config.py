@@ -1,12 +1,8 @@
 """The fault configuration in force: Huawei's ConfigMap over the operator's file over the built-ins.
 
-Each part (``faultCode.json``, ``faultCustomization.json``, ``PollInterval``)
-comes from the ConfigMap ``kube-system/mindx-dl-fault-config`` where it has the
-key, else from its base, with Huawei's fallbacks; the plugin's own level format
-is laid over the lists last (docs/faults.md "Where the configuration comes
-from"). The built-in files are Huawei's, unchanged: ``data/faultCode.json`` and
-``data/faultCustomization.json`` from ``Ascend/mind-cluster``,
-``component/ascend-device-plugin/build/``, at commit
+Fallbacks as Huawei's: docs/faults.md "Where the configuration comes from". The built-in files are
+Huawei's, unchanged: ``data/faultCode.json`` and ``data/faultCustomization.json`` from
+``Ascend/mind-cluster``, ``component/ascend-device-plugin/build/``, at commit
 22bb3d987bc0208c3eb7395e222b661276133c58 (master, 2026-08-21).
 """
 

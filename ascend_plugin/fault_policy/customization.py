@@ -1,8 +1,6 @@
 """``faultCustomization.json``: GraceTolerance, FaultFrequency and FaultDuration, with Huawei's ranges.
 
-An entry out of range, without codes or with an unknown level is ignored with a
-note; a code in several valid entries follows the first; a network code's
-level must mean something for a network, else it is NotHandleFault
+A bad entry is ignored with a note; a code in several entries follows the first valid one
 (docs/faults.md "faultCustomization.json").
 """
 

@@ -1,11 +1,7 @@
 """Reading a fault configuration document as Huawei's Go code reads it, and noting what is skipped.
 
-Go's ``encoding/json`` fills Huawei's structs: a key matches a field
-case-insensitively, ``null`` leaves the zero value, a value of the wrong type
-fails the whole document (:class:`FaultConfigError`; the caller keeps what it
-last read). Everything else that is wrong (an unknown key, a bad code, an entry
-out of range) is skipped with a :class:`ConfigNote`, and the rest applies
-(docs/faults.md "Messages").
+A value of the wrong type fails the whole document (:class:`FaultConfigError`), as Go's decoder
+does; anything else wrong is skipped with a :class:`ConfigNote` (docs/faults.md "Messages").
 """
 
 from __future__ import annotations

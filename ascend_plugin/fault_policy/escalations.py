@@ -1,10 +1,7 @@
-"""What raises a chip above its codes' level, and what lifts it: FaultFrequency, FaultDuration, the reasons.
+"""What raises a chip above its codes' level, and what lifts it: FaultFrequency, FaultDuration.
 
-A :class:`FrequencyCounter` counts one code's occurrences on one chip, a
-:class:`DurationClock` times its presence; what they escalate is recorded as an
-:class:`UpgradeReason`, in the shape of the device-info ConfigMap's
-``UpgradeFaultReason`` key, until it is lifted (docs/faults.md "FaultFrequency",
-"FaultDuration", "Manual separation"). All times are Unix milliseconds.
+Their escalations are recorded as :class:`UpgradeReason`, the shape of the device-info ConfigMap's
+``UpgradeFaultReason`` (docs/faults.md "FaultFrequency", "FaultDuration"). Times: Unix ms.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""``faultCode.json``, and the plugin's own shorter format laid over it: which level a code gives a chip.
+"""``faultCode.json``, and the plugin's shorter format laid over it: which level a code gives a chip.
 
-``faultCode.json`` is one list of hex codes per level, plus lists for the
-network codes; a chip's level is the first list, in Huawei's order, holding
-any of its codes, else its codes' severity decides (docs/faults.md
-"faultCode.json", "How a chip's level is decided"). The plugin's own format
-(``{"SeparateNPU": ["80E01801"]}``) says only what differs from the lists in
-force, and is checked strictly since it is short and written by hand
-(docs/faults.md "The plugin's own format").
+The plugin's format (``{"SeparateNPU": ["80E01801"]}``) says only what differs, and is checked
+strictly since it is short and written by hand (docs/faults.md "faultCode.json").
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """The node's fault policy, and the inputs of the configuration it judges by.
 
-:class:`FaultPolicy` is what the health monitor and the Kubernetes publishers
-talk to: the monitor tells it what happens (:meth:`~FaultPolicy.observe`,
-:meth:`~FaultPolicy.reconcile`) and asks for a chip's levels
-(:meth:`~FaultPolicy.judge`); the device-info publisher writes and reads back
-manual separation and the escalations standing. :class:`FaultSources` takes the
-configuration's three inputs and swaps the policy to what they make together.
-Chips are named by physical ID; times are Unix milliseconds from the clock given.
+The monitor tells :class:`FaultPolicy` what happens and asks for a chip's judgement; the device-info
+publisher writes and reads back manual separation and the escalations standing. Chips are named by
+physical ID; times are Unix milliseconds from the clock given.
 """
 
 from __future__ import annotations

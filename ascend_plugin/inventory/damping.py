@@ -1,11 +1,8 @@
 """Flap damping: a chip that keeps failing and recovering stays out until it is clean for a while.
 
-Each time a chip's own verdict turns unhealthy, a *spell* begins (unless only
-a new fault configuration turned it: an operator editing it is not the chip
-flapping). ``flap_threshold`` spells within ``flap_window`` seconds damp the
-chip: it stays unhealthy until clean without a break for ``flap_hold``
-seconds. While held, it reports every fault seen since it was damped and the
-most severe judgement, so that what it shows stays put while it flaps.
+``flap_threshold`` unhealthy spells within ``flap_window`` seconds hold the chip out until clean for
+``flap_hold`` seconds; while held it shows every fault seen since and its worst judgement, so that
+what it reports stays put while it flaps. A new fault configuration alone begins no spell.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """Discovery: open the chip library and find the chips, retrying until they appear.
 
-A missing, unloaded or broken driver must not crash-loop the plugin: one line
-per distinct problem, kept for /readyz, retried with backoff. One bad card must
-not hide the others: a chip whose chip info cannot be read is served under its
-ID, unhealthy, and read again until it answers; one the driver will not even
-name is left out and asked for again (once named, only a new process serves
-it). An implausible AI-core figure is warned about, never refused (Huawei's
-plugin exits on a 310B1's 1.0 AI cores). The chips' names pick the family.
+A broken driver must not crash-loop the plugin, nor one bad card hide the others: a chip that cannot
+be read is served unhealthy and read again; one the driver will not name is left out until a
+restart; an implausible AI-core figure is warned about, never refused (Huawei's plugin exits).
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Fault events from the library's thread to the fault policy: coalesced per chip, paced, logged.
 
-A driver can send events far faster than anything needs them (a flapping link:
-thousands a second). The library's thread folds each into its chip's
-:class:`ChipBurst`, in constant time and bounded memory, and wakes the loop once
-for all that piled up (:class:`EventInbox`); a chip's bursts are applied at most
-``rate`` times a second (:class:`PacedBursts`) and logged once per interval
-(:class:`FaultEventLog`). A burst keeps each code's last event, which leaves the
-policy's codes as the whole sequence would, and its *turn*: the latest earlier
-event that went the other way, so that damping sees a moment the chip was
-unhealthy within the burst. Events beyond :data:`MAX_CODES` codes a chip are
-counted as dropped, and said.
+Each chip's events fold into a bounded burst that keeps each code's last event and its *turn* (the
+latest earlier one that went the other way), so that the policy ends where the events one by one
+would leave it and damping still sees a moment of ill health within the burst. ARCHITECTURE.md
+"A fault's way", step 4.
 """
 
 from __future__ import annotations

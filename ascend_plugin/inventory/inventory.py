@@ -1,13 +1,8 @@
 """Inventory: the node's chips and their health verdicts, with a version and subscriptions.
 
-The health monitor writes here; the offers (and through them every face) read
-from here. Every change replaces one chip's immutable state and bumps the
-version; writing the same state again is no change. A chip's health starts
-unknown, and so do its static vNPUs where the node reads them: an unknown chip
-is never offered healthy. Nor is a chip out for a hot reset
-(:attr:`ChipState.resetting`, set only by :mod:`ascend_plugin.hot_reset`; the
-device-info ConfigMap lists it under ``-Recovering``) or one discovery could
-not read yet (:attr:`ChipState.unread`).
+The one source of truth the offers and every face read. A chip whose health or static vNPUs are not
+known yet, one out for a hot reset (:attr:`ChipState.resetting`, set only by
+:mod:`ascend_plugin.hot_reset`) or one discovery could not read is never offered healthy.
 """
 
 from __future__ import annotations

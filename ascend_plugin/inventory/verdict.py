@@ -1,10 +1,7 @@
-"""The health verdict on one chip: what the driver calls say, then what the fault policy says.
+"""The health verdict on one chip: what the driver calls say, then the fault policy's judgement.
 
-What decides, in order: a hung driver call on the chip; ``failure_threshold``
-failed polls in a row; a chip never read; a card dropped off the bus; the
-fault policy's judgement (PreSeparateNPU is healthy only while a pod holds the
-chip); a major or critical health value with no fault code to explain it. Flap
-damping may still hold a healthy chip out (:mod:`.damping`).
+Hung call, failed polls, never read, dropped card, the judgement, an alarm without a code: the
+order in which they decide (docs/faults.md "How a chip's level is decided", Health).
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
-The chip figures every ``interval``, the slower groups every ``slow_interval``,
-the VDIE id once; each chip's due figures in one background call on its lane,
-each figure held to ``call_timeout``, so health calls never wait for them. A
-figure that overruns gives the thread up; the chip's figures go stale, then
-leave /metrics (:mod:`.readout`), said once when it happens and once when the
-chip answers again.
+Each chip's due figures in one background call per round, each held to ``call_timeout``: health
+calls never wait for them. A chip whose figure overruns is said once, its figures go stale
+(:mod:`.readout`), and it is said again when it answers (docs/telemetry.md).
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """One chip's telemetry as the rounds left it, each figure with the time it was read.
 
-A figure is shown while read within :data:`STALE_ROUNDS` of its interval: a
-chip whose telemetry calls hang keeps its figures that long, then they leave
-/metrics, each group on its own clock; the chip's VDIE id does not age.
+A figure is shown while read within :data:`STALE_ROUNDS` of its interval, then leaves /metrics.
 """
 
 from __future__ import annotations
