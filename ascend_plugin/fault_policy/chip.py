@@ -22,7 +22,7 @@ from ascend_plugin.fault_policy.escalations import (
     DurationClock,
     DurationEdge,
     FrequencyCounter,
-    ReasonBook,
+    Reasons,
     Release,
     ReleaseCause,
     UpgradeKind,
@@ -123,7 +123,7 @@ class ChipFaults:
     def __init__(self, phy_id: int, config: FaultConfig) -> None:
         self.phy_id = phy_id
         self.config = config
-        self.reasons = ReasonBook()
+        self.reasons = Reasons()
         # Whether the ConfigMap write naming this chip in ManuallySeparateNPU went out:
         # only then may its absence from the key mean an operator released it.
         self.separation_written = False

@@ -69,7 +69,7 @@ class Release:
     cause: ReleaseCause
 
 
-class ReasonBook:
+class Reasons:
     """One chip's reasons, by code, level and kind."""
 
     def __init__(self) -> None:

@@ -96,7 +96,7 @@ _Vnpus = tuple[VdevInfo, ...] | ChipError | None  # what a poll read of the chip
 
 @dataclass
 class _Watch:
-    """What the monitor remembers of one chip between looks."""
+    """What the monitor remembers of one chip between polls."""
 
     chip: Chip
     damping: Damping
@@ -184,12 +184,12 @@ class HealthMonitor:
 
     async def _watch(self, watch: _Watch) -> None:
         while True:
-            with anyio.CancelScope(deadline=self._next_look(watch)):
+            with anyio.CancelScope(deadline=self._next_poll(watch)):
                 await watch.wake.wait()
             watch.wake = anyio.Event()
             await self._poll(watch)
 
-    def _next_look(self, watch: _Watch) -> float:
+    def _next_poll(self, watch: _Watch) -> float:
         """When (loop clock) the chip's next poll is due: the node-wide tick, or a timed change before it.
 
         Timed changes: the fault policy's next deadline, the end of a flap hold, a lane's retry.
@@ -223,14 +223,14 @@ class HealthMonitor:
         halves = math.ceil((at - self._ticks_from) / interval - 0.5)
         return self._ticks_from + (halves + 0.5) * interval
 
-    # -- one look ----------------------------------------------------------------------
+    # -- one poll ----------------------------------------------------------------------
 
     async def _poll(self, watch: _Watch) -> None:
         chip = watch.chip
         started, watch.polled_at = self.clock(), anyio.current_time()
         reads_vnpus = self.inventory.facts.reads_vnpus and self.inventory.get(chip.phy_id) is not None
         try:
-            reading, vnpus = await self.calls.call(chip.phy_id, "read_health", self._look, chip, reads_vnpus)
+            reading, vnpus = await self.calls.call(chip.phy_id, "read_health", self._reads, chip, reads_vnpus)
         except ChipCallError:
             pass  # a hung or stuck lane: the verdict reads it from the lanes
         except ChipError as error:
@@ -261,7 +261,7 @@ class HealthMonitor:
             codes = (*codes, LINK_DOWN)
         self.faults.reconcile(watch.chip.phy_id, codes, watch.polls.at)
 
-    def _look(self, chip: Chip, reads_vnpus: bool) -> tuple[HealthReading, _Vnpus]:
+    def _reads(self, chip: Chip, reads_vnpus: bool) -> tuple[HealthReading, _Vnpus]:
         """One poll's reads in one hand-off to the chip's thread: its health, then (where read) its vNPUs."""
         reading = self.backend.read_health(chip)
         if not reads_vnpus or reading.dropped:
