@@ -250,24 +250,18 @@ class FaultEventLog:
             return
         self._open(source)
         lasts = [arrival.event for arrival in burst.lasts()]
-        extra = {**source.extra(), "codes": [format_code(event.code) for event in lasts]}
-        extra.update(events=burst.events, suppressed=0)
-        level = logging.WARNING if burst.dropped else logging.INFO
+        codes = [format_code(event.code) for event in lasts]
+        said = {"codes": codes, "events": burst.events, "suppressed": 0}
         if burst.events == 1 and len(lasts) == 1:
-            code, event = format_code(lasts[0].code), lasts[0]
-            log.log(level, "fault event %s on %s (%s)", code, source.device, describe(event), extra=extra)
+            _log(source, 0, said, "fault event %s on %s (%s)", codes[0], source.device, describe(lasts[0]))
             return
-        named = ", ".join(f"{format_code(event.code)} {describe(event)}" for event in lasts[:NAMED_CODES])
+        shown = list(zip(codes, lasts, strict=True))[:NAMED_CODES]
+        named = ", ".join(f"{code} {describe(event)}" for code, event in shown)
         if len(lasts) > NAMED_CODES:
             named += f", and {len(lasts) - NAMED_CODES} more codes"
-        log.log(
-            level,
-            "%d fault events on %s; the last of each code: %s%s",
-            burst.events,
-            source.device,
-            named,
-            _dropped(burst.dropped),
-            extra={**extra, "dropped": burst.dropped} if burst.dropped else extra,
+        message = "%d fault events on %s; the last of each code: %s%s"
+        _log(
+            source, burst.dropped, said, message, burst.events, source.device, named, _dropped(burst.dropped)
         )
 
     def flush(self) -> None:
@@ -297,18 +291,20 @@ class FaultEventLog:
         )
         if window.others:
             named += f", and {window.others} of other codes"
-        extra = {**source.extra(), "codes": [format_code(code) for code in codes]}
-        extra.update(suppressed=window.events, interval=self.interval)
-        log.log(
-            logging.WARNING if window.dropped else logging.INFO,
-            "%d more fault events on %s within %g s, not logged one by one: %s%s",
-            window.events,
-            source.device,
-            self.interval,
-            named,
-            _dropped(window.dropped),
-            extra={**extra, "dropped": window.dropped} if window.dropped else extra,
-        )
+        said = {
+            "codes": [format_code(code) for code in codes],
+            "suppressed": window.events,
+            "interval": self.interval,
+        }
+        message = "%d more fault events on %s within %g s, not logged one by one: %s%s"
+        args = (window.events, source.device, self.interval, named, _dropped(window.dropped))
+        _log(source, window.dropped, said, message, *args)
+
+
+def _log(source: Source, dropped: int, said: dict[str, object], message: str, *args: object) -> None:
+    """One fault-event line: a warning, with the count, where events were dropped."""
+    extra = {**source.extra(), **said, **({"dropped": dropped} if dropped else {})}
+    log.log(logging.WARNING if dropped else logging.INFO, message, *args, extra=extra)
 
 
 def _dropped(dropped: int) -> str:
