@@ -42,7 +42,7 @@ from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLim
 from ascend_plugin.faces.operations.telemetry_view import TelemetryView
 from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode

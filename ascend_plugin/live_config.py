@@ -8,7 +8,7 @@ run time refuses the whole change, and the old configuration stays. Which
 settings may change is metadata on the setting itself (``RELOADABLE``).
 
 The fault configuration is not here: its inputs go to
-:class:`~ascend_plugin.fault_policy.sources.FaultSources`.
+:class:`~ascend_plugin.fault_policy.policy.FaultSources`.
 """
 
 from __future__ import annotations

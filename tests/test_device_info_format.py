@@ -25,8 +25,8 @@ from ascend_plugin.faces.kube.huawei_format import (
     go_map,
     parse_device_names,
 )
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.escalations import UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 L = FaultLevel
 ASCEND910 = "huawei.com/Ascend910"

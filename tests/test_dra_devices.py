@@ -19,7 +19,7 @@ from ascend_plugin.faces.dra.names import (
     request_base,
 )
 from ascend_plugin.faces.dra.taints import NO_EXECUTE, NO_SCHEDULE, TAINT_EFFECTS
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.dra.health import REPORT_TIMEOUT, DeviceHealthService
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubelet_api.v1alpha1 import DraResourceHealthStub, HealthStatus, NodeWatchResourcesRequest
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

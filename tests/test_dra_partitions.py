@@ -21,7 +21,7 @@ from kube_harness import set_faults
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.faces.dra.layout import slice_contents
 from ascend_plugin.faces.dra.names import MAX_COUNTER_SETS_PER_SLICE
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 PARTITIONS = Publishing(partitions=True)
 MAX_CONSUMPTIONS = 2  # entries a device may have from 1.35 (the real server checks: tests/e2e)

@@ -12,7 +12,7 @@ from node_harness import handover
 
 from ascend_plugin.chip_calls import NODE, ChipCalls
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.handover.modes import HandoverMode
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy

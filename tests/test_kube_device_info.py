@@ -23,7 +23,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     chip_report,
     go_json,
 )
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

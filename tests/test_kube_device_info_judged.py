@@ -18,7 +18,7 @@ from kube_harness import NODE, Judged, make_inventory, running, set_faults
 from waiting import until
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

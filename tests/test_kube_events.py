@@ -13,7 +13,7 @@ from waiting import until
 
 from ascend_plugin.faces.kube.events import NodeEvents, TokenBucket
 from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

@@ -17,8 +17,7 @@ from kube_harness import NODE, judged_node, running
 from waiting import until
 
 from ascend_plugin.faces.kube.run import run_kube
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.observations import Assertion, Observation
+from ascend_plugin.fault_policy.faults import Assertion, FaultLevel, Observation
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio

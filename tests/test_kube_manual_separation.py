@@ -22,7 +22,7 @@ from waiting import until
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.faces.kube.events import NodeEvents
 from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

@@ -18,7 +18,7 @@ from waiting import until, wait_for
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.faces.kube.labels import NodeLabeller, node_reflector, plan_labels
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubeapi.client import Kube, connect
 from ascend_plugin.kubeapi.errors import KubeConfigError
 from ascend_plugin.testing.kube_apiserver import FakeApiServer

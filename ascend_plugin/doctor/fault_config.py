@@ -20,8 +20,7 @@ from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable, Status
 from ascend_plugin.doctor.rbac import require_cluster
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, base_config, fault_config
-from ascend_plugin.fault_policy.origin import origin
-from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.fault_policy.documents import FaultConfigError
 
 FAULT_CONFIG = "fault-config"
 WHERE = f"{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
@@ -60,7 +59,7 @@ async def fault_configuration(context: Context) -> list[Finding]:
         data, said = None, str(unread)
         status, fix, see = unread.status, unread.fix, unread.see
     config = fault_config(base, data)
-    findings = [Finding(FAULT_CONFIG, status, f"{said}; in force: {origin(config)}", fix, see)]
+    findings = [Finding(FAULT_CONFIG, status, f"{said}; in force: {config.origin()}", fix, see)]
     for note in config.notes:
         findings.append(
             Finding(

@@ -20,7 +20,7 @@ from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.fault_policy.config import base_config, fault_config
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.hot_reset.freeness import GroupCheck
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for

@@ -1,14 +1,8 @@
 """TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
-A round starts when some chip's figure is due: the chip figures every
-``interval`` seconds, the slower groups (HBM or DDR memory, RoCE network, ECC)
-every ``slow_interval``, the chip's VDIE id once. Each chip's due figures are
-read in one background call on its lane (one hand-off to its thread per round,
-each figure a :func:`~ascend_plugin.chip_calls.step` held to ``call_timeout``);
-health calls never wait for it. A figure that overruns gives the thread up,
-the chip is not asked again until it returned, and its figures go stale, then
-leave /metrics (:mod:`.readout`): said once when it happens and once when the
-chip answers again. A scrape reads :meth:`TelemetryCollector.snapshot`.
+Each chip's due figures in one background call per round, each held to ``call_timeout``: health
+calls never wait for them. A chip whose figure overruns is said once, its figures go stale
+(:mod:`.readout`), and it is said again when it answers (docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -126,13 +120,10 @@ class TelemetryCollector:
         clock: Callable[[], float] = time.monotonic,
         align: Callable[[float], float] = _at_once,
     ) -> None:
-        """``policy``: the intervals and timeout in force, read at every round (they reload at run time).
+        """``policy``: read at every round (it reloads); ``align``: when a round due at a time starts.
 
-        ``align``: when a round due at a time on the loop's clock starts, at or
-        after it (the daemon's: midway between the health polls' ticks,
-        :meth:`~ascend_plugin.inventory.monitor.HealthMonitor.between_ticks`).
-        A round at a tick would take the chips' lanes from the polls or wait
-        for them, and split its figures over several rounds.
+        The daemon's ``align`` is midway between the health polls' ticks
+        (:meth:`~ascend_plugin.inventory.monitor.HealthMonitor.between_ticks`).
         """
         self.backend = backend
         self.calls = calls
@@ -251,11 +242,9 @@ class TelemetryCollector:
     def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
         """Keep the figures a job read; each is due again one interval after it was due.
 
-        Counted from when it was due, not from when this round began: a round
-        starts a little after its figures fall due (at the first midpoint
-        between the health ticks), and counting from there would add that to
-        every interval. A figure read more than an interval late is due one
-        interval after this round instead, not at once again.
+        Counted from when it was due, not from when the round began (a little
+        later), which would add that to every interval; a figure read more than
+        an interval late is due one interval after this round.
         """
         if not figures:
             return

@@ -27,8 +27,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.fault_policy.codes import parse_code
 from ascend_plugin.fault_policy.config import builtin_codes
+from ascend_plugin.fault_policy.faults import parse_code
 from ascend_plugin.settings import Settings, describe_validation_error
 from ascend_plugin.testing.scenario_writer import write_scenario
 

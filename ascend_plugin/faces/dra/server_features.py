@@ -76,7 +76,7 @@ _GATE_DEFAULTS = "alpha and off by default in 1.34 and 1.35, beta and on from 1.
 
 
 @dataclass(frozen=True)
-class Verdict:
+class FeatureSupport:
     """Whether the server keeps a feature, and if not, why, in an operator's words."""
 
     feature: Feature
@@ -84,7 +84,7 @@ class Verdict:
     why: str = ""
 
 
-def dropped_verdict(feature: Feature, where: str) -> Verdict:
+def dropped_verdict(feature: Feature, where: str) -> FeatureSupport:
     """The verdict on a feature whose fields the server dropped from ``where``."""
     return _not_kept(
         feature,
@@ -94,7 +94,7 @@ def dropped_verdict(feature: Feature, where: str) -> Verdict:
     )
 
 
-def refused_verdict(feature: Feature, error: ApiError) -> Verdict:
+def refused_verdict(feature: Feature, error: ApiError) -> FeatureSupport:
     """The verdict on a feature whose slices the server refuses."""
     return _not_kept(
         feature,
@@ -104,8 +104,8 @@ def refused_verdict(feature: Feature, error: ApiError) -> Verdict:
     )
 
 
-def _not_kept(feature: Feature, what: str, fix: str) -> Verdict:
-    return Verdict(feature, False, f"{what}; {feature.without}. {fix}; {feature.setting} asks for it")
+def _not_kept(feature: Feature, what: str, fix: str) -> FeatureSupport:
+    return FeatureSupport(feature, False, f"{what}; {feature.without}. {fix}; {feature.setting} asks for it")
 
 
 def _probe_device(feature: Feature) -> JsonObject:
@@ -149,11 +149,13 @@ def _probe_bodies(feature: Feature, driver: str, node: str) -> list[JsonObject]:
     ]
 
 
-async def probe(kube: Kube, driver: str, node: str, features: Sequence[Feature]) -> dict[Feature, Verdict]:
+async def probe(
+    kube: Kube, driver: str, node: str, features: Sequence[Feature]
+) -> dict[Feature, FeatureSupport]:
     """Ask the API server, with dry runs, which of ``features`` it keeps; KubeError if it cannot be asked."""
-    verdicts: dict[Feature, Verdict] = {}
+    verdicts: dict[Feature, FeatureSupport] = {}
     for feature in features:
-        verdict = Verdict(feature, True)
+        verdict = FeatureSupport(feature, True)
         for body in _probe_bodies(feature, driver, node):
             try:
                 stored = await kube.create(RESOURCE_SLICES, "", body, dry_run=True)

@@ -54,7 +54,7 @@ from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.faces.dra.layout import API_VERSION, COUNTERS, DEVICES, slice_contents, spec_devices
 from ascend_plugin.faces.dra.server_features import (
     Feature,
-    Verdict,
+    FeatureSupport,
     dropped,
     dropped_verdict,
     features_used,
@@ -238,7 +238,7 @@ class SliceController:
             self.wanted[Feature.SHARES] = True
         if taints is not False:
             self.wanted[Feature.TAINTS] = taints is True
-        self.verdicts: dict[Feature, Verdict] = {}
+        self.verdicts: dict[Feature, FeatureSupport] = {}
         self.recheck = FEATURE_RECHECK if recheck is None else recheck
         self._recheck_at = float("inf")  # when (loop clock) to ask again about the features not kept
         self._mismatch_said = False
@@ -358,7 +358,7 @@ class SliceController:
         for verdict in verdicts.values():
             self._judged(verdict)
 
-    def _judged(self, verdict: Verdict) -> None:
+    def _judged(self, verdict: FeatureSupport) -> None:
         """Record a verdict; one that takes a wanted feature away, or gives it back, is said once."""
         earlier = self.verdicts.get(verdict.feature)
         self.verdicts[verdict.feature] = verdict

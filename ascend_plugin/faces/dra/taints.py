@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import ChipState
 from ascend_plugin.kubeapi.client import JsonObject
 from ascend_plugin.offers.base import chip_health

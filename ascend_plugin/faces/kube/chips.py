@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ascend_plugin.faults import Fault, FaultLevel
+from ascend_plugin.fault_policy.faults import Fault, FaultLevel
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 
 

@@ -4,7 +4,7 @@ Its data keys are setting names (``health_interval`` or ``health-interval``)
 limited to the reloadable ones, plus ``fault_levels.json``: fault levels in the
 plugin's own format (``{"SeparateNPU": ["80E01801"]}``) laid over the fault
 configuration in force (docs/faults.md), handed to
-:class:`~ascend_plugin.fault_policy.sources.FaultSources`; removing the key
+:class:`~ascend_plugin.fault_policy.policy.FaultSources`; removing the key
 removes them. The ConfigMap's keys win over
 the command line, the environment and the config file; a key that is removed
 (or the whole ConfigMap) returns that setting to its value at start-up.
@@ -22,10 +22,10 @@ from collections.abc import Mapping
 
 import anyio
 
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.overlay import decode_overlay
-from ascend_plugin.fault_policy.problems import FaultConfigError
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.documents import FaultConfigError
+from ascend_plugin.fault_policy.fault_codes import decode_overlay
+from ascend_plugin.fault_policy.faults import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, string_map
 from ascend_plugin.kubeapi.reflector import named_object, object_key
 from ascend_plugin.live_config import LiveConfig

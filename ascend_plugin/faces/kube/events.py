@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 import anyio
 
 from ascend_plugin.faces.kube.chips import ChipView
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.escalations import Release, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
-from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.kubeapi.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import ApiError, KubeError

@@ -27,8 +27,7 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from ascend_plugin.fault_policy.origin import origin
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.kubeapi.client import CONFIGMAPS, WATCH_TIMEOUT, JsonObject, Kube, string_map
 from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import named_object, object_key
@@ -121,7 +120,7 @@ class FaultConfigWatcher:
                 "cannot read the fault configuration ConfigMap %s (%s); the configuration in force stays: %s",
                 self.where,
                 error,
-                origin(self.sources.config),
+                self.sources.config.origin(),
                 extra={"configmap": self.where, "error": type(error).__name__},
             )
         else:
@@ -136,14 +135,14 @@ class FaultConfigWatcher:
             log.info(
                 "fault configuration ConfigMap %s does not exist; the fault configuration is: %s",
                 self.where,
-                origin(self.sources.config),
+                self.sources.config.origin(),
                 extra={"configmap": self.where},
             )
         else:
             log.info(
                 "fault configuration ConfigMap %s applied: %s",
                 self.where,
-                origin(self.sources.config),
+                self.sources.config.origin(),
                 extra={"configmap": self.where, "keys": sorted(data)},
             )
         return True

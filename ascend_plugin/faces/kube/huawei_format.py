@@ -52,9 +52,8 @@ from typing import TypeVar
 
 from ascend_plugin.faces.kube.chips import ChipView
 from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
-from ascend_plugin.faults import format_code
+from ascend_plugin.fault_policy.escalations import UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel, format_code
 from backends.families import FAMILIES
 from backends.library import SuperPodInfo
 
