@@ -222,7 +222,7 @@ def test_fault_keys_per_family(short_tmp: Path) -> None:
     def keys(family: str, chip_name: str) -> set[str]:
         inventory = make_inventory(short_tmp, family=family, chip_name=chip_name)
         reports = [chip_report(device, {}) for device in chip_views(inventory)]
-        return set(build_device_info(reports, inventory.table.resource_name).device_list)
+        return set(build_device_info(reports, inventory.table).device_list)
 
     assert "huawei.com/Ascend310P-Fault" in keys("310", "310")
     assert "huawei.com/Ascend310P-Fault" in keys("310P", "310P3")

@@ -273,7 +273,7 @@ class DeviceInfoPublisher:
             reasons = encode_upgrade_reasons(self.policy.reasons(), self.prefix)
         content = build_device_info(
             [chip_report(device, first_seen) for device in devices],
-            self.inventory.table.resource_name,
+            self.inventory.table,
             held=held,
             manually_separated=device_names(self.prefix, separated),
             upgrade_reasons=reasons,

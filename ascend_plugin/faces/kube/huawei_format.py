@@ -1,41 +1,9 @@
 """Huawei's device-info ConfigMap format, byte for byte where a reader checks it.
 
-Volcano's Ascend plugin, ClusterD and Huawei's own tools read
-``kube-system/mindx-dl-deviceinfo-<node>``. Its data keys, as Huawei's plugin
-(MindCluster, ``ascend-device-plugin/pkg/kubeclient/client_server.go``,
-``WriteDeviceInfoDataIntoCM``) writes them:
-
-* ``DeviceInfoCfg``: the Go JSON of ``{"DeviceInfo": {"DeviceList": {...},
-  "UpdateTime": <unix s>}, "SuperPodID": n, "ServerIndex": n, "CheckCode": h}``
-  (and ``"RackID": n`` on a node in a 950 SuperPoD's rack);
-* ``ManuallySeparateNPU``: the chips separated until an operator deletes their
-  names (``Ascend910-0,Ascend910-3``; empty when none);
-* ``UpgradeFaultReason``: the Go JSON of ``{device name: [{upgrade_time,
-  fault_code, fault_level, upgrade_type}, ...]}`` (``{}`` when none);
-* ``Description``: Huawei's fixed notice about the free list's sunset.
-
-**CheckCode.** Huawei computes it as ``common.MakeDataHash(nodeDeviceData.DeviceInfo)``
-(``pkg/common/common.go``): the lower-case hex SHA-256 of ``json.Marshal`` of
-the Go struct ``NodeDeviceInfo{DeviceList map[string]string; UpdateTime int64}``
-and nothing else; ClusterD (``clusterd/pkg/domain/device/device_util.go``)
-decodes the document, marshals its ``DeviceInfo`` again the same way and
-rejects the ConfigMap on a mismatch. Go's encoder writes struct fields in
-declaration order (``DeviceList`` then ``UpdateTime``), map keys sorted
-bytewise, no whitespace, and escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as
-``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029``; other
-non-ASCII text stays UTF-8, and control characters are escaped as JSON
-requires (``\\n``, ``\\b``, ``\\u001f`` ... since Go 1.22, which Huawei builds
-with). :func:`go_json` does the same, and the CheckCode hashes its UTF-8 bytes.
-
-**DeviceList** per resource (:func:`family_keys`): the free list (healthy chips
-no pod holds), ``-Unhealthy``, ``-Fault`` (the Go JSON of ``[]DeviceFault`` as
-a string, ``[]`` without faults), and on 910 and 950 nodes (the family's row:
-``network_keys``) ``-NetworkUnhealthy`` and ``-Recovering``. Names in each list
-are sorted as Go sorts strings. Each ``-Fault`` element has the fields
-``fault_type, npu_name, large_model_fault_level, fault_level, fault_handling,
-fault_code, fault_time_and_level_map`` in that order; a chip gets a ``CardNetworkUnhealthy``
-element when it has network codes or its network is unhealthy, then a
-``CardUnhealthy`` one when it has chip codes or is unhealthy.
+Volcano's Ascend plugin, ClusterD and Huawei's tools read ``mindx-dl-deviceinfo-<node>``; ClusterD
+rejects it unless ``CheckCode`` is the SHA-256 of the Go JSON of ``DeviceInfo``, so :func:`go_json`
+writes what Go's ``json.Marshal`` writes. The keys, the fault elements and what was matched against
+Huawei's sources: docs/kubernetes.md, "The device-info ConfigMap".
 """
 
 from __future__ import annotations
@@ -55,7 +23,7 @@ from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
 from ascend_plugin.faults import format_code
-from backends.families import FAMILIES
+from backends.family_table import FamilyTable
 from backends.library import SuperPodInfo
 
 DATA_KEY = "DeviceInfoCfg"
@@ -151,22 +119,14 @@ class FamilyKeys:
     recovering: str | None = None  # 910 families and 950 only
 
 
-# Resources whose keys differ from the plain pattern: those of the families whose rows say so.
-_NETWORK_RESOURCES = frozenset(family.TABLE.resource_name for family in FAMILIES if family.TABLE.network_keys)
-# On 310 and 310B nodes (resource huawei.com/Ascend310) Huawei's plugin files the
-# faults under huawei.com/Ascend310P-Fault; readers written against it look there.
-_QUIRK_FAULT_KEYS: Mapping[str, str] = MappingProxyType(
-    {"huawei.com/Ascend310": "huawei.com/Ascend310P-Fault"}
-)
-
-
-def family_keys(resource_name: str) -> FamilyKeys:
-    """The DeviceList keys for ``resource_name`` (``huawei.com/Ascend910`` ...)."""
-    fault = _QUIRK_FAULT_KEYS.get(resource_name, f"{resource_name}-Fault")
-    if resource_name in _NETWORK_RESOURCES:
-        network, recovering = f"{resource_name}-NetworkUnhealthy", f"{resource_name}-Recovering"
-        return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault, network, recovering)
-    return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault)
+def family_keys(table: FamilyTable) -> FamilyKeys:
+    """The DeviceList keys of the family's resource, as its row names them."""
+    resource = table.resource_name
+    fault = table.fault_key or f"{resource}-Fault"
+    if table.network_keys:
+        network, recovering = f"{resource}-NetworkUnhealthy", f"{resource}-Recovering"
+        return FamilyKeys(resource, f"{resource}-Unhealthy", fault, network, recovering)
+    return FamilyKeys(resource, f"{resource}-Unhealthy", fault)
 
 
 @dataclass(frozen=True)
@@ -274,7 +234,7 @@ def without_times(content: DeviceInfoContent) -> DeviceInfoContent:
 
 def build_device_info(
     reports: Sequence[ChipReport],
-    resource_name: str,
+    table: FamilyTable,
     *,
     held: frozenset[int] = frozenset(),
     manually_separated: str = "",
@@ -290,7 +250,7 @@ def build_device_info(
     ``upgrade_reasons`` are the keys' text (:func:`device_names`,
     :func:`encode_upgrade_reasons`).
     """
-    keys = family_keys(resource_name)
+    keys = family_keys(table)
 
     def names(chosen: Callable[[ChipReport], bool]) -> str:
         return ",".join(go_sorted(report.name for report in reports if chosen(report)))
