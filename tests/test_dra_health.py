@@ -17,7 +17,7 @@ from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faces.dra.health import REPORT_TIMEOUT, DeviceHealthService
+from ascend_plugin.faces.dra.services import REPORT_TIMEOUT, DeviceHealthService
 from ascend_plugin.faults import FaultLevel
 from ascend_plugin.kubelet_api.v1alpha1 import DraResourceHealthStub, HealthStatus, NodeWatchResourcesRequest
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn

@@ -49,7 +49,7 @@ async def test_a_kubelet_that_knows_no_dra_v1_or_v1beta1_refuses_and_the_driver_
         async with running_driver(dra_node.settings(kubeconfig)) as app:
             await wait_for(kubelet, lambda k: bool(k.refusals), "the registration refused")
             (record,) = await until(
-                lambda: records(caplog, "ascend_plugin.faces.dra.registration", level=logging.ERROR),
+                lambda: records(caplog, "ascend_plugin.faces.dra.services", level=logging.ERROR),
                 "the refusal logged",
             )
             # In the kubelet's own words: what it supports.

@@ -1,16 +1,9 @@
 """CDI specs per prepared claim: what the container runtime gives a container of the claim.
 
-Each prepared claim gets its own spec file in the runtime's CDI directory,
-``<vendor>-<class>-claim-<claim UID>.json``, with one CDI device per device
-named ``<claim UID>-<device>``: the CDI ID the kubelet passes to the runtime,
-``huawei.com/npu=<claim UID>-npu-0``, is then never the same for two claims, so
-a runtime's cache cannot serve a spec of an earlier claim. A chip (or a share
-of it) is its ``/dev/davinci<phy>``; a partition is the vNPU made for it,
-``/dev/vdavinci<id>`` on the host, ``/dev/davinci<id>`` in the container, as
-static vNPUs are handed over. The content (the
-chip's node, the family's shared nodes, the driver mounts, the lowest CDI
-version it needs) and the atomic write are the handover layer's, shared with the
-device plugin's CDI mode.
+A spec per claim, ``<vendor>-<class>-claim-<uid>.json``, a CDI device per device named ``<uid>-<device>``,
+so no runtime cache serves one claim another's. A chip (or a share of it) is its ``/dev/davinci<phy>``; a
+partition its vNPU, ``/dev/vdavinci<id>`` as ``/dev/davinci<id>``. The content and the atomic write are the
+handover's (``handover.cdi``), shared with the device plugin's CDI mode.
 """
 
 from __future__ import annotations

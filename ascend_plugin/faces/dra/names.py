@@ -1,12 +1,7 @@
-"""The names the DRA driver gives things, and the API's rules for them.
+"""The names the DRA driver gives things, and the API's limits for them (docs/dra.md, "ResourceSlices").
 
-Devices are ``npu-<physical id>`` (DNS labels, stable across restarts: the
-same number the device node and Huawei's plugin use), the pool is the node, and
-attribute names are C identifiers of at most 32 characters in the driver's
-domain, so CEL reads ``device.attributes["npu.huawei.com"].aiCores``. With
-vNPUs made on demand, a chip's partitions are ``npu-<phy>-<template>-<n>``
-(the template with dashes: ``npu-0-vir02-1c-3``) and its counter set is
-``npu-<phy>-counters``.
+``npu-<physical id>`` for a chip, ``npu-<phy>-<template>-<n>`` for a partition, ``npu-<phy>-counters`` for
+a chip's counter set, the node for the pool; attribute names are C identifiers in the driver's domain.
 """
 
 from __future__ import annotations
