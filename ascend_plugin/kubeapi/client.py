@@ -1,17 +1,9 @@
 """The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
 
-kubernetes-asyncio is largely untyped and turns every object into a generated model
-class; the plugin needs a handful of fields from a few kinds of object. So each
-call goes through the client's :class:`ApiClient` by its REST route (method and
-path, as the API reference names them), asks for the raw response
-(``_preload_content=False``), checks the status itself and hands back plain JSON
-objects, and every failure leaves here as one of the exceptions in
-:mod:`ascend_plugin.kubeapi.errors`. The client's generated API classes and
-models are never imported (:mod:`.lean_import`: they would cost the node about
-35 MiB). The ``Any`` of the untyped client stays inside this module.
-
-Every request carries a timeout: an API server that accepts connections but
-never answers must not hang a part forever.
+Each call goes through the client's ``ApiClient`` by its REST route (one :class:`Resource` row per kind),
+asks for the raw response, checks the status itself and hands back plain JSON: the untyped client's
+``Any`` stays here, its models are never imported (:mod:`.lean_import`), and every failure leaves as an
+exception of :mod:`.errors`. Every request has a timeout.
 """
 
 from __future__ import annotations

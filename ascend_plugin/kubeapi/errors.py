@@ -1,11 +1,6 @@
-"""What can go wrong talking to the API server, as exception types the parts can act on.
-
-Each kind calls for a different reaction: a conflict is retried at once with a
-fresh resourceVersion, an expired watch (410) is answered by listing again, a
-missing object may be created, and everything else (server down, 5xx, missing
-RBAC) is waited out with backoff. A 403 names the ClusterRole rule that is
-missing, because "forbidden" alone sends operators digging through audit logs.
-"""
+"""What can go wrong talking to the API server, as exception types the parts act on: a conflict is retried
+with a fresh resourceVersion, 410 lists again, a 404 may create, the rest waits with backoff. A 403 names
+the ClusterRole rule that is missing."""
 
 from __future__ import annotations
 

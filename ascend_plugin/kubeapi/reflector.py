@@ -1,17 +1,9 @@
-"""The reflector: a local copy of some objects, kept current by a list and then a watch.
+"""The reflector: a local copy of some objects, kept current by a list and then a watch, as client-go's.
 
-Every part that follows objects on the API server needs the same loop, easy to
-get subtly wrong, so it exists once, here, as client-go's Reflector and store:
-a list fills the store (keyed ``namespace/name``), a watch from its
-resourceVersion applies each event (bookmarks move the version on), 410 Gone
-lists again, and every failure waits with the jittered backoff of
-:class:`~ascend_plugin.kubeapi.retry.Retrier`. A watch that ends within
-:data:`MIN_WATCH` without sending anything is such a failure, and the backoff
-starts over only when the server gets through to us, so watches that fail while
-lists succeed cannot hammer it (docs/kubernetes.md, "Resilience"). A part runs
-:meth:`Reflector.run` as a task and waits on its ``changes``; its own writes show
-in the store at once (:meth:`Reflector.record_write`). resourceVersions are
-opaque: compared for equality only.
+410 Gone lists again; every failure waits with jittered backoff, a watch that ends within
+:data:`MIN_WATCH` without a word counting as one. A part runs :meth:`Reflector.run` as a task and waits on
+its ``changes``; its own writes show in the store at once (:meth:`Reflector.record_write`).
+resourceVersions are compared for equality only. docs/kubernetes.md, "Resilience".
 """
 
 from __future__ import annotations

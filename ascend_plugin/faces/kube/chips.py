@@ -1,10 +1,5 @@
-"""The node's chips under the names Huawei's objects use: ``Ascend310-0`` and so on.
-
-The device-info ConfigMap, node Events and labels speak of physical chips, not
-of whatever devices the offers make of them (Huawei's ConfigMap never lists
-vNPUs or shares), so the Kubernetes publishers read the inventory directly and
-name each chip by its whole-chip device ID.
-"""
+"""The node's chips under the names Huawei's objects use (``Ascend310-0``): the ConfigMap, Events and labels
+speak of physical chips, not of the devices the offers make of them."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""The config ConfigMap: run-time settings an operator changes without restarting pods.
+"""The config ConfigMap: reloadable settings and ``fault_levels.json``, changed without restarting pods.
 
-Its data keys are setting names (``health_interval`` or ``health-interval``)
-limited to the reloadable ones, plus ``fault_levels.json``: fault levels in the
-plugin's own format (``{"SeparateNPU": ["80E01801"]}``) laid over the fault
-configuration in force (docs/faults.md), handed to
-:class:`~ascend_plugin.fault_policy.sources.FaultSources`; removing the key
-removes them. The ConfigMap's keys win over
-the command line, the environment and the config file; a key that is removed
-(or the whole ConfigMap) returns that setting to its value at start-up.
-
-A change applies as a whole or not at all: every key is checked first, and one
-bad key refuses the change, with a log line naming the key, the value and what
-is allowed, while the plugin keeps the configuration it had.
+A change applies whole or not at all: one bad key refuses it, with a log line naming key, value and what
+is allowed, and the configuration in force stays. A removed key returns to its start-up value.
+docs/kubernetes.md, "The config ConfigMap".
 """
 
 from __future__ import annotations

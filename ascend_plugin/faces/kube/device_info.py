@@ -1,45 +1,11 @@
-"""The device-info ConfigMap: this node's devices in Huawei's format, kept current.
+"""The device-info ConfigMap: this node's chips in Huawei's format, kept current without flooding etcd.
 
-Volcano's Ascend plugin schedules NPU jobs from ``<prefix><node>`` (by default
-``kube-system/mindx-dl-deviceinfo-<node>``), so it must follow the inventory
-closely, yet a flapping chip must not turn into a stream of writes to etcd:
-
-* an inventory change that alters the content is written, at most once per
-  second: changes within that second are coalesced into one write of the latest
-  state; the time stamp (UpdateTime, and the CheckCode over it) is no change;
-* a chip that flaps held out costs no writes under damping (its verdict keeps
-  what it flapped with), and under an escalation moves only times, written at
-  most every :data:`TIMES_INTERVAL` seconds;
-* with no change it is rewritten every ``device_info_refresh`` seconds, so its
-  UpdateTime shows readers the plugin is alive;
-* in Volcano mode the free list leaves out the chips of active pods
-  (:class:`~ascend_plugin.offers.assignments.HeldChips`), rewritten like any
-  other change when a pod starts or ends;
-* it is created when missing, and replaced with the resourceVersion last seen;
-  on a conflict (someone else wrote it) it is read again and the write retried.
-
-Each chip is reported as the fault policy judged it (:func:`~.huawei_format.chip_report`).
-With a policy, the ConfigMap is also where manual separation lives, as in
-Huawei's plugin:
-
-* ``ManuallySeparateNPU`` names the policy's manually separated chips and
-  ``UpgradeFaultReason`` its escalations; a write that succeeds tells the policy
-  (:meth:`~ascend_plugin.fault_policy.policy.FaultPolicy.mark_written`);
-* at start, before the first write, both keys are read back and restored into
-  the policy, so a separation survives a restart of the plugin;
-* the ConfigMap is followed (a reflector: list, then watch), so an operator who
-  deletes a chip's name from ``ManuallySeparateNPU`` releases it within a
-  second or two; only a version written after ours counts (the reflector shows
-  our own write until the watch has it, and a conflict re-reads before writing
-  again), so an edit is never lost to a write of the older state;
-* every escalation lifted (by the operator, a release window, a recovery) is a
-  node Event naming the chip, the code, the level and why: posted by the node
-  events part (:meth:`~ascend_plugin.faces.kube.events.NodeEvents.serve`).
-
-Failures are retried with backoff, each attempt writing the state of that moment.
-Another process that rewrites the device list (Huawei's plugin, still running on
-the node) is named once, in the log and a node Event, and not fought: nothing is
-written until it has been quiet for a while (:class:`~ascend_plugin.other_plugins.OtherWriter`).
+A change of content is written at most once a second (a change of times alone every
+:data:`TIMES_INTERVAL` seconds), and the ConfigMap rewritten every ``device_info_refresh`` seconds
+regardless. With a fault policy it is also where manual separation lives: read back into the policy at
+start, followed so an operator's release applies within seconds, never overwritten with an older state.
+Another process that rewrites it is named once and not fought. docs/kubernetes.md, "The device-info
+ConfigMap"; docs/faults.md, "Manual separation".
 """
 
 from __future__ import annotations

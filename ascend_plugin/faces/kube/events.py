@@ -1,17 +1,8 @@
-"""Kubernetes Events on the Node for each device health transition.
+"""Kubernetes Events on the Node: each chip's health transition, start-up notices, escalation releases and
+hot reset stages, all through one queue.
 
-``kubectl describe node`` is where an operator looks first; an Event there
-saying which NPU went unhealthy, with which fault codes and levels, saves a trip
-to the plugin's logs. A chip that flaps must not flood the API server, so Events
-pass a token bucket (by default a burst of 10, then one per 10 s); the ones
-that do not fit are counted, and one summary Event says how many were dropped
-once a token is free again. Every transition is in the plugin's log regardless.
-
-Events are best effort: they queue (bounded) while the API server is away and
-are posted when it returns; the kubelet side never waits for them. Besides the
-transitions, a few start-up warnings (a setting ignored on this node's chips)
-are announced once each as Warning Events, outside the bucket, and so are the
-stages of each hot reset (:mod:`.reset_info`).
+Transitions pass a token bucket (a burst of 10, then one per 10 s), the rest are counted and summed up in
+one Event; the queue is bounded and waits out an absent API server. docs/kubernetes.md, "Node Events".
 """
 
 from __future__ import annotations

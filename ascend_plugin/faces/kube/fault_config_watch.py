@@ -1,22 +1,9 @@
 """Huawei's fault configuration ConfigMap, ``kube-system/mindx-dl-fault-config``, followed.
 
-Its keys ``faultCode.json``, ``faultCustomization.json`` and ``PollInterval``
-are what Huawei's plugin reads (:mod:`ascend_plugin.fault_policy.config` says
-how each part falls back). Huawei's plugin reads the ConfigMap at start and
-then again every ``PollInterval`` seconds (300 by default), so a change may
-take minutes to apply. Here it is watched through the reflector: a change
-applies as soon as the watch delivers it, within a second or so.
-
-Beside the watch, the ConfigMap is read again whenever ``PollInterval``
-seconds pass without news of it (a list, a watch event, a re-read), the bound
-Huawei's plugin keeps, whatever the watch does: a watch that a proxy holds
-open without passing events on fails without an error to retry on, and the
-re-read keeps the configuration from going stale behind it.
-
-* The ConfigMap missing (a list that finds none, 404 on a re-read): the base
-  configuration applies (``fault_levels_file``, else the built-in files), and
-  a ConfigMap created later is picked up like any change.
-* Any other API error: the configuration in force stays, and the log says so.
+Watched, so a change applies within a second (Huawei's plugin polls every ``PollInterval``); and read
+again whenever ``PollInterval`` seconds pass without news of it, since a proxy can hold a watch open
+without passing events. Missing, the base configuration applies; an API error keeps the one in force.
+docs/faults.md, "Where the configuration comes from".
 """
 
 from __future__ import annotations

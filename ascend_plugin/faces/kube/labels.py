@@ -1,23 +1,8 @@
-"""Node labels: what this node is, for schedulers, selectors and dashboards.
+"""Node labels: Huawei's (``accelerator``, chip name, ``servertype``, driver version) and our own two.
 
-Existing clusters select Ascend nodes by Huawei's labels, so we set the same
-ones (``accelerator``, ``node.kubernetes.io/npu.chip.name``, ``servertype``,
-``huawei.com/driver.version``) plus two of our own under ``label_prefix``
-(AI cores per chip, chip count). 310B nodes get ``accelerator=huawei-Ascend310``,
-which Huawei's plugin never sets and users otherwise add by hand.
-
-``servertype`` is only set while the node has none: Volcano and operators put
-their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it
-(on a 950 Huawei's plugin keeps its ``npu-<AI cores>``, and so does ours).
-The others are kept: the labeller follows the node (the one Node reflector)
-and puts back a label someone removed or changed, patching only the labels
-that differ (a strategic merge), so others on the node are never touched.
-
-Every key and value is checked against Kubernetes' label syntax before it is
-sent: the API server would reject the whole patch for one bad value (a driver
-version such as ``24.1.RC1 B020`` has a space). A bad value is rewritten into
-label syntax, or left out when nothing usable remains, with a warning naming the
-label, the value and the rule.
+``servertype`` is set only while the node has none (others put their own there); the rest are put back
+when removed or changed, in a strategic merge that touches no other label. A value outside label syntax
+is rewritten or left out, with a warning. docs/kubernetes.md, "Node labels".
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """The Kubernetes publishers as one table: what each does, when it runs, what RBAC it needs.
 
-The same table starts the publishers (:func:`ascend_plugin.faces.kube.run_kube`),
-tells ``doctor`` which permissions to ask the API server about, and is what the
-chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
-publisher is one more row here plus its module.
-
-The publishers share what :class:`KubeSide` holds: the API client, the one
-reflector of our Node, and the node's one Event sender (``node_events`` on),
-which the "node events" row runs. Every Event of the node (chip transitions, start-up notices, escalation
-releases, hot reset stages) goes through its one queue and its one rate limit.
+The table starts them (:func:`.run.run_kube`), tells ``doctor`` which permissions to ask about, and is what
+the chart's RBAC is checked against (tests/test_chart_rbac.py): a new publisher is a row and its module.
+They share :class:`KubeSide`: the client, the one Node reflector and the node's one Event sender.
 """
 
 from __future__ import annotations
