@@ -8,12 +8,8 @@ RBAC_DOC = "docs/kubernetes.md#rbac"
 
 
 class KubeError(Exception):
-    """Root of the API errors: talking to the API server failed; the part that saw it retries with backoff.
-
-    What belongs here: no client configuration, a server that does not
-    answer, and every error status it answers with (one subclass per status a
-    caller reacts to differently: 401, 403, 404, 409, 410, 5xx).
-    """
+    """Root of the API errors: no client configuration, a server that does not answer, an error status
+    (a subclass per status a caller reacts to differently); the part that saw it retries with backoff."""
 
 
 class KubeConfigError(KubeError):
@@ -76,21 +72,17 @@ class ServerError(ApiError):
     """5xx or 429: the API server is unwell or busy."""
 
 
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: ServerError,
+}
+
+
 def api_error(status: int, verb: str, resource: str, name: str, message: str) -> ApiError:
     """The exception type for an HTTP error status."""
-    kind: type[ApiError]
-    if status == 401:
-        kind = Unauthorized
-    elif status == 403:
-        kind = Forbidden
-    elif status == 404:
-        kind = NotFound
-    elif status == 409:
-        kind = Conflict
-    elif status == 410:
-        kind = Gone
-    elif status >= 500 or status == 429:
-        kind = ServerError
-    else:
-        kind = ApiError
+    kind = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
     return kind(status, verb, resource, name, message)

@@ -295,7 +295,7 @@ class SliceController:
                 log.debug("a ResourceSlice changed under us (%s); reading it again", conflict)
                 try:
                     # A create has no name (generateName): its conflict is read by listing them all.
-                    await (self._refresh(conflict.name) if conflict.name else self._slices.relist())
+                    await (self._slices.read(conflict.name) if conflict.name else self._slices.relist())
                 except KubeError as error:
                     await retry.failed(error)
                 continue
@@ -369,12 +369,6 @@ class SliceController:
             for feature, support in sorted(self.support.items(), key=lambda item: item[0].value)
             if not support.kept and self.wanted.get(feature, False)
         ]
-
-    async def _refresh(self, name: str) -> None:
-        try:
-            await self._slices.record_read(self.kube.get(RESOURCE_SLICES, name))
-        except NotFound:
-            self._slices.record_gone(name)
 
     # -- one comparison ------------------------------------------------------------------------
 

@@ -329,11 +329,7 @@ class DeviceInfoPublisher:
 
     async def _read(self) -> JsonObject | None:
         """The ConfigMap as the API server has it now (None: it does not exist), into the reflector."""
-        try:
-            return await self.reflector.record_read(self.kube.get(CONFIGMAPS, self.name, self.namespace))
-        except NotFound:
-            self.reflector.record_gone(self.key)
-            return None
+        return await self.reflector.read(self.name)
 
     async def _put(self, data: dict[str, str]) -> JsonObject:
         """Replace the object with ``data``, or create it when it does not exist; the server's answer."""

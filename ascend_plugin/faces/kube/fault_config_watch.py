@@ -17,7 +17,7 @@ from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPAC
 from ascend_plugin.fault_policy.origin import origin
 from ascend_plugin.fault_policy.sources import FaultSources
 from ascend_plugin.kubeapi.client import CONFIGMAPS, WATCH_TIMEOUT, JsonObject, Kube, string_map
-from ascend_plugin.kubeapi.errors import KubeError, NotFound
+from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import named_object, object_key
 
 log = logging.getLogger(__name__)
@@ -99,10 +99,7 @@ class FaultConfigWatcher:
         """Read the ConfigMap now (a GET); its answer shows in the reflector until the watch has it."""
         self.rereads += 1
         try:
-            await self.reflector.record_read(self.kube.get(CONFIGMAPS, self.name, self.namespace))
-        except NotFound:
-            self._answered = True
-            self.reflector.record_gone(self.key)
+            await self.reflector.read(self.name)
         except KubeError as error:
             log.warning(
                 "cannot read the fault configuration ConfigMap %s (%s); the configuration in force stays: %s",
