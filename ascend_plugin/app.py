@@ -427,8 +427,7 @@ class PluginApp:
         the kube features are off.
         """
         await self.registered_once.wait()
-        from ascend_plugin.faces.kube.publishers import KubeInputs
-        from ascend_plugin.faces.kube.run import run_kube
+        from ascend_plugin.faces.kube.publishers import KubeInputs, run_kube
 
         if self.settle_heap:
             heap.settle()  # and the Kubernetes client's, as large again

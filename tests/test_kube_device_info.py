@@ -14,13 +14,13 @@ import pytest
 from kube_harness import NODE, make_inventory, running, set_faults
 from waiting import WAIT, until
 
-from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
 from ascend_plugin.faces.kube.huawei_format import (
     FaultClock,
     build_device_info,
     check_code,
     chip_report,
+    chip_views,
     go_json,
 )
 from ascend_plugin.faults import FaultLevel

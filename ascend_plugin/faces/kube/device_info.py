@@ -17,7 +17,6 @@ from collections.abc import Callable
 import anyio
 
 from ascend_plugin.changes import Changes
-from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
     DATA_KEY,
@@ -28,6 +27,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     SuperPodPlace,
     build_device_info,
     chip_report,
+    chip_views,
     decode_upgrade_reasons,
     device_names,
     encode_upgrade_reasons,

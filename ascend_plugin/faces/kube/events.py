@@ -16,7 +16,6 @@ from datetime import UTC, datetime
 
 import anyio
 
-from ascend_plugin.faces.kube.chips import ChipView
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
@@ -75,15 +74,15 @@ class PendingEvent:
     at: datetime
 
 
-def transition_event(old: ChipView, new: ChipView, at: datetime) -> PendingEvent:
-    """The Event for a chip whose health flipped from ``old`` to ``new``."""
+def transition_event(name: str, old: ChipState, new: ChipState, at: datetime) -> PendingEvent:
+    """The Event for chip ``name`` whose health flipped from ``old`` to ``new``."""
     if new.healthy:
         was = f" (was: {old.reason})" if old.reason else ""
-        faults = f"; remaining faults: {_faults(new)}" if new.faults else ""
-        return PendingEvent("NPUHealthy", "Normal", f"{new.id} is healthy again{was}{faults}", at)
-    faults = f"; faults: {_faults(new)}" if new.faults else ""
+        faults = f"; remaining faults: {_faults(new)}" if new.health.faults else ""
+        return PendingEvent("NPUHealthy", "Normal", f"{name} is healthy again{was}{faults}", at)
+    faults = f"; faults: {_faults(new)}" if new.health.faults else ""
     return PendingEvent(
-        "NPUUnhealthy", "Warning", f"{new.id} is unhealthy: {new.reason or 'unknown reason'}{faults}", at
+        "NPUUnhealthy", "Warning", f"{name} is unhealthy: {new.reason or 'unknown reason'}{faults}", at
     )
 
 
@@ -107,9 +106,10 @@ def _spelled(reason: UpgradeReason) -> str:
     return reason.fault_code if reason.code is None else reason.fault_code.upper()
 
 
-def _faults(device: ChipView) -> str:
+def _faults(state: ChipState) -> str:
+    health = state.health
     return ", ".join(
-        f"{code} ({fault.level.name})" for code, fault in zip(device.codes, device.faults, strict=True)
+        f"{code} ({fault.level.name})" for code, fault in zip(health.codes, health.faults, strict=True)
     )
 
 
@@ -137,8 +137,7 @@ class NodeEvents:
     def on_transition(self, old: ChipState, new: ChipState) -> None:
         """Inventory listener (runs on the event loop, must not block): queue or count the Event."""
         if len(self._queue) < QUEUE_LIMIT and self.bucket.take():
-            name = self.table.chip_id(new.phy_id)
-            event = transition_event(ChipView(name, old), ChipView(name, new), datetime.now(UTC))
+            event = transition_event(self.table.chip_id(new.phy_id), old, new, datetime.now(UTC))
             self._queue.append(event)
         else:
             self.dropped += 1

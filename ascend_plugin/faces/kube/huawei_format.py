@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
-from ascend_plugin.faces.kube.chips import ChipView
 from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
 from ascend_plugin.fault_policy.levels import FaultLevel
 from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
 from ascend_plugin.faults import format_code
+from ascend_plugin.inventory.inventory import ChipState, Inventory
 from backends.family_table import FamilyTable
 from backends.library import SuperPodInfo
 
@@ -367,14 +367,22 @@ def _reason(item: object) -> UpgradeReason | None:
 # -- one chip's report: the fault policy's judgement, else the health verdict's view --------
 
 
-class FaultClock:
-    """When each current fault code of each device was first seen, in Unix milliseconds.
+@dataclass(frozen=True)
+class ChipView:
+    """One chip and its verdict under the name Huawei's objects use (``Ascend310-0``), not as offered."""
 
-    Only for chips the fault policy has not judged (its judgement carries its
-    own times): DCMI does not say when a fault was raised, so the first health
-    round that saw it is the best figure there is. A code that clears is
-    forgotten, so a fault that comes back gets a new time, as in Huawei's plugin.
-    """
+    id: str
+    state: ChipState
+
+
+def chip_views(inventory: Inventory) -> list[ChipView]:
+    """Every chip of the inventory, by physical id."""
+    return [ChipView(inventory.table.chip_id(state.phy_id), state) for state in inventory.chips()]
+
+
+class FaultClock:
+    """When each current fault code of each chip the fault policy has not judged was first seen (Unix ms):
+    DCMI does not say when a fault was raised. A code that clears is forgotten, as in Huawei's plugin."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
@@ -383,21 +391,14 @@ class FaultClock:
     def observe(self, devices: Iterable[ChipView]) -> Mapping[tuple[str, int], int]:
         """Record the faults of ``devices``; (device ID, code) -> first-seen time of each current one."""
         now = int(self.clock() * 1000)
-        current = {(device.id, fault.code) for device in devices for fault in device.faults}
+        current = {(device.id, fault.code) for device in devices for fault in device.state.health.faults}
         self._first_seen = {key: self._first_seen.get(key, now) for key in current}
         return dict(self._first_seen)
 
 
 def chip_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> ChipReport:
-    """What the ConfigMap says of ``device``.
-
-    A chip the fault policy judged is reported as judged: its levels, codes
-    and times, its network's, and its health as the kubelet is told (a hot
-    reset or a hung call overrides the judgement's). A chip without a
-    judgement (its verdict came from elsewhere: never read, a hung call, a
-    plugin without a policy) is reported from its verdict: its faults, most
-    severe first, timed by ``first_seen`` (:class:`FaultClock`).
-    """
+    """What the ConfigMap says of ``device``: as the fault policy judged it (its health as the kubelet is
+    told), or, without a judgement (never read, a hung call), its verdict's faults timed by ``first_seen``."""
     state = device.state
     judgement = state.health.judgement
     if judgement is not None:
@@ -406,7 +407,7 @@ def chip_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> 
         )
     times = {
         format_code(fault.code): CodeTime(first_seen[device.id, fault.code], fault.level)
-        for fault in device.faults
+        for fault in state.health.faults
     }
-    side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times), len(times))
+    side = FaultSide(state.health.worst_level, tuple(times), MappingProxyType(times), len(times))
     return ChipReport(device.id, state.phy_id, state.healthy, recovering=state.resetting, chip=side)

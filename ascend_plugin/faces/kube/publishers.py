@@ -1,16 +1,19 @@
 """The Kubernetes publishers as one table: what each does, when it runs, what RBAC it needs.
 
-The table starts them (:func:`.run.run_kube`), tells ``doctor`` which permissions to ask about, and is what
+The table starts them (:func:`run_kube`), tells ``doctor`` which permissions to ask about, and is what
 the chart's RBAC is checked against (tests/test_chart_rbac.py): a new publisher is a row and its module.
 They share :class:`KubeSide`: the client, the one Node reflector and the node's one Event sender.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import anyio
 
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFIG_NAMESPACE
 from ascend_plugin.fault_policy.sources import FaultSources
@@ -20,6 +23,7 @@ from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import Notice
+from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
@@ -219,3 +223,19 @@ PUBLISHERS: tuple[Publisher, ...] = (
     ),
     Publisher("hot reset: ResetInfo annotation and Events", "hot_reset", _hot_reset_grants, _hot_reset),
 )
+
+
+async def run_kube(inputs: KubeInputs) -> None:
+    """Run every enabled publisher until cancelled, on the process's client (``inputs.client``)."""
+    client = inputs.client or SharedClient(inputs.settings.kubeconfig)
+    async with client.use("Kubernetes client") as kube:
+        side = kube_side(kube, inputs)
+        async with anyio.create_task_group() as tasks:
+            if inputs.settings.node_labels:  # the Node's one reader (its RBAC row grants list and watch)
+                tasks.start_soon(supervise, "node reflector", side.node.run)
+            for publisher in PUBLISHERS:
+                if publisher.enabled(inputs.settings):
+                    tasks.start_soon(supervise, publisher.name, publisher.build(side, inputs))
+            announce = side.events.announce if side.events is not None else None
+            for part in inputs.side_parts:
+                tasks.start_soon(supervise, part.name, functools.partial(part.run, side.kube, announce))
