@@ -266,11 +266,8 @@ class Reflector(Generic[T]):
         return obj
 
     async def read(self, name: str) -> JsonObject | None:
-        """Read the object called ``name`` now and show it in the store at once; None (gone) on 404.
-
-        A read may answer older than what the watch already showed, so any event about the object while
-        it was awaited counts: the watch has it, or has it on the way.
-        """
+        """Read the object called ``name`` now and show it in the store at once; None (gone) on 404. Any
+        event about it meanwhile counts as the watch having it: a read may answer older than the watch."""
         try:
             with self._watching_echoes() as echoes:
                 obj = await self.kube.get(self.resource, name, self.namespace)

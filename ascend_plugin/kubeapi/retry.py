@@ -30,11 +30,8 @@ _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
 
 
 class Retrier(resilience.Retrier):
-    """A part's attempts at the API server, said as an operator needs them.
-
-    ERROR for what only an operator can fix (RBAC, credentials, configuration),
-    WARNING for the rest, and one INFO line when the server answers again.
-    """
+    """A part's attempts at the API server: ERROR for what only an operator can fix, WARNING for the
+    rest, and one INFO line when the server answers again."""
 
     def __init__(
         self,

@@ -217,13 +217,8 @@ class Checkpoint:
         return self.path.with_name(f".{self.path.name}.tmp")
 
     def load(self) -> dict[str, PreparedClaim]:
-        """The prepared claims; none when there is no file; what cannot be decoded is moved aside (logged).
-
-        A temporary file left by a write a crash cut short goes first: the
-        checkpoint itself is the old content or the new. Raises PathUnusable when
-        the file cannot be read, or moved aside (the disk, the mount): the start
-        fails and is retried, and nothing is lost.
-        """
+        """The prepared claims (none without a file); what cannot be decoded is moved aside, a crash's
+        temporary file removed. PathUnusable when the file cannot be read or moved: the start is retried."""
         self._remove_temporary()
         self.lost = ""
         try:
@@ -241,11 +236,8 @@ class Checkpoint:
         return claims
 
     def read(self) -> dict[str, PreparedClaim]:
-        """The prepared claims, changing nothing (``doctor`` reads it so).
-
-        Raises CheckpointError for what :meth:`load` moves aside, and OSError for
-        a file that is not there (FileNotFoundError) or cannot be read.
-        """
+        """The prepared claims, changing nothing (``doctor`` reads it so); CheckpointError for what
+        :meth:`load` moves aside, OSError for a file missing or unreadable."""
         return parse(self._text())
 
     def _text(self) -> str:

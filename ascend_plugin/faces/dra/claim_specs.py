@@ -47,10 +47,8 @@ class ClaimSpecs:
         return f"{self.kind}={uid}-{device}"
 
     def write(self, uid: str, nodes: Mapping[str, DeviceNode]) -> Mapping[str, str]:
-        """Write the claim's spec (blocking): a CDI device per device name with its node; their CDI IDs.
-
-        OSError when the directory refuses.
-        """
+        """Write the claim's spec, a CDI device per device with its node (blocking); their CDI IDs. OSError
+        when the directory refuses."""
         named = {f"{uid}-{device}": node for device, node in nodes.items()}
         write_spec(self.path(uid), spec_content(self.kind, named, self.host))
         return {device: self.device_id(uid, device) for device in nodes}
@@ -78,10 +76,8 @@ class ClaimSpecs:
         return {uid for uid in uids if _CLAIM_UID.fullmatch(uid)}
 
     def nodes(self, uid: str) -> dict[str, str]:
-        """What the claim's spec hands over: device name -> the host path of its node (blocking).
-
-        OSError when the file cannot be read, ValueError when it is not a spec of ours.
-        """
+        """What the claim's spec hands over: device -> its node's host path (blocking). OSError when it
+        cannot be read, ValueError when it is not ours."""
         spec = json.loads(self.path(uid).read_text(encoding="utf-8"))
         found: dict[str, str] = {}
         for device in spec.get("devices", []) if isinstance(spec, dict) else ():

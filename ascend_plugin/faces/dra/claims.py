@@ -43,13 +43,8 @@ def _results(claim: Mapping[str, object], ref: ClaimRef) -> list[Mapping[str, ob
 def allocated_devices(
     claim: Mapping[str, object], ref: ClaimRef, driver: str, pool: str
 ) -> list[AllocatedDevice]:
-    """This driver's devices of ``claim`` in ``pool``, in the allocation's order, one entry per device share.
-
-    Results of other drivers are someone else's to prepare. A result of ours in
-    another node's pool means the claim was allocated elsewhere: refused, since
-    its devices cannot be given to a container here. Each share of a device
-    several claims hold (its ``shareID``) is an entry of its own.
-    """
+    """This driver's devices of ``claim`` in ``pool``, in the allocation's order, one entry per device
+    share; a result of ours in another node's pool is refused (allocated elsewhere)."""
     uid = string_field(mapping_field(claim, "metadata"), "uid")
     if uid != ref.uid:
         raise CannotServe(
@@ -118,11 +113,8 @@ def checked_chip(
 def check_whole_or_split(
     catalog: DeviceCatalog, ref: ClaimRef, device: AllocatedDevice, others: Iterable[PreparedClaim]
 ) -> None:
-    """CannotServe when a chip would be given whole beside a partition of it, or split while held whole.
-
-    The scheduler's counters keep these apart; this holds even where the last
-    health poll has not seen a vNPU just made.
-    """
+    """CannotServe when a chip would be given whole beside a partition of it, or split while held whole
+    (the scheduler's counters keep these apart; this holds before a poll sees a vNPU just made)."""
     entry = catalog.find(device.device)
     if entry is None:
         return

@@ -88,10 +88,8 @@ def _counters(amounts: Mapping[str, int], *, zeros: bool = False) -> JsonObject:
 
 
 def taint_of(state: ChipState, driver: str, *, evict: bool = True) -> JsonObject | None:
-    """An unhealthy chip's taint ``<driver>/unhealthy``, its worst level as value; None if healthy.
-
-    ``evict`` False: ``NoSchedule`` whatever the level.
-    """
+    """An unhealthy chip's taint ``<driver>/unhealthy``, its worst level as value (None if healthy);
+    ``evict`` False: ``NoSchedule`` whatever the level."""
     if chip_health([state])[0]:
         return None
     level = state.health.worst_level
@@ -246,12 +244,8 @@ class DeviceCatalog:
         )
 
     def pool(self, publishing: Publishing = Publishing(), withheld: Collection[int] = ()) -> PoolDevices:
-        """The counter sets and devices to publish now, by physical id.
-
-        Without ``publishing.taints`` the healthy chips only; with it every
-        chip, the unhealthy ones (and their partitions) with their taint. The
-        ``withheld`` chips (a device-plugin pod holds them) are left out, whole.
-        """
+        """The counter sets and devices to publish now: without ``publishing.taints`` the healthy chips only,
+        with it the unhealthy ones tainted; the ``withheld`` chips (device-plugin pods hold them) left out."""
         counter_sets: list[JsonObject] = []
         chips: list[list[JsonObject]] = []
         for state in self.inventory.chips():
@@ -284,11 +278,8 @@ class DeviceCatalog:
         return PoolDevices(counter_sets, chips)
 
     def _shared(self, entry: CatalogEntry, taint: JsonObject | None) -> JsonObject:
-        """A chip as one device of ``share_count`` shares, a claim taking one unless it asks for more.
-
-        Its memory is no capacity here: a claim consumes every capacity of such a device, and the
-        driver's device-share mode divides time, not memory.
-        """
+        """A chip as one device of ``share_count`` shares; no memory capacity (a claim consumes every
+        capacity of such a device, and device-share mode divides time, not memory)."""
         count = str(self.share_count)
         device: JsonObject = {
             "name": entry.name,
@@ -335,11 +326,8 @@ def device_limit(devices: Sequence[JsonObject]) -> int:
 
 
 def slice_contents(pool: PoolDevices) -> list[JsonObject]:
-    """The spec content of each slice (``sharedCounters`` or ``devices``), counter slices first.
-
-    A chip's devices always share a slice; a pool without a device is still one (empty) slice, so the
-    pool and its generation stay visible.
-    """
+    """The spec content of each slice (``sharedCounters`` or ``devices``), counter slices first; a chip's
+    devices share a slice, and an empty pool is one empty slice (its generation stays visible)."""
     contents: list[JsonObject] = [
         {COUNTERS: pool.counter_sets[start : start + MAX_COUNTER_SETS_PER_SLICE]}
         for start in range(0, len(pool.counter_sets), MAX_COUNTER_SETS_PER_SLICE)

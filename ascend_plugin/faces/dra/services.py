@@ -179,11 +179,8 @@ def _whole(state: ChipState) -> list[str]:
 
 
 class DeviceHealthService(DraResourceHealthBase):
-    """``NodeWatchResources``: every device's health, at once, after every change and every heartbeat.
-
-    The kubelet counts a report older than its timeout as Unknown, so the complete list goes out each
-    time. The stream ends only when the plugin stops, like ListAndWatch.
-    """
+    """``NodeWatchResources``: every device's health, after every change and every heartbeat (the
+    kubelet counts an older report as Unknown); the stream ends only when the plugin stops."""
 
     def __init__(
         self,

@@ -140,11 +140,8 @@ class VnpuKeeper:
         self.held = why
 
     async def sweep(self, phy_id: int, owned: Collection[int]) -> list[VdevInfo]:
-        """Destroy the chip's vNPUs whose ids are not in ``owned``; the chip's vNPUs after that.
-
-        VnpuError when they cannot be listed; one that cannot be destroyed is logged and leaves the chip
-        unswept (swept again before its next vNPU is made).
-        """
+        """Destroy the chip's vNPUs whose ids are not in ``owned``; the chip's vNPUs after that. VnpuError
+        when they cannot be listed; one that cannot be destroyed leaves the chip unswept."""
         present = await self.lifecycle.present(phy_id)
         if self.held:
             return present
@@ -182,10 +179,8 @@ class VnpuKeeper:
         return kept
 
     async def make(self, wanted: Sequence[OwnedVnpu], owned: Collection[int]) -> list[OwnedVnpu]:
-        """Make ``wanted`` (chip and template each); the same with their ids. VnpuError: none is left made.
-
-        A chip not swept cleanly is swept first (``owned``: the ids claims own).
-        """
+        """Make ``wanted``, sweeping an unswept chip first (``owned``: the ids claims own); the same with
+        their ids. VnpuError: none is left made."""
         made: list[OwnedVnpu] = []
         try:
             for vnpu in wanted:
@@ -208,11 +203,8 @@ class VnpuKeeper:
         return made
 
     async def unmake(self, vnpus: Sequence[OwnedVnpu]) -> None:
-        """Destroy ``vnpus``; one already gone is skipped. UnmakeFailed names those still there.
-
-        A vNPU is destroyed only if its id still names one of its template: an
-        id the driver handed to a vNPU of another template is not the claim's.
-        """
+        """Destroy ``vnpus`` whose ids still name a vNPU of their template (one gone, or given to another, is
+        left); UnmakeFailed names those still there."""
         left: list[OwnedVnpu] = []
         problems: list[str] = []
         for vnpu in vnpus:

@@ -248,11 +248,8 @@ class DeviceInfoPublisher:
         return content, separated
 
     def _take_operator_edits(self) -> None:
-        """Hand a version of the ConfigMap newer than what the policy has to it: an operator's releases.
-
-        The store holds our own last write until the watch has shown it, so
-        whatever else it holds came after that write.
-        """
+        """Hand the policy a version of the ConfigMap newer than what it has: an operator's releases (the
+        store holds our own last write until the watch shows it, so anything else came after it)."""
         current = self.reflector.get(self.key)
         if self.policy is None or current is None or version_of(current) == self._taken:
             return

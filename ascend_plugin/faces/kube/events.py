@@ -150,11 +150,8 @@ class NodeEvents:
             self._wake.set()
 
     async def serve(self, inventory: Inventory, policy: FaultPolicy | None) -> None:
-        """Post the node's Events until cancelled: its chips' transitions, the policy's releases, the rest.
-
-        The one sender of the node: what other parts :meth:`announce` (start-up
-        notices, hot reset stages) goes out through the same queue.
-        """
+        """Post the node's Events until cancelled: transitions, the policy's releases, and what others
+        :meth:`announce` (start-up notices, hot reset stages), all through the one queue."""
         stop_listening = inventory.on_transition(self.on_transition)
         try:
             async with anyio.create_task_group() as tasks:
@@ -165,11 +162,8 @@ class NodeEvents:
             stop_listening()
 
     async def follow_releases(self, policy: FaultPolicy, inventory: Inventory) -> None:
-        """Post each escalation the policy lifts (an operator's release, a release window passing).
-
-        Every lift changes a chip's judgement, so the inventory changes with it:
-        the releases are looked for at each of its changes, until it closes.
-        """
+        """Post each escalation the policy lifts, looked for at each change of the inventory (a lift changes
+        a chip's judgement)."""
         seen = inventory.version
         while not inventory.closed:
             for release in policy.drain_releases():

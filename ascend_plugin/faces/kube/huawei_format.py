@@ -46,11 +46,8 @@ _GO_ESCAPED = str.maketrans(_GO_ESCAPES)
 
 
 def go_json(value: object) -> str:
-    """``value`` as Go's ``json.Marshal`` writes it.
-
-    Mapping order is kept as given: pass struct fields in declaration order and
-    map entries sorted (see :func:`go_map`).
-    """
+    """``value`` as Go's ``json.Marshal`` writes it; mapping order is kept (struct fields in declaration
+    order, map entries sorted: :func:`go_map`)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     # The escaped characters can only occur inside JSON strings, so translating
     # the whole text touches nothing else.
@@ -74,13 +71,8 @@ def check_code(device_info: Mapping[str, object]) -> str:
 
 @dataclass(frozen=True)
 class SuperPodPlace:
-    """``SuperPodID``, ``ServerIndex`` and (950 SuperPoDs) ``RackID`` of the node.
-
-    Huawei writes -1 before it has asked the driver (and for the driver's
-    0xffffffff, "none"), and -2 when the driver cannot say (the query is
-    unsupported or failed on every chip). ``RackID`` is left out unless the
-    node is in a 950 SuperPoD's rack.
-    """
+    """``SuperPodID``, ``ServerIndex`` and (in a 950 SuperPoD's rack) ``RackID`` of the node: -1 before the
+    driver is asked and for its 0xffffffff ("none"), -2 when it cannot say."""
 
     super_pod_id: int
     server_index: int
@@ -243,13 +235,8 @@ def build_device_info(
 ) -> DeviceInfoContent:
     """The device-info content for ``reports`` (in chip order).
 
-    The free list is the healthy chips no active pod holds. Only Volcano mode
-    knows which chips pods hold (``held``, physical IDs, from each pod's
-    ``huawei.com/AscendReal``); otherwise every healthy chip is listed and
-    Volcano subtracts the pods it placed itself. ``manually_separated`` and
-    ``upgrade_reasons`` are the keys' text (:func:`device_names`,
-    :func:`encode_upgrade_reasons`).
-    """
+    The free list is the healthy chips no pod holds: only Volcano mode knows (``held``, physical IDs), else
+    every healthy chip is listed and Volcano subtracts what it placed."""
     keys = family_keys(table)
 
     def names(chosen: Callable[[ChipReport], bool]) -> str:
@@ -280,11 +267,8 @@ def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
 
 
 def parse_device_names(text: str, prefix: str) -> tuple[list[int], list[str]]:
-    """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours.
-
-    Spaces around a name are forgiven (an operator edits this key by hand, and
-    a name that is not read would release its chip).
-    """
+    """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours; spaces
+    around a name are forgiven (an edit by hand that is not read would release a chip)."""
     pattern = _device_name(prefix)
     phy_ids: list[int] = []
     problems: list[str] = []
@@ -321,11 +305,8 @@ def encode_upgrade_reasons(reasons: Mapping[int, Sequence[UpgradeReason]], prefi
 
 
 def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[UpgradeReason]], list[str]]:
-    """The reasons an UpgradeFaultReason value records per physical ID, and what was skipped in it.
-
-    A malformed entry is skipped (and named), not the whole value: each reason
-    read back keeps a chip escalated that would otherwise come back too early.
-    """
+    """The reasons an UpgradeFaultReason value records per physical ID, and what was skipped: a malformed
+    entry is skipped alone, since each reason read back keeps a chip escalated."""
     try:
         document = json.loads(text) if text.strip() else {}
     except (ValueError, RecursionError) as error:

@@ -110,15 +110,10 @@ def _checked(key: str, value: str) -> str | None:
 
 
 def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
-    """The labels for the node of ``inventory``; invalid values sanitised or left out (with a warning each).
+    """The labels for the node of ``inventory``; invalid values sanitised or left out (a warning each).
 
-    ``servertype`` is ``Ascend<family>-<AI cores per chip>`` (e.g. ``Ascend310P-8``,
-    ``Ascend910-20``, ``Ascend310B-1``), the form Huawei's plugin checks on
-    310/310P/910, and on a 950 ``npu-<AI cores>``, kept as Huawei keeps it there;
-    ``<label_prefix>/ai-cores`` is the same figure, the smallest per-chip reading
-    if chips differ. Both are left out when no chip's AI-core count could be
-    read. A 950 node also gets Huawei's chip-memory and ``huawei.com/topotree.*`` labels.
-    """
+    ``servertype`` and ``<label_prefix>/ai-cores`` use the smallest per-chip AI-core count, and are left out
+    when no chip's count could be read."""
     table = inventory.table
     enforced = {
         ACCELERATOR: table.accelerator_label,
@@ -197,11 +192,8 @@ class NodeLabeller:
         )
 
     def _say_stale(self, node: Mapping[str, object]) -> None:
-        """Say once per resource that the node still advertises an older family's (Huawei's removes it).
-
-        Removing it takes ``patch`` on ``nodes/status``, which the chart does not grant: the operator does
-        it once, with the command said.
-        """
+        """Say once per resource that the node still advertises an older family's (Huawei's removes it; the
+        chart grants no ``patch`` on ``nodes/status``, so the operator does it once: the command is said)."""
         status = node.get("status")
         capacity = status.get("capacity") if isinstance(status, Mapping) else None
         if not isinstance(capacity, Mapping):

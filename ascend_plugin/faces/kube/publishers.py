@@ -69,10 +69,8 @@ class SidePart:
 
 @dataclass(frozen=True)
 class KubeSide:
-    """What the publishers share: the API client, our Node's reflector, the Event sender (None: events off).
-
-    The Node's reflector runs while the node labels, its reader, are on; its log lines name that part.
-    """
+    """What the publishers share: the API client, our Node's reflector (run while the node labels, its
+    reader, are on), the Event sender (None: events off)."""
 
     kube: Kube
     events: NodeEvents | None

@@ -80,12 +80,8 @@ class CallStats:
 
 
 class PluginSource:
-    """The metrics' view of one plugin process.
-
-    The parts built once the chips are found hand their figures over when they are: the kubelet face's
-    ``counters`` (:attr:`kubelet`, zeros until then), the hot-reset manager (:attr:`hot_reset`), the
-    telemetry (:attr:`telemetry_of`).
-    """
+    """The metrics' view of one plugin process; the parts built once the chips are found hand over their
+    ``counters`` (:attr:`kubelet`), hot-reset manager and telemetry then."""
 
     def __init__(
         self,

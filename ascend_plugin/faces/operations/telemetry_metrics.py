@@ -49,12 +49,8 @@ class TelemetryView:
     cards: int | None = None  # the node's DCMI cards, where the family shows them (machine_card_nums)
 
     def health_counts(self) -> tuple[int, int, int]:
-        """npu-exporter's (healthy, unhealthy, unknown) chips, which add up to ``machine_npu_nums``.
-
-        Healthy: the health call answered 0; unhealthy: any other answer (a
-        minor alarm too); unknown: the call failed, the card dropped off the
-        bus, or the chip has not been read yet.
-        """
+        """npu-exporter's (healthy, unhealthy, unknown) chips, adding up to ``machine_npu_nums``: the health
+        call answered 0, answered anything else, or failed (a dropped card, a chip not read yet)."""
         healthy = unhealthy = 0
         for sample in self.chips:
             health = sample.readout.health
