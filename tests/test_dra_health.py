@@ -180,4 +180,4 @@ async def test_the_stream_repeats_the_list_when_nothing_changes(short_tmp: Path)
     ]
     assert received[1] == received[0], "a heartbeat without any change"
     assert received[-1][1][1] == HealthStatus.UNHEALTHY
-    assert service.open_streams == 0
+    assert service.streams.count == 0

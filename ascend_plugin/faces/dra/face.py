@@ -11,7 +11,7 @@ run to adopt. What the driver cannot do meanwhile it says through :meth:`DraFace
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +19,7 @@ import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.dir_watch import DirectoryChanges
-from ascend_plugin.faces.dra.checkpoint import Checkpoint, ClaimRef
+from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
@@ -34,14 +34,11 @@ from ascend_plugin.faces.dra.services import (
 from ascend_plugin.faces.dra.slices import SliceController
 from ascend_plugin.faces.dra.vnpus import ChipVnpus, VnpuKeeper
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
-from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.holdings.holdings import PodHoldings
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
-from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import DraPlan
@@ -88,29 +85,6 @@ class DraSettings:
             watch_interval=settings.kubelet_watch_interval,
             host_root=settings.host_root,
         )
-
-
-class ApiClaims:
-    """ResourceClaims read from the API server, once the client exists."""
-
-    def __init__(self) -> None:
-        self.kube: Kube | None = None
-
-    async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
-        if self.kube is None:
-            raise Unavailable(
-                "api",
-                f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
-                "the kubelet retries",
-            )
-        try:
-            return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
-        except NotFound:
-            raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
-        except KubeError as error:
-            raise Unavailable(
-                "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
-            ) from None
 
 
 class RunSockets:
@@ -177,7 +151,6 @@ class DraFace:
             share_count=plan.share_count,
             evict=settings.evict,
         )
-        self.claims = ApiClaims()
         keeper = None
         if plan.maker is not None and plan.splits:
             assert calls is not None, "vNPUs are made on the chips' lanes"
@@ -189,7 +162,6 @@ class DraFace:
             catalog=self.catalog,
             specs=ClaimSpecs(settings.cdi_kind, settings.cdi_spec_dir, host),
             checkpoint=Checkpoint(settings.plugin_dir / CHECKPOINT),
-            source=self.claims,
             keeper=keeper,
             held=held,
         )
@@ -299,13 +271,13 @@ class DraFace:
         version = self.inventory.version
         while not self.inventory.closed:
             version = await self.inventory.wait_for_change(version)
-            sockets.health.notify()
+            sockets.health.streams.changed()
 
     async def _publish(self) -> None:
         """Publish and keep the pool once the kubelet has registered the driver: a device the kubelet cannot
         prepare yet ("not registered") costs a pod the kubelet's backoff, a minute and more."""
         async with self.client.use("DRA driver: Kubernetes client") as kube:
-            self.claims.kube = kube
+            self.preparer.kube = kube
             try:
                 self.slices = SliceController(
                     kube,
@@ -319,13 +291,13 @@ class DraFace:
                     await self.registration.wait_registered()
                 await self.slices.run()
             finally:
-                self.claims.kube = None
+                self.preparer.kube = None
 
     async def _close(self, sockets: RunSockets) -> None:
         """End the health streams, then close the registration socket and the DRA socket."""
-        sockets.health.stop()
+        sockets.health.streams.stop()
         with anyio.move_on_after(STREAM_END_WAIT):
-            await sockets.health.streams_ended()
+            await sockets.health.streams.ended()
         await sockets.registration.stop()
         self.registration.forget()
         await sockets.dra.stop()

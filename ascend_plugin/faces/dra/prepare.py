@@ -17,7 +17,6 @@ import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import anyio
 import anyio.to_thread
@@ -44,6 +43,8 @@ from ascend_plugin.faces.dra.names import chip_of, phy_of
 from ascend_plugin.faces.dra.vnpus import UnmakeFailed, VnpuError, VnpuKeeper
 from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
 from ascend_plugin.inventory.inventory import Inventory
+from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
+from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.base import DeviceNode
 from ascend_plugin.offers.vnpus import vnpu_node
@@ -55,14 +56,6 @@ log = logging.getLogger(__name__)
 # Seconds one call may spend waiting for the API server, well inside the kubelet's 45 s.
 API_BUDGET = 30.0
 _VNPU_NODE = re.compile(r"/dev/vdavinci(\d+)")  # what a partition's CDI device hands over (vnpu_node)
-
-
-class ClaimSource(Protocol):
-    """Where claims are read: the API server. Raises Unavailable when it is away, CannotServe (``claim``)."""
-
-    async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
-        """The ResourceClaim as JSON."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +86,6 @@ class ClaimPreparer:
         catalog: DeviceCatalog,
         specs: ClaimSpecs,
         checkpoint: Checkpoint,
-        source: ClaimSource,
         keeper: VnpuKeeper | None = None,
         held: HeldChips | None = None,
         api_budget: float = API_BUDGET,
@@ -108,7 +100,7 @@ class ClaimPreparer:
         self.keeper = keeper
         self.specs = specs
         self.checkpoint = checkpoint
-        self.source = source
+        self.kube: Kube | None = None  # the API client, once the face has one
         self.api_budget = api_budget
         self.claims: dict[str, PreparedClaim] = {}
         self.stats = PrepareStats()
@@ -431,15 +423,26 @@ class ClaimPreparer:
                 f"ResourceClaim {ref} was not read: the API server took this call's whole budget "
                 f"({self.api_budget:g} s) on the claims before it; the kubelet retries",
             )
-        with anyio.move_on_after(remaining) as scope:
-            claim = await self.source.claim(ref)
-        if scope.cancelled_caught:
+        if self.kube is None:
             raise Unavailable(
                 "api",
-                f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
+                f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
                 "the kubelet retries",
             )
-        return claim
+        with anyio.move_on_after(remaining):
+            try:
+                return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
+            except NotFound:
+                raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
+            except KubeError as error:
+                raise Unavailable(
+                    "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
+                ) from None
+        raise Unavailable(
+            "api",
+            f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
+            "the kubelet retries",
+        )
 
     async def _prepare_recovered(self, ref: ClaimRef, known: PreparedClaim, deadline: float) -> PreparedClaim:
         """A claim rebuilt from its spec, asked for again: the spec's devices and vNPUs, the allocation's

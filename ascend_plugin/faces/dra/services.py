@@ -215,23 +215,6 @@ class DeviceHealthService(DraResourceHealthBase):
             ]
         )
 
-    @property
-    def open_streams(self) -> int:
-        """Health streams open now."""
-        return self.streams.count
-
-    def notify(self) -> None:
-        """The inventory changed: every open stream reports again."""
-        self.streams.changed()
-
-    def stop(self) -> None:
-        """End every stream (the plugin is stopping)."""
-        self.streams.stop()
-
-    async def streams_ended(self) -> None:
-        """Return once no stream is open."""
-        await self.streams.ended()
-
     async def node_watch_resources(
         self, message: NodeWatchResourcesRequest
     ) -> AsyncIterator[NodeWatchResourcesResponse]:
