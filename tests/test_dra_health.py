@@ -173,7 +173,7 @@ async def test_the_stream_repeats_the_list_when_nothing_changes(short_tmp: Path)
                 if len(received) == 3:
                     set_faults(inventory, "Ascend910-1", (0x80E01801, FaultLevel.SeparateNPU))
                 if len(received) == 5:
-                    service.stop()
+                    service.streams.stop()
     assert received[0] == [
         ("npu-0", HealthStatus.HEALTHY, 1_700_000_000),
         ("npu-1", HealthStatus.HEALTHY, 1_700_000_000),
