@@ -199,7 +199,6 @@ class SliceController:
         self.catalog = catalog
         self.driver = catalog.driver
         self.node = node
-        self.watch_timeout = watch_timeout
         # The features the settings ask for, and what the server was found to keep of them.
         self.wanted: dict[Feature, bool] = {}  # feature -> insisted on (a warning when not kept)
         if catalog.splits:

@@ -33,20 +33,13 @@ class ConfigWatcher:
     def __init__(
         self, kube: Kube, config: LiveConfig, faults: FaultSources, namespace: str, name: str
     ) -> None:
-        self.kube = kube
         self.config = config
         self.faults = faults
-        self.namespace = namespace
-        self.name = name
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
         self.reflector = named_object(
             kube, CONFIGMAPS, namespace, name, part=f"config ConfigMap {self.where}"
         )
         self._applied: dict[str, str] | None = None
-
-    @property
-    def where(self) -> str:
-        """namespace/name of the ConfigMap."""
-        return object_key(self.namespace, self.name)
 
     async def run(self) -> None:
         """Follow the ConfigMap until cancelled: apply it after each change (the reflector backs off)."""

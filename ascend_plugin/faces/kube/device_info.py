@@ -90,7 +90,7 @@ class DeviceInfoPublisher:
         self.policy = policy
         self.prefix = inventory.table.device_id_prefix
         self.super_pod = SuperPodPlace.of(inventory.facts.super_pod)
-        self.key = object_key(namespace, name)
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
         # Bumped by the ConfigMap's changes and the policy's: either may call for a write.
         self._nudges = Changes()
         self.reflector = named_object(
@@ -105,11 +105,6 @@ class DeviceInfoPublisher:
         self._written: DeviceInfoContent | None = None
         self._last_write = -float("inf")
         self._taken = ""  # resourceVersion of the last version whose ManuallySeparateNPU the policy has
-
-    @property
-    def where(self) -> str:
-        """namespace/name of the ConfigMap."""
-        return f"{self.namespace}/{self.name}"
 
     async def run(self) -> None:
         """Read back what the ConfigMap recorded, then keep it current until the inventory closes."""
@@ -250,7 +245,7 @@ class DeviceInfoPublisher:
     def _take_operator_edits(self) -> None:
         """Hand the policy a version of the ConfigMap newer than what it has: an operator's releases (the
         store holds our own last write until the watch shows it, so anything else came after it)."""
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if self.policy is None or current is None or version_of(current) == self._taken:
             return
         self._taken = version_of(current)
@@ -264,7 +259,7 @@ class DeviceInfoPublisher:
         """Whether the ConfigMap lost what we last wrote there (deleted, or its keys edited by hand)."""
         if self._written is None:
             return False
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if current is None:
             return True
         data = string_map(current, "data")
@@ -276,7 +271,7 @@ class DeviceInfoPublisher:
     def _other_writes(self) -> bool:
         """Whether another process rewrites the device list now; each spell of it said once."""
         now = self.clock()
-        manager = self.other.observe(self.reflector.get(self.key))
+        manager = self.other.observe(self.reflector.get(self.where))
         if manager is not None:
             said = self.other.active(now)
             self.other.last_seen = now
@@ -330,7 +325,7 @@ class DeviceInfoPublisher:
 
     async def _put(self, data: dict[str, str]) -> JsonObject:
         """Replace the object with ``data``, or create it when it does not exist; the server's answer."""
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if current is None:
             created = await self.reflector.record_write(
                 self.kube.create(CONFIGMAPS, self.namespace, self._body(data, {}))

@@ -36,12 +36,10 @@ class FaultConfigWatcher:
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         watch_timeout: int = WATCH_TIMEOUT,
     ) -> None:
-        self.kube = kube
         self.sources = sources
-        self.namespace = namespace
         self.name = name
         self.sleep = sleep  # how the wait between two re-reads passes (tests move it)
-        self.key = object_key(namespace, name)
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
         self.reflector = named_object(
             kube,
             CONFIGMAPS,
@@ -52,11 +50,6 @@ class FaultConfigWatcher:
         )
         self.rereads = 0  # re-reads attempted
         self._answered = False  # a list or a re-read has said what the ConfigMap is
-
-    @property
-    def where(self) -> str:
-        """namespace/name of the ConfigMap."""
-        return self.key
 
     async def run(self) -> None:
         """Follow the ConfigMap until cancelled: watch it, and re-read it every PollInterval."""
@@ -72,7 +65,7 @@ class FaultConfigWatcher:
             if changes.version != seen:
                 seen = changes.version
                 if self.reflector.synced or self._answered:
-                    self.apply(self.reflector.get(self.key))
+                    self.apply(self.reflector.get(self.where))
             if await self._quiet_for_poll_interval(seen):
                 await self.reread()
 
