@@ -58,13 +58,6 @@ class ClaimSpecs:
         if _CLAIM_UID.fullmatch(uid):  # a UID that cannot name a spec has none
             self.path(uid).unlink(missing_ok=True)
 
-    def present(self) -> set[str]:
-        """The UIDs of the claims with a spec file in the directory (none when it cannot be listed)."""
-        try:
-            return self.listed()
-        except OSError:
-            return set()
-
     def listed(self) -> set[str]:
         """The UIDs of the claims with a spec file in the directory; OSError when it cannot be listed."""
         if not self.spec_dir.exists():

@@ -244,28 +244,25 @@ class DraFace:
         that cannot be created is said once, kept for /readyz and retried with backoff."""
         self._changes.start()
         try:
-            await self._keep(sockets)
+            while True:
+                try:
+                    for endpoint in sockets.endpoints:
+                        if not endpoint.serving:
+                            if endpoint in sockets.started:  # said once, however long re-creating it takes
+                                sockets.started.discard(endpoint)
+                                log.warning("%s was removed; serving it again", endpoint.path)
+                            await endpoint.start()
+                            sockets.started.add(endpoint)
+                except EndpointStopped:
+                    return  # shutdown closed it meanwhile
+                except PathUnusable as error:
+                    await self.socket_retry.wait_after(str(error), error=str(error))
+                    continue
+                if attempts := self.socket_retry.succeeded():
+                    log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempts)
+                await self._changes.wait(self._changes.look_every)
         finally:
             self._changes.close()
-
-    async def _keep(self, sockets: RunSockets) -> None:
-        while True:
-            try:
-                for endpoint in sockets.endpoints:
-                    if not endpoint.serving:
-                        if endpoint in sockets.started:  # said once, however long re-creating it takes
-                            sockets.started.discard(endpoint)
-                            log.warning("%s was removed; serving it again", endpoint.path)
-                        await endpoint.start()
-                        sockets.started.add(endpoint)
-            except EndpointStopped:
-                return  # shutdown closed it meanwhile
-            except PathUnusable as error:
-                await self.socket_retry.wait_after(str(error), error=str(error))
-                continue
-            if attempts := self.socket_retry.succeeded():
-                log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempts)
-            await self._changes.wait(self._changes.look_every)
 
     async def _follow_chips(self, sockets: RunSockets) -> None:
         version = self.inventory.version

@@ -251,7 +251,11 @@ class ClaimPreparer:
                 log.error("cannot write the CDI spec of prepared claim %s: %s", claim.ref, error)
             else:
                 log.info("wrote the missing CDI spec of prepared claim %s", claim.ref, extra={"uid": uid})
-        for uid in self.specs.present() - self.claims.keys() - self._unread_specs:
+        try:
+            present = self.specs.listed()
+        except OSError:
+            present = set()
+        for uid in present - self.claims.keys() - self._unread_specs:
             try:
                 await anyio.to_thread.run_sync(self.specs.remove, uid)
             except OSError as error:

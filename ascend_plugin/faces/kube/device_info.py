@@ -124,7 +124,7 @@ class DeviceInfoPublisher:
         """Take what the ConfigMap recorded into the policy, before anything is written over it."""
         while True:
             try:
-                current = await self._read()
+                current = await self.reflector.read(self.name)
             except KubeError as error:
                 await retry.failed(error)
                 continue
@@ -297,7 +297,7 @@ class DeviceInfoPublisher:
                 if attempt == CONFLICT_RETRIES:
                     raise
                 log.debug("device-info ConfigMap %s: %s; reading it again", self.where, error)
-                await self._read()
+                await self.reflector.read(self.name)
                 self._take_operator_edits()
                 content, separated = self._content()
         self._taken = version_of(written)
@@ -318,10 +318,6 @@ class DeviceInfoPublisher:
             )
         self._written = content
         self._last_write = self.clock()
-
-    async def _read(self) -> JsonObject | None:
-        """The ConfigMap as the API server has it now (None: it does not exist), into the reflector."""
-        return await self.reflector.read(self.name)
 
     async def _put(self, data: dict[str, str]) -> JsonObject:
         """Replace the object with ``data``, or create it when it does not exist; the server's answer."""

@@ -59,11 +59,6 @@ def go_map(entries: Mapping[str, V]) -> dict[str, V]:
     return dict(sorted(entries.items(), key=lambda item: item[0].encode()))
 
 
-def go_sorted(names: Iterable[str]) -> list[str]:
-    """Names in the order Go sorts strings (bytewise: ``Ascend910-10`` before ``Ascend910-2``)."""
-    return sorted(names, key=str.encode)
-
-
 def check_code(device_info: Mapping[str, object]) -> str:
     """Huawei's CheckCode of a DeviceInfo object: sha256 hex of its Go JSON."""
     return hashlib.sha256(go_json(device_info).encode("utf-8")).hexdigest()
@@ -240,7 +235,8 @@ def build_device_info(
     keys = family_keys(table)
 
     def names(chosen: Callable[[ChipReport], bool]) -> str:
-        return ",".join(go_sorted(report.name for report in reports if chosen(report)))
+        # Sorted as Go sorts strings, bytewise: Ascend910-10 before Ascend910-2.
+        return ",".join(sorted((report.name for report in reports if chosen(report)), key=str.encode))
 
     device_list = {
         keys.free: names(lambda report: report.healthy and report.phy_id not in held),

@@ -61,11 +61,6 @@ def sanitise_value(value: str) -> str:
     return _EDGE.sub("", _EDGE.sub("", _NOT_ALLOWED.sub("-", value))[:MAX_NAME])
 
 
-def format_number(value: float) -> str:
-    """A count as people write it: 1 rather than 1.0, 24.5 stays 24.5."""
-    return f"{value:g}"
-
-
 @dataclass(frozen=True)
 class LabelPlan:
     """The labels this node should carry."""
@@ -124,7 +119,7 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
         enforced[DRIVER_VERSION] = inventory.facts.driver_version
     if_absent: dict[str, str] = {}
     if ai_cores := inventory.ai_cores():
-        cores = format_number(min(ai_cores.values()))
+        cores = f"{min(ai_cores.values()):g}"  # 1 rather than 1.0, 24.5 stays 24.5
         enforced[f"{label_prefix}/ai-cores"] = cores
         (enforced if table.server_type_enforced else if_absent)[SERVER_TYPE] = table.server_type(cores)
     else:

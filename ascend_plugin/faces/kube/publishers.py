@@ -153,7 +153,7 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
 
 
 def _fault_config(side: KubeSide, inputs: KubeInputs) -> Part:
-    from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+    from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 
     faults = inputs.faults
     if faults is None:
