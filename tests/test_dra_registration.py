@@ -111,7 +111,8 @@ async def test_a_restarted_kubelet_asks_again_and_registers_it_again(
         dra = app.dra
         assert dra is not None
         await until(lambda: dra.registration.registrations == 2, "the new kubelet's confirmation heard")
-        assert app.ready
+        # The new kubelet wiped the slices and restarted its PodResources: ready once both are back.
+        await until(lambda: app.ready, "ready with the new kubelet")
 
 
 async def test_serving_dra_leaves_the_device_plugin_api_alone(
