@@ -8,7 +8,6 @@ They share :class:`KubeSide`: the client, the one Node reflector and the node's 
 from __future__ import annotations
 
 import functools
-import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -31,8 +30,6 @@ if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the
     from ascend_plugin.kubeapi.client import JsonObject, Kube
     from ascend_plugin.kubeapi.reflector import Reflector
 
-log = logging.getLogger(__name__)
-
 Part = Callable[[], Awaitable[None]]
 Announce = Callable[[str, str], None]  # a one-off node Event: (reason, message)
 
@@ -49,11 +46,10 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    faults: FaultSources  # the fault configuration's inputs and the node's fault policy
     held: HeldChips | None = None  # chips held (PodResources, every mode); Volcano mode: off the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
-    # The fault configuration's inputs and the node's fault policy (None: a plugin without one).
-    faults: FaultSources | None = None
     # Parts of other faces that read the API server and tell through the node's Events (app.py wires them).
     side_parts: tuple[SidePart, ...] = ()
     client: SharedClient | None = None  # the process's API client (None: one of their own)
@@ -128,7 +124,7 @@ def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
         held=inputs.held,
-        policy=inputs.faults.policy if inputs.faults is not None else None,
+        policy=inputs.faults.policy,
         announce=side.events.announce if side.events is not None else None,
     ).run
 
@@ -142,7 +138,6 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 
     assert inputs.settings.config_configmap is not None  # enabled only when set
-    assert inputs.faults is not None  # the plugin always has a fault policy; fault_levels.json feeds it
     return ConfigWatcher(
         side.kube,
         inputs.config,
@@ -155,15 +150,7 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
 def _fault_config(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 
-    faults = inputs.faults
-    if faults is None:
-        return _nothing_to_configure
-    return FaultConfigWatcher(side.kube, faults).run
-
-
-async def _nothing_to_configure() -> None:
-    """A plugin built without a fault policy has no configuration for the ConfigMap to change."""
-    log.info("no fault policy in this plugin: mindx-dl-fault-config is not followed")
+    return FaultConfigWatcher(side.kube, inputs.faults).run
 
 
 def _events(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -173,8 +160,7 @@ def _events(side: KubeSide, inputs: KubeInputs) -> Part:
     for notice in inputs.notices:
         events.announce(notice.reason, notice.message)
 
-    policy = inputs.faults.policy if inputs.faults is not None else None
-    return lambda: events.serve(inputs.inventory, policy)
+    return lambda: events.serve(inputs.inventory, inputs.faults.policy)
 
 
 def _hot_reset(side: KubeSide, inputs: KubeInputs) -> Part:
