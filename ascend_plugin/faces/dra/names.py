@@ -33,10 +33,6 @@ _DEVICE_NAME = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})$")
 _CHIP_DEVICE = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})(-[a-z0-9][-a-z0-9]*)?$")
 
 
-class AttributeNameError(ValueError):
-    """A device attribute or capacity name the API server would refuse."""
-
-
 def device_name(phy_id: int) -> str:
     """``npu-<physical id>``."""
     return f"{DEVICE_PREFIX}{phy_id}"
@@ -75,10 +71,10 @@ def request_base(name: str) -> str:
 
 
 def checked_attribute_name(name: str) -> str:
-    """``name`` if the API takes it as an attribute name, ``[domain/]identifier``; else AttributeNameError."""
+    """``name`` if the API takes it as an attribute name, ``[domain/]identifier``; else ValueError (a bug)."""
     identifier = name.rsplit("/", 1)[-1]
     if len(identifier) > MAX_ATTRIBUTE_NAME or not _C_IDENTIFIER.match(identifier):
-        raise AttributeNameError(
+        raise ValueError(
             f"device attribute {name!r}: the name after the domain must be a C identifier of at most "
             f"{MAX_ATTRIBUTE_NAME} characters"
         )
