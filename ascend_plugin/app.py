@@ -37,9 +37,9 @@ from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
-from ascend_plugin.faces.operations.plugin_source import PluginSource
+from ascend_plugin.faces.operations.metrics_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
-from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.faces.operations.telemetry_metrics import TelemetryView
 from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import base_config
 from ascend_plugin.fault_policy.policy import FaultSources
@@ -422,8 +422,7 @@ class PluginApp:
         the kube features are off.
         """
         await self.registered_once.wait()
-        from ascend_plugin.faces.kube.publishers import KubeInputs
-        from ascend_plugin.faces.kube.run import run_kube
+        from ascend_plugin.faces.kube.publishers import KubeInputs, run_kube
 
         if self.settle_heap:
             heap.settle()  # and the Kubernetes client's, as large again

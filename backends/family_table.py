@@ -63,6 +63,8 @@ class FamilyTable:
     nodes_by_logic_id: bool = False
     # The device-info ConfigMap lists <resource>-NetworkUnhealthy and -Recovering (910 generations, 950).
     network_keys: bool = False
+    # The device-info ConfigMap's key of the chips' faults, where Huawei's is not <resource>-Fault.
+    fault_key: str = ""
     # The servertype label, <prefix>-<AI cores>: Huawei's prefix (default Ascend<family>), and whether
     # Huawei overwrites a value someone else set (950) or sets it only while the node has none.
     server_type_prefix: str = ""

@@ -331,7 +331,7 @@ def split_inventory(
 def as_slices(
     contents: Sequence[dict[str, Any]], driver: str = DRIVER, node: str = NODE
 ) -> list[dict[str, Any]]:
-    """Slice contents (``layout.slice_contents``) as the whole ResourceSlices of one pool generation."""
+    """Slice contents (``devices.slice_contents``) as the whole ResourceSlices of one pool generation."""
     return [
         {
             "apiVersion": "resource.k8s.io/v1",

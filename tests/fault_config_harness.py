@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 import anyio
 from kube_harness import running
 
-from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, base_config
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultSources

@@ -36,7 +36,7 @@ from backends.fake.library import FakeLibrary
 pytestmark = pytest.mark.anyio
 
 VIR10 = "npu-3-vir10-3c-32g-0"
-KEEPER = "ascend_plugin.faces.dra.vnpu_keeper"
+KEEPER = "ascend_plugin.faces.dra.vnpus"
 
 
 def with_chip(dra_node: DraNode, phy: int, **fields: Any) -> None:

@@ -83,9 +83,7 @@ async def test_registration_calls_from_another_uid_are_refused_and_change_nothin
         assert answer["details"].endswith(f"(uid {NOBODY}) is not the kubelet")
     assert dra_driver.dra.registration.registered
     assert dra_driver.dra.registration.last_error == ""
-    assert not records(caplog, "ascend_plugin.faces.dra.registration", level=logging.ERROR), (
-        "the spoof acted on"
-    )
+    assert not records(caplog, "ascend_plugin.faces.dra.services", level=logging.ERROR), "the spoof acted on"
     refused = records(caplog, "ascend_plugin.grpc_guard.refusal_log")
     assert refused[0].__dict__["status"] == "PERMISSION_DENIED"
     assert f"(uid {NOBODY})" in refused[0].__dict__["peer"]

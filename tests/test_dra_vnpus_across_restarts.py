@@ -29,7 +29,7 @@ from backends.fake.library import FakeLibrary
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PREPARE_LOG = "ascend_plugin.faces.dra.prepare"
-KEEPER_LOG = "ascend_plugin.faces.dra.vnpu_keeper"
+KEEPER_LOG = "ascend_plugin.faces.dra.vnpus"
 VIR10 = "vir10_3c_32g"
 
 

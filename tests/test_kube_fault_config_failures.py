@@ -23,7 +23,7 @@ from fault_config_harness import (
 )
 from waiting import until
 
-from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubeapi.client import Kube

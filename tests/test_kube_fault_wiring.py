@@ -16,7 +16,7 @@ from fault_config_harness import QUIET, put_fault_config, separate
 from kube_harness import NODE, judged_node, running
 from waiting import until
 
-from ascend_plugin.faces.kube.run import run_kube
+from ascend_plugin.faces.kube.publishers import run_kube
 from ascend_plugin.fault_policy.faults import Assertion, FaultLevel, Observation
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 

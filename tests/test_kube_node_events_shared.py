@@ -16,7 +16,7 @@ import pytest
 from kube_harness import NODE, judged_node, running
 from waiting import until
 
-from ascend_plugin.faces.kube.run import run_kube
+from ascend_plugin.faces.kube.publishers import run_kube
 from ascend_plugin.offers.node_offers import Notice
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
 

@@ -350,7 +350,7 @@ async def test_a_read_answered_before_a_change_the_watch_already_showed_does_not
     await until(lambda: following.get(key("theirs")) is not None, "theirs seen")
     held = apiserver.hold("get", "configmaps")
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(following.record_read, kube.get(CONFIGMAPS, "theirs", NAMESPACE))
+        tasks.start_soon(following.read, "theirs")
         await until(lambda: held.waiting == 1, "the read answered, its answer held")
         apiserver.put("configmaps", configmap("theirs", v="2"))
         await until(lambda: data_of(following.get(key("theirs"))) == {"v": "2"}, "the change")

@@ -75,7 +75,7 @@ async def test_another_writer_is_named_once_and_not_fought(
         # would reach it only with the next change: the reflector's concern, not this test's).
         await until(lambda: publisher.reflector.synced, "the ConfigMap followed")
         await until(
-            lambda: publisher.reflector.get(publisher.key) == apiserver.get("configmaps", NAME, NAMESPACE),
+            lambda: publisher.reflector.get(publisher.where) == apiserver.get("configmaps", NAME, NAMESPACE),
             "the publisher's copy is the stored one",
         )
         seen = written_by_another(apiserver, "Ascend910-1")

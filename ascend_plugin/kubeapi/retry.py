@@ -1,14 +1,8 @@
 """Backoff between attempts at the API server, and a log that does not flood.
 
-An API server that is down for an hour must not produce a stack trace every few
-seconds, yet the first failure, every new kind of failure and the recovery must
-each be visible at a glance. So: one line per distinct problem at WARNING (ERROR
-for problems only an operator can fix: RBAC, credentials, configuration), the
-same problem again only at DEBUG, and one INFO line when it works again.
-
-The waits are jittered: every node of a cluster loses the API server at the same
-moment (a control-plane restart), and without a random part they would all come
-back at the same moments too, a thousand nodes listing at once.
+One line per distinct problem (ERROR for what only an operator can fix: RBAC, credentials,
+configuration; WARNING otherwise), DEBUG when it repeats, INFO once it works again. The waits have full
+jitter: every node of a cluster loses the API server at once, and must not all come back at once.
 """
 
 from __future__ import annotations
@@ -36,11 +30,8 @@ _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
 
 
 class Retrier(resilience.Retrier):
-    """A part's attempts at the API server, said as an operator needs them.
-
-    ERROR for what only an operator can fix (RBAC, credentials, configuration),
-    WARNING for the rest, and one INFO line when the server answers again.
-    """
+    """A part's attempts at the API server: ERROR for what only an operator can fix, WARNING for the
+    rest, and one INFO line when the server answers again."""
 
     def __init__(
         self,

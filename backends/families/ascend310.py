@@ -16,6 +16,7 @@ ASCEND_310 = FamilyTable(
     resource_name="huawei.com/Ascend310",
     device_id_prefix="Ascend310",
     accelerator_label="huawei-Ascend310",
+    fault_key="huawei.com/Ascend310P-Fault",  # Huawei's quirk: readers look there
     ai_core_min=2,
     ai_core_max=2,
     ai_core_nominal=2,

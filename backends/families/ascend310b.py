@@ -35,6 +35,7 @@ ASCEND_310B = FamilyTable(
     resource_name="huawei.com/Ascend310",
     device_id_prefix="Ascend310",
     accelerator_label="huawei-Ascend310",
+    fault_key="huawei.com/Ascend310P-Fault",  # Huawei's quirk: readers look there
     ai_core_min=1,
     ai_core_max=1,
     ai_core_nominal=1,

@@ -1,26 +1,10 @@
 """The prepared claims, kept in a file in the plugin directory so that no restart forgets one.
 
-The kubelet unprepares a claim long after preparing it, maybe after the plugin
-restarted, maybe after the claim was deleted from the API server. So every
-prepared claim is written down, devices, requests, CDI IDs, share IDs and the
-vNPUs made for it, before the kubelet hears that it is prepared: a temporary
-file beside the checkpoint, flushed to disk, renamed over it, and the directory
-flushed too, so that after a crash the file is the old content or the new,
-never half of each.
-
-A claim whose partitions need vNPUs is written down twice: ``preparing``,
-with each vNPU's chip and template, before any is made, and ``prepared``, with
-their ids, before the answer. A ``preparing`` claim found at start was never
-answered: its vNPUs belong to nobody and are destroyed, and the kubelet
-prepares it again. Format 1 (no states, no vNPUs) is still read.
-
-A checkpoint that cannot be decoded as one (cut short, not JSON, not UTF-8,
-the wrong shape, a directory or a pipe in its place) is moved aside
-(``checkpoint.json.bad-<time>``) with an error naming it, and :attr:`Checkpoint.lost`
-says so: the preparer then rebuilds the claims from their CDI specs, and
-destroys nothing it cannot prove orphaned. A file that cannot be read at all
-(an I/O error) is not moved: it may be fine once the disk answers, so the start
-fails and is retried. A temporary file a crash left half written is removed.
+Each claim is written down (devices, requests, CDI IDs, shares, vNPUs) before the kubelet hears it is
+prepared, atomically and durably; a claim whose partitions need vNPUs is written ``preparing`` before any
+is made. A file that cannot be decoded is moved aside (``checkpoint.json.bad-<time>``) and
+:attr:`Checkpoint.lost` says why; one that cannot be read at all fails the start (retried), since it may
+be fine once the disk answers. docs/dra.md: "Claims", "A lost checkpoint".
 """
 
 from __future__ import annotations
@@ -36,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.files import write_atomically
 from ascend_plugin.path_facts import PathUnusable, file_kind
 
@@ -50,6 +33,23 @@ PREPARED: Final = "prepared"
 
 class CheckpointError(Exception):
     """The checkpoint file exists but does not hold prepared claims in our format."""
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    """A claim as the kubelet names it."""
+
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def of_uid(cls, uid: str) -> ClaimRef:
+        """A claim known by its UID alone (rebuilt from its CDI spec): named so until the kubelet asks."""
+        return cls("", f"with UID {uid}", uid)
 
 
 @dataclass(frozen=True)
@@ -217,13 +217,8 @@ class Checkpoint:
         return self.path.with_name(f".{self.path.name}.tmp")
 
     def load(self) -> dict[str, PreparedClaim]:
-        """The prepared claims; none when there is no file; what cannot be decoded is moved aside (logged).
-
-        A temporary file left by a write a crash cut short goes first: the
-        checkpoint itself is the old content or the new. Raises PathUnusable when
-        the file cannot be read, or moved aside (the disk, the mount): the start
-        fails and is retried, and nothing is lost.
-        """
+        """The prepared claims (none without a file); what cannot be decoded is moved aside, a crash's
+        temporary file removed. PathUnusable when the file cannot be read or moved: the start is retried."""
         self._remove_temporary()
         self.lost = ""
         try:
@@ -241,11 +236,8 @@ class Checkpoint:
         return claims
 
     def read(self) -> dict[str, PreparedClaim]:
-        """The prepared claims, changing nothing (``doctor`` reads it so).
-
-        Raises CheckpointError for what :meth:`load` moves aside, and OSError for
-        a file that is not there (FileNotFoundError) or cannot be read.
-        """
+        """The prepared claims, changing nothing (``doctor`` reads it so); CheckpointError for what
+        :meth:`load` moves aside, OSError for a file missing or unreadable."""
         return parse(self._text())
 
     def _text(self) -> str:

@@ -1,42 +1,12 @@
-"""The node's ResourceSlices: published, kept current with the chips' health, put back after any wipe.
+"""The node's ResourceSlices: published, kept as the chips are, put back after any wipe.
 
-One pool, named after the node, in as few slices as the API allows. The
-controller keeps a copy of this driver's slices on this node (a
-:class:`~ascend_plugin.kubeapi.reflector.Reflector` with field selectors on
-``spec.driver`` and ``spec.nodeName``) and, after every change of the chips or
-of the slices, compares them with what they should be; only a difference is
-written:
-
-* an existing slice is updated in place, a missing one created (with
-  ``generateName`` ``<driver>-<node>-`` and the Node as owner, so the slices go
-  with the Node), a superfluous one deleted (with its UID and resourceVersion
-  as preconditions);
-* every change bumps the pool's generation, so the scheduler never mixes
-  slices of two states of the pool;
-* the kubelet deletes a node's slices when it starts and 30 s after it lost
-  the driver's socket: the watch sees them go and they are created again;
-* a restarted plugin lists first and adopts the slices it finds, so it
-  never publishes a second copy; what it writes goes into its copy at once
-  and stays there until the watch shows it, so a change that arrives before
-  the watch has caught up cannot create a duplicate either;
-* when the API server is away, writes wait with backoff and the latest state
-  is written once it answers: the slices catch up, nothing queues;
-* a chip a device-plugin pod holds (the kubelet's PodResources: a node moved
-  from the device plugin) is left out until the pod goes; the first publication
-  waits for the kubelet's first answer, so such a chip is never offered at all.
-
-Since 1.35 counter sets and devices live in slices of their own
-(:mod:`~ascend_plugin.faces.dra.layout`). What the pool holds besides whole
-chips depends on what the API server keeps
-(:mod:`~ascend_plugin.faces.dra.server_features`), asked with dry runs before
-the first publication: partitions (``vnpu=dynamic``) where it keeps counters,
-shared chips (``share_count``) where it keeps consumable capacity, tainted
-unhealthy chips where it keeps taints (else they leave the slice). A feature
-the settings want and the server does not keep is said once (log, ``/readyz``,
-``doctor``), and the pool is published without it. Every write is compared
-with what the server stored, and a feature whose fields went missing there is
-dropped at once, before the rest of that generation is written: the scheduler
-never sees a complete pool relying on fields the server dropped.
+One pool named after the node, in as few slices as the API allows (:func:`.devices.slice_contents`). A
+reflector keeps a copy of this driver's slices on this node; after each change of the chips, of the
+slices or of the chips device-plugin pods hold, the copy is compared with what it should be and only a
+difference is written, each write under a new pool generation. A restarted plugin adopts the slices it
+finds, and its own writes show in the copy at once, so nothing is published twice. What the pool holds
+besides whole chips is what the API server keeps (:mod:`.server_features`). docs/dra.md: "ResourceSlices",
+"What the API server keeps".
 """
 
 from __future__ import annotations
@@ -50,16 +20,23 @@ from contextlib import suppress
 import anyio
 
 from ascend_plugin.changes import Changes
-from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
-from ascend_plugin.faces.dra.layout import API_VERSION, COUNTERS, DEVICES, slice_contents, spec_devices
+from ascend_plugin.faces.dra.devices import (
+    API_VERSION,
+    COUNTERS,
+    DEVICES,
+    DeviceCatalog,
+    Publishing,
+    slice_contents,
+    spec_devices,
+)
 from ascend_plugin.faces.dra.server_features import (
     Feature,
-    FeatureSupport,
+    Support,
     dropped,
-    dropped_verdict,
+    dropped_support,
     features_used,
     probe,
-    refused_verdict,
+    refused_support,
 )
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
@@ -93,10 +70,8 @@ def _generation(slice_: JsonObject) -> int:
 
 
 def first_difference(sent: object, stored: object, path: str = "") -> str:
-    """Where two JSON values first differ, for a message.
-
-    For example ``devices[3].capacity.memory.value: sent "1536Mi", stored "1.5Gi"``.
-    """
+    """Where two JSON values first differ, for a message:
+    ``devices[3].capacity.memory.value: sent "1536Mi", stored "1.5Gi"``."""
     if isinstance(sent, dict) and isinstance(stored, dict):
         for key in sorted(sent.keys() | stored.keys()):
             if sent.get(key, _ABSENT) != stored.get(key, _ABSENT):
@@ -166,7 +141,7 @@ def _keep_time_added(desired: Sequence[JsonObject], stored: Sequence[JsonObject]
 
 
 def _content(slice_: JsonObject) -> JsonObject:
-    """What a stored slice holds, as :func:`~ascend_plugin.faces.dra.layout.slice_contents` describes it."""
+    """What a stored slice holds, as :func:`.devices.slice_contents` describes it."""
     spec = _spec(slice_)
     if spec.get(COUNTERS):
         return {COUNTERS: spec[COUNTERS]}
@@ -183,12 +158,8 @@ Holds = Callable[[JsonObject, JsonObject], bool]  # (stored slice, chunk): the s
 def _paired(
     ours: Sequence[JsonObject], chunks: Sequence[JsonObject], holds: Holds
 ) -> list[JsonObject | None]:
-    """The stored slice each chunk is written into (None: a new one), so that a rewrite moves least.
-
-    A slice that holds a chunk already keeps it; the others go to slices that
-    held the same kind of content (counter sets, devices), then to any left,
-    in name order: the slices never trade contents back and forth.
-    """
+    """The stored slice each chunk is written into (None: a new one): a slice keeps the chunk it holds, the
+    rest go to slices of the same kind of content, then any, in name order (no trading back and forth)."""
     free = list(ours)
     paired: list[JsonObject | None] = [None] * len(chunks)
     for index, chunk in enumerate(chunks):
@@ -219,17 +190,15 @@ class SliceController:
         recheck: float | None = None,
         held: HeldChips | None = None,
     ) -> None:
-        """``taints``: None where the server keeps them, True the same but insisting (a warning when it
-        does not), False never. ``recheck``: seconds between two asks of the server about a feature it
-        did not keep (its gate may be turned on meanwhile); default FEATURE_RECHECK. ``held``: which
-        chips device-plugin pods hold, left out of the pool."""
+        """``taints``: None where the server keeps them, True insisting (a warning where it does not), False
+        never; ``recheck``: seconds before asking again about a feature not kept (FEATURE_RECHECK);
+        ``held``: the chips device-plugin pods hold, left out of the pool."""
         self.kube = kube
         self.held = held
         self._withheld: Mapping[int, tuple[ContainerRef, ...]] = {}  # as last published, said once each
         self.catalog = catalog
         self.driver = catalog.driver
         self.node = node
-        self.watch_timeout = watch_timeout
         # The features the settings ask for, and what the server was found to keep of them.
         self.wanted: dict[Feature, bool] = {}  # feature -> insisted on (a warning when not kept)
         if catalog.splits:
@@ -238,7 +207,7 @@ class SliceController:
             self.wanted[Feature.SHARES] = True
         if taints is not False:
             self.wanted[Feature.TAINTS] = taints is True
-        self.verdicts: dict[Feature, FeatureSupport] = {}
+        self.support: dict[Feature, Support] = {}
         self.recheck = FEATURE_RECHECK if recheck is None else recheck
         self._recheck_at = float("inf")  # when (loop clock) to ask again about the features not kept
         self._mismatch_said = False
@@ -325,7 +294,7 @@ class SliceController:
                 log.debug("a ResourceSlice changed under us (%s); reading it again", conflict)
                 try:
                     # A create has no name (generateName): its conflict is read by listing them all.
-                    await (self._refresh(conflict.name) if conflict.name else self._slices.relist())
+                    await (self._slices.read(conflict.name) if conflict.name else self._slices.relist())
                 except KubeError as error:
                     await retry.failed(error)
                 continue
@@ -341,46 +310,41 @@ class SliceController:
                     await self._looks.wait_for_change(seen)
 
     async def _ask_the_server(self) -> None:
-        """Which of the wanted features the API server keeps (dry runs); each one it does not, said.
-
-        Asked once for each feature, and again every ``recheck`` seconds for
-        those it did not keep: an operator who turns the feature gate on (or
-        upgrades the cluster) gets the feature published without restarting
-        the plugin.
-        """
+        """Ask the API server (dry runs) about the wanted features not asked yet, and every ``recheck`` s
+        about those it did not keep: a gate turned on later is used without a restart."""
         due = anyio.current_time() >= self._recheck_at
-        asked = [f for f in self.wanted if f not in self.verdicts or (due and not self.verdicts[f].kept)]
+        asked = [f for f in self.wanted if f not in self.support or (due and not self.support[f].kept)]
         if not asked:
             return
-        verdicts = await probe(self.kube, self.driver, self.node, asked)
+        answers = await probe(self.kube, self.driver, self.node, asked)
         if due:
             self._recheck_at = float("inf")  # set again below by each feature still not kept
-        for verdict in verdicts.values():
-            self._judged(verdict)
+        for support in answers.values():
+            self._judged(support)
 
-    def _judged(self, verdict: FeatureSupport) -> None:
-        """Record a verdict; one that takes a wanted feature away, or gives it back, is said once."""
-        earlier = self.verdicts.get(verdict.feature)
-        self.verdicts[verdict.feature] = verdict
-        if not verdict.kept:
+    def _judged(self, support: Support) -> None:
+        """Record what the server keeps; a wanted feature taken away, or given back, is said once."""
+        earlier = self.support.get(support.feature)
+        self.support[support.feature] = support
+        if not support.kept:
             self._recheck_at = min(self._recheck_at, anyio.current_time() + self.recheck)
-        if verdict.kept:
+        if support.kept:
             if earlier is not None and not earlier.kept:
                 log.info(
                     "the API server keeps %s now: pool %s publishes with it",
-                    verdict.feature.fields,
+                    support.feature.fields,
                     self.node,
-                    extra={"feature": verdict.feature.gate, "pool": self.node},
+                    extra={"feature": support.feature.gate, "pool": self.node},
                 )
             return
         if earlier is not None and not earlier.kept:
             return
-        insisted = self.wanted.get(verdict.feature, False)
+        insisted = self.wanted.get(support.feature, False)
         log.log(
             logging.WARNING if insisted else logging.INFO,
             "%s",
-            verdict.why,
-            extra={"feature": verdict.feature.gate, "pool": self.node},
+            support.why,
+            extra={"feature": support.feature.gate, "pool": self.node},
         )
 
     @property
@@ -388,8 +352,8 @@ class SliceController:
         """What the pool holds now besides whole chips: what is wanted and the server keeps."""
 
         def kept(feature: Feature) -> bool:
-            verdict = self.verdicts.get(feature)
-            return feature in self.wanted and verdict is not None and verdict.kept
+            support = self.support.get(feature)
+            return feature in self.wanted and support is not None and support.kept
 
         return Publishing(
             taints=kept(Feature.TAINTS), partitions=kept(Feature.PARTITIONS), shares=kept(Feature.SHARES)
@@ -397,22 +361,13 @@ class SliceController:
 
     @property
     def notes(self) -> list[str]:
-        """Why the pool lacks a feature the settings ask for (for /readyz and doctor): one line each.
-
-        Taints left to the default (wherever the server keeps them) are not
-        asked for: a server without them is no problem to report.
-        """
+        """Why the pool lacks a feature the settings ask for (/readyz, doctor), one line each; taints left to
+        the default are not asked for, so a server without them is nothing to report."""
         return [
-            verdict.why
-            for feature, verdict in sorted(self.verdicts.items(), key=lambda item: item[0].value)
-            if not verdict.kept and self.wanted.get(feature, False)
+            support.why
+            for feature, support in sorted(self.support.items(), key=lambda item: item[0].value)
+            if not support.kept and self.wanted.get(feature, False)
         ]
-
-    async def _refresh(self, name: str) -> None:
-        try:
-            await self._slices.record_read(self.kube.get(RESOURCE_SLICES, name))
-        except NotFound:
-            self._slices.record_gone(name)
 
     # -- one comparison ------------------------------------------------------------------------
 
@@ -468,12 +423,8 @@ class SliceController:
         return True
 
     def _holds(self, slice_: JsonObject, chunk: JsonObject) -> bool:
-        """Whether a stored slice holds ``chunk``: it says so, or it is our write of it, untouched since.
-
-        The second case keeps an API server that defaults or normalises a
-        field we do not mirror from making every comparison fail, and so
-        every look a write.
-        """
+        """Whether a stored slice holds ``chunk``: it says so, or it is our write of it, untouched since (a
+        server that normalises a field we do not mirror would otherwise make every look a write)."""
         if _content(slice_) == chunk:
             return True
         metadata = mapping_field(slice_, "metadata")
@@ -528,13 +479,13 @@ class SliceController:
             if error.status != _INVALID or not used:
                 raise
             for feature in used:
-                self._judged(refused_verdict(feature, error))
+                self._judged(refused_support(feature, error))
             return False
         gone = dropped(sent, stored) & self.wanted.keys()
         metadata = mapping_field(stored, "metadata")
         name = string_field(metadata, "name")
         for feature in gone:
-            self._judged(dropped_verdict(feature, f"ResourceSlice {name}"))
+            self._judged(dropped_support(feature, f"ResourceSlice {name}"))
         if gone:
             return False
         self._stored_as[name] = (string_field(metadata, "resourceVersion"), content)

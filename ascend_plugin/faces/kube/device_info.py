@@ -1,45 +1,11 @@
-"""The device-info ConfigMap: this node's devices in Huawei's format, kept current.
+"""The device-info ConfigMap: this node's chips in Huawei's format, kept current without flooding etcd.
 
-Volcano's Ascend plugin schedules NPU jobs from ``<prefix><node>`` (by default
-``kube-system/mindx-dl-deviceinfo-<node>``), so it must follow the inventory
-closely, yet a flapping chip must not turn into a stream of writes to etcd:
-
-* an inventory change that alters the content is written, at most once per
-  second: changes within that second are coalesced into one write of the latest
-  state; the time stamp (UpdateTime, and the CheckCode over it) is no change;
-* a chip that flaps held out costs no writes under damping (its verdict keeps
-  what it flapped with), and under an escalation moves only times, written at
-  most every :data:`TIMES_INTERVAL` seconds;
-* with no change it is rewritten every ``device_info_refresh`` seconds, so its
-  UpdateTime shows readers the plugin is alive;
-* in Volcano mode the free list leaves out the chips of active pods
-  (:class:`~ascend_plugin.holdings.held.HeldChips`), rewritten like any
-  other change when a pod starts or ends;
-* it is created when missing, and replaced with the resourceVersion last seen;
-  on a conflict (someone else wrote it) it is read again and the write retried.
-
-Each chip is reported as the fault policy judged it (:func:`~.huawei_format.chip_report`).
-With a policy, the ConfigMap is also where manual separation lives, as in
-Huawei's plugin:
-
-* ``ManuallySeparateNPU`` names the policy's manually separated chips and
-  ``UpgradeFaultReason`` its escalations; a write that succeeds tells the policy
-  (:meth:`~ascend_plugin.fault_policy.policy.FaultPolicy.mark_written`);
-* at start, before the first write, both keys are read back and restored into
-  the policy, so a separation survives a restart of the plugin;
-* the ConfigMap is followed (a reflector: list, then watch), so an operator who
-  deletes a chip's name from ``ManuallySeparateNPU`` releases it within a
-  second or two; only a version written after ours counts (the reflector shows
-  our own write until the watch has it, and a conflict re-reads before writing
-  again), so an edit is never lost to a write of the older state;
-* every escalation lifted (by the operator, a release window, a recovery) is a
-  node Event naming the chip, the code, the level and why: posted by the node
-  events part (:meth:`~ascend_plugin.faces.kube.events.NodeEvents.serve`).
-
-Failures are retried with backoff, each attempt writing the state of that moment.
-Another process that rewrites the device list (Huawei's plugin, still running on
-the node) is named once, in the log and a node Event, and not fought: nothing is
-written until it has been quiet for a while (:class:`~ascend_plugin.other_plugins.OtherWriter`).
+A change of content is written at most once a second (a change of times alone every
+:data:`TIMES_INTERVAL` seconds), and the ConfigMap rewritten every ``device_info_refresh`` seconds
+regardless. With a fault policy it is also where manual separation lives: read back into the policy at
+start, followed so an operator's release applies within seconds, never overwritten with an older state.
+Another process that rewrites it is named once and not fought. docs/kubernetes.md, "The device-info
+ConfigMap"; docs/faults.md, "Manual separation".
 """
 
 from __future__ import annotations
@@ -51,7 +17,6 @@ from collections.abc import Callable
 import anyio
 
 from ascend_plugin.changes import Changes
-from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
     DATA_KEY,
@@ -62,6 +27,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     SuperPodPlace,
     build_device_info,
     chip_report,
+    chip_views,
     decode_upgrade_reasons,
     device_names,
     encode_upgrade_reasons,
@@ -124,7 +90,7 @@ class DeviceInfoPublisher:
         self.policy = policy
         self.prefix = inventory.table.device_id_prefix
         self.super_pod = SuperPodPlace.of(inventory.facts.super_pod)
-        self.key = object_key(namespace, name)
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
         # Bumped by the ConfigMap's changes and the policy's: either may call for a write.
         self._nudges = Changes()
         self.reflector = named_object(
@@ -139,11 +105,6 @@ class DeviceInfoPublisher:
         self._written: DeviceInfoContent | None = None
         self._last_write = -float("inf")
         self._taken = ""  # resourceVersion of the last version whose ManuallySeparateNPU the policy has
-
-    @property
-    def where(self) -> str:
-        """namespace/name of the ConfigMap."""
-        return f"{self.namespace}/{self.name}"
 
     async def run(self) -> None:
         """Read back what the ConfigMap recorded, then keep it current until the inventory closes."""
@@ -163,7 +124,7 @@ class DeviceInfoPublisher:
         """Take what the ConfigMap recorded into the policy, before anything is written over it."""
         while True:
             try:
-                current = await self._read()
+                current = await self.reflector.read(self.name)
             except KubeError as error:
                 await retry.failed(error)
                 continue
@@ -273,7 +234,7 @@ class DeviceInfoPublisher:
             reasons = encode_upgrade_reasons(self.policy.reasons(), self.prefix)
         content = build_device_info(
             [chip_report(device, first_seen) for device in devices],
-            self.inventory.table.resource_name,
+            self.inventory.table,
             held=held,
             manually_separated=device_names(self.prefix, separated),
             upgrade_reasons=reasons,
@@ -282,12 +243,9 @@ class DeviceInfoPublisher:
         return content, separated
 
     def _take_operator_edits(self) -> None:
-        """Hand a version of the ConfigMap newer than what the policy has to it: an operator's releases.
-
-        The store holds our own last write until the watch has shown it, so
-        whatever else it holds came after that write.
-        """
-        current = self.reflector.get(self.key)
+        """Hand the policy a version of the ConfigMap newer than what it has: an operator's releases (the
+        store holds our own last write until the watch shows it, so anything else came after it)."""
+        current = self.reflector.get(self.where)
         if self.policy is None or current is None or version_of(current) == self._taken:
             return
         self._taken = version_of(current)
@@ -301,7 +259,7 @@ class DeviceInfoPublisher:
         """Whether the ConfigMap lost what we last wrote there (deleted, or its keys edited by hand)."""
         if self._written is None:
             return False
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if current is None:
             return True
         data = string_map(current, "data")
@@ -313,7 +271,7 @@ class DeviceInfoPublisher:
     def _other_writes(self) -> bool:
         """Whether another process rewrites the device list now; each spell of it said once."""
         now = self.clock()
-        manager = self.other.observe(self.reflector.get(self.key))
+        manager = self.other.observe(self.reflector.get(self.where))
         if manager is not None:
             said = self.other.active(now)
             self.other.last_seen = now
@@ -339,7 +297,7 @@ class DeviceInfoPublisher:
                 if attempt == CONFLICT_RETRIES:
                     raise
                 log.debug("device-info ConfigMap %s: %s; reading it again", self.where, error)
-                await self._read()
+                await self.reflector.read(self.name)
                 self._take_operator_edits()
                 content, separated = self._content()
         self._taken = version_of(written)
@@ -361,17 +319,9 @@ class DeviceInfoPublisher:
         self._written = content
         self._last_write = self.clock()
 
-    async def _read(self) -> JsonObject | None:
-        """The ConfigMap as the API server has it now (None: it does not exist), into the reflector."""
-        try:
-            return await self.reflector.record_read(self.kube.get(CONFIGMAPS, self.name, self.namespace))
-        except NotFound:
-            self.reflector.record_gone(self.key)
-            return None
-
     async def _put(self, data: dict[str, str]) -> JsonObject:
         """Replace the object with ``data``, or create it when it does not exist; the server's answer."""
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if current is None:
             created = await self.reflector.record_write(
                 self.kube.create(CONFIGMAPS, self.namespace, self._body(data, {}))

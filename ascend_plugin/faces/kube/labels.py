@@ -1,23 +1,8 @@
-"""Node labels: what this node is, for schedulers, selectors and dashboards.
+"""Node labels: Huawei's (``accelerator``, chip name, ``servertype``, driver version) and our own two.
 
-Existing clusters select Ascend nodes by Huawei's labels, so we set the same
-ones (``accelerator``, ``node.kubernetes.io/npu.chip.name``, ``servertype``,
-``huawei.com/driver.version``) plus two of our own under ``label_prefix``
-(AI cores per chip, chip count). 310B nodes get ``accelerator=huawei-Ascend310``,
-which Huawei's plugin never sets and users otherwise add by hand.
-
-``servertype`` is only set while the node has none: Volcano and operators put
-their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it
-(on a 950 Huawei's plugin keeps its ``npu-<AI cores>``, and so does ours).
-The others are kept: the labeller follows the node (the one Node reflector)
-and puts back a label someone removed or changed, patching only the labels
-that differ (a strategic merge), so others on the node are never touched.
-
-Every key and value is checked against Kubernetes' label syntax before it is
-sent: the API server would reject the whole patch for one bad value (a driver
-version such as ``24.1.RC1 B020`` has a space). A bad value is rewritten into
-label syntax, or left out when nothing usable remains, with a warning naming the
-label, the value and the rule.
+``servertype`` is set only while the node has none (others put their own there); the rest are put back
+when removed or changed, in a strategic merge that touches no other label. A value outside label syntax
+is rewritten or left out, with a warning. docs/kubernetes.md, "Node labels".
 """
 
 from __future__ import annotations
@@ -76,11 +61,6 @@ def sanitise_value(value: str) -> str:
     return _EDGE.sub("", _EDGE.sub("", _NOT_ALLOWED.sub("-", value))[:MAX_NAME])
 
 
-def format_number(value: float) -> str:
-    """A count as people write it: 1 rather than 1.0, 24.5 stays 24.5."""
-    return f"{value:g}"
-
-
 @dataclass(frozen=True)
 class LabelPlan:
     """The labels this node should carry."""
@@ -125,15 +105,10 @@ def _checked(key: str, value: str) -> str | None:
 
 
 def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
-    """The labels for the node of ``inventory``; invalid values sanitised or left out (with a warning each).
+    """The labels for the node of ``inventory``; invalid values sanitised or left out (a warning each).
 
-    ``servertype`` is ``Ascend<family>-<AI cores per chip>`` (e.g. ``Ascend310P-8``,
-    ``Ascend910-20``, ``Ascend310B-1``), the form Huawei's plugin checks on
-    310/310P/910, and on a 950 ``npu-<AI cores>``, kept as Huawei keeps it there;
-    ``<label_prefix>/ai-cores`` is the same figure, the smallest per-chip reading
-    if chips differ. Both are left out when no chip's AI-core count could be
-    read. A 950 node also gets Huawei's chip-memory and ``huawei.com/topotree.*`` labels.
-    """
+    ``servertype`` and ``<label_prefix>/ai-cores`` use the smallest per-chip AI-core count, and are left out
+    when no chip's count could be read."""
     table = inventory.table
     enforced = {
         ACCELERATOR: table.accelerator_label,
@@ -144,7 +119,7 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
         enforced[DRIVER_VERSION] = inventory.facts.driver_version
     if_absent: dict[str, str] = {}
     if ai_cores := inventory.ai_cores():
-        cores = format_number(min(ai_cores.values()))
+        cores = f"{min(ai_cores.values()):g}"  # 1 rather than 1.0, 24.5 stays 24.5
         enforced[f"{label_prefix}/ai-cores"] = cores
         (enforced if table.server_type_enforced else if_absent)[SERVER_TYPE] = table.server_type(cores)
     else:
@@ -212,11 +187,8 @@ class NodeLabeller:
         )
 
     def _say_stale(self, node: Mapping[str, object]) -> None:
-        """Say once per resource that the node still advertises an older family's (Huawei's removes it).
-
-        Removing it takes ``patch`` on ``nodes/status``, which the chart does not grant: the operator does
-        it once, with the command said.
-        """
+        """Say once per resource that the node still advertises an older family's (Huawei's removes it; the
+        chart grants no ``patch`` on ``nodes/status``, so the operator does it once: the command is said)."""
         status = node.get("status")
         capacity = status.get("capacity") if isinstance(status, Mapping) else None
         if not isinstance(capacity, Mapping):

@@ -1,22 +1,18 @@
 """The Kubernetes publishers as one table: what each does, when it runs, what RBAC it needs.
 
-The same table starts the publishers (:func:`ascend_plugin.faces.kube.run_kube`),
-tells ``doctor`` which permissions to ask the API server about, and is what the
-chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
-publisher is one more row here plus its module.
-
-The publishers share what :class:`KubeSide` holds: the API client, the one
-reflector of our Node, and the node's one Event sender (``node_events`` on),
-which the "node events" row runs. Every Event of the node (chip transitions, start-up notices, escalation
-releases, hot reset stages) goes through its one queue and its one rate limit.
+The table starts them (:func:`run_kube`), tells ``doctor`` which permissions to ask about, and is what
+the chart's RBAC is checked against (tests/test_chart_rbac.py): a new publisher is a row and its module.
+They share :class:`KubeSide`: the client, the one Node reflector and the node's one Event sender.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import anyio
 
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFIG_NAMESPACE
 from ascend_plugin.fault_policy.policy import FaultSources
@@ -26,14 +22,13 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.node_offers import Notice
+from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
     from ascend_plugin.faces.kube.events import NodeEvents
     from ascend_plugin.kubeapi.client import JsonObject, Kube
     from ascend_plugin.kubeapi.reflector import Reflector
-
-log = logging.getLogger(__name__)
 
 Part = Callable[[], Awaitable[None]]
 Announce = Callable[[str, str], None]  # a one-off node Event: (reason, message)
@@ -51,11 +46,10 @@ class KubeInputs:
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    faults: FaultSources  # the fault configuration's inputs and the node's fault policy
     held: HeldChips | None = None  # chips held (PodResources, every mode); Volcano mode: off the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
-    # The fault configuration's inputs and the node's fault policy (None: a plugin without one).
-    faults: FaultSources | None = None
     # Parts of other faces that read the API server and tell through the node's Events (app.py wires them).
     side_parts: tuple[SidePart, ...] = ()
     client: SharedClient | None = None  # the process's API client (None: one of their own)
@@ -71,10 +65,8 @@ class SidePart:
 
 @dataclass(frozen=True)
 class KubeSide:
-    """What the publishers share: the API client, our Node's reflector, the Event sender (None: events off).
-
-    The Node's reflector runs while the node labels, its reader, are on; its log lines name that part.
-    """
+    """What the publishers share: the API client, our Node's reflector (run while the node labels, its
+    reader, are on), the Event sender (None: events off)."""
 
     kube: Kube
     events: NodeEvents | None
@@ -132,7 +124,7 @@ def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
         held=inputs.held,
-        policy=inputs.faults.policy if inputs.faults is not None else None,
+        policy=inputs.faults.policy,
         announce=side.events.announce if side.events is not None else None,
     ).run
 
@@ -146,7 +138,6 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 
     assert inputs.settings.config_configmap is not None  # enabled only when set
-    assert inputs.faults is not None  # the plugin always has a fault policy; fault_levels.json feeds it
     return ConfigWatcher(
         side.kube,
         inputs.config,
@@ -157,17 +148,9 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
 
 
 def _fault_config(side: KubeSide, inputs: KubeInputs) -> Part:
-    from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+    from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 
-    faults = inputs.faults
-    if faults is None:
-        return _nothing_to_configure
-    return FaultConfigWatcher(side.kube, faults).run
-
-
-async def _nothing_to_configure() -> None:
-    """A plugin built without a fault policy has no configuration for the ConfigMap to change."""
-    log.info("no fault policy in this plugin: mindx-dl-fault-config is not followed")
+    return FaultConfigWatcher(side.kube, inputs.faults).run
 
 
 def _events(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -177,8 +160,7 @@ def _events(side: KubeSide, inputs: KubeInputs) -> Part:
     for notice in inputs.notices:
         events.announce(notice.reason, notice.message)
 
-    policy = inputs.faults.policy if inputs.faults is not None else None
-    return lambda: events.serve(inputs.inventory, policy)
+    return lambda: events.serve(inputs.inventory, inputs.faults.policy)
 
 
 def _hot_reset(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -225,3 +207,19 @@ PUBLISHERS: tuple[Publisher, ...] = (
     ),
     Publisher("hot reset: ResetInfo annotation and Events", "hot_reset", _hot_reset_grants, _hot_reset),
 )
+
+
+async def run_kube(inputs: KubeInputs) -> None:
+    """Run every enabled publisher until cancelled, on the process's client (``inputs.client``)."""
+    client = inputs.client or SharedClient(inputs.settings.kubeconfig)
+    async with client.use("Kubernetes client") as kube:
+        side = kube_side(kube, inputs)
+        async with anyio.create_task_group() as tasks:
+            if inputs.settings.node_labels:  # the Node's one reader (its RBAC row grants list and watch)
+                tasks.start_soon(supervise, "node reflector", side.node.run)
+            for publisher in PUBLISHERS:
+                if publisher.enabled(inputs.settings):
+                    tasks.start_soon(supervise, publisher.name, publisher.build(side, inputs))
+            announce = side.events.announce if side.events is not None else None
+            for part in inputs.side_parts:
+                tasks.start_soon(supervise, part.name, functools.partial(part.run, side.kube, announce))

@@ -1,7 +1,4 @@
-"""Prometheus text format of the plugin's metrics: imported at the first scrape only.
-
-See :mod:`.metrics` for why prometheus_client waits until someone asks.
-"""
+"""The metrics in Prometheus' text format, through prometheus_client (imported at the first scrape)."""
 
 from __future__ import annotations
 
@@ -15,11 +12,11 @@ from prometheus_client.registry import Collector
 from ascend_plugin import __version__
 from ascend_plugin.chip_calls import lane_name
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
-from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, MetricsSource
+from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, PluginSource
 from ascend_plugin.hot_reset.stats import Result
 
 
-def render(source: MetricsSource, calls: CallStats) -> bytes:
+def render(source: PluginSource, calls: CallStats) -> bytes:
     """Everything the source and the call statistics say, as exposition text."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(source, calls))
@@ -29,7 +26,7 @@ def render(source: MetricsSource, calls: CallStats) -> bytes:
 class _Collector(Collector):
     """Reads the plugin's state when Prometheus scrapes."""
 
-    def __init__(self, source: MetricsSource, calls: CallStats) -> None:
+    def __init__(self, source: PluginSource, calls: CallStats) -> None:
         self.source = source
         self.calls = calls
 
@@ -65,7 +62,7 @@ class _Collector(Collector):
             escalations.add_metric([kind], count)
         yield from (health, level, network, ai_cores, escalations)
 
-        counters = source.kubelet_counters()
+        counters = source.kubelet()
         allocations = CounterMetricFamily("ascend_allocations", "Containers given devices by Allocate")
         errors = CounterMetricFamily("ascend_allocation_errors", "Refused Allocate calls", labels=["reason"])
         updates = CounterMetricFamily("ascend_list_and_watch_updates", "Device lists sent to the kubelet")
@@ -82,7 +79,7 @@ class _Collector(Collector):
         node = GaugeMetricFamily(
             "ascend_node_info", "1, naming the node this plugin serves", labels=["node_name", "version"]
         )
-        node.add_metric([source.node_name(), __version__], 1.0)
+        node.add_metric([source.node, __version__], 1.0)
         yield from (allocations, errors, updates, registrations, ready, node)
         yield from _dra_counters(counters)
 
@@ -91,13 +88,13 @@ class _Collector(Collector):
             "Seconds a driver call has been stuck, per call lane (node-wide or a chip)",
             labels=["function", "lane"],
         )
-        now = source.now()
+        now = source.clock()
         for call in source.stuck_calls():
             stuck.add_metric([call.name, lane_name(call.lane)], call.stuck_for(now))
         abandoned = GaugeMetricFamily(
             "ascend_dcmi_abandoned_threads", "Worker threads still inside driver calls that hung"
         )
-        abandoned.add_metric([], float(source.abandoned_threads()))
+        abandoned.add_metric([], float(source.calls.abandoned_threads))
         yield from (stuck, abandoned)
         yield from self._calls()
         figures = source.hot_resets()

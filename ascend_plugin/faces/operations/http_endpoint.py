@@ -1,15 +1,9 @@
-"""The operations endpoint: /healthz, /readyz and /metrics over plain HTTP.
+"""The operations endpoint: /healthz, /readyz and /metrics over plain HTTP, one request per connection.
 
-A few lines of asyncio instead of a web framework: the plugin answers three
-GETs from the kubelet's probes and Prometheus, and a 4 GB edge board should
-not pay for more. Each connection carries one request and is closed.
-
-It listens on every address by default, so it holds its ground: a request's
-head is at most 64 KiB (431 beyond), read within 5 s; at most 256 connections
-are open (a newcomer past that takes the place of the one that has waited
-longest for its request, or is closed unanswered); refusals are logged once a
-minute for all of them; concurrent scrapes of /metrics share one rendering.
-What the two probes answer is decided in :mod:`.probes`.
+A few lines of asyncio instead of a web framework. It listens on every address by default, so it holds
+its ground: bounded request heads (64 KiB, 5 s) and connections (256, the longest waiting making way),
+refusals logged once a minute, concurrent scrapes sharing one rendering (docs/operations.md, "The HTTP
+endpoint").
 """
 
 from __future__ import annotations
@@ -21,10 +15,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ascend_plugin.faces.operations.metrics import CONTENT_TYPE
-
 log = logging.getLogger(__name__)
 
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # of /metrics
 REQUEST_TIMEOUT = 5.0  # seconds a client has to send its request's head
 HEAD_LIMIT = 64 * 1024  # bytes of a request's head: its request line and header lines together
 MAX_CONNECTIONS = 256

@@ -1,22 +1,10 @@
-"""The chips' telemetry under npu-exporter's names, units and labels: its dashboards and alerts work.
+"""The chips' telemetry under npu-exporter's names, units and labels, so its dashboards and alerts work.
 
-Every per-chip series carries npu-exporter's labels in its order: ``id`` (the
-physical id), ``model_name`` (``<chip_name>-<chip_type>-<chip_ver>``),
-``vdie_id``, ``pcie_bus_info`` (``%04X:%02X:%02X.%X``), and the container that
-holds the chip (``namespace``, ``pod_name``, ``container_name``): empty when
-none does, ``not_displayed_for_multi_pod`` when several do (a shared chip, or
-vNPUs of one chip in several pods). A figure the driver does not give, or one
-too old to trust (:mod:`ascend_plugin.telemetry.readout`), is not emitted.
-Which container holds a chip is the kubelet's word
-(:mod:`ascend_plugin.holdings`), not the container runtime's; so
-``containerID`` is empty.
-
-The text is written here, not through prometheus_client: at 16 chips it is some
-700 series, and :class:`TelemetryText` writes it again only when a figure, a
-chip's state or a holder changed (every few seconds), so a scrape costs a
-comparison, not a rendering. npu-exporter's millisecond timestamps are left
-out, deliberately: without them Prometheus marks a series stale as soon as it
-leaves /metrics, which is what a figure that went absent should look like.
+Each per-chip series carries npu-exporter's labels in its order, the container that holds the chip as the
+kubelet says (``containerID`` empty); a figure the driver does not give, or one too old to trust, is not
+emitted. The text is written here, not by prometheus_client, and again only when a figure, a chip or a
+holder changed, so a scrape of some 700 series costs a comparison. npu-exporter's timestamps are left
+out: a series that leaves /metrics then goes stale at once. docs/telemetry.md.
 """
 
 from __future__ import annotations
@@ -25,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.holdings.held import ContainerChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.telemetry.collector import ChipSample
 from ascend_plugin.telemetry.readout import MAX_ERROR_CODES
@@ -50,6 +38,41 @@ ECC_FIELDS: Final = (
     ("single_bit_isolated_pages_cnt", "HBM pages isolated for single-bit errors"),
     ("double_bit_isolated_pages_cnt", "HBM pages isolated for double-bit errors"),
 )
+
+
+@dataclass(frozen=True)
+class TelemetryView:
+    """One scrape's telemetry: every chip's sample and the containers holding chips of the node."""
+
+    chips: Sequence[ChipSample]
+    containers: Sequence[ContainerChips] = ()
+    cards: int | None = None  # the node's DCMI cards, where the family shows them (machine_card_nums)
+
+    def health_counts(self) -> tuple[int, int, int]:
+        """npu-exporter's (healthy, unhealthy, unknown) chips, adding up to ``machine_npu_nums``: the health
+        call answered 0, answered anything else, or failed (a dropped card, a chip not read yet)."""
+        healthy = unhealthy = 0
+        for sample in self.chips:
+            health = sample.readout.health
+            if health is None or health.status == -1 or health.dropped:
+                continue
+            healthy += health.status == 1
+            unhealthy += health.status == 0
+        return healthy, unhealthy, len(self.chips) - healthy - unhealthy
+
+    def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding the chip (whole, a share of it, or a vNPU of it), sorted."""
+        return tuple(sorted(held.ref for held in self.containers if phy_id in held.chips))
+
+    def vnpu_holders(self, phy_id: int, vdev_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding vNPU ``vdev_id`` of the chip."""
+        return tuple(
+            sorted(
+                held.ref
+                for held in self.containers
+                if any(device.vnpu == vdev_id and phy_id in device.chips for device in held.devices)
+            )
+        )
 
 
 def pcie_bus_info(address: PcieAddress | None) -> str:
