@@ -123,7 +123,7 @@ class PluginServer(Server):
                 processor.close("the plugin closed its server")
 
 
-class EndpointStopped(RuntimeError):
+class EndpointStopped(PathUnusable):
     """``start`` of an endpoint that was stopped: its owner is shutting it down."""
 
 

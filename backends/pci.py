@@ -25,7 +25,7 @@ _BDF = re.compile(
 _ROOT = re.compile(r"^pci(?P<domain>[0-9a-f]{4}):(?P<bus>[0-9a-f]{2})$")
 
 
-class InvalidPciAddress(ChipError, ValueError):
+class InvalidPciAddress(ChipError):
     """A text that is not a PCI address in the sysfs form ``DDDD:BB:DD.F``."""
 
 

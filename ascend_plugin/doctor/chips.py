@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from ascend_plugin.chip_calls import NODE, ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, Guide, Unmet, how_to_set, listing
+from ascend_plugin.doctor.findings import Finding, Guide, how_to_set, listing, unmet
 from ascend_plugin.inventory.discovery import open_library
 from backends.chips import AiCoreFigure, Chip
 from backends.errors import ChipError, UnknownChipFamily
@@ -38,7 +38,7 @@ def _open(context: Context) -> LibrarySession:
     """The chip library the settings select, not initialised yet."""
     settings = context.settings
     if settings.backend == "dcmi" and not context.library_loads:
-        raise Unmet("dcmi-library-loads")
+        raise unmet("dcmi-library-loads")
     return LibrarySession(open_library(settings, context.library_path))
 
 

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
-from ascend_plugin.doctor.findings import Unmet
+from ascend_plugin.doctor.findings import unmet
 from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import ChipBackend
 from backends.chips import Chip
@@ -60,9 +60,9 @@ class Context:
 
     @staticmethod
     def need(value: T | None, step: str) -> T:
-        """``value``, or :class:`Unmet` naming the step that should have produced it."""
+        """``value``, or the skip naming the step that should have produced it."""
         if value is None:
-            raise Unmet(step)
+            raise unmet(step)
         return value
 
     @property

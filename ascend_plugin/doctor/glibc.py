@@ -67,7 +67,7 @@ def newest_glibc_needed(library: Path) -> GlibcNeed | None:
 
     The binding loads a library's missing dependencies from the library's
     directory (Atlas 200I A2 boards keep libascend_hal.so and friends beside
-    libdcmi.so), so their requirements count too. Raises ElfError or OSError
+    libdcmi.so), so their requirements count too. Raises DoctorError or OSError
     for a file that cannot be read as an ELF object.
     """
     newest: GlibcNeed | None = None

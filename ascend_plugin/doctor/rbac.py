@@ -111,10 +111,6 @@ def needed_permissions(settings: Settings) -> list[Permission]:
     return list(merged.values())
 
 
-class ReviewFailed(Exception):
-    """The API server could not be asked, or did not answer a review."""
-
-
 def require_cluster(context: Context) -> None:
     """NotApplicable unless the API server can be asked: NODE_NAME set, and credentials to ask with."""
     if not context.settings.node_name:
@@ -132,7 +128,7 @@ async def permissions(context: Context) -> list[Finding]:
     settings = context.settings
     require_cluster(context)
     from ascend_plugin.kubeapi.client import connect
-    from ascend_plugin.kubeapi.errors import KubeConfigError
+    from ascend_plugin.kubeapi.errors import KubeConfigError, KubeError
 
     wanted = needed_permissions(settings)
     if not wanted:
@@ -150,7 +146,7 @@ async def permissions(context: Context) -> list[Finding]:
         ]
     try:
         return [await _reviewed(kube, permission) for permission in wanted]
-    except ReviewFailed as error:
+    except KubeError as error:
         return [
             Finding.problem(
                 RBAC,
@@ -193,6 +189,7 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission, name: st
     from kubernetes_asyncio.client import AuthorizationV1Api
 
     from ascend_plugin.kubeapi.client import REQUEST_TIMEOUT
+    from ascend_plugin.kubeapi.errors import KubeError, Unreachable
 
     attributes: dict[str, str] = {"verb": verb, "group": permission.group, "resource": permission.resource}
     if permission.namespace:
@@ -216,13 +213,13 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission, name: st
         finally:
             response.release()
     except (aiohttp.ClientError, OSError, TimeoutError) as error:
-        raise ReviewFailed(
+        raise Unreachable(
             f"cannot reach the API server at {kube.host}: {error or type(error).__name__}"
         ) from error
     answer = _json(raw)
     if not 200 <= response.status < 300:
         message = answer.get("message") or raw[:200].decode("utf-8", "replace")
-        raise ReviewFailed(
+        raise KubeError(
             f"the API server refused a SelfSubjectAccessReview (HTTP {response.status}): {message}"
         )
     status = answer.get("status")

@@ -21,7 +21,7 @@ from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
+from ascend_plugin.doctor.findings import DoctorError, Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.offers.node_offers import (
     VNPU_TEMPLATES,
@@ -104,15 +104,11 @@ async def vnpus(context: Context) -> Finding:
     )
 
 
-class CheckpointUnreadable(Exception):
-    """The DRA driver's checkpoint is there (or may be) but cannot be read from here: owners unknown."""
-
-
 def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[VdevInfo, ...]]) -> Finding:
     """vnpu=dynamic: the vNPUs prepared claims own, and those the driver destroys when it starts."""
     try:
         owned = _owned(context)
-    except CheckpointUnreadable as unreadable:
+    except DoctorError as unreadable:
         return Finding.warning(
             VNPUS,
             f"vnpu=dynamic: {unreadable}: which vNPUs claims own is unknown ({_described(table, split)})",
@@ -140,7 +136,7 @@ def _owned(context: Context) -> set[tuple[int, int]]:
     that cannot be decoded (the driver moves it aside and starts without):
     either way the driver owns nothing when it starts. A directory that is not
     there (not mounted where doctor runs) or a file that cannot be read raises
-    :class:`CheckpointUnreadable`: the owners are unknown, not none.
+    :class:`DoctorError`: the owners are unknown, not none.
     """
     from ascend_plugin.faces.dra.checkpoint import PREPARED, Checkpoint, CheckpointError
     from ascend_plugin.faces.dra.names import CHECKPOINT
@@ -148,7 +144,7 @@ def _owned(context: Context) -> set[tuple[int, int]]:
 
     path = context.host(str(dra_plugin_dir(context.settings) / CHECKPOINT))
     if not path.parent.is_dir():
-        raise CheckpointUnreadable(
+        raise DoctorError(
             f"checkpoint {path} not readable (its directory {path.parent} is not there: not mounted here?)"
         )
     try:
@@ -156,7 +152,7 @@ def _owned(context: Context) -> set[tuple[int, int]]:
     except (FileNotFoundError, CheckpointError):
         return set()
     except OSError as error:
-        raise CheckpointUnreadable(f"checkpoint {path} not readable ({error.strerror or error})") from error
+        raise DoctorError(f"checkpoint {path} not readable ({error.strerror or error})") from error
     return {
         (vnpu.phy_id, vnpu.vdev_id)
         for claim in claims.values()

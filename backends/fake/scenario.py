@@ -94,7 +94,7 @@ from backends.library import (
     VdevInfo,
     v2_name,
 )
-from backends.pci import parse_bdf
+from backends.pci import InvalidPciAddress, parse_bdf
 
 # The DeviceLibrary operations a scenario can make fail or hang.
 Operation = Literal[
@@ -227,7 +227,10 @@ _TEMPLATE_GIB = re.compile(r"_(?P<gib>\d+)g(_|$)")
 
 
 def _canonical_bdf(text: str) -> str:
-    return parse_bdf(text).bdf
+    try:
+        return parse_bdf(text).bdf
+    except InvalidPciAddress as error:  # pydantic reports a ValueError as the field's error
+        raise ValueError(str(error)) from None
 
 
 Bdf = Annotated[str, AfterValidator(_canonical_bdf)]

@@ -31,7 +31,7 @@ PREPARING: Final = "preparing"  # written before its vNPUs are made; never answe
 PREPARED: Final = "prepared"
 
 
-class CheckpointError(Exception):
+class CheckpointError(PathUnusable):
     """The checkpoint file exists but does not hold prepared claims in our format."""
 
 

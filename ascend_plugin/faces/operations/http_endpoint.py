@@ -55,10 +55,6 @@ def parse_address(address: str) -> tuple[str, int]:
     return host.strip("[]") or "0.0.0.0", int(port)
 
 
-class _HeadTooLarge(Exception):
-    """A request head over :data:`HEAD_LIMIT` (never leaves this module: it is answered 431)."""
-
-
 class RefusalLog:
     """Refused requests and connections, counted by reason and logged at most once per ``interval``."""
 
@@ -149,12 +145,13 @@ class HttpEndpoint:
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
                 request_line = await self._head(reader)
-            if writer in self._connections:
-                self._connections[writer] = False
-            status, content_type, body = await self._route(request_line)
-        except _HeadTooLarge:
-            self.refusals.refused(f"request head(s) over {HEAD_LIMIT // 1024} KiB", peer)
-            status, content_type, body = 431, "text/plain", b"request head too large\n"
+            if request_line is None:
+                self.refusals.refused(f"request head(s) over {HEAD_LIMIT // 1024} KiB", peer)
+                status, content_type, body = 431, "text/plain", b"request head too large\n"
+            else:
+                if writer in self._connections:
+                    self._connections[writer] = False
+                status, content_type, body = await self._route(request_line)
         except (TimeoutError, ConnectionError):
             status = 0
         try:
@@ -172,21 +169,21 @@ class HttpEndpoint:
             writer.close()
 
     @staticmethod
-    async def _head(reader: asyncio.StreamReader) -> list[str]:
-        """The request line's words, once the whole head is read (the headers: nothing here needs them)."""
+    async def _head(reader: asyncio.StreamReader) -> list[str] | None:
+        """The request line's words, once the whole head is read; None for a head over HEAD_LIMIT."""
         budget = HEAD_LIMIT
         lines: list[bytes] = []
         while not lines or lines[-1].strip():
             try:
                 line = await reader.readuntil(b"\n")
-            except asyncio.LimitOverrunError as error:  # the stream's own limit, 64 KiB by default
-                raise _HeadTooLarge from error
+            except asyncio.LimitOverrunError:  # the stream's own limit, 64 KiB by default
+                return None
             except asyncio.IncompleteReadError as error:  # the client stopped sending: what came is all
                 lines.append(error.partial)
                 break
             budget -= len(line)
             if budget < 0:
-                raise _HeadTooLarge
+                return None
             lines.append(line)
         return lines[0].decode("latin-1").split()
 
