@@ -194,6 +194,7 @@ class KubeletStandIn:
             self.refusals.append(message)
             self._changed.notify_all()
         context.abort(grpc.StatusCode.UNKNOWN, message)
+        raise AssertionError("unreachable: abort raises")
 
     @staticmethod
     def _problem(request: RegisterRequest) -> str | None:
