@@ -22,7 +22,8 @@ def listed_roots() -> dict[str, type[BaseException]]:
     roots = {}
     for name, path in _ROW.findall(section):
         root = getattr(importlib.import_module(path.replace("/", ".")), name)
-        assert isinstance(root, type) and issubclass(root, BaseException), name
+        assert isinstance(root, type), name
+        assert issubclass(root, BaseException), name
         roots[name] = root
     return roots
 
