@@ -1,30 +1,11 @@
-"""gRPC servers on unix sockets, as the kubelet-facing faces run them.
+"""gRPC servers on the unix sockets the kubelet reaches (the kubelet or an operator may delete them).
 
-The kubelet reaches every plugin through a unix socket it was told of, and it
-(or an operator) may delete that socket at any time: the device-plugin
-directory is wiped when the kubelet restarts, and a DRA driver's registration
-socket must simply stay in place. So each face serves through a
-:class:`SocketEndpoint`: it starts a server on a path, tells by the file's stamp
-whether its own socket is still there, re-creates it on a fresh socket, and
-removes only its own socket when it stops.
-
-grpclib's ``Server.close()`` cancels the request handlers but leaves the
-HTTP/2 connections open: the kubelet's end of a stream then hangs instead of
-ending, and the server's socket objects linger until garbage collection. A
-plugin that re-creates its socket after every kubelet restart must not leave a
-connection behind each time, so :class:`PluginServer` remembers the
-connections it accepted and closes them with itself. A connection the loop
-accepted just before the close is set up (``connection_made``) only after it:
-that one is closed as soon as it is set up. A face that checks what clients
-send builds its own per-connection protocol (``_new_protocol``) and serves it
-through its own endpoint (``_new_server``).
-
-A socket that cannot be created is a
-:class:`~ascend_plugin.path_facts.PathUnusable` whose message names the cause
-(the directory's mode and owner against our uid, a read-only file system, a
-file in the way, another plugin serving that name), for the face to log and
-retry. A socket file in the way is removed only when nobody serves it: another
-plugin's (Huawei's uses the same names) is left alone (:mod:`ascend_plugin.other_plugins`).
+A :class:`SocketEndpoint` serves on a path, tells by the file's stamp whether its socket is still there,
+re-creates it on a fresh socket and removes only its own. grpclib's ``Server.close()`` leaves the HTTP/2
+connections open (the kubelet's stream then hangs): :class:`PluginServer` closes every connection it
+accepted, including one the loop set up only after the close. A socket that cannot be created is a
+:class:`~ascend_plugin.path_facts.PathUnusable` naming the cause; a socket file another plugin serves is
+left alone (:mod:`ascend_plugin.other_plugins`).
 """
 
 from __future__ import annotations
@@ -34,13 +15,13 @@ import os
 import socket
 import weakref
 from asyncio import BaseTransport
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 import anyio.lowlevel
-from grpclib._typing import IServable
+from grpclib.const import Handler as MethodHandler
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
@@ -59,12 +40,15 @@ CLOSE_WAIT = 2.0  # seconds a closing server gets to finish its connections
 ACCEPT_TURNS = 3  # loop turns from accepting a connection to setting it up
 
 
-def file_stamp(path: Path) -> FileStamp | None:
-    """(inode, ctime, mtime) of ``path``, or None when it does not exist.
+class Servable(Protocol):
+    """A gRPC service as grpclib serves it (what betterproto2 generates): its methods by path."""
 
-    The inode alone is not enough: a re-created socket often gets the inode
-    number its predecessor just freed.
-    """
+    def __mapping__(self) -> Mapping[str, MethodHandler]: ...
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """(inode, ctime, mtime) of ``path``, or None when it does not exist (a re-created socket often gets
+    the inode number its predecessor just freed)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -73,11 +57,10 @@ def file_stamp(path: Path) -> FileStamp | None:
 
 
 def bound_socket(path: Path) -> socket.socket:
-    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the start, whatever the umask.
+    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the bind, whatever the umask.
 
-    Linux gives the socket file the mode of the socket's inode at bind time
-    (less the umask): set before the bind, no other user can connect even for
-    a moment. (Connecting to a unix socket needs write permission on it.)
+    Linux gives the socket file the mode of the socket's inode at bind time: set before the bind, no other
+    user can connect even for a moment.
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -92,21 +75,24 @@ def bound_socket(path: Path) -> socket.socket:
 class PluginServer(Server):
     """A grpclib Server whose ``close()`` also closes every connection it accepted."""
 
-    def __init__(self, handlers: Collection[IServable]) -> None:
+    def __init__(self, handlers: Collection[Servable]) -> None:
         super().__init__(handlers)
         self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
         self._closed = False
 
-    def _new_protocol(self) -> H2Protocol:
-        """The protocol of one accepted connection: grpclib's own, unless a subclass checks more."""
-        return super()._protocol_factory()
+    def _set_up(self, protocol: H2Protocol) -> Callable[[BaseTransport], None] | None:
+        """Change a new connection's grpclib objects; what to do once it is made. A subclass checks more."""
+        return None
 
     def _protocol_factory(self) -> H2Protocol:
-        protocol = self._new_protocol()
+        protocol = super()._protocol_factory()
+        connected = self._set_up(protocol)
         set_up = protocol.connection_made
 
         def connection_made(transport: BaseTransport) -> None:
             set_up(transport)
+            if connected is not None:
+                connected(transport)
             if self._closed:
                 protocol.processor.close("the plugin closed its server")
 
@@ -136,7 +122,7 @@ class SocketEndpoint:
     once stopped, the endpoint stays stopped.
     """
 
-    def __init__(self, handlers: Collection[IServable], path: Path, what: str) -> None:
+    def __init__(self, handlers: Collection[Servable], path: Path, what: str) -> None:
         self.handlers = tuple(handlers)
         self.path = path
         self.what = what
