@@ -357,7 +357,7 @@ def doctor_py_root(
 
 
 # -- Volcano mode (tests/test_volcano_*.py): the kubelet's PodResources API --------------------
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn  # noqa: E402
+from pod_resources_standin import PodResourcesStandIn  # noqa: E402
 
 
 @pytest.fixture

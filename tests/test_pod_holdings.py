@@ -15,6 +15,7 @@ import anyio.to_thread
 import pytest
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import player_settings, registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from split_nodes import atlas_300i, duo, make_host
 from waiting import until, wait_for
 
@@ -22,7 +23,6 @@ from ascend_plugin.faces.dra.names import chip_of, partition_name
 from ascend_plugin.holdings.held import ChipResolver, ClaimNames, HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -9,11 +9,11 @@ import anyio.to_thread
 import pytest
 from log_records import records
 from plugin_harness import FakeNode, registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from waiting import wait_for
 
 from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -13,12 +13,12 @@ import anyio.to_thread
 import pytest
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from split_nodes import duo, make_host
 from telemetry_harness import of, scrape_until, telemetry_settings, value
 from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

@@ -21,13 +21,13 @@ import pytest
 from dashboard_queries import dashboard, panel_queries, variable
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from prometheus_server import Prometheus, prometheus_binary
 from split_nodes import box_910b3, make_host
 from telemetry_harness import on_every_chip, scrape_until, telemetry_settings
 from waiting import eventually, wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 
