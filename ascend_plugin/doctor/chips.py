@@ -1,10 +1,7 @@
 """Checks of the chips through the library: dcmi_init, enumeration, family, AI-core figures.
 
-The same calls the plugin's bring-up makes, on the same worker thread with the
-same per-call timeout (a wedged driver must not hang the doctor either).
-The AI-core check matters most on a 310B board: Huawei's plugin exits on a
-310B1's 1.0 AI cores; this one serves the chip with a warning, and
-the doctor says which setting makes the warning go away.
+The same calls as the plugin's bring-up, with the same per-call timeout (a wedged driver must not hang
+the doctor either).
 """
 
 from __future__ import annotations

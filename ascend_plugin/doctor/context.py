@@ -1,11 +1,6 @@
 """What the checks share: the settings, the root they look under, and what earlier checks found.
 
-The doctor inspects a host file system that may be mounted somewhere else
-(``--root /host`` in a debug pod, a fake root in the tests), so every host
-path goes through :meth:`Context.host`. The library, the chips and the family
-(and the family's backend, built over the library once the family is known)
-are found once, by the checks that report on them, and reused by the checks
-after them.
+Every host path goes through :meth:`Context.host` (``--root /host`` in a debug pod).
 """
 
 from __future__ import annotations

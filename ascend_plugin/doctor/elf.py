@@ -1,16 +1,7 @@
-"""A small reader of the dynamic section of an ELF shared object: what it needs to load.
+"""A small reader of an ELF shared object's dynamic section: the libraries and symbol versions it needs.
 
-The doctor must tell whether a vendor library will load here before loading it
-(a library built against a newer glibc than the process has would end it with SIGBUS). The
-dynamic loader decides that from two tables reached through the ``PT_DYNAMIC``
-segment: ``DT_NEEDED`` (the libraries it needs) and ``DT_VERNEED`` (the symbol
-versions, e.g. ``GLIBC_2.34``, it needs from each). This module reads exactly
-those, through the program headers as the loader does, so it works on stripped
-libraries too; scanning the bytes for "GLIBC_" would also pick up strings that
-are not requirements.
-
-Only 64-bit little-endian objects are read: Ascend drivers exist for aarch64
-and x86_64 alone, and code for layouts nobody ships would go untested.
+Read through the program headers as the dynamic loader does (stripped libraries too), 64-bit
+little-endian only: Ascend drivers exist for aarch64 and x86_64 alone.
 """
 
 from __future__ import annotations

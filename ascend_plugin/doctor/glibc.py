@@ -1,11 +1,7 @@
 """The glibc a library needs, against the glibc this process runs on.
 
-A libdcmi.so built on a newer host than the plugin's image needs symbol
-versions (``GLIBC_2.38`` ...) the image's C library lacks: dlopen then fails
-with "version `GLIBC_2.38' not found", and the tempting workaround of
-mixing the host's C library into the image ends in SIGBUS (exit 135). Reading
-the requirement from the file says which glibc the image must have, before
-anything is loaded.
+A libdcmi.so built on a newer host fails to load here ("version `GLIBC_2.38' not found"); mixing the
+host's C library into the image ends in SIGBUS. The requirement is read from the file, before loading.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Hot reset: is it on, can the driver do it, and what would it do about the chips as they are now.
 
-The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`): each chip's
-fault level from its codes as read now (judged by the fault policy on the
-configuration of ``fault_levels_file`` and the built-in files), its reset
-group, and the processes on the group's chips. Which chips pods hold the plugin
-learns from the kubelet's PodResources API, in every mode; the doctor cannot ask
-it for the plugin, but it can tell when its socket is not there, which leaves
-every reset group busy.
+The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`); which chips pods hold the doctor cannot
+ask for the plugin, but a missing PodResources socket (every group busy) it can tell.
 """
 
 from __future__ import annotations

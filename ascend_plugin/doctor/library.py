@@ -1,9 +1,7 @@
 """Checks of libdcmi.so: found, trusted, glibc new enough, loadable.
 
-They follow the binding's own steps (backends.dcmi.loader) in its order, with
-the same search and the same trust rule, so a pass here means the plugin's
-bring-up gets past the library. The library is loaded only if the plugin would
-load it: the doctor runs as root too, and must not run code the plugin refuses.
+The binding's own steps (:mod:`backends.dcmi.loader`), in its order: the library is loaded only if the
+plugin would load it (the doctor runs as root too).
 """
 
 from __future__ import annotations

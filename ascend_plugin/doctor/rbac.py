@@ -1,16 +1,8 @@
-"""Check of the plugin's permissions, asked of the API server itself.
+"""Check of the plugin's permissions, asked of the API server itself (one SelfSubjectAccessReview per verb).
 
-One SelfSubjectAccessReview per verb the enabled features need answers what
-the API server would decide for this process's own credentials (in the pod:
-the plugin's ServiceAccount), whatever mix of ClusterRoles, Roles and
-aggregation grants it. The permissions asked for are the ones the plugin's
-code uses, per publisher (``PUBLISHERS``, the table in docs/kubernetes.md#rbac), and
-with serve=dra the DRA driver's (``DRA_GRANTS``); a publisher that is off needs none.
-A ConfigMap the plugin knows by name is asked about by that name, as its requests
-name it (the chart grants those by name); one finding per resource and namespace.
-
-kubernetes-asyncio is imported only inside the functions that talk to the API
-server: it costs tens of MB and most of a second, and most checks never need it.
+The permissions are those the enabled publishers (``PUBLISHERS``) and the DRA driver (``DRA_GRANTS``)
+use, a ConfigMap asked about by name as the plugin's requests name it. kubernetes-asyncio is imported only
+where the API server is asked: it costs tens of MB.
 """
 
 from __future__ import annotations

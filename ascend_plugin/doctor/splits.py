@@ -1,16 +1,8 @@
 """Checks of how the chips are split: static vNPUs, and the share_count setting.
 
-Both read what the plugin reads (each chip's vNPUs through VDEV_MNG) and decide
-with the plugin's own rules (:func:`ascend_plugin.offers.node_offers.plan_offers`),
-so the doctor warns and refuses exactly where the plugin would: sharing chips
-that carry vNPUs is a problem (the plugin exits with code 2), a share_count the
-node's family ignores is a warning, and so is a vNPU template without a resource
-name. It also reads the vNPUs when ``vnpu=off``: a split chip offered whole
-would give two pods the same silicon. With ``vnpu=dynamic`` the chips' vNPUs
-are the DRA driver's: those no prepared claim of its checkpoint owns are
-named, since the driver destroys them when it starts; a checkpoint doctor
-cannot read (the driver's directory not mounted where it runs) is said as such,
-never taken for one that owns nothing.
+Both decide with the plugin's own rules (:func:`~ascend_plugin.offers.node_offers.plan_offers`), so the
+doctor refuses and warns where the plugin would. With ``vnpu=dynamic`` the vNPUs no prepared claim owns are
+named (the driver destroys them at start); a checkpoint it cannot read is said, never taken for empty.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """HotResetManager: watch the chips, and reset each one whose fault calls for it once its group is free.
 
-It wakes when a verdict changes (the inventory), when the chips pods hold
-change, when a reset ends, and while a chip waits for its group, every
-:data:`RECHECK` seconds (a process may have ended) or when the group's idle time
-is up. A node without a chip to reset costs nothing: the manager sleeps until
-a verdict changes.
-
-Per chip that needs a reset it keeps when its group was first seen free, in a
-row: the first look that finds a chip of the group busy starts the idle time
-again. (Huawei's plugin keeps the first time the group was ever seen free, so a
-group that was free for a moment an hour ago is reset the second its last
-process ends; waiting ``hot_reset_idle`` after the last sign of use gives a job
-that restarts its processes the time to do so.)
+It wakes on a verdict, the chips pods hold, a reset's end, and while a chip waits for its group every
+:data:`RECHECK` seconds or when the idle time is up. The idle time counts from when the group was last
+seen busy (Huawei's counts from the first time ever seen free: a job restarting its processes would lose
+its chips).
 """
 
 from __future__ import annotations
@@ -284,10 +276,8 @@ class HotResetManager:
             self.wake()
 
     async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:
-        """The chip's reset group (asked of the driver until it answers: the topology does not change).
-
-        None when the driver cannot give it: said once (a repeat at DEBUG),
-        and asked again after a backoff (:data:`GROUP_BACKOFF`).
+        """The chip's reset group, asked of the driver until it answers (None: said once, asked again after
+        :data:`GROUP_BACKOFF`).
         """
         phy = chip.phy_id
         if phy not in self._groups:

@@ -1,14 +1,7 @@
 """The chips that wait for an operator's reset: what the node's ``ResetInfo`` annotation lists.
 
-A chip goes here when hot reset will not (or can no longer) help it
-(:class:`Listed`): it is separated (SeparateNPU, ManuallySeparateNPU), its
-three resets of the last 6 hours are spent, its reset failed or timed out, or
-the annotation named it when the plugin started. It stays out of service
-through its own verdict (its fault keeps it unhealthy). It is not reset again
-by the plugin, except once a spent budget allows another reset; it leaves the
-list once it is healthy again, however that came about. The Kubernetes face
-writes the list into the annotation in Huawei's format (``ManualResetDevs``)
-whenever it changes.
+A chip is listed when hot reset will not (or can no longer) help it (:class:`Listed`), and leaves the list
+once it is healthy again.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""Which chips a hot reset is for: by the level of the chip's worst fault, as Huawei's current plugin decides.
-
-The level is the verdict's (:attr:`~ascend_plugin.inventory.verdict.Verdict.worst_level`),
-whichever table or policy judged it. A chip not judged yet is left alone.
-"""
+"""Which chips a hot reset is for: by the level of the chip's worst fault, as Huawei's plugin decides."""
 
 from __future__ import annotations
 
