@@ -1,25 +1,9 @@
 """PluginApp: wiring only. It builds each part with exactly what it needs and runs them.
 
-Start-up: discovery finds the chips (retrying until they appear, never
-exiting), the health monitor looks at every chip once, and then the parts run
-side by side as named, supervised root tasks: the health monitor, the
-device-plugin face (one server and registrar per offered resource), the CDI
-spec in cdi mode, and the Kubernetes publishers once the kubelet has its
-devices. With ``serve: dra`` the DRA driver face runs instead of the
-device-plugin face (never both: the scheduler would count every chip twice).
-A part that fails is logged and restarted with backoff; nothing a chip
-library raises can end the process. The one exception is settings that cannot
-work with the chips found (sharing chips that carry vNPUs): :meth:`PluginApp.run`
-then raises that :class:`~ascend_plugin.settings.SettingsError` after a clean
-shutdown, and the command exits as it does for invalid settings.
-
-Each part reports its own state for the probes: the supervisors record every
-part's runs and failures, and a part's ``problems`` say what keeps it from its
-job (:mod:`ascend_plugin.faces.operations.probes`).
-
-Shutdown: the inventory closes and the parts are cancelled; each kubelet face,
-as its run ends, ends its streams, closes its servers and removes its sockets;
-then the library is released.
+Discovery finds the chips (retrying, never exiting), the monitor looks at each once, then the parts run as
+named supervised root tasks: the monitor, the device-plugin face or (``serve: dra``) the DRA face, the CDI
+spec, hot reset, and the Kubernetes side once the kubelet has its devices. Settings that cannot work with
+the chips found end :meth:`PluginApp.run` with their SettingsError after a clean shutdown.
 """
 
 from __future__ import annotations
@@ -107,12 +91,8 @@ class PluginApp:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        """``settle_heap``: keep the garbage collector off what start-up built, and trim the C heap
-        (:mod:`ascend_plugin.heap`: the daemon does, a process that runs many apps must not).
-        ``supervision`` and ``limits``: when a failing part counts as serving again, and as dead.
-        ``clock``: what hot reset counts its idle time and its budget of resets on (tests move it).
-        ``wall_clock``: the fault policy's (Unix seconds: its escalation times go into the device-info
-        ConfigMap; tests move it too).
+        """``settle_heap``: :mod:`ascend_plugin.heap` (the daemon's; a process of many apps must not).
+        ``clock``: hot reset's; ``wall_clock``: the fault policy's (Unix seconds). Tests move both.
         """
         self.settings = settings
         self.clock = clock
@@ -208,11 +188,7 @@ class PluginApp:
         self.stop_requested.set()
 
     async def run(self) -> None:
-        """Run until :meth:`stop`; returns after a clean shutdown.
-
-        Raises the SettingsError the plugin stopped for (settings that cannot
-        work with the chips found), after the same clean shutdown.
-        """
+        """Run until :meth:`stop`; after a clean shutdown, raise the SettingsError it stopped for, if any."""
         tasks = [RootTask("plugin", self._serve)]
         if self.settings.http_address:
             routes = Routes(self.liveness, self.readiness, self.metrics.render)
@@ -415,11 +391,8 @@ class PluginApp:
         held: HeldChips | None,
         volcano_checked: HeldChips | None = None,
     ) -> None:
-        """The Kubernetes side, started only after the first registration.
-
-        kubernetes-asyncio costs tens of MB and most of a second to import, so it
-        is never imported before the kubelet has its devices, nor at all when
-        the kube features are off.
+        """The Kubernetes side, after the first registration: kubernetes-asyncio costs tens of MB
+        and most of a second to import, and the kubelet must not wait for it.
         """
         await self.registered_once.wait()
         from ascend_plugin.faces.kube.publishers import KubeInputs, run_kube
@@ -478,12 +451,7 @@ class PluginApp:
         return manager
 
     def _volcano(self, node: Node, book: OfferBook) -> VolcanoParts:
-        """Volcano mode's face; its chooser decides the whole-chip resource's devices.
-
-        Imported here, before the kubelet registration, and not after it like the
-        Kubernetes publishers: without the pod cache there is no correct answer to
-        Allocate, so its cost (kubernetes-asyncio) is paid at start.
-        """
+        """Volcano mode's face, imported at start: without its pod cache Allocate has no answer."""
         from ascend_plugin.faces.volcano.face import VolcanoFace, VolcanoSettings
 
         volcano = VolcanoFace(

@@ -1,11 +1,8 @@
 """gRPC servers on the unix sockets the kubelet reaches (the kubelet or an operator may delete them).
 
 A :class:`SocketEndpoint` serves on a path, tells by the file's stamp whether its socket is still there,
-re-creates it on a fresh socket and removes only its own. grpclib's ``Server.close()`` leaves the HTTP/2
-connections open (the kubelet's stream then hangs): :class:`PluginServer` closes every connection it
-accepted, including one the loop set up only after the close. A socket that cannot be created is a
-:class:`~ascend_plugin.path_facts.PathUnusable` naming the cause; a socket file another plugin serves is
-left alone (:mod:`ascend_plugin.other_plugins`).
+re-creates it and removes only its own. :class:`PluginServer` closes every connection it accepted (grpclib's
+close leaves them open: the kubelet's stream would hang). A socket file another plugin serves is left alone.
 """
 
 from __future__ import annotations
@@ -57,10 +54,8 @@ def file_stamp(path: Path) -> FileStamp | None:
 
 
 def bound_socket(path: Path) -> socket.socket:
-    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the bind, whatever the umask.
-
-    Linux gives the socket file the mode of the socket's inode at bind time: set before the bind, no other
-    user can connect even for a moment.
+    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the bind (Linux gives
+    the file the inode's mode at bind time), whatever the umask.
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -116,10 +111,8 @@ class EndpointStopped(PathUnusable):
 class SocketEndpoint:
     """Starts, re-creates and stops a gRPC server for ``handlers`` on the unix socket ``path``.
 
-    ``what`` names the API in log lines ("the device plugin API"). Starting and
-    stopping take turns (one lock) and run to the end even when the caller is
-    cancelled, so no server is ever left listening with nobody to close it;
-    once stopped, the endpoint stays stopped.
+    Starting and stopping take turns and run to the end even when the caller is cancelled, so no server is
+    left listening with nobody to close it; once stopped, it stays stopped.
     """
 
     def __init__(self, handlers: Collection[Servable], path: Path, what: str) -> None:
@@ -141,10 +134,7 @@ class SocketEndpoint:
         return PluginServer(self.handlers)
 
     async def start(self) -> None:
-        """Serve on a fresh socket; the previous server (if any) is closed afterwards.
-
-        Raises PathUnusable, naming the cause, when the socket cannot be created.
-        """
+        """Serve on a fresh socket, then close the previous server; PathUnusable naming the cause."""
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
             raise PathUnusable(
                 f"socket path {self.path} is {len(os.fsencode(self.path))} bytes; a unix socket path may "
@@ -195,11 +185,8 @@ class SocketEndpoint:
 
     @staticmethod
     async def _close(server: PluginServer) -> None:
-        """Close a server nobody can reach by its path any more.
-
-        A connection accepted by the loop just before the close would be set up
-        after it, and asyncio 3.11 then fails to set it up and leaks its socket:
-        so the loop gets a few turns to set up what it accepted first.
+        """Close a server nobody can reach by its path any more, after a few loop turns: a connection
+        accepted just before would be set up after the close and leak its socket (asyncio 3.11).
         """
         for _ in range(ACCEPT_TURNS):
             await anyio.lowlevel.checkpoint()

@@ -1,17 +1,8 @@
 """OpenStreams: the server streams of one service, told of every change and ended together.
 
-ListAndWatch and the DRA health stream have the same life: each open stream
-sends the current state, then waits for the next change and sends again, until
-the service stops; and whoever stops the service waits until every stream has
-ended, so the kubelet sees each one end cleanly. The waiting is on
-:class:`~ascend_plugin.changes.Changes`: a stream takes the next change's event
-*before* it reads the state, so a change between the read and the wait is never
-slept through.
-
-Each open stream also says which version of the state it has shown the kubelet
-(:meth:`StreamSight.showed`), so a part that must know the kubelet has been told
-before it acts (a hot reset takes its chips out first) can wait for it
-(:meth:`OpenStreams.shown`).
+Each stream takes the next change (:meth:`OpenStreams.next_change`) before it reads the state, and says
+which version it has shown the kubelet, so a part that must know the kubelet was told (a hot reset) can
+wait for it (:meth:`OpenStreams.shown`).
 """
 
 from __future__ import annotations
