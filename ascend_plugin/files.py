@@ -16,7 +16,7 @@ DIRECTORY_MODE = 0o755  # a directory the plugin creates: others may look in, ne
 
 
 def make_directory(path: Path) -> None:
-    """``path`` and its missing parents, each :data:`DIRECTORY_MODE`; OSError naming one that cannot be made."""
+    """``path`` and its missing parents, each :data:`DIRECTORY_MODE`; OSError naming one not made."""
     missing: list[Path] = []
     while not path.exists() and path != path.parent:
         missing.append(path)
