@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from fake_apiserver import FakeApiServer
 from plugin_harness import fast_settings
 
 from ascend_plugin.app import PluginApp
@@ -26,7 +27,6 @@ from ascend_plugin.inventory.verdict import Verdict
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.chips import Chip
 from backends.families import family_named
 from backends.library import ChipInfo

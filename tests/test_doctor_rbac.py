@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from conftest import DoctorRoot
+from fake_apiserver import REVIEWS, FakeApiServer
 
 from ascend_plugin.doctor.findings import Guide, Status
 from ascend_plugin.doctor.rbac import needed_permissions
 from ascend_plugin.settings import Settings
-from ascend_plugin.testing.kube_apiserver import REVIEWS, FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

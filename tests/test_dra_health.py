@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, registered, running_driver
+from fake_apiserver import FakeApiServer
 from grpclib.testing import ChannelFor
 from kube_harness import make_inventory, set_faults
 from log_records import records
@@ -21,7 +22,6 @@ from ascend_plugin.faces.dra.services import REPORT_TIMEOUT, DeviceHealthService
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubelet_api.v1alpha1 import DraResourceHealthStub, HealthStatus, NodeWatchResourcesRequest
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.resource_api import DEVICE_TAINTS
 
 pytestmark = pytest.mark.anyio

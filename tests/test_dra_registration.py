@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio.to_thread
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, put_claim, registered, result, running_driver, standin
+from fake_apiserver import FakeApiServer
 from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import CFakePlayer
 from kube_harness import make_inventory, running
 from log_records import records
@@ -27,7 +28,6 @@ from waiting import until, wait_for
 from ascend_plugin.faces.kube.huawei_format import SuperPodPlace
 from ascend_plugin.faces.kube.labels import NodeLabeller, node_reflector, plan_labels
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.library import SuperPodInfo
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from waiting import WAIT, until
 
@@ -26,7 +27,6 @@ from ascend_plugin.faces.kube.huawei_format import (
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

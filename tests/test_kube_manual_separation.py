@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fault_policy_harness import START, Node, configured
 from kube_harness import NODE, Judged, make_inventory, running
 from waiting import until
@@ -25,7 +26,6 @@ from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import running
 from waiting import WAIT, until
 
@@ -21,7 +22,6 @@ from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.resilience import Backoff
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

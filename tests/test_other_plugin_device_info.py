@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import make_inventory, running
 from waiting import until
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.other_plugins import FOREIGN_QUIET
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
+from fake_apiserver import FakeApiServer
 from grpclib import GRPCError
 from grpclib.const import Status
 from grpclib.metadata import encode_grpc_message
@@ -33,7 +34,6 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     ContainerAllocateRequest,
     DevicePluginBase,
 )
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

@@ -11,6 +11,7 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import registered, running_plugin
 from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import (
@@ -31,7 +32,6 @@ from waiting import WAIT, until, wait_for
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
