@@ -1,15 +1,8 @@
 """The C declarations of libdcmi.so that the binding uses, and the generator of ``_dcmi_cffi.py``.
 
-Nothing checks a cffi ``cdef`` against the vendor header, so every struct is
-declared with the exact field order and types of Huawei's
-``dcmi_interface_api.h``; ``tests/test_dcmi_abi_layout.py`` pins the sizes and
-offsets, and the fake ``libdcmi.so`` of the tests is compiled against this very
-text, so gcc checks it too.
-
-The binding is cffi's out-of-line ABI mode: ``python -m backends.dcmi.build_ffi``
-(``nox -s cffi``) writes the pure-Python module ``_dcmi_cffi.py``, which is
-committed. No C compiler and no DCMI header are needed to install the plugin,
-and the library itself is only opened at run time.
+Every struct has the field order and types of Huawei's ``dcmi_interface_api.h``: tests/test_dcmi_abi_layout.py
+pins sizes and offsets, and the tests' C fake is compiled against this text. ``nox -s cffi`` writes the
+committed ``_dcmi_cffi.py`` (ABI mode: no compiler or header needed to install).
 """
 
 from __future__ import annotations
