@@ -1,25 +1,12 @@
 """A kubelet stand-in, on grpcio, for the demo, the tests and the benchmarks.
 
-It behaves like the kubelet's device manager where a plugin can tell:
-
-* serves ``Registration.Register`` on ``<dir>/kubelet.sock`` and checks the
-  request as the kubelet does (API version, extended resource name, endpoint);
-* dials back synchronously inside Register and calls GetDevicePluginOptions
-  (10 s timeout) before answering, so a plugin that is not serving yet fails;
-* consumes ListAndWatch in a thread per registration; capacity is every
-  device, allocatable the healthy ones; when the stream ends every device
-  becomes unhealthy; a new registration for the same resource cancels the
-  old stream;
-* on :meth:`restart`, deletes every socket in the directory (not other files)
-  and re-creates ``kubelet.sock``, which the file system usually gives the
-  inode number the old one had;
-* drops a resource whose stream ended from the node's capacity once
-  ``stop_grace_period`` has passed without a new registration
-  (:meth:`node_capacity`; the kubelet's endpointStopGracePeriod is 5 minutes,
-  the stand-in's 0 unless given).
-
-It runs on grpcio, a different gRPC stack from the plugin's grpclib, so that
-wire-level mistakes cannot cancel out. Use it from async code through
+It does what the kubelet's device manager does where a plugin can tell: checks Register as the kubelet
+does and dials back inside it (GetDevicePluginOptions, 10 s), consumes ListAndWatch per registration
+(capacity every device, allocatable the healthy ones; a stream that ends makes them unhealthy), on
+:meth:`restart` deletes the directory's sockets and re-creates ``kubelet.sock``, and drops a resource
+from capacity ``stop_grace_period`` after its stream ended (the kubelet's endpointStopGracePeriod).
+The real kubelet's behaviour is checked in the end-to-end suite (docs/e2e.md). A different gRPC stack
+from the plugin's, so wire-level mistakes cannot cancel out; from async code use
 ``anyio.to_thread.run_sync(standin.wait_until, ...)``.
 """
 
