@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ascend_plugin import heap
+from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
@@ -131,8 +132,8 @@ class PluginApp:
         self.http: HttpEndpoint | None = None
         # The one API client every face that talks to the API server shares (connected when first used).
         self.kube_client = SharedClient(settings.kubeconfig)
-        self.stop_requested = anyio.Event()
-        self.registered_once = anyio.Event()
+        self.stop_requested = Changes()  # bumped by stop()
+        self.registered = Changes()  # bumped at every registration with the kubelet
         self._refused: SettingsError | None = None
 
     @property
@@ -185,7 +186,7 @@ class PluginApp:
     def stop(self, refused: SettingsError | None = None) -> None:
         """Ask :meth:`run` to shut down cleanly; with ``refused``, :meth:`run` raises it afterwards."""
         self._refused = self._refused or refused
-        self.stop_requested.set()
+        self.stop_requested.bump()
 
     async def run(self) -> None:
         """Run until :meth:`stop`; after a clean shutdown, raise the SettingsError it stopped for, if any."""
@@ -197,7 +198,7 @@ class PluginApp:
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(run_root_tasks, tasks, self.supervision)
-                await self.stop_requested.wait()
+                await self.stop_requested.wait_for_change(0)
                 if self.node is not None:
                     self.node.inventory.close()  # what follows the chips sees the end
                 group.cancel_scope.cancel()  # the faces' runs close what they served as they end
@@ -289,7 +290,7 @@ class PluginApp:
             volcano.chooser if volcano is not None else None,
             held=self.held,
         )
-        face.on_registered(self.registered_once.set)
+        face.on_registered(self.registered.bump)
         face.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = face.counters
         hot_reset = self._hot_reset(node, monitor, face.shown)
@@ -361,7 +362,7 @@ class PluginApp:
             held=self.held,
             client=self.kube_client,
         )
-        dra.on_registered(self.registered_once.set)
+        dra.on_registered(self.registered.bump)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
         hot_reset = self._hot_reset(node, monitor, dra.shown)
@@ -394,7 +395,7 @@ class PluginApp:
         """The Kubernetes side, after the first registration: kubernetes-asyncio costs tens of MB
         and most of a second to import, and the kubelet must not wait for it.
         """
-        await self.registered_once.wait()
+        await self.registered.wait_for_change(0)
         from ascend_plugin.faces.kube.publishers import KubeInputs, run_kube
 
         if self.settle_heap:

@@ -20,7 +20,7 @@ from typing import Final, Protocol
 
 import anyio
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Changes, Followable
 from ascend_plugin.holdings.pod_resources import ClaimDevice, ContainerRef, Listing, PodResourcesClient
 from ascend_plugin.offers.base import OfferedDevice
 from ascend_plugin.offers.book import OfferBook
@@ -236,7 +236,7 @@ def _by_chip(refs: Mapping[int, list[ContainerRef]]) -> ByChip:
     return MappingProxyType({chip: tuple(sorted(found)) for chip, found in sorted(refs.items())})
 
 
-class HeldChips:
+class HeldChips(Followable):
     """Which container holds which chips, kept current, and the node's held chips (not :attr:`known` before
     the first answer: an empty set then says nothing); while the kubelet does not answer they stay as last
     known, or are what :meth:`also_held` says."""
@@ -249,6 +249,7 @@ class HeldChips:
         interval: float = REFRESH_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__()  # version and wait_for_change: the held chips, their being known, the holders
         self.client = client
         self.resolver = resolver or ChipResolver()  # the mode's: set by the app once the offers are known
         self.interval = interval
@@ -256,7 +257,6 @@ class HeldChips:
         self.listing: Listing | None = None  # the last listing the kubelet answered
         self.answered = False  # whether the last attempt was answered
         self.tried = anyio.Event()  # set once the kubelet was asked the first time, answered or not
-        self.changes = Changes()  # the held chips, whether they are known, or the device-plugin holders
         self._listed_at = -float("inf")  # clock() when the last attempt began
         self._lock = anyio.Lock()
         self._resolved = Resolved()
@@ -275,13 +275,6 @@ class HeldChips:
     def just_handed(self) -> frozenset[int]:
         """Chips handed over lately that no listing has covered yet (held whatever the kubelet lists)."""
         return frozenset(self._handed)
-
-    @property
-    def version(self) -> int:
-        return self.changes.version
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        return await self.changes.wait_for_change(seen_version)
 
     # -- per container (telemetry labels, Volcano, the DRA slices) ----------------------------
 
@@ -371,7 +364,7 @@ class HeldChips:
         plugin_held = self._plugin_held if plugin_held is None else plugin_held
         if (chips, known, plugin_held) != (self.chips, self.known, self._plugin_held):
             self.chips, self.known, self._plugin_held = chips, known, plugin_held
-            self.changes.bump()
+            self._changes.bump()
 
     def _current(self) -> Resolved:
         if self.listing is None:

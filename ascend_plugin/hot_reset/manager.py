@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -19,7 +19,7 @@ from typing import Final
 import anyio
 from anyio.abc import TaskGroup
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Changes, Followed, first_change
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.hot_reset.budget import ResetBudget
@@ -334,25 +334,13 @@ class HotResetManager:
     async def _until_change(self, seen: tuple[int, int, int], delay: float | None) -> None:
         """Sleep until the chips, the held chips or the wake-ups moved past ``seen``, or ``delay`` is up."""
         version, held_version, woken = seen
-        waits: list[Callable[[], Awaitable[object]]] = [
-            lambda: self.inventory.wait_for_change(version),
-            lambda: self._wake.wait_for_change(woken),
-        ]
+        followed: list[tuple[Followed, int]] = [(self.inventory, version), (self._wake, woken)]
         if self.held is not None:
-            held = self.held
-            waits.append(lambda: held.wait_for_change(held_version))
-        with anyio.move_on_after(math.inf if delay is None else delay):
-            async with anyio.create_task_group() as first:
-                for wait in waits:
-                    first.start_soon(_then_cancel, wait, first)
+            followed.append((self.held, held_version))
+        await first_change(*followed, within=math.inf if delay is None else delay)
 
     def _held_version(self) -> int:
         return self.held.version if self.held is not None else 0
 
     def _name(self, phy_id: int) -> str:
         return self.parts.name(phy_id)
-
-
-async def _then_cancel(wait: Callable[[], Awaitable[object]], group: TaskGroup) -> None:
-    await wait()
-    group.cancel_scope.cancel()

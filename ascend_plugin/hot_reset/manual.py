@@ -10,7 +10,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Followable
 from backends.chips import Chip
 
 
@@ -33,20 +33,12 @@ class ManualReset:
     listed: Listed
 
 
-class ManualResets:
+class ManualResets(Followable):
     """The chips waiting for an operator's reset, by physical id, with a version that follows every change."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._entries: dict[int, ManualReset] = {}
-        self._changes = Changes()
-
-    @property
-    def version(self) -> int:
-        return self._changes.version
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        """Return the version once it differs from ``seen_version``."""
-        return await self._changes.wait_for_change(seen_version)
 
     def entries(self) -> tuple[ManualReset, ...]:
         """Every chip listed, by physical id."""

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Followable
 from ascend_plugin.inventory.verdict import Verdict
 from backends.chips import Chip
 from backends.families import FamilyTable
@@ -86,27 +86,22 @@ class NodeFacts:
 Transition = Callable[[ChipState, ChipState], None]
 
 
-class Inventory:
+class Inventory(Followable):
     """The node's chips by physical id, with change notification."""
 
     def __init__(self, facts: NodeFacts, chips: Iterable[ChipState]) -> None:
+        super().__init__()
         self.facts = facts
         self._chips: dict[int, ChipState] = {state.phy_id: state for state in chips}
         self._by_logic = MappingProxyType(
             {state.chip.logic_id: state.phy_id for state in self._chips.values()}
         )
         self._ordered = self._sorted()
-        self._changes = Changes()
         self._transition_listeners: list[Transition] = []
 
     @property
     def table(self) -> FamilyTable:
         return self.facts.table
-
-    @property
-    def version(self) -> int:
-        """Increases on every change."""
-        return self._changes.version
 
     @property
     def closed(self) -> bool:
@@ -193,10 +188,6 @@ class Inventory:
 
     def close(self) -> None:
         self._changes.close()
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        """Return the current version once it differs from ``seen_version`` (or on close)."""
-        return await self._changes.wait_for_change(seen_version)
 
     def _tell(self, old: ChipState, new: ChipState) -> None:
         """Tell every transition listener, after the change is counted: one that raises stops nothing."""

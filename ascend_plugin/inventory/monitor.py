@@ -19,6 +19,7 @@ from typing import Protocol
 import anyio
 from anyio.abc import TaskGroup
 
+from ascend_plugin.changes import Changes, Followed
 from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneKey, StuckCall, step
 from ascend_plugin.fault_policy.faults import LINK_DOWN, Observation
 from ascend_plugin.fault_policy.policy import FaultPolicy
@@ -75,7 +76,7 @@ def health_policy(settings: Settings) -> HealthPolicy:
     )
 
 
-class HeldSource(Protocol):
+class HeldSource(Followed, Protocol):
     """The chips pods hold (:class:`~ascend_plugin.holdings.held.HeldChips`), as read here."""
 
     @property
@@ -83,11 +84,6 @@ class HeldSource(Protocol):
 
     @property
     def known(self) -> bool: ...
-
-    @property
-    def version(self) -> int: ...
-
-    async def wait_for_change(self, seen_version: int) -> int: ...
 
 
 _Vnpus = tuple[VdevInfo, ...] | ChipError | None  # what a poll read of the chip's vNPUs: None, not read
@@ -99,7 +95,7 @@ class _Watch:
 
     chip: Chip
     damping: Damping
-    wake: anyio.Event = field(default_factory=anyio.Event)
+    wake: Changes = field(default_factory=Changes)  # bumped: poll now
     polls: Polls = field(default_factory=Polls)
     polled_at: float | None = None  # when its last poll started, on the loop's clock
     vnpu_error: str = ""  # the last vNPU read's failure, so a repeat is not logged again
@@ -170,7 +166,7 @@ class HealthMonitor:
     def wake(self) -> None:
         """Look at every chip now (a config change, a new fault configuration, an operator's release)."""
         for watch in self._watches.values():
-            watch.wake.set()
+            watch.wake.bump()
 
     async def look_again(self, phy_ids: Iterable[int]) -> None:
         """Poll these chips now, every code read afresh (after a hot reset, as Huawei's plugin does)."""
@@ -182,10 +178,11 @@ class HealthMonitor:
                 group.start_soon(self._poll, watch)
 
     async def _watch(self, watch: _Watch) -> None:
+        woken = 0  # a wake before the first poll counts
         while True:
             with anyio.CancelScope(deadline=self._next_poll(watch)):
-                await watch.wake.wait()
-            watch.wake = anyio.Event()
+                await watch.wake.wait_for_change(woken)
+            woken = watch.wake.version
             await self._poll(watch)
 
     def _next_poll(self, watch: _Watch) -> float:
@@ -350,7 +347,7 @@ class HealthMonitor:
             self._decide(watch)
         self._observe(phy, burst.lasts())
         self._decide(watch)
-        watch.wake.set()
+        watch.wake.bump()
 
     def _observe(self, phy: int, arrivals: Iterable[Arrival]) -> None:
         for arrival in arrivals:
@@ -411,7 +408,7 @@ class HealthMonitor:
             return
         if stuck is not None:
             self._decide(watch)  # marked unhealthy now, not at the next poll
-        watch.wake.set()
+        watch.wake.bump()
 
 
 def _log_transition(name: str, old: ChipState, verdict: Verdict) -> None:

@@ -15,6 +15,7 @@ from types import MappingProxyType
 
 import anyio
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, ChipCallTimeout, LaneStuck, step
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.settings import Settings
@@ -133,7 +134,7 @@ class TelemetryCollector:
         self.clock = clock
         self._align = align
         self._intervals = self.policy.intervals()
-        self._woken = anyio.Event()
+        self._woken = Changes()  # bumped by wake()
         # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
         self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
         self._chips = {state.phy_id: _Chip() for state in inventory.chips()}
@@ -156,18 +157,18 @@ class TelemetryCollector:
     async def run(self) -> None:
         """Read whatever is due, chips side by side, then sleep until the next is due; until cancelled."""
         while True:
+            woken = self._woken.version
             await self.read_due()
             wake = (
                 min(min(chip.due.values()) for chip in self._chips.values()) if self._chips else float("inf")
             )
             delay = max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval
             with anyio.CancelScope(deadline=self._align(anyio.current_time() + delay)):
-                await self._woken.wait()
-            self._woken = anyio.Event()
+                await self._woken.wait_for_change(woken)
 
     def wake(self) -> None:
         """The settings may have changed: look at the intervals now, not at the next figure due."""
-        self._woken.set()
+        self._woken.bump()
 
     async def read_due(self) -> None:
         """One round: every chip's due figures, side by side."""

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import anyio
 
+from ascend_plugin.changes import first_change
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
 from ascend_plugin.fault_policy.documents import FaultConfigError
 from ascend_plugin.fault_policy.fault_codes import decode_overlay
@@ -165,27 +166,9 @@ class FaultConfigWatcher:
                 seen = changes.version
                 if self.reflector.synced or self._answered:
                     self.apply(self.reflector.get(self.where))
-            if await self._quiet_for_poll_interval(seen):
-                await self.reread()
-
-    async def _quiet_for_poll_interval(self, seen: int) -> bool:
-        """True once PollInterval passed with the reflector at ``seen``; False at its next change."""
-        quiet = False
-        async with anyio.create_task_group() as group:
-
-            async def news() -> None:
-                await self.reflector.changes.wait_for_change(seen)
-                group.cancel_scope.cancel()
-
-            async def poll_interval_passed() -> None:
-                nonlocal quiet
-                await self.sleep(self.sources.config.poll_interval)
-                quiet = True
-                group.cancel_scope.cancel()
-
-            group.start_soon(news)
-            group.start_soon(poll_interval_passed)
-        return quiet
+            poll_interval = self.sources.config.poll_interval
+            if not await first_change((changes, seen), within=poll_interval, sleep=self.sleep):
+                await self.reread()  # PollInterval passed without news
 
     async def reread(self) -> None:
         """Read the ConfigMap now (a GET); its answer shows in the reflector until the watch has it."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import anyio
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Changes, Followed, first_change
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
     DATA_KEY,
@@ -161,13 +161,16 @@ class DeviceInfoPublisher:
             )
 
     async def _publish(self, retry: Retrier) -> None:
-        version = self.inventory.version
         while not self.inventory.closed:
-            held_version = self.held.version if self.held is not None else 0
-            nudges = self._nudges.version
+            # Taken before the look: the chips, the held chips, the ConfigMap or the policy changing.
+            seen: list[tuple[Followed, int]] = [
+                (self.inventory, self.inventory.version),
+                (self._nudges, self._nudges.version),
+            ]
+            if self.held is not None:
+                seen.append((self.held, self.held.version))
             if self._other_writes():  # not fought: looked at again on a change, or once it is quiet
-                with anyio.move_on_after(self.other.quiet_in(self.clock())):
-                    version = await self._wait_for_change(version, held_version, nudges)
+                await first_change(*seen, within=self.other.quiet_in(self.clock()))
                 continue
             self._take_operator_edits()
             content, separated = self._content()
@@ -185,8 +188,7 @@ class DeviceInfoPublisher:
                     continue
                 retry.succeeded()
             wake = self._last_write + min(self.refresh, self._due(content))
-            with anyio.move_on_after(max(wake - self.clock(), 0.0)):
-                version = await self._wait_for_change(version, held_version, nudges)
+            await first_change(*seen, within=max(wake - self.clock(), 0.0))
 
     def _due(self, content: DeviceInfoContent) -> float:
         """Seconds after the last write that ``content`` is due: at once, after TIMES_INTERVAL, or never."""
@@ -195,30 +197,6 @@ class DeviceInfoPublisher:
         if self._written is not None and without_times(content) == without_times(self._written):
             return TIMES_INTERVAL
         return 0.0
-
-    async def _wait_for_change(self, version: int, held_version: int, nudges: int) -> int:
-        """The inventory's version once it, the held chips, the ConfigMap or the policy changed."""
-        held = self.held
-        async with anyio.create_task_group() as group:
-
-            async def inventory_changed() -> None:
-                await self.inventory.wait_for_change(version)
-                group.cancel_scope.cancel()
-
-            async def held_changed() -> None:
-                assert held is not None
-                await held.wait_for_change(held_version)
-                group.cancel_scope.cancel()
-
-            async def nudged() -> None:
-                await self._nudges.wait_for_change(nudges)
-                group.cancel_scope.cancel()
-
-            group.start_soon(inventory_changed)
-            group.start_soon(nudged)
-            if held is not None:
-                group.start_soon(held_changed)
-        return self.inventory.version
 
     def _content(self) -> tuple[DeviceInfoContent, tuple[int, ...]]:
         """The content to write, and the chips it names in ManuallySeparateNPU."""

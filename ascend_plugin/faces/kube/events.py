@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 
 import anyio
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.fault_policy.escalations import Release, UpgradeReason
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
@@ -131,7 +132,7 @@ class NodeEvents:
         self.namespace = namespace
         self.dropped = 0  # transitions not posted since the last summary
         self._queue: deque[PendingEvent] = deque()
-        self._wake = anyio.Event()
+        self._wake = Changes()  # bumped when an Event is queued or dropped
         self._node_uid: str | None = None
 
     def on_transition(self, old: ChipState, new: ChipState) -> None:
@@ -141,13 +142,13 @@ class NodeEvents:
             self._queue.append(event)
         else:
             self.dropped += 1
-        self._wake.set()
+        self._wake.bump()
 
     def announce(self, reason: str, message: str, kind: str = "Warning") -> None:
         """Queue a one-off Event (a start-up warning, a hot reset's stage), outside the token bucket."""
         if len(self._queue) < QUEUE_LIMIT:
             self._queue.append(PendingEvent(reason, kind, message, datetime.now(UTC)))
-            self._wake.set()
+            self._wake.bump()
 
     async def serve(self, inventory: Inventory, policy: FaultPolicy | None) -> None:
         """Post the node's Events until cancelled: transitions, the policy's releases, and what others
@@ -174,6 +175,7 @@ class NodeEvents:
         """Post queued Events forever, and a summary of dropped ones when a token frees up."""
         retry = Retrier(f"node events for {self.node_name}")
         while True:
+            woken = self._wake.version
             if self._queue:
                 event = self._queue[0]
             elif self.dropped:
@@ -184,8 +186,7 @@ class NodeEvents:
                 event = self._summary()
                 self._queue.append(event)
             else:
-                await self._wake.wait()
-                self._wake = anyio.Event()
+                await self._wake.wait_for_change(woken)
                 continue
             try:
                 await self._post(event)

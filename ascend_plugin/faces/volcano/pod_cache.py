@@ -14,8 +14,6 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-import anyio
-
 from ascend_plugin.changes import Changes
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod, parse_pod
 from ascend_plugin.kubeapi.client import PODS, JsonObject, Kube
@@ -105,7 +103,7 @@ class PodPatcher:
 
     def __init__(self) -> None:
         self._pending: dict[str, _Pending] = {}
-        self._wake = anyio.Event()
+        self._wake = Changes()  # bumped when a patch is asked for
         self.written = 0  # patches that landed
 
     def pending(self, uid: str) -> Mapping[str, str]:
@@ -117,13 +115,13 @@ class PodPatcher:
         """Have ``annotations`` written on ``pod`` as soon as the API server takes them."""
         entry = self._pending.setdefault(pod.uid, _Pending(pod.namespace, pod.name))
         entry.annotations.update(annotations)
-        self._wake.set()
+        self._wake.bump()
 
     async def run(self, kube: Kube) -> None:
         retry = Retrier("pod annotations")
+        woken = 0
         while True:
-            await self._wake.wait()
-            self._wake = anyio.Event()
+            woken = await self._wake.wait_for_change(woken)
             while self._pending:
                 uid = next(iter(self._pending))
                 entry = self._pending.pop(uid)
