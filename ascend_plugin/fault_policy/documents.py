@@ -78,11 +78,8 @@ def load_document(text: str, source: str) -> Mapping[str, object]:
 def fields(
     value: object, names: Sequence[str], source: str, where: str, notes: list[ConfigNote]
 ) -> dict[str, object]:
-    """``value``'s entries under the field names they match; an unknown key is noted and left out.
-
-    ``where`` names ``value`` in the document ("" for the top); FaultConfigError
-    when it is not an object.
-    """
+    """``value``'s entries under the field names they match; an unknown key is noted and left out;
+    FaultConfigError when ``value`` (``where`` in the document, "" for the top) is not an object."""
     if not isinstance(value, dict):
         raise FaultConfigError(
             f"{source}: {where or 'the document'} must be an object, not {_json_type(value)}"
