@@ -1,8 +1,5 @@
-"""The shared device nodes and driver directories present on the host, learned once and again on a change.
-
-Every NPU container also needs the family's shared nodes and the driver, but
-only those the host has: learned at start, and again when a directory holding
-them changes (a driver reload moves its mtime), not looked up on every Allocate.
+"""The shared device nodes and driver directories present on the host, learned at start and again when
+a directory holding them changes (a driver reload moves its mtime), not looked up on every Allocate.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
 
-Each call goes through the client's ``ApiClient`` by its REST route (one :class:`Resource` row per kind),
-asks for the raw response, checks the status itself and hands back plain JSON: the untyped client's
-``Any`` stays here, its models are never imported (:mod:`.lean_import`), and every failure leaves as an
-exception of :mod:`.errors`. Every request has a timeout.
+Each call goes by its REST route (one :class:`Resource` row per kind) and hands back plain JSON: the
+untyped client's ``Any`` stays here, and every failure leaves as an exception of :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -67,11 +65,8 @@ class Route:
 
 @dataclass(frozen=True)
 class Resource:
-    """A kind of object (its plural as RBAC names it, its API group) and the calls the plugin makes on it.
-
-    ``calls`` maps a verb as RBAC names it (a watch is a list; :data:`EVERYWHERE` lists a namespaced kind
-    across namespaces) to its REST route: every call the plugin makes is here, and only those.
-    """
+    """A kind of object (its plural as RBAC names it, its API group) and the calls the plugin makes on it:
+    verb as RBAC names it (a watch is a list; :data:`EVERYWHERE`: across namespaces) -> REST route."""
 
     plural: str
     namespaced: bool

@@ -1,9 +1,7 @@
 """The reflector: a local copy of some objects, kept current by a list and then a watch, as client-go's.
 
-410 Gone lists again; every failure waits with jittered backoff, a watch that ends within
-:data:`MIN_WATCH` without a word counting as one. A part runs :meth:`Reflector.run` as a task and waits on
-its ``changes``; its own writes show in the store at once (:meth:`Reflector.record_write`).
-resourceVersions are compared for equality only. docs/kubernetes.md, "Resilience".
+410 Gone lists again; every failure waits with jittered backoff; a part's own writes show in the store at
+once (:meth:`Reflector.record_write`). docs/kubernetes.md, "Resilience".
 """
 
 from __future__ import annotations

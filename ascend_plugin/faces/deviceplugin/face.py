@@ -1,8 +1,5 @@
-"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers.
-
-A resource that appears (a vNPU template just created) gets its server; one
-that disappears has its stream ended and its socket removed, so the kubelet
-drops the resource instead of keeping stale IDs.
+"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers; a resource
+that disappears has its stream ended and its socket removed, so the kubelet drops its stale IDs.
 """
 
 from __future__ import annotations

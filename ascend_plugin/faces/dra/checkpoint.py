@@ -1,10 +1,8 @@
 """The prepared claims, kept in a file in the plugin directory so that no restart forgets one.
 
-Each claim is written down (devices, requests, CDI IDs, shares, vNPUs) before the kubelet hears it is
-prepared, atomically and durably; a claim whose partitions need vNPUs is written ``preparing`` before any
-is made. A file that cannot be decoded is moved aside (``checkpoint.json.bad-<time>``) and
-:attr:`Checkpoint.lost` says why; one that cannot be read at all fails the start (retried), since it may
-be fine once the disk answers. docs/dra.md: "Claims", "A lost checkpoint".
+A claim is written down before the kubelet hears it is prepared (``preparing`` before any vNPU is made).
+A file that cannot be decoded is moved aside; one that cannot be read at all fails the start (retried).
+docs/dra.md: "Claims", "A lost checkpoint".
 """
 
 from __future__ import annotations

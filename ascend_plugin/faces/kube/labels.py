@@ -1,8 +1,7 @@
 """Node labels: Huawei's (``accelerator``, chip name, ``servertype``, driver version) and our own two.
 
 ``servertype`` is set only while the node has none (others put their own there); the rest are put back
-when removed or changed, in a strategic merge that touches no other label. A value outside label syntax
-is rewritten or left out, with a warning. docs/kubernetes.md, "Node labels".
+when removed or changed. docs/kubernetes.md, "Node labels".
 """
 
 from __future__ import annotations
@@ -106,9 +105,7 @@ def _checked(key: str, value: str) -> str | None:
 
 def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
     """The labels for the node of ``inventory``; invalid values sanitised or left out (a warning each).
-
-    ``servertype`` and ``<label_prefix>/ai-cores`` use the smallest per-chip AI-core count, and are left out
-    when no chip's count could be read."""
+    ``servertype`` and ``ai-cores`` use the smallest per-chip AI-core count (none read: left out)."""
     table = inventory.table
     enforced = {
         ACCELERATOR: table.accelerator_label,

@@ -1,9 +1,7 @@
 """The operations endpoint: /healthz, /readyz and /metrics over plain HTTP, one request per connection.
 
-A few lines of asyncio instead of a web framework. It listens on every address by default, so it holds
-its ground: bounded request heads (64 KiB, 5 s) and connections (256, the longest waiting making way),
-refusals logged once a minute, concurrent scrapes sharing one rendering (docs/operations.md, "The HTTP
-endpoint").
+It listens on every address by default, so its requests and connections are bounded and refusals logged
+once a minute (docs/operations.md, "The HTTP endpoint").
 """
 
 from __future__ import annotations
