@@ -75,7 +75,6 @@ class CdiSpec:
 
     @property
     def problem(self) -> str:
-        """Why the last write failed, until one succeeds."""
         return self._retry.problem
 
     def qualified(self, name: str) -> str:

@@ -16,8 +16,6 @@ MANAGER_IN_CONTAINER = "/dev/davinci_manager"
 
 @dataclass(frozen=True)
 class HostMount:
-    """A host path to mount into a container."""
-
     host_path: str
     container_path: str
     read_only: bool = True
@@ -25,8 +23,6 @@ class HostMount:
 
 @dataclass(frozen=True)
 class Learned:
-    """What the host had when last looked at."""
-
     shared: tuple[DeviceNode, ...]
     mounts: tuple[HostMount, ...]
 
@@ -52,7 +48,6 @@ class HostDevices:
 
     @property
     def mounts(self) -> tuple[HostMount, ...]:
-        """Read-only driver mounts for device mode."""
         return self._current().mounts
 
     def _current(self) -> Learned:

@@ -32,8 +32,6 @@ class ContainerGrant:
 
 
 class HandoverMode(enum.Enum):
-    """How a container gets its NPUs."""
-
     DEVICE = "device"
     RUNTIME = "runtime"
     CDI = "cdi"
@@ -56,8 +54,6 @@ class HandoverContext:
 
 
 class Handover(Protocol):
-    """One way of giving a container its devices."""
-
     mode: HandoverMode
 
     def grant(self, devices: Sequence[OfferedDevice]) -> ContainerGrant:

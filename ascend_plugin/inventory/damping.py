@@ -22,16 +22,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DampingPolicy:
-    """The damping knobs (from settings, reloadable)."""
-
     flap_threshold: int = 3
     flap_window: float = 60.0
     flap_hold: float = 30.0
 
 
 class Damping:
-    """The flap state of one chip."""
-
     def __init__(self, wall_clock: Callable[[], float] = time.time, name: str = "the chip") -> None:
         self.wall_clock = wall_clock
         self.name = name  # the chip, as its log line names it

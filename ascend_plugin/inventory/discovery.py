@@ -49,8 +49,6 @@ def open_library(settings: Settings, path: Path | None = None) -> DeviceLibrary:
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """What discovery needs to know from the settings."""
-
     open_library: Callable[[], DeviceLibrary]
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]

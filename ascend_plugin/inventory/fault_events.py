@@ -55,8 +55,6 @@ class CodeBurst:
 
 @dataclass
 class ChipBurst:
-    """A chip's events since they were last applied, by code."""
-
     codes: dict[int, CodeBurst] = field(default_factory=dict)
     events: int = 0  # every event counted, the dropped ones included
     dropped: int = 0  # events whose code did not fit (MAX_CODES)
@@ -192,8 +190,6 @@ def describe(event: FaultEvent) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """Whose events these are, as the log names them."""
-
     device: str  # the device ID; for events of logic ids the node does not have, says so
     chip: int | None = None  # physical id
     logic_id: int | None = None
@@ -226,8 +222,6 @@ class _Window:
 
 
 class FaultEventLog:
-    """Rate-limited fault-event lines, per source (runs on the loop)."""
-
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._windows: dict[Source, _Window] = {}

@@ -27,8 +27,6 @@ UNKNOWN = Verdict()
 
 @dataclass(frozen=True)
 class ChipState:
-    """One chip as the plugin currently sees it."""
-
     chip: Chip
     health: Verdict = UNKNOWN
     ai_cores: float | None = None  # the figure the chip reported, if it could be read
@@ -104,7 +102,6 @@ class Inventory:
 
     @property
     def version(self) -> int:
-        """Increases on every change."""
         return self._changes.version
 
     @property
@@ -139,7 +136,6 @@ class Inventory:
         return lambda: self._transition_listeners.remove(listener)
 
     def set_health(self, phy_id: int, health: Verdict) -> bool:
-        """Record a verdict; return True if anything changed."""
         old = self._chips[phy_id]
         if old.health == health:  # every poll of every chip comes here: the common case costs one compare
             return False

@@ -154,7 +154,6 @@ def string_map(obj: Mapping[str, object], key: str) -> dict[str, str]:
 
 
 def labels_of(obj: Mapping[str, object]) -> dict[str, str]:
-    """An object's labels."""
     return string_map(mapping_field(obj, "metadata"), "labels")
 
 
@@ -221,15 +220,12 @@ class Kube:
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
-        """Close the client's connection pool."""
         await self.api_client.close()
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
-        """Read one object."""
         return await self._call(_Request("get", resource, resource.call("get"), namespace, name))
 
     async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
-        """List the objects matching ``field_selector``."""
         request = _Request("list", resource, resource.call("list", namespace), namespace)
         body = await self._call(request, query={"fieldSelector": field_selector})
         raw_items = body.get("items")

@@ -45,7 +45,6 @@ def object_key(namespace: str | None, name: str) -> str:
 
 
 def key_of(obj: Mapping[str, object]) -> str:
-    """The store's key of ``obj``, from its metadata."""
     metadata = mapping_field(obj, "metadata")
     return object_key(string_field(metadata, "namespace") or None, string_field(metadata, "name"))
 
@@ -128,7 +127,6 @@ class Reflector(Generic[T]):
         return MappingProxyType(merged)
 
     def get(self, key: str) -> T | None:
-        """The object with this key (:func:`object_key`), if the store has it."""
         answer = self._answers.get(key)
         return answer.value if answer is not None else self._watched.get(key)
 
@@ -138,7 +136,6 @@ class Reflector(Generic[T]):
         return self._synced.is_set()
 
     async def wait_synced(self) -> None:
-        """Return once the first list is in."""
         await self._synced.wait()
 
     # -- following -------------------------------------------------------------------------------

@@ -195,8 +195,6 @@ class StaticVnpus:
 
 @dataclass(frozen=True)
 class OfferSettings:
-    """The settings that choose the offers."""
-
     share_count: int = 1
     vnpu: Literal["static", "dynamic", "off"] = "static"
 
@@ -225,7 +223,6 @@ class OfferPlan:
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
-        """The notices worth a node Event."""
         return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
 
 
@@ -269,7 +266,6 @@ class DraPlan:
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
-        """The notices worth a node Event."""
         return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
 
 

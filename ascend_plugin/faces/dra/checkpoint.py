@@ -35,8 +35,6 @@ class CheckpointError(PathUnusable):
 
 @dataclass(frozen=True)
 class ClaimRef:
-    """A claim as the kubelet names it."""
-
     namespace: str
     name: str
     uid: str
@@ -85,7 +83,6 @@ class PreparedClaim:
 
     @property
     def vnpus(self) -> list[OwnedVnpu]:
-        """The vNPUs made (or being made) for the claim."""
         return [device.vnpu for device in self.devices if device.vnpu is not None]
 
     @property
@@ -197,7 +194,6 @@ def parse(text: str) -> dict[str, PreparedClaim]:
 
 
 def render(claims: Mapping[str, PreparedClaim]) -> str:
-    """The checkpoint's text for ``claims``."""
     content = {"format": FORMAT, "claims": {uid: _claim_json(claims[uid]) for uid in sorted(claims)}}
     return json.dumps(content, indent=1, sort_keys=True) + "\n"
 

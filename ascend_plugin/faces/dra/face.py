@@ -51,8 +51,6 @@ SOCKET_BACKOFF = Backoff(0.1, 10.0)
 
 @dataclass(frozen=True)
 class DraSettings:
-    """What the DRA face needs of the settings."""
-
     driver: str
     node: str
     registry_dir: Path
@@ -112,7 +110,6 @@ class RunSockets:
 
     @property
     def serving(self) -> bool:
-        """Both sockets are in place."""
         return all(endpoint.serving for endpoint in self.endpoints)
 
 
@@ -177,11 +174,9 @@ class DraFace:
         return self.slices.notes if self.slices is not None else []
 
     def on_registered(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
 
     def counters(self) -> KubeletCounters:
-        """What the driver has counted (registrations, claims), for the metrics."""
         claims = self.preparer.stats
         return KubeletCounters(
             registrations=self.registration.registrations,

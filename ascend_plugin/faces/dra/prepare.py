@@ -63,8 +63,6 @@ class Outcome:
 
 @dataclass
 class PrepareStats:
-    """What the preparer has done, for the metrics."""
-
     prepared: int = 0  # claims prepared (first time)
     unprepared: int = 0
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -156,7 +154,6 @@ class ClaimPreparer:
         return "<card> -c <chip>" if state is None else f"{state.chip.card_id} -c {state.chip.device_id}"
 
     def _destroy_command(self, vnpu: OwnedVnpu) -> str:
-        """The npu-smi command that destroys ``vnpu`` by hand."""
         vdev = "<id>" if vnpu.vdev_id is None else vnpu.vdev_id
         return f"npu-smi set -t destroy-vnpu -i {self._card_and_chip(vnpu.phy_id)} -v {vdev}"
 

@@ -237,13 +237,11 @@ class SliceController:
 
     @property
     def slices(self) -> Mapping[str, JsonObject]:
-        """Our copy of the node's slices of this driver, by name."""
         return self._slices.store
 
     # -- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Follow the slices and the chips until cancelled."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._slices.run, name="ResourceSlice watch")
             group.start_soon(self._follow_chips, name="ResourceSlice chips")

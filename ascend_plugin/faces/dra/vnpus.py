@@ -35,9 +35,7 @@ class VnpuLifecycle(Protocol):
         """Make a vNPU of ``template``; its id. VnpuError when it cannot."""
         ...
 
-    async def destroy(self, phy_id: int, vdev_id: int) -> None:
-        """Destroy vNPU ``vdev_id``. VnpuError when it cannot."""
-        ...
+    async def destroy(self, phy_id: int, vdev_id: int) -> None: ...
 
     async def present(self, phy_id: int) -> list[VdevInfo]:
         """The chip's vNPUs now. VnpuError when they cannot be read."""

@@ -347,7 +347,6 @@ class ChipView:
 
 
 def chip_views(inventory: Inventory) -> list[ChipView]:
-    """Every chip of the inventory, by physical id."""
     return [ChipView(inventory.table.chip_id(state.phy_id), state) for state in inventory.chips()]
 
 

@@ -48,7 +48,6 @@ def value_is_valid(value: str) -> bool:
 
 
 def key_is_valid(key: str) -> bool:
-    """Whether ``key`` is a valid label key."""
     prefix, slash, name = key.rpartition("/")
     if slash and not (0 < len(prefix) <= MAX_PREFIX and _PREFIX.match(prefix)):
         return False
@@ -62,8 +61,6 @@ def sanitise_value(value: str) -> str:
 
 @dataclass(frozen=True)
 class LabelPlan:
-    """The labels this node should carry."""
-
     enforced: Mapping[str, str]  # put back whenever removed or changed
     if_absent: Mapping[str, str]  # set only while the node has no such label
     stale_resources: tuple[str, ...] = ()  # an older family's extended resources this node should not have

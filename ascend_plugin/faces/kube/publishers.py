@@ -39,8 +39,6 @@ EVENT_NAMESPACE = "default"
 
 @dataclass(frozen=True)
 class KubeInputs:
-    """What the publishers draw on."""
-
     settings: Settings  # as the plugin started
     node_name: str
     config: LiveConfig
@@ -129,7 +127,6 @@ def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
 
 
 def config_namespace(settings: Settings) -> str:
-    """Where the config ConfigMap lives."""
     return settings.config_configmap_namespace or settings.pod_namespace
 
 

@@ -32,16 +32,12 @@ _REASONS = {
 
 @dataclass(frozen=True)
 class Probe:
-    """An answer to a probe: OK or not, and why."""
-
     ok: bool
     detail: str
 
 
 @dataclass(frozen=True)
 class Routes:
-    """What the endpoint asks the app."""
-
     liveness: Callable[[], Probe]
     readiness: Callable[[], Probe]
     metrics: Callable[[], bytes]
@@ -125,7 +121,6 @@ class HttpEndpoint:
         log.info("operations endpoint listening", extra={"address": f"{self.host}:{self.port}"})
 
     async def serve_forever(self) -> None:
-        """Start and serve until cancelled."""
         await self.start()
         assert self._server is not None
         try:

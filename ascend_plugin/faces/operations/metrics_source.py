@@ -124,7 +124,6 @@ class PluginSource:
         return metrics
 
     def ready(self) -> bool:
-        """What /readyz says."""
         return self.probes.readiness().ok
 
     def hot_resets(self) -> HotResetFigures | None:

@@ -91,8 +91,6 @@ def container_labels(holders: Sequence[ContainerRef]) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class _Chip:
-    """One chip's sample with its labels worked out."""
-
     sample: ChipSample
     identity: tuple[str, str, str, str]  # id, model_name, vdie_id, pcie_bus_info
     holders: tuple[ContainerRef, ...]
@@ -125,7 +123,6 @@ class _Families:
 
 
 def _escaped(text: str) -> str:
-    """A label value as the text format writes it."""
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -135,7 +132,6 @@ def _number(value: float) -> str:
 
 
 def render(view: TelemetryView) -> str:
-    """The telemetry's exposition text for one scrape."""
     families = _Families()
     families.add("machine_npu_nums", "the number of NPU chips of the node", (), (), len(view.chips))
     if view.cards is not None:
