@@ -158,20 +158,18 @@ class KubeletRegistrar:
     def _failed(self, attempt: int, description: str, level: int) -> None:
         """Log a failure once; the same failure again only at DEBUG."""
         delay = self.register_backoff.after(attempt)
+        extra = {"attempt": attempt, "error": description}
         if description != self.last_error:
             log.log(
                 level,
                 "registration with the kubelet failed: %s; retrying with backoff (next in %g s)",
                 description,
                 delay,
-                extra={"attempt": attempt, "error": description},
+                extra=extra,
             )
         else:
             log.debug(
-                "registration attempt %d failed the same way; retrying in %g s",
-                attempt,
-                delay,
-                extra={"attempt": attempt, "error": description},
+                "registration attempt %d failed the same way; retrying in %g s", attempt, delay, extra=extra
             )
         self.last_error = description
 

@@ -92,17 +92,12 @@ def _shown(value: object) -> str:
 
 def _without_time_added(devices: Sequence[JsonObject]) -> list[JsonObject]:
     """The devices as we describe them: the API server stamps ``timeAdded`` on taints itself."""
-    result = []
-    for device in devices:
-        taints = device.get("taints")
-        if isinstance(taints, list):
-            stripped = [
-                {k: v for k, v in t.items() if k != "timeAdded"} for t in taints if isinstance(t, dict)
-            ]
-            result.append({**device, "taints": stripped})
-        else:
-            result.append(device)
-    return result
+    return [
+        {**device, "taints": [{k: v for k, v in t.items() if k != "timeAdded"} for t in _taints(device)]}
+        if isinstance(device.get("taints"), list)
+        else device
+        for device in devices
+    ]
 
 
 def _taints(device: JsonObject) -> list[JsonObject]:

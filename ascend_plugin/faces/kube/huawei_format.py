@@ -330,9 +330,7 @@ def _reason(item: object) -> UpgradeReason | None:
     kind = {kind.value: kind for kind in UpgradeKind}.get(str(item.get("upgrade_type")))
     if isinstance(upgrade_time, bool) or not isinstance(upgrade_time, int) or not isinstance(code, str):
         return None
-    if level is None or kind is None:
-        return None
-    return UpgradeReason(code, level, kind, upgrade_time)
+    return None if level is None or kind is None else UpgradeReason(code, level, kind, upgrade_time)
 
 
 # -- one chip's report: the fault policy's judgement, else the health verdict's view --------
