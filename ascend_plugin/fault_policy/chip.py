@@ -114,8 +114,6 @@ class _Current:
 
 
 class ChipFaults:
-    """The fault state of one chip, judged by the configuration given."""
-
     def __init__(self, phy_id: int, config: FaultConfig) -> None:
         self.phy_id = phy_id
         self.config = config
@@ -215,7 +213,6 @@ class ChipFaults:
         self._lift(lambda reason: reason.level is L.ManuallySeparateNPU, ReleaseCause.OPERATOR)
 
     def drain_releases(self) -> list[Release]:
-        """The escalations lifted since the last call."""
         releases = list(self._releases)
         self._releases.clear()
         return releases

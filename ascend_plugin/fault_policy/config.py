@@ -66,13 +66,11 @@ class BaseConfig:
 
 @cache
 def builtin_codes() -> FaultCodeLists:
-    """Huawei's shipped ``faultCode.json``."""
     return parse_fault_codes(_builtin("faultCode.json"), BUILTIN_FAULT_CODES)[0]
 
 
 @cache
 def builtin_customization() -> FaultCustomization:
-    """Huawei's shipped ``faultCustomization.json``."""
     return parse_customization(_builtin("faultCustomization.json"), BUILTIN_CUSTOMIZATION)[0]
 
 

@@ -61,7 +61,6 @@ class FrequencyRule:
 
     @property
     def releases(self) -> bool:
-        """Whether the escalation lifts by itself."""
         return self.release_window < NEVER
 
 
@@ -76,8 +75,6 @@ class DurationRule:
 
 @dataclass(frozen=True)
 class FaultCustomization:
-    """A ``faultCustomization.json``: the waits and the rules per code."""
-
     grace: GraceTolerance = GraceTolerance()
     frequency: Mapping[int, FrequencyRule] = field(default_factory=lambda: MappingProxyType({}))
     duration: Mapping[int, DurationRule] = field(default_factory=lambda: MappingProxyType({}))

@@ -111,7 +111,6 @@ def go_int(value: object, source: str, where: str) -> int:
 
 
 def go_string(value: object, source: str, where: str) -> str:
-    """A JSON string (``null``: empty)."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -120,7 +119,6 @@ def go_string(value: object, source: str, where: str) -> str:
 
 
 def go_strings(value: object, source: str, where: str) -> list[str]:
-    """A JSON array of strings (``null``: empty)."""
     return [
         go_string(item, source, f"{where}[{index}]")
         for index, item in enumerate(go_array(value, source, where))
@@ -128,7 +126,6 @@ def go_strings(value: object, source: str, where: str) -> list[str]:
 
 
 def go_array(value: object, source: str, where: str) -> list[object]:
-    """A JSON array (``null``: empty)."""
     if value is None:
         return []
     if not isinstance(value, list):

@@ -90,8 +90,6 @@ def format_code(code: int) -> str:
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault code on a chip and the level it was given."""
-
     code: int
     level: FaultLevel
 

@@ -76,7 +76,6 @@ class FaultPolicy:
     # -- the device-info ConfigMap -------------------------------------------------------
 
     def manually_separated(self) -> tuple[int, ...]:
-        """The chips to name in ManuallySeparateNPU, by physical ID."""
         return tuple(sorted(phy for phy, chip in self._chips.items() if chip.reasons.manual))
 
     def reasons(self) -> dict[int, tuple[UpgradeReason, ...]]:
@@ -118,7 +117,6 @@ class FaultPolicy:
     # -- configuration and events --------------------------------------------------------
 
     def reconfigure(self, config: FaultConfig) -> None:
-        """Judge by ``config`` from now on."""
         self._config = config
         now = self.now()
         for chip in self._chips.values():
