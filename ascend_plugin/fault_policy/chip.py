@@ -97,11 +97,7 @@ class ChipJudgement:
 
     @property
     def faults(self) -> tuple[Fault, ...]:
-        """The codes on the chip now, each at its level, most severe first.
-
-        A chip code's level is the chip's with that code alone (escalations
-        included); codes that only an escalation still names are left out.
-        """
+        """The codes on the chip now, most severe first, each at the chip's level with that code alone."""
         faults = {
             Fault(int(code, 16), side.times[code].level)
             for side in (self.chip, self.network)
@@ -118,8 +114,6 @@ class _Current:
 
 
 class ChipFaults:
-    """The fault state of one chip, judged by the configuration given."""
-
     def __init__(self, phy_id: int, config: FaultConfig) -> None:
         self.phy_id = phy_id
         self.config = config
@@ -159,10 +153,7 @@ class ChipFaults:
 
     def reconcile(self, listed: Collection[int], at: int) -> None:
         """A poll begun at ``at`` lists ``listed``: raise new codes, clear the polled ones it no longer lists.
-
-        A code an event spoke of after the poll began is the event's: a recovery
-        event is not undone by a poll that read the code just before it cleared.
-        """
+        A code an event spoke of after the poll began is the event's (a recovery is not undone)."""
         stale = {code for code, event_at in self._event_at.items() if event_at > at}
         # An event older than this poll's start is older than every later poll's too.
         self._event_at = {code: self._event_at[code] for code in stale}
@@ -180,22 +171,15 @@ class ChipFaults:
         self._accompanying.forget_absent(listed)
 
     def read_afresh(self) -> None:
-        """The chip was reset: the next poll decides every current code, as if polls had listed them all.
-
-        An event before a reset says nothing of the chip after it; what the poll
-        does not list clears through the usual recovery (clocks and counters see it).
-        """
+        """The chip was reset: the next poll decides every current code, as if polls had listed them all
+        (an event before a reset says nothing of the chip after it)."""
         for current in self._current.values():
             current.polled, current.until = True, None
 
     def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
-        """Take back what the device-info ConfigMap recorded before a restart.
-
-        ``listed``: the chip is named in ManuallySeparateNPU, the truth for
-        manual separation as in Huawei's plugin (docs/faults.md "Manual
-        separation"). Nothing is known of the time the plugin was down: a
-        restored escalation counts its release window from ``now``.
-        """
+        """Take back what the device-info ConfigMap recorded before a restart; ``listed``: named in
+        ManuallySeparateNPU (the truth, as in Huawei's plugin). A restored escalation's window starts
+        ``now``."""
         for reason in reasons:
             code = reason.code
             self.reasons.newest(
@@ -229,7 +213,6 @@ class ChipFaults:
         self._lift(lambda reason: reason.level is L.ManuallySeparateNPU, ReleaseCause.OPERATOR)
 
     def drain_releases(self) -> list[Release]:
-        """The escalations lifted since the last call."""
         releases = list(self._releases)
         self._releases.clear()
         return releases
@@ -279,10 +262,7 @@ class ChipFaults:
         return lists.network_level(codes) if network else lists.chip_level(codes, self._severities)
 
     def wake_at(self) -> int | None:
-        """When judging again may give another answer though nothing is observed (Unix ms; None: never).
-
-        A time no later than the last judgement was consumed by it: it is not waited for again.
-        """
+        """When judging again may answer otherwise though nothing is observed (Unix ms; None: never)."""
         customization = self.config.customization
         times: list[int | None] = [current.until for current in self._current.values()]
         if customization.drops_accompanying_faults:

@@ -1,9 +1,8 @@
 """The fault configuration in force: Huawei's ConfigMap over the operator's file over the built-ins.
 
-Fallbacks as Huawei's: docs/faults.md "Where the configuration comes from". The built-in files are
-Huawei's, unchanged: ``data/faultCode.json`` and ``data/faultCustomization.json`` from
-``Ascend/mind-cluster``, ``component/ascend-device-plugin/build/``, at commit
-22bb3d987bc0208c3eb7395e222b661276133c58 (master, 2026-08-21).
+Fallbacks: docs/faults.md "Where the configuration comes from". The built-in ``data/`` files are Huawei's,
+unchanged (``Ascend/mind-cluster`` ``component/ascend-device-plugin/build/`` at commit
+22bb3d987bc0208c3eb7395e222b661276133c58, 2026-08-21).
 """
 
 from __future__ import annotations
@@ -67,13 +66,11 @@ class BaseConfig:
 
 @cache
 def builtin_codes() -> FaultCodeLists:
-    """Huawei's shipped ``faultCode.json``."""
     return parse_fault_codes(_builtin("faultCode.json"), BUILTIN_FAULT_CODES)[0]
 
 
 @cache
 def builtin_customization() -> FaultCustomization:
-    """Huawei's shipped ``faultCustomization.json``."""
     return parse_customization(_builtin("faultCustomization.json"), BUILTIN_CUSTOMIZATION)[0]
 
 
@@ -82,13 +79,9 @@ def _builtin(name: str) -> str:
 
 
 def base_config(levels_file: Path | None) -> BaseConfig:
-    """The base for a node started with ``fault_levels_file`` = ``levels_file``; FaultConfigError if unusable.
-
-    A file with any of Huawei's list names (``SeparateNPUCodes`` ...) is a
-    ``faultCode.json`` and replaces the built-in lists, as Huawei's
-    ``/usr/local/faultCode.json`` does; otherwise it is the plugin's format, laid
-    over them. Its notes (skipped codes) are logged here.
-    """
+    """The base for ``fault_levels_file`` = ``levels_file``; FaultConfigError if unusable. A file with
+    Huawei's list names is a ``faultCode.json`` and replaces the built-in lists (as Huawei's
+    ``/usr/local/faultCode.json``); otherwise it is the plugin's format, laid over them."""
     if levels_file is None:
         return BaseConfig(builtin_codes(), BUILTIN_FAULT_CODES, builtin_customization())
     source = f"fault-level file {levels_file}"
@@ -141,10 +134,7 @@ class FaultConfig:
         return spell(code, self._spellings)
 
     def origin(self) -> str:
-        """Where each part came from, as the watcher logs it and ``doctor`` shows it.
-
-        ``faultCode.json from <source>; ...; PollInterval N s (<source>)``.
-        """
+        """Where each part came from, as the watcher logs it and ``doctor`` shows it."""
         parts = [f"{part} from {self.sources[part]}" for part in _PARTS if part in self.sources]
         parts.append(
             f"{POLL_INTERVAL_KEY} {self.poll_interval} s ({self.sources.get(POLL_INTERVAL_KEY, 'default')})"
@@ -179,22 +169,16 @@ def fault_config(
     overlay_source: str | None = None,
     last: LastRead = LastRead(),
 ) -> FaultConfig:
-    """The configuration for ``configmap``'s data (None: there is no such ConfigMap) over ``base``.
-
-    ``overlay`` (the config ConfigMap's ``fault_levels.json``) is laid over the
-    base's own overlay; ``last``: what the configuration before read of the
-    ConfigMap's files. The notes are logged here, and kept in the result.
-    """
+    """The configuration for ``configmap``'s data (None: no such ConfigMap) over ``base``, with
+    ``overlay`` (the config ConfigMap's ``fault_levels.json``) over the base's own; ``last``: what the
+    configuration before read of the ConfigMap's files. Notes are logged and kept in the result."""
     notes: list[ConfigNote] = []
 
     def part(
         key: str, parse: Callable[[str, str], tuple[T, list[ConfigNote]]], base: tuple[T, str, T | None]
     ) -> tuple[T, T | None, str]:
-        """One file: the key's content, else its last content read whole, else the base's; noted.
-
-        Returns the file, what was read whole of the key (for the next
-        configuration), and where the file came from.
-        """
+        """One file: the key's content, else its last content read whole, else the base's; with what was
+        read whole of the key (for the next configuration) and where the file came from."""
         fallback, fallback_source, last_read = base
         text = None if configmap is None else configmap.get(key)
         if text is None:
@@ -247,11 +231,8 @@ def fault_config(
 def apply_overlay(
     codes: FaultCodeLists, customization: FaultCustomization, overlay: Mapping[int, FaultLevel]
 ) -> tuple[FaultCodeLists, FaultCustomization]:
-    """The lists and customization in force once ``overlay`` is laid over them.
-
-    NormalNPU reads as NotHandleFault; ManuallySeparateNPU becomes what Huawei
-    offers for it, a FaultFrequency entry with Times 1 that never releases.
-    """
+    """The lists and customization once ``overlay`` is laid over them: NormalNPU reads as NotHandleFault;
+    ManuallySeparateNPU becomes Huawei's FaultFrequency entry with Times 1 that never releases."""
     manual = [code for code, level in overlay.items() if level is FaultLevel.ManuallySeparateNPU]
     listed = {
         code: {

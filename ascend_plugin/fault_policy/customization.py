@@ -61,7 +61,6 @@ class FrequencyRule:
 
     @property
     def releases(self) -> bool:
-        """Whether the escalation lifts by itself."""
         return self.release_window < NEVER
 
 
@@ -76,8 +75,6 @@ class DurationRule:
 
 @dataclass(frozen=True)
 class FaultCustomization:
-    """A ``faultCustomization.json``: the waits and the rules per code."""
-
     grace: GraceTolerance = GraceTolerance()
     frequency: Mapping[int, FrequencyRule] = field(default_factory=lambda: MappingProxyType({}))
     duration: Mapping[int, DurationRule] = field(default_factory=lambda: MappingProxyType({}))
@@ -85,19 +82,14 @@ class FaultCustomization:
 
     @property
     def drops_accompanying_faults(self) -> bool:
-        """Whether AI Core/Vector bus errors within 5 s of an HBM multi-bit error are dropped.
-
-        Huawei ties this to a FaultDuration entry for 80E01801 existing.
-        """
+        """Whether AI Core/Vector bus errors within 5 s of an HBM multi-bit error are dropped: Huawei
+        ties it to a FaultDuration entry for 80E01801."""
         return HBM_MULTI_BIT in self.duration
 
     @property
     def autofill_release_window(self) -> int | None:
-        """Seconds after which a separation read back without its reason is lifted (None: never).
-
-        Huawei's rule for chips named in ManuallySeparateNPU with no recorded
-        reason: the longest ReleaseTimeWindow any FaultFrequency entry sets.
-        """
+        """Seconds after which a separation read back without its reason is lifted (None: never): the
+        longest ReleaseTimeWindow of any FaultFrequency entry, as Huawei."""
         windows = [rule.release_window for rule in self.frequency.values() if rule.releases]
         return max(windows, default=None)
 
@@ -156,11 +148,8 @@ _DURATION = _Section(
 def _entries(
     section: _Section, value: object, source: str, notes: list[ConfigNote], spellings: dict[int, str]
 ) -> Iterator[tuple[int, FaultLevel, dict[str, int]]]:
-    """Each code a valid entry governs (the first naming it), with its level and the entry's numbers.
-
-    What is skipped is noted: an entry with a problem, a code that is not hex or already governed, a
-    level that means nothing for a network code.
-    """
+    """Each code a valid entry governs (the first naming it), with its level and the entry's numbers;
+    a bad entry, a code not hex or already governed, a level meaningless for a network code: noted."""
     governed: set[int] = set()
     for index, item in enumerate(go_array(value, source, section.name)):
         where = f"{section.name}[{index}]"

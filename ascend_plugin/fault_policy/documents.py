@@ -78,11 +78,8 @@ def load_document(text: str, source: str) -> Mapping[str, object]:
 def fields(
     value: object, names: Sequence[str], source: str, where: str, notes: list[ConfigNote]
 ) -> dict[str, object]:
-    """``value``'s entries under the field names they match; an unknown key is noted and left out.
-
-    ``where`` names ``value`` in the document ("" for the top); FaultConfigError
-    when it is not an object.
-    """
+    """``value``'s entries under the field names they match; an unknown key is noted and left out;
+    FaultConfigError when ``value`` (``where`` in the document, "" for the top) is not an object."""
     if not isinstance(value, dict):
         raise FaultConfigError(
             f"{source}: {where or 'the document'} must be an object, not {_json_type(value)}"
@@ -114,7 +111,6 @@ def go_int(value: object, source: str, where: str) -> int:
 
 
 def go_string(value: object, source: str, where: str) -> str:
-    """A JSON string (``null``: empty)."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -123,7 +119,6 @@ def go_string(value: object, source: str, where: str) -> str:
 
 
 def go_strings(value: object, source: str, where: str) -> list[str]:
-    """A JSON array of strings (``null``: empty)."""
     return [
         go_string(item, source, f"{where}[{index}]")
         for index, item in enumerate(go_array(value, source, where))
@@ -131,7 +126,6 @@ def go_strings(value: object, source: str, where: str) -> list[str]:
 
 
 def go_array(value: object, source: str, where: str) -> list[object]:
-    """A JSON array (``null``: empty)."""
     if value is None:
         return []
     if not isinstance(value, list):

@@ -51,7 +51,6 @@ class UpgradeReason:
 
     @property
     def code(self) -> int | None:
-        """The code, or None for an autofilled reason."""
         return parse_code(self.fault_code)
 
     @property
@@ -70,8 +69,6 @@ class Release:
 
 
 class Reasons:
-    """One chip's reasons, by code, level and kind."""
-
     def __init__(self) -> None:
         self._reasons: dict[tuple[str, FaultLevel, UpgradeKind], UpgradeReason] = {}
 
@@ -109,8 +106,6 @@ class Reasons:
 
 @dataclass
 class FrequencyCounter:
-    """One code's occurrences on one chip."""
-
     occurrences: list[int] = field(default_factory=list)  # oldest first
     last_fault: int | None = None
     last_recover: int | None = None

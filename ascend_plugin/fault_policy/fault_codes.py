@@ -87,11 +87,8 @@ class FaultCodeLists:
         return next((level for level in CHIP_LIST_LEVELS if code in self.chip[level]), None)
 
     def chip_level(self, codes: Iterable[int], severities: Mapping[int, int | None]) -> FaultLevel:
-        """A chip's level from its current codes (network codes aside), as Huawei decides it.
-
-        ``severities`` holds the last severity seen for each code (0 for a
-        polled code); a code missing from it, or mapped to None, has none.
-        """
+        """A chip's level from its current codes (network codes aside), as Huawei decides it; ``severities``:
+        each code's last severity (0 polled; missing or None: none)."""
         chip_codes = [code for code in codes if code not in NETWORK_CODES]
         if not chip_codes:
             return L.NormalNPU

@@ -1,8 +1,6 @@
 """A fault as the plugin reads it: a code, Huawei's level for it, and what was observed of it.
 
-The levels, their order and what each means for a chip's health are Huawei's,
-and so are the codes its rules single out (docs/faults.md "How a chip's level
-is decided", "Special codes").
+Levels, their order and special codes are Huawei's (docs/faults.md "How a chip's level is decided").
 """
 
 from __future__ import annotations
@@ -44,11 +42,8 @@ class FaultLevel(IntEnum):
 
 
 def kubelet_healthy(level: FaultLevel, *, held: bool) -> bool:
-    """The health the kubelet is told for a chip at ``level``: PreSeparateNPU is Healthy while held.
-
-    Huawei's legacy grace-tolerance mode also kept a held FreeRestartNPU chip
-    Healthy; its current plugin never turns that mode on, and neither does this one.
-    """
+    """The health the kubelet is told at ``level``: PreSeparateNPU is Healthy while held (Huawei's
+    legacy grace-tolerance mode, never on in its current plugin, is not copied)."""
     return level.healthy or (level is FaultLevel.PreSeparateNPU and held)
 
 
@@ -95,8 +90,6 @@ def format_code(code: int) -> str:
 
 @dataclass(frozen=True)
 class Fault:
-    """One fault code on a chip and the level it was given."""
-
     code: int
     level: FaultLevel
 

@@ -1,8 +1,6 @@
 """The node's fault policy, and the inputs of the configuration it judges by.
 
-The monitor tells :class:`FaultPolicy` what happens and asks for a chip's judgement; the device-info
-publisher writes and reads back manual separation and the escalations standing. Chips are named by
-physical ID; times are Unix milliseconds from the clock given.
+Chips are named by physical ID; times are Unix milliseconds from the clock given.
 """
 
 from __future__ import annotations
@@ -78,7 +76,6 @@ class FaultPolicy:
     # -- the device-info ConfigMap -------------------------------------------------------
 
     def manually_separated(self) -> tuple[int, ...]:
-        """The chips to name in ManuallySeparateNPU, by physical ID."""
         return tuple(sorted(phy for phy, chip in self._chips.items() if chip.reasons.manual))
 
     def reasons(self) -> dict[int, tuple[UpgradeReason, ...]]:
@@ -93,12 +90,8 @@ class FaultPolicy:
                 chip.separation_written = True
 
     def sync_manual_separation(self, listed: Collection[int]) -> None:
-        """The ConfigMap's ManuallySeparateNPU key names ``listed`` (a version no older than our last write).
-
-        A chip this plugin wrote out and that is missing now was released by
-        an operator. A chip not yet written out is kept; a name this plugin
-        never separated is left for the next write to drop.
-        """
+        """The ConfigMap's ManuallySeparateNPU names ``listed``: a chip we wrote out and missing now was
+        released by an operator; one not yet written out is kept; one we never separated is dropped later."""
         released = False
         for phy, chip in sorted(self._chips.items()):
             if chip.reasons.manual and chip.separation_written and phy not in listed:
@@ -124,7 +117,6 @@ class FaultPolicy:
     # -- configuration and events --------------------------------------------------------
 
     def reconfigure(self, config: FaultConfig) -> None:
-        """Judge by ``config`` from now on."""
         self._config = config
         now = self.now()
         for chip in self._chips.values():
@@ -132,10 +124,7 @@ class FaultPolicy:
         self._changed()
 
     def escalations(self) -> dict[UpgradeKind, int]:
-        """How many escalations were recorded since start, by Huawei's ``upgrade_type`` (for /metrics).
-
-        A standing escalation that recurs moves its time and is not counted again.
-        """
+        """Escalations recorded since start, by Huawei's ``upgrade_type`` (a recurring one counts once)."""
         total: Counter[UpgradeKind] = Counter()
         for chip in self._chips.values():
             total.update(chip.escalated)
@@ -147,13 +136,8 @@ class FaultPolicy:
 
 
 class FaultSources:
-    """The inputs of the fault configuration in force, and the node's policy.
-
-    Start-up hands in the base (``fault_levels_file`` and the built-in files),
-    the watcher of ``kube-system/mindx-dl-fault-config`` its data, the config
-    ConfigMap its ``fault_levels.json``; the configuration is assembled again
-    only when an input changed. Nothing else builds one at run time.
-    """
+    """The inputs of the fault configuration (the base, ``mindx-dl-fault-config``, ``fault_levels.json``)
+    and the node's policy, assembled again only when an input changed."""
 
     def __init__(self, base: BaseConfig, clock: Callable[[], float] = time.time) -> None:
         """``clock``: the policy's, Unix seconds (tests move it)."""

@@ -1,17 +1,11 @@
 """CDI mode: the node's Container Device Interface spec, and the device names Allocate hands out.
 
-The container runtime edits the container from the spec: a device per offered
-device name (``huawei.com/npu=<phy>``) carrying its node, and spec-wide edits
-with the family's shared nodes and the driver mounts. Rewritten when the offers
-change, retried with backoff. Allocate names the devices both as ``cdi_devices``
-and as the ``cdi.k8s.io/`` annotation older kubelets pass on. The DRA driver's
-spec per claim is made with the same :func:`spec_content` and :func:`write_spec`.
-
-Each spec declares the lowest ``cdiVersion`` its content needs (:func:`versioned`), rule for rule
-as ``MinimumRequiredVersion`` of tags.cncf.io/container-device-interface: a runtime refuses a
-version it does not know (podman 4.3, containerd up to 1.7.11 know nothing above 0.5.0), newer
-ones a version below what the content needs. A field not known here is a ValueError: a new field
-must come with its rule, or its version could come out too low.
+The spec has a device per offered device name (``huawei.com/npu=<phy>``) and spec-wide edits with the
+shared nodes and driver mounts; rewritten when the offers change. The DRA driver's spec per claim is made
+with the same :func:`spec_content` and :func:`write_spec`. Each spec declares the lowest ``cdiVersion``
+its content needs (:func:`versioned`, as ``MinimumRequiredVersion`` of
+tags.cncf.io/container-device-interface): runtimes refuse versions they do not know. A field not known
+here is a ValueError: it needs its rule.
 """
 
 from __future__ import annotations
@@ -81,7 +75,6 @@ class CdiSpec:
 
     @property
     def problem(self) -> str:
-        """Why the last write failed, until one succeeds."""
         return self._retry.problem
 
     def qualified(self, name: str) -> str:

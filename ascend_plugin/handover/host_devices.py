@@ -1,8 +1,5 @@
-"""The shared device nodes and driver directories present on the host, learned once and again on a change.
-
-Every NPU container also needs the family's shared nodes and the driver, but
-only those the host has: learned at start, and again when a directory holding
-them changes (a driver reload moves its mtime), not looked up on every Allocate.
+"""The shared device nodes and driver directories present on the host, learned at start and again when
+a directory holding them changes (a driver reload moves its mtime), not looked up on every Allocate.
 """
 
 from __future__ import annotations
@@ -19,8 +16,6 @@ MANAGER_IN_CONTAINER = "/dev/davinci_manager"
 
 @dataclass(frozen=True)
 class HostMount:
-    """A host path to mount into a container."""
-
     host_path: str
     container_path: str
     read_only: bool = True
@@ -28,8 +23,6 @@ class HostMount:
 
 @dataclass(frozen=True)
 class Learned:
-    """What the host had when last looked at."""
-
     shared: tuple[DeviceNode, ...]
     mounts: tuple[HostMount, ...]
 
@@ -55,7 +48,6 @@ class HostDevices:
 
     @property
     def mounts(self) -> tuple[HostMount, ...]:
-        """Read-only driver mounts for device mode."""
         return self._current().mounts
 
     def _current(self) -> Learned:

@@ -1,9 +1,5 @@
-"""The three handover modes and the table Allocate picks from.
-
-``device``: the device nodes (each device's, then the family's shared ones) and
-the driver mounted read-only; ``runtime``: ``ASCEND_VISIBLE_DEVICES`` for the
-Ascend Docker Runtime (chosen by ``auto`` when it started our own container);
-``cdi``: CDI device names (:mod:`.cdi`). Shares of one chip hand it over once.
+"""The three handover modes and the table Allocate picks from: ``device`` (device nodes and the driver
+mounted), ``runtime`` (``ASCEND_VISIBLE_DEVICES`` for the Ascend Docker Runtime), ``cdi`` (:mod:`.cdi`).
 """
 
 from __future__ import annotations
@@ -36,8 +32,6 @@ class ContainerGrant:
 
 
 class HandoverMode(enum.Enum):
-    """How a container gets its NPUs."""
-
     DEVICE = "device"
     RUNTIME = "runtime"
     CDI = "cdi"
@@ -60,8 +54,6 @@ class HandoverContext:
 
 
 class Handover(Protocol):
-    """One way of giving a container its devices."""
-
     mode: HandoverMode
 
     def grant(self, devices: Sequence[OfferedDevice]) -> ContainerGrant:

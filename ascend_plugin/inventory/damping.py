@@ -1,8 +1,7 @@
 """Flap damping: a chip that keeps failing and recovering stays out until it is clean for a while.
 
-``flap_threshold`` unhealthy spells within ``flap_window`` seconds hold the chip out until clean for
-``flap_hold`` seconds; while held it shows every fault seen since and its worst judgement, so that
-what it reports stays put while it flaps. A new fault configuration alone begins no spell.
+``flap_threshold`` unhealthy spells within ``flap_window`` s hold it out until clean for ``flap_hold`` s;
+while held it shows every fault seen since and its worst judgement. A new fault configuration begins no spell.
 """
 
 from __future__ import annotations
@@ -23,16 +22,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class DampingPolicy:
-    """The damping knobs (from settings, reloadable)."""
-
     flap_threshold: int = 3
     flap_window: float = 60.0
     flap_hold: float = 30.0
 
 
 class Damping:
-    """The flap state of one chip."""
-
     def __init__(self, wall_clock: Callable[[], float] = time.time, name: str = "the chip") -> None:
         self.wall_clock = wall_clock
         self.name = name  # the chip, as its log line names it

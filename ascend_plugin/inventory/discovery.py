@@ -1,8 +1,7 @@
 """Discovery: open the chip library and find the chips, retrying until they appear.
 
-A broken driver must not crash-loop the plugin, nor one bad card hide the others: a chip that cannot
-be read is served unhealthy and read again; one the driver will not name is left out until a
-restart; an implausible AI-core figure is warned about, never refused (Huawei's plugin exits).
+A broken driver must not crash-loop the plugin, nor one bad card hide the others: an unreadable chip is
+served unhealthy and read again; one the driver will not name is left out until a restart.
 """
 
 from __future__ import annotations
@@ -50,8 +49,6 @@ def open_library(settings: Settings, path: Path | None = None) -> DeviceLibrary:
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """What discovery needs to know from the settings."""
-
     open_library: Callable[[], DeviceLibrary]
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]
@@ -108,13 +105,8 @@ class Discovery:
         self.named_later: list[str] = []  # of those, the ones it named since: only a restart serves them
 
     async def run(self) -> Node:
-        """The node's backend and inventory, once the library answers.
-
-        The chips are found once per process: asked again (a part restarted by
-        its supervisor), it returns the same node, whose library stays
-        initialised, instead of initialising the library a second time and
-        leaving the first session open.
-        """
+        """The node's backend and inventory, once the library answers; once per process (a restarted part
+        gets the same node, instead of a second library session)."""
         if self.node is not None:
             return self.node
         retry = Retrier("chip discovery", self.backoff, logger=log)
@@ -301,12 +293,8 @@ class Discovery:
     # -- the chips not read at start ------------------------------------------------------
 
     async def read_the_rest(self) -> None:
-        """Ask again, each on its own backoff, for the chips discovery could not read or name; then return.
-
-        A chip read is served from then on (its verdict decides its health); a
-        chip named is said, and kept for liveness: the parts were built for the
-        chips found at start, so only a new process serves it.
-        """
+        """Ask again, each on its own backoff, for the chips discovery could not read or name; a chip read is
+        served from then on, a chip named is only said (the parts were built for the chips found)."""
         node = self.node
         if node is None:
             return

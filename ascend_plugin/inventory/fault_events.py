@@ -1,9 +1,7 @@
 """Fault events from the library's thread to the fault policy: coalesced per chip, paced, logged.
 
-Each chip's events fold into a bounded burst that keeps each code's last event and its *turn* (the
-latest earlier one that went the other way), so that the policy ends where the events one by one
-would leave it and damping still sees a moment of ill health within the burst. ARCHITECTURE.md
-"A fault's way", step 4.
+A burst keeps each code's last event and its *turn* (the latest earlier one the other way): the policy
+ends as the events one by one would leave it. ARCHITECTURE.md "A fault's way", step 4.
 """
 
 from __future__ import annotations
@@ -57,8 +55,6 @@ class CodeBurst:
 
 @dataclass
 class ChipBurst:
-    """A chip's events since they were last applied, by code."""
-
     codes: dict[int, CodeBurst] = field(default_factory=dict)
     events: int = 0  # every event counted, the dropped ones included
     dropped: int = 0  # events whose code did not fit (MAX_CODES)
@@ -101,12 +97,8 @@ class Batch:
 
 
 class EventInbox:
-    """Where the library's thread leaves fault events for the loop: per chip, bounded, one wake-up a batch.
-
-    :meth:`put` is the subscription's handler. It never blocks on the loop and
-    never raises: once the loop has closed, events fold into the bounded batch
-    that nobody takes.
-    """
+    """Where the library's thread leaves fault events for the loop: per chip, bounded, one wake-up a
+    batch; :meth:`put` never blocks on the loop and never raises."""
 
     def __init__(
         self,
@@ -149,12 +141,8 @@ class EventInbox:
 
 
 class PacedBursts:
-    """Each chip's waiting events, applied ``burst`` times at once, then ``rate`` times a second.
-
-    A token bucket per chip (on the loop): an event after a quiet spell is
-    applied the moment it arrives; only a chip whose events keep coming waits,
-    and its events wait folded in one burst.
-    """
+    """Each chip's waiting events, ``burst`` at once, then ``rate`` a second (a token bucket per chip):
+    only a chip whose events keep coming waits, its events folded in one burst."""
 
     def __init__(self, apply: Callable[[int, ChipBurst], None], rate: float, burst: int) -> None:
         self._apply = apply
@@ -202,8 +190,6 @@ def describe(event: FaultEvent) -> str:
 
 @dataclass(frozen=True)
 class Source:
-    """Whose events these are, as the log names them."""
-
     device: str  # the device ID; for events of logic ids the node does not have, says so
     chip: int | None = None  # physical id
     logic_id: int | None = None
@@ -236,8 +222,6 @@ class _Window:
 
 
 class FaultEventLog:
-    """Rate-limited fault-event lines, per source (runs on the loop)."""
-
     def __init__(self, interval: float) -> None:
         self.interval = interval
         self._windows: dict[Source, _Window] = {}

@@ -1,8 +1,7 @@
 """Inventory: the node's chips and their health verdicts, with a version and subscriptions.
 
-The one source of truth the offers and every face read. A chip whose health or static vNPUs are not
-known yet, one out for a hot reset (:attr:`ChipState.resetting`, set only by
-:mod:`ascend_plugin.hot_reset`) or one discovery could not read is never offered healthy.
+A chip whose health is not known yet, one out for a hot reset or one discovery could not read is never
+offered healthy.
 """
 
 from __future__ import annotations
@@ -28,8 +27,6 @@ UNKNOWN = Verdict()
 
 @dataclass(frozen=True)
 class ChipState:
-    """One chip as the plugin currently sees it."""
-
     chip: Chip
     health: Verdict = UNKNOWN
     ai_cores: float | None = None  # the figure the chip reported, if it could be read
@@ -129,16 +126,12 @@ class Inventory(Followable):
         return {state.phy_id: state.ai_cores for state in self._ordered if state.ai_cores is not None}
 
     def on_transition(self, listener: Transition) -> Callable[[], None]:
-        """Call ``listener(old, new)`` whenever a chip's health flips; return the way to stop.
-
-        Parts that subscribe can be restarted by their supervisor, so each must
-        be able to take its listener back rather than pile up duplicates.
-        """
+        """Call ``listener(old, new)`` whenever a chip's health flips; return the way to stop (a restarted
+        part takes its listener back)."""
         self._transition_listeners.append(listener)
         return lambda: self._transition_listeners.remove(listener)
 
     def set_health(self, phy_id: int, health: Verdict) -> bool:
-        """Record a verdict; return True if anything changed."""
         old = self._chips[phy_id]
         if old.health == health:  # every poll of every chip comes here: the common case costs one compare
             return False

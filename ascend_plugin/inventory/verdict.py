@@ -1,7 +1,6 @@
 """The health verdict on one chip: what the driver calls say, then the fault policy's judgement.
 
-Hung call, failed polls, never read, dropped card, the judgement, an alarm without a code: the
-order in which they decide (docs/faults.md "How a chip's level is decided", Health).
+The order in which they decide: docs/faults.md "How a chip's level is decided".
 """
 
 from __future__ import annotations
@@ -30,10 +29,8 @@ class Verdict:
 
     @property
     def worst_level(self) -> FaultLevel:
-        """The chip's level: the policy's (escalations included), else its worst fault's, or NormalNPU.
-
-        The network level is apart: a link down does not make the chip's own level.
-        """
+        """The chip's level: the policy's (escalations included), else its worst fault's, or NormalNPU;
+        the network's is apart."""
         if self.judgement is not None:
             return self.judgement.level
         return self.faults[0].level if self.faults else FaultLevel.NormalNPU
@@ -56,12 +53,8 @@ class Polls:
 def judge(
     polls: Polls, judgement: ChipJudgement, *, held: bool, stuck: StuckCall | None, failure_threshold: int
 ) -> Verdict:
-    """Healthy or not, and why (before damping); ``held``: a pod holds the chip.
-
-    The faults are the chip's current codes whatever decided, and the judgement
-    the policy's, except where no poll has read the chip lately: then there is
-    no judgement to show.
-    """
+    """Healthy or not, and why (before damping); ``held``: a pod holds the chip. No judgement shows
+    where no poll has read the chip lately."""
     reading = polls.reading
     faults = judgement.faults
     if stuck is not None:
@@ -82,11 +75,8 @@ def judge(
 
 
 def _why(judgement: ChipJudgement, faults: tuple[Fault, ...], polled: set[int], held: bool) -> str:
-    """Why the policy judged the chip unhealthy: its bad faults (polled or event), its escalations.
-
-    ``fault 80E01801:RestartBusiness (event); 80E18005 escalated to ManuallySeparateNPU (FaultFrequency)``.
-    Network codes are left out: the network's health does not decide the chip's.
-    """
+    """Why the policy judged the chip unhealthy: its bad faults and escalations (network codes aside),
+    ``fault 80E01801:RestartBusiness (event); 80E18005 escalated to ManuallySeparateNPU (FaultFrequency)``."""
     network = {int(code, 16) for code in judgement.network.codes}
     bad = [
         fault for fault in faults if fault.code not in network and not kubelet_healthy(fault.level, held=held)

@@ -1,9 +1,7 @@
 """The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
 
-Each call goes through the client's ``ApiClient`` by its REST route (one :class:`Resource` row per kind),
-asks for the raw response, checks the status itself and hands back plain JSON: the untyped client's
-``Any`` stays here, its models are never imported (:mod:`.lean_import`), and every failure leaves as an
-exception of :mod:`.errors`. Every request has a timeout.
+Each call goes by its REST route (one :class:`Resource` row per kind) and hands back plain JSON: the
+untyped client's ``Any`` stays here, and every failure leaves as an exception of :mod:`.errors`.
 """
 
 from __future__ import annotations
@@ -67,11 +65,8 @@ class Route:
 
 @dataclass(frozen=True)
 class Resource:
-    """A kind of object (its plural as RBAC names it, its API group) and the calls the plugin makes on it.
-
-    ``calls`` maps a verb as RBAC names it (a watch is a list; :data:`EVERYWHERE` lists a namespaced kind
-    across namespaces) to its REST route: every call the plugin makes is here, and only those.
-    """
+    """A kind of object (its plural as RBAC names it, its API group) and the calls the plugin makes on it:
+    verb as RBAC names it (a watch is a list; :data:`EVERYWHERE`: across namespaces) -> REST route."""
 
     plural: str
     namespaced: bool
@@ -159,7 +154,6 @@ def string_map(obj: Mapping[str, object], key: str) -> dict[str, str]:
 
 
 def labels_of(obj: Mapping[str, object]) -> dict[str, str]:
-    """An object's labels."""
     return string_map(mapping_field(obj, "metadata"), "labels")
 
 
@@ -226,15 +220,12 @@ class Kube:
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
-        """Close the client's connection pool."""
         await self.api_client.close()
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
-        """Read one object."""
         return await self._call(_Request("get", resource, resource.call("get"), namespace, name))
 
     async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
-        """List the objects matching ``field_selector``."""
         request = _Request("list", resource, resource.call("list", namespace), namespace)
         body = await self._call(request, query={"fieldSelector": field_selector})
         raw_items = body.get("items")

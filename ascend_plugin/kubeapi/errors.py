@@ -21,8 +21,6 @@ class Unreachable(KubeError):
 
 
 class ApiError(KubeError):
-    """The API server answered a request with an error status."""
-
     def __init__(self, status: int, verb: str, resource: str, name: str, message: str) -> None:
         self.status = status
         self.verb = verb

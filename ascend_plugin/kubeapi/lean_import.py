@@ -1,11 +1,8 @@
 """kubernetes-asyncio's ApiClient, Configuration and config loaders, without its API classes and models.
 
-Any import from kubernetes-asyncio runs its package ``__init__``, which loads every API class and model:
-about 35 MiB the plugin never uses (its calls go through ``ApiClient`` with raw JSON). The package has no
-public way around that, so this registers its three packages as shells (their ``__init__`` not run yet)
-before importing the few modules needed; the first name asked of a shell that it lacks runs the real
-``__init__``. The private names this relies on are pinned in pyproject.toml and checked by
-tests/test_kube_lean_import.py.
+Any import from kubernetes-asyncio loads every API class and model (about 35 MiB), and there is no public
+way around it: its three packages are registered as shells before the few modules needed are imported.
+The private names are pinned in pyproject.toml and checked by tests/test_kube_lean_import.py.
 """
 
 from __future__ import annotations

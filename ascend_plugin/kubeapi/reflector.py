@@ -1,9 +1,7 @@
 """The reflector: a local copy of some objects, kept current by a list and then a watch, as client-go's.
 
-410 Gone lists again; every failure waits with jittered backoff, a watch that ends within
-:data:`MIN_WATCH` without a word counting as one. A part runs :meth:`Reflector.run` as a task and waits on
-its ``changes``; its own writes show in the store at once (:meth:`Reflector.record_write`).
-resourceVersions are compared for equality only. docs/kubernetes.md, "Resilience".
+410 Gone lists again; every failure waits with jittered backoff; a part's own writes show in the store at
+once (:meth:`Reflector.record_write`). docs/kubernetes.md, "Resilience".
 """
 
 from __future__ import annotations
@@ -47,7 +45,6 @@ def object_key(namespace: str | None, name: str) -> str:
 
 
 def key_of(obj: Mapping[str, object]) -> str:
-    """The store's key of ``obj``, from its metadata."""
     metadata = mapping_field(obj, "metadata")
     return object_key(string_field(metadata, "namespace") or None, string_field(metadata, "name"))
 
@@ -130,7 +127,6 @@ class Reflector(Generic[T]):
         return MappingProxyType(merged)
 
     def get(self, key: str) -> T | None:
-        """The object with this key (:func:`object_key`), if the store has it."""
         answer = self._answers.get(key)
         return answer.value if answer is not None else self._watched.get(key)
 
@@ -140,7 +136,6 @@ class Reflector(Generic[T]):
         return self._synced.is_set()
 
     async def wait_synced(self) -> None:
-        """Return once the first list is in."""
         await self._synced.wait()
 
     # -- following -------------------------------------------------------------------------------

@@ -1,8 +1,6 @@
-"""Backoff between attempts at the API server, and a log that does not flood.
-
-One line per distinct problem (ERROR for what only an operator can fix: RBAC, credentials,
-configuration; WARNING otherwise), DEBUG when it repeats, INFO once it works again. The waits have full
-jitter: every node of a cluster loses the API server at once, and must not all come back at once.
+"""Backoff between attempts at the API server, and a log that does not flood: one line per distinct
+problem, DEBUG when it repeats, INFO once it works again. Full jitter: every node of a cluster loses the
+API server at once, and must not all come back at once.
 """
 
 from __future__ import annotations

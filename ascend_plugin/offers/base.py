@@ -13,8 +13,6 @@ from backends.topology import TopologyUnit
 
 @dataclass(frozen=True)
 class DeviceNode:
-    """A device node to hand to a container."""
-
     host_path: str
     container_path: str
     permissions: str = "rw"
@@ -69,7 +67,5 @@ def chip_health(states: Sequence[ChipState]) -> tuple[bool, str]:
 
 
 class Offer(Protocol):
-    """A way of offering the inventory's chips."""
-
     def devices(self, inventory: Inventory) -> list[OfferedDevice]:
         """Every device this offer makes of the inventory as it is now."""

@@ -1,12 +1,8 @@
 """The node's offers (whole chips or shares, static vNPUs) and which a node gets, the plugin's and doctor's.
 
-A chip is offered once, as Huawei names it (``Ascend910-3``), or ``share_count`` times where the family's
-driver shares chips (``Ascend310P-1-0``; Huawei's ``shareDevCount``, ignored elsewhere with a warning, as
-Huawei's plugin does). Static vNPUs (Huawei's ``presetVirtualDevice``, re-read every poll) are offered
-under their template's resource (``huawei.com/Ascend310P-2c``, ID ``Ascend310P-2c-100-0``: template, vNPU
-id, chip), a container getting ``/dev/vdavinci<N>`` as ``/dev/davinci<N>``; a chip split into vNPUs is
-neither offered whole nor shared, and sharing one is refused. :func:`plan_dra` is the DRA driver's
-counterpart. docs/sharing.md.
+A chip is offered once as Huawei names it (``Ascend910-3``), or ``share_count`` times where the family
+shares chips (``Ascend310P-1-0``); static vNPUs under their template's resource (``Ascend310P-2c-100-0``).
+:func:`plan_dra` is the DRA driver's counterpart. docs/sharing.md.
 """
 
 from __future__ import annotations
@@ -199,8 +195,6 @@ class StaticVnpus:
 
 @dataclass(frozen=True)
 class OfferSettings:
-    """The settings that choose the offers."""
-
     share_count: int = 1
     vnpu: Literal["static", "dynamic", "off"] = "static"
 
@@ -229,7 +223,6 @@ class OfferPlan:
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
-        """The notices worth a node Event."""
         return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
 
 
@@ -273,7 +266,6 @@ class DraPlan:
 
     @property
     def warnings(self) -> tuple[Notice, ...]:
-        """The notices worth a node Event."""
         return tuple(notice for notice in self.notices if notice.level >= logging.WARNING)
 
 

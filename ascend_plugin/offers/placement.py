@@ -1,15 +1,9 @@
 """GetPreferredAllocation from the chips' topology: which available devices a container should get.
 
-The answer keeps a request inside as few topology units (:mod:`backends.topology`)
-as it can and leaves the rest of the node as whole as it can. The rules are data,
-:data:`PLACEMENT_RULES` (per unit kind: which free counts to take a request from,
-best first, and how a request larger than any unit is spread), read by one
-algorithm level by level: units, NUMA nodes, chips, a chip's devices (best fit
-below the units; NUMA only breaks ties). docs/configuration.md "Placement rules"
-has the table and the cases it is silent on. The answer depends only on the
-request's sets, comes back in the offered order, and never raises: the kubelet
-fails admission on any error, and its view lags ours, so bad requests get the
-best valid answer and one warning line.
+A request stays inside as few topology units as it can and leaves the node as whole as it can; the rules
+are data (:data:`PLACEMENT_RULES`, docs/configuration.md "Placement rules"), read by one algorithm level
+by level. It never raises: the kubelet fails admission on any error, and its view lags ours, so a bad
+request gets the best valid answer and one warning line.
 """
 
 from __future__ import annotations

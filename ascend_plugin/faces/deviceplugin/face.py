@@ -1,8 +1,5 @@
-"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers.
-
-A resource that appears (a vNPU template just created) gets its server; one
-that disappears has its stream ended and its socket removed, so the kubelet
-drops the resource instead of keeping stale IDs.
+"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers; a resource
+that disappears has its stream ended and its socket removed, so the kubelet drops its stale IDs.
 """
 
 from __future__ import annotations
@@ -31,8 +28,6 @@ STREAM_END_WAIT = 2.0  # seconds to let the kubelet see a stream end before the 
 
 @dataclass(frozen=True)
 class FaceSettings:
-    """The kubelet-side settings the face needs."""
-
     directory: Path  # the kubelet's device-plugin directory
     main_resource: str  # the family's resource, whose socket name may be overridden
     socket_name: str | None  # override for the main resource's socket
@@ -46,8 +41,6 @@ def socket_name_for(resource: str) -> str:
 
 
 class ResourceServer:
-    """The service, endpoint and registrar of one resource."""
-
     def __init__(self, resource: str, service: DevicePluginService, registrar: KubeletRegistrar) -> None:
         self.resource = resource
         self.service = service
@@ -91,12 +84,10 @@ class DevicePluginFace:
 
     @property
     def registered(self) -> bool:
-        """Every resource registered with the current kubelet."""
         return bool(self.servers) and all(server.registrar.registered for server in self.servers.values())
 
     @property
     def last_error(self) -> str:
-        """The latest registration problem of any resource, if any."""
         return next((s.registrar.last_error for s in self.servers.values() if s.registrar.last_error), "")
 
     def on_registered(self, listener: Callable[[], None]) -> None:
@@ -104,7 +95,6 @@ class DevicePluginFace:
         self._registered_listeners.append(listener)
 
     def counters(self) -> KubeletCounters:
-        """What the face has counted, for the metrics."""
         stats = self.stats
         return KubeletCounters(
             stats.allocations, dict(stats.allocation_errors), stats.updates_sent, self.registrations

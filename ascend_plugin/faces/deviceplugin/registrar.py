@@ -1,10 +1,7 @@
 """Registration with the kubelet, again whenever it restarts, and our socket it dials back.
 
-A new kubelet deletes our sockets and waits for plugins to register again; a re-created ``kubelet.sock`` or
-a dropped ListAndWatch stream sends the registrar round again too. Register is sent only while our socket
-(:class:`PluginEndpoint`, answering the kubelet alone) answers, and is abandoned at once when it goes or a
-new ``kubelet.sock`` appears. Each wait wakes at the directory's next change (inotify) or its next look; a
-failure is logged once in words naming its cause, and retried with backoff.
+Register is sent only while our socket answers, and abandoned when it goes or a new ``kubelet.sock``
+appears; each wait wakes at the directory's next change or look, a failure logged once and retried.
 """
 
 from __future__ import annotations
@@ -161,20 +158,18 @@ class KubeletRegistrar:
     def _failed(self, attempt: int, description: str, level: int) -> None:
         """Log a failure once; the same failure again only at DEBUG."""
         delay = self.register_backoff.after(attempt)
+        extra = {"attempt": attempt, "error": description}
         if description != self.last_error:
             log.log(
                 level,
                 "registration with the kubelet failed: %s; retrying with backoff (next in %g s)",
                 description,
                 delay,
-                extra={"attempt": attempt, "error": description},
+                extra=extra,
             )
         else:
             log.debug(
-                "registration attempt %d failed the same way; retrying in %g s",
-                attempt,
-                delay,
-                extra={"attempt": attempt, "error": description},
+                "registration attempt %d failed the same way; retrying in %g s", attempt, delay, extra=extra
             )
         self.last_error = description
 

@@ -1,9 +1,7 @@
 """What a kubelet sends a device-plugin socket: the data the request guard (``grpc_guard``) checks by.
 
-Allocate's lists are bounded by the resource's device count. GetPreferredAllocation
-lists the kubelet's own view, which lags ours, and a refusal fails admission: its
-lists are bounded by what a kubelet can ever have been told of the resource
-(:data:`MAX_DEVICES_PER_CHIP` per chip). A kubelet asks about one container per call.
+GetPreferredAllocation lists the kubelet's own view, which lags ours, and a refusal fails admission: its
+lists are bounded by what a kubelet can ever have been told of the resource.
 """
 
 from __future__ import annotations

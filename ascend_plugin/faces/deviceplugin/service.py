@@ -1,12 +1,8 @@
 """The DevicePlugin gRPC service of one resource: what the kubelet calls on that resource's socket.
 
-Allocate checks every device ID first (a restart, a stale checkpoint or a
-hand-made request can send anything): its form, that it appears once, is offered
-and healthy; one vNPU per container at most (the Ascend runtime mounts one). Where
-a chooser decides the resource (Volcano mode), Allocate hands over the devices it
-names and ListAndWatch reports each kubelet ID with its real device's health; a
-refusal fails the pod's admission (no fallback to the kubelet's pick). Every
-refusal is counted by its label and logged here.
+Allocate checks every device ID first (a restart, a stale checkpoint or a hand-made request can send
+anything). Where a chooser decides (Volcano mode), Allocate hands over the devices it names; a refusal
+fails the pod's admission. Every refusal is counted by its label and logged here.
 """
 
 from __future__ import annotations

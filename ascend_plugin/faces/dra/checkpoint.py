@@ -1,10 +1,8 @@
 """The prepared claims, kept in a file in the plugin directory so that no restart forgets one.
 
-Each claim is written down (devices, requests, CDI IDs, shares, vNPUs) before the kubelet hears it is
-prepared, atomically and durably; a claim whose partitions need vNPUs is written ``preparing`` before any
-is made. A file that cannot be decoded is moved aside (``checkpoint.json.bad-<time>``) and
-:attr:`Checkpoint.lost` says why; one that cannot be read at all fails the start (retried), since it may
-be fine once the disk answers. docs/dra.md: "Claims", "A lost checkpoint".
+A claim is written down before the kubelet hears it is prepared (``preparing`` before any vNPU is made).
+A file that cannot be decoded is moved aside; one that cannot be read at all fails the start (retried).
+docs/dra.md: "Claims", "A lost checkpoint".
 """
 
 from __future__ import annotations
@@ -37,8 +35,6 @@ class CheckpointError(PathUnusable):
 
 @dataclass(frozen=True)
 class ClaimRef:
-    """A claim as the kubelet names it."""
-
     namespace: str
     name: str
     uid: str
@@ -87,7 +83,6 @@ class PreparedClaim:
 
     @property
     def vnpus(self) -> list[OwnedVnpu]:
-        """The vNPUs made (or being made) for the claim."""
         return [device.vnpu for device in self.devices if device.vnpu is not None]
 
     @property
@@ -199,7 +194,6 @@ def parse(text: str) -> dict[str, PreparedClaim]:
 
 
 def render(claims: Mapping[str, PreparedClaim]) -> str:
-    """The checkpoint's text for ``claims``."""
     content = {"format": FORMAT, "claims": {uid: _claim_json(claims[uid]) for uid in sorted(claims)}}
     return json.dumps(content, indent=1, sort_keys=True) + "\n"
 

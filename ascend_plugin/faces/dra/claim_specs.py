@@ -1,9 +1,5 @@
-"""CDI specs per prepared claim: what the container runtime gives a container of the claim.
-
-A spec per claim, ``<vendor>-<class>-claim-<uid>.json``, a CDI device per device named ``<uid>-<device>``,
-so no runtime cache serves one claim another's. A chip (or a share of it) is its ``/dev/davinci<phy>``; a
-partition its vNPU, ``/dev/vdavinci<id>`` as ``/dev/davinci<id>``. The content and the atomic write are the
-handover's (``handover.cdi``), shared with the device plugin's CDI mode.
+"""CDI specs per prepared claim (``<vendor>-<class>-claim-<uid>.json``, a device per ``<uid>-<device>``),
+so no runtime cache serves one claim another's; content and atomic write are ``handover.cdi``'s.
 """
 
 from __future__ import annotations

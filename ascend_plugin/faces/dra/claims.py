@@ -1,9 +1,6 @@
 """A ResourceClaim as this node's driver prepares it: this driver's results in this node's pool, and
-whether each device may be prepared now.
-
-Each problem is a :class:`~ascend_plugin.grpc_guard.refusals.CannotServe` (label ``claim`` or ``device``)
-whose reason reaches the pod's events through the kubelet, so it says what is wrong and what happens
-next. docs/dra.md, "Claims".
+whether each device may be prepared now. Each problem is a ``CannotServe`` whose reason reaches the pod's
+events, so it says what is wrong and what happens next. docs/dra.md, "Claims".
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""What the node's pool holds: each chip as a ResourceSlice device, its partitions and counter set, its taint,
-a shared chip's shares, and how they are laid out in slices within the API's limits.
-
-The attributes, the partitions, the taints and the layout are described in docs/dra.md ("ResourceSlices",
-"Health", "vNPUs made on demand", "Shared chips"). What does not change while the plugin runs is worked
-out once per chip (:class:`DeviceCatalog`); health and the features the API server keeps decide, at each
-publication, what is in the pool.
+"""What the node's pool holds: each chip as a ResourceSlice device, its partitions, counter set, taint and
+shares, laid out in slices within the API's limits (docs/dra.md "ResourceSlices", "Health", "vNPUs made
+on demand", "Shared chips"). What does not change while the plugin runs is worked out once per chip.
 """
 
 from __future__ import annotations
@@ -146,11 +142,8 @@ class PoolDevices:
 
 
 class DeviceCatalog:
-    """The node's chips as devices; their health is read from the inventory at each publication.
-
-    ``splits``: what each chip split on demand splits into (``vnpu=dynamic``; the others are whole only);
-    ``share_count``: the shares of a shared chip (1: not shared); ``evict``: ``NoExecute`` taints.
-    """
+    """The node's chips as devices, their health read from the inventory at each publication. ``splits``:
+    what each chip split on demand splits into; ``share_count``: a chip's shares; ``evict``: ``NoExecute``."""
 
     def __init__(
         self,

@@ -1,11 +1,8 @@
 """DraFace: the DRA driver of this node, as one part of the plugin.
 
-A run reads the checkpoint, then serves the DRA and registration sockets (kept in place: one that cannot
-be created yet is retried, one someone deletes is put back), streams health, and publishes the
-ResourceSlices once the kubelet registered the driver. Nothing the kubelet calls waits for the API server
-but a claim's first Prepare. A run closes what it served however it ends (health streams, then the
-registration socket, then the DRA socket), so a restarted run serves again; the slices stay for the next
-run to adopt. What the driver cannot do meanwhile it says through :meth:`DraFace.problems`.
+A run reads the checkpoint, keeps the DRA and registration sockets in place, streams health and publishes
+the ResourceSlices once the kubelet registered the driver; it closes what it served however it ends, so a
+restarted run serves again. Nothing the kubelet calls waits for the API server but a claim's first Prepare.
 """
 
 from __future__ import annotations
@@ -54,8 +51,6 @@ SOCKET_BACKOFF = Backoff(0.1, 10.0)
 
 @dataclass(frozen=True)
 class DraSettings:
-    """What the DRA face needs of the settings."""
-
     driver: str
     node: str
     registry_dir: Path
@@ -115,7 +110,6 @@ class RunSockets:
 
     @property
     def serving(self) -> bool:
-        """Both sockets are in place."""
         return all(endpoint.serving for endpoint in self.endpoints)
 
 
@@ -133,10 +127,8 @@ class DraFace:
         held: HeldChips | None = None,
         client: SharedClient | None = None,
     ) -> None:
-        """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
-        chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: which chips pods
-        hold, told of the chips each claim prepared takes (those device-plugin pods hold are left out of
-        the slices until they go); ``client``: the process's API client (None: one of its own)."""
+        """``plan``: the chips split on demand, and shared; ``calls``: the chip lanes its vNPUs are made on;
+        ``held``: which chips pods hold; ``client``: the process's API client (None: one of its own)."""
         self.inventory = inventory
         self.held = held
         self.settings = settings
@@ -182,11 +174,9 @@ class DraFace:
         return self.slices.notes if self.slices is not None else []
 
     def on_registered(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
 
     def counters(self) -> KubeletCounters:
-        """What the driver has counted (registrations, claims), for the metrics."""
         claims = self.preparer.stats
         return KubeletCounters(
             registrations=self.registration.registrations,

@@ -1,12 +1,8 @@
 """NodePrepareResources and NodeUnprepareResources: one at a time, idempotent, written down first.
 
-The kubelet may call both at once and repeats a call it got no answer to, so every call takes one lock;
-a prepared claim is answered from the checkpoint without the API server, a new one is read, checked,
-given its CDI spec (and its vNPUs) and written down before the answer; every claim gets an answer of its
-own. Making or destroying vNPUs and writing the checkpoint are shielded from the kubelet giving up, so
-driver and file never part. A claim that cannot be prepared is a refusal whose label counts it:
-``claim``, ``api``, ``device``, ``vnpu``, ``io``. docs/dra.md: "Claims", "A lost checkpoint",
-"Prepare and Unprepare", "Crashes and restarts".
+The kubelet may call both at once and repeats an unanswered call, so every call takes one lock; making or
+destroying vNPUs and writing the checkpoint are shielded from the kubelet giving up. docs/dra.md: "Claims",
+"A lost checkpoint", "Prepare and Unprepare", "Crashes and restarts".
 """
 
 from __future__ import annotations
@@ -67,8 +63,6 @@ class Outcome:
 
 @dataclass
 class PrepareStats:
-    """What the preparer has done, for the metrics."""
-
     prepared: int = 0  # claims prepared (first time)
     unprepared: int = 0
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
@@ -109,10 +103,9 @@ class ClaimPreparer:
     # -- start ----------------------------------------------------------------------------
 
     async def restore(self) -> None:
-        """Load the checkpoint (a lost one rebuilt from the CDI specs); drop what was never answered; sweep
-        the chips in dynamic mode; put back missing specs, remove stray ones and those of claims whose vNPU
-        is gone. A file or vNPU that cannot be handled is logged, not fatal: the kubelet must still be
-        able to unprepare."""
+        """Load the checkpoint (a lost one rebuilt from the CDI specs), drop what was never answered, sweep,
+        and put the specs right; a failure is logged, not fatal: the kubelet must still be able to
+        unprepare."""
         async with self._lock:
             loaded = await anyio.to_thread.run_sync(self.checkpoint.load)
             if self.checkpoint.lost:
@@ -161,7 +154,6 @@ class ClaimPreparer:
         return "<card> -c <chip>" if state is None else f"{state.chip.card_id} -c {state.chip.device_id}"
 
     def _destroy_command(self, vnpu: OwnedVnpu) -> str:
-        """The npu-smi command that destroys ``vnpu`` by hand."""
         vdev = "<id>" if vnpu.vdev_id is None else vnpu.vdev_id
         return f"npu-smi set -t destroy-vnpu -i {self._card_and_chip(vnpu.phy_id)} -v {vdev}"
 
@@ -184,9 +176,8 @@ class ClaimPreparer:
                 )
 
     async def _recover(self) -> dict[str, PreparedClaim]:
-        """The prepared claims as their CDI specs tell them, after the checkpoint was lost (a claim is
-        answered only once its spec is written). A spec that cannot be read holds every sweep of the run:
-        a vNPU might be its claim's."""
+        """The prepared claims as their CDI specs tell them, after the checkpoint was lost. A spec that cannot
+        be read holds every sweep of the run: a vNPU might be its claim's."""
         try:
             uids = await anyio.to_thread.run_sync(self.specs.listed)
         except OSError as error:

@@ -1,9 +1,7 @@
 """What the kubelet sends the DRA driver's two sockets: the data the request guard (``grpc_guard``) checks.
 
-A claim's namespace is a DNS label (63), its name a DNS subdomain (253); UIDs are UUIDs (36), bounded at
-128 to keep CDI names, file names and log lines short; a call names one pod's claims, bounded far above
-any real pod. Both sockets answer only the owner of the kubelet's plugin registry directory: Unprepare
-from anyone else would remove the CDI spec of a running pod's claim.
+UIDs are bounded at 128 to keep CDI names, file names and log lines short. Both sockets answer only the
+owner of the kubelet's plugin registry directory: an Unprepare from anyone else would remove a CDI spec.
 """
 
 from __future__ import annotations

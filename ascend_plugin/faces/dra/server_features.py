@@ -1,11 +1,8 @@
 """Which DRA features the API server keeps: partitions, shared devices, device taints.
 
-A server whose feature gate is off drops the gated fields of a ResourceSlice without an error, and
-publishing a dropped feature is worse than not publishing it (partitions whose counters were dropped are
-independent devices the scheduler allocates side by side on one chip). So the driver asks with a
-dry-run create (``dryRun=All``: nothing stored) and compares what would have been stored; a server
-that refuses the slice (1.34 validates the older layout) does not keep the feature either. Every real
-write is compared the same way. docs/dra.md, "What the API server keeps".
+A server whose gate is off drops the gated fields without an error, and a dropped feature is worse than
+none (partitions without counters are independent devices on one chip), so the driver asks with a
+dry-run create and compares what would be stored. docs/dra.md, "What the API server keeps".
 """
 
 from __future__ import annotations

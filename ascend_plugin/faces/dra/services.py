@@ -199,7 +199,6 @@ class DeviceHealthService(DraResourceHealthBase):
         self.streams = OpenStreams()
 
     def snapshot(self) -> NodeWatchResourcesResponse:
-        """Every device with its chip's health now."""
         now = int(self.clock())
         return NodeWatchResourcesResponse(
             devices=[

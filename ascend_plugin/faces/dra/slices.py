@@ -1,12 +1,8 @@
 """The node's ResourceSlices: published, kept as the chips are, put back after any wipe.
 
-One pool named after the node, in as few slices as the API allows (:func:`.devices.slice_contents`). A
-reflector keeps a copy of this driver's slices on this node; after each change of the chips, of the
-slices or of the chips device-plugin pods hold, the copy is compared with what it should be and only a
-difference is written, each write under a new pool generation. A restarted plugin adopts the slices it
-finds, and its own writes show in the copy at once, so nothing is published twice. What the pool holds
-besides whole chips is what the API server keeps (:mod:`.server_features`). docs/dra.md: "ResourceSlices",
-"What the API server keeps".
+A reflector keeps a copy of this driver's slices on this node; after each change it is compared with
+what it should be and only a difference is written, under a new pool generation. A restarted plugin adopts
+the slices it finds. docs/dra.md: "ResourceSlices", "What the API server keeps".
 """
 
 from __future__ import annotations
@@ -96,17 +92,12 @@ def _shown(value: object) -> str:
 
 def _without_time_added(devices: Sequence[JsonObject]) -> list[JsonObject]:
     """The devices as we describe them: the API server stamps ``timeAdded`` on taints itself."""
-    result = []
-    for device in devices:
-        taints = device.get("taints")
-        if isinstance(taints, list):
-            stripped = [
-                {k: v for k, v in t.items() if k != "timeAdded"} for t in taints if isinstance(t, dict)
-            ]
-            result.append({**device, "taints": stripped})
-        else:
-            result.append(device)
-    return result
+    return [
+        {**device, "taints": [{k: v for k, v in t.items() if k != "timeAdded"} for t in _taints(device)]}
+        if isinstance(device.get("taints"), list)
+        else device
+        for device in devices
+    ]
 
 
 def _taints(device: JsonObject) -> list[JsonObject]:
@@ -190,9 +181,8 @@ class SliceController:
         recheck: float | None = None,
         held: HeldChips | None = None,
     ) -> None:
-        """``taints``: None where the server keeps them, True insisting (a warning where it does not), False
-        never; ``recheck``: seconds before asking again about a feature not kept (FEATURE_RECHECK);
-        ``held``: the chips device-plugin pods hold, left out of the pool."""
+        """``taints``: None where the server keeps them, True insisting (a warning where not), False never;
+        ``recheck``: seconds before asking again about a feature not kept; ``held``: left out of the pool."""
         self.kube = kube
         self.held = held
         self._withheld: Mapping[int, tuple[ContainerRef, ...]] = {}  # as last published, said once each
@@ -242,13 +232,11 @@ class SliceController:
 
     @property
     def slices(self) -> Mapping[str, JsonObject]:
-        """Our copy of the node's slices of this driver, by name."""
         return self._slices.store
 
     # -- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Follow the slices and the chips until cancelled."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._slices.run, name="ResourceSlice watch")
             group.start_soon(self._follow_chips, name="ResourceSlice chips")

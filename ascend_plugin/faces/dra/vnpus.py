@@ -1,11 +1,6 @@
 """The vNPUs of chips split on demand: made for claims on each chip's lane, destroyed after them, none left
-that no claim owns.
-
-The preparer says which vNPUs claims own (its checkpoint); :class:`VnpuKeeper` makes a claim's vNPUs all
-or none, destroys them, and sweeps a chip of the vNPUs no claim owns (at start, before the next make on a
-chip a doubtful call left unswept, and once a poll shows a stray). :class:`ChipVnpus` makes the DCMI
-calls, each failure a :class:`VnpuError` whose message reaches the pod's events. docs/dra.md, "vNPUs made
-on demand".
+that no claim owns. Each failure is a :class:`VnpuError` whose message reaches the pod's events.
+docs/dra.md, "vNPUs made on demand".
 """
 
 from __future__ import annotations
@@ -40,9 +35,7 @@ class VnpuLifecycle(Protocol):
         """Make a vNPU of ``template``; its id. VnpuError when it cannot."""
         ...
 
-    async def destroy(self, phy_id: int, vdev_id: int) -> None:
-        """Destroy vNPU ``vdev_id``. VnpuError when it cannot."""
-        ...
+    async def destroy(self, phy_id: int, vdev_id: int) -> None: ...
 
     async def present(self, phy_id: int) -> list[VdevInfo]:
         """The chip's vNPUs now. VnpuError when they cannot be read."""

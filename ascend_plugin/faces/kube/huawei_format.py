@@ -1,9 +1,6 @@
-"""Huawei's device-info ConfigMap format, byte for byte where a reader checks it.
-
-Volcano's Ascend plugin, ClusterD and Huawei's tools read ``mindx-dl-deviceinfo-<node>``; ClusterD
-rejects it unless ``CheckCode`` is the SHA-256 of the Go JSON of ``DeviceInfo``, so :func:`go_json`
-writes what Go's ``json.Marshal`` writes. The keys, the fault elements and what was matched against
-Huawei's sources: docs/kubernetes.md, "The device-info ConfigMap".
+"""Huawei's device-info ConfigMap format, byte for byte where a reader checks it: ClusterD rejects it
+unless ``CheckCode`` is the SHA-256 of the Go JSON of ``DeviceInfo``, so :func:`go_json` writes what Go's
+``json.Marshal`` writes. docs/kubernetes.md, "The device-info ConfigMap".
 """
 
 from __future__ import annotations
@@ -227,10 +224,8 @@ def build_device_info(
     upgrade_reasons: str = "{}",
     super_pod: SuperPodPlace = UNAVAILABLE,
 ) -> DeviceInfoContent:
-    """The device-info content for ``reports`` (in chip order).
-
-    The free list is the healthy chips no pod holds: only Volcano mode knows (``held``, physical IDs), else
-    every healthy chip is listed and Volcano subtracts what it placed."""
+    """The device-info content for ``reports`` (in chip order); the free list leaves out ``held`` chips
+    (only Volcano mode knows them, else Volcano subtracts what it placed)."""
     keys = family_keys(table)
 
     def names(chosen: Callable[[ChipReport], bool]) -> str:
@@ -335,9 +330,7 @@ def _reason(item: object) -> UpgradeReason | None:
     kind = {kind.value: kind for kind in UpgradeKind}.get(str(item.get("upgrade_type")))
     if isinstance(upgrade_time, bool) or not isinstance(upgrade_time, int) or not isinstance(code, str):
         return None
-    if level is None or kind is None:
-        return None
-    return UpgradeReason(code, level, kind, upgrade_time)
+    return None if level is None or kind is None else UpgradeReason(code, level, kind, upgrade_time)
 
 
 # -- one chip's report: the fault policy's judgement, else the health verdict's view --------
@@ -352,7 +345,6 @@ class ChipView:
 
 
 def chip_views(inventory: Inventory) -> list[ChipView]:
-    """Every chip of the inventory, by physical id."""
     return [ChipView(inventory.table.chip_id(state.phy_id), state) for state in inventory.chips()]
 
 

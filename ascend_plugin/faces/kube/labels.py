@@ -1,8 +1,7 @@
 """Node labels: Huawei's (``accelerator``, chip name, ``servertype``, driver version) and our own two.
 
 ``servertype`` is set only while the node has none (others put their own there); the rest are put back
-when removed or changed, in a strategic merge that touches no other label. A value outside label syntax
-is rewritten or left out, with a warning. docs/kubernetes.md, "Node labels".
+when removed or changed. docs/kubernetes.md, "Node labels".
 """
 
 from __future__ import annotations
@@ -49,7 +48,6 @@ def value_is_valid(value: str) -> bool:
 
 
 def key_is_valid(key: str) -> bool:
-    """Whether ``key`` is a valid label key."""
     prefix, slash, name = key.rpartition("/")
     if slash and not (0 < len(prefix) <= MAX_PREFIX and _PREFIX.match(prefix)):
         return False
@@ -63,8 +61,6 @@ def sanitise_value(value: str) -> str:
 
 @dataclass(frozen=True)
 class LabelPlan:
-    """The labels this node should carry."""
-
     enforced: Mapping[str, str]  # put back whenever removed or changed
     if_absent: Mapping[str, str]  # set only while the node has no such label
     stale_resources: tuple[str, ...] = ()  # an older family's extended resources this node should not have
@@ -106,9 +102,7 @@ def _checked(key: str, value: str) -> str | None:
 
 def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
     """The labels for the node of ``inventory``; invalid values sanitised or left out (a warning each).
-
-    ``servertype`` and ``<label_prefix>/ai-cores`` use the smallest per-chip AI-core count, and are left out
-    when no chip's count could be read."""
+    ``servertype`` and ``ai-cores`` use the smallest per-chip AI-core count (none read: left out)."""
     table = inventory.table
     enforced = {
         ACCELERATOR: table.accelerator_label,

@@ -1,8 +1,7 @@
 """The Kubernetes publishers as one table: what each does, when it runs, what RBAC it needs.
 
 The table starts them (:func:`run_kube`), tells ``doctor`` which permissions to ask about, and is what
-the chart's RBAC is checked against (tests/test_chart_rbac.py): a new publisher is a row and its module.
-They share :class:`KubeSide`: the client, the one Node reflector and the node's one Event sender.
+the chart's RBAC is checked against: a new publisher is a row and its module.
 """
 
 from __future__ import annotations
@@ -40,8 +39,6 @@ EVENT_NAMESPACE = "default"
 
 @dataclass(frozen=True)
 class KubeInputs:
-    """What the publishers draw on."""
-
     settings: Settings  # as the plugin started
     node_name: str
     config: LiveConfig
@@ -130,7 +127,6 @@ def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
 
 
 def config_namespace(settings: Settings) -> str:
-    """Where the config ConfigMap lives."""
     return settings.config_configmap_namespace or settings.pod_namespace
 
 

@@ -1,9 +1,5 @@
-"""What hot reset tells Kubernetes: the node's ``ResetInfo`` annotation, and an Event per stage of a reset.
-
-``ResetInfo`` is Huawei's Go JSON of the chips that wait for someone else's reset (here all in
-``ManualResetDevs``); read back at start, a chip named there that is still unhealthy is not reset again.
-The Events (``HotResetStart``, ``HotResetComplete``, ``HotResetFailed``) follow the manager's notice log,
-so a reset before the Kubernetes side started is told too. docs/hot-reset.md, "What Kubernetes sees".
+"""What hot reset tells Kubernetes: the node's ``ResetInfo`` annotation (Huawei's Go JSON, read back at
+start), and an Event per stage of a reset. docs/hot-reset.md, "What Kubernetes sees".
 """
 
 from __future__ import annotations

@@ -24,8 +24,6 @@ def render(source: PluginSource, calls: CallStats) -> bytes:
 
 
 class _Collector(Collector):
-    """Reads the plugin's state when Prometheus scrapes."""
-
     def __init__(self, source: PluginSource, calls: CallStats) -> None:
         self.source = source
         self.calls = calls

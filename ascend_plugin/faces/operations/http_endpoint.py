@@ -1,9 +1,7 @@
 """The operations endpoint: /healthz, /readyz and /metrics over plain HTTP, one request per connection.
 
-A few lines of asyncio instead of a web framework. It listens on every address by default, so it holds
-its ground: bounded request heads (64 KiB, 5 s) and connections (256, the longest waiting making way),
-refusals logged once a minute, concurrent scrapes sharing one rendering (docs/operations.md, "The HTTP
-endpoint").
+It listens on every address by default, so its requests and connections are bounded and refusals logged
+once a minute (docs/operations.md, "The HTTP endpoint").
 """
 
 from __future__ import annotations
@@ -34,16 +32,12 @@ _REASONS = {
 
 @dataclass(frozen=True)
 class Probe:
-    """An answer to a probe: OK or not, and why."""
-
     ok: bool
     detail: str
 
 
 @dataclass(frozen=True)
 class Routes:
-    """What the endpoint asks the app."""
-
     liveness: Callable[[], Probe]
     readiness: Callable[[], Probe]
     metrics: Callable[[], bytes]
@@ -127,7 +121,6 @@ class HttpEndpoint:
         log.info("operations endpoint listening", extra={"address": f"{self.host}:{self.port}"})
 
     async def serve_forever(self) -> None:
-        """Start and serve until cancelled."""
         await self.start()
         assert self._server is not None
         try:

@@ -19,7 +19,6 @@ class PluginMetrics:
         self.telemetry = TelemetryText()
 
     def observe_call(self, function: str, seconds: float, outcome: str) -> None:
-        """ChipCalls observer."""
         self.calls.observe(function, seconds, outcome)
 
     def render(self) -> bytes:

@@ -1,9 +1,5 @@
-"""What the metrics are made of: each figure read at scrape time from the part that keeps it, driver calls
-counted as they happen.
-
-No part updates a gauge on its hot path: :class:`PluginSource` reads the chips, readiness, the kubelet
-face's counters, hot reset and the telemetry when Prometheus asks; only driver calls are counted
-(:class:`CallStats`, plain numbers). The metrics: docs/operations.md, docs/telemetry.md.
+"""What the metrics are made of: each figure read at scrape time from the part that keeps it, so no part
+updates a gauge on its hot path; only driver calls are counted (:class:`CallStats`). docs/operations.md.
 """
 
 from __future__ import annotations
@@ -128,7 +124,6 @@ class PluginSource:
         return metrics
 
     def ready(self) -> bool:
-        """What /readyz says."""
         return self.probes.readiness().ok
 
     def hot_resets(self) -> HotResetFigures | None:

@@ -1,9 +1,6 @@
 """What /healthz and /readyz answer, decided from the parts (docs/operations.md, "The HTTP endpoint").
 
-Liveness fails only where a restart of the pod is the one help: a chip that answers only now, a node-wide
-driver call stuck for :data:`STUCK_IS_DEAD` seconds, a part failing for :data:`FAILED_IS_DEAD` seconds
-without a run that lasted. A part that keeps trying on its own is not failing but not ready. Readiness
-names every cause, one line each, naming the part.
+Liveness fails only where a restart of the pod is the one help; readiness names every cause, one line each.
 """
 
 from __future__ import annotations

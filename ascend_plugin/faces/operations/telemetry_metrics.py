@@ -1,10 +1,7 @@
 """The chips' telemetry under npu-exporter's names, units and labels, so its dashboards and alerts work.
 
-Each per-chip series carries npu-exporter's labels in its order, the container that holds the chip as the
-kubelet says (``containerID`` empty); a figure the driver does not give, or one too old to trust, is not
-emitted. The text is written here, not by prometheus_client, and again only when a figure, a chip or a
-holder changed, so a scrape of some 700 series costs a comparison. npu-exporter's timestamps are left
-out: a series that leaves /metrics then goes stale at once. docs/telemetry.md.
+The text is written here, not by prometheus_client, and again only when a figure, a chip or a holder
+changed, so a scrape of some 700 series costs a comparison. docs/telemetry.md.
 """
 
 from __future__ import annotations
@@ -94,8 +91,6 @@ def container_labels(holders: Sequence[ContainerRef]) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class _Chip:
-    """One chip's sample with its labels worked out."""
-
     sample: ChipSample
     identity: tuple[str, str, str, str]  # id, model_name, vdie_id, pcie_bus_info
     holders: tuple[ContainerRef, ...]
@@ -128,7 +123,6 @@ class _Families:
 
 
 def _escaped(text: str) -> str:
-    """A label value as the text format writes it."""
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -138,7 +132,6 @@ def _number(value: float) -> str:
 
 
 def render(view: TelemetryView) -> str:
-    """The telemetry's exposition text for one scrape."""
     families = _Families()
     families.add("machine_npu_nums", "the number of NPU chips of the node", (), (), len(view.chips))
     if view.cards is not None:
@@ -257,14 +250,8 @@ def _memory(families: _Families, chip: _Chip) -> None:
 
 
 CONTAINER_LABELS: Final = (
-    "id",
-    "namespace",
-    "pod_name",
-    "container_name",
-    "model_name",
-    "vdie_id",
-    "pcie_bus_info",
-)
+    "id", "namespace", "pod_name", "container_name", "model_name", "vdie_id", "pcie_bus_info",
+)  # fmt: skip
 CONTAINER_INFO_LABELS: Final = (
     "npuID", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name",
     "containerID", "containerName",
@@ -287,29 +274,17 @@ def _containers(families: _Families, chip: _Chip) -> None:
         return
     labels = [phy, *container_labels(chip.holders), model, vdie, pcie]
     readout = chip.sample.readout
+
+    def gauge(name: str, help_text: str, value: float) -> None:
+        families.add(f"container_npu_{name}", help_text, CONTAINER_LABELS, labels, value)
+
     if readout.utilization is not None and readout.utilization.aicore is not None:
-        families.add(
-            "container_npu_utilization",
-            "the npu ai core utilization in container, unit is '%'",
-            CONTAINER_LABELS,
-            labels,
-            readout.utilization.aicore,
+        gauge(
+            "utilization", "the npu ai core utilization in container, unit is '%'", readout.utilization.aicore
         )
     if readout.memory is not None:
-        families.add(
-            "container_npu_total_memory",
-            "the npu total memory in container, unit is 'MB'",
-            CONTAINER_LABELS,
-            labels,
-            readout.memory.total_mb,
-        )
-        families.add(
-            "container_npu_used_memory",
-            "the npu used memory in container, unit is 'MB'",
-            CONTAINER_LABELS,
-            labels,
-            readout.memory.used_mb,
-        )
+        gauge("total_memory", "the npu total memory in container, unit is 'MB'", readout.memory.total_mb)
+        gauge("used_memory", "the npu used memory in container, unit is 'MB'", readout.memory.used_mb)
 
 
 VNPU_LABELS: Final = (
