@@ -110,7 +110,7 @@ def _labels(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 
     plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
-    return NodeLabeller(side.kube, side.node, inputs.node_name, plan).run
+    return NodeLabeller(side.kube, side.node, inputs.node_name, plan, side.events).run
 
 
 def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
