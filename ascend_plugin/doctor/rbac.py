@@ -19,6 +19,7 @@ from ascend_plugin.faces.kube.publishers import PUBLISHERS
 from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME as FAULT_CONFIG_NAME
 from ascend_plugin.settings import Settings
+from backends.families import FamilyTable
 
 if TYPE_CHECKING:
     from ascend_plugin.kubeapi.client import Kube
@@ -40,6 +41,7 @@ class Permission:
     group: str = ""  # the API group; "" is the core group
     # (verb, object name) of each request: the name where the plugin knows the object's, None otherwise
     reviews: tuple[tuple[str, str | None], ...] = ()
+    without: str | None = None  # what the plugin does when refused (a warning); None: it needs it
 
     @property
     def name(self) -> str:
@@ -69,14 +71,20 @@ def _object(settings: Settings, feature: str) -> str | None:
     return None
 
 
-def needed_permissions(settings: Settings) -> list[Permission]:
-    """What the enabled Kubernetes publishers (and Volcano mode) need, merged per resource and namespace."""
+def needed_permissions(settings: Settings, family: FamilyTable | None = None) -> list[Permission]:
+    """What the enabled Kubernetes publishers (and Volcano mode) need, merged per resource and namespace;
+    with ``family``, what it adds (a 950 node: nodes/status, to remove the leftover huawei.com/Ascend910)."""
     wanted = [
         (publisher.setting, "", grant.resource, grant.namespace, grant.verbs)
         for publisher in PUBLISHERS
         if publisher.enabled(settings)
         for grant in publisher.grants(settings)
     ]
+    optional = {}
+    for publisher in PUBLISHERS:
+        for grant in publisher.family_grants(family) if family and publisher.enabled(settings) else ():
+            wanted.append((publisher.setting, "", grant.resource, grant.namespace, grant.verbs))
+            optional[grant.resource] = grant.without
     if settings.volcano:
         wanted += [("volcano", "", resource, None, verbs) for resource, verbs in VOLCANO_GRANTS]
     elif checks_volcano_choices(settings):
@@ -99,6 +107,7 @@ def needed_permissions(settings: Settings) -> list[Permission]:
             tuple(dict.fromkeys(features)),
             group,
             tuple(dict.fromkeys([*(earlier.reviews if earlier else ()), *reviews])),
+            optional.get(resource),
         )
     return list(merged.values())
 
@@ -122,7 +131,7 @@ async def permissions(context: Context) -> list[Finding]:
     from ascend_plugin.kubeapi.client import connect
     from ascend_plugin.kubeapi.errors import KubeConfigError, KubeError
 
-    wanted = needed_permissions(settings)
+    wanted = needed_permissions(settings, context.family)
     if not wanted:
         raise NotApplicable("every Kubernetes feature is off in the settings")
     try:
@@ -160,6 +169,12 @@ async def _reviewed(kube: Kube, permission: Permission) -> Finding:
     if not denied:
         return Finding.ok(permission.name, f"allowed: {asked} {permission.resource} {permission.where}")
     verbs = ", ".join(denied)
+    if permission.without is not None:
+        return Finding.warning(
+            permission.name,
+            f"denied: {verbs} {permission.resource} {permission.where}; without it {permission.without}",
+            fix="the chart grants it with rbac.removeStaleResources=true (the default)",
+        )
     listed = ", ".join(json.dumps(verb) for verb in denied)
     rule = f'{{apiGroups: ["{permission.group}"], resources: ["{permission.resource}"], verbs: [{listed}]}}'
     namespace = f" -n {permission.namespace}" if permission.namespace else ""

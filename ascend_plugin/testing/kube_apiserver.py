@@ -34,6 +34,9 @@ KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
 # -- pods (Volcano mode) ----------------------------------------------------------------------
 RESOURCES = (*RESOURCES, "pods")
 KINDS = {**KINDS, "pods": "Pod"}
+# A Node's status subresource: only the status of what is written there is kept.
+NODE_STATUS = "nodes/status"
+RESOURCES = (*RESOURCES, NODE_STATUS)
 # The field labels the real server accepts in a field selector, per kind (metadata.* for all).
 FIELD_LABELS = {
     "pods": (
@@ -161,6 +164,43 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, A
     return result
 
 
+def _pointer(path: str) -> list[str]:
+    """An RFC 6901 JSON pointer's tokens (``~1`` is '/', ``~0`` is '~')."""
+    if not path.startswith("/"):
+        raise ApiFailure(422, f"the JSON pointer {path!r} does not start with '/'")
+    return [token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/")]
+
+
+def json_patch(target: dict[str, Any], operations: object) -> dict[str, Any]:
+    """RFC 6902 ``add``, ``remove``, ``replace`` and ``test`` on objects, all or none; a failure is a 422
+    as the real server's (a ``test`` that fails, a path that does not exist)."""
+    if not isinstance(operations, list):
+        raise ApiFailure(400, "a JSON patch is a list of operations")
+    result = copy.deepcopy(target)
+    for operation in operations:
+        op, path = operation.get("op"), operation.get("path", "")
+        *parents, last = _pointer(path)
+        node: Any = result
+        for token in parents:
+            if not isinstance(node, dict) or token not in node:
+                raise ApiFailure(422, f"{op} operation does not apply: doc is missing path: {path}")
+            node = node[token]
+        if not isinstance(node, dict):
+            raise ApiFailure(422, f"{op} operation does not apply: {path} is not in an object")
+        if op == "test":
+            if node.get(last) != operation.get("value"):
+                raise ApiFailure(422, f"testing value {path} failed: test failed")
+        elif op in ("remove", "replace") and last not in node:
+            raise ApiFailure(422, f"{op} operation does not apply: doc is missing key: {path}")
+        elif op == "remove":
+            del node[last]
+        elif op in ("add", "replace"):
+            node[last] = copy.deepcopy(operation.get("value"))
+        else:
+            raise ApiFailure(400, f"unsupported JSON patch operation {op!r}")
+    return result
+
+
 def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, Any]) -> dict[str, Any]:
     """A pod written through its main resource keeps its status (status is a subresource)."""
     if resource != "pods":
@@ -237,6 +277,7 @@ class FakeApiServer:
         app = web.Application()
         app.router.add_route("*", "/api/v1/{resource}", self._handle)
         app.router.add_route("*", "/api/v1/{resource}/{name}", self._handle)
+        app.router.add_route("*", "/api/v1/{resource}/{name}/{subresource}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}/{name}", self._handle)
         app.router.add_route("POST", "/apis/authorization.k8s.io/v1/{resource}", self._handle)
@@ -389,6 +430,8 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         resource = request.match_info["resource"]
+        if subresource := request.match_info.get("subresource"):
+            resource = f"{resource}/{subresource}"
         namespace = request.match_info.get("namespace", "")
         name = request.match_info.get("name", "")
         verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
@@ -445,6 +488,8 @@ class FakeApiServer:
         self, request: web.Request, verb: str, key: tuple[str, str, str], body: Any
     ) -> tuple[dict[str, Any], int]:
         resource, namespace, name = key
+        if resource == NODE_STATUS:
+            return self._status(request, verb, name, body)
         if verb == "list":  # in a namespace that does not exist, too: it is empty
             return self._list(request, resource, namespace), 200
         if namespace and namespace not in self.namespaces:
@@ -490,6 +535,24 @@ class FakeApiServer:
         self._check_preconditions(resource, current, body)
         self.delete(resource, name, namespace)
         return status_body(200, "deleted", "Deleted") | {"status": "Success"}, 200
+
+    def _status(self, request: web.Request, verb: str, name: str, body: Any) -> tuple[dict[str, Any], int]:
+        """A Node's status subresource: read, or patched (JSON or merge patch) with only its status kept."""
+        key = ("nodes", "", name)
+        current = self.objects.get(key)
+        if current is None:
+            raise ApiFailure(404, f'nodes "{name}" not found')
+        if verb == "get":
+            return copy.deepcopy(current), 200
+        if verb != "patch":
+            raise ApiFailure(405, f"the stand-in does not {verb} {NODE_STATUS}")
+        if "json-patch" in request.content_type:
+            patched = json_patch(current, body)
+        else:
+            patched = merge_patch(current, body)
+        kept = copy.deepcopy(current)
+        kept["status"] = patched.get("status", {})
+        return self._store(key, kept, "MODIFIED"), 200
 
     def _watch_event(
         self, request: web.Request, resource: str, namespace: str, change: Change

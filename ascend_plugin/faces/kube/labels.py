@@ -10,12 +10,17 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ascend_plugin.faces.kube.stale_resources import StaleResources
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, JsonObject, Kube, labels_of
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key
 from ascend_plugin.kubeapi.retry import Retrier
+
+if TYPE_CHECKING:
+    from ascend_plugin.faces.kube.events import NodeEvents
 
 log = logging.getLogger(__name__)
 
@@ -134,14 +139,22 @@ def node_reflector(kube: Kube, node_name: str) -> Reflector[JsonObject]:
 
 
 class NodeLabeller:
-    """Keeps our labels on our Node: each change ``node`` (its reflector, run elsewhere) shows is checked."""
+    """Keeps our labels on our Node: each change ``node`` (its reflector, run elsewhere) shows is checked,
+    and an older family's extended resources left in its status are removed (:mod:`.stale_resources`)."""
 
-    def __init__(self, kube: Kube, node: Reflector[JsonObject], node_name: str, plan: LabelPlan) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        node: Reflector[JsonObject],
+        node_name: str,
+        plan: LabelPlan,
+        events: NodeEvents | None = None,
+    ) -> None:
         self.kube = kube
         self.node = node
         self.node_name = node_name
         self.plan = plan
-        self._said: set[str] = set()  # the stale resources already said
+        self.stale = StaleResources(kube, node, node_name, plan.stale_resources, events)
 
     async def run(self) -> None:
         """Check the labels after each change of the node, forever; a failed patch is retried with backoff."""
@@ -166,42 +179,14 @@ class NodeLabeller:
                 extra={"node": self.node_name},
             )
             return
-        self._say_stale(node)
-        patch = self.plan.patch_for(labels_of(node))
-        if not patch:
-            return
-        await self.node.record_write(
-            self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
-        )
-        log.info(
-            "node %s: labels set: %s",
-            self.node_name,
-            ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
-            extra={"labels": patch},
-        )
-
-    def _say_stale(self, node: Mapping[str, object]) -> None:
-        """Say once per resource that the node still advertises an older family's (Huawei's removes it; the
-        chart grants no ``patch`` on ``nodes/status``, so the operator does it once: the command is said)."""
-        status = node.get("status")
-        capacity = status.get("capacity") if isinstance(status, Mapping) else None
-        if not isinstance(capacity, Mapping):
-            return
-        for resource in self.plan.stale_resources:
-            if resource in capacity and resource not in self._said:
-                self._said.add(resource)
-                path = resource.replace("~", "~0").replace("/", "~1")
-                log.warning(
-                    "node %s still advertises %s (capacity %s), left over from an older family's plugin; "
-                    "Huawei's plugin removes it at start, this one has no right to the node's status. "
-                    "Remove it once: kubectl patch node %s --subresource=status --type=json -p "
-                    '\'[{"op":"remove","path":"/status/capacity/%s"},'
-                    '{"op":"remove","path":"/status/allocatable/%s"}]\'',
-                    self.node_name,
-                    resource,
-                    capacity[resource],
-                    self.node_name,
-                    path,
-                    path,
-                    extra={"node": self.node_name, "resource": resource},
-                )
+        if patch := self.plan.patch_for(labels_of(node)):
+            await self.node.record_write(
+                self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
+            )
+            log.info(
+                "node %s: labels set: %s",
+                self.node_name,
+                ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
+                extra={"labels": patch},
+            )
+        await self.stale.remove(node)  # the status as seen: each removal tests its value first

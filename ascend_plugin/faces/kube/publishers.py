@@ -23,6 +23,7 @@ from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.offers.node_offers import Notice
 from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings
+from backends.families import FamilyTable
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
     from ascend_plugin.faces.kube.events import NodeEvents
@@ -77,6 +78,16 @@ class Grant:
     resource: str
     namespace: str | None
     verbs: tuple[str, ...]
+    without: str | None = None  # what the plugin does when refused; None: it needs the grant
+
+
+def stale_resource_grants(table: FamilyTable) -> tuple[Grant, ...]:
+    """A family with an older family's leftover resources (the 950's huawei.com/Ascend910) removes them
+    from its Node's status; refused, the plugin logs the command instead (rbac.removeStaleResources)."""
+    if not table.stale_resources:
+        return ()
+    without = f"{', '.join(table.stale_resources)} left on the node is said with the command, not removed"
+    return (Grant("nodes/status", None, ("patch",), without),)
 
 
 @dataclass(frozen=True)
@@ -87,6 +98,7 @@ class Publisher:
     setting: str  # the Settings field that turns it on
     grants: Callable[[Settings], tuple[Grant, ...]]
     build: Callable[[KubeSide, KubeInputs], Part]
+    family_grants: Callable[[FamilyTable], tuple[Grant, ...]] = lambda table: ()  # what a family adds
 
     def enabled(self, settings: Settings) -> bool:
         return bool(getattr(settings, self.setting))
@@ -107,7 +119,7 @@ def _labels(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 
     plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
-    return NodeLabeller(side.kube, side.node, inputs.node_name, plan).run
+    return NodeLabeller(side.kube, side.node, inputs.node_name, plan, side.events).run
 
 
 def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -173,7 +185,11 @@ def _hot_reset_grants(settings: Settings) -> tuple[Grant, ...]:
 
 PUBLISHERS: tuple[Publisher, ...] = (
     Publisher(
-        "node labels", "node_labels", lambda s: (Grant("nodes", None, ("list", "watch", "patch")),), _labels
+        "node labels",
+        "node_labels",
+        lambda s: (Grant("nodes", None, ("list", "watch", "patch")),),
+        _labels,
+        stale_resource_grants,
     ),
     Publisher(
         "device-info ConfigMap",
