@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -147,27 +147,21 @@ def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
     seconds.add_metric(
         [], list(zip(bounds, itertools.accumulate(stats.counts), strict=True)), stats.total_seconds
     )
-    waiting = _one_per_device(
-        "ascend_hot_reset_waiting",
-        "1 per device that needs a hot reset and waits for its group",
-        figures.waiting,
-    )
-    manual = _one_per_device(
-        "ascend_hot_reset_manual",
-        "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
-        figures.manual,
-    )
-    resetting = _one_per_device(
-        "ascend_hot_reset_in_progress",
-        "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
-        figures.resetting,
-    )
-    yield from (resets, seconds, waiting, manual, resetting)
-
-
-def _one_per_device(name: str, documentation: str, devices: Iterable[str]) -> GaugeMetricFamily:
-    """A gauge of 1 per device named (a device not named has no sample)."""
-    gauge = GaugeMetricFamily(name, documentation, labels=["device"])
-    for device in devices:
-        gauge.add_metric([device], 1.0)
-    return gauge
+    yield from (resets, seconds)
+    for name, documentation, devices in (
+        ("waiting", "1 per device that needs a hot reset and waits for its group", figures.waiting),
+        (
+            "manual",
+            "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
+            figures.manual,
+        ),
+        (
+            "in_progress",
+            "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
+            figures.resetting,
+        ),
+    ):
+        gauge = GaugeMetricFamily(f"ascend_hot_reset_{name}", documentation, labels=["device"])
+        for device in devices:
+            gauge.add_metric([device], 1.0)
+        yield gauge
