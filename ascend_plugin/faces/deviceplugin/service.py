@@ -187,15 +187,15 @@ class DevicePluginService(api.DevicePluginBase):
         real_ids = await self.chooser.choose(self.resource, device_ids)
         devices = []
         for real_id in real_ids:
-            device = self.book.get(self.resource, real_id)
-            if device is None:
+            chosen = self.book.get(self.resource, real_id)
+            if chosen is None:
                 raise CannotServe(
                     "chosen-unknown",
                     f"the scheduler chose {real_id!r}, which this node does not offer as {self.resource}; "
                     f"known devices: {_ids(self.book.devices(self.resource))}",
                 )
-            _check_healthy(device, f"the scheduler chose {real_id}, but it")
-            devices.append(device)
+            _check_healthy(chosen, f"the scheduler chose {real_id}, but it")
+            devices.append(chosen)
         log.info(
             "kubelet IDs %s stand for %s",
             ",".join(device_ids),

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, JsonObject, Kube, labels_of
-from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key
 from ascend_plugin.kubeapi.retry import Retrier
 
@@ -150,12 +149,7 @@ class NodeLabeller:
         await self.node.wait_synced()
         while True:
             seen = self.node.changes.version
-            try:
-                await self._reconcile(self.node.get(key))
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
+            await retry.until_answered(lambda: self._reconcile(self.node.get(key)))
             await self.node.changes.wait_for_change(seen)
 
     async def _reconcile(self, node: Mapping[str, object] | None) -> None:
