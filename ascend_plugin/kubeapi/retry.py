@@ -35,12 +35,7 @@ class Retrier(resilience.Retrier):
     """A part's attempts at the API server: ERROR for what only an operator can fix, WARNING for the
     rest, and one INFO line when the server answers again."""
 
-    def __init__(
-        self,
-        part: str,
-        backoff: Backoff = KUBE_BACKOFF,
-        sleep: Sleep = anyio.sleep,
-    ) -> None:
+    def __init__(self, part: str, backoff: Backoff = KUBE_BACKOFF, sleep: Sleep = anyio.sleep) -> None:
         super().__init__(part, backoff, logger=log, sleep=sleep)
 
     def succeeded(self) -> int:

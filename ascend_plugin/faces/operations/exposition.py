@@ -11,7 +11,6 @@ from prometheus_client.registry import Collector
 
 from ascend_plugin import __version__
 from ascend_plugin.chip_calls import lane_name
-from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, PluginSource
 from ascend_plugin.hot_reset.stats import Result
 
@@ -79,7 +78,21 @@ class _Collector(Collector):
         )
         node.add_metric([source.node, __version__], 1.0)
         yield from (allocations, errors, updates, registrations, ready, node)
-        yield from _dra_counters(counters)
+        # The DRA driver's claims: prepared (first time), unprepared, refused by reason.
+        prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
+        unprepared = CounterMetricFamily(
+            "ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node"
+        )
+        prepare_errors = CounterMetricFamily(
+            "ascend_dra_prepare_errors",
+            "Claims not prepared, by reason (claim, api, device, io)",
+            labels=["reason"],
+        )
+        prepared.add_metric([], counters.claims_prepared)
+        unprepared.add_metric([], counters.claims_unprepared)
+        for reason, count in sorted(counters.prepare_errors.items()):
+            prepare_errors.add_metric([reason], count)
+        yield from (prepared, unprepared, prepare_errors)
 
         stuck = GaugeMetricFamily(
             "ascend_dcmi_stuck_call_seconds",
@@ -116,22 +129,6 @@ class _Collector(Collector):
         for (function, code), count in sorted(stats.errors.items()):
             errors.add_metric([function, code], count)
         yield from (latency, errors)
-
-
-def _dra_counters(counters: KubeletCounters) -> Iterator[Metric]:
-    """The DRA driver's claims: prepared (first time), unprepared, refused by reason."""
-    prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
-    unprepared = CounterMetricFamily("ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node")
-    errors = CounterMetricFamily(
-        "ascend_dra_prepare_errors",
-        "Claims not prepared, by reason (claim, api, device, io)",
-        labels=["reason"],
-    )
-    prepared.add_metric([], counters.claims_prepared)
-    unprepared.add_metric([], counters.claims_unprepared)
-    for reason, count in sorted(counters.prepare_errors.items()):
-        errors.add_metric([reason], count)
-    yield from (prepared, unprepared, errors)
 
 
 def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
