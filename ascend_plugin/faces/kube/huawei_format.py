@@ -226,10 +226,6 @@ def build_device_info(
 # -- ManuallySeparateNPU and UpgradeFaultReason -------------------------------------------
 
 
-def _device_name(prefix: str) -> re.Pattern[str]:
-    return re.compile(rf"{re.escape(prefix)}-(\d+)")
-
-
 def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
     """The ManuallySeparateNPU value for ``phy_ids``: ``Ascend910-0,Ascend910-3``."""
     return ",".join(f"{prefix}-{phy}" for phy in sorted(phy_ids))
@@ -238,7 +234,7 @@ def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
 def parse_device_names(text: str, prefix: str) -> tuple[list[int], list[str]]:
     """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours; spaces
     around a name are forgiven (an edit by hand that is not read would release a chip)."""
-    pattern = _device_name(prefix)
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
     phy_ids: list[int] = []
     problems: list[str] = []
     for item in text.split(","):
@@ -282,7 +278,7 @@ def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[Upgra
         return {}, [f"{UPGRADE_REASON_KEY} is not valid JSON ({error}); no reasons are read back"]
     if not isinstance(document, dict):
         return {}, [f"{UPGRADE_REASON_KEY} must be a JSON object of device name -> reasons"]
-    pattern = _device_name(prefix)
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
     reasons: dict[int, list[UpgradeReason]] = {}
     problems: list[str] = []
     for name, items in document.items():
