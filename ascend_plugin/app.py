@@ -354,13 +354,7 @@ class PluginApp:
         claims = ClaimNames(dra_settings.driver, dra_settings.node, chip_of)
         self.held.resolver = ChipResolver(claims=claims, plugin_ids=plugin_ids)
         dra = DraFace(
-            inventory,
-            host,
-            dra_settings,
-            plan,
-            self.calls,
-            held=self.held,
-            client=self.kube_client,
+            inventory, host, dra_settings, plan, self.calls, held=self.held, client=self.kube_client
         )
         dra.on_registered(self.registered.bump)
         dra.on_registered(self.lock.keep_note)

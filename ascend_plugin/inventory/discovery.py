@@ -7,6 +7,7 @@ served unhealthy and read again; one the driver will not name is left out until 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -333,9 +334,7 @@ class Discovery:
 
     async def _name_later(self, node: Node, unnamed: Unnamed) -> None:
         session = node.backend.session
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in itertools.count(1):
             await anyio.sleep(self.later.after(attempt))
             try:
                 named = await self.calls.call(NODE, f"name {unnamed.where}", _name, session, unnamed)

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -17,6 +19,8 @@ from ascend_plugin.kubeapi.errors import Forbidden, KubeConfigError, KubeError, 
 from ascend_plugin.resilience import Backoff, Sleep
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # The API server is usually back within seconds (a control-plane restart); the
 # cap keeps catching up after a longer outage within a quarter of a minute. Full
@@ -31,12 +35,7 @@ class Retrier(resilience.Retrier):
     """A part's attempts at the API server: ERROR for what only an operator can fix, WARNING for the
     rest, and one INFO line when the server answers again."""
 
-    def __init__(
-        self,
-        part: str,
-        backoff: Backoff = KUBE_BACKOFF,
-        sleep: Sleep = anyio.sleep,
-    ) -> None:
+    def __init__(self, part: str, backoff: Backoff = KUBE_BACKOFF, sleep: Sleep = anyio.sleep) -> None:
         super().__init__(part, backoff, logger=log, sleep=sleep)
 
     def succeeded(self) -> int:
@@ -52,6 +51,17 @@ class Retrier(resilience.Retrier):
         await self.wait_after(
             str(error), level=level, said=f"{self.part}: {error}", error=type(error).__name__
         )
+
+    async def until_answered(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``'s answer, called again after each KubeError (logged, backed off) until it answers."""
+        while True:
+            try:
+                answer = await call()
+            except KubeError as error:
+                await self.failed(error)
+                continue
+            self.succeeded()
+            return answer
 
 
 async def connect_retrying(kubeconfig: Path | None, part: str = "Kubernetes client") -> Kube:

@@ -177,12 +177,25 @@ class DevicePluginService(api.DevicePluginBase):
         return response
 
     async def _devices_for(self, device_ids: list[str]) -> list[OfferedDevice]:
-        """What one container gets: the kubelet's devices, or the ones the chooser names for them."""
+        """What one container gets: the kubelet's devices, or the real ones the chooser names for them;
+        each offered and healthy, else CannotServe."""
+        devices = known_devices(self.book, self.resource, device_ids)
         if self.chooser is None:
-            return checked_devices(self.book, self.resource, device_ids)
-        known_devices(self.book, self.resource, device_ids)
+            for device in devices:
+                _check_healthy(device, f"device {device.id}")
+            return devices
         real_ids = await self.chooser.choose(self.resource, device_ids)
-        devices = chosen_devices(self.book, self.resource, real_ids, "the scheduler")
+        devices = []
+        for real_id in real_ids:
+            chosen = self.book.get(self.resource, real_id)
+            if chosen is None:
+                raise CannotServe(
+                    "chosen-unknown",
+                    f"the scheduler chose {real_id!r}, which this node does not offer as {self.resource}; "
+                    f"known devices: {_ids(self.book.devices(self.resource))}",
+                )
+            _check_healthy(chosen, f"the scheduler chose {real_id}, but it")
+            devices.append(chosen)
         log.info(
             "kubelet IDs %s stand for %s",
             ",".join(device_ids),
@@ -230,14 +243,6 @@ def _topology_info(numa_node: int | None) -> api.TopologyInfo | None:
     return api.TopologyInfo(nodes=[api.NumaNode(id=node) for node in nodes]) if nodes else None
 
 
-def checked_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
-    """The devices named, in order; a refusal names the first bad ID and why."""
-    devices = known_devices(book, resource, device_ids)
-    for device in devices:
-        _check_healthy(device)
-    return devices
-
-
 def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> list[OfferedDevice]:
     """The devices named, healthy or not (a chooser's kubelet IDs only count); BadRequest names the first bad
     ID."""
@@ -275,32 +280,11 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
     return devices
 
 
-def chosen_devices(
-    book: OfferBook, resource: str, real_ids: Sequence[str], chooser: str
-) -> list[OfferedDevice]:
-    """The real devices a chooser named, each offered and healthy; CannotServe otherwise."""
-    devices = []
-    for real_id in real_ids:
-        device = book.get(resource, real_id)
-        if device is None:
-            raise CannotServe(
-                "chosen-unknown",
-                f"{chooser} chose {real_id!r}, which this node does not offer as {resource}; "
-                f"known devices: {_ids(book.devices(resource))}",
-            )
-        _check_healthy(device, f"{chooser} chose {real_id}, but it")
-        devices.append(device)
-    return devices
-
-
 def _ids(devices: Sequence[OfferedDevice]) -> str:
     """The devices' IDs for a refusal: the first ten and how many more (a node may offer hundreds)."""
     return listed([device.id for device in devices])
 
 
-def _check_healthy(device: OfferedDevice, subject: str = "") -> None:
+def _check_healthy(device: OfferedDevice, subject: str) -> None:
     if not device.healthy:
-        raise CannotServe(
-            "unhealthy",
-            f"{subject or 'device ' + device.id} is unhealthy: {device.reason}",
-        )
+        raise CannotServe("unhealthy", f"{subject} is unhealthy: {device.reason}")

@@ -266,11 +266,7 @@ class DraFace:
             self.preparer.kube = kube
             try:
                 self.slices = SliceController(
-                    kube,
-                    self.catalog,
-                    self.settings.node,
-                    taints=self.settings.device_taints,
-                    held=self.held,
+                    kube, self.catalog, self.settings.node, taints=self.settings.device_taints, held=self.held
                 )
                 if not self.registration.registered:
                     log.info("the ResourceSlices wait for the kubelet to register the driver")

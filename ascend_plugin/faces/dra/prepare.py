@@ -351,32 +351,28 @@ class ClaimPreparer:
                 if ref.uid in outcomes:
                     continue
                 known = self.claims.get(ref.uid)
-                if known is not None and not known.recovered:
-                    try:
-                        outcomes[ref.uid] = Outcome(await self._prepared_again(known))
-                    except Refused as refused:
-                        outcomes[ref.uid] = self._refused(ref, refused)
-                    continue
                 try:
-                    if known is not None:
-                        claim = await self._prepare_recovered(ref, known, deadline)
+                    if known is None:
+                        new[ref.uid] = await self._prepare_one(ref, new, deadline)
+                    elif known.recovered:
+                        new[ref.uid] = await self._prepare_recovered(ref, known, deadline)
                     else:
-                        claim = await self._prepare_one(ref, new, deadline)
+                        outcomes[ref.uid] = Outcome(await self._prepared_again(known))
+                        continue
                 except Refused as refused:
-                    outcomes[ref.uid] = self._refused(ref, refused)
+                    self.stats.errors[refused.label] += 1
+                    log.warning(
+                        "cannot prepare ResourceClaim %s: %s",
+                        ref,
+                        refused,
+                        extra={"uid": ref.uid, **refused.fields()},
+                    )
+                    outcomes[ref.uid] = Outcome(None, refused.reason)
                     continue
-                new[ref.uid] = claim
-                outcomes[ref.uid] = Outcome(claim)
+                outcomes[ref.uid] = Outcome(new[ref.uid])
             if new:
                 outcomes.update(await self._record(new))
             return outcomes
-
-    def _refused(self, ref: ClaimRef, refused: Refused) -> Outcome:
-        self.stats.errors[refused.label] += 1
-        log.warning(
-            "cannot prepare ResourceClaim %s: %s", ref, refused, extra={"uid": ref.uid, **refused.fields()}
-        )
-        return Outcome(None, refused.reason)
 
     async def _prepared_again(self, claim: PreparedClaim) -> PreparedClaim:
         """A prepared claim asked for again: as it was, if its vNPUs are still there; else CannotServe and

@@ -15,7 +15,7 @@ from contextlib import suppress
 
 import anyio
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Changes, Followed
 from ascend_plugin.faces.dra.devices import (
     API_VERSION,
     COUNTERS,
@@ -136,7 +136,7 @@ def _content(slice_: JsonObject) -> JsonObject:
     spec = _spec(slice_)
     if spec.get(COUNTERS):
         return {COUNTERS: spec[COUNTERS]}
-    return {DEVICES: _without_time_added(spec_devices(_spec(slice_)))}
+    return {DEVICES: _without_time_added(spec_devices(spec))}
 
 
 _INVALID = 422
@@ -239,25 +239,20 @@ class SliceController:
     async def run(self) -> None:
         async with anyio.create_task_group() as group:
             group.start_soon(self._slices.run, name="ResourceSlice watch")
-            group.start_soon(self._follow_chips, name="ResourceSlice chips")
+            group.start_soon(self._look_on_change, self.catalog.inventory, name="ResourceSlice chips")
             if self.held is not None:
-                group.start_soon(self._follow_held, self.held, name="ResourceSlice held chips")
+                group.start_soon(self._look_on_change, self.held, name="ResourceSlice held chips")
             await self._reconcile_forever()
 
     def wake(self) -> None:
         """Something changed: look again."""
         self._looks.bump()
 
-    async def _follow_chips(self) -> None:
-        version = self.catalog.inventory.version
+    async def _look_on_change(self, state: Followed) -> None:
+        """Look again at every change of ``state`` (the chips, the chips pods hold) until the chips close."""
+        version = state.version
         while not self.catalog.inventory.closed:
-            version = await self.catalog.inventory.wait_for_change(version)
-            self.wake()
-
-    async def _follow_held(self, held: HeldChips) -> None:
-        version = held.version
-        while True:
-            version = await held.wait_for_change(version)
+            version = await state.wait_for_change(version)
             self.wake()
 
     async def _reconcile_forever(self) -> None:

@@ -152,23 +152,20 @@ class FaultConfigWatcher:
         self._answered = False  # a list or a re-read has said what the ConfigMap is
 
     async def run(self) -> None:
-        """Follow the ConfigMap until cancelled: watch it, and re-read it every PollInterval."""
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self.reflector.run)
-            await self._follow()
-
-    async def _follow(self) -> None:
-        """Apply each change the reflector shows; re-read when PollInterval passes without one."""
+        """Follow the ConfigMap until cancelled: apply each change the watch shows, and re-read it when
+        PollInterval passes without one."""
         changes = self.reflector.changes
         seen = -1
-        while True:
-            if changes.version != seen:
-                seen = changes.version
-                if self.reflector.synced or self._answered:
-                    self.apply(self.reflector.get(self.where))
-            poll_interval = self.sources.config.poll_interval
-            if not await first_change((changes, seen), within=poll_interval, sleep=self.sleep):
-                await self.reread()  # PollInterval passed without news
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self.reflector.run)
+            while True:
+                if changes.version != seen:
+                    seen = changes.version
+                    if self.reflector.synced or self._answered:
+                        self.apply(self.reflector.get(self.where))
+                poll_interval = self.sources.config.poll_interval
+                if not await first_change((changes, seen), within=poll_interval, sleep=self.sleep):
+                    await self.reread()
 
     async def reread(self) -> None:
         """Read the ConfigMap now (a GET); its answer shows in the reflector until the watch has it."""

@@ -122,16 +122,9 @@ class DeviceInfoPublisher:
 
     async def _read_back(self, retry: Retrier) -> None:
         """Take what the ConfigMap recorded into the policy, before anything is written over it."""
-        while True:
-            try:
-                current = await self.reflector.read(self.name)
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
-            if current is not None and self.policy is not None:
-                self._restore(self.policy, current)
-            return
+        current = await retry.until_answered(lambda: self.reflector.read(self.name))
+        if current is not None and self.policy is not None:
+            self._restore(self.policy, current)
 
     def _restore(self, policy: FaultPolicy, current: JsonObject) -> None:
         data = string_map(current, "data")

@@ -92,27 +92,6 @@ def _int32(value: int) -> int:
 
 
 @dataclass(frozen=True)
-class FamilyKeys:
-    """The DeviceList keys Huawei's plugin writes for one resource."""
-
-    free: str
-    unhealthy: str
-    fault: str
-    network_unhealthy: str | None = None  # 910 families and 950 only
-    recovering: str | None = None  # 910 families and 950 only
-
-
-def family_keys(table: FamilyTable) -> FamilyKeys:
-    """The DeviceList keys of the family's resource, as its row names them."""
-    resource = table.resource_name
-    fault = table.fault_key or f"{resource}-Fault"
-    if table.network_keys:
-        network, recovering = f"{resource}-NetworkUnhealthy", f"{resource}-Recovering"
-        return FamilyKeys(resource, f"{resource}-Unhealthy", fault, network, recovering)
-    return FamilyKeys(resource, f"{resource}-Unhealthy", fault)
-
-
-@dataclass(frozen=True)
 class ChipReport:
     """What the device-info ConfigMap says of one chip."""
 
@@ -165,11 +144,11 @@ def fault_element(fault_type: str, name: str, side: FaultSide) -> dict[str, obje
     }
 
 
-def fault_elements(report: ChipReport, keys: FamilyKeys) -> list[dict[str, object]]:
-    """The chip's ``-Fault`` elements: its network's, then its own; each with a code now or unhealthy."""
+def fault_elements(report: ChipReport, network_keys: bool) -> list[dict[str, object]]:
+    """The chip's ``-Fault`` elements: its network's, then its own; each with a code now or unhealthy
+    (``network_keys``: the family lists network health)."""
     elements = []
-    network_unhealthy = keys.network_unhealthy is not None and not report.network_healthy
-    if report.network.present or network_unhealthy:
+    if report.network.present or (network_keys and not report.network_healthy):
         elements.append(fault_element(NETWORK_FAULT, report.name, report.network))
     if report.chip.present or not report.healthy:
         elements.append(fault_element(CHIP_FAULT, report.name, report.chip))
@@ -226,29 +205,25 @@ def build_device_info(
 ) -> DeviceInfoContent:
     """The device-info content for ``reports`` (in chip order); the free list leaves out ``held`` chips
     (only Volcano mode knows them, else Volcano subtracts what it placed)."""
-    keys = family_keys(table)
+    resource = table.resource_name
 
     def names(chosen: Callable[[ChipReport], bool]) -> str:
         # Sorted as Go sorts strings, bytewise: Ascend910-10 before Ascend910-2.
         return ",".join(sorted((report.name for report in reports if chosen(report)), key=str.encode))
 
+    faults = [element for report in reports for element in fault_elements(report, table.network_keys)]
     device_list = {
-        keys.free: names(lambda report: report.healthy and report.phy_id not in held),
-        keys.unhealthy: names(lambda report: not report.healthy),
-        keys.fault: go_json([element for report in reports for element in fault_elements(report, keys)]),
+        resource: names(lambda report: report.healthy and report.phy_id not in held),
+        f"{resource}-Unhealthy": names(lambda report: not report.healthy),
+        table.fault_key or f"{resource}-Fault": go_json(faults),
     }
-    if keys.network_unhealthy is not None:
-        device_list[keys.network_unhealthy] = names(lambda report: not report.network_healthy)
-    if keys.recovering is not None:
-        device_list[keys.recovering] = names(lambda report: report.recovering)
+    if table.network_keys:  # 910 families and 950 only
+        device_list[f"{resource}-NetworkUnhealthy"] = names(lambda report: not report.network_healthy)
+        device_list[f"{resource}-Recovering"] = names(lambda report: report.recovering)
     return DeviceInfoContent(device_list, manually_separated, upgrade_reasons, super_pod)
 
 
 # -- ManuallySeparateNPU and UpgradeFaultReason -------------------------------------------
-
-
-def _device_name(prefix: str) -> re.Pattern[str]:
-    return re.compile(rf"{re.escape(prefix)}-(\d+)")
 
 
 def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
@@ -259,7 +234,7 @@ def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
 def parse_device_names(text: str, prefix: str) -> tuple[list[int], list[str]]:
     """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours; spaces
     around a name are forgiven (an edit by hand that is not read would release a chip)."""
-    pattern = _device_name(prefix)
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
     phy_ids: list[int] = []
     problems: list[str] = []
     for item in text.split(","):
@@ -303,7 +278,7 @@ def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[Upgra
         return {}, [f"{UPGRADE_REASON_KEY} is not valid JSON ({error}); no reasons are read back"]
     if not isinstance(document, dict):
         return {}, [f"{UPGRADE_REASON_KEY} must be a JSON object of device name -> reasons"]
-    pattern = _device_name(prefix)
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
     reasons: dict[int, list[UpgradeReason]] = {}
     problems: list[str] = []
     for name, items in document.items():

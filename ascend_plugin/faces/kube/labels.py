@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from ascend_plugin.faces.kube.stale_resources import StaleResources
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, JsonObject, Kube, labels_of
-from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key
 from ascend_plugin.kubeapi.retry import Retrier
 
@@ -163,12 +162,7 @@ class NodeLabeller:
         await self.node.wait_synced()
         while True:
             seen = self.node.changes.version
-            try:
-                await self._reconcile(self.node.get(key))
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
+            await retry.until_answered(lambda: self._reconcile(self.node.get(key)))
             await self.node.changes.wait_for_change(seen)
 
     async def _reconcile(self, node: Mapping[str, object] | None) -> None:

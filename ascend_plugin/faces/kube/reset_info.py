@@ -94,14 +94,7 @@ class HotResetPublisher:
 
     async def _keep_annotation(self) -> None:
         retry = Retrier(f"{ANNOTATION} annotation of node {self.node_name}")
-        while True:
-            try:
-                await self._read_back()
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
-            break
+        await retry.until_answered(self._read_back)
         manual = self.manager.manual
         while True:
             version = manual.version

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -11,7 +11,6 @@ from prometheus_client.registry import Collector
 
 from ascend_plugin import __version__
 from ascend_plugin.chip_calls import lane_name
-from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, PluginSource
 from ascend_plugin.hot_reset.stats import Result
 
@@ -79,7 +78,21 @@ class _Collector(Collector):
         )
         node.add_metric([source.node, __version__], 1.0)
         yield from (allocations, errors, updates, registrations, ready, node)
-        yield from _dra_counters(counters)
+        # The DRA driver's claims: prepared (first time), unprepared, refused by reason.
+        prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
+        unprepared = CounterMetricFamily(
+            "ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node"
+        )
+        prepare_errors = CounterMetricFamily(
+            "ascend_dra_prepare_errors",
+            "Claims not prepared, by reason (claim, api, device, io)",
+            labels=["reason"],
+        )
+        prepared.add_metric([], counters.claims_prepared)
+        unprepared.add_metric([], counters.claims_unprepared)
+        for reason, count in sorted(counters.prepare_errors.items()):
+            prepare_errors.add_metric([reason], count)
+        yield from (prepared, unprepared, prepare_errors)
 
         stuck = GaugeMetricFamily(
             "ascend_dcmi_stuck_call_seconds",
@@ -118,22 +131,6 @@ class _Collector(Collector):
         yield from (latency, errors)
 
 
-def _dra_counters(counters: KubeletCounters) -> Iterator[Metric]:
-    """The DRA driver's claims: prepared (first time), unprepared, refused by reason."""
-    prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
-    unprepared = CounterMetricFamily("ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node")
-    errors = CounterMetricFamily(
-        "ascend_dra_prepare_errors",
-        "Claims not prepared, by reason (claim, api, device, io)",
-        labels=["reason"],
-    )
-    prepared.add_metric([], counters.claims_prepared)
-    unprepared.add_metric([], counters.claims_unprepared)
-    for reason, count in sorted(counters.prepare_errors.items()):
-        errors.add_metric([reason], count)
-    yield from (prepared, unprepared, errors)
-
-
 def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
     """Hot resets by result and their duration; the chips waiting for their group or for an operator."""
     stats = figures.stats
@@ -147,27 +144,21 @@ def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
     seconds.add_metric(
         [], list(zip(bounds, itertools.accumulate(stats.counts), strict=True)), stats.total_seconds
     )
-    waiting = _one_per_device(
-        "ascend_hot_reset_waiting",
-        "1 per device that needs a hot reset and waits for its group",
-        figures.waiting,
-    )
-    manual = _one_per_device(
-        "ascend_hot_reset_manual",
-        "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
-        figures.manual,
-    )
-    resetting = _one_per_device(
-        "ascend_hot_reset_in_progress",
-        "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
-        figures.resetting,
-    )
-    yield from (resets, seconds, waiting, manual, resetting)
-
-
-def _one_per_device(name: str, documentation: str, devices: Iterable[str]) -> GaugeMetricFamily:
-    """A gauge of 1 per device named (a device not named has no sample)."""
-    gauge = GaugeMetricFamily(name, documentation, labels=["device"])
-    for device in devices:
-        gauge.add_metric([device], 1.0)
-    return gauge
+    yield from (resets, seconds)
+    for name, documentation, devices in (
+        ("waiting", "1 per device that needs a hot reset and waits for its group", figures.waiting),
+        (
+            "manual",
+            "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
+            figures.manual,
+        ),
+        (
+            "in_progress",
+            "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
+            figures.resetting,
+        ),
+    ):
+        gauge = GaugeMetricFamily(f"ascend_hot_reset_{name}", documentation, labels=["device"])
+        for device in devices:
+            gauge.add_metric([device], 1.0)
+        yield gauge

@@ -14,7 +14,7 @@ from ascend_plugin.holdings.held import ContainerChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.telemetry.collector import ChipSample
 from ascend_plugin.telemetry.readout import MAX_ERROR_CODES
-from backends.library import EccInfo, PcieAddress
+from backends.library import PcieAddress
 
 CARD_LABELS: Final = (
     "id",
@@ -157,7 +157,6 @@ def render(view: TelemetryView) -> str:
         )
         labelled = _Chip(sample, identity, view.holders(chip.phy_id))
         _chip_figures(families, labelled)
-        _memory(families, labelled)
         _containers(families, labelled)
         _vnpus(families, labelled, view)
     return families.text()
@@ -214,39 +213,17 @@ def _chip_figures(families: _Families, chip: _Chip) -> None:
                 gauge(f"error_code_{index}", "the npu error code", code)
     gauge("network_status", "the npu network health: 1 up, 0 down, -1 unknown", readout.network)
     if readout.ecc is not None:
-        _ecc(families, labels, readout.ecc)
-
-
-def _ecc(families: _Families, labels: list[str], ecc: EccInfo) -> None:
-    for field, help_text in ECC_FIELDS:
-        families.add(
-            f"npu_chip_info_hbm_ecc_{field}", help_text, CARD_LABELS, labels, float(getattr(ecc, field))
-        )
-
-
-def _memory(families: _Families, chip: _Chip) -> None:
-    memory, labels = chip.sample.readout.memory, chip.labels
-    if memory is None:
-        return
-    prefix = "npu_chip_info_hbm_" if memory.hbm else "npu_chip_info_"
-    kind = "hbm" if memory.hbm else "memory"
-    families.add(
-        f"{prefix}used_memory", f"the npu {kind} used, unit is 'MB'", CARD_LABELS, labels, memory.used_mb
-    )
-    families.add(
-        f"{prefix}total_memory", f"the npu {kind} total, unit is 'MB'", CARD_LABELS, labels, memory.total_mb
-    )
-    for name, help_text, value in (
-        ("hbm_utilization", "the npu hbm utilization, unit is '%'", memory.utilization),
-        ("hbm_temperature", "the npu hbm temperature, unit is 'C'", memory.temperature_c),
-        (
-            "hbm_bandwidth_utilization",
-            "the npu hbm bandwidth utilization, unit is '%'",
-            memory.bandwidth_utilization,
-        ),
-    ):
-        if value is not None:
-            families.add(f"npu_chip_info_{name}", help_text, CARD_LABELS, labels, float(value))
+        for field, help_text in ECC_FIELDS:
+            gauge(f"hbm_ecc_{field}", help_text, getattr(readout.ecc, field))
+    memory = readout.memory
+    if memory is not None:
+        prefix, kind = ("hbm_", "hbm") if memory.hbm else ("", "memory")
+        gauge(f"{prefix}used_memory", f"the npu {kind} used, unit is 'MB'", memory.used_mb)
+        gauge(f"{prefix}total_memory", f"the npu {kind} total, unit is 'MB'", memory.total_mb)
+        gauge("hbm_utilization", "the npu hbm utilization, unit is '%'", memory.utilization)
+        gauge("hbm_temperature", "the npu hbm temperature, unit is 'C'", memory.temperature_c)
+        bandwidth = memory.bandwidth_utilization
+        gauge("hbm_bandwidth_utilization", "the npu hbm bandwidth utilization, unit is '%'", bandwidth)
 
 
 CONTAINER_LABELS: Final = (
@@ -302,12 +279,8 @@ def _vnpus(families: _Families, chip: _Chip, view: TelemetryView) -> None:
         holder = container_labels(view.vnpu_holders(chip.sample.state.phy_id, activity.vdev_id))
         labels = [phy, model, str(activity.vdev_id), aicore, *holder, "true"]
         for name, help_text, value in (
-            (
-                "vnpu_pod_aicore_utilization",
-                "the vnpu ai core utilization, unit is '%'",
-                activity.aicore_utilization,
-            ),
-            ("vnpu_pod_total_memory", "the vnpu total memory, unit is 'KB'", activity.memory_total_kb),
-            ("vnpu_pod_used_memory", "the vnpu used memory, unit is 'KB'", activity.memory_used_kb),
+            ("aicore_utilization", "the vnpu ai core utilization, unit is '%'", activity.aicore_utilization),
+            ("total_memory", "the vnpu total memory, unit is 'KB'", activity.memory_total_kb),
+            ("used_memory", "the vnpu used memory, unit is 'KB'", activity.memory_used_kb),
         ):
-            families.add(name, help_text, VNPU_LABELS, labels, float(value))
+            families.add(f"vnpu_pod_{name}", help_text, VNPU_LABELS, labels, float(value))
