@@ -233,6 +233,13 @@ def _codes(policy: FaultPolicy) -> set[int]:
     return {int(code, 16) for side in sides for code in side.codes[: side.current]}
 
 
+def _held_once(code: int) -> bool:
+    """Whether a one-off event of ``code`` holds it at all (its level's one-off hold is not 0)."""
+    policy = _policy()
+    _record(policy, Arrival(FaultEvent(0, code, 2, ONE_OFF), 0.0))
+    return code in _codes(policy)
+
+
 def _apply_coalesced(policy: FaultPolicy, burst: ChipBurst) -> set[int]:
     """What the monitor does with a burst; returns the codes held between its turns and its last events."""
     for arrival in burst.turns():
@@ -272,6 +279,8 @@ def test_a_coalesced_burst_leaves_the_codes_as_its_events_one_by_one(
     # not (its healthy moment is).
     for code in CODES:
         mine = [assertion for c, assertion in events if c == code]
+        if ONE_OFF in mine and RAISE not in mine and not _held_once(code):
+            continue  # a one-off of a code whose level holds nothing (NotHandleFault) is only a moment
         if mine and any((assertion == RECOVER) != (mine[-1] == RECOVER) for assertion in mine):
             assert (code in between) == (mine[-1] == RECOVER), f"{code:08X}: {mine}"
 
