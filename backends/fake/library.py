@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 
 from backends.errors import (
     INVALID_PARAMETER,
@@ -246,7 +246,7 @@ class FakeLibrary:
         return names & V2_NAMES.keys() if self._v2 else names
 
     def v2(self) -> DeviceLibraryV2:
-        return FakeV2Library(self)
+        return cast(DeviceLibraryV2, FakeV2Library(self))
 
     def driver_version(self) -> str:
         return self._call("driver_version", _node, lambda s: s.driver_version)
