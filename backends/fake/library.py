@@ -82,6 +82,7 @@ T = TypeVar("T")
 E = TypeVar("E", bound=IntEnum)
 # Which chip a call is about, looked up in the scenario in force at each step.
 Target = Callable[[FakeScenario], PlacedChip | None]
+_Reader = Callable[[FakeScenario, PlacedChip], T]
 
 
 def _at(card_id: int, device_id: int) -> Target:
@@ -197,9 +198,7 @@ class FakeLibrary:
         chip = target(scenario)
         return chip is not None and op in chip.chip.hang
 
-    def _on_chip(
-        self, op: Operation, card_id: int, device_id: int, body: Callable[[FakeScenario, PlacedChip], T]
-    ) -> T:
+    def _on_chip(self, op: Operation, card_id: int, device_id: int, body: _Reader[T]) -> T:
         """An operation about one chip: -8001 for an unknown one; -8012 during its reset, unless the
         driver answers it from its own tables.
         """
@@ -214,6 +213,17 @@ class FakeLibrary:
             return body(scenario, placed)
 
         return self._call(op, _at(card_id, device_id), run)
+
+    def _fact(self, op: Operation, card_id: int, device_id: int, read: _Reader[T | None]) -> T:
+        """:meth:`_on_chip` of a fact the scenario may not give: -8255 (not supported) then."""
+
+        def body(scenario: FakeScenario, placed: PlacedChip) -> T:
+            value = read(scenario, placed)
+            if value is None:
+                raise DcmiError(self._name(op), NOT_SUPPORTED)
+            return value
+
+        return self._on_chip(op, card_id, device_id, body)
 
     # -- DeviceLibrary -----------------------------------------------------------
 
@@ -308,13 +318,7 @@ class FakeLibrary:
         )
 
     def total_aicore(self, card_id: int, device_id: int) -> float:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> float:
-            aic = scenario.aicore_of(placed.chip)
-            if aic is None:
-                raise DcmiError(self._name("total_aicore"), NOT_SUPPORTED)
-            return aic
-
-        return self._on_chip("total_aicore", card_id, device_id, body)
+        return self._fact("total_aicore", card_id, device_id, lambda s, p: s.aicore_of(p.chip))
 
     def health(self, card_id: int, device_id: int) -> int:
         return self._on_chip(
@@ -364,13 +368,7 @@ class FakeLibrary:
         return self._on_chip("memory_info", card_id, device_id, body)
 
     def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> PcieAddress:
-            address = scenario.pcie_of(placed.chip)
-            if address is None:
-                raise DcmiError(self._name("pcie_address"), NOT_SUPPORTED)
-            return address
-
-        return self._on_chip("pcie_address", card_id, device_id, body)
+        return self._fact("pcie_address", card_id, device_id, lambda s, p: s.pcie_of(p.chip))
 
     def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
         def body(scenario: FakeScenario, placed: PlacedChip) -> list[int]:
@@ -451,25 +449,15 @@ class FakeLibrary:
         return self._on_chip("multi_utilization_period", card_id, device_id, body)
 
     def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> EccInfo:
-            function = self._name("ecc_info")
-            memory = _kind(function, EccDeviceType, kind)
+        def body(scenario: FakeScenario, placed: PlacedChip) -> EccInfo | None:
+            memory = _kind(self._name("ecc_info"), EccDeviceType, kind)
             own: EccKind = "hbm" if scenario.has_hbm(placed.chip) else "ddr"
-            info = scenario.telemetry_of(placed.chip).ecc_of(memory, own)
-            if info is None:
-                raise DcmiError(function, NOT_SUPPORTED)
-            return info
+            return scenario.telemetry_of(placed.chip).ecc_of(memory, own)
 
-        return self._on_chip("ecc_info", card_id, device_id, body)
+        return self._fact("ecc_info", card_id, device_id, body)
 
     def network_health(self, card_id: int, device_id: int) -> int:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> int:
-            value = scenario.network_health_of(placed.chip)
-            if value is None:
-                raise DcmiError(self._name("network_health"), NOT_SUPPORTED)
-            return value
-
-        return self._on_chip("network_health", card_id, device_id, body)
+        return self._fact("network_health", card_id, device_id, lambda s, p: s.network_health_of(p.chip))
 
     def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
         def body(scenario: FakeScenario, placed: PlacedChip) -> DieId:
@@ -518,20 +506,15 @@ class FakeLibrary:
         return self._on_chip("brother_card", card_id, device_id, body)
 
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
-        def body(_: FakeScenario, placed: PlacedChip) -> int:
-            if placed.chip.outband_channel is None:
-                raise DcmiError(self._name("outband_channel_state"), NOT_SUPPORTED)
-            return placed.chip.outband_channel
-
-        return self._on_chip("outband_channel_state", card_id, device_id, body)
+        return self._fact("outband_channel_state", card_id, device_id, lambda _, p: p.chip.outband_channel)
 
     # -- identity in a super pod -----------------------------------------------------
 
     def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> SuperPodInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> SuperPodInfo | None:
             pod = scenario.super_pod_of(placed.chip)
             if pod is None:
-                raise DcmiError(self._name("super_pod_info"), NOT_SUPPORTED)
+                return None
             return SuperPodInfo(
                 sdid=placed.chip.phy_id,
                 scale_type=pod.scale_type,
@@ -541,7 +524,7 @@ class FakeLibrary:
                 super_pod_type=pod.super_pod_type,
             )
 
-        return self._on_chip("super_pod_info", card_id, device_id, body)
+        return self._fact("super_pod_info", card_id, device_id, body)
 
     # -- vNPUs on demand -------------------------------------------------------------
 
@@ -589,12 +572,8 @@ class FakeLibrary:
         self._call("subscribe_faults", _node, body)
 
     def affinity_cpu(self, card_id: int, device_id: int) -> str:
-        def body(_: FakeScenario, placed: PlacedChip) -> str:
-            if placed.chip.cpu_affinity is None:
-                raise DcmiError(self._name("affinity_cpu"), NOT_SUPPORTED)
-            return placed.chip.cpu_affinity[:_AFFINITY_CHARACTERS]
-
-        return self._on_chip("affinity_cpu", card_id, device_id, body)
+        cpus = self._fact("affinity_cpu", card_id, device_id, lambda _, p: p.chip.cpu_affinity)
+        return cpus[:_AFFINITY_CHARACTERS]
 
     def close(self) -> None:
         self._initialised = False
