@@ -109,11 +109,8 @@ class EndpointStopped(PathUnusable):
 
 
 class SocketEndpoint:
-    """Starts, re-creates and stops a gRPC server for ``handlers`` on the unix socket ``path``.
-
-    Starting and stopping take turns and run to the end even when the caller is cancelled, so no server is
-    left listening with nobody to close it; once stopped, it stays stopped.
-    """
+    """Starts, re-creates and stops a gRPC server on the unix socket ``path``; each runs to the end even
+    when its caller is cancelled (no server left listening unowned); once stopped, it stays stopped."""
 
     def __init__(self, handlers: Collection[Servable], path: Path, what: str) -> None:
         self.handlers = tuple(handlers)

@@ -68,11 +68,8 @@ class LockState:
 
 
 def lock_state(directory: Path) -> LockState:
-    """Look at the lock on ``directory`` without waiting for it (for ``doctor``).
-
-    A shared lock is taken and dropped at once: granted only while no instance holds the exclusive one.
-    Raises PathUnusable when the directory cannot be opened.
-    """
+    """Look at the lock on ``directory`` without waiting (for ``doctor``): a shared lock taken and dropped
+    at once. PathUnusable when the directory cannot be opened."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:
@@ -118,10 +115,8 @@ class InstanceLock:
         return f"waiting for the lock held by {holder} for {waited:.0f} s"
 
     async def acquire(self) -> None:
-        """Return holding the lock; wait (without blocking the loop) while another instance has it.
-
-        Holding it already returns at once: a second descriptor of ours would wait for the first forever.
-        """
+        """Return holding the lock, waiting while another instance has it (holding it already: at once, as
+        a second descriptor of ours would wait for the first forever)."""
         if self.held:
             return
         fd = await self._open_with_retries()

@@ -22,11 +22,8 @@ _NOT_ALLOWED = (errno.EACCES, errno.EPERM)
 
 
 class PathUnusable(Exception):
-    """Root of the path errors: a file, directory or socket the plugin needs cannot be used.
-
-    The message names the path and the cause in this module's words; a part that meets one says so and
-    retries with backoff (the operator's fix needs no restart).
-    """
+    """Root of the path errors: a file, directory or socket the plugin needs cannot be used (the part that
+    meets one retries with backoff: the operator's fix needs no restart)."""
 
 
 def file_kind(mode: int) -> str:

@@ -33,11 +33,8 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 class SettingsError(Exception):
-    """Root of the configuration errors: what the operator configured cannot be used.
-
-    The message says which setting or key, its value, and what is allowed. At start the command exits with
-    code 2; while running, the configuration in force stays and the error is logged.
-    """
+    """Root of the configuration errors: the setting, its value and what is allowed. At start the command
+    exits with code 2; while running, the configuration in force stays."""
 
 
 def _split_list(value: object) -> object:
@@ -466,9 +463,7 @@ def cut(text: str) -> str:
 
 
 def shown(value: object) -> str:
-    """``value`` as a message names it: its repr, about :data:`SHOWN` characters at most (a value
-    may be a megabyte, or through YAML aliases gigabytes).
-    """
+    """``value`` as a message names it: its repr, about :data:`SHOWN` characters at most."""
     if isinstance(value, str) and len(value) > SHOWN:
         return f"{value[:SHOWN]!r}... ({len(value)} characters)"
     text = _SHORT.repr(value)
@@ -476,11 +471,8 @@ def shown(value: object) -> str:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The settings in a YAML (or JSON) file, as a mapping; SettingsError saying what is wrong.
-
-    Only a regular file of at most :data:`CONFIG_FILE_LIMIT` bytes is read, without YAML aliases (300 bytes of
-    them expand to gigabytes) and with at most :data:`CONFIG_FILE_VALUES` values.
-    """
+    """The settings in a YAML (or JSON) file; SettingsError saying what is wrong. Bounded: a regular file,
+    :data:`CONFIG_FILE_LIMIT` bytes, no aliases (300 bytes of them expand to gigabytes)."""
     import yaml  # only when there is a file: most nodes run on flags and env alone
 
     text = _read_bounded(path)
@@ -607,9 +599,7 @@ _BOUND_ERRORS: Final = frozenset({"greater_than", "greater_than_equal", "less_th
 
 
 def _allowed_range(field: str) -> str | None:
-    """The whole range of a bounded setting, e.g. ``1-3600 seconds`` (pydantic names only the bound
-    a value broke).
-    """
+    """The whole range of a bounded setting, e.g. ``1-3600 seconds`` (pydantic names one bound)."""
     info = Settings.model_fields[field]
     low: tuple[object, bool] | None = None  # (bound, whether the bound itself is allowed)
     high: object = None  # the settings' upper bounds are all inclusive (le)

@@ -77,11 +77,8 @@ async def chips(context: Context) -> Finding:
 
 @check(FAMILY)
 async def chip_family(context: Context) -> Finding:
-    """The family from the chip name (Huawei's order), or the one the chip_family setting forces.
-
-    The family's backend is built here too, over the library, for the checks
-    that ask the chips what only the family knows (AI cores, vNPUs, sharing).
-    """
+    """The family from the chip name (Huawei's order) or the chip_family setting, and its backend for the
+    checks that ask what only the family knows (AI cores, vNPUs, sharing)."""
     forced = context.settings.chip_family
     if forced is not None:
         family = family_named(forced)

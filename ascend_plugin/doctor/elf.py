@@ -48,11 +48,8 @@ class DynamicInfo:
 
 
 def read_dynamic(path: Path) -> DynamicInfo:
-    """The needed libraries and symbol versions of the ELF object at ``path``.
-
-    Raises :class:`DoctorError` for anything that is not a dynamically linked
-    64-bit little-endian ELF object, and OSError when the file cannot be read.
-    """
+    """The needed libraries and symbol versions of the ELF object at ``path``; DoctorError for anything
+    but a dynamically linked 64-bit little-endian ELF object, OSError when it cannot be read."""
     data = path.read_bytes()
     try:
         return _Reader(data).dynamic_info()

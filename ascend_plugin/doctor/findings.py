@@ -18,11 +18,7 @@ __all__ = ["DoctorError", "Finding", "Guide", "NotApplicable", "Status", "how_to
 
 
 class Guide(StrEnum):
-    """The section of docs/operations.md that explains a deployment failure a finding names.
-
-    An operator reading a problem in a pod's terminal gets the place to read on, not a number
-    that means something only to whoever wrote the check.
-    """
+    """The section of docs/operations.md that explains a deployment failure a finding names."""
 
     AI_CORES = "docs/operations.md#ai-core-bounds"
     BOARD_FILES = "docs/operations.md#board-files-mounted-as-files"

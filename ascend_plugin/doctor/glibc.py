@@ -59,13 +59,8 @@ def running_glibc() -> Version | None:
 
 
 def newest_glibc_needed(library: Path) -> GlibcNeed | None:
-    """The newest ``GLIBC_x.y`` needed by ``library`` or by the libraries it loads from its own directory.
-
-    The binding loads a library's missing dependencies from the library's
-    directory (Atlas 200I A2 boards keep libascend_hal.so and friends beside
-    libdcmi.so), so their requirements count too. Raises DoctorError or OSError
-    for a file that cannot be read as an ELF object.
-    """
+    """The newest ``GLIBC_x.y`` needed by ``library`` or the libraries the binding loads from its directory
+    (Atlas 200I A2 boards); DoctorError or OSError for a file that cannot be read as an ELF object."""
     newest: GlibcNeed | None = None
     pending, seen = [library], {library.name}
     while pending:

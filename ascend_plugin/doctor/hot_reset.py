@@ -31,10 +31,7 @@ PROCESSES = "dcmi_get_device_resource_info"
 
 
 def pod_resources_missing(context: Context) -> str | None:
-    """What is wrong with the kubelet's PodResources socket as the plugin would dial it, if anything.
-
-    A symlink counts as wrong: the plugin refuses one (:mod:`ascend_plugin.holdings.pod_resources`).
-    """
+    """What is wrong with the kubelet's PodResources socket as the plugin would dial it (a symlink too)."""
     path = context.host(str(context.settings.pod_resources_socket))
     try:
         mode = os.lstat(path).st_mode

@@ -122,14 +122,8 @@ def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[Vde
 
 
 def _owned(context: Context) -> set[tuple[int, int]]:
-    """(chip, vNPU id) of every prepared claim in the driver's checkpoint.
-
-    None when the directory holds no checkpoint (a driver that never ran) or one
-    that cannot be decoded (the driver moves it aside and starts without):
-    either way the driver owns nothing when it starts. A directory that is not
-    there (not mounted where doctor runs) or a file that cannot be read raises
-    :class:`DoctorError`: the owners are unknown, not none.
-    """
+    """(chip, vNPU id) of every prepared claim in the driver's checkpoint; None where the driver starts
+    owning nothing (no checkpoint, or one it moves aside). DoctorError where the owners are unknown."""
     from ascend_plugin.faces.dra.checkpoint import PREPARED, Checkpoint, CheckpointError
     from ascend_plugin.faces.dra.names import CHECKPOINT
     from ascend_plugin.settings import dra_plugin_dir

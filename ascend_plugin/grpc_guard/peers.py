@@ -50,12 +50,8 @@ def admit_anyone(peer: Peer) -> str:
 
 @dataclass(frozen=True)
 class OwnerOf:
-    """Admits only the uid that owns ``directory``: ``who`` ("the kubelet") runs as that uid.
-
-    The owner is read at every call (one stat), so a directory re-created by
-    a restarted kubelet counts as it is now; a directory that cannot be read
-    stands for root, the kubelet's usual uid.
-    """
+    """Admits only the uid that owns ``directory`` now (one stat a call: a restarted kubelet may re-create
+    it); a directory that cannot be read stands for root, the kubelet's usual uid."""
 
     directory: Path
     who: str

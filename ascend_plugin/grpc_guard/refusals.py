@@ -19,11 +19,8 @@ from ascend_plugin.grpc_guard.status import capped
 
 
 class Refused(Exception):
-    """Root of the refusals: a request, or one claim of a request, that the plugin does not serve.
-
-    Not here: the plugin's own failures (a ``ChipError``, a ``KubeError``), which the part that asked turns
-    into a refusal where the caller must hear of them. Raise a category below: it decides the status.
-    """
+    """Root of the refusals: a request, or one claim of it, that the plugin does not serve. Raise a
+    category below: it decides the status (the plugin's own failures are turned into one by the caller)."""
 
     def __init__(self, label: str, reason: str) -> None:
         super().__init__(reason)

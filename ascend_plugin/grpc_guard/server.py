@@ -103,11 +103,8 @@ class _CheckedCodec(ProtoCodec):
 
 
 class _BoundedBuffer(Buffer):
-    """A request stream's receive buffer that refuses a read beyond the message limit.
-
-    grpclib reads a message's 5-byte prefix, then exactly as many bytes as it announces: a read over the
-    limit is a message over it, refused before any of its body is taken.
-    """
+    """A request stream's receive buffer that refuses a read over the message limit (grpclib reads exactly
+    what the 5-byte prefix announces: such a read is a message over it, refused before its body)."""
 
     def __init__(self, ack: Callable[[int], None], guard: _ConnectionGuard) -> None:
         super().__init__(ack)

@@ -41,11 +41,8 @@ class GroupCheck:
     async def busy(
         self, group: Sequence[Chip], resetting: Collection[int], *, afresh: bool = False
     ) -> list[Busy]:
-        """Why chips of ``group`` are not free (empty: free); ``resetting``: chips under a reset.
-
-        ``afresh``: the kubelet is asked now (the moment of the reset). The driver is asked for
-        processes only when nothing else holds the group.
-        """
+        """Why chips of ``group`` are not free (empty: free); ``afresh``: ask the kubelet now (the moment of
+        the reset). The driver is asked for processes only when nothing else holds the group."""
         if afresh and self.held is not None:
             await self.held.refresh()  # not answered: the last listing and the chips handed over since stand
         found: list[Busy] = []

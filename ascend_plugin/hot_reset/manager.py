@@ -276,9 +276,7 @@ class HotResetManager:
             self.wake()
 
     async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:
-        """The chip's reset group, asked of the driver until it answers (None: said once, asked again after
-        :data:`GROUP_BACKOFF`).
-        """
+        """The chip's reset group, asked of the driver until it answers (None: said once, asked again)."""
         phy = chip.phy_id
         if phy not in self._groups:
             chips = [state.chip for state in self.inventory.chips()]

@@ -208,11 +208,8 @@ class GroupReset:
             await anyio.sleep(parts.boot_poll)
 
     async def _until_booted(self, late: Mapping[int, int | str]) -> None:
-        """After the boot wait timed out: the chips that booted go back, the others once they do.
-
-        A chip still booting may read health 0 long before it can run anything; a driver that cannot
-        say its boot status lets its chips go back through their verdicts.
-        """
+        """After the boot wait timed out: the chips that booted go back, the others once they do (health 0
+        comes long before a chip can run anything); without a boot status, through their verdicts."""
         parts = self.parts
         back = [chip.phy_id for chip in self.group if chip.phy_id not in late]
         if back:

@@ -108,11 +108,8 @@ class LibraryHandle:
         self._subscriptions.append(subscription)
 
     def close(self) -> None:
-        """Release the library; later calls fail with -8005 until it is opened again.
-
-        Without a fault subscription it is dlclose'd; with one it stays mapped (DCMI cannot stop the driver's
-        event thread) and the callbacks drop every later event.
-        """
+        """Release the library (-8005 until opened again): dlclose'd, unless a fault subscription keeps it
+        mapped (DCMI cannot stop the driver's event thread), its callbacks dropping every later event."""
         lib, self.lib = self.lib, None
         subscriptions, self._subscriptions = self._subscriptions, []
         if lib is None:

@@ -63,9 +63,7 @@ _ALL: Final = -1  # card_id and device_id -1 subscribe every device of the node
 
 
 class _FaultSubscription:
-    """The C callback of a fault subscription, on the driver's thread: what the handler raises is
-    logged and the event dropped, never sent back into C.
-    """
+    """The C callback of a fault subscription: what the handler raises is logged, never sent into C."""
 
     def __init__(self, handler: FaultHandler) -> None:
         self._handler = handler

@@ -76,9 +76,8 @@ def locate(
 
 
 def check_trusted(path: Path) -> None:
-    """Raise UntrustedLibrary unless ``path`` and every directory above it are root's alone
-    (through a symbolic link too); the problem nearest the file is reported.
-    """
+    """Raise UntrustedLibrary (the problem nearest the file) unless ``path`` and every directory above it
+    are root's alone, through a symbolic link too."""
     for item in _chain(path):
         try:
             info = item.stat()

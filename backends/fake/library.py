@@ -199,9 +199,8 @@ class FakeLibrary:
         return chip is not None and op in chip.chip.hang
 
     def _on_chip(self, op: Operation, card_id: int, device_id: int, body: _Reader[T]) -> T:
-        """An operation about one chip: -8001 for an unknown one; -8012 during its reset, unless the
-        driver answers it from its own tables.
-        """
+        """An operation about one chip: -8001 for an unknown one; -8012 during its reset (but see
+        ANSWERED_WHILE_RESETTING)."""
 
         def run(scenario: FakeScenario) -> T:
             placed = scenario.by_address.get((card_id, device_id))
@@ -630,9 +629,7 @@ class FakeLibrary:
                     log.exception("handling a fake DCMI fault event failed; the event is dropped")
 
     def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
-        """The events from what ``known`` says to ``scenario`` (a chip in a reset raises and clears
-        nothing); ``known`` and the delivered set updated.
-        """
+        """The events from ``known`` to ``scenario`` (a chip in a reset changes nothing)."""
         events = []
         self._driver.refresh()
         for placed in scenario.placed:

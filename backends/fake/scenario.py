@@ -449,9 +449,7 @@ class FakeScenario(BaseModel):
 
     @cached_property
     def placed(self) -> list[PlacedChip]:
-        """Chips with card, device and logic ids filled in: alone on card ``<index>`` by default,
-        device ids and logic ids in list order.
-        """
+        """Chips with card (default: alone on card ``<index>``), device and logic ids, in list order."""
         per_card: dict[int, int] = {}
         result = []
         for index, chip in enumerate(self.chips):

@@ -121,9 +121,7 @@ def chip_room(
     aicpu: int | None = None,
     templates: Sequence[str] | None = None,
 ) -> ChipRoom | None:
-    """The room of a chip called ``chip_name`` (None: its driver makes no vNPUs); ``aicpu`` and
-    ``templates`` override the family's.
-    """
+    """The room of a chip called ``chip_name`` (None: no vNPUs); ``aicpu``, ``templates``: overrides."""
     if aicore is None or chip_name.startswith("310B") or chip_name == "310":
         return None
     first = _FIRST_ID + phy_id * _IDS_PER_CHIP
