@@ -1,10 +1,7 @@
 """The device-library interface: the DCMI calls the plugin needs, typed.
 
-The cffi binding of ``libdcmi.so`` (:mod:`backends.dcmi`) and the fake
-(:mod:`backends.fake`) implement :class:`DeviceLibrary` with DCMI's semantics:
-(card_id, device_id) ids, card ids that need not be 0..N-1, every failure a
-:class:`~backends.errors.DcmiError` with DCMI's code. The Ascend 950 speaks
-v2 (:class:`DeviceLibraryV2`). Synchronous and not thread-safe, like DCMI.
+The binding (:mod:`backends.dcmi`) and the fake (:mod:`backends.fake`) implement it with DCMI's ids and
+error codes; the Ascend 950 speaks v2 (:class:`DeviceLibraryV2`). Not thread-safe, like DCMI.
 """
 
 from __future__ import annotations
