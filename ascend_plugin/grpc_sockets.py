@@ -1,8 +1,6 @@
 """gRPC servers on the unix sockets the kubelet reaches (the kubelet or an operator may delete them).
 
-A :class:`SocketEndpoint` serves on a path, tells by the file's stamp whether its socket is still there,
-re-creates it and removes only its own. :class:`PluginServer` closes every connection it accepted (grpclib's
-close leaves them open: the kubelet's stream would hang). A socket file another plugin serves is left alone.
+A :class:`SocketEndpoint` re-creates its socket when it goes and removes only its own.
 """
 
 from __future__ import annotations

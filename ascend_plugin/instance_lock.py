@@ -1,10 +1,7 @@
 """InstanceLock: one plugin per served directory (during a rollout the old pod may still be running).
 
-Two plugins on one directory would take each other's socket for stale, for as long as both live. The
-lock is a ``flock`` on the directory itself (the kubelet used to delete every file in it at start; a lock
-file deleted under its holder lets a second instance lock a new one); the kernel releases it however its
-holder ends. The holder writes who it is to :data:`HOLDER_NOTE` (pid, host name: a pod's pid is often 1),
-and writes it again at each registration, should the kubelet delete it.
+A ``flock`` on the directory itself (a lock file could be deleted under its holder), released however its
+holder ends; :data:`HOLDER_NOTE` says who holds it, written again at each registration.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """LiveConfig: the settings in force, swapped atomically when they reload (config ConfigMap, SIGHUP).
 
-A reload applies as a whole or not at all: a setting that may not change at run time (not ``RELOADABLE``)
-refuses the whole change, and the old configuration stays. The fault configuration's inputs are
-:class:`~ascend_plugin.fault_policy.policy.FaultSources`'.
+A reload applies as a whole or not at all: a setting not ``RELOADABLE`` refuses the whole change.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Backoff, retry and supervision: no failure ends the process, nor turns into a tight loop or a flood.
 
-:class:`Retrier` says each distinct problem once (repeats at DEBUG); :func:`supervise` restarts a part that
-fails, with backoff, and records it in the :class:`Supervision` the probes read; a part counts as serving
-again after a run of :data:`RECOVERED_AFTER` seconds. Parts supervised inside others are recorded in the
-same Supervision, handed down with the task context.
+:class:`Retrier` says each distinct problem once; :func:`supervise` restarts a failed part with backoff and
+records it in the :class:`Supervision` the probes read.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""The plugin's settings: defaults < config file < environment < command line.
+"""The plugin's settings: defaults < config file < environment < command line (docs/configuration.md).
 
-Every field is also a flag (``--health-interval``) and an environment variable
-(``ASCEND_DP_HEALTH_INTERVAL``). Invalid values raise :class:`SettingsError` naming the field, the value and
-what is allowed; the CLI exits with code 2.
+Invalid values raise :class:`SettingsError` naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What a check reports: the same five fields for every check, so the text, JSON and exit code agree.
 
-A check whose groundwork failed raises :func:`unmet`, one that does not apply
-here :class:`NotApplicable`: either is reported skipped with the reason, so one
-root cause shows up as one problem rather than a cascade of them.
+:func:`unmet` and :class:`NotApplicable` report a check skipped, so one root cause shows as one problem.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Checks of how the chips are split: static vNPUs, and the share_count setting.
 
-Both decide with the plugin's own rules (:func:`~ascend_plugin.offers.node_offers.plan_offers`), so the
-doctor refuses and warns where the plugin would. With ``vnpu=dynamic`` the vNPUs no prepared claim owns are
-named (the driver destroys them at start); a checkpoint it cannot read is said, never taken for empty.
+Both decide with the plugin's own rules (:func:`~ascend_plugin.offers.node_offers.plan_offers`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Refused: every request the plugin does not serve, and the one place its gRPC status is decided.
 
-A refusal is raised as the category that says what the caller can do (fix the request, wait, retry), and
-the category alone decides the status (:data:`STATUSES`). ``label`` is a fixed word for the cause (the
-metrics' and the log's ``reason``), ``reason`` the operator's sentence (the status message, cut to 4 KiB).
-See ARCHITECTURE.md, "Errors".
+The category says what the caller can do and alone decides the status (:data:`STATUSES`); ARCHITECTURE.md,
+"Errors".
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The gRPC server of a kubelet-facing socket, made to survive what clients send it.
 
-Each accepted connection's grpclib objects are changed before any byte arrives: a message over 4 MiB is
-refused from its length prefix (flow control keeps the rest at the client), every request is checked
-before it is decoded (:mod:`.wire_check`), a peer the socket does not answer is refused before its request
-is read (:mod:`.peers`), and every status message is cut to 4 KiB (:mod:`.status`). A service refuses by
-raising a :class:`~.refusals.Refused`. grpclib has no public hook for any of this: the attributes used are
-checked by tests/test_grpclib_internals.py, and pyproject.toml allows only the grpclib releases it passed on.
+Each connection's grpclib objects are changed before any byte arrives: size limit, :mod:`.wire_check`,
+:mod:`.peers`, :mod:`.status`. No public hook exists: tests/test_grpclib_internals.py pins the names used.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Is a reset group free? Each of its chips must be: no container holds it, no process, no reset.
 
-What cannot be known counts as busy (a process list the driver cannot give, holders not known yet): a
-reset under a running job would take its chips mid-step. At the moment of a reset the kubelet is asked
-afresh, and a chip handed over since counts as held.
+What cannot be known counts as busy: a reset under a running job would take its chips mid-step.
 """
 
 from __future__ import annotations

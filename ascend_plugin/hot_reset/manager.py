@@ -1,9 +1,7 @@
 """HotResetManager: watch the chips, and reset each one whose fault calls for it once its group is free.
 
-It wakes on a verdict, the chips pods hold, a reset's end, and while a chip waits for its group every
-:data:`RECHECK` seconds or when the idle time is up. The idle time counts from when the group was last
-seen busy (Huawei's counts from the first time ever seen free: a job restarting its processes would lose
-its chips).
+The idle time counts from when the group was last seen busy, not (as Huawei's) from when first seen free: a
+job restarting its processes would lose its chips (docs/hot-reset.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """One hot reset of one chip, step by step (docs/hot-reset.md, "The sequence").
 
-The group is marked out and the kubelet told; the group is checked once more, afresh; one reset of the
-budget is spent and the in-band reset asked of the faulty chip; boot status 16 awaited on every chip
-(at most :data:`BOOT_TIMEOUT`); the codes read afresh and the group back. A failure names the chip for an
-operator (:mod:`.manual`); a chip not booted stays out until it is.
+A failure names the chip for an operator (:mod:`.manual`); a chip not booted stays out until it is.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
-Each chip's due figures in one background call per round, each held to ``call_timeout``: health
-calls never wait for them. A chip whose figure overruns is said once, its figures go stale
-(:mod:`.readout`), and it is said again when it answers (docs/telemetry.md).
+Each call is held to ``call_timeout``, so health calls never wait for figures; an overrun goes stale and is
+said once (docs/telemetry.md).
 """
 
 from __future__ import annotations

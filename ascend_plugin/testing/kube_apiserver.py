@@ -1,12 +1,7 @@
 """A small Kubernetes API server on loopback: the real kubernetes-asyncio client talks to it unmodified.
 
-It serves what the plugin touches (nodes, configmaps, events, pods, and resource.k8s.io/v1 resourceslices,
-resourceclaims, deviceclasses) as the real server does where the plugin can tell: field selectors on the
-fields the real one supports, resourceVersions and their 409s, watches with 410s, bookmarks and selector
-transitions, patches that keep a pod's status, bearer tokens. ResourceSlices are admitted as a server of
-``kube_version`` would (:mod:`.resource_api`; the real server's rules are tested on it: docs/e2e.md).
-The failures a test throws at the plugin (injected statuses, held answers, denied permissions) are the
-tests' own: tests/fake_apiserver.py.
+It serves what the plugin touches as the real server does where the plugin can tell (selectors, versions,
+watches, bookmarks, ResourceSlice admission: :mod:`.resource_api`). Test failures: tests/fake_apiserver.py.
 """
 
 from __future__ import annotations

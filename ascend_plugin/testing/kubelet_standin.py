@@ -1,13 +1,7 @@
 """A kubelet stand-in, on grpcio, for the demo, the tests and the benchmarks.
 
-It does what the kubelet's device manager does where a plugin can tell: checks Register as the kubelet
-does and dials back inside it (GetDevicePluginOptions, 10 s), consumes ListAndWatch per registration
-(capacity every device, allocatable the healthy ones; a stream that ends makes them unhealthy), on
-:meth:`restart` deletes the directory's sockets and re-creates ``kubelet.sock``, and drops a resource
-from capacity ``stop_grace_period`` after its stream ended (the kubelet's endpointStopGracePeriod).
-The real kubelet's behaviour is checked in the end-to-end suite (docs/e2e.md). A different gRPC stack
-from the plugin's, so wire-level mistakes cannot cancel out; from async code use
-``anyio.to_thread.run_sync(standin.wait_until, ...)``.
+It registers, dials back, consumes ListAndWatch and drops a resource ``stop_grace_period`` after its stream
+ends, as the kubelet's device manager does (the real one is checked by the end-to-end suite: docs/e2e.md).
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """``ascend-device-plugin simulate``: the whole plugin on a fake Atlas 200I A2, narrated.
 
-Everything runs for real except the hardware and the kubelet: the plugin's
-gRPC server on a unix socket in a temporary directory, the kubelet stand-in
-(grpcio) registering it, listing devices and allocating them, a fault written
-into the fake node's scenario file, a kubelet restart. The timeline printed
-is what an operator would see from the kubelet's side.
-
-The default demo then shows placement on a second node: two Atlas 300I cards,
-where a 2-NPU pod gets two chips of one card. ``--share-count N`` and ``--vnpu
-static`` play other timelines on the same stage
-(:mod:`ascend_plugin.testing.simulate_splits`): the board's chip shared N times,
-or an Atlas 300I Duo split into vNPUs.
+Everything runs for real but the hardware and the kubelet (a grpcio stand-in): registration, allocation, a
+fault, a kubelet restart; then placement on two Atlas 300I cards. Other timelines: :mod:`.simulate_splits`.
 """
 
 from __future__ import annotations

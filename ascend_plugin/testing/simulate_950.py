@@ -1,11 +1,7 @@
 """``simulate --family 950``: an Atlas 850 (eight Ascend 950PR) served through DCMI v2, narrated.
 
-The fake driver answers ``dcmi_init`` with -8255, as a 950's does, so the plugin
-speaks DCMI v2. Its chips' logical ids differ from their physical ids
-(:data:`ATLAS_850`): the kubelet sees ``npu-<physical id>`` under
-``huawei.com/npu``, and a container gets ``/dev/davinci<logical id>`` with the
-UB stack's nodes. A UB port's link-down event then takes one chip out, with the
-code Huawei adds beside it, and a polled fault another; each comes back.
+The kubelet sees ``npu-<physical id>``, a container gets ``/dev/davinci<logical id>``; a UB port's link
+down and a polled fault each take a chip out and it comes back (docs/ascend-950.md).
 """
 
 from __future__ import annotations

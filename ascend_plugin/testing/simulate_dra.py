@@ -1,12 +1,7 @@
 """``ascend-device-plugin simulate --serve dra``: the DRA driver on a fake Atlas 800T A2, narrated.
 
-Everything runs for real except the hardware, the kubelet and the API server:
-the plugin with ``serve=dra`` (registration and DRA sockets in a temporary
-kubelet directory, ResourceSlices, the claim checkpoint, CDI specs), the DRA
-kubelet stand-in (grpcio) that registers it, prepares a claim and watches the
-health stream, and the project's loopback fake API server
-(:mod:`ascend_plugin.testing.kube_apiserver`), reached through the real
-Kubernetes client.
+Everything runs for real but the hardware, the kubelet (:mod:`.dra_standin`) and the API server
+(:mod:`.kube_apiserver`, reached through the real Kubernetes client).
 """
 
 from __future__ import annotations

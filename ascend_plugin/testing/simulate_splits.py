@@ -1,12 +1,7 @@
 """The ``simulate`` timelines of split chips: ``--share-count N`` and ``--vnpu static``.
 
-``--share-count N`` serves the Atlas 200I A2 of the default demo with its chip
-offered N times, and allocates two shares to one container: the chip's node
-comes once. ``--vnpu static`` serves an Atlas 300I Duo whose first chip is split
-vir02 + vir02 + vir04: one resource per template beside the whole second chip,
-an Allocate on each, then a vNPU destroyed in the scenario file and its
-resource leaving the kubelet. With both, the plugin refuses to share a split
-chip and exits with code 2, which the timeline shows.
+A chip offered N times (two shares to one container), an Atlas 300I Duo split vir02 + vir02 + vir04; both
+together show the plugin refusing to share a split chip (exit code 2).
 """
 
 from __future__ import annotations

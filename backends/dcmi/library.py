@@ -1,8 +1,7 @@
 """DcmiLibrary and DcmiV2Library: the DeviceLibrary over Huawei's libdcmi.so, one method per DCMI call.
 
-Opened by :meth:`init`, never at import; the optional functions it lacks are probed (looked up, never
-called) when it is opened. The v2 face (the Ascend 950) shares the handle and every call whose v2
-counterpart takes the same arguments, the chip named by its logical ``dev_id`` (:data:`V2_NAMES`).
+Opened by :meth:`init`, never at import. The v2 face (the Ascend 950) shares the handle and the calls both
+APIs make alike, the chip named by its logical ``dev_id`` and the function by :data:`V2_NAMES`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""Finding, trusting and opening libdcmi.so.
+"""Finding, trusting and opening libdcmi.so (docs/dcmi.md).
 
-The plugin runs as root beside every NPU: like Huawei's, it refuses a library anyone but root could have
-replaced (the file and every directory above it root's, writable by nobody else), unless
+Like Huawei's, it refuses a library anyone but root could have replaced, unless
 ``dcmi_allow_untrusted_library``.
 """
 
