@@ -168,6 +168,24 @@ def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, A
     return kept
 
 
+def _same_uid(current: Mapping[str, Any], uid: str | None) -> None:
+    """A precondition's uid must be the stored object's."""
+    stored = current["metadata"].get("uid")
+    if uid and uid != stored:
+        message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {stored}"
+        raise ApiFailure(409, message)
+
+
+def _same_version(resource: str, current: Mapping[str, Any], sent: str | None) -> None:
+    """A resourceVersion sent with a write must be the stored object's."""
+    if sent and sent != current["metadata"]["resourceVersion"]:
+        raise ApiFailure(
+            409,
+            f'Operation cannot be fulfilled on {resource} "{current["metadata"]["name"]}": the object has '
+            "been modified; please apply your changes to the latest version and try again",
+        )
+
+
 class ApiFailure(Exception):
     """An error answer; the handler turns it into a Status response."""
 
@@ -270,40 +288,6 @@ class FakeApiServer:
         }
         path.write_text(json.dumps(config), encoding="utf-8")
         return path
-
-    # -- switches ----------------------------------------------------------------------------
-
-    def expire_watches(self) -> None:
-        """Compact the history: open watches end, and resuming them from their version gets 410."""
-        self.oldest_watchable = self.version + 1
-        self._notify()
-
-    def compact(self) -> None:
-        """Forget the history before now: open watches go on; watching from an older version gets 410."""
-        self.oldest_watchable = self.version
-
-    def end_watches(self) -> None:
-        """End every open watch cleanly, as the server does at the watch's timeout."""
-        ending, self._ending = self._ending, asyncio.Event()
-        ending.set()
-
-    def drop_watches(self) -> None:
-        """Cut every open watch's connection mid-stream (the client sees a broken response)."""
-        dropping, self._dropping = self._dropping, asyncio.Event()
-        dropping.set()
-
-    def mute_watches(self, resource: str) -> None:
-        """Watches of ``resource`` (open and new) stay open and pass nothing on, without an error."""
-        self.muted_watches.add(resource)
-
-    def cut_watches(self, *resources: str) -> None:
-        """New watches of ``resources`` are answered 200 and end at once, without a byte of body."""
-        self.cut_watch_resources.update(resources)
-
-    def send_bookmarks(self) -> None:
-        """Every open watch that allows bookmarks gets one now, with the current resourceVersion."""
-        self._bookmark_round += 1
-        self._notify()
 
     def resource_version(self, version: int | None = None) -> str:
         """How a version is written in objects and lists (the current one by default)."""
@@ -454,32 +438,14 @@ class FakeApiServer:
         if verb == "get":
             return copy.deepcopy(current), 200
         if verb == "update":
-            sent = body.get("metadata", {}).get("resourceVersion")
-            if sent and sent != current["metadata"]["resourceVersion"]:
-                raise ApiFailure(
-                    409,
-                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
-                )
+            _same_version(resource, current, body.get("metadata", {}).get("resourceVersion"))
             return self._store(key, _keep_status(resource, current, body), "MODIFIED"), 200
         if verb == "patch":
             if "json-patch" in request.content_type:
                 raise ApiFailure(415, "only merge patches are supported here")
             preconditions = (body.get("metadata") or {}) if isinstance(body, dict) else {}
-            uid = preconditions.get("uid")
-            if uid and uid != current["metadata"]["uid"]:
-                raise ApiFailure(
-                    409,
-                    f"Precondition failed: UID in precondition: {uid}, "
-                    f"UID in object meta: {current['metadata']['uid']}",
-                )
-            sent = preconditions.get("resourceVersion")
-            if sent and sent != current["metadata"]["resourceVersion"]:
-                raise ApiFailure(
-                    409,
-                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
-                )
+            _same_uid(current, preconditions.get("uid"))
+            _same_version(resource, current, preconditions.get("resourceVersion"))
             patched = _keep_status(resource, current, merge_patch(current, body))
             return self._store(key, patched, "MODIFIED"), 200
         self._check_preconditions(resource, current, body)
@@ -677,12 +643,8 @@ class FakeApiServer:
         if not isinstance(preconditions, dict):
             return
         metadata = current["metadata"]
-        uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
-        if uid and uid != metadata.get("uid"):
-            raise ApiFailure(
-                409,
-                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {metadata.get('uid')}",
-            )
+        _same_uid(current, preconditions.get("uid"))
+        version = preconditions.get("resourceVersion")
         if version and version != metadata.get("resourceVersion"):
             qualified = f"{DRA_KINDS[resource]}.{DRA_GROUP}" if resource in DRA_KINDS else resource
             raise ApiFailure(
