@@ -1,7 +1,6 @@
 """The ``ascend-device-plugin`` command: run, doctor, simulate, version.
 
-Flags of ``run`` are generated from the settings fields. A mistyped flag is one line naming it; a reader
-that leaves early (``simulate | head``) ends the command quietly.
+Flags of ``run`` are generated from the settings fields.
 """
 
 from __future__ import annotations

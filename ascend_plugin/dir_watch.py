@@ -1,7 +1,6 @@
 """DirectoryChanges: wake up when anything in the kubelet's socket directories is created, deleted or moved.
 
-inotify (through libc) wakes the socket keepers within a millisecond; where it cannot watch, they poll. A
-wake-up only says "look again": the keepers compare the files' stamps themselves.
+inotify wakes the socket keepers within a millisecond; where it cannot watch, they poll.
 """
 
 from __future__ import annotations

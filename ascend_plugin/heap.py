@@ -1,7 +1,6 @@
 """Settling the heap once start-up has built what lives as long as the process (docs/performance.md).
 
-Frozen objects are never walked by a full collection (which held the loop 26-43 ms: bench/loop_stall.py);
-``malloc_trim`` gives back start-up's free pages. A process that runs many plugins must not freeze.
+Frozen objects are never walked by a full collection (which held the loop 26-43 ms: bench/loop_stall.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """InstanceLock: one plugin per served directory (during a rollout the old pod may still be running).
 
-A ``flock`` on the directory itself (a lock file could be deleted under its holder), released however its
-holder ends; :data:`HOLDER_NOTE` says who holds it, written again at each registration.
+A ``flock`` on the directory itself (a lock file could be deleted under its holder); :data:`HOLDER_NOTE`.
 """
 
 from __future__ import annotations

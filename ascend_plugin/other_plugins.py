@@ -1,7 +1,6 @@
 """Another plugin on the node: a process serving our socket names, or writing our device-info ConfigMap.
 
-Huawei's plugin uses the same names. This one does not fight: it names the other and waits until it is
-gone (our own instances never meet here: the instance lock).
+Huawei's plugin uses the same names: this one names the other and waits until it is gone.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """What is wrong with a path the plugin serves or connects on, in words an operator can act on.
 
-The kernel's errors are true but say little ("connection refused" from a ``kubelet.sock`` that is a
-regular file): these add the kind of file there, and the directory's mode and owner against our uid.
+The kernel's errors say little: these add the kind of file there, and the directory's mode and owner.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Backoff, retry and supervision: no failure ends the process, nor turns into a tight loop or a flood.
 
-:class:`Retrier` says each distinct problem once; :func:`supervise` restarts a failed part with backoff and
-records it in the :class:`Supervision` the probes read.
+:class:`Retrier` says each problem once; :func:`supervise` restarts a failed part, recorded for the probes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """ChipBackend: the one face through which the plugin reaches chips, one implementation per chip family.
 
-What most families do is the default here; a family overrides what its chips do differently
-(ARCHITECTURE.md "The chip families"). A DCMI function the driver lacks only leaves its fact None.
+A family overrides what its chips do differently from the default here (ARCHITECTURE.md "The chip families").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""The device-library interface: the DCMI calls the plugin needs, typed.
+"""The device-library interface: the DCMI calls the plugin needs, typed (docs/dcmi.md).
 
-The binding (:mod:`backends.dcmi`) and the fake (:mod:`backends.fake`) implement it with DCMI's ids and
-error codes; the Ascend 950 speaks v2 (:class:`DeviceLibraryV2`). Not thread-safe, like DCMI.
+Implemented by the binding (:mod:`backends.dcmi`) and the fake (:mod:`backends.fake`). Not thread-safe.
 """
 
 from __future__ import annotations

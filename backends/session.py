@@ -1,7 +1,6 @@
 """LibrarySession: a chip library opened for the node, before anyone knows the chips' family.
 
-The family comes from the chips' names, which come from the library, so the family's backend is built
-over the session. ``dcmi_init`` first, ``dcmiv2_init`` where that fails (an Ascend 950).
+``dcmi_init`` first, ``dcmiv2_init`` where that fails (an Ascend 950); the family's backend is built over it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
 """How the node's chips group: the unit each shares a fast link with (ring, card, mesh), and what a hot
 reset takes down (docs/configuration.md "Placement rules", docs/hot-reset.md "The reset group").
-
-Unit sizes depend on the whole node, so :func:`assign_units` takes every chip at once.
 """
 
 from __future__ import annotations

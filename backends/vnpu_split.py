@@ -1,7 +1,6 @@
 """What a chip can be split into on demand: its resources, and what a vNPU of each template takes of them.
 
-:class:`ChipSplits` is the driver's rule as data, so a scheduler counting it never asks for what the driver
-refuses (-8020). Memory in MiB, the rest counts.
+:class:`ChipSplits` is the driver's rule (-8020) as data, so a scheduler never asks for what it refuses.
 """
 
 from __future__ import annotations

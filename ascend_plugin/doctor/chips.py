@@ -1,7 +1,6 @@
 """Checks of the chips through the library: dcmi_init, enumeration, family, AI-core figures.
 
-The same calls as the plugin's bring-up, with the same per-call timeout (a wedged driver must not hang
-the doctor either).
+The plugin's bring-up calls, with its per-call timeout (a wedged driver must not hang the doctor).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A small reader of an ELF shared object's dynamic section: the libraries and symbol versions it needs.
 
-Read through the program headers as the dynamic loader does (stripped libraries too), 64-bit
-little-endian only: Ascend drivers exist for aarch64 and x86_64 alone.
+64-bit little-endian only: Ascend drivers exist for aarch64 and x86_64 alone.
 """
 
 from __future__ import annotations

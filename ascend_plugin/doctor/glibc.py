@@ -1,7 +1,6 @@
 """The glibc a library needs, against the glibc this process runs on.
 
-A libdcmi.so built on a newer host fails to load here ("version `GLIBC_2.38' not found"); mixing the
-host's C library into the image ends in SIGBUS. The requirement is read from the file, before loading.
+Read from the file before loading: a libdcmi.so built on a newer host fails to load here.
 """
 
 from __future__ import annotations

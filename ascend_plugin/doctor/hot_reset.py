@@ -1,7 +1,6 @@
 """Hot reset: is it on, can the driver do it, and what would it do about the chips as they are now.
 
-The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`); which chips pods hold the doctor cannot
-ask for the plugin, but a missing PodResources socket (every group busy) it can tell.
+The plugin's own rules (:mod:`ascend_plugin.hot_reset`).
 """
 
 from __future__ import annotations

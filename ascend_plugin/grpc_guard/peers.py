@@ -1,7 +1,6 @@
 """Who is at the other end of a unix socket (the kernel's ``SO_PEERCRED``), and which peers a socket answers.
 
-The kubelet's uid is the owner of a directory the kubelet creates for itself (:class:`OwnerOf`): no
-setting, and the same trust as the directory's permissions (its owner can replace the socket anyway).
+The kubelet's uid is the owner of a directory the kubelet creates for itself (:class:`OwnerOf`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Refused: every request the plugin does not serve, and the one place its gRPC status is decided.
 
-The category says what the caller can do and alone decides the status (:data:`STATUSES`); ARCHITECTURE.md,
-"Errors".
+The category alone decides the status (:data:`STATUSES`); ARCHITECTURE.md, "Errors".
 """
 
 from __future__ import annotations

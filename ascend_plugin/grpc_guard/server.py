@@ -1,7 +1,6 @@
 """The gRPC server of a kubelet-facing socket, made to survive what clients send it.
 
-Each connection's grpclib objects are changed before any byte arrives: size limit, :mod:`.wire_check`,
-:mod:`.peers`, :mod:`.status`. No public hook exists: tests/test_grpclib_internals.py pins the names used.
+grpclib has no public hook for it: tests/test_grpclib_internals.py pins the private names used.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """HotResetManager: watch the chips, and reset each one whose fault calls for it once its group is free.
 
-The idle time counts from when the group was last seen busy, not (as Huawei's) from when first seen free: a
-job restarting its processes would lose its chips (docs/hot-reset.md).
+The idle time counts from when the group was last seen busy, not when first seen free (docs/hot-reset.md).
 """
 
 from __future__ import annotations

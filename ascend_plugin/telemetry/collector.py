@@ -1,7 +1,6 @@
 """TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
-Each call is held to ``call_timeout``, so health calls never wait for figures; an overrun goes stale and is
-said once (docs/telemetry.md).
+Each call is held to ``call_timeout``, so health calls never wait for figures (docs/telemetry.md).
 """
 
 from __future__ import annotations

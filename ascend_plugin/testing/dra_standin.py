@@ -1,7 +1,6 @@
 """A kubelet stand-in for DRA drivers, on grpcio: the plugin watcher, the DRA manager, the health stream.
 
-It registers a driver with the kubelet's checks and wording, calls Prepare/Unprepare, wipes a gone driver's
-ResourceSlices after ``wipe_delay`` and keeps the health stream open (the real kubelet: docs/e2e.md).
+Where a driver can tell, it does what the kubelet does, in its words (the real kubelet: docs/e2e.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A small Kubernetes API server on loopback: the real kubernetes-asyncio client talks to it unmodified.
 
-It serves what the plugin touches as the real server does where the plugin can tell (selectors, versions,
-watches, bookmarks, ResourceSlice admission: :mod:`.resource_api`). Test failures: tests/fake_apiserver.py.
+It answers as the real server does where the plugin can tell; what tests throw at it: tests/fake_apiserver.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """A kubelet stand-in, on grpcio, for the demo, the tests and the benchmarks.
 
-It registers, dials back, consumes ListAndWatch and drops a resource ``stop_grace_period`` after its stream
-ends, as the kubelet's device manager does (the real one is checked by the end-to-end suite: docs/e2e.md).
+It does what the kubelet's device manager does where a plugin can tell (the real one: docs/e2e.md).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """resource.k8s.io/v1 ResourceSlices as the loopback stand-in admits them (what fast tests and simulate need).
 
-In the real server's order: drop the fields of a gate that is off (ratcheting), default, refuse a slice
-whose shape breaks the plugin's layout. tests/e2e/test_slice_admission.py holds it to the real server.
+In the real server's order: drop, default, refuse; tests/e2e/test_slice_admission.py holds it to the real one.
 """
 
 from __future__ import annotations

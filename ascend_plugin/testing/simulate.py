@@ -1,7 +1,6 @@
 """``ascend-device-plugin simulate``: the whole plugin on a fake Atlas 200I A2, narrated.
 
-Everything runs for real but the hardware and the kubelet (a grpcio stand-in): registration, allocation, a
-fault, a kubelet restart; then placement on two Atlas 300I cards. Other timelines: :mod:`.simulate_splits`.
+Real but for the hardware and the kubelet (a grpcio stand-in); other timelines: :mod:`.simulate_splits`.
 """
 
 from __future__ import annotations

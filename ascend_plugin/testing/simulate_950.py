@@ -1,7 +1,6 @@
 """``simulate --family 950``: an Atlas 850 (eight Ascend 950PR) served through DCMI v2, narrated.
 
-The kubelet sees ``npu-<physical id>``, a container gets ``/dev/davinci<logical id>``; a UB port's link
-down and a polled fault each take a chip out and it comes back (docs/ascend-950.md).
+``npu-<physical id>`` to the kubelet, ``/dev/davinci<logical id>`` to a container (docs/ascend-950.md).
 """
 
 from __future__ import annotations

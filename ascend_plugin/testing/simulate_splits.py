@@ -1,7 +1,6 @@
 """The ``simulate`` timelines of split chips: ``--share-count N`` and ``--vnpu static``.
 
-A chip offered N times (two shares to one container), an Atlas 300I Duo split vir02 + vir02 + vir04; both
-together show the plugin refusing to share a split chip (exit code 2).
+Both at once show the plugin refusing to share a split chip (exit code 2).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """LibraryHandle: ``libdcmi.so`` opened once, and the plumbing of every call its v1 and v2 faces make.
 
-Each function is looked up when first called, so a driver that lacks one fails that call alone
-(:class:`SymbolMissing`); every non-zero return is a :class:`DcmiError`.
+Each function is looked up when first called (:class:`SymbolMissing`); non-zero is a :class:`DcmiError`.
 """
 
 from __future__ import annotations

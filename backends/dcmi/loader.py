@@ -1,7 +1,6 @@
 """Finding, trusting and opening libdcmi.so (docs/dcmi.md).
 
-Like Huawei's, it refuses a library anyone but root could have replaced, unless
-``dcmi_allow_untrusted_library``.
+Like Huawei's, it refuses a library anyone but root could have replaced, unless allowed by a setting.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """The fake driver's own behaviour over a scenario: vNPUs made and destroyed, chips resetting.
 
-What DCMI calls did is kept in the driver-state file (:mod:`.driver_state`), so it outlives the process as a
-real driver's does; a reset takes ``reset_seconds`` (docs/fake-backend.md).
+Kept in the driver-state file (:mod:`.driver_state`), so it outlives the process as a real driver's does.
 """
 
 from __future__ import annotations

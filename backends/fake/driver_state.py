@@ -1,7 +1,6 @@
 """What the fake driver remembers beyond its scenario: vNPUs made or destroyed, chips resetting.
 
-Kept in ``<scenario>.driver-state``, one record a line, the same format for both fakes (docs/fake-backend.md,
-"What the fake driver remembers"); writers hold a ``flock`` on ``<file>.lock`` and replace it atomically.
+``<scenario>.driver-state``, shared by both fakes (docs/fake-backend.md "What the fake driver remembers").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """FakeLibrary: a DeviceLibrary that plays a scenario file (docs/fake-backend.md).
 
-The file is re-read whenever it changes (an invalid edit is logged, the scenario in force stays), so a
-fault can be injected into a running plugin by editing it. A hang holds no lock: it stalls its own call.
+The file is re-read whenever it changes, so a fault can be injected into a running plugin by editing it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
-"""FakeV2Library: the fake's DCMI v2 face, the driver of a 950 node as the scenario describes it.
+"""FakeV2Library: the fake's DCMI v2 face, each call the v1 operation on the chip its ``dev_id`` names.
 
-Each v2 call is the fake's v1 operation on the chip its logical ``dev_id`` names, so errors, hangs and
-readings work alike in both APIs.
+So errors, hangs and readings work alike in both APIs.
 """
 
 from __future__ import annotations

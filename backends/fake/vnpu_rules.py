@@ -1,7 +1,6 @@
 """How a fake chip splits into vNPUs: the driver's templates, what each takes, what a chip holds.
 
-Huawei's figures where published (the template names each driver accepts; the 310P's per-template cores,
-AI CPUs, memory and its 7 vNPUs); elsewhere the template name says it (``vir10_3c_32g``).
+Huawei's figures where published (the 310P's); elsewhere the template name says it (``vir10_3c_32g``).
 """
 
 from __future__ import annotations

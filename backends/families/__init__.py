@@ -1,7 +1,6 @@
 """The chip families: a :class:`~backends.backend.ChipBackend` implementation each, and how a chip picks one.
 
-Adding one: ARCHITECTURE.md "How to add a chip family". Detection follows Huawei's order (310P, 310B, 310,
-then 910): a "310B1" also contains "310".
+Adding one: ARCHITECTURE.md "How to add a chip family". Huawei's order: "310B1" also contains "310".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Ascend 910: the training chips, in three generations that differ in interconnect and reset groups.
 
-A1 (two HCCS rings of 4), A2 (a full mesh of 8) and A3 (two dies per card) share one row; the chip name picks
-the generation, and a 910 name neither A1 nor A2 claims is A3, whose unit and reset group assume the least.
+A1 (two HCCS rings of 4), A2 (a full mesh of 8), A3 (two dies per card, and any other 910 name).
 """
 
 from __future__ import annotations
