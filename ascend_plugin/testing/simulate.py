@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import functools
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -22,9 +21,11 @@ from ascend_plugin.fault_policy.faults import parse_code
 from ascend_plugin.settings import Settings, describe_validation_error
 from ascend_plugin.testing.scenario_writer import write_scenario
 
+if TYPE_CHECKING:
+    from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+
 RESOURCE = "huawei.com/Ascend310"
 DEVICE = "Ascend310-0"
-TIMEOUT = 15.0
 FAULT = "80E01801"  # HBM multi-bit error
 
 
@@ -152,17 +153,15 @@ def _placement(root: Path, out: Callable[[str], None]) -> int:
         kubelet.stop()
 
 
-async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], None]) -> int:
+async def _ask_for_two(settings: Settings, kubelet: KubeletStandIn, out: Callable[[str], None]) -> int:
+    from ascend_plugin.testing.kubelet_standin import Stage
+
     app = PluginApp(settings)
     out("")
     out("second node: two Atlas 300I cards, Ascend310-0..3 on the card in slot 5, -4..7 in slot 9")
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
-
-        def registered(k: Any) -> bool:
-            return CARDS_RESOURCE in k.resources and k.resources[CARDS_RESOURCE].updates > 0
-
-        await anyio.to_thread.run_sync(kubelet.wait_until, registered, TIMEOUT, "registration")
+        await Stage(kubelet, out).registered({CARDS_RESOURCE})
         available = [f"Ascend310-{phy}" for phy in range(1, 8)]
         out("Ascend310-0 is in use; a pod asks for 2 NPUs (GetPreferredAllocation over the 7 free)")
         chosen = await anyio.to_thread.run_sync(
@@ -178,21 +177,19 @@ async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], No
     return 0 if len(cards) == 1 else 1
 
 
-async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Callable[[str], None]) -> int:
-    started = time.monotonic()
+async def _timeline(
+    settings: Settings, kubelet: KubeletStandIn, scenario: Path, out: Callable[[str], None]
+) -> int:
+    from ascend_plugin.testing.kubelet_standin import Stage
 
-    def say(text: str) -> None:
-        out(f"[{time.monotonic() - started:6.2f}s] {text}")
-
-    async def wait(condition: Callable[[Any], bool], what: str) -> None:
-        await anyio.to_thread.run_sync(kubelet.wait_until, condition, TIMEOUT, what)
-
+    stage = Stage(kubelet, out)
+    say, wait = stage.say, stage.wait
     app = PluginApp(settings)
     say(f"kubelet stand-in listening on {kubelet.socket}")
     say("fake node: one Ascend 310B1 (Atlas 200I A2), computing.aic = 1.0")
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
-        await wait(lambda k: RESOURCE in k.resources and k.resources[RESOURCE].updates > 0, "registration")
+        await stage.registered({RESOURCE})
         view = kubelet.resources[RESOURCE]
         say(f"registered {RESOURCE} on endpoint {view.endpoint}")
         say("the chip's 1 AI core is within the 310B family's bounds [1, 1]: no exit, no warning")

@@ -13,9 +13,8 @@ import anyio
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.settings import Settings
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn, Stage
 from ascend_plugin.testing.scenario_writer import write_scenario
-from ascend_plugin.testing.simulate_splits import Stage
 
 RESOURCE = "huawei.com/npu"
 CHIPS = 8
