@@ -659,17 +659,16 @@ def load_settings(cli_values: dict[str, Any] | None = None) -> Settings:
         raise SettingsError(describe_validation_error(error)) from error
 
 
+# The settings that override the FamilyTable field of their name.
+FAMILY_FIELDS: Final = (
+    "resource_name", "device_id_prefix", "ai_core_min", "ai_core_max", "manager_nodes", "shared_nodes",
+    "driver_mounts",
+)  # fmt: skip
+
+
 def family_overrides(settings: Settings) -> dict[str, object]:
     """The FamilyTable fields the operator overrode (None means keep the family's value)."""
-    return {
-        "resource_name": settings.resource_name,
-        "device_id_prefix": settings.device_id_prefix,
-        "ai_core_min": settings.ai_core_min,
-        "ai_core_max": settings.ai_core_max,
-        "manager_nodes": settings.manager_nodes,
-        "shared_nodes": settings.shared_nodes,
-        "driver_mounts": settings.driver_mounts,
-    }
+    return {name: getattr(settings, name) for name in FAMILY_FIELDS}
 
 
 def dra_plugin_dir(settings: Settings) -> Path:

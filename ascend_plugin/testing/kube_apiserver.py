@@ -22,13 +22,17 @@ from aiohttp import web
 from ascend_plugin.testing.resource_api import ServerVersion, admit
 
 TOKEN = "test-token"
-RESOURCES: tuple[str, ...] = ("nodes", "configmaps", "events")
-KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
-
-# -- pods (Volcano mode) ----------------------------------------------------------------------
-RESOURCES = (*RESOURCES, "pods")
-KINDS = {**KINDS, "pods": "Pod"}
-# The field labels the real server accepts in a field selector, per kind (metadata.* for all).
+RESOURCES: tuple[str, ...] = ("nodes", "configmaps", "events", "pods")
+KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event", "pods": "Pod"}
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSION = "resource.k8s.io/v1"
+DRA_KINDS = {
+    "resourceslices": "ResourceSlice",
+    "resourceclaims": "ResourceClaim",
+    "deviceclasses": "DeviceClass",
+}
+# The field labels the real server accepts in a field selector, per kind (metadata.* for all); a
+# ResourceSlice's are strategy.go's toSelectableFields.
 FIELD_LABELS = {
     "pods": (
         "spec.nodeName",
@@ -41,8 +45,18 @@ FIELD_LABELS = {
         "status.nominatedNodeName",
     ),
     "nodes": ("spec.unschedulable",),
+    "resourceslices": ("spec.driver", "spec.nodeName"),
 }
+# What 1.37 supports besides (1.34 does not; 1.35 and 1.36 were not run against the real server).
+NEWER_FIELD_LABELS = {"resourceslices": ("spec.pool.name",)}
 _SELECTOR_TERM = re.compile(r"^([A-Za-z.]+)(==|!=|=)(.*)$")
+
+
+def _type_of(resource: str) -> dict[str, str]:
+    """The kind and apiVersion of ``resource``'s objects."""
+    if resource in DRA_KINDS:
+        return {"kind": DRA_KINDS[resource], "apiVersion": DRA_VERSION}
+    return {"kind": KINDS[resource], "apiVersion": "v1"}
 
 
 def field_value(obj: Mapping[str, Any], label: str) -> str:
@@ -346,9 +360,7 @@ class FakeApiServer:
     ) -> dict[str, Any]:
         """Store ``obj`` at ``key``; ``dry_run``: admit it, answer what would be stored, keep nothing."""
         resource, namespace, name = key
-        obj = copy.deepcopy(obj)
-        obj.setdefault("apiVersion", DRA_VERSION if resource in DRA_KINDS else "v1")
-        obj.setdefault("kind", KINDS.get(resource) or DRA_KINDS[resource])
+        obj = _type_of(resource) | copy.deepcopy(obj)  # kind and apiVersion, unless the object says them
         metadata = obj.setdefault("metadata", {})
         metadata["name"] = name
         if namespace:
@@ -505,8 +517,8 @@ class FakeApiServer:
             if self._selected(request, resource, namespace, key)
         ]
         return {
-            "kind": f"{KINDS.get(resource) or DRA_KINDS[resource]}List",
-            "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
+            "kind": f"{_type_of(resource)['kind']}List",
+            "apiVersion": _type_of(resource)["apiVersion"],
             "metadata": {"resourceVersion": self.resource_version()},
             "items": items,
         }
@@ -582,11 +594,7 @@ class FakeApiServer:
         """A BOOKMARK event: an object of the watched kind carrying only the current resourceVersion."""
         return {
             "type": "BOOKMARK",
-            "object": {
-                "kind": KINDS.get(resource) or DRA_KINDS[resource],
-                "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
-                "metadata": {"resourceVersion": self.resource_version()},
-            },
+            "object": _type_of(resource) | {"metadata": {"resourceVersion": self.resource_version()}},
         }
 
     # -- resource.k8s.io/v1 (Dynamic Resource Allocation) ---------------------------------------
@@ -655,19 +663,6 @@ class FakeApiServer:
             )
 
 
-# -- resource.k8s.io/v1: the API's facts (k8s.io/api/resource/v1, pkg/apis/resource/validation) ----
-
-DRA_GROUP = "resource.k8s.io"
-DRA_VERSION = "resource.k8s.io/v1"
-DRA_KINDS = {
-    "resourceslices": "ResourceSlice",
-    "resourceclaims": "ResourceClaim",
-    "deviceclasses": "DeviceClass",
-}
-# Field selectors a ResourceSlice supports besides the object meta's (strategy.go toSelectableFields).
-FIELD_LABELS = {**FIELD_LABELS, "resourceslices": ("spec.driver", "spec.nodeName")}
-# What 1.37 supports besides (1.34 does not; 1.35 and 1.36 were not run against the real server).
-NEWER_FIELD_LABELS = {"resourceslices": ("spec.pool.name",)}
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real server appends to a generateName
 
 
