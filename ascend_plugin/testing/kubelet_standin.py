@@ -299,12 +299,8 @@ class KubeletStandIn:
                 self._changed.wait(remaining)
 
     def node_capacity(self) -> dict[str, int]:
-        """The extended resources the node's status would list, with their capacity.
-
-        A resource whose plugin ended its stream stays (all its devices
-        unhealthy) for ``stop_grace_period`` seconds, then leaves, as the
-        kubelet's device manager drops it.
-        """
+        """The extended resources the node's status would list, with their capacity; one whose stream
+        ended stays (every device unhealthy) for ``stop_grace_period`` seconds, as the kubelet's does."""
         now = time.monotonic()
         return {
             name: view.capacity

@@ -62,11 +62,8 @@ def simulate(
     vnpu: Literal["static", "off"] = "off",
     family: Literal["310B", "950"] = "310B",
 ) -> int:
-    """Run the demo; return 0 when every step happened as expected.
-
-    ``share_count`` > 1 shares the board's chip; ``vnpu="static"`` plays a 300I Duo split into vNPUs;
-    ``family="950"`` an Atlas 850 served through DCMI v2 (:mod:`.simulate_950`).
-    """
+    """Run the demo (``share_count``, ``vnpu`` and ``family`` pick the timeline, as the command's flags
+    say); 0 when every step happened as expected."""
     try:
         from ascend_plugin.testing.kubelet_standin import KubeletStandIn
     except ImportError:

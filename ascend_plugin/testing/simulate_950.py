@@ -27,10 +27,7 @@ def logic_of(phy: int) -> int:
 
 def atlas_850(chips: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The demo's node: eight Ascend 950PR on two NUMA nodes; ``chips`` adds fields per physical id.
-
-    The driver lacks the period utilization call (the open 950 driver has none),
-    as a real node's does.
-    """
+    Like a real 950's driver, it lacks the period utilization call."""
     return {
         "chip_name": "Ascend950PR",
         "memory_mb": 131072,

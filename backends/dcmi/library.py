@@ -160,8 +160,6 @@ class _SharedCalls:
     def affinity_cpu(self, *chip: int) -> str:
         return self._handle.cpulist(self._name("dcmi_get_affinity_cpu_info_by_device_id"), *chip)
 
-    # -- telemetry ---------------------------------------------------------------
-
     def temperature(self, *chip: int) -> int:
         return self._value("dcmi_get_device_temperature", "int", *chip)
 
@@ -185,8 +183,6 @@ class _SharedCalls:
         self._call("dcmi_get_device_resource_info", *chip, entries, count)
         return decode.processes(entries, max(0, min(int(count[0]), _PROCESSES_LEN)))
 
-    # -- hot reset -----------------------------------------------------------------
-
     def boot_status(self, *chip: int) -> int:
         return self._value("dcmi_get_device_boot_status", "enum dcmi_boot_status", *chip)
 
@@ -205,8 +201,6 @@ class DcmiLibrary(_SharedCalls):
 
     def _vdev_mng(self, card_id: int, device_id: int, sub_cmd: int, buffer: Any) -> None:
         self._device_info(_VDEV_MNG, sub_cmd, buffer, card_id, device_id)
-
-    # -- DeviceLibrary -----------------------------------------------------------------
 
     def init(self) -> None:
         handle = self._handle
@@ -281,8 +275,6 @@ class DcmiLibrary(_SharedCalls):
         self._call("dcmi_get_device_ip", card_id, device_id, _ROCE_PORT, 0, ip, mask)
         return decode.ip_text(ip, version)
 
-    # -- telemetry ---------------------------------------------------------------
-
     def board_power(self, card_id: int) -> Power:
         return Power(self._read("dcmi_mcu_get_power_info", "int", card_id))
 
@@ -307,8 +299,6 @@ class DcmiLibrary(_SharedCalls):
         self._call("dcmi_get_device_die_v2", card_id, device_id, int(kind), die)
         return decode.die_id(die)
 
-    # -- hot reset -----------------------------------------------------------------
-
     def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
         self._call("dcmi_set_device_reset", card_id, device_id, int(channel))
 
@@ -317,8 +307,6 @@ class DcmiLibrary(_SharedCalls):
 
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
         return self._read("dcmi_get_device_outband_channel_state", "int", card_id, device_id)
-
-    # -- vNPUs on demand -------------------------------------------------------------
 
     def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
         query = ffi.new("struct dcmi_vdev_query_stru *", {"vdev_id": vdev_id})

@@ -113,13 +113,9 @@ _DEPENDENCIES: list[Any] = []
 
 
 def open_library(path: Path, *, trusted_only: bool = True) -> Any:
-    """dlopen ``path`` (RTLD_NOW: a broken install fails now, not mid-call), loading its missing
-    dependencies from its own directory.
-
-    On Atlas 200I A2 boards libdcmi.so sits in /usr/lib64 beside libascend_hal.so and friends, where the
-    image's loader does not look (and LD_LIBRARY_PATH would bring the host's libc): a dependency dlopen names
-    that sits next to it is loaded first (RTLD_GLOBAL), never the C library.
-    """
+    """dlopen ``path`` (RTLD_NOW: a broken install fails now, not mid-call). Its missing dependencies come
+    from its own directory (an Atlas 200I A2's /usr/lib64, where the image's loader does not look and
+    LD_LIBRARY_PATH would bring the host's libc), loaded first with RTLD_GLOBAL, never the C library."""
     return _open(path, path.parent, trusted_only, ffi.RTLD_NOW)
 
 
