@@ -96,7 +96,6 @@ class _SharedCalls:
 
     def __init__(self, handle: LibraryHandle) -> None:
         self._handle = handle
-        self._read = handle.read
 
     def _name(self, function: str) -> str:
         return v2_name(function) if self._V2 else function
@@ -106,7 +105,7 @@ class _SharedCalls:
 
     def _value(self, function: str, ctype: str, *args: Any) -> int:
         """``function(*args, &out)``, ``out`` one ``ctype`` (see LibraryHandle.read)."""
-        return self._read(self._name(function), ctype, *args)
+        return self._handle.read(self._name(function), ctype, *args)
 
     def _device_info(self, main_cmd: int, sub_cmd: int, buffer: Any, *chip: int) -> None:
         """``dcmi_get_device_info(main_cmd, sub_cmd)`` into the struct at ``buffer``, its size given."""
@@ -225,7 +224,7 @@ class DcmiLibrary(_SharedCalls):
         return sorted(int(card) for card in cards[0 : min(int(count[0]), _CARD_LIST_LEN)])
 
     def device_count(self, card_id: int) -> int:
-        return self._read("dcmi_get_device_num_in_card", "int", card_id)
+        return self._value("dcmi_get_device_num_in_card", "int", card_id)
 
     def logic_id(self, card_id: int, device_id: int) -> int:
         logic = ffi.new("int *")
@@ -233,7 +232,7 @@ class DcmiLibrary(_SharedCalls):
         return int(logic[0])
 
     def phy_id(self, logic_id: int) -> int:
-        return self._read("dcmi_get_device_phyid_from_logicid", "unsigned int", logic_id)
+        return self._value("dcmi_get_device_phyid_from_logicid", "unsigned int", logic_id)
 
     def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
         info = ffi.new("struct dcmi_get_memory_info_stru *")
@@ -276,13 +275,13 @@ class DcmiLibrary(_SharedCalls):
         return decode.ip_text(ip, version)
 
     def board_power(self, card_id: int) -> Power:
-        return Power(self._read("dcmi_mcu_get_power_info", "int", card_id))
+        return Power(self._value("dcmi_mcu_get_power_info", "int", card_id))
 
     def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
-        return self._read("dcmi_get_device_frequency", "unsigned int", card_id, device_id, int(kind))
+        return self._value("dcmi_get_device_frequency", "unsigned int", card_id, device_id, int(kind))
 
     def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
-        return self._read("dcmi_get_device_utilization_rate", "unsigned int", card_id, device_id, int(kind))
+        return self._value("dcmi_get_device_utilization_rate", "unsigned int", card_id, device_id, int(kind))
 
     def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
         info = ffi.new("struct dcmi_multi_utilization_info *")
@@ -303,10 +302,10 @@ class DcmiLibrary(_SharedCalls):
         self._call("dcmi_set_device_reset", card_id, device_id, int(channel))
 
     def brother_card(self, card_id: int, device_id: int) -> int:
-        return self._read("dcmi_get_netdev_brother_device", "int", card_id, device_id)
+        return self._value("dcmi_get_netdev_brother_device", "int", card_id, device_id)
 
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
-        return self._read("dcmi_get_device_outband_channel_state", "int", card_id, device_id)
+        return self._value("dcmi_get_device_outband_channel_state", "int", card_id, device_id)
 
     def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
         query = ffi.new("struct dcmi_vdev_query_stru *", {"vdev_id": vdev_id})
@@ -389,13 +388,13 @@ class DcmiV2Library(_SharedCalls):
         return sorted(int(dev) for dev in chips[0 : max(0, min(int(count[0]), _CARD_LIST_LEN))])
 
     def phy_id(self, dev_id: int) -> int:
-        return self._read("dcmiv2_get_chip_phy_id_by_dev_id", "unsigned int", dev_id)
+        return self._value("dcmiv2_get_chip_phy_id_by_dev_id", "unsigned int", dev_id)
 
     def frequency(self, dev_id: int, kind: FrequencyType) -> int:
-        return self._read("dcmiv2_get_device_frequency", "unsigned int", dev_id, int(kind))
+        return self._value("dcmiv2_get_device_frequency", "unsigned int", dev_id, int(kind))
 
     def utilization(self, dev_id: int, kind: UtilizationType) -> int:
-        return self._read("dcmiv2_get_device_utilization_rate", "unsigned int", dev_id, int(kind))
+        return self._value("dcmiv2_get_device_utilization_rate", "unsigned int", dev_id, int(kind))
 
     def multi_utilization_period(self, dev_id: int, period_s: int) -> MultiUtilization:
         info = ffi.new("struct dcmi_multi_utilization_info *")
