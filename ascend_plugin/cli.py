@@ -1,7 +1,6 @@
 """The ``ascend-device-plugin`` command: run, doctor, simulate, version.
 
-Flags of ``run`` are generated from the settings fields. A mistyped flag is one line naming it; a reader
-that leaves early (``simulate | head``) ends the command quietly.
+Flags of ``run`` are generated from the settings fields.
 """
 
 from __future__ import annotations
@@ -133,11 +132,8 @@ def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
 
 
 def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
-    """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown.
-
-    :data:`EXIT_BAD_SETTINGS` when the settings turn out not to work once it starts (after a clean stop).
-    SIGHUP re-reads the settings with ``reload`` and applies what may change at run time.
-    """
+    """Run the plugin until SIGTERM or SIGINT: 0 after a clean stop, :data:`EXIT_BAD_SETTINGS` when the
+    settings fail once it runs. SIGHUP re-reads the settings with ``reload``."""
     from ascend_plugin.app import PluginApp
 
     async def main() -> int:

@@ -1,9 +1,6 @@
 """DirectoryChanges: wake up when anything in the kubelet's socket directories is created, deleted or moved.
 
-A kubelet restart shows only in the file system; polling finds it late and costs wake-ups on every node.
-Linux's inotify (through libc) wakes the socket keepers within a millisecond, with a look every
-:data:`SAFETY_CHECK` seconds besides; where it cannot watch, they poll every ``poll_interval`` (a warning
-says so). A wake-up only says "look again": the keepers compare the files' stamps themselves.
+inotify wakes the socket keepers within a millisecond; where it cannot watch, they poll.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The files and directories the plugin makes: atomic writes, and modes that never follow the umask.
 
-CDI specs, the DRA checkpoint and the hot-reset budget are read by a runtime or the next run: each is
-written whole under its final name, its owner's alone; directories are 0755. ``durable`` survives a
-power cut.
+Each file is written whole under its final name, its owner's alone; ``durable`` survives a power cut.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """gRPC servers on the unix sockets the kubelet reaches (the kubelet or an operator may delete them).
 
-A :class:`SocketEndpoint` serves on a path, tells by the file's stamp whether its socket is still there,
-re-creates it and removes only its own. :class:`PluginServer` closes every connection it accepted (grpclib's
-close leaves them open: the kubelet's stream would hang). A socket file another plugin serves is left alone.
+A :class:`SocketEndpoint` re-creates its socket when it goes and removes only its own.
 """
 
 from __future__ import annotations
@@ -109,11 +107,8 @@ class EndpointStopped(PathUnusable):
 
 
 class SocketEndpoint:
-    """Starts, re-creates and stops a gRPC server for ``handlers`` on the unix socket ``path``.
-
-    Starting and stopping take turns and run to the end even when the caller is cancelled, so no server is
-    left listening with nobody to close it; once stopped, it stays stopped.
-    """
+    """Starts, re-creates and stops a gRPC server on the unix socket ``path``; each runs to the end even
+    when its caller is cancelled (no server left listening unowned); once stopped, it stays stopped."""
 
     def __init__(self, handlers: Collection[Servable], path: Path, what: str) -> None:
         self.handlers = tuple(handlers)

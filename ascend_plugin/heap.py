@@ -1,9 +1,6 @@
 """Settling the heap once start-up has built what lives as long as the process (docs/performance.md).
 
-Frozen objects are never walked by a full collection (which held the loop 26-43 ms: bench/loop_stall.py);
-the daemon settles after its parts are built and after the Kubernetes client is imported. ``malloc_trim``
-gives back the free pages start-up left (about 1 MiB; musl has none). A process that runs many plugins,
-like the tests, must not freeze.
+Frozen objects are never walked by a full collection (which held the loop 26-43 ms: bench/loop_stall.py).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """InstanceLock: one plugin per served directory (during a rollout the old pod may still be running).
 
-Two plugins on one directory would take each other's socket for stale, for as long as both live. The
-lock is a ``flock`` on the directory itself (the kubelet used to delete every file in it at start; a lock
-file deleted under its holder lets a second instance lock a new one); the kernel releases it however its
-holder ends. The holder writes who it is to :data:`HOLDER_NOTE` (pid, host name: a pod's pid is often 1),
-and writes it again at each registration, should the kubelet delete it.
+A ``flock`` on the directory itself (a lock file could be deleted under its holder); :data:`HOLDER_NOTE`.
 """
 
 from __future__ import annotations
@@ -68,11 +64,8 @@ class LockState:
 
 
 def lock_state(directory: Path) -> LockState:
-    """Look at the lock on ``directory`` without waiting for it (for ``doctor``).
-
-    A shared lock is taken and dropped at once: granted only while no instance holds the exclusive one.
-    Raises PathUnusable when the directory cannot be opened.
-    """
+    """Look at the lock on ``directory`` without waiting (for ``doctor``): a shared lock taken and dropped
+    at once. PathUnusable when the directory cannot be opened."""
     try:
         fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as error:
@@ -118,10 +111,8 @@ class InstanceLock:
         return f"waiting for the lock held by {holder} for {waited:.0f} s"
 
     async def acquire(self) -> None:
-        """Return holding the lock; wait (without blocking the loop) while another instance has it.
-
-        Holding it already returns at once: a second descriptor of ours would wait for the first forever.
-        """
+        """Return holding the lock, waiting while another instance has it (holding it already: at once, as
+        a second descriptor of ours would wait for the first forever)."""
         if self.held:
             return
         fd = await self._open_with_retries()

@@ -1,8 +1,6 @@
 """LiveConfig: the settings in force, swapped atomically when they reload (config ConfigMap, SIGHUP).
 
-A reload applies as a whole or not at all: a setting that may not change at run time (not ``RELOADABLE``)
-refuses the whole change, and the old configuration stays. The fault configuration's inputs are
-:class:`~ascend_plugin.fault_policy.policy.FaultSources`'.
+A reload applies as a whole or not at all: a setting not ``RELOADABLE`` refuses the whole change.
 """
 
 from __future__ import annotations
@@ -64,9 +62,7 @@ class LiveConfig:
         return changed
 
     def apply_overrides(self, overrides: Mapping[str, object]) -> list[str]:
-        """Make ``overrides`` (the config ConfigMap) the run-time layer; settings it no longer names
-        return to their start-up values.
-        """
+        """Make ``overrides`` (the config ConfigMap) the run-time layer; settings it drops go back."""
         changed = self.apply({**self.reloadable_at_startup(), **overrides})
         self.overrides = dict(overrides)
         return changed
@@ -84,10 +80,8 @@ class LiveConfig:
         return changed
 
     async def reread_config_file(self, load: Callable[[], Settings]) -> bool:
-        """SIGHUP: rebase on ``load()``, run on a worker thread within :data:`RELOAD_TIMEOUT` seconds.
-
-        False (one line logged, nothing changed) without a config file, past the time, or on invalid settings.
-        """
+        """SIGHUP: rebase on ``load()`` within :data:`RELOAD_TIMEOUT` s; False (logged, nothing changed)
+        without a config file, past the time, or on invalid settings."""
         path = self.startup_settings.config_file
         if path is None:
             log.warning("received SIGHUP, but no config file is set (config_file): nothing to re-read")

@@ -1,7 +1,6 @@
 """Another plugin on the node: a process serving our socket names, or writing our device-info ConfigMap.
 
-Huawei's plugin uses the same names. This one does not fight: it names the other and waits until it is
-gone (our own instances never meet here: the instance lock).
+Huawei's plugin uses the same names: this one names the other and waits until it is gone.
 """
 
 from __future__ import annotations
@@ -49,10 +48,7 @@ def _command(pid: int) -> str:
 
 
 def socket_server(path: Path) -> SocketServer | None:
-    """Who listens on the unix socket ``path``; None when nobody does (absent, or stale).
-
-    A non-blocking connect, nothing sent: a full backlog is someone listening too.
-    """
+    """Who listens on the unix socket ``path`` (a non-blocking connect, nothing sent); None: nobody."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.setblocking(False)
     try:
@@ -96,11 +92,8 @@ FOREIGN_QUIET: Final = 600.0  # seconds: twice Huawei's 300 s rewrite of the Con
 
 
 class OtherWriter:
-    """Tells, from the device-info ConfigMap's versions, when another process keeps rewriting it.
-
-    A version not ours whose device list differs from the one before it is another writer's (a release
-    leaves the list alone); while one was seen in the last :data:`FOREIGN_QUIET` seconds, we do not write.
-    """
+    """Tells when another process keeps rewriting the device-info ConfigMap: a version not ours whose
+    device list changed; while one was seen in the last :data:`FOREIGN_QUIET` seconds, we do not write."""
 
     def __init__(self, data_key: str) -> None:
         self.data_key = data_key

@@ -1,7 +1,6 @@
 """What is wrong with a path the plugin serves or connects on, in words an operator can act on.
 
-The kernel's errors are true but say little ("connection refused" from a ``kubelet.sock`` that is a
-regular file): these add the kind of file there, and the directory's mode and owner against our uid.
+The kernel's errors say little: these add the kind of file there, and the directory's mode and owner.
 """
 
 from __future__ import annotations
@@ -22,11 +21,8 @@ _NOT_ALLOWED = (errno.EACCES, errno.EPERM)
 
 
 class PathUnusable(Exception):
-    """Root of the path errors: a file, directory or socket the plugin needs cannot be used.
-
-    The message names the path and the cause in this module's words; a part that meets one says so and
-    retries with backoff (the operator's fix needs no restart).
-    """
+    """Root of the path errors: a file, directory or socket the plugin needs cannot be used (the part that
+    meets one retries with backoff: the operator's fix needs no restart)."""
 
 
 def file_kind(mode: int) -> str:

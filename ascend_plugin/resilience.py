@@ -1,9 +1,6 @@
 """Backoff, retry and supervision: no failure ends the process, nor turns into a tight loop or a flood.
 
-:class:`Retrier` says each distinct problem once (repeats at DEBUG); :func:`supervise` restarts a part that
-fails, with backoff, and records it in the :class:`Supervision` the probes read; a part counts as serving
-again after a run of :data:`RECOVERED_AFTER` seconds. Parts supervised inside others are recorded in the
-same Supervision, handed down with the task context.
+:class:`Retrier` says each problem once; :func:`supervise` restarts a failed part, recorded for the probes.
 """
 
 from __future__ import annotations
@@ -24,11 +21,8 @@ Jitter = Callable[[], float]  # a number in [0, 1): where below its ceiling a de
 
 @dataclass(frozen=True)
 class Backoff:
-    """Delays that double from ``first`` up to ``cap`` seconds.
-
-    With ``jitter`` each delay is drawn below that ceiling ("full jitter": the DaemonSet's nodes do not
-    retry in lockstep); without, it is the ceiling, for delays an operator is told in advance.
-    """
+    """Delays that double from ``first`` up to ``cap`` seconds; ``jitter`` draws each below that ceiling
+    (the DaemonSet's nodes do not retry in lockstep)."""
 
     first: float
     cap: float
@@ -66,10 +60,7 @@ Sleep = Callable[[float], Awaitable[None]]
 
 
 class Retrier:
-    """A part's failed attempts since it last got through: their count, the backoff, the problem said.
-
-    A failure is said at its level when its problem differs from the last one, else at DEBUG.
-    """
+    """A part's failed attempts since it last got through; a problem is said at its level once, then DEBUG."""
 
     def __init__(
         self, part: str, backoff: Backoff, *, logger: logging.Logger = log, sleep: Sleep = anyio.sleep
@@ -143,10 +134,7 @@ class _Record:
 
 @dataclass
 class Supervision:
-    """Every part its supervisors run, in the order they started, with their state.
-
-    A part's failures form a streak (its backoff growing) until one of its runs lasts ``recovered_after``.
-    """
+    """Every part its supervisors run, in the order they started, with their state."""
 
     clock: Callable[[], float] = time.monotonic
     recovered_after: float = RECOVERED_AFTER
@@ -191,10 +179,8 @@ _SUPERVISION: ContextVar[Supervision | None] = ContextVar("supervision", default
 async def supervise(
     name: str, part: Part, backoff: Backoff = PART_BACKOFF, problems: Problems | None = None
 ) -> None:
-    """Run ``part`` until it returns; log and restart it with backoff whenever it fails.
-
-    Recorded in the context's :class:`Supervision` while it runs; ``problems``: what keeps it from its job.
-    """
+    """Run ``part`` until it returns, restarting it with backoff whenever it fails (recorded in the
+    context's :class:`Supervision`); ``problems``: what keeps it from its job."""
     supervision = (
         _SUPERVISION.get() or Supervision()
     )  # unsupervised callers (tests) keep a record nobody reads

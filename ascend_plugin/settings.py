@@ -1,8 +1,6 @@
-"""The plugin's settings: defaults < config file < environment < command line.
+"""The plugin's settings: defaults < config file < environment < command line (docs/configuration.md).
 
-Every field is also a flag (``--health-interval``) and an environment variable
-(``ASCEND_DP_HEALTH_INTERVAL``). Invalid values raise :class:`SettingsError` naming the field, the value and
-what is allowed; the CLI exits with code 2.
+Invalid values raise :class:`SettingsError` naming the field, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -33,11 +31,8 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 
 
 class SettingsError(Exception):
-    """Root of the configuration errors: what the operator configured cannot be used.
-
-    The message says which setting or key, its value, and what is allowed. At start the command exits with
-    code 2; while running, the configuration in force stays and the error is logged.
-    """
+    """Root of the configuration errors: the setting, its value and what is allowed. At start the command
+    exits with code 2; while running, the configuration in force stays."""
 
 
 def _split_list(value: object) -> object:
@@ -466,9 +461,7 @@ def cut(text: str) -> str:
 
 
 def shown(value: object) -> str:
-    """``value`` as a message names it: its repr, about :data:`SHOWN` characters at most (a value
-    may be a megabyte, or through YAML aliases gigabytes).
-    """
+    """``value`` as a message names it: its repr, about :data:`SHOWN` characters at most."""
     if isinstance(value, str) and len(value) > SHOWN:
         return f"{value[:SHOWN]!r}... ({len(value)} characters)"
     text = _SHORT.repr(value)
@@ -476,11 +469,8 @@ def shown(value: object) -> str:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The settings in a YAML (or JSON) file, as a mapping; SettingsError saying what is wrong.
-
-    Only a regular file of at most :data:`CONFIG_FILE_LIMIT` bytes is read, without YAML aliases (300 bytes of
-    them expand to gigabytes) and with at most :data:`CONFIG_FILE_VALUES` values.
-    """
+    """The settings in a YAML (or JSON) file; SettingsError saying what is wrong. Bounded: a regular file,
+    :data:`CONFIG_FILE_LIMIT` bytes, no aliases (300 bytes of them expand to gigabytes)."""
     import yaml  # only when there is a file: most nodes run on flags and env alone
 
     text = _read_bounded(path)
@@ -607,9 +597,7 @@ _BOUND_ERRORS: Final = frozenset({"greater_than", "greater_than_equal", "less_th
 
 
 def _allowed_range(field: str) -> str | None:
-    """The whole range of a bounded setting, e.g. ``1-3600 seconds`` (pydantic names only the bound
-    a value broke).
-    """
+    """The whole range of a bounded setting, e.g. ``1-3600 seconds`` (pydantic names one bound)."""
     info = Settings.model_fields[field]
     low: tuple[object, bool] | None = None  # (bound, whether the bound itself is allowed)
     high: object = None  # the settings' upper bounds are all inclusive (le)
@@ -671,17 +659,16 @@ def load_settings(cli_values: dict[str, Any] | None = None) -> Settings:
         raise SettingsError(describe_validation_error(error)) from error
 
 
+# The settings that override the FamilyTable field of their name.
+FAMILY_FIELDS: Final = (
+    "resource_name", "device_id_prefix", "ai_core_min", "ai_core_max", "manager_nodes", "shared_nodes",
+    "driver_mounts",
+)  # fmt: skip
+
+
 def family_overrides(settings: Settings) -> dict[str, object]:
     """The FamilyTable fields the operator overrode (None means keep the family's value)."""
-    return {
-        "resource_name": settings.resource_name,
-        "device_id_prefix": settings.device_id_prefix,
-        "ai_core_min": settings.ai_core_min,
-        "ai_core_max": settings.ai_core_max,
-        "manager_nodes": settings.manager_nodes,
-        "shared_nodes": settings.shared_nodes,
-        "driver_mounts": settings.driver_mounts,
-    }
+    return {name: getattr(settings, name) for name in FAMILY_FIELDS}
 
 
 def dra_plugin_dir(settings: Settings) -> Path:

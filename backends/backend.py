@@ -1,10 +1,6 @@
 """ChipBackend: the one face through which the plugin reaches chips, one implementation per chip family.
 
-What most families do is the default here; each family's class (:mod:`backends.families`)
-carries its row (:class:`~backends.family_table.FamilyTable`) and overrides what
-its chips do differently (ARCHITECTURE.md "The chip families"). An optional DCMI
-function the driver lacks is never fatal: it is recorded in :attr:`~ChipBackend.missing`
-once, and the fact it gives is None.
+A family overrides what its chips do differently from the default here (ARCHITECTURE.md "The chip families").
 """
 
 from __future__ import annotations

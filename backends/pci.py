@@ -1,7 +1,6 @@
 """Host facts DCMI does not give about a chip, from the host's files under ``root``: NUMA node, PCIe root.
 
-A chip's NUMA node is Huawei's: the node whose cpulist is the chip's CPU
-affinity, else its PCIe device's ``numa_node`` (docs/how-it-works.md "NUMA").
+The NUMA node is Huawei's: the one whose cpulist is the chip's CPU affinity (docs/how-it-works.md "NUMA").
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """LibrarySession: a chip library opened for the node, before anyone knows the chips' family.
 
-The family comes from the chips' names, which come from the library: so the library is opened and the chips
-enumerated first, and the family's backend is built over the session. ``dcmi_init`` first, ``dcmiv2_init``
-where that fails (an Ascend 950); the session's :class:`ChipApi` then names each chip as that API wants
-(v1: card and device, v2: the logical id, never the physical id), and :attr:`~LibrarySession.missing` keeps
-what the library lacks.
+``dcmi_init`` first, ``dcmiv2_init`` where that fails (an Ascend 950); the family's backend is built over it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,5 @@
-"""How the node's chips group: the topology unit each shares a fast link with, and what a hot reset takes
-down.
-
-Units: an HCCS **ring** of 4 by physical id (first-generation 910), a DCMI **card** (the default: every
-chip has one), the **mesh** of a 910B node (groups of 8 by physical id on a box of more). The family says
-which (``unit_kind``); sizes depend on the whole node, so :func:`assign_units` takes every chip at once.
-Placement keeps a request inside few units (docs/configuration.md "Placement rules"). Reset groups are the
-family's choice of the shapes at the end (docs/hot-reset.md "The reset group").
+"""How the node's chips group: the unit each shares a fast link with (ring, card, mesh), and what a hot
+reset takes down (docs/configuration.md "Placement rules", docs/hot-reset.md "The reset group").
 """
 
 from __future__ import annotations

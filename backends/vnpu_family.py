@@ -1,8 +1,6 @@
 """VnpuFamily: the families whose chips can be split into vNPUs (310P, the 910 families).
 
-Static vNPUs (``npu-smi set -t create-vnpu``) are read through VDEV_MNG;
-vNPUs made on demand take what the family's templates say (:meth:`VnpuFamily.splits`,
-:mod:`backends.vnpu_split`), the driver choosing each vNPU's id, as Huawei's plugin lets it.
+Static vNPUs are read through VDEV_MNG; vNPUs made on demand follow :meth:`VnpuFamily.splits`.
 """
 
 from __future__ import annotations

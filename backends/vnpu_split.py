@@ -1,8 +1,6 @@
 """What a chip can be split into on demand: its resources, and what a vNPU of each template takes of them.
 
-:class:`ChipSplits` is the driver's rule as data (it refuses a vNPU that does not fit beside the others,
--8020), so a scheduler counting it (DRA's counter sets) never asks for what the driver refuses; the figures
-are each family's. Memory in MiB, the rest counts.
+:class:`ChipSplits` is the driver's rule (-8020) as data, so a scheduler never asks for what it refuses.
 """
 
 from __future__ import annotations

@@ -133,6 +133,41 @@ class FakeApiServer(kube_apiserver.FakeApiServer):
     def allows(self, verb: str, resource: str, namespace: str = "") -> bool:
         return not any(denial.covers(verb, resource, namespace) for denial in self.denials)
 
+    # Watches: what the real server does at a compaction, a timeout or a broken connection, and what
+    # proxies do to them.
+
+    def expire_watches(self) -> None:
+        """Compact the history: open watches end, and resuming them from their version gets 410."""
+        self.oldest_watchable = self.version + 1
+        self._notify()
+
+    def compact(self) -> None:
+        """Forget the history before now: open watches go on; watching from an older version gets 410."""
+        self.oldest_watchable = self.version
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly, as the server does at the watch's timeout."""
+        ending, self._ending = self._ending, asyncio.Event()
+        ending.set()
+
+    def drop_watches(self) -> None:
+        """Cut every open watch's connection mid-stream (the client sees a broken response)."""
+        dropping, self._dropping = self._dropping, asyncio.Event()
+        dropping.set()
+
+    def mute_watches(self, resource: str) -> None:
+        """Watches of ``resource`` (open and new) stay open and pass nothing on, without an error."""
+        self.muted_watches.add(resource)
+
+    def cut_watches(self, *resources: str) -> None:
+        """New watches of ``resources`` are answered 200 and end at once, without a byte of body."""
+        self.cut_watch_resources.update(resources)
+
+    def send_bookmarks(self) -> None:
+        """Every open watch that allows bookmarks gets one now, with the current resourceVersion."""
+        self._bookmark_round += 1
+        self._notify()
+
     # -- what tests read ----------------------------------------------------------------------
 
     def node_labels(self, name: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ FAKE_EVENT_THREAD = "fake-dcmi-event"  # the C fake's own thread, which sleeps t
 # Where a library's call runs: the Python fake's, and the binding's (its handle makes every C call);
 # and the files whose methods make those calls.
 _CALLS = (("_call", "fake/library.py"), ("call", "dcmi/handle.py"))
-_LIBRARIES = ("fake/library.py", "fake/library_v2.py", "dcmi/library.py", "dcmi/library_v2.py")
+_LIBRARIES = ("fake/library.py", "fake/library_v2.py", "dcmi/library.py")
 
 
 def inside_the_library(thread: threading.Thread, method: str | None = None) -> bool:

@@ -1,7 +1,6 @@
 """``ascend-device-plugin doctor``: check a node's preconditions, and say how to fix each that fails.
 
-Only the command-line options live here, so that building the CLI parser imports nothing of the checks
-(docs/operations.md, "doctor").
+Only the options live here: building the CLI parser imports no check (docs/operations.md, "doctor").
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Checks of the chips through the library: dcmi_init, enumeration, family, AI-core figures.
 
-The same calls as the plugin's bring-up, with the same per-call timeout (a wedged driver must not hang
-the doctor either).
+The plugin's bring-up calls, with its per-call timeout (a wedged driver must not hang the doctor).
 """
 
 from __future__ import annotations
@@ -77,11 +76,8 @@ async def chips(context: Context) -> Finding:
 
 @check(FAMILY)
 async def chip_family(context: Context) -> Finding:
-    """The family from the chip name (Huawei's order), or the one the chip_family setting forces.
-
-    The family's backend is built here too, over the library, for the checks
-    that ask the chips what only the family knows (AI cores, vNPUs, sharing).
-    """
+    """The family from the chip name (Huawei's order) or the chip_family setting, and its backend for the
+    checks that ask what only the family knows (AI cores, vNPUs, sharing)."""
     forced = context.settings.chip_family
     if forced is not None:
         family = family_named(forced)

@@ -1,8 +1,6 @@
 """Check that the API server keeps the DRA features the settings ask for (serve=dra).
 
-A server whose feature gate is off drops the gated fields without an error: doctor asks with dry runs, as
-the driver does (:mod:`ascend_plugin.faces.dra.server_features`), and says what the driver publishes
-instead.
+Asked with dry runs, as the driver does (:mod:`ascend_plugin.faces.dra.server_features`).
 """
 
 from __future__ import annotations

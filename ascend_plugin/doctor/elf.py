@@ -1,7 +1,6 @@
 """A small reader of an ELF shared object's dynamic section: the libraries and symbol versions it needs.
 
-Read through the program headers as the dynamic loader does (stripped libraries too), 64-bit
-little-endian only: Ascend drivers exist for aarch64 and x86_64 alone.
+64-bit little-endian only: Ascend drivers exist for aarch64 and x86_64 alone.
 """
 
 from __future__ import annotations
@@ -48,11 +47,8 @@ class DynamicInfo:
 
 
 def read_dynamic(path: Path) -> DynamicInfo:
-    """The needed libraries and symbol versions of the ELF object at ``path``.
-
-    Raises :class:`DoctorError` for anything that is not a dynamically linked
-    64-bit little-endian ELF object, and OSError when the file cannot be read.
-    """
+    """The needed libraries and symbol versions of the ELF object at ``path``; DoctorError for anything
+    but a dynamically linked 64-bit little-endian ELF object, OSError when it cannot be read."""
     data = path.read_bytes()
     try:
         return _Reader(data).dynamic_info()

@@ -1,8 +1,6 @@
 """Check of the fault configuration the plugin would judge chips by, and where each part comes from.
 
-The same code as the plugin's (:func:`~ascend_plugin.fault_policy.config.fault_config`), with the
-ConfigMap read on the plugin's credentials: ``fault-config`` says each part's source and whether the
-ConfigMap could be read; ``fault-config:<entry>`` each thing skipped or replaced inside the files.
+The plugin's own code (:func:`~ascend_plugin.fault_policy.config.fault_config`), on the plugin's credentials.
 """
 
 from __future__ import annotations

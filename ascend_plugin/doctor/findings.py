@@ -1,8 +1,6 @@
 """What a check reports: the same five fields for every check, so the text, JSON and exit code agree.
 
-A check whose groundwork failed raises :func:`unmet`, one that does not apply
-here :class:`NotApplicable`: either is reported skipped with the reason, so one
-root cause shows up as one problem rather than a cascade of them.
+:func:`unmet` and :class:`NotApplicable` report a check skipped, so one root cause shows as one problem.
 """
 
 from __future__ import annotations
@@ -18,11 +16,7 @@ __all__ = ["DoctorError", "Finding", "Guide", "NotApplicable", "Status", "how_to
 
 
 class Guide(StrEnum):
-    """The section of docs/operations.md that explains a deployment failure a finding names.
-
-    An operator reading a problem in a pod's terminal gets the place to read on, not a number
-    that means something only to whoever wrote the check.
-    """
+    """The section of docs/operations.md that explains a deployment failure a finding names."""
 
     AI_CORES = "docs/operations.md#ai-core-bounds"
     BOARD_FILES = "docs/operations.md#board-files-mounted-as-files"

@@ -1,7 +1,6 @@
 """The glibc a library needs, against the glibc this process runs on.
 
-A libdcmi.so built on a newer host fails to load here ("version `GLIBC_2.38' not found"); mixing the
-host's C library into the image ends in SIGBUS. The requirement is read from the file, before loading.
+Read from the file before loading: a libdcmi.so built on a newer host fails to load here.
 """
 
 from __future__ import annotations
@@ -59,13 +58,8 @@ def running_glibc() -> Version | None:
 
 
 def newest_glibc_needed(library: Path) -> GlibcNeed | None:
-    """The newest ``GLIBC_x.y`` needed by ``library`` or by the libraries it loads from its own directory.
-
-    The binding loads a library's missing dependencies from the library's
-    directory (Atlas 200I A2 boards keep libascend_hal.so and friends beside
-    libdcmi.so), so their requirements count too. Raises DoctorError or OSError
-    for a file that cannot be read as an ELF object.
-    """
+    """The newest ``GLIBC_x.y`` needed by ``library`` or the libraries the binding loads from its directory
+    (Atlas 200I A2 boards); DoctorError or OSError for a file that cannot be read as an ELF object."""
     newest: GlibcNeed | None = None
     pending, seen = [library], {library.name}
     while pending:

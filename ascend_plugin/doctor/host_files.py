@@ -1,7 +1,6 @@
 """Checks of what the driver's user space needs from the host: its files and its shared memory (310B boards).
 
-The lists are those values-310b.yaml mounts (the family table's host_files and shm_markers; a test keeps
-them in step).
+The lists are those values-310b.yaml mounts (a test keeps them in step).
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Hot reset: is it on, can the driver do it, and what would it do about the chips as they are now.
 
-The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`); which chips pods hold the doctor cannot
-ask for the plugin, but a missing PodResources socket (every group busy) it can tell.
+The plugin's own rules (:mod:`ascend_plugin.hot_reset`).
 """
 
 from __future__ import annotations
@@ -31,10 +30,7 @@ PROCESSES = "dcmi_get_device_resource_info"
 
 
 def pod_resources_missing(context: Context) -> str | None:
-    """What is wrong with the kubelet's PodResources socket as the plugin would dial it, if anything.
-
-    A symlink counts as wrong: the plugin refuses one (:mod:`ascend_plugin.holdings.pod_resources`).
-    """
+    """What is wrong with the kubelet's PodResources socket as the plugin would dial it (a symlink too)."""
     path = context.host(str(context.settings.pod_resources_socket))
     try:
         mode = os.lstat(path).st_mode

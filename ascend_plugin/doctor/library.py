@@ -1,7 +1,6 @@
 """Checks of libdcmi.so: found, trusted, glibc new enough, loadable.
 
-The binding's own steps (:mod:`backends.dcmi.loader`), in its order: the library is loaded only if the
-plugin would load it (the doctor runs as root too).
+The binding's own steps (:mod:`backends.dcmi.loader`): loaded only if the plugin would load it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """Check of the plugin's permissions, asked of the API server itself (one SelfSubjectAccessReview per verb).
 
-The permissions are those the enabled publishers (``PUBLISHERS``) and the DRA driver (``DRA_GRANTS``)
-use, a ConfigMap asked about by name as the plugin's requests name it. kubernetes-asyncio is imported only
-where the API server is asked: it costs tens of MB.
+kubernetes-asyncio is imported only where the API server is asked: it costs tens of MB.
 """
 
 from __future__ import annotations

@@ -76,12 +76,8 @@ async def diagnose(
 
 
 def run_doctor(settings: Settings, root: Path, fmt: str, out: TextIO = sys.stdout) -> int:
-    """The ``doctor`` subcommand: print the report, return 0 if nothing is a problem, else 1.
-
-    The plugin's own log lines (a timed-out driver call, the API server's
-    address) go to stderr, at WARNING and above unless a log level is asked for:
-    at INFO they would bury the report.
-    """
+    """The ``doctor`` subcommand: print the report; 0 if nothing is a problem, else 1. The plugin's own log
+    lines go to stderr, at WARNING unless a level is asked for: at INFO they would bury the report."""
     level = settings.log_level if "log_level" in settings.model_fields_set else "WARNING"
     setup_logging(level, settings.log_format)
     findings = anyio.run(diagnose, settings, root)

@@ -1,8 +1,6 @@
 """Checks of how the chips are split: static vNPUs, and the share_count setting.
 
-Both decide with the plugin's own rules (:func:`~ascend_plugin.offers.node_offers.plan_offers`), so the
-doctor refuses and warns where the plugin would. With ``vnpu=dynamic`` the vNPUs no prepared claim owns are
-named (the driver destroys them at start); a checkpoint it cannot read is said, never taken for empty.
+Both decide with the plugin's own rules (:func:`~ascend_plugin.offers.node_offers.plan_offers`).
 """
 
 from __future__ import annotations
@@ -122,14 +120,8 @@ def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[Vde
 
 
 def _owned(context: Context) -> set[tuple[int, int]]:
-    """(chip, vNPU id) of every prepared claim in the driver's checkpoint.
-
-    None when the directory holds no checkpoint (a driver that never ran) or one
-    that cannot be decoded (the driver moves it aside and starts without):
-    either way the driver owns nothing when it starts. A directory that is not
-    there (not mounted where doctor runs) or a file that cannot be read raises
-    :class:`DoctorError`: the owners are unknown, not none.
-    """
+    """(chip, vNPU id) of every prepared claim in the driver's checkpoint; None where the driver starts
+    owning nothing (no checkpoint, or one it moves aside). DoctorError where the owners are unknown."""
     from ascend_plugin.faces.dra.checkpoint import PREPARED, Checkpoint, CheckpointError
     from ascend_plugin.faces.dra.names import CHECKPOINT
     from ascend_plugin.settings import dra_plugin_dir

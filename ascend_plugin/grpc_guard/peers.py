@@ -1,7 +1,6 @@
 """Who is at the other end of a unix socket (the kernel's ``SO_PEERCRED``), and which peers a socket answers.
 
-The kubelet's uid is the owner of a directory the kubelet creates for itself (:class:`OwnerOf`): no
-setting, and the same trust as the directory's permissions (its owner can replace the socket anyway).
+The kubelet's uid is the owner of a directory the kubelet creates for itself (:class:`OwnerOf`).
 """
 
 from __future__ import annotations
@@ -50,12 +49,8 @@ def admit_anyone(peer: Peer) -> str:
 
 @dataclass(frozen=True)
 class OwnerOf:
-    """Admits only the uid that owns ``directory``: ``who`` ("the kubelet") runs as that uid.
-
-    The owner is read at every call (one stat), so a directory re-created by
-    a restarted kubelet counts as it is now; a directory that cannot be read
-    stands for root, the kubelet's usual uid.
-    """
+    """Admits only the uid that owns ``directory`` now (one stat a call: a restarted kubelet may re-create
+    it); a directory that cannot be read stands for root, the kubelet's usual uid."""
 
     directory: Path
     who: str

@@ -1,7 +1,6 @@
 """RefusalLog: one log line per peer per interval for requests the plugin refused.
 
-Further refusals within the interval are counted and said on the peer's next line (or summed up when the
-table of peers is full), so a client that loops on bad bytes cannot fill the disk and nothing is lost.
+Further refusals are counted onto the next line, so a looping client cannot fill the disk.
 """
 
 from __future__ import annotations

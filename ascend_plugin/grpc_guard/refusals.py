@@ -1,9 +1,6 @@
 """Refused: every request the plugin does not serve, and the one place its gRPC status is decided.
 
-A refusal is raised as the category that says what the caller can do (fix the request, wait, retry), and
-the category alone decides the status (:data:`STATUSES`). ``label`` is a fixed word for the cause (the
-metrics' and the log's ``reason``), ``reason`` the operator's sentence (the status message, cut to 4 KiB).
-See ARCHITECTURE.md, "Errors".
+The category alone decides the status (:data:`STATUSES`); ARCHITECTURE.md, "Errors".
 """
 
 from __future__ import annotations
@@ -19,11 +16,8 @@ from ascend_plugin.grpc_guard.status import capped
 
 
 class Refused(Exception):
-    """Root of the refusals: a request, or one claim of a request, that the plugin does not serve.
-
-    Not here: the plugin's own failures (a ``ChipError``, a ``KubeError``), which the part that asked turns
-    into a refusal where the caller must hear of them. Raise a category below: it decides the status.
-    """
+    """Root of the refusals: a request, or one claim of it, that the plugin does not serve. Raise a
+    category below: it decides the status (the plugin's own failures are turned into one by the caller)."""
 
     def __init__(self, label: str, reason: str) -> None:
         super().__init__(reason)

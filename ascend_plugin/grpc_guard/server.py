@@ -1,11 +1,6 @@
 """The gRPC server of a kubelet-facing socket, made to survive what clients send it.
 
-Each accepted connection's grpclib objects are changed before any byte arrives: a message over 4 MiB is
-refused from its length prefix (flow control keeps the rest at the client), every request is checked
-before it is decoded (:mod:`.wire_check`), a peer the socket does not answer is refused before its request
-is read (:mod:`.peers`), and every status message is cut to 4 KiB (:mod:`.status`). A service refuses by
-raising a :class:`~.refusals.Refused`. grpclib has no public hook for any of this: the attributes used are
-checked by tests/test_grpclib_internals.py, and pyproject.toml allows only the grpclib releases it passed on.
+grpclib has no public hook for it: tests/test_grpclib_internals.py pins the private names used.
 """
 
 from __future__ import annotations
@@ -103,11 +98,8 @@ class _CheckedCodec(ProtoCodec):
 
 
 class _BoundedBuffer(Buffer):
-    """A request stream's receive buffer that refuses a read beyond the message limit.
-
-    grpclib reads a message's 5-byte prefix, then exactly as many bytes as it announces: a read over the
-    limit is a message over it, refused before any of its body is taken.
-    """
+    """A request stream's receive buffer that refuses a read over the message limit (grpclib reads exactly
+    what the 5-byte prefix announces: such a read is a message over it, refused before its body)."""
 
     def __init__(self, ack: Callable[[int], None], guard: _ConnectionGuard) -> None:
         super().__init__(ack)

@@ -1,7 +1,6 @@
 """A gRPC status message short enough to reach the client whole: at most 4 KiB on the wire.
 
-grpcio clients drop trailers (``grpc-message`` among them) at random past 8 KiB and refuse them past
-16 KiB: a longer message is cut to fit, and says so.
+grpcio clients drop trailers at random past 8 KiB and refuse them past 16 KiB.
 """
 
 from __future__ import annotations

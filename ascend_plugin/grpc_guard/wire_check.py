@@ -1,10 +1,6 @@
 """A request's protobuf bytes, checked against what a kubelet can send, before anything decodes them.
 
-betterproto2 decodes in pure Python (10,000 device IDs take 60 ms of event loop), so each service
-describes its requests as data (a :class:`MessageShape` per type) and this walk refuses a request at
-its first excess: more entries than an :class:`EntryLimit`, a string over its :class:`TextLimit` or
-not UTF-8, a field a kubelet always sends missing, bytes that are not protobuf (named with the offset).
-Fields a newer kubelet may add are skipped, within :data:`MAX_UNKNOWN_FIELDS` and :data:`MAX_UNKNOWN_BYTES`.
+betterproto2 decodes in pure Python (10,000 device IDs: 60 ms of event loop): excess is refused first.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """The reset budget: at most three hot resets of one chip in any 6 hours, across restarts of the plugin.
 
-The window slides (Huawei's refills 3 tokens every 6 hours: 6 resets can fall within minutes). The resets
-spent are written beside the plugin's sockets, so a plugin that restarts in a loop does not start each run
-with three again; a file that cannot be read or written is said once, and the budget goes on in memory.
+A sliding window (Huawei's refills tokens: 6 resets can fall within minutes), written beside the sockets.
 """
 
 from __future__ import annotations

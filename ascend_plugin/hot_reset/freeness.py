@@ -1,8 +1,6 @@
 """Is a reset group free? Each of its chips must be: no container holds it, no process, no reset.
 
-What cannot be known counts as busy (a process list the driver cannot give, holders not known yet): a
-reset under a running job would take its chips mid-step. At the moment of a reset the kubelet is asked
-afresh, and a chip handed over since counts as held.
+What cannot be known counts as busy: a reset under a running job would take its chips mid-step.
 """
 
 from __future__ import annotations
@@ -41,11 +39,8 @@ class GroupCheck:
     async def busy(
         self, group: Sequence[Chip], resetting: Collection[int], *, afresh: bool = False
     ) -> list[Busy]:
-        """Why chips of ``group`` are not free (empty: free); ``resetting``: chips under a reset.
-
-        ``afresh``: the kubelet is asked now (the moment of the reset). The driver is asked for
-        processes only when nothing else holds the group.
-        """
+        """Why chips of ``group`` are not free (empty: free); ``afresh``: ask the kubelet now (the moment of
+        the reset). The driver is asked for processes only when nothing else holds the group."""
         if afresh and self.held is not None:
             await self.held.refresh()  # not answered: the last listing and the chips handed over since stand
         found: list[Busy] = []

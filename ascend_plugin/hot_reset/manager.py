@@ -1,9 +1,6 @@
 """HotResetManager: watch the chips, and reset each one whose fault calls for it once its group is free.
 
-It wakes on a verdict, the chips pods hold, a reset's end, and while a chip waits for its group every
-:data:`RECHECK` seconds or when the idle time is up. The idle time counts from when the group was last
-seen busy (Huawei's counts from the first time ever seen free: a job restarting its processes would lose
-its chips).
+The idle time counts from when the group was last seen busy, not when first seen free (docs/hot-reset.md).
 """
 
 from __future__ import annotations
@@ -276,9 +273,7 @@ class HotResetManager:
             self.wake()
 
     async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:
-        """The chip's reset group, asked of the driver until it answers (None: said once, asked again after
-        :data:`GROUP_BACKOFF`).
-        """
+        """The chip's reset group, asked of the driver until it answers (None: said once, asked again)."""
         phy = chip.phy_id
         if phy not in self._groups:
             chips = [state.chip for state in self.inventory.chips()]

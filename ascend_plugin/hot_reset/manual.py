@@ -1,7 +1,6 @@
 """The chips that wait for an operator's reset: what the node's ``ResetInfo`` annotation lists.
 
-A chip is listed when hot reset will not (or can no longer) help it (:class:`Listed`), and leaves the list
-once it is healthy again.
+Listed when hot reset will not help (:class:`Listed`); a chip leaves the list once healthy again.
 """
 
 from __future__ import annotations

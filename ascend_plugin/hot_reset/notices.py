@@ -1,7 +1,6 @@
 """What a hot reset tells: its start, end and failure, as Huawei's ``resetRecord`` Events name them.
 
-The log keeps the latest notices, numbered: a follower that starts late or comes back after an outage
-posts what it missed, in bounded memory.
+The latest notices, numbered: a follower that starts late posts what it missed, in bounded memory.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """One hot reset of one chip, step by step (docs/hot-reset.md, "The sequence").
 
-The group is marked out and the kubelet told; the group is checked once more, afresh; one reset of the
-budget is spent and the in-band reset asked of the faulty chip; boot status 16 awaited on every chip
-(at most :data:`BOOT_TIMEOUT`); the codes read afresh and the group back. A failure names the chip for an
-operator (:mod:`.manual`); a chip not booted stays out until it is.
+A failure names the chip for an operator (:mod:`.manual`); a chip not booted stays out until it is.
 """
 
 from __future__ import annotations
@@ -208,11 +205,8 @@ class GroupReset:
             await anyio.sleep(parts.boot_poll)
 
     async def _until_booted(self, late: Mapping[int, int | str]) -> None:
-        """After the boot wait timed out: the chips that booted go back, the others once they do.
-
-        A chip still booting may read health 0 long before it can run anything; a driver that cannot
-        say its boot status lets its chips go back through their verdicts.
-        """
+        """After the boot wait timed out: the chips that booted go back, the others once they do (health 0
+        comes long before a chip can run anything); without a boot status, through their verdicts."""
         parts = self.parts
         back = [chip.phy_id for chip in self.group if chip.phy_id not in late]
         if back:

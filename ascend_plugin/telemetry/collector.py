@@ -1,8 +1,6 @@
 """TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
-Each chip's due figures in one background call per round, each held to ``call_timeout``: health
-calls never wait for them. A chip whose figure overruns is said once, its figures go stale
-(:mod:`.readout`), and it is said again when it answers (docs/telemetry.md).
+Each call is held to ``call_timeout``, so health calls never wait for figures (docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -121,11 +119,7 @@ class TelemetryCollector:
         clock: Callable[[], float] = time.monotonic,
         align: Callable[[float], float] = _at_once,
     ) -> None:
-        """``policy``: read at every round (it reloads); ``align``: when a round due at a time starts.
-
-        The daemon's ``align`` is midway between the health polls' ticks
-        (:meth:`~ascend_plugin.inventory.monitor.HealthMonitor.between_ticks`).
-        """
+        """``policy``: read at every round (it reloads); ``align``: when a round due at a time starts."""
         self.backend = backend
         self.calls = calls
         self.inventory = inventory
@@ -241,12 +235,8 @@ class TelemetryCollector:
         self.policy, self._intervals = policy, new
 
     def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
-        """Keep the figures a job read; each is due again one interval after it was due.
-
-        Counted from when it was due, not from when the round began (a little
-        later), which would add that to every interval; a figure read more than
-        an interval late is due one interval after this round.
-        """
+        """Keep the figures a job read; each is due one interval after it was due (not after the round
+        began: that would add the lag to every interval), or after this round when read that late."""
         if not figures:
             return
         watched.readout = watched.readout.updated(figures, self.clock())

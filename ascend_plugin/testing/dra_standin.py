@@ -1,13 +1,6 @@
 """A kubelet stand-in for DRA drivers, on grpcio: the plugin watcher, the DRA manager, the health stream.
 
-Where a driver can tell, it does what the kubelet does: the *plugin watcher* scans the registry directory
-for sockets, asks ``GetInfo`` and answers ``NotifyRegistrationStatus`` with the kubelet's checks and
-wording; the *DRA manager* calls Prepare/Unprepare (v1 or v1beta1, 45 s) and deletes the node's
-ResourceSlices of a driver gone for ``wipe_delay`` seconds (and all of them at :meth:`start`); the
-*health stream* keeps ``NodeWatchResources`` open and retries every ``health_retry`` seconds. The real
-kubelet's behaviour is checked in the end-to-end suite (docs/e2e.md). grpcio threads, the API server
-reached with the standard library; from async code use ``anyio.to_thread.run_sync(standin.wait_until,
-...)``.
+Where a driver can tell, it does what the kubelet does, in its words (the real kubelet: docs/e2e.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""A grpcio server on a unix socket, as the kubelet runs its own: started and stopped the same way.
+"""A grpcio server on a unix socket, as the kubelet runs its own: the start and stop the stand-ins share.
 
-The stand-ins play the kubelet on a gRPC stack other than ours (grpcio, the C
-core), so what the plugin speaks is checked against an implementation it did
-not write. Each of them serves one or more services on one socket; this is the
-start and the stop they share.
+A gRPC stack other than ours (grpcio, the C core), so the plugin is checked against code it did not write.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """A small Kubernetes API server on loopback: the real kubernetes-asyncio client talks to it unmodified.
 
-It serves what the plugin touches (nodes, configmaps, events, pods, and resource.k8s.io/v1 resourceslices,
-resourceclaims, deviceclasses) as the real server does where the plugin can tell: field selectors on the
-fields the real one supports, resourceVersions and their 409s, watches with 410s, bookmarks and selector
-transitions, patches that keep a pod's status, bearer tokens. ResourceSlices are admitted as a server of
-``kube_version`` would (:mod:`.resource_api`; the real server's rules are tested on it: docs/e2e.md).
-The failures a test throws at the plugin (injected statuses, held answers, denied permissions) are the
-tests' own: tests/fake_apiserver.py.
+It answers as the real server does where the plugin can tell; what tests throw at it: tests/fake_apiserver.py.
 """
 
 from __future__ import annotations
@@ -28,16 +22,19 @@ from aiohttp import web
 from ascend_plugin.testing.resource_api import ServerVersion, admit
 
 TOKEN = "test-token"
-RESOURCES: tuple[str, ...] = ("nodes", "configmaps", "events")
-KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
-
-# -- pods (Volcano mode) ----------------------------------------------------------------------
-RESOURCES = (*RESOURCES, "pods")
-KINDS = {**KINDS, "pods": "Pod"}
 # A Node's status subresource: only the status of what is written there is kept.
 NODE_STATUS = "nodes/status"
-RESOURCES = (*RESOURCES, NODE_STATUS)
-# The field labels the real server accepts in a field selector, per kind (metadata.* for all).
+RESOURCES: tuple[str, ...] = ("nodes", "configmaps", "events", "pods", NODE_STATUS)
+KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event", "pods": "Pod"}
+DRA_GROUP = "resource.k8s.io"
+DRA_VERSION = "resource.k8s.io/v1"
+DRA_KINDS = {
+    "resourceslices": "ResourceSlice",
+    "resourceclaims": "ResourceClaim",
+    "deviceclasses": "DeviceClass",
+}
+# The field labels the real server accepts in a field selector, per kind (metadata.* for all); a
+# ResourceSlice's are strategy.go's toSelectableFields.
 FIELD_LABELS = {
     "pods": (
         "spec.nodeName",
@@ -50,8 +47,18 @@ FIELD_LABELS = {
         "status.nominatedNodeName",
     ),
     "nodes": ("spec.unschedulable",),
+    "resourceslices": ("spec.driver", "spec.nodeName"),
 }
+# What 1.37 supports besides (1.34 does not; 1.35 and 1.36 were not run against the real server).
+NEWER_FIELD_LABELS = {"resourceslices": ("spec.pool.name",)}
 _SELECTOR_TERM = re.compile(r"^([A-Za-z.]+)(==|!=|=)(.*)$")
+
+
+def _type_of(resource: str) -> dict[str, str]:
+    """The kind and apiVersion of ``resource``'s objects."""
+    if resource in DRA_KINDS:
+        return {"kind": DRA_KINDS[resource], "apiVersion": DRA_VERSION}
+    return {"kind": KINDS[resource], "apiVersion": "v1"}
 
 
 def field_value(obj: Mapping[str, Any], label: str) -> str:
@@ -213,6 +220,24 @@ def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, A
     return kept
 
 
+def _same_uid(current: Mapping[str, Any], uid: str | None) -> None:
+    """A precondition's uid must be the stored object's."""
+    stored = current["metadata"].get("uid")
+    if uid and uid != stored:
+        message = f"Precondition failed: UID in precondition: {uid}, UID in object meta: {stored}"
+        raise ApiFailure(409, message)
+
+
+def _same_version(resource: str, current: Mapping[str, Any], sent: str | None) -> None:
+    """A resourceVersion sent with a write must be the stored object's."""
+    if sent and sent != current["metadata"]["resourceVersion"]:
+        raise ApiFailure(
+            409,
+            f'Operation cannot be fulfilled on {resource} "{current["metadata"]["name"]}": the object has '
+            "been modified; please apply your changes to the latest version and try again",
+        )
+
+
 class ApiFailure(Exception):
     """An error answer; the handler turns it into a Status response."""
 
@@ -317,40 +342,6 @@ class FakeApiServer:
         path.write_text(json.dumps(config), encoding="utf-8")
         return path
 
-    # -- switches ----------------------------------------------------------------------------
-
-    def expire_watches(self) -> None:
-        """Compact the history: open watches end, and resuming them from their version gets 410."""
-        self.oldest_watchable = self.version + 1
-        self._notify()
-
-    def compact(self) -> None:
-        """Forget the history before now: open watches go on; watching from an older version gets 410."""
-        self.oldest_watchable = self.version
-
-    def end_watches(self) -> None:
-        """End every open watch cleanly, as the server does at the watch's timeout."""
-        ending, self._ending = self._ending, asyncio.Event()
-        ending.set()
-
-    def drop_watches(self) -> None:
-        """Cut every open watch's connection mid-stream (the client sees a broken response)."""
-        dropping, self._dropping = self._dropping, asyncio.Event()
-        dropping.set()
-
-    def mute_watches(self, resource: str) -> None:
-        """Watches of ``resource`` (open and new) stay open and pass nothing on, without an error."""
-        self.muted_watches.add(resource)
-
-    def cut_watches(self, *resources: str) -> None:
-        """New watches of ``resources`` are answered 200 and end at once, without a byte of body."""
-        self.cut_watch_resources.update(resources)
-
-    def send_bookmarks(self) -> None:
-        """Every open watch that allows bookmarks gets one now, with the current resourceVersion."""
-        self._bookmark_round += 1
-        self._notify()
-
     def resource_version(self, version: int | None = None) -> str:
         """How a version is written in objects and lists (the current one by default)."""
         return str(self.version if version is None else version)
@@ -409,9 +400,7 @@ class FakeApiServer:
     ) -> dict[str, Any]:
         """Store ``obj`` at ``key``; ``dry_run``: admit it, answer what would be stored, keep nothing."""
         resource, namespace, name = key
-        obj = copy.deepcopy(obj)
-        obj.setdefault("apiVersion", DRA_VERSION if resource in DRA_KINDS else "v1")
-        obj.setdefault("kind", KINDS.get(resource) or DRA_KINDS[resource])
+        obj = _type_of(resource) | copy.deepcopy(obj)  # kind and apiVersion, unless the object says them
         metadata = obj.setdefault("metadata", {})
         metadata["name"] = name
         if namespace:
@@ -504,32 +493,14 @@ class FakeApiServer:
         if verb == "get":
             return copy.deepcopy(current), 200
         if verb == "update":
-            sent = body.get("metadata", {}).get("resourceVersion")
-            if sent and sent != current["metadata"]["resourceVersion"]:
-                raise ApiFailure(
-                    409,
-                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
-                )
+            _same_version(resource, current, body.get("metadata", {}).get("resourceVersion"))
             return self._store(key, _keep_status(resource, current, body), "MODIFIED"), 200
         if verb == "patch":
             if "json-patch" in request.content_type:
                 raise ApiFailure(415, "only merge patches are supported here")
             preconditions = (body.get("metadata") or {}) if isinstance(body, dict) else {}
-            uid = preconditions.get("uid")
-            if uid and uid != current["metadata"]["uid"]:
-                raise ApiFailure(
-                    409,
-                    f"Precondition failed: UID in precondition: {uid}, "
-                    f"UID in object meta: {current['metadata']['uid']}",
-                )
-            sent = preconditions.get("resourceVersion")
-            if sent and sent != current["metadata"]["resourceVersion"]:
-                raise ApiFailure(
-                    409,
-                    f'Operation cannot be fulfilled on {resource} "{name}": the object has been modified; '
-                    "please apply your changes to the latest version and try again",
-                )
+            _same_uid(current, preconditions.get("uid"))
+            _same_version(resource, current, preconditions.get("resourceVersion"))
             patched = _keep_status(resource, current, merge_patch(current, body))
             return self._store(key, patched, "MODIFIED"), 200
         self._check_preconditions(resource, current, body)
@@ -608,8 +579,8 @@ class FakeApiServer:
             if self._selected(request, resource, namespace, key)
         ]
         return {
-            "kind": f"{KINDS.get(resource) or DRA_KINDS[resource]}List",
-            "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
+            "kind": f"{_type_of(resource)['kind']}List",
+            "apiVersion": _type_of(resource)["apiVersion"],
             "metadata": {"resourceVersion": self.resource_version()},
             "items": items,
         }
@@ -685,11 +656,7 @@ class FakeApiServer:
         """A BOOKMARK event: an object of the watched kind carrying only the current resourceVersion."""
         return {
             "type": "BOOKMARK",
-            "object": {
-                "kind": KINDS.get(resource) or DRA_KINDS[resource],
-                "apiVersion": DRA_VERSION if resource in DRA_KINDS else "v1",
-                "metadata": {"resourceVersion": self.resource_version()},
-            },
+            "object": _type_of(resource) | {"metadata": {"resourceVersion": self.resource_version()}},
         }
 
     # -- resource.k8s.io/v1 (Dynamic Resource Allocation) ---------------------------------------
@@ -745,12 +712,8 @@ class FakeApiServer:
         if not isinstance(preconditions, dict):
             return
         metadata = current["metadata"]
-        uid, version = preconditions.get("uid"), preconditions.get("resourceVersion")
-        if uid and uid != metadata.get("uid"):
-            raise ApiFailure(
-                409,
-                f"Precondition failed: UID in precondition: {uid}, UID in object meta: {metadata.get('uid')}",
-            )
+        _same_uid(current, preconditions.get("uid"))
+        version = preconditions.get("resourceVersion")
         if version and version != metadata.get("resourceVersion"):
             qualified = f"{DRA_KINDS[resource]}.{DRA_GROUP}" if resource in DRA_KINDS else resource
             raise ApiFailure(
@@ -762,19 +725,6 @@ class FakeApiServer:
             )
 
 
-# -- resource.k8s.io/v1: the API's facts (k8s.io/api/resource/v1, pkg/apis/resource/validation) ----
-
-DRA_GROUP = "resource.k8s.io"
-DRA_VERSION = "resource.k8s.io/v1"
-DRA_KINDS = {
-    "resourceslices": "ResourceSlice",
-    "resourceclaims": "ResourceClaim",
-    "deviceclasses": "DeviceClass",
-}
-# Field selectors a ResourceSlice supports besides the object meta's (strategy.go toSelectableFields).
-FIELD_LABELS = {**FIELD_LABELS, "resourceslices": ("spec.driver", "spec.nodeName")}
-# What 1.37 supports besides (1.34 does not; 1.35 and 1.36 were not run against the real server).
-NEWER_FIELD_LABELS = {"resourceslices": ("spec.pool.name",)}
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"  # what the real server appends to a generateName
 
 

@@ -1,13 +1,6 @@
 """A kubelet stand-in, on grpcio, for the demo, the tests and the benchmarks.
 
-It does what the kubelet's device manager does where a plugin can tell: checks Register as the kubelet
-does and dials back inside it (GetDevicePluginOptions, 10 s), consumes ListAndWatch per registration
-(capacity every device, allocatable the healthy ones; a stream that ends makes them unhealthy), on
-:meth:`restart` deletes the directory's sockets and re-creates ``kubelet.sock``, and drops a resource
-from capacity ``stop_grace_period`` after its stream ended (the kubelet's endpointStopGracePeriod).
-The real kubelet's behaviour is checked in the end-to-end suite (docs/e2e.md). A different gRPC stack
-from the plugin's, so wire-level mistakes cannot cancel out; from async code use
-``anyio.to_thread.run_sync(standin.wait_until, ...)``.
+It does what the kubelet's device manager does where a plugin can tell (the real one: docs/e2e.md).
 """
 
 from __future__ import annotations
@@ -23,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
+import anyio.to_thread
 import grpc
 
 from ascend_plugin.kubelet_api.v1beta1 import (
@@ -43,6 +37,7 @@ from ascend_plugin.testing.grpc_unix import serve_unix, stop_unix
 KUBELET_SOCKET = "kubelet.sock"
 DIAL_TIMEOUT = 10.0
 _PLUGIN = "/v1beta1.DevicePlugin/"
+STAGE_TIMEOUT = 15.0  # seconds a simulate timeline waits for each step
 HISTORY = 256  # device lists each resource's view keeps, for tests that ask what the kubelet saw when
 
 
@@ -304,12 +299,8 @@ class KubeletStandIn:
                 self._changed.wait(remaining)
 
     def node_capacity(self) -> dict[str, int]:
-        """The extended resources the node's status would list, with their capacity.
-
-        A resource whose plugin ended its stream stays (all its devices
-        unhealthy) for ``stop_grace_period`` seconds, then leaves, as the
-        kubelet's device manager drops it.
-        """
+        """The extended resources the node's status would list, with their capacity; one whose stream
+        ended stays (every device unhealthy) for ``stop_grace_period`` seconds, as the kubelet's does."""
         now = time.monotonic()
         return {
             name: view.capacity
@@ -321,3 +312,41 @@ class KubeletStandIn:
         """The devices of a resource and their health, as last listed."""
         view = self.resources.get(resource_name)
         return dict(view.devices) if view else {}
+
+
+class Stage:
+    """The kubelet stand-in and the narration of one timeline."""
+
+    def __init__(self, kubelet: KubeletStandIn, out: Callable[[str], None]) -> None:
+        self.kubelet = kubelet
+        self.out = out
+        self.started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        self.out(f"[{time.monotonic() - self.started:6.2f}s] {text}")
+
+    async def wait(self, condition: Callable[[KubeletStandIn], bool], what: str) -> None:
+        await anyio.to_thread.run_sync(self.kubelet.wait_until, condition, STAGE_TIMEOUT, what)
+
+    async def registered(self, resources: set[str]) -> None:
+        """Wait until every resource named is registered with its devices listed."""
+        await self.wait(
+            lambda k: all(name in k.resources and k.resources[name].updates > 0 for name in resources),
+            f"registration of {', '.join(sorted(resources))}",
+        )
+
+    async def allocate(self, resource: str, ids: list[str]) -> None:
+        """Allocate ``ids`` for one container and say what it gets."""
+        response = await anyio.to_thread.run_sync(self.kubelet.allocate, resource, ids)
+        container = response.container_responses[0]
+        self.say(f"Allocate {resource} [{', '.join(ids)}] ->")
+        for spec in container.devices:
+            self.say(f"    device {spec.host_path} -> {spec.container_path}")
+        for name, value in sorted(container.envs.items()):
+            self.say(f"    env    {name}={value}")
+
+    def listing(self) -> None:
+        """Every resource the node offers now, with its devices."""
+        for resource in sorted(self.kubelet.node_capacity()):
+            devices = self.kubelet.health(resource)
+            self.say(f"  {resource}: {', '.join(f'{d} ({h})' for d, h in sorted(devices.items()))}")

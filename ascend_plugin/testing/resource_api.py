@@ -1,15 +1,6 @@
 """resource.k8s.io/v1 ResourceSlices as the loopback stand-in admits them (what fast tests and simulate need).
 
-The real server's rules are tested on the real server, whose parity test holds this module to it
-(tests/e2e/test_slice_admission.py, docs/e2e.md). Kept, in the real server's order:
-
-1. **drop** the fields of a DRA feature whose gate is off, unless the stored object already uses them
-   (ratcheting): partitions, consumable capacity, device taints; the gates are on from 1.36;
-2. **default**: a taint without ``timeAdded`` gets the time; empty fields are left out (1.34 writes
-   an empty ``devices`` as null);
-3. **refuse** a slice whose shape breaks what the plugin's layout is built around: from 1.35 counter
-   sets or devices in a slice, never both, at most 8 sets, 64 devices once any carries taints or
-   consumes counters, else 128; in 1.34 a device consumes counters of a set in its own slice.
+In the real server's order: drop, default, refuse; tests/e2e/test_slice_admission.py holds it to the real one.
 """
 
 from __future__ import annotations

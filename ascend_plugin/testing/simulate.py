@@ -1,9 +1,6 @@
 """``ascend-device-plugin simulate``: the whole plugin on a fake Atlas 200I A2, narrated.
 
-Everything runs for real except the hardware and the kubelet (the grpcio stand-in): registration, an
-Allocate, a fault in the scenario file, a kubelet restart, as the kubelet sees them; then placement on a
-node of two Atlas 300I cards. ``--share-count`` and ``--vnpu static`` play other timelines
-(:mod:`.simulate_splits`).
+Real but for the hardware and the kubelet (a grpcio stand-in); other timelines: :mod:`.simulate_splits`.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import functools
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -24,9 +21,11 @@ from ascend_plugin.fault_policy.faults import parse_code
 from ascend_plugin.settings import Settings, describe_validation_error
 from ascend_plugin.testing.scenario_writer import write_scenario
 
+if TYPE_CHECKING:
+    from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+
 RESOURCE = "huawei.com/Ascend310"
 DEVICE = "Ascend310-0"
-TIMEOUT = 15.0
 FAULT = "80E01801"  # HBM multi-bit error
 
 
@@ -59,11 +58,8 @@ def simulate(
     vnpu: Literal["static", "off"] = "off",
     family: Literal["310B", "950"] = "310B",
 ) -> int:
-    """Run the demo; return 0 when every step happened as expected.
-
-    ``share_count`` > 1 shares the board's chip; ``vnpu="static"`` plays a 300I Duo split into vNPUs;
-    ``family="950"`` an Atlas 850 served through DCMI v2 (:mod:`.simulate_950`).
-    """
+    """Run the demo (``share_count``, ``vnpu`` and ``family`` pick the timeline, as the command's flags
+    say); 0 when every step happened as expected."""
     try:
         from ascend_plugin.testing.kubelet_standin import KubeletStandIn
     except ImportError:
@@ -150,17 +146,15 @@ def _placement(root: Path, out: Callable[[str], None]) -> int:
         kubelet.stop()
 
 
-async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], None]) -> int:
+async def _ask_for_two(settings: Settings, kubelet: KubeletStandIn, out: Callable[[str], None]) -> int:
+    from ascend_plugin.testing.kubelet_standin import Stage
+
     app = PluginApp(settings)
     out("")
     out("second node: two Atlas 300I cards, Ascend310-0..3 on the card in slot 5, -4..7 in slot 9")
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
-
-        def registered(k: Any) -> bool:
-            return CARDS_RESOURCE in k.resources and k.resources[CARDS_RESOURCE].updates > 0
-
-        await anyio.to_thread.run_sync(kubelet.wait_until, registered, TIMEOUT, "registration")
+        await Stage(kubelet, out).registered({CARDS_RESOURCE})
         available = [f"Ascend310-{phy}" for phy in range(1, 8)]
         out("Ascend310-0 is in use; a pod asks for 2 NPUs (GetPreferredAllocation over the 7 free)")
         chosen = await anyio.to_thread.run_sync(
@@ -176,8 +170,10 @@ async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], No
     return 0 if len(cards) == 1 else 1
 
 
-async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Callable[[str], None]) -> int:
-    from ascend_plugin.testing.simulate_splits import Stage
+async def _timeline(
+    settings: Settings, kubelet: KubeletStandIn, scenario: Path, out: Callable[[str], None]
+) -> int:
+    from ascend_plugin.testing.kubelet_standin import Stage
 
     stage = Stage(kubelet, out)
     say, wait = stage.say, stage.wait
@@ -186,7 +182,7 @@ async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Calla
     say("fake node: one Ascend 310B1 (Atlas 200I A2), computing.aic = 1.0")
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
-        await wait(lambda k: RESOURCE in k.resources and k.resources[RESOURCE].updates > 0, "registration")
+        await stage.registered({RESOURCE})
         view = kubelet.resources[RESOURCE]
         say(f"registered {RESOURCE} on endpoint {view.endpoint}")
         say("the chip's 1 AI core is within the 310B family's bounds [1, 1]: no exit, no warning")

@@ -1,11 +1,6 @@
 """``simulate --family 950``: an Atlas 850 (eight Ascend 950PR) served through DCMI v2, narrated.
 
-The fake driver answers ``dcmi_init`` with -8255, as a 950's does, so the plugin
-speaks DCMI v2. Its chips' logical ids differ from their physical ids
-(:data:`ATLAS_850`): the kubelet sees ``npu-<physical id>`` under
-``huawei.com/npu``, and a container gets ``/dev/davinci<logical id>`` with the
-UB stack's nodes. A UB port's link-down event then takes one chip out, with the
-code Huawei adds beside it, and a polled fault another; each comes back.
+``npu-<physical id>`` to the kubelet, ``/dev/davinci<logical id>`` to a container (docs/ascend-950.md).
 """
 
 from __future__ import annotations
@@ -18,9 +13,8 @@ import anyio
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.settings import Settings
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import KubeletStandIn, Stage
 from ascend_plugin.testing.scenario_writer import write_scenario
-from ascend_plugin.testing.simulate_splits import Stage
 
 RESOURCE = "huawei.com/npu"
 CHIPS = 8
@@ -33,10 +27,7 @@ def logic_of(phy: int) -> int:
 
 def atlas_850(chips: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The demo's node: eight Ascend 950PR on two NUMA nodes; ``chips`` adds fields per physical id.
-
-    The driver lacks the period utilization call (the open 950 driver has none),
-    as a real node's does.
-    """
+    Like a real 950's driver, it lacks the period utilization call."""
     return {
         "chip_name": "Ascend950PR",
         "memory_mb": 131072,

@@ -1,7 +1,6 @@
 """``ascend-device-plugin simulate --serve dra``: the DRA driver on a fake Atlas 800T A2, narrated.
 
-Everything runs for real except the hardware, the kubelet (the DRA stand-in, on grpcio) and the API
-server (the loopback stand-in, reached through the real Kubernetes client).
+Real but for the hardware, the kubelet (:mod:`.dra_standin`) and the API server (:mod:`.kube_apiserver`).
 """
 
 from __future__ import annotations

@@ -1,31 +1,22 @@
 """The ``simulate`` timelines of split chips: ``--share-count N`` and ``--vnpu static``.
 
-``--share-count N`` serves the Atlas 200I A2 of the default demo with its chip
-offered N times, and allocates two shares to one container: the chip's node
-comes once. ``--vnpu static`` serves an Atlas 300I Duo whose first chip is split
-vir02 + vir02 + vir04: one resource per template beside the whole second chip,
-an Allocate on each, then a vNPU destroyed in the scenario file and its
-resource leaving the kubelet. With both, the plugin refuses to share a split
-chip and exits with code 2, which the timeline shows.
+Both at once show the plugin refusing to share a split chip (exit code 2).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import anyio
-import anyio.to_thread
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.changes import first_change
 from ascend_plugin.settings import Settings, SettingsError
-from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.kubelet_standin import STAGE_TIMEOUT, KubeletStandIn, Stage
 from ascend_plugin.testing.scenario_writer import write_scenario
 
-TIMEOUT = 15.0
 SHARED = "huawei.com/Ascend310"
 
 _VIR02 = {"template": "vir02", "memory_mb": 6144}
@@ -43,44 +34,6 @@ DUO_NODES = (
     "davinci0", "davinci1", "vdavinci100", "vdavinci101", "vdavinci102", "davinci_manager", "hisi_hdc",
     "devmm_svm",
 )  # fmt: skip
-
-
-class Stage:
-    """The kubelet stand-in and the narration of one timeline."""
-
-    def __init__(self, kubelet: KubeletStandIn, out: Callable[[str], None]) -> None:
-        self.kubelet = kubelet
-        self.out = out
-        self.started = time.monotonic()
-
-    def say(self, text: str) -> None:
-        self.out(f"[{time.monotonic() - self.started:6.2f}s] {text}")
-
-    async def wait(self, condition: Callable[[KubeletStandIn], bool], what: str) -> None:
-        await anyio.to_thread.run_sync(self.kubelet.wait_until, condition, TIMEOUT, what)
-
-    async def registered(self, resources: set[str]) -> None:
-        """Wait until every resource named is registered with its devices listed."""
-        await self.wait(
-            lambda k: all(name in k.resources and k.resources[name].updates > 0 for name in resources),
-            f"registration of {', '.join(sorted(resources))}",
-        )
-
-    async def allocate(self, resource: str, ids: list[str]) -> None:
-        """Allocate ``ids`` for one container and say what it gets."""
-        response = await anyio.to_thread.run_sync(self.kubelet.allocate, resource, ids)
-        container = response.container_responses[0]
-        self.say(f"Allocate {resource} [{', '.join(ids)}] ->")
-        for spec in container.devices:
-            self.say(f"    device {spec.host_path} -> {spec.container_path}")
-        for name, value in sorted(container.envs.items()):
-            self.say(f"    env    {name}={value}")
-
-    def listing(self) -> None:
-        """Every resource the node offers now, with its devices."""
-        for resource in sorted(self.kubelet.node_capacity()):
-            devices = self.kubelet.health(resource)
-            self.say(f"  {resource}: {', '.join(f'{d} ({h})' for d, h in sorted(devices.items()))}")
 
 
 async def _run(
@@ -103,7 +56,7 @@ async def _run(
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(run_plugin)
-        with anyio.fail_after(TIMEOUT):
+        with anyio.fail_after(STAGE_TIMEOUT):
             await first_change((app.registered, 0), (app.stop_requested, 0))  # registered, or refused
         if not app.stop_requested.version:
             await story(stage)

@@ -1,8 +1,6 @@
-"""The generator of ``_dcmi_cffi.py`` from the C declarations of libdcmi.so the binding uses (``dcmi.h``).
+"""The generator of ``_dcmi_cffi.py`` from ``dcmi.h``, the C declarations of libdcmi.so the binding uses.
 
-Every struct in ``dcmi.h`` has the field order and types of Huawei's ``dcmi_interface_api.h``:
-tests/test_dcmi_abi_layout.py pins sizes and offsets, and the tests' C fake is compiled against it.
-``nox -s cffi`` writes the committed ``_dcmi_cffi.py`` (ABI mode: no compiler or header needed to install).
+``nox -s cffi`` writes the committed module (ABI mode); tests/test_dcmi_abi_layout.py pins the structs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """LibraryHandle: ``libdcmi.so`` opened once, and the plumbing of every call its v1 and v2 faces make.
 
-Each function is looked up when first called, so a driver that lacks one fails that call alone
-(:class:`SymbolMissing`); every non-zero return is a :class:`DcmiError`.
+Each function is looked up when first called (:class:`SymbolMissing`); non-zero is a :class:`DcmiError`.
 """
 
 from __future__ import annotations
@@ -108,11 +107,8 @@ class LibraryHandle:
         self._subscriptions.append(subscription)
 
     def close(self) -> None:
-        """Release the library; later calls fail with -8005 until it is opened again.
-
-        Without a fault subscription it is dlclose'd; with one it stays mapped (DCMI cannot stop the driver's
-        event thread) and the callbacks drop every later event.
-        """
+        """Release the library (-8005 until opened again): dlclose'd, unless a fault subscription keeps it
+        mapped (DCMI cannot stop the driver's event thread), its callbacks dropping every later event."""
         lib, self.lib = self.lib, None
         subscriptions, self._subscriptions = self._subscriptions, []
         if lib is None:

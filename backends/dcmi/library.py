@@ -1,7 +1,7 @@
-"""DcmiLibrary: the DeviceLibrary over Huawei's libdcmi.so, one method per DCMI call.
+"""DcmiLibrary and DcmiV2Library: the DeviceLibrary over Huawei's libdcmi.so, one method per DCMI call.
 
-Opened by :meth:`init`, never at import; the optional functions it lacks are probed (looked up, never
-called) when it is opened (:meth:`DcmiLibrary.missing_functions`).
+Opened by :meth:`init`, never at import. The v2 face (the Ascend 950) shares the handle and the calls both
+APIs make alike, the chip named by its logical ``dev_id`` and the function by :data:`V2_NAMES`.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any, Final
 from backends.dcmi import decode
 from backends.dcmi._dcmi_cffi import ffi
 from backends.dcmi.handle import LibraryHandle
-from backends.dcmi.library_v2 import DcmiV2Library
 from backends.errors import NOT_INITIALISED, DcmiError
 from backends.library import (
     OPTIONAL_FUNCTIONS,
+    V2_NAMES,
     ChipInfo,
     CreatedVdev,
     DdrInfo,
@@ -39,6 +39,7 @@ from backends.library import (
     VdevInfo,
     Voltage,
     template_name_bytes,
+    v2_name,
 )
 
 log = logging.getLogger(__name__)
@@ -59,13 +60,11 @@ _IP_TYPES: Final = {
     4: int(ffi.integer_const("DCMI_IPADDR_TYPE_V4")),
     6: int(ffi.integer_const("DCMI_IPADDR_TYPE_V6")),
 }
-_ALL: Final = -1  # card_id and device_id -1 subscribe every device of the node
+_ALL: Final = -1  # card_id and device_id (v2: dev_id) -1 subscribe every chip of the node
 
 
 class _FaultSubscription:
-    """The C callback of a fault subscription, on the driver's thread: what the handler raises is
-    logged and the event dropped, never sent back into C.
-    """
+    """The C callback of a fault subscription: what the handler raises is logged, never sent into C."""
 
     def __init__(self, handler: FaultHandler) -> None:
         self._handler = handler
@@ -89,33 +88,118 @@ class _FaultSubscription:
         self._active = False
 
 
-class DcmiLibrary:
+class _SharedCalls:
+    """The calls both faces make alike: the chip's ids first (v1: card and device; v2: the logical
+    ``dev_id``), the function under its v1 name, which the v2 face turns into its v2 name."""
+
+    _V2 = False
+
+    def __init__(self, handle: LibraryHandle) -> None:
+        self._handle = handle
+
+    def _name(self, function: str) -> str:
+        return v2_name(function) if self._V2 else function
+
+    def _call(self, function: str, *args: Any) -> None:
+        self._handle.call(self._name(function), *args)
+
+    def _value(self, function: str, ctype: str, *args: Any) -> int:
+        """``function(*args, &out)``, ``out`` one ``ctype`` (see LibraryHandle.read)."""
+        return self._handle.read(self._name(function), ctype, *args)
+
+    def _device_info(self, main_cmd: int, sub_cmd: int, buffer: Any, *chip: int) -> None:
+        """``dcmi_get_device_info(main_cmd, sub_cmd)`` into the struct at ``buffer``, its size given."""
+        self._handle.device_info(self._name("dcmi_get_device_info"), main_cmd, sub_cmd, buffer, *chip)
+
+    def _subscribe(self, handler: FaultHandler, *chips: int) -> None:
+        """``dcmi_subscribe_fault_event(*chips, <no filter>, callback)``, ``handler`` behind the callback."""
+        subscription = _FaultSubscription(handler)
+        name = self._name("dcmi_subscribe_fault_event")
+        self._handle.subscribe(name, subscription, subscription.callback, *chips)
+
+    def driver_version(self) -> str:
+        buffer = ffi.new("char[]", _VERSION_LEN)
+        self._call("dcmi_get_driver_version", buffer, _VERSION_LEN)
+        return decode.text(buffer)
+
+    def chip_info(self, *chip: int) -> ChipInfo:
+        info = ffi.new("struct dcmi_chip_info_v2 *")
+        self._call("dcmi_get_device_chip_info_v2", *chip, info)
+        return decode.chip_info(info)
+
+    def total_aicore(self, *chip: int) -> float:
+        resource = ffi.new("struct dcmi_soc_total_resource *")
+        self._device_info(_VDEV_MNG, _TOTAL_RESOURCE, resource, *chip)
+        return float(resource.computing.aic)
+
+    def super_pod_info(self, *chip: int) -> SuperPodInfo:
+        info = ffi.new("struct dcmi_spod_info *")
+        self._device_info(_CHIP_INF, _SPOD_INFO, info, *chip)
+        return decode.super_pod_info(info)
+
+    def health(self, *chip: int) -> int:
+        return self._value("dcmi_get_device_health", "unsigned int", *chip)
+
+    def error_codes(self, *chip: int) -> list[int]:
+        count = ffi.new("int *")
+        codes = ffi.new("unsigned int[]", _ERROR_CODES_LEN)
+        self._call("dcmi_get_device_errorcode_v2", *chip, count, codes, _ERROR_CODES_LEN)
+        return [int(code) for code in codes[0 : max(0, min(int(count[0]), _ERROR_CODES_LEN))]]
+
+    def hbm_info(self, *chip: int) -> HbmInfo:
+        info = ffi.new("struct dcmi_hbm_info *")
+        self._call("dcmi_get_device_hbm_info", *chip, info)
+        return decode.hbm_info(info)
+
+    def pcie_address(self, *chip: int) -> PcieAddress:
+        info = ffi.new("struct dcmi_pcie_info_all *")
+        self._call("dcmi_get_device_pcie_info_v2", *chip, info)
+        return decode.pcie_address(info)
+
+    def affinity_cpu(self, *chip: int) -> str:
+        return self._handle.cpulist(self._name("dcmi_get_affinity_cpu_info_by_device_id"), *chip)
+
+    def temperature(self, *chip: int) -> int:
+        return self._value("dcmi_get_device_temperature", "int", *chip)
+
+    def power(self, *chip: int) -> Power:
+        return Power(self._value("dcmi_get_device_power_info", "int", *chip))
+
+    def voltage(self, *chip: int) -> Voltage:
+        return Voltage(self._value("dcmi_get_device_voltage", "unsigned int", *chip))
+
+    def multi_utilization(self, *chip: int) -> MultiUtilization:
+        info = ffi.new("struct dcmi_multi_utilization_info *")
+        self._call("dcmi_get_device_multi_utilization_rate", *chip, info)
+        return decode.multi_utilization(info)
+
+    def network_health(self, *chip: int) -> int:
+        return self._value("dcmi_get_device_network_health", "enum dcmi_rdfx_detect_result", *chip)
+
+    def processes(self, *chip: int) -> list[ProcessMemory]:
+        entries = ffi.new("struct dcmi_proc_mem_info[]", _PROCESSES_LEN)
+        count = ffi.new("int *")
+        self._call("dcmi_get_device_resource_info", *chip, entries, count)
+        return decode.processes(entries, max(0, min(int(count[0]), _PROCESSES_LEN)))
+
+    def boot_status(self, *chip: int) -> int:
+        return self._value("dcmi_get_device_boot_status", "enum dcmi_boot_status", *chip)
+
+
+class DcmiLibrary(_SharedCalls):
     """A DeviceLibrary over ``libdcmi.so`` via cffi (ABI mode, opened at :meth:`init`)."""
 
     def __init__(self, path: Path | None = None, *, allow_untrusted: bool = False) -> None:
-        self._handle = LibraryHandle(path, allow_untrusted)
+        super().__init__(LibraryHandle(path, allow_untrusted))
         self._missing: frozenset[str] = frozenset()
-        self._call = self._handle.call
-        self._read = self._handle.read
 
     @property
     def description(self) -> str:
         """The path of the library opened (before :meth:`init`: the one configured, if any)."""
         return self._handle.description
 
-    def _subscribe(self, name: str, handler: FaultHandler, *chips: int) -> None:
-        """``name(*chips, <no filter>, callback)``: v1's or v2's subscription, ``handler`` behind it."""
-        subscription = _FaultSubscription(handler)
-        self._handle.subscribe(name, subscription, subscription.callback, *chips)
-
-    def _device_info(self, card_id: int, device_id: int, main_cmd: int, sub_cmd: int, buffer: Any) -> None:
-        """``dcmi_get_device_info(main_cmd, sub_cmd)`` into the struct at ``buffer``, its size given."""
-        self._handle.device_info("dcmi_get_device_info", main_cmd, sub_cmd, buffer, card_id, device_id)
-
     def _vdev_mng(self, card_id: int, device_id: int, sub_cmd: int, buffer: Any) -> None:
-        self._device_info(card_id, device_id, _VDEV_MNG, sub_cmd, buffer)
-
-    # -- DeviceLibrary -----------------------------------------------------------------
+        self._device_info(_VDEV_MNG, sub_cmd, buffer, card_id, device_id)
 
     def init(self) -> None:
         handle = self._handle
@@ -133,11 +217,6 @@ class DcmiLibrary:
             raise DcmiError("missing_functions", NOT_INITIALISED)
         return self._missing
 
-    def driver_version(self) -> str:
-        buffer = ffi.new("char[]", _VERSION_LEN)
-        self._call("dcmi_get_driver_version", buffer, _VERSION_LEN)
-        return decode.text(buffer)
-
     def card_list(self) -> list[int]:
         count = ffi.new("int *")
         cards = ffi.new("int[]", _CARD_LIST_LEN)
@@ -145,9 +224,7 @@ class DcmiLibrary:
         return sorted(int(card) for card in cards[0 : min(int(count[0]), _CARD_LIST_LEN)])
 
     def device_count(self, card_id: int) -> int:
-        count = ffi.new("int *")
-        self._call("dcmi_get_device_num_in_card", card_id, count)
-        return int(count[0])
+        return self._value("dcmi_get_device_num_in_card", "int", card_id)
 
     def logic_id(self, card_id: int, device_id: int) -> int:
         logic = ffi.new("int *")
@@ -155,45 +232,12 @@ class DcmiLibrary:
         return int(logic[0])
 
     def phy_id(self, logic_id: int) -> int:
-        phy = ffi.new("unsigned int *")
-        self._call("dcmi_get_device_phyid_from_logicid", logic_id, phy)
-        return int(phy[0])
-
-    def chip_info(self, card_id: int, device_id: int) -> ChipInfo:
-        info = ffi.new("struct dcmi_chip_info_v2 *")
-        self._call("dcmi_get_device_chip_info_v2", card_id, device_id, info)
-        return decode.chip_info(info)
-
-    def total_aicore(self, card_id: int, device_id: int) -> float:
-        resource = ffi.new("struct dcmi_soc_total_resource *")
-        self._vdev_mng(card_id, device_id, _TOTAL_RESOURCE, resource)
-        return float(resource.computing.aic)
-
-    def health(self, card_id: int, device_id: int) -> int:
-        health = ffi.new("unsigned int *")
-        self._call("dcmi_get_device_health", card_id, device_id, health)
-        return int(health[0])
-
-    def error_codes(self, card_id: int, device_id: int) -> list[int]:
-        count = ffi.new("int *")
-        codes = ffi.new("unsigned int[]", _ERROR_CODES_LEN)
-        self._call("dcmi_get_device_errorcode_v2", card_id, device_id, count, codes, _ERROR_CODES_LEN)
-        return [int(code) for code in codes[0 : max(0, min(int(count[0]), _ERROR_CODES_LEN))]]
-
-    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
-        info = ffi.new("struct dcmi_hbm_info *")
-        self._call("dcmi_get_device_hbm_info", card_id, device_id, info)
-        return decode.hbm_info(info)
+        return self._value("dcmi_get_device_phyid_from_logicid", "unsigned int", logic_id)
 
     def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
         info = ffi.new("struct dcmi_get_memory_info_stru *")
         self._call("dcmi_get_device_memory_info_v3", card_id, device_id, info)
         return decode.memory_info(info)
-
-    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
-        info = ffi.new("struct dcmi_pcie_info_all *")
-        self._call("dcmi_get_device_pcie_info_v2", card_id, device_id, info)
-        return decode.pcie_address(info)
 
     def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
         resource = ffi.new("struct dcmi_soc_total_resource *")
@@ -230,30 +274,14 @@ class DcmiLibrary:
         self._call("dcmi_get_device_ip", card_id, device_id, _ROCE_PORT, 0, ip, mask)
         return decode.ip_text(ip, version)
 
-    # -- telemetry ---------------------------------------------------------------
-
-    def temperature(self, card_id: int, device_id: int) -> int:
-        return self._read("dcmi_get_device_temperature", "int", card_id, device_id)
-
-    def power(self, card_id: int, device_id: int) -> Power:
-        return Power(self._read("dcmi_get_device_power_info", "int", card_id, device_id))
-
     def board_power(self, card_id: int) -> Power:
-        return Power(self._read("dcmi_mcu_get_power_info", "int", card_id))
-
-    def voltage(self, card_id: int, device_id: int) -> Voltage:
-        return Voltage(self._read("dcmi_get_device_voltage", "unsigned int", card_id, device_id))
+        return Power(self._value("dcmi_mcu_get_power_info", "int", card_id))
 
     def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
-        return self._read("dcmi_get_device_frequency", "unsigned int", card_id, device_id, int(kind))
+        return self._value("dcmi_get_device_frequency", "unsigned int", card_id, device_id, int(kind))
 
     def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
-        return self._read("dcmi_get_device_utilization_rate", "unsigned int", card_id, device_id, int(kind))
-
-    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
-        info = ffi.new("struct dcmi_multi_utilization_info *")
-        self._call("dcmi_get_device_multi_utilization_rate", card_id, device_id, info)
-        return decode.multi_utilization(info)
+        return self._value("dcmi_get_device_utilization_rate", "unsigned int", card_id, device_id, int(kind))
 
     def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
         info = ffi.new("struct dcmi_multi_utilization_info *")
@@ -265,44 +293,19 @@ class DcmiLibrary:
         self._call("dcmi_get_device_ecc_info", card_id, device_id, int(kind), info)
         return decode.ecc_info(info)
 
-    def network_health(self, card_id: int, device_id: int) -> int:
-        return self._read(
-            "dcmi_get_device_network_health", "enum dcmi_rdfx_detect_result", card_id, device_id
-        )
-
     def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
         die = ffi.new("struct dcmi_die_id *")
         self._call("dcmi_get_device_die_v2", card_id, device_id, int(kind), die)
         return decode.die_id(die)
 
-    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
-        entries = ffi.new("struct dcmi_proc_mem_info[]", _PROCESSES_LEN)
-        count = ffi.new("int *")
-        self._call("dcmi_get_device_resource_info", card_id, device_id, entries, count)
-        return decode.processes(entries, max(0, min(int(count[0]), _PROCESSES_LEN)))
-
-    # -- hot reset -----------------------------------------------------------------
-
     def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
         self._call("dcmi_set_device_reset", card_id, device_id, int(channel))
 
-    def boot_status(self, card_id: int, device_id: int) -> int:
-        return self._read("dcmi_get_device_boot_status", "enum dcmi_boot_status", card_id, device_id)
-
     def brother_card(self, card_id: int, device_id: int) -> int:
-        return self._read("dcmi_get_netdev_brother_device", "int", card_id, device_id)
+        return self._value("dcmi_get_netdev_brother_device", "int", card_id, device_id)
 
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
-        return self._read("dcmi_get_device_outband_channel_state", "int", card_id, device_id)
-
-    # -- identity in a super pod -----------------------------------------------------
-
-    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
-        info = ffi.new("struct dcmi_spod_info *")
-        self._device_info(card_id, device_id, _CHIP_INF, _SPOD_INFO, info)
-        return decode.super_pod_info(info)
-
-    # -- vNPUs on demand -------------------------------------------------------------
+        return self._value("dcmi_get_device_outband_channel_state", "int", card_id, device_id)
 
     def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
         query = ffi.new("struct dcmi_vdev_query_stru *", {"vdev_id": vdev_id})
@@ -333,10 +336,7 @@ class DcmiLibrary:
         self._call("dcmi_set_destroy_vdevice", card_id, device_id, vdev_id)
 
     def subscribe_faults(self, handler: FaultHandler) -> None:
-        self._subscribe("dcmi_subscribe_fault_event", handler, _ALL, _ALL)
-
-    def affinity_cpu(self, card_id: int, device_id: int) -> str:
-        return self._handle.cpulist("dcmi_get_affinity_cpu_info_by_device_id", card_id, device_id)
+        self._subscribe(handler, _ALL, _ALL)
 
     def close(self) -> None:
         """Release the library; later calls fail with -8005 until :meth:`init` (see LibraryHandle.close)."""
@@ -344,4 +344,79 @@ class DcmiLibrary:
         self._handle.close()
 
     def v2(self) -> DeviceLibraryV2:
-        return DcmiV2Library(self._handle, self._subscribe)
+        return DcmiV2Library(self._handle)
+
+
+class DcmiV2Library(_SharedCalls):
+    """A DeviceLibraryV2 over ``libdcmi.so`` (``dcmi_init`` answers -8255 on a 950), on the handle of the
+    v1 library it came from; :meth:`init` opens the library if it is not open yet."""
+
+    _V2 = True
+
+    def __init__(self, handle: LibraryHandle) -> None:
+        super().__init__(handle)
+        self._missing: frozenset[str] | None = None
+
+    @property
+    def description(self) -> str:
+        return f"{self._handle.description} (DCMI v2)"
+
+    def init(self) -> None:
+        handle = self._handle
+        handle.open()
+        if self._missing is None:
+            self._missing = frozenset(
+                name for name in OPTIONAL_FUNCTIONS if name in V2_NAMES and handle.lacks(V2_NAMES[name])
+            )
+            if self._missing:
+                lacking = sorted(V2_NAMES[name] for name in self._missing)
+                log.info(
+                    "the DCMI library lacks optional v2 functions",
+                    extra={"library": handle.description, "missing": lacking},
+                )
+        self._call("dcmiv2_init")
+
+    def missing_functions(self) -> frozenset[str]:
+        if self._handle.lib is None or self._missing is None:
+            raise DcmiError("missing_functions", NOT_INITIALISED)
+        return self._missing
+
+    def device_list(self) -> list[int]:
+        chips = ffi.new("int[]", _CARD_LIST_LEN)  # at most 64 chips
+        count = ffi.new("int *")
+        self._call("dcmiv2_get_device_list", chips, count, _CARD_LIST_LEN)  # the list first, the count second
+        return sorted(int(dev) for dev in chips[0 : max(0, min(int(count[0]), _CARD_LIST_LEN))])
+
+    def phy_id(self, dev_id: int) -> int:
+        return self._value("dcmiv2_get_chip_phy_id_by_dev_id", "unsigned int", dev_id)
+
+    def frequency(self, dev_id: int, kind: FrequencyType) -> int:
+        return self._value("dcmiv2_get_device_frequency", "unsigned int", dev_id, int(kind))
+
+    def utilization(self, dev_id: int, kind: UtilizationType) -> int:
+        return self._value("dcmiv2_get_device_utilization_rate", "unsigned int", dev_id, int(kind))
+
+    def multi_utilization_period(self, dev_id: int, period_s: int) -> MultiUtilization:
+        info = ffi.new("struct dcmi_multi_utilization_info *")
+        self._call("dcmiv2_get_device_multi_utilization_rate_period", dev_id, info, period_s)
+        return decode.multi_utilization(info)
+
+    def ecc_info(self, dev_id: int, kind: EccDeviceType) -> EccInfo:
+        info = ffi.new("struct dcmi_ecc_info *")  # 36 bytes: the 950 driver fills the first 28
+        self._call("dcmiv2_get_device_ecc_info", dev_id, int(kind), info)
+        return decode.ecc_info(info)
+
+    def die_id(self, dev_id: int, kind: DieType) -> DieId:
+        die = ffi.new("struct dcmi_die_id *")
+        self._call("dcmiv2_get_device_die_id", dev_id, int(kind), die)
+        return decode.die_id(die)
+
+    def reset(self, dev_id: int, channel: ResetChannel) -> None:
+        self._call("dcmiv2_reset_device", dev_id, int(channel))
+
+    def subscribe_faults(self, handler: FaultHandler) -> None:
+        self._subscribe(handler, _ALL)
+
+    def close(self) -> None:
+        self._missing = None
+        self._handle.close()

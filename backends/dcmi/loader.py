@@ -1,8 +1,6 @@
-"""Finding, trusting and opening libdcmi.so.
+"""Finding, trusting and opening libdcmi.so (docs/dcmi.md).
 
-The plugin runs as root beside every NPU: like Huawei's, it refuses a library anyone but root could have
-replaced (the file and every directory above it root's, writable by nobody else), unless
-``dcmi_allow_untrusted_library``.
+Like Huawei's, it refuses a library anyone but root could have replaced, unless allowed by a setting.
 """
 
 from __future__ import annotations
@@ -76,9 +74,8 @@ def locate(
 
 
 def check_trusted(path: Path) -> None:
-    """Raise UntrustedLibrary unless ``path`` and every directory above it are root's alone
-    (through a symbolic link too); the problem nearest the file is reported.
-    """
+    """Raise UntrustedLibrary (the problem nearest the file) unless ``path`` and every directory above it
+    are root's alone, through a symbolic link too."""
     for item in _chain(path):
         try:
             info = item.stat()
@@ -116,13 +113,9 @@ _DEPENDENCIES: list[Any] = []
 
 
 def open_library(path: Path, *, trusted_only: bool = True) -> Any:
-    """dlopen ``path`` (RTLD_NOW: a broken install fails now, not mid-call), loading its missing
-    dependencies from its own directory.
-
-    On Atlas 200I A2 boards libdcmi.so sits in /usr/lib64 beside libascend_hal.so and friends, where the
-    image's loader does not look (and LD_LIBRARY_PATH would bring the host's libc): a dependency dlopen names
-    that sits next to it is loaded first (RTLD_GLOBAL), never the C library.
-    """
+    """dlopen ``path`` (RTLD_NOW: a broken install fails now, not mid-call). Its missing dependencies come
+    from its own directory (an Atlas 200I A2's /usr/lib64, where the image's loader does not look and
+    LD_LIBRARY_PATH would bring the host's libc), loaded first with RTLD_GLOBAL, never the C library."""
     return _open(path, path.parent, trusted_only, ffi.RTLD_NOW)
 
 

@@ -1,9 +1,6 @@
 """The fake driver's own behaviour over a scenario: vNPUs made and destroyed, chips resetting.
 
-What DCMI calls did is kept in the driver-state file (:mod:`.driver_state`), so it outlives the process as a
-real driver's does. A reset takes ``reset_seconds`` (boot status 0, 1, 2, 3, then 16; -8012 meanwhile
-except for the driver's own tables); a chip whose ``reset_clears_faults`` holds then answers health 0 and
-no codes until the scenario is next written.
+Kept in the driver-state file (:mod:`.driver_state`), so it outlives the process as a real driver's does.
 """
 
 from __future__ import annotations

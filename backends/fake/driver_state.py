@@ -1,15 +1,6 @@
 """What the fake driver remembers beyond its scenario: vNPUs made or destroyed, chips resetting.
 
-Kept in ``<scenario>.driver-state`` (deleting it reboots the node), one record a line, the same format for
-both fakes::
-
-    vdev phy=0 id=100 template=vir02 aic=2.0 memory_mb=6144 vfg=0
-    gone phy=0 id=101
-    reset phy=3 since_ns=81234567890 scenario=1234:560:1700000000000000000:1700000000000000000 count=2
-
-``reset``: started at ``since_ns`` (monotonic), under the scenario of that stamp (inode, size, mtime,
-ctime), the chip's ``count``-th reset. Writers hold a ``flock`` on ``<file>.lock`` and replace the file
-atomically.
+``<scenario>.driver-state``, shared by both fakes (docs/fake-backend.md "What the fake driver remembers").
 """
 
 from __future__ import annotations

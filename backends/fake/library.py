@@ -1,7 +1,6 @@
 """FakeLibrary: a DeviceLibrary that plays a scenario file (docs/fake-backend.md).
 
-The file is re-read whenever it changes (an invalid edit is logged, the scenario in force stays), so a
-fault can be injected into a running plugin by editing it. A hang holds no lock: it stalls its own call.
+The file is re-read whenever it changes, so a fault can be injected into a running plugin by editing it.
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from pathlib import Path
-from typing import Final, TypeVar
+from typing import Final, TypeVar, cast
 
 from backends.errors import (
     INVALID_PARAMETER,
@@ -82,6 +81,7 @@ T = TypeVar("T")
 E = TypeVar("E", bound=IntEnum)
 # Which chip a call is about, looked up in the scenario in force at each step.
 Target = Callable[[FakeScenario], PlacedChip | None]
+_Reader = Callable[[FakeScenario, PlacedChip], T]
 
 
 def _at(card_id: int, device_id: int) -> Target:
@@ -197,12 +197,9 @@ class FakeLibrary:
         chip = target(scenario)
         return chip is not None and op in chip.chip.hang
 
-    def _on_chip(
-        self, op: Operation, card_id: int, device_id: int, body: Callable[[FakeScenario, PlacedChip], T]
-    ) -> T:
-        """An operation about one chip: -8001 for an unknown one; -8012 during its reset, unless the
-        driver answers it from its own tables.
-        """
+    def _on_chip(self, op: Operation, card_id: int, device_id: int, body: _Reader[T]) -> T:
+        """An operation about one chip: -8001 for an unknown one; -8012 during its reset (but see
+        ANSWERED_WHILE_RESETTING)."""
 
         def run(scenario: FakeScenario) -> T:
             placed = scenario.by_address.get((card_id, device_id))
@@ -214,6 +211,17 @@ class FakeLibrary:
             return body(scenario, placed)
 
         return self._call(op, _at(card_id, device_id), run)
+
+    def _fact(self, op: Operation, card_id: int, device_id: int, read: _Reader[T | None]) -> T:
+        """:meth:`_on_chip` of a fact the scenario may not give: -8255 (not supported) then."""
+
+        def body(scenario: FakeScenario, placed: PlacedChip) -> T:
+            value = read(scenario, placed)
+            if value is None:
+                raise DcmiError(self._name(op), NOT_SUPPORTED)
+            return value
+
+        return self._on_chip(op, card_id, device_id, body)
 
     # -- DeviceLibrary -----------------------------------------------------------
 
@@ -246,7 +254,7 @@ class FakeLibrary:
         return names & V2_NAMES.keys() if self._v2 else names
 
     def v2(self) -> DeviceLibraryV2:
-        return FakeV2Library(self)
+        return cast(DeviceLibraryV2, FakeV2Library(self))
 
     def driver_version(self) -> str:
         return self._call("driver_version", _node, lambda s: s.driver_version)
@@ -308,13 +316,7 @@ class FakeLibrary:
         )
 
     def total_aicore(self, card_id: int, device_id: int) -> float:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> float:
-            aic = scenario.aicore_of(placed.chip)
-            if aic is None:
-                raise DcmiError(self._name("total_aicore"), NOT_SUPPORTED)
-            return aic
-
-        return self._on_chip("total_aicore", card_id, device_id, body)
+        return self._fact("total_aicore", card_id, device_id, lambda s, p: s.aicore_of(p.chip))
 
     def health(self, card_id: int, device_id: int) -> int:
         return self._on_chip(
@@ -364,13 +366,7 @@ class FakeLibrary:
         return self._on_chip("memory_info", card_id, device_id, body)
 
     def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> PcieAddress:
-            address = scenario.pcie_of(placed.chip)
-            if address is None:
-                raise DcmiError(self._name("pcie_address"), NOT_SUPPORTED)
-            return address
-
-        return self._on_chip("pcie_address", card_id, device_id, body)
+        return self._fact("pcie_address", card_id, device_id, lambda s, p: s.pcie_of(p.chip))
 
     def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
         def body(scenario: FakeScenario, placed: PlacedChip) -> list[int]:
@@ -451,25 +447,15 @@ class FakeLibrary:
         return self._on_chip("multi_utilization_period", card_id, device_id, body)
 
     def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> EccInfo:
-            function = self._name("ecc_info")
-            memory = _kind(function, EccDeviceType, kind)
+        def body(scenario: FakeScenario, placed: PlacedChip) -> EccInfo | None:
+            memory = _kind(self._name("ecc_info"), EccDeviceType, kind)
             own: EccKind = "hbm" if scenario.has_hbm(placed.chip) else "ddr"
-            info = scenario.telemetry_of(placed.chip).ecc_of(memory, own)
-            if info is None:
-                raise DcmiError(function, NOT_SUPPORTED)
-            return info
+            return scenario.telemetry_of(placed.chip).ecc_of(memory, own)
 
-        return self._on_chip("ecc_info", card_id, device_id, body)
+        return self._fact("ecc_info", card_id, device_id, body)
 
     def network_health(self, card_id: int, device_id: int) -> int:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> int:
-            value = scenario.network_health_of(placed.chip)
-            if value is None:
-                raise DcmiError(self._name("network_health"), NOT_SUPPORTED)
-            return value
-
-        return self._on_chip("network_health", card_id, device_id, body)
+        return self._fact("network_health", card_id, device_id, lambda s, p: s.network_health_of(p.chip))
 
     def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
         def body(scenario: FakeScenario, placed: PlacedChip) -> DieId:
@@ -518,20 +504,15 @@ class FakeLibrary:
         return self._on_chip("brother_card", card_id, device_id, body)
 
     def outband_channel_state(self, card_id: int, device_id: int) -> int:
-        def body(_: FakeScenario, placed: PlacedChip) -> int:
-            if placed.chip.outband_channel is None:
-                raise DcmiError(self._name("outband_channel_state"), NOT_SUPPORTED)
-            return placed.chip.outband_channel
-
-        return self._on_chip("outband_channel_state", card_id, device_id, body)
+        return self._fact("outband_channel_state", card_id, device_id, lambda _, p: p.chip.outband_channel)
 
     # -- identity in a super pod -----------------------------------------------------
 
     def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
-        def body(scenario: FakeScenario, placed: PlacedChip) -> SuperPodInfo:
+        def body(scenario: FakeScenario, placed: PlacedChip) -> SuperPodInfo | None:
             pod = scenario.super_pod_of(placed.chip)
             if pod is None:
-                raise DcmiError(self._name("super_pod_info"), NOT_SUPPORTED)
+                return None
             return SuperPodInfo(
                 sdid=placed.chip.phy_id,
                 scale_type=pod.scale_type,
@@ -541,7 +522,7 @@ class FakeLibrary:
                 super_pod_type=pod.super_pod_type,
             )
 
-        return self._on_chip("super_pod_info", card_id, device_id, body)
+        return self._fact("super_pod_info", card_id, device_id, body)
 
     # -- vNPUs on demand -------------------------------------------------------------
 
@@ -589,12 +570,8 @@ class FakeLibrary:
         self._call("subscribe_faults", _node, body)
 
     def affinity_cpu(self, card_id: int, device_id: int) -> str:
-        def body(_: FakeScenario, placed: PlacedChip) -> str:
-            if placed.chip.cpu_affinity is None:
-                raise DcmiError(self._name("affinity_cpu"), NOT_SUPPORTED)
-            return placed.chip.cpu_affinity[:_AFFINITY_CHARACTERS]
-
-        return self._on_chip("affinity_cpu", card_id, device_id, body)
+        cpus = self._fact("affinity_cpu", card_id, device_id, lambda _, p: p.chip.cpu_affinity)
+        return cpus[:_AFFINITY_CHARACTERS]
 
     def close(self) -> None:
         self._initialised = False
@@ -651,9 +628,7 @@ class FakeLibrary:
                     log.exception("handling a fake DCMI fault event failed; the event is dropped")
 
     def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
-        """The events from what ``known`` says to ``scenario`` (a chip in a reset raises and clears
-        nothing); ``known`` and the delivered set updated.
-        """
+        """The events from ``known`` to ``scenario`` (a chip in a reset changes nothing)."""
         events = []
         self._driver.refresh()
         for placed in scenario.placed:

@@ -1,7 +1,6 @@
 """The fake node's scenario: chips, their health and faults, readings, injected errors (JSON).
 
-The smallest useful scenario is ``{"chip_name": "310B1", "chips": [{"phy_id": 0}]}``; every field is
-in docs/fake-backend.md and docs/dcmi.md. The same model feeds the C fake ``libdcmi.so`` of the tests.
+Every field is in docs/fake-backend.md; the same model feeds the C fake ``libdcmi.so`` of the tests.
 """
 
 from __future__ import annotations
@@ -449,9 +448,7 @@ class FakeScenario(BaseModel):
 
     @cached_property
     def placed(self) -> list[PlacedChip]:
-        """Chips with card, device and logic ids filled in: alone on card ``<index>`` by default,
-        device ids and logic ids in list order.
-        """
+        """Chips with card (default: alone on card ``<index>``), device and logic ids, in list order."""
         per_card: dict[int, int] = {}
         result = []
         for index, chip in enumerate(self.chips):

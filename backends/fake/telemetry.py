@@ -1,7 +1,6 @@
 """What a fake chip measures: the scenario's ``telemetry`` and the answers of the telemetry calls.
 
-A chip's ``telemetry`` is laid over the node's key by key, every field with a default. Values are in an
-operator's units; the fake answers in DCMI's (0.1 W, 0.01 V), and -8255 where the driver reports none.
+Values in an operator's units, answered in DCMI's (0.1 W, 0.01 V); -8255 where the driver reports none.
 """
 
 from __future__ import annotations

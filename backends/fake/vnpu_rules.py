@@ -1,7 +1,6 @@
 """How a fake chip splits into vNPUs: the driver's templates, what each takes, what a chip holds.
 
-Huawei's figures where published (the template names each driver accepts; the 310P's per-template cores,
-AI CPUs, memory and its 7 vNPUs); elsewhere the template name says it (``vir10_3c_32g``).
+Huawei's figures where published (the 310P's); elsewhere the template name says it (``vir10_3c_32g``).
 """
 
 from __future__ import annotations
@@ -121,9 +120,7 @@ def chip_room(
     aicpu: int | None = None,
     templates: Sequence[str] | None = None,
 ) -> ChipRoom | None:
-    """The room of a chip called ``chip_name`` (None: its driver makes no vNPUs); ``aicpu`` and
-    ``templates`` override the family's.
-    """
+    """The room of a chip called ``chip_name`` (None: no vNPUs); ``aicpu``, ``templates``: overrides."""
     if aicore is None or chip_name.startswith("310B") or chip_name == "310":
         return None
     first = _FIRST_ID + phy_id * _IDS_PER_CHIP

@@ -1,10 +1,6 @@
 """The chip families: a :class:`~backends.backend.ChipBackend` implementation each, and how a chip picks one.
 
-Adding a family is one module with one row and one small class, listed in
-:data:`FAMILIES` (ARCHITECTURE.md "How to add a chip family"). Detection follows
-Huawei's order (310P, 310B, 310, then 910; the 950's names match no other): a
-"310B1" also contains "310". Within a family the chip name may pick a
-sub-family (:meth:`~backends.backend.ChipBackend.for_chip`: the 910 generations).
+Adding one: ARCHITECTURE.md "How to add a chip family". Huawei's order: "310B1" also contains "310".
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Ascend 910: the training chips, in three generations that differ in interconnect and reset groups.
 
-A1 (``910A``, ``910B``, ``910ProA``, ``910ProB``, ``910PremiumA``: two HCCS rings
-of 4), A2 (``910B1``-``910B4``, ``A2Gx``: a full mesh of 8) and A3 (``Ascend910``,
-model ``93xx``: two dies per card) share one row, fault events, static vNPUs,
-HBM and the RoCE port; the chip name picks the generation, and a 910 name neither
-A1 nor A2 claims is served as A3, whose unit and reset group assume the least.
+A1 (two HCCS rings of 4), A2 (a full mesh of 8), A3 (two dies per card, and any other 910 name).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Ascend 950 (A5): Atlas 350 cards, Atlas 850 servers, the Atlas 950 SuperPoD, through DCMI v2
-(docs/ascend-950.md).
+"""Ascend 950 (A5): Atlas 350 cards, Atlas 850 servers, the Atlas 950 SuperPoD, through DCMI v2.
 
-Named ``npu`` by Huawei (``huawei.com/npu``, ``npu-<physical id>``, but ``/dev/davinci<N>`` by logical id,
-plus the UB stack's nodes); fault events and HBM as on the 910 generations, no HDK vNPUs, resets alone. Its
-UB ports replace the RoCE link: Huawei adds ``020001002`` beside a UB port's link down ``81B18603``.
+``npu-<physical id>`` but ``/dev/davinci<logical id>``; UB ports, not RoCE (docs/ascend-950.md).
 """
 
 from __future__ import annotations
