@@ -69,9 +69,9 @@ def partition_attributes(chip: Mapping[str, JsonObject], template: VnpuTemplate)
 
 
 def partition_names(phy_id: int, splits: ChipSplits) -> list[tuple[str, VnpuTemplate]]:
-    """Every partition device of a chip, by template (smallest first), each template as often as it fits."""
+    """Every partition device of a chip, by template (smallest first), each as often as it is offered."""
     return [
         (partition_name(phy_id, template.name, index), template)
         for template in splits.templates
-        for index in range(splits.most(template))
+        for index in range(splits.offered(template))
     ]
