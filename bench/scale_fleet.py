@@ -28,7 +28,7 @@ from typing import Any
 
 from api import Api
 from chart_harness import Rendering
-from cluster import Cluster, log_tail
+from cluster import DIE_WITH_PARENT, Cluster, log_tail
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
 from node_plugin import NAMESPACE, bound_token
 from pki import kubeconfig
@@ -226,13 +226,16 @@ class SimulatedNode:
         }
 
     def start(self, chart: Mapping[str, str]) -> None:
+        """The driver, in a session of its own (a Ctrl-C reaches the bench, which stops it), killed
+        by the kernel if the bench dies without stopping it."""
         with self.log.open("ab") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ascend_plugin", "run"],
+                [*DIE_WITH_PARENT, sys.executable, "-m", "ascend_plugin", "run"],
                 stdout=output,
                 stderr=subprocess.STDOUT,
                 env=self.environment(chart),
                 cwd=ROOT,
+                start_new_session=True,
             )
 
     def register(self) -> None:
