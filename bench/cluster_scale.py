@@ -4,7 +4,8 @@ Run (as root, after ``python tests/e2e/build.py``): ``python bench/cluster_scale
 ``--sweep`` for 10, 50 and 100 nodes in one go. The end-to-end suite's control plane without a
 kubelet and N simulated nodes, half 8 x 910B3 servers, half Atlas 300I Duo cards (2 x 310P3), each
 with its own driver process as the chart runs it (bench/scale_fleet.py). Each layout -- ``whole``
-(whole chips only) and ``partitions`` (``vnpu: dynamic``) -- runs in turn on the same cluster:
+(whole chips only), ``partitions`` (``vnpu: dynamic`` at the chart's defaults), ``partitions-<n>``
+(at most n of each template a chip, 0: all) -- runs in turn on the same cluster:
 
 1. the drivers start, register and publish; ``--fill`` of the chips are taken whole by pods that stay;
 2. ``--pods`` pods with claims (bench/scale_pods.py) made at ``--rate`` a second, a rate both layouts
@@ -70,12 +71,14 @@ from scale_pods import (  # noqa: E402
     quantile,
 )
 
+from ascend_plugin.kubeapi.client import WATCH_TIMEOUT  # noqa: E402
+
 SWEEP = (10, 50, 100)
 LAYOUTS = ("whole", "partitions", "partitions-<places>")
 
 
 def chart_values(layout: str) -> dict[str, Any]:
-    """The chart values of a layout: whole chips; partitions as the chart has them; at most N places."""
+    """The chart values of a layout: whole chips; partitions as the chart has them; at most n places."""
     if layout == "whole":
         return {"serve": "dra"}
     if layout == "partitions":
@@ -134,6 +137,7 @@ class Figures:
     cpu_burst: dict[str, float] = field(default_factory=dict)  # % of one core
     cpu_idle: dict[str, float] = field(default_factory=dict)
     requests_idle: float | None = None
+    requests_life: float = 0.0  # per node per minute, from every pool published to the end of the round
     refused: int = 0
 
 
@@ -216,6 +220,7 @@ class Run:
     nodes: list[SimulatedNode] = field(default_factory=list)
     running: list[SimulatedNode] = field(default_factory=list)
     stopped_at: str = ""
+    published_at: float = 0.0  # epoch s: every running driver's pool complete
 
     def __post_init__(self) -> None:
         first = next(iter(self.renders.values()))
@@ -278,6 +283,7 @@ class Run:
                 node.register()
             wait_published(admin, group)
             self.running += group
+        self.published_at = time.time()
         for node in self.nodes[len(self.running) :]:
             admin.delete("v1", "Node", node.name)  # a node without its driver is not part of the run
         self.nodes = self.nodes[: len(self.running)]
@@ -326,6 +332,11 @@ class Run:
             print(f"  {len(maker.errors)} deletes failed, the first: {maker.errors[0]}")
         if idle and self.options.idle:
             self._idle(figures)
+        # The longest window, several of a driver's watch renewals (every 3-6 minutes, each watch its
+        # own): the fairest rate, where the churn's and the idle window's may fall between renewals.
+        figures.requests_life = AuditLog(self.cluster.audit_log).per_node_per_minute(
+            self.published_at, time.time(), len(self.running)
+        )
         return figures
 
     def _steady(self, figures: Figures, maker: PodMaker, watch: PodWatch, tag: str, round_: int) -> Phase:
@@ -425,7 +436,8 @@ def describe(figures: Figures, rate: float) -> list[str]:
             lines.append(f"  CPU {when} (% of one core): {said}")
     idle = "-" if figures.requests_idle is None else f"{figures.requests_idle:.2f}"
     lines.append(
-        f"  the drivers' API requests a node a minute: idle {idle}, churn {figures.requests_churn:.2f}"
+        f"  the drivers' API requests a node a minute: idle {idle}, churn {figures.requests_churn:.2f}, "
+        f"from publication to the round's end {figures.requests_life:.2f}"
     )
     if figures.refused:
         lines.append(f"  pods the API server refused to make: {figures.refused}")
@@ -457,6 +469,7 @@ ROWS: dict[str, Callable[[Figures], float | None]] = {
     "API server CPU, idle (%)": lambda f: f.cpu_idle.get("kube-apiserver"),
     "requests/node/min, idle": lambda f: f.requests_idle,
     "requests/node/min, churn": lambda f: f.requests_churn,
+    "requests/node/min, published to end": lambda f: f.requests_life,
 }
 
 
@@ -531,7 +544,11 @@ def parse() -> argparse.Namespace:
     add("--rate", type=float, default=5.0, help="pods made a second in the steady phase")
     add("--burst", type=int, default=400, help="pods made at once after it")
     add("--fill", type=float, default=0.5, help="share of the chips taken whole by pods that stay")
-    add("--idle", type=float, default=480.0, help="seconds of the idle window (first round; 0: none)")
+    # A driver renews each watch after 1-2 x WATCH_TIMEOUT s (drawn anew each time), and a fleet started
+    # together renews its first watches within the same few minutes: a window as long as the longest
+    # watch sees each at least once, where a shorter one may see all of them or none.
+    idle = 2.0 * WATCH_TIMEOUT
+    add("--idle", type=float, default=idle, help="seconds of the idle window (first round; 0: none)")
     add("--settle", type=float, default=20.0, help="seconds after publication before the pods")
     add("--client-qps", type=int, default=200, help="the scheduler's and controller manager's --kube-api-qps")
     add("--batch", type=int, default=10, help="drivers started together")

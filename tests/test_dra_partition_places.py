@@ -2,8 +2,9 @@
 
 Every partition is a device the scheduler weighs, for every claim, on every node
 (docs/dra.md, "What partitions cost the scheduler"), so a chip publishes each
-template at most that many times; 0 publishes every place the template fits. The
-chip's counter set stays whole: it is what the chip holds, whatever is published.
+template at most that many times (2 by default); 0 publishes every place the
+template fits. The chip's counter set stays whole: it is what the chip holds,
+whatever is published.
 """
 
 from __future__ import annotations
@@ -60,6 +61,13 @@ def test_the_chip_keeps_its_whole_counter_set_and_the_whole_chip_takes_it_all(sh
     assert consumed["aicore"] == {"value": "8"}  # type: ignore[index]
     assert consumed["aicpu"] == {"value": "7"}  # type: ignore[index]
     assert [d["name"] for d in devices[1:3]] == ["npu-0-vir01-0", "npu-0-vir02-0"], "numbered from 0"
+
+
+def test_by_default_a_chip_publishes_two_of_each_template(short_tmp: Path) -> None:
+    """What docs/dra.md chose from bench/cluster_scale.py's figures ("What partitions cost the scheduler")."""
+    default = load_settings({"backend": "fake", "fake_scenario": "/s.json"}).dra_partition_places
+    templates, _ = published(short_tmp, default)
+    assert templates == {name: min(most, 2) for name, most in EVERY_PLACE_310P3.items()}
 
 
 @pytest.mark.parametrize("value", [-1, 65, "many"])

@@ -1,13 +1,13 @@
 """A chip split on demand, as DRA's partitionable devices: a counter set, the whole chip, its partitions.
 
-Each chip gets a counter set, ``npu-<phy>-counters``, holding what its vNPUs
-can take: ``aicore`` and ``memory`` always, and where the family's templates
-use them the AI CPUs and media engines (:mod:`backends.vnpu_split`). The whole
-chip is a device that consumes all of it, and each template is a number of
-partition devices, as many as the chip could hold of that template alone, each
-consuming what one vNPU of it takes. The scheduler then allocates any mix that
-fits (a vir04 beside two vir02 on a 310P, never the whole chip beside either)
-and the driver makes the vNPU when the claim is prepared.
+Each chip gets a counter set, ``npu-<phy>-counters``, holding what its vNPUs can
+take: ``aicore`` and ``memory`` always, and where the family's templates use them
+the AI CPUs and media engines (:mod:`backends.vnpu_split`). The whole chip is a
+device that consumes all of it, and each template is a number of partition
+devices, as many as the chip could hold of that template alone (at most
+``dra_partition_places``), each consuming what one vNPU of it takes. The scheduler
+then allocates any mix that fits (a vir04 beside two vir02 on a 310P, never the
+whole chip beside either) and the driver makes the vNPU when the claim is prepared.
 
 A partition carries its chip's attributes (so ``matchAttribute`` on the
 topology unit and CEL on ``chipName`` work as for whole chips), its template's
