@@ -1,25 +1,9 @@
 """PluginApp: wiring only. It builds each part with exactly what it needs and runs them.
 
-Start-up: discovery finds the chips (retrying until they appear, never
-exiting), the health monitor looks at every chip once, and then the parts run
-side by side as named, supervised root tasks: the health monitor, the
-device-plugin face (one server and registrar per offered resource), the CDI
-spec in cdi mode, and the Kubernetes publishers once the kubelet has its
-devices. With ``serve: dra`` the DRA driver face runs instead of the
-device-plugin face (never both: the scheduler would count every chip twice).
-A part that fails is logged and restarted with backoff; nothing a chip
-library raises can end the process. The one exception is settings that cannot
-work with the chips found (sharing chips that carry vNPUs): :meth:`PluginApp.run`
-then raises that :class:`~ascend_plugin.settings.SettingsError` after a clean
-shutdown, and the command exits as it does for invalid settings.
-
-Each part reports its own state for the probes: the supervisors record every
-part's runs and failures, and a part's ``problems`` say what keeps it from its
-job (:mod:`ascend_plugin.faces.operations.probes`).
-
-Shutdown: the inventory closes and the parts are cancelled; each kubelet face,
-as its run ends, ends its streams, closes its servers and removes its sockets;
-then the library is released.
+Discovery finds the chips (retrying, never exiting), the monitor looks at each once, then the parts run as
+named supervised root tasks: the monitor, the device-plugin face or (``serve: dra``) the DRA face, the CDI
+spec, hot reset, and the Kubernetes side once the kubelet has its devices. Settings that cannot work with
+the chips found end :meth:`PluginApp.run` with their SettingsError after a clean shutdown.
 """
 
 from __future__ import annotations
@@ -33,22 +17,22 @@ from typing import TYPE_CHECKING
 import anyio
 
 from ascend_plugin import heap
+from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
 from ascend_plugin.faces.deviceplugin.face import DevicePluginFace, FaceSettings
 from ascend_plugin.faces.operations.http_endpoint import HttpEndpoint, Probe, Routes
 from ascend_plugin.faces.operations.metrics import PluginMetrics
-from ascend_plugin.faces.operations.plugin_source import PluginSource
+from ascend_plugin.faces.operations.metrics_source import PluginSource
 from ascend_plugin.faces.operations.probes import LIMITS, PluginProbes, ProbeLimits
-from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.faces.operations.telemetry_metrics import TelemetryView
 from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, HandoverContext, HandoverMode, resolve_mode
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import ChipResolver, ClaimNames, DeviceChooser, DevicePluginIds, HeldChips
 from ascend_plugin.holdings.pod_resources import PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames, DevicePluginIds
 from ascend_plugin.hot_reset.budget import BUDGET_FILE
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.sequence import Shown
@@ -58,7 +42,6 @@ from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import HealthMonitor, health_policy
 from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.offers.assignments import Assignments, DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.offers.node_offers import Notice, OfferSettings, plan_dra, plan_offers
 from ascend_plugin.resilience import RootTask, Supervision, run_root_tasks
@@ -109,12 +92,8 @@ class PluginApp:
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
-        """``settle_heap``: keep the garbage collector off what start-up built, and trim the C heap
-        (:mod:`ascend_plugin.heap`: the daemon does, a process that runs many apps must not).
-        ``supervision`` and ``limits``: when a failing part counts as serving again, and as dead.
-        ``clock``: what hot reset counts its idle time and its budget of resets on (tests move it).
-        ``wall_clock``: the fault policy's (Unix seconds: its escalation times go into the device-info
-        ConfigMap; tests move it too).
+        """``settle_heap``: :mod:`ascend_plugin.heap` (the daemon's; a process of many apps must not).
+        ``clock``: hot reset's; ``wall_clock``: the fault policy's (Unix seconds). Tests move both.
         """
         self.settings = settings
         self.clock = clock
@@ -147,15 +126,14 @@ class PluginApp:
         self.config.on_change(self._log_level_changed)
         self.parts: Parts | None = None
         # Which container holds which chips (the kubelet's PodResources), and the chips held, in every mode.
-        self.held = HeldChips()
-        self.holdings: PodHoldings | None = None
+        self.held = HeldChips(PodResourcesClient(settings.pod_resources_socket))
         self.unfollowed: UnfollowedChoices | None = None  # Volcano's choices checked (Volcano mode off)
         self.telemetry: TelemetryCollector | None = None  # the chips' telemetry, unless turned off
         self.http: HttpEndpoint | None = None
         # The one API client every face that talks to the API server shares (connected when first used).
         self.kube_client = SharedClient(settings.kubeconfig)
-        self.stop_requested = anyio.Event()
-        self.registered_once = anyio.Event()
+        self.stop_requested = Changes()  # bumped by stop()
+        self.registered = Changes()  # bumped at every registration with the kubelet
         self._refused: SettingsError | None = None
 
     @property
@@ -208,14 +186,10 @@ class PluginApp:
     def stop(self, refused: SettingsError | None = None) -> None:
         """Ask :meth:`run` to shut down cleanly; with ``refused``, :meth:`run` raises it afterwards."""
         self._refused = self._refused or refused
-        self.stop_requested.set()
+        self.stop_requested.bump()
 
     async def run(self) -> None:
-        """Run until :meth:`stop`; returns after a clean shutdown.
-
-        Raises the SettingsError the plugin stopped for (settings that cannot
-        work with the chips found), after the same clean shutdown.
-        """
+        """Run until :meth:`stop`; after a clean shutdown, raise the SettingsError it stopped for, if any."""
         tasks = [RootTask("plugin", self._serve)]
         if self.settings.http_address:
             routes = Routes(self.liveness, self.readiness, self.metrics.render)
@@ -224,7 +198,7 @@ class PluginApp:
         try:
             async with anyio.create_task_group() as group:
                 group.start_soon(run_root_tasks, tasks, self.supervision)
-                await self.stop_requested.wait()
+                await self.stop_requested.wait_for_change(0)
                 if self.node is not None:
                     self.node.inventory.close()  # what follows the chips sees the end
                 group.cancel_scope.cancel()  # the faces' runs close what they served as they end
@@ -300,9 +274,8 @@ class PluginApp:
         mode = resolve_mode(settings.allocate_mode)
         cdi = CdiSpec(settings.cdi_kind, settings.cdi_spec_dir, host)
         handover = MODES[mode](HandoverContext(inventory.table, host, cdi))
-        resolver = ChipResolver(book)
-        holdings = self._holdings(resolver)
-        volcano = self._volcano(node, book, holdings) if settings.volcano else None
+        resolver = self.held.resolver = ChipResolver(book)
+        volcano = self._volcano(node, book) if settings.volcano else None
         resolver.chooser = volcano.chooser if volcano is not None else None
         face = DevicePluginFace(
             book,
@@ -317,7 +290,7 @@ class PluginApp:
             volcano.chooser if volcano is not None else None,
             held=self.held,
         )
-        face.on_registered(self.registered_once.set)
+        face.on_registered(self.registered.bump)
         face.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = face.counters
         hot_reset = self._hot_reset(node, monitor, face.shown)
@@ -334,7 +307,7 @@ class PluginApp:
         )
         tasks = [
             RootTask(DEVICE_PLUGIN_PART, face.run, face.problems),
-            RootTask("pod holdings", holdings.run),
+            RootTask("pod holdings", self.held.run),
         ]
         if hot_reset is not None:
             tasks.append(RootTask("hot reset", hot_reset.run))
@@ -347,7 +320,7 @@ class PluginApp:
             # The free list leaves held chips out in Volcano mode only, as Huawei's: elsewhere Volcano
             # subtracts the pods it placed itself, and would count held chips twice.
             held = self.held if volcano is not None else None
-            checked = holdings if checks_volcano_choices(settings) else None
+            checked = self.held if checks_volcano_choices(settings) else None
             tasks.append(
                 RootTask(
                     "kubernetes",
@@ -379,18 +352,11 @@ class PluginApp:
             table.resource_name, table.device_id_prefix, {state.phy_id for state in inventory.chips()}
         )
         claims = ClaimNames(dra_settings.driver, dra_settings.node, chip_of)
-        holdings = self._holdings(ChipResolver(claims=claims, plugin_ids=plugin_ids))
+        self.held.resolver = ChipResolver(claims=claims, plugin_ids=plugin_ids)
         dra = DraFace(
-            inventory,
-            host,
-            dra_settings,
-            plan,
-            self.calls,
-            held=self.held,
-            holdings=holdings,
-            client=self.kube_client,
+            inventory, host, dra_settings, plan, self.calls, held=self.held, client=self.kube_client
         )
-        dra.on_registered(self.registered_once.set)
+        dra.on_registered(self.registered.bump)
         dra.on_registered(self.lock.keep_note)
         self.metrics_source.kubelet = dra.counters
         hot_reset = self._hot_reset(node, monitor, dra.shown)
@@ -405,7 +371,7 @@ class PluginApp:
         )
         tasks = [
             RootTask(DRA_PART, dra.run, dra.problems),
-            RootTask("pod holdings", holdings.run),
+            RootTask("pod holdings", self.held.run),
             RootTask("kubernetes", lambda: self._run_kube(dra_settings.node, inventory, plan.warnings, None)),
         ]
         if hot_reset is not None:
@@ -418,17 +384,13 @@ class PluginApp:
         inventory: Inventory,
         notices: tuple[Notice, ...],
         held: HeldChips | None,
-        volcano_checked: PodHoldings | None = None,
+        volcano_checked: HeldChips | None = None,
     ) -> None:
-        """The Kubernetes side, started only after the first registration.
-
-        kubernetes-asyncio costs tens of MB and most of a second to import, so it
-        is never imported before the kubelet has its devices, nor at all when
-        the kube features are off.
+        """The Kubernetes side, after the first registration: kubernetes-asyncio costs tens of MB
+        and most of a second to import, and the kubelet must not wait for it.
         """
-        await self.registered_once.wait()
-        from ascend_plugin.faces.kube.publishers import KubeInputs
-        from ascend_plugin.faces.kube.run import run_kube
+        await self.registered.wait_for_change(0)
+        from ascend_plugin.faces.kube.publishers import KubeInputs, run_kube
 
         if self.settle_heap:
             heap.settle()  # and the Kubernetes client's, as large again
@@ -457,20 +419,12 @@ class PluginApp:
         """What the check of Volcano's choices reports (/readyz), once the Kubernetes side runs it."""
         return self.unfollowed.problems() if self.unfollowed is not None else []
 
-    def _holdings(self, resolver: ChipResolver) -> PodHoldings:
-        """Which container holds which chips, from the kubelet's PodResources API (every mode)."""
-        self.holdings = PodHoldings(
-            PodResourcesClient(self.settings.pod_resources_socket), resolver, self.held
-        )
-        return self.holdings
-
     def _telemetry_view(self) -> TelemetryView | None:
         """The chips' telemetry and who holds each chip, for one scrape."""
-        collector, holdings = self.telemetry, self.holdings
+        collector = self.telemetry
         if collector is None:
             return None
-        containers = holdings.containers() if holdings is not None else ()
-        return TelemetryView(collector.snapshot(), containers, collector.cards)
+        return TelemetryView(collector.snapshot(), self.held.containers(), collector.cards)
 
     def _hot_reset(self, node: Node, monitor: HealthMonitor, shown: Shown) -> HotResetManager | None:
         """The hot-reset manager, with hot_reset on (it waits for the kubelet to be ``shown``)."""
@@ -487,31 +441,21 @@ class PluginApp:
             reads_annotation=bool(self.settings.node_name),
             clock=self.clock,
             budget_file=served_directory(self.settings) / BUDGET_FILE,
-            read_held=self._read_holdings_afresh,
         )
         self.metrics_source.hot_reset = manager
         return manager
 
-    async def _read_holdings_afresh(self) -> object:
-        """Ask the kubelet now which containers hold which chips (the held chips follow); None: it cannot."""
-        return await self.holdings.refresh() if self.holdings is not None else None
-
-    def _volcano(self, node: Node, book: OfferBook, holdings: PodHoldings) -> VolcanoParts:
-        """Volcano mode's face; its chooser decides the whole-chip resource's devices.
-
-        Imported here, before the kubelet registration, and not after it like the
-        Kubernetes publishers: without the pod cache there is no correct answer to
-        Allocate, so its cost (kubernetes-asyncio) is paid at start.
-        """
-        from ascend_plugin.faces.volcano.face import ChipAccess, VolcanoFace, VolcanoSettings
+    def _volcano(self, node: Node, book: OfferBook) -> VolcanoParts:
+        """Volcano mode's face, imported at start: without its pod cache Allocate has no answer."""
+        from ascend_plugin.faces.volcano.face import VolcanoFace, VolcanoSettings
 
         volcano = VolcanoFace(
             VolcanoSettings.from_settings(self.settings),
             book,
             node.inventory,
-            chips=ChipAccess(self.calls, node.backend),
-            assignments=Assignments(),
-            holdings=holdings,
+            calls=self.calls,
+            backend=node.backend,
+            held=self.held,
             client=self.kube_client,
         )
         log.info("Volcano mode: %s chips are the ones Volcano chose", node.inventory.table.resource_name)

@@ -1,9 +1,7 @@
 """The ``ascend-device-plugin`` command: run, doctor, simulate, version.
 
-Flags of ``run`` are generated from the settings fields, so a new setting is a
-flag, an environment variable and a config-file key at once. A mistyped flag is
-one line naming it, not the usage of seventy flags; a reader that leaves early
-(``simulate | head``) ends the command quietly.
+Flags of ``run`` are generated from the settings fields. A mistyped flag is one line naming it; a reader
+that leaves early (``simulate | head``) ends the command quietly.
 """
 
 from __future__ import annotations
@@ -137,14 +135,8 @@ def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
 def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the plugin until SIGTERM or SIGINT; exit 0 after a clean shutdown.
 
-    Exit :data:`EXIT_BAD_SETTINGS`, as for invalid settings, when they turn out
-    not to work once the plugin starts: a fault-level file that cannot be used,
-    or settings that cannot work with the chips found (sharing chips that carry
-    vNPUs), the plugin stopping cleanly first.
-
-    SIGHUP re-reads the settings with ``reload`` (the same flags and
-    environment, the config file read again) and applies what may change at
-    run time, the way a config ConfigMap change is applied.
+    :data:`EXIT_BAD_SETTINGS` when the settings turn out not to work once it starts (after a clean stop).
+    SIGHUP re-reads the settings with ``reload`` and applies what may change at run time.
     """
     from ascend_plugin.app import PluginApp
 

@@ -1,25 +1,9 @@
 """DirectoryChanges: wake up when anything in the kubelet's socket directories is created, deleted or moved.
 
-A kubelet restart is visible only in the file system: our socket deleted, a
-new ``kubelet.sock``. Polling a stat() every 100 ms finds it up to 100 ms
-late, which with the registration after it is more than the plugin may be
-unregistered, and costs ten wake-ups a second on every node for an event of a
-few times a year. So the parts that keep sockets there (the device-plugin
-registrars, the DRA driver's socket keeper) sleep on this instead: Linux's
-inotify (through libc, no dependency) wakes them within a millisecond of a
-change in any of their directories.
-
-While inotify watches, they look at the directories on every change and, as a
-safety net, every :data:`SAFETY_CHECK` seconds. Where inotify cannot watch (a
-kernel or C library without it, no watches left, a file system that does not
-report changes), they look every ``poll_interval`` seconds
-(``kubelet_watch_interval``), and a warning says so. When a directory itself is
-deleted, moved or replaced, the watch on it ends: they poll until it can be
-watched again, which every look tries.
-
-A wake-up only says "look again": the parts compare the files' stamps
-themselves, so a change that concerns no one (another plugin's socket, our
-own note) costs one look.
+A kubelet restart shows only in the file system; polling finds it late and costs wake-ups on every node.
+Linux's inotify (through libc) wakes the socket keepers within a millisecond, with a look every
+:data:`SAFETY_CHECK` seconds besides; where it cannot watch, they poll every ``poll_interval`` (a warning
+says so). A wake-up only says "look again": the keepers compare the files' stamps themselves.
 """
 
 from __future__ import annotations

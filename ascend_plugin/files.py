@@ -1,13 +1,8 @@
 """The files and directories the plugin makes: atomic writes, and modes that never follow the umask.
 
-The CDI specs, the DRA driver's checkpoint and the hot-reset budget are read
-by others (a container runtime, as root) or by the plugin's next run: half a
-file would be worse than none, and a file any local user could write (a CDI
-spec names the mounts, device nodes and hooks of every NPU container) would
-be worse still. So each file is written whole under its final name, readable
-and writable by its owner only, and each directory the plugin creates is
-0755, whatever the umask. ``durable`` also survives a power cut: the data and
-the directory entry reach the disk before the call returns.
+CDI specs, the DRA checkpoint and the hot-reset budget are read by a runtime or the next run: each is
+written whole under its final name, its owner's alone; directories are 0755. ``durable`` survives a
+power cut.
 """
 
 from __future__ import annotations
@@ -21,10 +16,7 @@ DIRECTORY_MODE = 0o755  # a directory the plugin creates: others may look in, ne
 
 
 def make_directory(path: Path) -> None:
-    """``path`` and its missing parents, each made :data:`DIRECTORY_MODE` (a umask can only narrow it).
-
-    OSError (naming the directory) when one cannot be created.
-    """
+    """``path`` and its missing parents, each :data:`DIRECTORY_MODE`; OSError naming one not made."""
     missing: list[Path] = []
     while not path.exists() and path != path.parent:
         missing.append(path)

@@ -1,30 +1,8 @@
-"""gRPC servers on unix sockets, as the kubelet-facing faces run them.
+"""gRPC servers on the unix sockets the kubelet reaches (the kubelet or an operator may delete them).
 
-The kubelet reaches every plugin through a unix socket it was told of, and it
-(or an operator) may delete that socket at any time: the device-plugin
-directory is wiped when the kubelet restarts, and a DRA driver's registration
-socket must simply stay in place. So each face serves through a
-:class:`SocketEndpoint`: it starts a server on a path, tells by the file's stamp
-whether its own socket is still there, re-creates it on a fresh socket, and
-removes only its own socket when it stops.
-
-grpclib's ``Server.close()`` cancels the request handlers but leaves the
-HTTP/2 connections open: the kubelet's end of a stream then hangs instead of
-ending, and the server's socket objects linger until garbage collection. A
-plugin that re-creates its socket after every kubelet restart must not leave a
-connection behind each time, so :class:`PluginServer` remembers the
-connections it accepted and closes them with itself. A connection the loop
-accepted just before the close is set up (``connection_made``) only after it:
-that one is closed as soon as it is set up. A face that checks what clients
-send builds its own per-connection protocol (``_new_protocol``) and serves it
-through its own endpoint (``_new_server``).
-
-A socket that cannot be created is a
-:class:`~ascend_plugin.path_facts.PathUnusable` whose message names the cause
-(the directory's mode and owner against our uid, a read-only file system, a
-file in the way, another plugin serving that name), for the face to log and
-retry. A socket file in the way is removed only when nobody serves it: another
-plugin's (Huawei's uses the same names) is left alone (:mod:`ascend_plugin.other_plugins`).
+A :class:`SocketEndpoint` serves on a path, tells by the file's stamp whether its socket is still there,
+re-creates it and removes only its own. :class:`PluginServer` closes every connection it accepted (grpclib's
+close leaves them open: the kubelet's stream would hang). A socket file another plugin serves is left alone.
 """
 
 from __future__ import annotations
@@ -34,13 +12,13 @@ import os
 import socket
 import weakref
 from asyncio import BaseTransport
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 import anyio
 import anyio.lowlevel
-from grpclib._typing import IServable
+from grpclib.const import Handler as MethodHandler
 from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
@@ -59,12 +37,15 @@ CLOSE_WAIT = 2.0  # seconds a closing server gets to finish its connections
 ACCEPT_TURNS = 3  # loop turns from accepting a connection to setting it up
 
 
-def file_stamp(path: Path) -> FileStamp | None:
-    """(inode, ctime, mtime) of ``path``, or None when it does not exist.
+class Servable(Protocol):
+    """A gRPC service as grpclib serves it (what betterproto2 generates): its methods by path."""
 
-    The inode alone is not enough: a re-created socket often gets the inode
-    number its predecessor just freed.
-    """
+    def __mapping__(self) -> Mapping[str, MethodHandler]: ...
+
+
+def file_stamp(path: Path) -> FileStamp | None:
+    """(inode, ctime, mtime) of ``path``, or None when it does not exist (a re-created socket often gets
+    the inode number its predecessor just freed)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -73,11 +54,8 @@ def file_stamp(path: Path) -> FileStamp | None:
 
 
 def bound_socket(path: Path) -> socket.socket:
-    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the start, whatever the umask.
-
-    Linux gives the socket file the mode of the socket's inode at bind time
-    (less the umask): set before the bind, no other user can connect even for
-    a moment. (Connecting to a unix socket needs write permission on it.)
+    """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the bind (Linux gives
+    the file the inode's mode at bind time), whatever the umask.
     """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -92,21 +70,24 @@ def bound_socket(path: Path) -> socket.socket:
 class PluginServer(Server):
     """A grpclib Server whose ``close()`` also closes every connection it accepted."""
 
-    def __init__(self, handlers: Collection[IServable]) -> None:
+    def __init__(self, handlers: Collection[Servable]) -> None:
         super().__init__(handlers)
         self._protocols: weakref.WeakSet[H2Protocol] = weakref.WeakSet()
         self._closed = False
 
-    def _new_protocol(self) -> H2Protocol:
-        """The protocol of one accepted connection: grpclib's own, unless a subclass checks more."""
-        return super()._protocol_factory()
+    def _set_up(self, protocol: H2Protocol) -> Callable[[BaseTransport], None] | None:
+        """Change a new connection's grpclib objects; what to do once it is made. A subclass checks more."""
+        return None
 
     def _protocol_factory(self) -> H2Protocol:
-        protocol = self._new_protocol()
+        protocol = super()._protocol_factory()
+        connected = self._set_up(protocol)
         set_up = protocol.connection_made
 
         def connection_made(transport: BaseTransport) -> None:
             set_up(transport)
+            if connected is not None:
+                connected(transport)
             if self._closed:
                 protocol.processor.close("the plugin closed its server")
 
@@ -123,20 +104,18 @@ class PluginServer(Server):
                 processor.close("the plugin closed its server")
 
 
-class EndpointStopped(RuntimeError):
+class EndpointStopped(PathUnusable):
     """``start`` of an endpoint that was stopped: its owner is shutting it down."""
 
 
 class SocketEndpoint:
     """Starts, re-creates and stops a gRPC server for ``handlers`` on the unix socket ``path``.
 
-    ``what`` names the API in log lines ("the device plugin API"). Starting and
-    stopping take turns (one lock) and run to the end even when the caller is
-    cancelled, so no server is ever left listening with nobody to close it;
-    once stopped, the endpoint stays stopped.
+    Starting and stopping take turns and run to the end even when the caller is cancelled, so no server is
+    left listening with nobody to close it; once stopped, it stays stopped.
     """
 
-    def __init__(self, handlers: Collection[IServable], path: Path, what: str) -> None:
+    def __init__(self, handlers: Collection[Servable], path: Path, what: str) -> None:
         self.handlers = tuple(handlers)
         self.path = path
         self.what = what
@@ -155,10 +134,7 @@ class SocketEndpoint:
         return PluginServer(self.handlers)
 
     async def start(self) -> None:
-        """Serve on a fresh socket; the previous server (if any) is closed afterwards.
-
-        Raises PathUnusable, naming the cause, when the socket cannot be created.
-        """
+        """Serve on a fresh socket, then close the previous server; PathUnusable naming the cause."""
         if len(os.fsencode(self.path)) > MAX_SOCKET_PATH:
             raise PathUnusable(
                 f"socket path {self.path} is {len(os.fsencode(self.path))} bytes; a unix socket path may "
@@ -209,11 +185,8 @@ class SocketEndpoint:
 
     @staticmethod
     async def _close(server: PluginServer) -> None:
-        """Close a server nobody can reach by its path any more.
-
-        A connection accepted by the loop just before the close would be set up
-        after it, and asyncio 3.11 then fails to set it up and leaks its socket:
-        so the loop gets a few turns to set up what it accepted first.
+        """Close a server nobody can reach by its path any more, after a few loop turns: a connection
+        accepted just before would be set up after the close and leak its socket (asyncio 3.11).
         """
         for _ in range(ACCEPT_TURNS):
             await anyio.lowlevel.checkpoint()

@@ -1,25 +1,10 @@
-"""InstanceLock: one plugin per device-plugin directory.
+"""InstanceLock: one plugin per served directory (during a rollout the old pod may still be running).
 
-During a DaemonSet rollout the old pod can still be terminating when the new
-one starts. Two plugins on one directory take each other's socket for stale,
-delete it and register again, for as long as both live. So the plugin takes
-an exclusive lock before it touches any socket; a second instance waits,
-saying whom it waits for and for how long, and takes over as soon as the
-first one exits: the kernel releases a flock when its holder's process ends,
-however it ends, so there is nothing stale to clean up.
-
-The lock is a ``flock`` on the directory itself, not on a file in it: for
-years the kubelet deleted every file but its checkpoint from this directory
-when it started (only recent versions spare what is not a socket), and a lock
-file deleted under its holder lets a second instance lock a new one. Locking a
-directory needs only read permission, so an unwritable directory still gets
-as far as the socket, whose error names the directory's mode and owner.
-
-The holder writes who it is to :data:`HOLDER_NOTE` beside the sockets (pid,
-host name, since when). In a pod the pid is the pod's own (often 1), so the
-host name, which is the pod's name, tells two pods apart. A kubelet that
-deletes the note with everything else gets it back at the holder's next
-registration (:meth:`InstanceLock.keep_note`).
+Two plugins on one directory would take each other's socket for stale, for as long as both live. The
+lock is a ``flock`` on the directory itself (the kubelet used to delete every file in it at start; a lock
+file deleted under its holder lets a second instance lock a new one); the kernel releases it however its
+holder ends. The holder writes who it is to :data:`HOLDER_NOTE` (pid, host name: a pod's pid is often 1),
+and writes it again at each registration, should the kubelet delete it.
 """
 
 from __future__ import annotations
@@ -85,9 +70,7 @@ class LockState:
 def lock_state(directory: Path) -> LockState:
     """Look at the lock on ``directory`` without waiting for it (for ``doctor``).
 
-    A shared lock is taken and dropped at once: it is granted only while no
-    instance holds the exclusive one. An instance starting at that very moment
-    finds the lock busy once and tries again a few milliseconds later.
+    A shared lock is taken and dropped at once: granted only while no instance holds the exclusive one.
     Raises PathUnusable when the directory cannot be opened.
     """
     try:
@@ -137,8 +120,7 @@ class InstanceLock:
     async def acquire(self) -> None:
         """Return holding the lock; wait (without blocking the loop) while another instance has it.
 
-        Holding it already (a restarted part of this process asks again) returns at once: a second
-        descriptor of ours would wait for the first forever.
+        Holding it already returns at once: a second descriptor of ours would wait for the first forever.
         """
         if self.held:
             return

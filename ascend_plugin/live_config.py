@@ -1,14 +1,8 @@
-"""LiveConfig: the settings in force, swapped atomically when they reload.
+"""LiveConfig: the settings in force, swapped atomically when they reload (config ConfigMap, SIGHUP).
 
-Parts that follow run-time changes (the health monitor, the log level) read
-the current values from here rather than holding copies. A reload (from the
-config ConfigMap, or SIGHUP re-reading the config file) applies as a whole or
-not at all: every value is validated first, a setting that may not change at
-run time refuses the whole change, and the old configuration stays. Which
-settings may change is metadata on the setting itself (``RELOADABLE``).
-
-The fault configuration is not here: its inputs go to
-:class:`~ascend_plugin.fault_policy.sources.FaultSources`.
+A reload applies as a whole or not at all: a setting that may not change at run time (not ``RELOADABLE``)
+refuses the whole change, and the old configuration stays. The fault configuration's inputs are
+:class:`~ascend_plugin.fault_policy.policy.FaultSources`'.
 """
 
 from __future__ import annotations
@@ -49,11 +43,7 @@ class LiveConfig:
         return {name: getattr(self.startup_settings, name) for name in RELOADABLE}
 
     def apply(self, overrides: Mapping[str, object]) -> list[str]:
-        """Apply run-time overrides atomically; return the names of the settings that changed.
-
-        Raises SettingsError (and changes nothing) when a key may not change at
-        run time or a value is invalid.
-        """
+        """Apply run-time overrides atomically; the settings that changed (SettingsError: none)."""
         refused = sorted(set(overrides) - RELOADABLE)
         if refused:
             allowed = ", ".join(sorted(RELOADABLE))
@@ -74,20 +64,15 @@ class LiveConfig:
         return changed
 
     def apply_overrides(self, overrides: Mapping[str, object]) -> list[str]:
-        """Make ``overrides`` the run-time layer (what the config ConfigMap says) over the start-up base.
-
-        A setting the overrides no longer name returns to its start-up value.
+        """Make ``overrides`` (the config ConfigMap) the run-time layer; settings it no longer names
+        return to their start-up values.
         """
         changed = self.apply({**self.reloadable_at_startup(), **overrides})
         self.overrides = dict(overrides)
         return changed
 
     def rebase(self, base: Settings) -> list[str]:
-        """Replace the start-up base (the config file re-read on SIGHUP); the overrides stay on top.
-
-        Raises SettingsError, refusing it all, when the new base changes a
-        setting that cannot change at run time, exactly as an override would.
-        """
+        """Replace the start-up base (SIGHUP); SettingsError, refusing it all, as an override would."""
         moved: dict[str, Any] = {
             name: getattr(base, name)
             for name in Settings.model_fields
@@ -99,13 +84,9 @@ class LiveConfig:
         return changed
 
     async def reread_config_file(self, load: Callable[[], Settings]) -> bool:
-        """SIGHUP: rebase on ``load()``, the settings read again with the config file.
+        """SIGHUP: rebase on ``load()``, run on a worker thread within :data:`RELOAD_TIMEOUT` seconds.
 
-        ``load`` runs on a worker thread, given :data:`RELOAD_TIMEOUT` seconds
-        (a file system that does not answer holds that thread, never the event
-        loop). False (one line logged, nothing changed) when there is no config
-        file, it cannot be read in time, or the new settings are invalid or
-        change what cannot change at run time.
+        False (one line logged, nothing changed) without a config file, past the time, or on invalid settings.
         """
         path = self.startup_settings.config_file
         if path is None:

@@ -1,9 +1,4 @@
-"""Logging: one line per event, as text for people or JSON for machines.
-
-Context goes in ``extra={...}``; the JSON format emits it as top-level keys
-(stable names such as ``device``, ``codes``, ``reason``), the text format
-appends it as ``key=value``.
-"""
+"""Logging: one line per event, as text for people or JSON for machines (``extra`` fields as keys)."""
 
 from __future__ import annotations
 

@@ -13,12 +13,7 @@ MAX_DEVICE_ID_LENGTH = 63
 
 
 def extended_resource_problem(name: str) -> str | None:
-    """Why ``name`` is not a valid extended resource name, or None if it is.
-
-    The kubelet's rules: ``<domain>/<name>``, the domain a DNS subdomain outside
-    ``kubernetes.io``, not starting with ``requests.``, the name at most 63
-    characters of ``[A-Za-z0-9_.-]`` starting and ending alphanumeric.
-    """
+    """Why ``name`` is not a valid extended resource name (the kubelet's rules), or None if it is."""
     if name.startswith("requests."):
         return "must not start with 'requests.'"
     domain, slash, short = name.partition("/")

@@ -1,12 +1,7 @@
 """Another plugin on the node: a process serving our socket names, or writing our device-info ConfigMap.
 
-Huawei's device plugin uses the same socket names (``Ascend910.sock``) and writes
-the same ``mindx-dl-deviceinfo-<node>`` ConfigMap. Two plugins would take the
-kubelet's registration from each other and overwrite each other's ConfigMap, so
-this one does not fight: it names the other and waits until it is gone. Our own
-instances never meet here (the instance lock lets one serve a directory at a
-time); a socket that accepts a connection while we hold the lock is someone
-else's, unless the process behind it is this one.
+Huawei's plugin uses the same names. This one does not fight: it names the other and waits until it is
+gone (our own instances never meet here: the instance lock).
 """
 
 from __future__ import annotations
@@ -54,10 +49,9 @@ def _command(pid: int) -> str:
 
 
 def socket_server(path: Path) -> SocketServer | None:
-    """Who listens on the unix socket ``path``; None when nobody does (absent, or left by a process gone).
+    """Who listens on the unix socket ``path``; None when nobody does (absent, or stale).
 
-    A non-blocking connect: a listening socket accepts it (or is too busy to: a
-    full backlog is someone listening too), a stale one refuses it. Nothing is sent.
+    A non-blocking connect, nothing sent: a full backlog is someone listening too.
     """
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     probe.setblocking(False)
@@ -104,10 +98,8 @@ FOREIGN_QUIET: Final = 600.0  # seconds: twice Huawei's 300 s rewrite of the Con
 class OtherWriter:
     """Tells, from the device-info ConfigMap's versions, when another process keeps rewriting it.
 
-    A version this plugin did not write whose device list differs from the
-    version before it is another writer's (an operator's release of a chip from
-    ``ManuallySeparateNPU`` leaves the device list alone). While one was seen in
-    the last :data:`FOREIGN_QUIET` seconds, this plugin does not write.
+    A version not ours whose device list differs from the one before it is another writer's (a release
+    leaves the list alone); while one was seen in the last :data:`FOREIGN_QUIET` seconds, we do not write.
     """
 
     def __init__(self, data_key: str) -> None:

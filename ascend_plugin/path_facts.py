@@ -1,13 +1,7 @@
 """What is wrong with a path the plugin serves or connects on, in words an operator can act on.
 
-The errors the kernel gives are true but say little: connecting to a
-``kubelet.sock`` that is a regular file is "connection refused", creating a
-socket in a read-only directory is "permission denied". These functions add
-the facts that name the cause: what kind of file is there, and the
-directory's mode and owner next to the uid this process runs as.
-
-A path that cannot be used is raised as a :class:`PathUnusable` carrying those
-words, whichever part found it.
+The kernel's errors are true but say little ("connection refused" from a ``kubelet.sock`` that is a
+regular file): these add the kind of file there, and the directory's mode and owner against our uid.
 """
 
 from __future__ import annotations
@@ -30,13 +24,8 @@ _NOT_ALLOWED = (errno.EACCES, errno.EPERM)
 class PathUnusable(Exception):
     """Root of the path errors: a file, directory or socket the plugin needs cannot be used.
 
-    What belongs here: a socket that cannot be created, a ``kubelet.sock``
-    that is no socket, a directory that cannot be locked, a state file that
-    cannot be read or moved aside. The message names the path and the cause in
-    the words of this module (kind of file, mode and owner against our uid,
-    read-only file system). A part that meets one says so and retries with
-    backoff: the operator's fix (a mount, a permission) needs no restart.
-    Subclasses exist where a caller tells them apart.
+    The message names the path and the cause in this module's words; a part that meets one says so and
+    retries with backoff (the operator's fix needs no restart).
     """
 
 

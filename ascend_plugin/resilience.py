@@ -1,34 +1,9 @@
-"""Backoff, retry and supervision: how every long-running part of the plugin survives failure.
+"""Backoff, retry and supervision: no failure ends the process, nor turns into a tight loop or a flood.
 
-A node throws everything at a device plugin: a driver that is not loaded yet,
-an API server that is away, a kubelet that restarts. No single failure may end
-the process, and none may turn into a tight loop or a flood of log lines. So:
-
-* :class:`Backoff` - delays that double up to a cap, as data; with full jitter
-  (each delay drawn at random below its ceiling) where every node of the
-  DaemonSet retries against the same server, so that they do not retry in
-  lockstep after it comes back;
-* :class:`Retrier` - one part's failed attempts at something it keeps trying
-  (a file, a socket, an API server, a driver call): counted, backed off, and
-  each distinct problem said once (the same one again only at DEBUG), so an
-  hour of failures is one line, not thousands;
-* :func:`supervise` - runs a part, logs a crash with the part's name and
-  restarts it with backoff (backoff is for crash loops, not for rare failures);
-  one threshold, :data:`RECOVERED_AFTER` (10 s, a :class:`Supervision`'s
-  ``recovered_after``), says when a part serves again: a run that lasts that
-  long ends its streak of failures for ``/readyz`` and ``/healthz``, and its
-  next failure is restarted after the shortest delay again;
-* :class:`Supervision` - what the supervisors know of every part they run:
-  running or waiting to restart, failing since when, the last error, and what
-  the part itself says keeps it from its job. The probes read it
-  (:mod:`ascend_plugin.faces.operations.probes`);
-* :class:`RootTask` and :func:`run_root_tasks` - the plugin's one list of named,
-  supervised parts, started together and cancelled together.
-
-A part supervised inside another (the DRA driver's ResourceSlices, a
-resource's registrar) is recorded in the same :class:`Supervision` as the
-root tasks: it is handed down with the task context, as a task group hands
-down cancellation, so a face needs no parameter to be accounted for.
+:class:`Retrier` says each distinct problem once (repeats at DEBUG); :func:`supervise` restarts a part that
+fails, with backoff, and records it in the :class:`Supervision` the probes read; a part counts as serving
+again after a run of :data:`RECOVERED_AFTER` seconds. Parts supervised inside others are recorded in the
+same Supervision, handed down with the task context.
 """
 
 from __future__ import annotations
@@ -51,10 +26,8 @@ Jitter = Callable[[], float]  # a number in [0, 1): where below its ceiling a de
 class Backoff:
     """Delays that double from ``first`` up to ``cap`` seconds.
 
-    With ``jitter`` (``random.random``; a test passes its own) each delay is
-    drawn uniformly between 0 and that ceiling ("full jitter"); without, it is
-    the ceiling itself, for delays an operator is told in advance or a bound
-    the documentation promises.
+    With ``jitter`` each delay is drawn below that ceiling ("full jitter": the DaemonSet's nodes do not
+    retry in lockstep); without, it is the ceiling, for delays an operator is told in advance.
     """
 
     first: float
@@ -95,10 +68,7 @@ Sleep = Callable[[float], Awaitable[None]]
 class Retrier:
     """A part's failed attempts since it last got through: their count, the backoff, the problem said.
 
-    ``logger`` is the part's own, so each line keeps its module's name. A
-    failure is said at its level when its problem differs from the last one,
-    else at DEBUG: the first failure and every new kind of failure stand out,
-    the repeats do not. Every line carries the part and the attempt.
+    A failure is said at its level when its problem differs from the last one, else at DEBUG.
     """
 
     def __init__(
@@ -113,11 +83,7 @@ class Retrier:
         self.problem = ""  # the last failure, as compared; empty once the part gets through
 
     def failure(self, problem: str, *, level: int = logging.ERROR, said: str = "", **fields: object) -> float:
-        """Count a failed attempt at ``problem`` and say it; the seconds to wait before the next attempt.
-
-        ``said`` is the line's text where it says more than ``problem`` (what
-        to do about it, the error's detail); ``fields`` go with the line.
-        """
+        """Count a failed attempt at ``problem`` and say it (``said``: a fuller line); the delay."""
         self.attempt += 1
         self.failures += 1
         delay = self.backoff.after(self.attempt)
@@ -179,10 +145,7 @@ class _Record:
 class Supervision:
     """Every part its supervisors run, in the order they started, with their state.
 
-    A part's failures form a streak until one of its runs lasts
-    ``recovered_after`` seconds: a part restarted into a run that fails again
-    at once is still failing, however often it is restarted, and its backoff
-    keeps growing; after a run that long, both start again.
+    A part's failures form a streak (its backoff growing) until one of its runs lasts ``recovered_after``.
     """
 
     clock: Callable[[], float] = time.monotonic
@@ -230,9 +193,7 @@ async def supervise(
 ) -> None:
     """Run ``part`` until it returns; log and restart it with backoff whenever it fails.
 
-    The part is recorded in the :class:`Supervision` of the context (if any)
-    for as long as this runs; ``problems`` is how it tells what keeps it from
-    its job while it runs.
+    Recorded in the context's :class:`Supervision` while it runs; ``problems``: what keeps it from its job.
     """
     supervision = (
         _SUPERVISION.get() or Supervision()
@@ -268,11 +229,7 @@ class RootTask:
 
 
 async def run_root_tasks(tasks: Sequence[RootTask], supervision: Supervision | None = None) -> None:
-    """Run every task supervised, side by side, until all return or the caller is cancelled.
-
-    ``supervision`` records them (and every part supervised inside them); without
-    one, the tasks join the supervision of the caller's context.
-    """
+    """Run every task supervised, side by side, recorded in ``supervision`` (else the caller's)."""
     token = _SUPERVISION.set(supervision) if supervision is not None else None
     try:
         async with anyio.create_task_group() as group:

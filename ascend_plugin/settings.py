@@ -1,10 +1,8 @@
 """The plugin's settings: defaults < config file < environment < command line.
 
-Every field here is also a command-line flag (``health_interval`` ->
-``--health-interval``) and an environment variable (``ASCEND_DP_HEALTH_INTERVAL``),
-so the Helm chart, a config file and a developer's shell all speak the same
-names. Invalid values raise :class:`SettingsError`, which names the field, the
-value and what is allowed; the CLI turns it into exit code 2.
+Every field is also a flag (``--health-interval``) and an environment variable
+(``ASCEND_DP_HEALTH_INTERVAL``). Invalid values raise :class:`SettingsError` naming the field, the value and
+what is allowed; the CLI exits with code 2.
 """
 
 from __future__ import annotations
@@ -37,14 +35,8 @@ SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
 class SettingsError(Exception):
     """Root of the configuration errors: what the operator configured cannot be used.
 
-    The message says which setting or key, its value, and what is allowed.
-    What belongs here: the settings (flags, environment, config file), the
-    config ConfigMap's keys, a fault configuration document that cannot be
-    read at all, and settings that cannot work with the chips found (sharing
-    chips that carry vNPUs). At start the command exits with code 2 for any of
-    them (``ascend_plugin.cli``); while running, the configuration in force
-    stays and the error is logged. Subclasses exist where a caller tells them
-    apart (``doctor`` reports the sharing refusal as a finding of its own).
+    The message says which setting or key, its value, and what is allowed. At start the command exits with
+    code 2; while running, the configuration in force stays and the error is logged.
     """
 
 
@@ -479,10 +471,8 @@ def cut(text: str) -> str:
 
 
 def shown(value: object) -> str:
-    """``value`` as a message names it: its repr, at most about :data:`SHOWN` characters of it.
-
-    An operator's value may be a megabyte (or, through YAML aliases, a
-    structure that prints as gigabytes): a message names it, never carries it.
+    """``value`` as a message names it: its repr, about :data:`SHOWN` characters at most (a value
+    may be a megabyte, or through YAML aliases gigabytes).
     """
     if isinstance(value, str) and len(value) > SHOWN:
         return f"{value[:SHOWN]!r}... ({len(value)} characters)"
@@ -491,12 +481,10 @@ def shown(value: object) -> str:
 
 
 def read_config_file(path: Path) -> dict[str, Any]:
-    """The settings in a YAML (or JSON) file, as a mapping; SettingsError saying what is wrong with it.
+    """The settings in a YAML (or JSON) file, as a mapping; SettingsError saying what is wrong.
 
-    Only a regular file of at most :data:`CONFIG_FILE_LIMIT` bytes is read (a
-    FIFO would block the reader, a huge file fill its memory), YAML aliases are
-    refused (300 bytes of them expand to gigabytes), as is a file of more than
-    :data:`CONFIG_FILE_VALUES` values, and every key must name a setting.
+    Only a regular file of at most :data:`CONFIG_FILE_LIMIT` bytes is read, without YAML aliases (300 bytes of
+    them expand to gigabytes) and with at most :data:`CONFIG_FILE_VALUES` values.
     """
     import yaml  # only when there is a file: most nodes run on flags and env alone
 
@@ -624,11 +612,8 @@ _BOUND_ERRORS: Final = frozenset({"greater_than", "greater_than_equal", "less_th
 
 
 def _allowed_range(field: str) -> str | None:
-    """The whole range of a bounded setting, from its ge/gt/le, e.g. ``1-3600 seconds``.
-
-    Pydantic names only the bound a value broke; an operator who gave 0.5 for a
-    1..3600 setting should not have to try again to learn the maximum. Settings
-    whose description starts with "seconds" are in seconds.
+    """The whole range of a bounded setting, e.g. ``1-3600 seconds`` (pydantic names only the bound
+    a value broke).
     """
     info = Settings.model_fields[field]
     low: tuple[object, bool] | None = None  # (bound, whether the bound itself is allowed)
@@ -718,11 +703,8 @@ def served_directory(settings: Settings) -> Path:
 
 
 def how_to_set(name: str, value: object, *, helm: bool = True) -> str:
-    """Every way to give a setting a value, e.g. for ``ai_core_min``, 1:
-
-    ``ai_core_min=1 (--ai-core-min 1, ASCEND_DP_AI_CORE_MIN=1, Helm settings.aiCoreMin: 1)``.
-    A message (or a doctor's fix) that names all of them works wherever the plugin is started from.
-    ``helm=False`` for the few settings the chart sets itself from other values.
+    """Every way to give a setting a value, e.g. ``ai_core_min=1 (--ai-core-min 1,
+    ASCEND_DP_AI_CORE_MIN=1, Helm settings.aiCoreMin: 1)``; ``helm=False`` where the chart sets it itself.
     """
     first, *rest = name.split("_")
     if isinstance(value, bool):

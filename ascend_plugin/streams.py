@@ -1,17 +1,8 @@
 """OpenStreams: the server streams of one service, told of every change and ended together.
 
-ListAndWatch and the DRA health stream have the same life: each open stream
-sends the current state, then waits for the next change and sends again, until
-the service stops; and whoever stops the service waits until every stream has
-ended, so the kubelet sees each one end cleanly. The waiting is on
-:class:`~ascend_plugin.changes.Changes`: a stream takes the next change's event
-*before* it reads the state, so a change between the read and the wait is never
-slept through.
-
-Each open stream also says which version of the state it has shown the kubelet
-(:meth:`StreamSight.showed`), so a part that must know the kubelet has been told
-before it acts (a hot reset takes its chips out first) can wait for it
-(:meth:`OpenStreams.shown`).
+Each stream takes the next change (:meth:`OpenStreams.next_change`) before it reads the state, and says
+which version it has shown the kubelet, so a part that must know the kubelet was told (a hot reset) can
+wait for it (:meth:`OpenStreams.shown`).
 """
 
 from __future__ import annotations
@@ -24,8 +15,8 @@ import anyio
 from ascend_plugin.changes import Changes
 
 
-class StreamSight:
-    """What one open stream has shown: the version of the state its last look sent (or found unchanged)."""
+class ShownVersion:
+    """The version of the state one open stream last sent (or found unchanged)."""
 
     def __init__(self, streams: OpenStreams) -> None:
         self.version = -1
@@ -35,20 +26,21 @@ class StreamSight:
         """The stream's look at ``version`` of the state reached the kubelet (or had nothing new)."""
         if version > self.version:
             self.version = version
-            self._streams.sights_moved()
+            self._streams.shown_moved.bump()
 
 
 class OpenStreams:
-    """Counts the open streams, wakes them on :meth:`changed`, ends them on :meth:`stop`."""
+    """The open streams: woken on :meth:`changed`, ended on :meth:`stop`."""
 
     def __init__(self) -> None:
-        self.count = 0
         self.stopping = False
         self._changes = Changes()
-        self._none_open = anyio.Event()
-        self._none_open.set()
-        self._sights: list[StreamSight] = []
-        self._sights_moved = Changes()
+        self._open: list[ShownVersion] = []
+        self.shown_moved = Changes()  # a stream showed a newer state, or ended
+
+    @property
+    def count(self) -> int:
+        return len(self._open)
 
     def next_change(self) -> anyio.Event:
         """The event the next change sets: take it before reading the state, then wait on it."""
@@ -64,36 +56,23 @@ class OpenStreams:
         self.changed()
 
     @contextmanager
-    def open(self) -> Iterator[StreamSight]:
-        """Count one stream as open for the duration of the block; it reports what it showed on the sight."""
-        self.count += 1
-        if self._none_open.is_set():
-            self._none_open = anyio.Event()
-        sight = StreamSight(self)
-        self._sights.append(sight)
+    def open(self) -> Iterator[ShownVersion]:
+        """Count one stream as open for the duration of the block; it reports what it showed."""
+        shown = ShownVersion(self)
+        self._open.append(shown)
         try:
-            yield sight
+            yield shown
         finally:
-            self._sights.remove(sight)
-            self.sights_moved()
-            self.count -= 1
-            if self.count == 0:
-                self._none_open.set()
-
-    def sights_moved(self) -> None:
-        """A stream showed a newer state, or one ended: whoever waits in :meth:`shown` looks again."""
-        self._sights_moved.bump()
+            self._open.remove(shown)
+            self.shown_moved.bump()
 
     async def shown(self, version: int) -> None:
-        """Return once every open stream has shown ``version`` of the state or a later one.
-
-        With no stream open there is nobody to tell, and a stream opened later
-        starts from the state as it is then: that returns at once, as does
-        stopping.
-        """
-        while not self.stopping and any(sight.version < version for sight in self._sights):
-            await self._sights_moved.wait_for_change(self._sights_moved.version)
+        """Return once every open stream has shown ``version`` of the state or a later one (at once with
+        none open, since a stream opened later starts from the state as it is then, or when stopping)."""
+        while not self.stopping and any(shown.version < version for shown in self._open):
+            await self.shown_moved.wait_for_change(self.shown_moved.version)
 
     async def ended(self) -> None:
         """Return once no stream is open."""
-        await self._none_open.wait()
+        while self._open:
+            await self.shown_moved.wait_for_change(self.shown_moved.version)

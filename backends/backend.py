@@ -1,34 +1,10 @@
 """ChipBackend: the one face through which the plugin reaches chips, one implementation per chip family.
 
-Whatever library plays the chips (Huawei's libdcmi.so through cffi, or the
-scenario-driven fake), the plugin asks the same things of a chip: its health
-(:meth:`~ChipBackend.read_health`), its static vNPUs (:meth:`~ChipBackend.vnpus`),
-and what it reports of itself (AI cores, device memory, PCIe and RoCE
-addresses); and of the node: fault events as they happen
-(:meth:`~ChipBackend.subscribe_faults`), the chips' topology units
-(:meth:`~ChipBackend.units`), which chips a hot reset takes together
-(:meth:`~ChipBackend.reset_group`) and the calls of a hot reset itself
-(:meth:`~ChipBackend.processes`, :meth:`~ChipBackend.hot_reset`,
-:meth:`~ChipBackend.boot_status`); and for the telemetry what each chip
-measures (temperature, power, voltage, clock, utilization, memory, ECC, RoCE
-network status: :mod:`backends.readings`), each None where the driver is silent.
-
-:class:`ChipBackend` is abstract: each family (:mod:`backends.families`) has
-its implementation, which carries the family's row (names, AI-core bounds,
-device nodes: data, :class:`~backends.family_table.FamilyTable`) and answers
-what its chips do differently. The defaults here are what holds for most
-families (DDR memory, no fault events, no vNPUs, units by card); what no
-default can guess, which chips restart together, every family must say.
-The library is opened and the chips enumerated before the family is known,
-by a :class:`~backends.session.LibrarySession`; the family's backend is built
-over that session.
-
-Drivers differ in what they offer: an older libdcmi.so has no
-``dcmi_get_device_errorcode_v2``, and some builds lack other optional calls.
-A missing function is never fatal here: the first time one turns out missing
-it is recorded in :attr:`~ChipBackend.missing` so the caller can say so once.
-A DCMI error a query turns into "unknown" is said at debug level, naming the
-function, the chip and the code.
+What most families do is the default here; each family's class (:mod:`backends.families`)
+carries its row (:class:`~backends.family_table.FamilyTable`) and overrides what
+its chips do differently (ARCHITECTURE.md "The chip families"). An optional DCMI
+function the driver lacks is never fatal: it is recorded in :attr:`~ChipBackend.missing`
+once, and the fact it gives is None.
 """
 
 from __future__ import annotations
@@ -37,44 +13,58 @@ import abc
 import enum
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from types import MappingProxyType
-from typing import ClassVar, Concatenate, ParamSpec, TypeVar
+from dataclasses import dataclass
+from typing import ClassVar, Concatenate, Final, ParamSpec, TypeVar
 
+import backends.library as lib
 from backends.chips import CARD_DROPPED_CODE, AiCoreFigure, Chip, HealthReading
 from backends.errors import NOT_READY, NOT_SUPPORTED, ChipError, DcmiError, SymbolMissing
 from backends.family_table import FamilyTable
-from backends.library import (
-    FEATURE_FUNCTIONS,
-    HEALTH_ABSENT,
-    ChipInfo,
-    DdrInfo,
-    DieType,
-    EccDeviceType,
-    EccInfo,
-    FaultHandler,
-    FrequencyType,
-    MemoryInfo,
-    NetworkHealth,
-    PcieAddress,
-    ProcessMemory,
-    ResetChannel,
-    SuperPodInfo,
-    UtilizationType,
-    VdevActivity,
-    VdevInfo,
-)
-from backends.readings import (
-    MIN_TEMPERATURE,
-    NETWORK_DOWN,
-    NETWORK_UNKNOWN,
-    NETWORK_UP,
-    MemoryUsage,
-    Utilization,
-    valid,
-)
+from backends.library import HEALTH_ABSENT, ChipInfo
 from backends.session import LibrarySession
 from backends.topology import ChipFacts, TopologyUnit, UnitKind, assign_units
 from backends.vnpu_split import ChipSplits
+
+# -- what a chip's telemetry reads come back as: figures in an operator's units, None where unknown ------
+
+# npu-exporter does not show a value of -1 or 2**32 - 1: DCMI's "no value".
+NO_VALUES: Final = frozenset({-1, 0xFFFFFFFF})
+# dcmi_get_device_temperature: below this the sensor failed.
+MIN_TEMPERATURE: Final = -275
+
+
+def valid(value: int | None) -> int | None:
+    """``value``, or None when DCMI means "no value" by it."""
+    return None if value is None or value in NO_VALUES else value
+
+
+@dataclass(frozen=True)
+class Utilization:
+    """How busy the chip is, in percent; each None where the driver does not say."""
+
+    aicore: int | None = None  # npu_chip_info_utilization
+    vector: int | None = None  # npu_chip_info_vector_utilization
+    cube: int | None = None  # npu_chip_info_cube_utilization (910B, A3)
+    overall: int | None = None  # npu_chip_info_overall_utilization (910B, A3)
+
+
+@dataclass(frozen=True)
+class MemoryUsage:
+    """The chip's device memory in MB: HBM on the 910 families, DDR elsewhere, and HBM's own figures."""
+
+    hbm: bool
+    total_mb: int
+    used_mb: int
+    utilization: int | None = None  # HBM: dcmi_get_device_utilization_rate type 6
+    temperature_c: int | None = None  # HBM: dcmi_hbm_info.temp
+    bandwidth_utilization: int | None = None  # HBM: dcmi_hbm_info.bandwith_util_rate
+
+
+# dcmi_get_device_network_health: npu-exporter's npu_chip_info_network_status.
+NETWORK_UP: Final = 1  # OK or INIT
+NETWORK_DOWN: Final = 0  # any other result
+NETWORK_UNKNOWN: Final = -1  # the call failed
+
 
 log = logging.getLogger(__name__)
 
@@ -83,41 +73,16 @@ T = TypeVar("T")
 
 ERROR_CODES = "dcmi_get_device_errorcode_v2"
 SUBSCRIBE = "dcmi_subscribe_fault_event"
-PCIE_INFO = "dcmi_get_device_pcie_info_v2"
 HBM_INFO = "dcmi_get_device_hbm_info"
 MEMORY_INFO = "dcmi_get_device_memory_info_v3"
-DEVICE_IP = "dcmi_get_device_ip"
 DEVICE_INFO = "dcmi_get_device_info"  # VDEV_MNG: AI cores and static vNPUs
-TEMPERATURE = "dcmi_get_device_temperature"
-POWER = "dcmi_get_device_power_info"
-VOLTAGE = "dcmi_get_device_voltage"
-FREQUENCY = "dcmi_get_device_frequency"
 UTILIZATION = "dcmi_get_device_utilization_rate"
-DIE_ID = "dcmi_get_device_die_v2"
-AFFINITY = "dcmi_get_affinity_cpu_info_by_device_id"
 NETWORK_HEALTH = "dcmi_get_device_network_health"
-ECC_INFO = "dcmi_get_device_ecc_info"
-MULTI_RATE_PERIOD = "dcmi_get_device_multi_utilization_rate_period"
-MULTI_RATE = "dcmi_get_device_multi_utilization_rate"
+VNPU_MAKING = ("dcmi_create_vdevice", "dcmi_set_destroy_vdevice")  # vNPUs made on demand
 # The sampling period npu-exporter asks the period multi-rate call for (1-4 s).
 UTILIZATION_PERIOD_S = 1
 # dcmi_get_device_network_health results npu-exporter counts as a working link.
-_NETWORK_OK = frozenset({NetworkHealth.OK, NetworkHealth.INIT})
-
-# What the plugin does without each optional DCMI function (said once, at init).
-WITHOUT: Mapping[str, str] = MappingProxyType(
-    {
-        ERROR_CODES: "health comes from dcmi_get_device_health alone (fault codes are not polled; "
-        "fault events still count)",
-        SUBSCRIBE: "no fault events: health comes from polling alone",
-        PCIE_INFO: "no NUMA nodes: placement and the Topology Manager get no NUMA preference",
-        DEVICE_IP: "device IPs are unknown (Volcano's rank table says -1)",
-        DEVICE_INFO: "AI cores come from chip info or the family nominal figure; no vNPU is seen",
-        HBM_INFO: "the device memory of HBM chips (the 910 families) is unknown (no DRA memory capacity)",
-        MEMORY_INFO: "the device memory of DDR chips (310, 310B, 310P) is unknown (no DRA memory capacity)",
-        **FEATURE_FUNCTIONS,
-    }
-)
+_NETWORK_OK = frozenset({lib.NetworkHealth.OK, lib.NetworkHealth.INIT})
 
 
 class MemoryKind(enum.Enum):
@@ -128,12 +93,8 @@ class MemoryKind(enum.Enum):
 
 
 class ChipBackend(abc.ABC):
-    """One chip family over one chip library. Synchronous: callers run it off the event loop.
-
-    A family's class sets :attr:`TABLE` and overrides what its chips do
-    differently; the class attributes below are the family's facts, the
-    methods its behaviour.
-    """
+    """One chip family over one chip library. Synchronous: callers run it off the event loop. The class
+    attributes are the family's facts, read here; the other layers ask the methods."""
 
     TABLE: ClassVar[FamilyTable]  # the family's own row, before the operator's overrides
     # The unit its chips share a fast link with (backends.topology); without a faster link, the card.
@@ -141,8 +102,6 @@ class ChipBackend(abc.ABC):
     memory_kind: ClassVar[MemoryKind] = MemoryKind.DDR
     # The driver's device-share mode lets several containers open one chip: share_count applies.
     shares_chips: ClassVar[bool] = False
-    # Chips can be split into vNPUs (backends.vnpu_family.VnpuFamily); vnpus() lists them.
-    splits_into_vnpus: ClassVar[bool] = False
     # Seconds utilization() may spend sampling (a period call), beyond an ordinary call's time.
     utilization_sampling_s: ClassVar[float] = 0.0
 
@@ -167,8 +126,12 @@ class ChipBackend(abc.ABC):
 
     @property
     def missing(self) -> set[str]:
-        """The optional DCMI functions the library lacks, as found so far."""
+        """The optional DCMI functions the library lacks, as found so far (v1 names)."""
         return self.session.missing
+
+    def lacking(self, *functions: str) -> list[str]:
+        """Those of ``functions`` (v1 names) the driver lacks, as found so far, in the order given."""
+        return [function for function in functions if function in self.session.missing]
 
     @property
     def description(self) -> str:
@@ -176,19 +139,13 @@ class ChipBackend(abc.ABC):
         return self.session.description
 
     def close(self) -> None:
-        """Release the library this backend was built over."""
         self.session.close()
 
     # -- what every chip is asked ----------------------------------------------------------
 
     def read_health(self, chip: Chip) -> HealthReading:
-        """Poll one chip: health value plus current fault codes.
-
-        A health call answering "not ready" (-8012) means the card dropped off
-        the bus; it is reported as absent with the synthetic card-drop code.
-        Without ``dcmi_get_device_errorcode_v2`` the reading carries the health
-        value only, marked as such.
-        """
+        """Poll one chip: health value plus current fault codes (the value alone without errorcode_v2).
+        "Not ready" (-8012) is a card off the bus: absent, with the synthetic card-drop code."""
         try:
             value = self.api.health(chip)
         except DcmiError as error:
@@ -206,63 +163,26 @@ class ChipBackend(abc.ABC):
             return HealthReading(value, (), codes_known=False)
         return HealthReading(value, codes)
 
-    def pcie_address(self, chip: Chip) -> PcieAddress | None:
+    def pcie_address(self, chip: Chip) -> lib.PcieAddress | None:
         """Where the chip sits on PCI; None where the driver does not say (SoC boards, old drivers)."""
-        if PCIE_INFO in self.missing:
-            return None
-        try:
-            return self.api.pcie_address(chip)
-        except SymbolMissing:
-            self.missing.add(PCIE_INFO)
-        except DcmiError as error:
-            _unknown(error, chip, "its PCIe address is unknown")
-        return None
+        return self.optional("dcmi_get_device_pcie_info_v2", chip, self.api.pcie_address)
 
-    def memory(self, chip: Chip) -> MemoryInfo | None:
-        """The chip's device memory, of the family's :attr:`memory_kind`; None when the driver does not say.
-
-        A chip answering with a total of 0 has none of that memory. A missing
-        function is recorded once.
-        """
-        function = self.memory_kind.value
-        if function in self.missing:
-            return None
+    def memory(self, chip: Chip) -> lib.MemoryInfo | None:
+        """The chip's device memory, of the family's :attr:`memory_kind`; None where it has none."""
         read = self.api.hbm_info if self.memory_kind is MemoryKind.HBM else self._ddr
-        try:
-            info: MemoryInfo = read(chip)
-        except SymbolMissing:
-            self.missing.add(function)
-            return None
-        except DcmiError as error:
-            _unknown(error, chip, "its device memory is unknown")
-            return None
-        return info if info.total_mb > 0 else None
+        info: lib.MemoryInfo | None = self.optional(self.memory_kind.value, chip, read)
+        return info if info is not None and info.total_mb > 0 else None
 
     def device_ip(self, chip: Chip) -> str | None:
         """The chip's RoCE address (IPv4, else IPv6); None where the driver has none or no such function."""
-        if DEVICE_IP in self.missing:
-            return None
-        try:
-            return self.library.device_ip(chip.card_id, chip.device_id)
-        except SymbolMissing:
-            self.missing.add(DEVICE_IP)
-        except DcmiError as error:
-            _unknown(error, chip, "its device IP is unknown")
-        return None
+        return self.optional(
+            "dcmi_get_device_ip", chip, lambda chip: self.library.device_ip(chip.card_id, chip.device_id)
+        )
 
     def ai_cores(self, chip: Chip) -> AiCoreFigure:
         """The chip's AI-core count: VDEV_MNG total resource, else chip info, else the family's nominal.
-
-        ChipError where none of them says (a family whose nominal figure is 0: none is published).
-        """
-        aic = 0.0
-        if DEVICE_INFO not in self.missing:
-            try:
-                aic = self.api.total_aicore(chip)
-            except SymbolMissing:
-                self.missing.add(DEVICE_INFO)
-            except DcmiError as error:
-                _unknown(error, chip, "the AI cores come from chip info or the family's nominal figure")
+        ChipError where none says (a family whose nominal figure is 0 has none published)."""
+        aic = self.optional(DEVICE_INFO, chip, self.api.total_aicore) or 0.0
         if aic > 0:
             return AiCoreFigure(aic, "vdev_total_resource")
         if chip.info.aicore_cnt > 0:
@@ -278,102 +198,91 @@ class ChipBackend(abc.ABC):
 
     def temperature(self, chip: Chip) -> int | None:
         """Degrees Celsius; None where the sensor failed (below -275)."""
-        value = self.optional(TEMPERATURE, chip, self.api.temperature)
+        value = self.optional("dcmi_get_device_temperature", chip, self.api.temperature)
         return value if value is not None and value >= MIN_TEMPERATURE else None
 
     def power(self, chip: Chip) -> float | None:
         """Watts (the driver counts 0.1 W)."""
-        reading = self.optional(POWER, chip, self.api.power)
+        reading = self.optional("dcmi_get_device_power_info", chip, self.api.power)
         return reading.watts if reading is not None and valid(reading.deciwatts) is not None else None
 
     def voltage(self, chip: Chip) -> float | None:
         """Volts (the driver counts 0.01 V)."""
-        reading = self.optional(VOLTAGE, chip, self.api.voltage)
+        reading = self.optional("dcmi_get_device_voltage", chip, self.api.voltage)
         return reading.volts if reading is not None and valid(reading.centivolts) is not None else None
 
     def aicore_frequency(self, chip: Chip) -> int | None:
         """The AI cores' current clock, MHz."""
-        return valid(self.optional(FREQUENCY, chip, self.api.frequency, FrequencyType.AICORE_CURRENT))
+        current = lib.FrequencyType.AICORE_CURRENT
+        return valid(self.optional("dcmi_get_device_frequency", chip, self.api.frequency, current))
 
     def utilization(self, chip: Chip) -> Utilization:
         """AI core and vector utilization (rate types 2 and 12), as npu-exporter reads most families."""
         return Utilization(
-            self.rate(chip, UtilizationType.AICORE), self.rate(chip, UtilizationType.VECTORCORE)
+            self.rate(chip, lib.UtilizationType.AICORE), self.rate(chip, lib.UtilizationType.VECTORCORE)
         )
 
     def memory_usage(self, chip: Chip) -> MemoryUsage | None:
-        """Device memory in use, of the family's :attr:`memory_kind`.
-
-        DDR: ``dcmi_get_device_memory_info_v3`` (size - available). HBM:
-        ``dcmi_get_device_hbm_info``, its temperature and bandwidth use, and
-        its utilization (rate type 6).
-        """
-        if self.memory_kind is MemoryKind.DDR:
-            ddr = self.optional(MEMORY_INFO, chip, self._ddr)
-            if ddr is None or ddr.total_mb <= 0:
-                return None
-            return MemoryUsage(False, ddr.total_mb, ddr.total_mb - ddr.available_mb)
-        hbm = self.optional(HBM_INFO, chip, self.api.hbm_info)
-        if hbm is None or hbm.total_mb <= 0:
-            return None
-        return MemoryUsage(
-            True,
-            hbm.total_mb,
-            hbm.used_mb,
-            utilization=self.rate(chip, UtilizationType.HBM),
-            temperature_c=valid(hbm.temperature_c),
-            bandwidth_utilization=valid(hbm.bandwidth_utilization),
-        )
+        """Device memory in use, of the family's :attr:`memory_kind`: DDR's size - available; HBM's use,
+        temperature, bandwidth use and utilization (rate type 6)."""
+        info = self.memory(chip)
+        if isinstance(info, lib.DdrInfo):
+            return MemoryUsage(False, info.total_mb, info.total_mb - info.available_mb)
+        if isinstance(info, lib.HbmInfo):
+            return MemoryUsage(
+                True,
+                info.total_mb,
+                info.used_mb,
+                utilization=self.rate(chip, lib.UtilizationType.HBM),
+                temperature_c=valid(info.temperature_c),
+                bandwidth_utilization=valid(info.bandwidth_utilization),
+            )
+        return None
 
     def network_status(self, chip: Chip) -> int | None:
-        """The RoCE port's connectivity (:mod:`backends.readings`), the health monitor's second source
-        of a link down; None on a family without one."""
+        """The RoCE port's connectivity (NETWORK_UP, NETWORK_DOWN, NETWORK_UNKNOWN), the health monitor's
+        second source of a link down; None on a family without one."""
         return None
 
     def exported_network_status(self, chip: Chip) -> int | None:
         """What npu-exporter's ``network_status`` shows: the RoCE port's connectivity on most families."""
         return self.network_status(chip)
 
-    def hbm_ecc(self, chip: Chip) -> EccInfo | None:
+    def hbm_ecc(self, chip: Chip) -> lib.EccInfo | None:
         """The HBM's ECC counters (``dcmi_get_device_ecc_info``, HBM); None on a family without HBM."""
         if self.memory_kind is not MemoryKind.HBM:
             return None
-        return self.optional(ECC_INFO, chip, self.api.ecc_info, EccDeviceType.HBM)
+        return self.optional("dcmi_get_device_ecc_info", chip, self.api.ecc_info, lib.EccDeviceType.HBM)
 
     def vdie_id(self, chip: Chip) -> str:
         """The chip's VDIE id as npu-exporter's ``vdie_id`` label spells it; empty where unknown."""
-        die = self.optional(DIE_ID, chip, self.api.die_id, DieType.VDIE)
+        die = self.optional("dcmi_get_device_die_v2", chip, self.api.die_id, lib.DieType.VDIE)
         return die.text if die is not None else ""
 
-    def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[VdevActivity]:
+    def vnpu_activity(self, chip: Chip, vdev_ids: Sequence[int]) -> list[lib.VdevActivity]:
         """How busy each of the chip's vNPUs is: nothing, on a family without vNPU telemetry."""
         return []
 
-    def rate(self, chip: Chip, kind: UtilizationType) -> int | None:
+    def rate(self, chip: Chip, kind: lib.UtilizationType) -> int | None:
         """``dcmi_get_device_utilization_rate`` of ``kind``, where the chip answers it."""
         return valid(self.optional(f"{UTILIZATION}({kind.name})", chip, self.api.utilization, kind))
 
     def multi_rate_utilization(self, chip: Chip) -> Utilization:
-        """AI core, vector, cube and overall in one sample: the period call, else the instant one, else types.
-
-        ``dcmi_get_device_multi_utilization_rate_period`` (1 s), then
-        ``..._multi_utilization_rate``, then the rate types 2 and 12, as
-        npu-exporter reads 910B, A3 and the 950. The first that answers is used.
-        """
+        """AI core, vector, cube and overall in one sample, as npu-exporter reads 910B, A3 and the 950: the
+        period call (1 s), else the instant one, else the rate types 2 and 12."""
         period = UTILIZATION_PERIOD_S
-        sample = self.optional(MULTI_RATE_PERIOD, chip, self.api.multi_utilization_period, period)
+        sample = self.optional(
+            "dcmi_get_device_multi_utilization_rate_period", chip, self.api.multi_utilization_period, period
+        )
         if sample is None:
-            sample = self.optional(MULTI_RATE, chip, self.api.multi_utilization)
+            sample = self.optional("dcmi_get_device_multi_utilization_rate", chip, self.api.multi_utilization)
         if sample is None:
             return ChipBackend.utilization(self, chip)
         return Utilization(valid(sample.aicore), valid(sample.aiv), valid(sample.aic), valid(sample.npu))
 
     def network_health(self, chip: Chip) -> int | None:
-        """``dcmi_get_device_network_health``: up (OK, INIT), down, or unknown when the call fails.
-
-        A chip without such a port (the A2 inference boards, the Atlas 350)
-        answers "not supported": it then has no network status, and is not asked again.
-        """
+        """``dcmi_get_device_network_health``: up (OK, INIT), down, unknown when the call fails, None for
+        a chip without such a port (it answers "not supported": the A2 inference boards, the Atlas 350)."""
         result = self.optional(NETWORK_HEALTH, chip, self.api.network_health)
         if result is not None:
             return NETWORK_UP if result in _NETWORK_OK else NETWORK_DOWN
@@ -382,15 +291,11 @@ class ChipBackend(abc.ABC):
         return NETWORK_UNKNOWN
 
     def cpu_affinity(self, chip: Chip) -> str | None:
-        """The CPUs near the chip as the driver says (a cpulist such as ``0-23``); None where it does not.
+        """The CPUs near the chip as the driver says (a cpulist such as ``0-23``); None where it does not
+        (only 910B, A3 A+X boards, Atlas 350 cards and 950 servers say)."""
+        return self.optional("dcmi_get_affinity_cpu_info_by_device_id", chip, self.api.affinity_cpu) or None
 
-        ``dcmi_get_affinity_cpu_info_by_device_id``: most chips answer "not
-        supported" (only 910B, A3 A+X boards, Atlas 350 cards and 950 servers
-        have it); NUMA then comes from the PCIe device alone.
-        """
-        return self.optional(AFFINITY, chip, self.api.affinity_cpu) or None
-
-    def _ddr(self, chip: Chip) -> DdrInfo:
+    def _ddr(self, chip: Chip) -> lib.DdrInfo:
         """``dcmi_get_device_memory_info_v3``: DDR, a v1 call."""
         return self.library.memory_info(chip.card_id, chip.device_id)
 
@@ -402,12 +307,9 @@ class ChipBackend(abc.ABC):
         *args: P.args,
         **kwargs: P.kwargs,
     ) -> T | None:
-        """``read(chip, ...)`` of one figure; None when it cannot be had.
-
-        A function the driver lacks is recorded once (and said at init); one a
-        chip answers "not supported" is not asked of that chip again; any other
-        DCMI error leaves the figure out this time (said at debug level).
-        """
+        """``read(chip, ...)`` of one fact; None when it cannot be had. A function the driver lacks is
+        recorded once (and said at init); one a chip answers "not supported" is not asked of it again;
+        another DCMI error leaves the fact out this time."""
         name = function.split("(", 1)[0]
         if name in self.missing or (function, chip.phy_id) in self.unsupported:
             return None
@@ -418,27 +320,29 @@ class ChipBackend(abc.ABC):
         except DcmiError as error:
             if error.code == NOT_SUPPORTED:
                 self.unsupported.add((function, chip.phy_id))
-            _unknown(error, chip, "the figure is left out of the telemetry")
+            log.debug(
+                "%s answered %d (%s) for %s: left unknown",
+                error.function,
+                error.code,
+                error.meaning,
+                chip.label,
+                extra={"function": error.function, "chip": chip.phy_id, "code": error.code},
+            )
         return None
 
     # -- what differs by family ------------------------------------------------------------
 
-    def subscribe_faults(self, handler: FaultHandler) -> bool:
+    def subscribe_faults(self, handler: lib.FaultHandler) -> bool:
         """Deliver every chip's fault events to ``handler`` (on a library thread); False where none come.
-
-        Only 910 and 950 drivers deliver fault events (DCMI answers -8255 on
-        310, and Huawei's plugin polls 310, 310B and 310P): a family that does
-        not override this (with :meth:`subscribe_driver_events`) subscribes to
-        nothing, and its chips are polled alone.
-        """
+        Only 910 and 950 drivers send them (DCMI answers -8255 on 310; Huawei polls 310, 310B and 310P):
+        those families override this with :meth:`subscribe_driver_events`."""
         return False
 
-    def subscribe_driver_events(self, handler: FaultHandler) -> bool:
-        """Subscribe ``handler`` to every chip's fault events through the node's API; True.
-
-        A driver without the function raises :class:`~backends.errors.SymbolMissing`,
-        recorded in :attr:`missing`.
-        """
+    def subscribe_driver_events(self, handler: lib.FaultHandler) -> bool:
+        """Subscribe ``handler`` to every chip's fault events through the node's API; False without the
+        call. A driver found without it raises :class:`~backends.errors.SymbolMissing` the first time."""
+        if SUBSCRIBE in self.missing:
+            return False
         try:
             self.api.subscribe_faults(handler)
         except SymbolMissing:
@@ -446,7 +350,19 @@ class ChipBackend(abc.ABC):
             raise
         return True
 
-    def vnpus(self, chip: Chip) -> list[VdevInfo]:
+    def share_count(self, wanted: int) -> int:
+        """Devices per chip for ``share_count`` = ``wanted``: 1 unless the family's driver shares chips."""
+        return wanted if self.shares_chips else 1
+
+    def vnpu_absence(self) -> str:
+        """Why this family's chips are never split into vNPUs, in an operator's words; empty: they are."""
+        return f"chips of the {self.TABLE.family} family have no vNPUs"
+
+    def lists_vnpus(self) -> bool:
+        """Whether the chips' static vNPUs can be read: a family whose chips split, a driver with VDEV_MNG."""
+        return False
+
+    def vnpus(self, chip: Chip) -> list[lib.VdevInfo]:
         """The chip's static vNPUs by id: none, on a family whose chips cannot be split."""
         return []
 
@@ -454,71 +370,52 @@ class ChipBackend(abc.ABC):
         """What ``chip`` can be split into on demand: nothing, on a family whose chips cannot be split."""
         return None
 
+    def create_vnpu(self, chip: Chip, template: str) -> int:
+        """Make a vNPU of ``template`` on ``chip``; its id. ChipError where chips cannot be split."""
+        raise ChipError(f"cannot make a vNPU on {chip.label}: {self.vnpu_absence()}")
+
+    def destroy_vnpu(self, chip: Chip, vdev_id: int) -> None:
+        """Destroy vNPU ``vdev_id`` of ``chip``. ChipError on a family whose chips cannot be split."""
+        raise ChipError(f"cannot destroy vNPU {vdev_id} on {chip.label}: {self.vnpu_absence()}")
+
+    def has_rank_table(self, chips: Sequence[Chip]) -> bool:
+        """Whether Volcano's pods on a node of ``chips`` get the HCCL rank-table annotation."""
+        return False
+
     def units(self, chips: Sequence[Chip]) -> Mapping[int, TopologyUnit]:
         """The topology unit of every chip of the node, keyed by physical id (units of :attr:`unit_kind`)."""
         return assign_units(ChipFacts.of(chip, self.unit_kind) for chip in chips)
 
     @abc.abstractmethod
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
-        """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the node's).
-
-        Every chip of the group must be free before the reset and is waited for
-        after it; :mod:`backends.reset_groups` has the shapes. A family may ask
-        the driver (A3 asks for the brother card): call it off the event loop.
-        """
+        """The chips a hot reset of ``chip`` restarts with it, ordered by physical id (``chips``: the
+        node's). Each must be free before the reset and is waited for after it (the shapes of
+        :mod:`backends.topology`). A family may ask the driver: call it off the event loop."""
 
     def card_count(self, chips: Sequence[Chip]) -> int | None:
         """npu-exporter's ``machine_card_nums``: the node's DCMI cards; None where it shows none."""
         return len({chip.card_id for chip in chips})
 
-    def vnpu_absence(self) -> str:
-        """Why this family's chips are never split into vNPUs, in an operator's words."""
-        return f"chips of the {self.table.family} family have no vNPUs"
-
     def associated_card(self, chip: Chip) -> int:
         """The other card a reset of ``chip`` takes with it (Huawei's ``AssociatedCardId``); -1 for none."""
         return -1
 
-    def super_pod(self, chip: Chip) -> SuperPodInfo | None:
+    def super_pod(self, chip: Chip) -> lib.SuperPodInfo | None:
         """Where ``chip``'s node sits in a super pod (Huawei's SuperPodID, ServerIndex); None: nowhere.
-
-        Only A3 nodes are placed in super pods: every other family answers None
-        without asking the driver (the device-info ConfigMap then says -2). A
-        query that fails raises its :class:`~backends.errors.ChipError`.
-        """
+        Only A3 and 950 nodes ask the driver (a failure raises its ChipError); the device-info ConfigMap
+        says -2 for the others."""
         return None
 
     # -- a hot reset -------------------------------------------------------------------------
 
-    def processes(self, chip: Chip) -> list[ProcessMemory]:
-        """The processes on the chip (``dcmi_get_device_resource_info``; host PIDs).
-
-        A driver without the function raises :class:`~backends.errors.SymbolMissing`:
-        the caller must then count the chip as busy, never as free.
-        """
+    def processes(self, chip: Chip) -> list[lib.ProcessMemory]:
+        """The processes on the chip (host PIDs); SymbolMissing without the call: count the chip busy."""
         return self.api.processes(chip)
 
     def hot_reset(self, chip: Chip) -> None:
-        """Start an in-band reset of ``chip`` (``dcmi_set_device_reset``, INBAND); returns at once.
-
-        The driver restarts the chip's reset group; :meth:`boot_status` says
-        when each chip is back.
-        """
-        self.api.reset(chip, ResetChannel.INBAND)
+        """Start an in-band reset of ``chip``, its reset group with it; returns at once (see boot_status)."""
+        self.api.reset(chip, lib.ResetChannel.INBAND)
 
     def boot_status(self, chip: Chip) -> int:
         """``dcmi_get_device_boot_status``: a :class:`~backends.library.BootStatus`; a reset ends at 16."""
         return self.api.boot_status(chip)
-
-
-def _unknown(error: DcmiError, chip: Chip, outcome: str) -> None:
-    """Say at debug level that a query's DCMI error leaves a fact unknown."""
-    log.debug(
-        "%s answered %d (%s) for %s: %s",
-        error.function,
-        error.code,
-        error.meaning,
-        chip.label,
-        outcome,
-        extra={"function": error.function, "chip": chip.phy_id, "code": error.code},
-    )

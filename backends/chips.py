@@ -52,7 +52,6 @@ class HealthReading:
 
     @property
     def dropped(self) -> bool:
-        """The chip is gone from the bus."""
         return self.value == HEALTH_ABSENT
 
 
@@ -95,16 +94,10 @@ class Unnamed:
 
 
 def address_chips(library: DeviceLibrary) -> tuple[list[ChipAddress], list[Unnamed]]:
-    """DCMI's enumeration recipe up to the physical ids: cards -> NPUs per card -> logic id -> physical id.
-
-    Card ids come only from the card list (they may be slot numbers); device
-    ids run 0..n-1 per card, where n counts NPUs only, so the MCU (at index n)
-    is never asked for. A card whose chips cannot be counted, or a chip whose
-    ids the driver will not give (a card off the bus answers -8012 to
-    everything), is returned apart, with the driver's answer: one bad card
-    must not hide the others. Any other error (the card list, a missing
-    function) is the whole node's and is raised. In DCMI's order (card, then device).
-    """
+    """DCMI's recipe up to the physical ids, in its order: cards -> NPUs per card -> logic id -> physical
+    id. Card ids come from the card list only; device ids run 0..n-1 per card (the MCU, at n, is never
+    asked). A card or chip the driver will not name is returned apart with its answer, so one bad card
+    hides no other; an error of the whole node (the card list, a missing function) is raised."""
     found: list[ChipAddress] = []
     unnamed: list[Unnamed] = []
     for card_id in library.card_list():
@@ -122,20 +115,9 @@ def address_chips(library: DeviceLibrary) -> tuple[list[ChipAddress], list[Unnam
     return found, unnamed
 
 
-def enumerate_chips(library: DeviceLibrary) -> list[Chip]:
-    """Every chip with its chip info, in DCMI's order; the first chip that cannot be read raises its error."""
-    found, unnamed = address_chips(library)
-    if unnamed:
-        raise unnamed[0].error
-    return [address.chip(library.chip_info(address.card_id, address.device_id)) for address in found]
-
-
 def address_chips_v2(library: DeviceLibraryV2) -> tuple[list[ChipAddress], list[Unnamed]]:
-    """DCMI v2's enumeration: the logical ids of the device list, each with its physical id.
-
-    v2 has no cards: every chip's card and device id is :data:`NO_CARD`. A chip whose physical id the
-    driver will not give is returned apart (its logical id as ``device_id``), as on v1.
-    """
+    """DCMI v2's: each logical id with its physical id, card and device :data:`NO_CARD`; one whose physical
+    id the driver will not give returned apart (its logical id as ``device_id``)."""
     found: list[ChipAddress] = []
     unnamed: list[Unnamed] = []
     for dev_id in library.device_list():
@@ -144,11 +126,3 @@ def address_chips_v2(library: DeviceLibraryV2) -> tuple[list[ChipAddress], list[
         except DcmiError as error:
             unnamed.append(Unnamed(NO_CARD, dev_id, error))
     return found, unnamed
-
-
-def enumerate_chips_v2(library: DeviceLibraryV2) -> list[Chip]:
-    """Every chip of a v2 driver with its chip info; the first chip that cannot be read raises its error."""
-    found, unnamed = address_chips_v2(library)
-    if unnamed:
-        raise unnamed[0].error
-    return [address.chip(library.chip_info(address.logic_id)) for address in found]

@@ -1,9 +1,4 @@
-"""Typed errors raised by device libraries and chip backends.
-
-Every DCMI return code other than 0 becomes a :class:`DcmiError` carrying the
-function, the code and its meaning, so a log line or a test can tell a chip
-that is busy from one that is gone without parsing strings.
-"""
+"""Typed errors raised by device libraries and chip backends: every DCMI code becomes a :class:`DcmiError`."""
 
 from __future__ import annotations
 
@@ -11,18 +6,8 @@ from typing import Final
 
 
 class ChipError(Exception):
-    """Root of everything a chip library or backend raises about the chips, the library or the node.
-
-    What belongs here: a DCMI call that failed, a library that cannot be
-    loaded, a driver too old for a call, chip facts that make no node (a
-    topology, a reset group, a PCI address), a fake scenario that cannot be
-    read. Not here: an argument a caller should not have passed (a vNPU
-    template name too long for the call, a family name that is none), a
-    ``ValueError`` as for any function. Callers branch on the few subclasses below (a DCMI code, a library
-    that cannot be loaded, a missing function, an unknown family, no chips)
-    and on the ones beside the code that raises them; any other problem is a
-    plain ChipError with a message that names it.
-    """
+    """Root of everything a chip library or backend raises about the chips, the library or the node. Not
+    here: an argument no caller should pass (a ``ValueError``). ARCHITECTURE.md "Errors"."""
 
 
 # Meanings of the DCMI return codes (DCMI header, error code table).

@@ -1,11 +1,6 @@
-"""A chip family's facts as data: the row every family's backend carries.
+"""A chip family's facts as data: the row every family's backend carries (names, bounds, nodes, host files).
 
-:class:`FamilyTable` holds what the cluster and the host see of a family: the
-names existing clusters already use, the AI-core bounds, the device nodes a
-container needs, the host files the driver reads. What a family's chips *do*
-differently (fault events, vNPUs, memory, topology, reset groups) is not data
-here but behaviour of the family's :class:`~backends.backend.ChipBackend`
-implementation (:mod:`backends.families`), which carries its row.
+What a family's chips *do* differently is not here but in its :class:`~backends.backend.ChipBackend`.
 """
 
 from __future__ import annotations
@@ -38,11 +33,8 @@ class HostFile:
 
 @dataclass(frozen=True)
 class FamilyTable:
-    """A family's names, bounds, device nodes and host files.
-
-    Fields an operator may change are overridden from settings (and so from
-    the Helm values of a family) with :meth:`with_overrides`.
-    """
+    """A family's names, bounds, device nodes and host files; what an operator may change is overridden
+    with :meth:`with_overrides`."""
 
     family: str
     chip_names: re.Pattern[str]  # dcmi_chip_info.chip_name values this family claims
@@ -71,6 +63,8 @@ class FamilyTable:
     nodes_by_logic_id: bool = False
     # The device-info ConfigMap lists <resource>-NetworkUnhealthy and -Recovering (910 generations, 950).
     network_keys: bool = False
+    # The device-info ConfigMap's key of the chips' faults, where Huawei's is not <resource>-Fault.
+    fault_key: str = ""
     # The servertype label, <prefix>-<AI cores>: Huawei's prefix (default Ascend<family>), and whether
     # Huawei overwrites a value someone else set (950) or sets it only while the node has none.
     server_type_prefix: str = ""
@@ -82,7 +76,6 @@ class FamilyTable:
     topology_labels: bool = False
 
     def claims(self, info: ChipInfo) -> bool:
-        """True when a chip with this info belongs to the family."""
         return bool(self.chip_names.search(info.chip_name))
 
     def chip_id(self, phy_id: int) -> str:
@@ -116,6 +109,5 @@ class FamilyTable:
         return self.ai_core_min <= value <= self.ai_core_max
 
     def with_overrides(self, **overrides: object) -> FamilyTable:
-        """A copy with every non-None override applied."""
         chosen = {key: value for key, value in overrides.items() if value is not None}
         return dataclasses.replace(self, **chosen)  # type: ignore[arg-type]

@@ -1,15 +1,10 @@
 """The device-library interface: the DCMI calls the plugin needs, typed.
 
-Both the cffi binding of Huawei's ``libdcmi.so`` (:mod:`backends.dcmi`) and the
-pure-Python fake (:mod:`backends.fake`) implement :class:`DeviceLibrary`, with
-DCMI's own semantics: ids are (card_id, device_id) pairs, card ids need not be
-0..N-1, and every failure is a :class:`backends.errors.DcmiError` with DCMI's
-code. The Ascend 950 speaks DCMI's v2 API instead (:class:`DeviceLibraryV2`,
-one logical ``dev_id`` per call), reached through :meth:`DeviceLibrary.v2`.
-Family rules are data, in :mod:`backends.families`; the face the plugin uses is :mod:`backends.backend`.
-
-Implementations are synchronous and not thread-safe, like DCMI itself; the
-plugin calls them from one worker thread.
+The cffi binding of ``libdcmi.so`` (:mod:`backends.dcmi`) and the fake
+(:mod:`backends.fake`) implement :class:`DeviceLibrary` with DCMI's semantics:
+(card_id, device_id) ids, card ids that need not be 0..N-1, every failure a
+:class:`~backends.errors.DcmiError` with DCMI's code. The Ascend 950 speaks
+v2 (:class:`DeviceLibraryV2`). Synchronous and not thread-safe, like DCMI.
 """
 
 from __future__ import annotations
@@ -23,13 +18,22 @@ from typing import Final, Protocol
 # dcmi_get_device_health: the value for "device does not exist".
 HEALTH_ABSENT = 0xFFFFFFFF
 
-# The optional functions the chip telemetry, hot reset and on-demand vNPUs use,
-# and what the plugin does without each (said once, at init, by discovery and
-# doctor). Drivers differ most in these: the period utilization and the brother
-# card are recent, the network health is absent on inference cards, the MCU
-# power is absent on SoC boards.
-FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
+# The DCMI functions the plugin can do without (drivers differ: older ones, some builds), and what it does
+# without each (said once at init, by discovery and doctor). A library reports which it lacks right after
+# init (missing_functions); any other function is required: its absence is a SymbolMissing at the call.
+WITHOUT: Final[Mapping[str, str]] = MappingProxyType(
     {
+        "dcmi_get_device_errorcode_v2": "health comes from dcmi_get_device_health alone (fault codes are not "
+        "polled; fault events still count)",
+        "dcmi_subscribe_fault_event": "no fault events: health comes from polling alone",
+        "dcmi_get_device_pcie_info_v2": "no NUMA nodes: placement and the Topology Manager get no NUMA "
+        "preference",
+        "dcmi_get_device_ip": "device IPs are unknown (Volcano's rank table says -1)",
+        "dcmi_get_device_info": "AI cores come from chip info or the family nominal figure; no vNPU is seen",
+        "dcmi_get_device_hbm_info": "the device memory of HBM chips (the 910 families) is unknown (no DRA "
+        "memory capacity)",
+        "dcmi_get_device_memory_info_v3": "the device memory of DDR chips (310, 310B, 310P) is unknown (no "
+        "DRA memory capacity)",
         "dcmi_get_device_temperature": "no chip temperature in the telemetry",
         "dcmi_get_device_power_info": "no chip power in the telemetry",
         "dcmi_mcu_get_power_info": "no card power (read by the card's MCU) in the telemetry",
@@ -51,26 +55,7 @@ FEATURE_FUNCTIONS: Final[Mapping[str, str]] = MappingProxyType(
         "dcmi_get_affinity_cpu_info_by_device_id": "NUMA nodes come from the PCIe device's numa_node alone",
     }
 )
-
-# The DCMI functions the plugin can do without, because drivers differ: older
-# ones lack errorcode_v2, memory_info_v3 or the fault subscription; some builds
-# lack the PCIe, IP or VDEV_MNG (dcmi_get_device_info) queries; and every
-# function of FEATURE_FUNCTIONS. A library reports which of these it lacks
-# (missing_functions) right after init, so the layers above choose a fallback
-# once instead of failing on every call. Every other function the plugin calls
-# is required: its absence stays a SymbolMissing at the call.
-OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(
-    {
-        "dcmi_get_device_errorcode_v2",
-        "dcmi_subscribe_fault_event",
-        "dcmi_get_device_pcie_info_v2",
-        "dcmi_get_device_ip",
-        "dcmi_get_device_info",
-        "dcmi_get_device_hbm_info",
-        "dcmi_get_device_memory_info_v3",
-        *FEATURE_FUNCTIONS,
-    }
-)
+OPTIONAL_FUNCTIONS: Final[frozenset[str]] = frozenset(WITHOUT)
 
 # dcmi_get_device_info(CHIP_INF, SPOD_INFO): a super pod id or server index of
 # 0xffffffff means "none" (Huawei writes it as -1).
@@ -79,18 +64,13 @@ SPOD_NONE: Final = 0xFFFFFFFF
 _PODS_WITH_RACKS: Final = (1, 2)
 # dcmi_set_destroy_vdevice: this vNPU id destroys every vNPU of the chip.
 ALL_VDEVS: Final = 0xFFFF
-# dcmi_get_device_resource_info: the most processes one answer lists.
-MAX_PROCESSES: Final = 32
 # dcmi_create_vdevice: a template name fills at most this many bytes (NUL excluded).
 MAX_TEMPLATE_NAME: Final = 31
 
 
 def template_name_bytes(template: str) -> bytes:
-    """``template`` as ``dcmi_create_vdev_res_stru.template_name`` holds it; ValueError if it cannot.
-
-    Whether the driver knows the template is the driver's answer (-8001); a
-    name that does not fit the 32-byte field never reaches it.
-    """
+    """``template`` as ``dcmi_create_vdev_res_stru.template_name`` holds it; ValueError where it does not fit
+    (whether the driver knows it is the driver's answer, -8001)."""
     try:
         encoded = template.encode("ascii")
     except UnicodeEncodeError:
@@ -139,11 +119,7 @@ class EccDeviceType(IntEnum):
 
 
 class DieType(IntEnum):
-    """``enum dcmi_die_type``: NDIE, or VDIE (the die id npu-exporter's ``vdie_id`` label shows).
-
-    The 950 answers neither (only DDIE, which nothing here reads): its ``vdie_id`` is empty, as
-    npu-exporter's is.
-    """
+    """``enum dcmi_die_type``: VDIE is npu-exporter's ``vdie_id`` (empty on a 950: it answers DDIE only)."""
 
     NDIE = 0
     VDIE = 1
@@ -167,11 +143,7 @@ class BootStatus(IntEnum):
 
 
 class NetworkHealth(IntEnum):
-    """``enum dcmi_rdfx_detect_result`` of ``dcmi_get_device_network_health``.
-
-    npu-exporter counts OK and INIT as healthy; the rest are failures of the
-    RoCE port's connectivity probe.
-    """
+    """``enum dcmi_rdfx_detect_result`` of ``dcmi_get_device_network_health``: OK and INIT: a working link."""
 
     OK = 0
     SOCK_FAIL = 1
@@ -293,13 +265,8 @@ class ProcessMemory:
 
 @dataclass(frozen=True)
 class SuperPodInfo:
-    """``struct dcmi_spod_info`` (``dcmi_get_device_info`` CHIP_INF / SPOD_INFO, A3).
-
-    ``super_pod_id`` and ``server_id`` are -1 where the driver says 0xffffffff
-    (no super pod), as Huawei writes them into the device-info ConfigMap.
-    Newer headers call the second field ``server_index`` and ``scale_type``
-    ``super_pod_size``; the layout is the same.
-    """
+    """``struct dcmi_spod_info`` (CHIP_INF / SPOD_INFO): ids -1 where the driver says 0xffffffff (none).
+    Newer headers call ``server_id`` ``server_index`` and ``scale_type`` ``super_pod_size``."""
 
     sdid: int
     scale_type: int
@@ -334,11 +301,7 @@ class VdevActivity:
 
 @dataclass(frozen=True)
 class CreatedVdev:
-    """``struct dcmi_create_vdev_out``: the vNPU ``dcmi_create_vdevice`` made.
-
-    Only ``vdev_id`` is meaningful (the N of ``/dev/vdavinciN``); DCMI's
-    reference calls the PCIe fields reserved.
-    """
+    """``struct dcmi_create_vdev_out``: only ``vdev_id`` means something (the PCIe fields are reserved)."""
 
     vdev_id: int
     vfg_id: int
@@ -395,176 +358,88 @@ class DeviceLibrary(Protocol):
     @property
     def description(self) -> str:
         """Where this library comes from (a path, or the scenario file of a fake)."""
-        ...
 
-    def init(self) -> None:
-        """``dcmi_init``: must succeed before any other call."""
-        ...
-
-    def missing_functions(self) -> frozenset[str]:
-        """The :data:`OPTIONAL_FUNCTIONS` this library lacks, learnt at ``init`` without calling them.
-
-        Calling one of them anyway raises :class:`backends.errors.SymbolMissing`.
-        Before ``init`` (or after ``close``) this raises DcmiError -8005, like any call.
-        """
-        ...
-
-    def driver_version(self) -> str:
-        """``dcmi_get_driver_version``."""
-        ...
-
-    def card_list(self) -> list[int]:
-        """``dcmi_get_card_list``: the card ids, in ascending order."""
-        ...
-
-    def device_count(self, card_id: int) -> int:
-        """``dcmi_get_device_num_in_card``: NPU chips on a card (the MCU excluded)."""
-        ...
-
-    def logic_id(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_logic_id``."""
-        ...
-
-    def phy_id(self, logic_id: int) -> int:
-        """``dcmi_get_device_phyid_from_logicid``: the N of /dev/davinciN."""
-        ...
-
-    def chip_info(self, card_id: int, device_id: int) -> ChipInfo:
-        """``dcmi_get_device_chip_info_v2``."""
-        ...
-
-    def total_aicore(self, card_id: int, device_id: int) -> float:
-        """``dcmi_get_device_info(VDEV_MNG, GET_TOTAL_RESOURCE)``: ``computing.aic``."""
-        ...
-
-    def health(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_health``: 0 ok, 1 minor, 2 major, 3 critical, HEALTH_ABSENT."""
-        ...
-
-    def error_codes(self, card_id: int, device_id: int) -> list[int]:
-        """``dcmi_get_device_errorcode_v2``: the chip's current fault codes."""
-        ...
-
-    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo:
-        """``dcmi_get_device_hbm_info`` (910 family; -8255 on chips without HBM)."""
-        ...
-
-    def memory_info(self, card_id: int, device_id: int) -> DdrInfo:
-        """``dcmi_get_device_memory_info_v3`` (-8255 on 910B and A3, which have no DDR)."""
-        ...
-
-    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress:
-        """``dcmi_get_device_pcie_info_v2`` (-8255 on SoC boards such as 310B)."""
-        ...
-
-    def vdev_ids(self, card_id: int, device_id: int) -> list[int]:
-        """The chip's static vNPUs: ``vdev_id[:vdev_num]`` of VDEV_MNG / GET_TOTAL_RESOURCE.
-
-        Empty on a chip that could be split but is not; -8255 where the driver has no vNPUs.
-        """
-        ...
-
-    def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo:
-        """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_RESOURCE)`` for one of :meth:`vdev_ids`."""
-        ...
-
-    def device_ip(self, card_id: int, device_id: int) -> str:
-        """``dcmi_get_device_ip`` of RoCE port 0 as text: IPv4 asked first, then IPv6 (as Huawei's plugin).
-
-        The IPv6 attempt follows only a permanent IPv4 failure (a temporary one is
-        raised as is); when both fail, the IPv6 attempt's error is raised. An IPv6
-        answer may be link-local (``fe80::...``); whether that counts as an address
-        is the caller's decision (Huawei's plugin refuses it).
-        """
-        ...
+    # dcmi_init: must succeed before any other call.
+    def init(self) -> None: ...
+    # The OPTIONAL_FUNCTIONS it lacks, learnt at init (before it: -8005, like any call).
+    def missing_functions(self) -> frozenset[str]: ...
+    # dcmi_get_driver_version.
+    def driver_version(self) -> str: ...
+    # dcmi_get_card_list: the card ids, in ascending order.
+    def card_list(self) -> list[int]: ...
+    # dcmi_get_device_num_in_card: NPU chips on a card (the MCU excluded).
+    def device_count(self, card_id: int) -> int: ...
+    # dcmi_get_device_logic_id.
+    def logic_id(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_phyid_from_logicid: the N of /dev/davinciN.
+    def phy_id(self, logic_id: int) -> int: ...
+    # dcmi_get_device_chip_info_v2.
+    def chip_info(self, card_id: int, device_id: int) -> ChipInfo: ...
+    # dcmi_get_device_info(VDEV_MNG, GET_TOTAL_RESOURCE): computing.aic.
+    def total_aicore(self, card_id: int, device_id: int) -> float: ...
+    # dcmi_get_device_health: 0 ok, 1 minor, 2 major, 3 critical, HEALTH_ABSENT.
+    def health(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_errorcode_v2: the chip's current fault codes.
+    def error_codes(self, card_id: int, device_id: int) -> list[int]: ...
+    # dcmi_get_device_hbm_info (910 family; -8255 on chips without HBM).
+    def hbm_info(self, card_id: int, device_id: int) -> HbmInfo: ...
+    # dcmi_get_device_memory_info_v3 (-8255 on 910B and A3, which have no DDR).
+    def memory_info(self, card_id: int, device_id: int) -> DdrInfo: ...
+    # dcmi_get_device_pcie_info_v2 (-8255 on SoC boards such as 310B).
+    def pcie_address(self, card_id: int, device_id: int) -> PcieAddress: ...
+    # The chip's static vNPUs: vdev_id[:vdev_num] of VDEV_MNG / GET_TOTAL_RESOURCE (-8255: none).
+    def vdev_ids(self, card_id: int, device_id: int) -> list[int]: ...
+    # dcmi_get_device_info(VDEV_MNG, GET_VDEV_RESOURCE) for one of vdev_ids.
+    def vdev_info(self, card_id: int, device_id: int, vdev_id: int) -> VdevInfo: ...
+    # dcmi_get_device_ip of RoCE port 0 as text: IPv4, then IPv6 after a permanent IPv4 failure. Both failing
+    # raise the IPv6 error; a link-local answer is the caller's to refuse (Huawei's does).
+    def device_ip(self, card_id: int, device_id: int) -> str: ...
 
     # -- telemetry ---------------------------------------------------------------
-
-    def temperature(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_temperature``: degrees Celsius (below -275 means the sensor failed)."""
-        ...
-
-    def power(self, card_id: int, device_id: int) -> Power:
-        """``dcmi_get_device_power_info``: the chip's power."""
-        ...
-
-    def board_power(self, card_id: int) -> Power:
-        """``dcmi_mcu_get_power_info``: the whole card's power, read by its MCU (310P boards)."""
-        ...
-
-    def voltage(self, card_id: int, device_id: int) -> Voltage:
-        """``dcmi_get_device_voltage``."""
-        ...
-
-    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int:
-        """``dcmi_get_device_frequency``: MHz of the clock ``kind``."""
-        ...
-
-    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int:
-        """``dcmi_get_device_utilization_rate``: percent busy of ``kind``."""
-        ...
-
-    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization:
-        """``dcmi_get_device_multi_utilization_rate``: AI cube, vector, core and overall in one sample."""
-        ...
-
-    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization:
-        """``dcmi_get_device_multi_utilization_rate_period``: the same over ``period_s`` (1-4 s)."""
-        ...
-
-    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo:
-        """``dcmi_get_device_ecc_info``: the ECC counters of the chip's ``kind`` memory."""
-        ...
-
-    def network_health(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_network_health``: a :class:`NetworkHealth` value (RoCE connectivity).
-
-        It can block for a long time after a card drops off the bus: callers
-        give it a timeout of its own (Huawei's: 1 s).
-        """
-        ...
-
-    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId:
-        """``dcmi_get_device_die_v2``."""
-        ...
-
-    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]:
-        """``dcmi_get_device_resource_info``: the processes on the chip (at most 32; host PIDs)."""
-        ...
+    # dcmi_get_device_temperature: degrees Celsius (below -275 means the sensor failed).
+    def temperature(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_power_info: the chip's power.
+    def power(self, card_id: int, device_id: int) -> Power: ...
+    # dcmi_mcu_get_power_info: the whole card's power, read by its MCU (310P boards).
+    def board_power(self, card_id: int) -> Power: ...
+    # dcmi_get_device_voltage.
+    def voltage(self, card_id: int, device_id: int) -> Voltage: ...
+    # dcmi_get_device_frequency: MHz of the clock kind.
+    def frequency(self, card_id: int, device_id: int, kind: FrequencyType) -> int: ...
+    # dcmi_get_device_utilization_rate: percent busy of kind.
+    def utilization(self, card_id: int, device_id: int, kind: UtilizationType) -> int: ...
+    # dcmi_get_device_multi_utilization_rate: AI cube, vector, core and overall in one sample.
+    def multi_utilization(self, card_id: int, device_id: int) -> MultiUtilization: ...
+    # dcmi_get_device_multi_utilization_rate_period: the same over period_s (1-4 s).
+    def multi_utilization_period(self, card_id: int, device_id: int, period_s: int) -> MultiUtilization: ...
+    # dcmi_get_device_ecc_info: the ECC counters of the chip's kind memory.
+    def ecc_info(self, card_id: int, device_id: int, kind: EccDeviceType) -> EccInfo: ...
+    # dcmi_get_device_network_health: a NetworkHealth; it can block after a card drop.
+    def network_health(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_die_v2.
+    def die_id(self, card_id: int, device_id: int, kind: DieType) -> DieId: ...
+    # dcmi_get_device_resource_info: the processes on the chip (at most 32; host PIDs).
+    def processes(self, card_id: int, device_id: int) -> list[ProcessMemory]: ...
 
     # -- hot reset -----------------------------------------------------------------
-
-    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None:
-        """``dcmi_set_device_reset``: start a reset; the chip answers "not ready" until it is back.
-
-        An Atlas 300I Duo resets as a card: only device 0 may be named (-8255 for device 1).
-        """
-        ...
-
-    def boot_status(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_boot_status``: a :class:`BootStatus` value; a reset ends at 16."""
-        ...
-
-    def brother_card(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_netdev_brother_device``: the card an A3 card is reset with (-8255 elsewhere)."""
-        ...
-
-    def outband_channel_state(self, card_id: int, device_id: int) -> int:
-        """``dcmi_get_device_outband_channel_state``: 1 if an out-of-band reset can be done, 0 if not."""
-        ...
+    # dcmi_set_device_reset: start a reset ("not ready" until back; a 300I Duo card by device 0).
+    def reset(self, card_id: int, device_id: int, channel: ResetChannel) -> None: ...
+    # dcmi_get_device_boot_status: a BootStatus value; a reset ends at 16.
+    def boot_status(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_netdev_brother_device: the card an A3 card is reset with (-8255 elsewhere).
+    def brother_card(self, card_id: int, device_id: int) -> int: ...
+    # dcmi_get_device_outband_channel_state: 1 if an out-of-band reset can be done, 0 if not.
+    def outband_channel_state(self, card_id: int, device_id: int) -> int: ...
 
     # -- identity in a super pod -----------------------------------------------------
-
-    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo:
-        """``dcmi_get_device_info(CHIP_INF, SPOD_INFO)`` (A3; -8255 elsewhere)."""
-        ...
+    # dcmi_get_device_info(CHIP_INF, SPOD_INFO) (A3; -8255 elsewhere).
+    def super_pod_info(self, card_id: int, device_id: int) -> SuperPodInfo: ...
 
     # -- vNPUs on demand -------------------------------------------------------------
-
-    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity:
-        """``dcmi_get_device_info(VDEV_MNG, GET_VDEV_ACTIVITY)`` for one of :meth:`vdev_ids`."""
-        ...
-
+    # dcmi_get_device_info(VDEV_MNG, GET_VDEV_ACTIVITY) for one of vdev_ids.
+    def vdev_activity(self, card_id: int, device_id: int, vdev_id: int) -> VdevActivity: ...
+    # dcmi_create_vdevice from template (vir04); ids chosen by the driver unless given. -8001 an unknown
+    # template, -8020 no room for it; a name too long raises ValueError.
     def create_vdev(
         self,
         card_id: int,
@@ -572,49 +447,22 @@ class DeviceLibrary(Protocol):
         template: str,
         vdev_id: int | None = None,
         vfg_id: int | None = None,
-    ) -> CreatedVdev:
-        """``dcmi_create_vdevice`` from ``template`` (e.g. ``vir04``); ids chosen by the driver unless given.
-
-        The vNPU then appears in :meth:`vdev_ids` and as ``/dev/vdavinci<vdev_id>``.
-        An unknown template is -8001; a chip without room for it (AI cores, AI
-        CPUs, memory, media engines, or 7 vNPUs on a 310P) is -8020. A template
-        name longer than :data:`MAX_TEMPLATE_NAME` bytes raises ValueError.
-        """
-        ...
-
-    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None:
-        """``dcmi_set_destroy_vdevice``; :data:`ALL_VDEVS` destroys every vNPU of the chip."""
-        ...
-
-    def subscribe_faults(self, handler: FaultHandler) -> None:
-        """``dcmi_subscribe_fault_event`` for every device; ``handler`` runs on a library thread."""
-        ...
-
-    def affinity_cpu(self, card_id: int, device_id: int) -> str:
-        """``dcmi_get_affinity_cpu_info_by_device_id``: the CPUs near the chip, a cpulist (``0-23``).
-
-        -8255 except on 910B, A3 A+X boards and Atlas 350 cards.
-        """
-        ...
-
-    def close(self) -> None:
-        """Release the library (dlclose); later calls fail until ``init``."""
-        ...
-
-    def v2(self) -> DeviceLibraryV2:
-        """The same library through DCMI's v2 API (Ascend 950), not initialised (its init: ``dcmiv2_init``).
-
-        Use one or the other: after a ``dcmiv2_init`` only the v2 calls answer.
-        """
-        ...
+    ) -> CreatedVdev: ...
+    # dcmi_set_destroy_vdevice; ALL_VDEVS destroys every vNPU of the chip.
+    def destroy_vdev(self, card_id: int, device_id: int, vdev_id: int) -> None: ...
+    # dcmi_subscribe_fault_event for every device; handler runs on a library thread.
+    def subscribe_faults(self, handler: FaultHandler) -> None: ...
+    # dcmi_get_affinity_cpu_info_by_device_id: the CPUs near the chip, a cpulist (0-23).
+    def affinity_cpu(self, card_id: int, device_id: int) -> str: ...
+    # Release the library (dlclose); later calls fail until init.
+    def close(self) -> None: ...
+    # The same library through DCMI's v2 API (Ascend 950), not initialised: after dcmiv2_init only the v2
+    # calls answer.
+    def v2(self) -> DeviceLibraryV2: ...
 
 
-# Each v1 function the plugin calls and its DCMI v2 counterpart. Above the
-# binding, functions keep their v1 names (``missing``, ``WITHOUT``): a v2
-# library reports a missing ``dcmiv2_get_device_temperature`` as
-# ``dcmi_get_device_temperature``, and :func:`v2_name` tells the real name.
-# The v1 functions without a counterpart (DDR memory, RoCE IP, the MCU's power,
-# the brother card, out-of-band reset, vNPUs) do not exist on a 950.
+# Each v1 function the plugin calls and its DCMI v2 counterpart: above the binding functions keep
+# their v1 names (``missing``, ``WITHOUT``). The v1 functions without one do not exist on a 950.
 V2_NAMES: Final[Mapping[str, str]] = MappingProxyType(
     {
         "dcmi_init": "dcmiv2_init",
@@ -652,35 +500,22 @@ def v2_name(function: str) -> str:
 
 
 class DeviceLibraryV2(Protocol):
-    """DCMI's v2 API, as the Ascend 950 answers it. Raises DcmiError on failure.
-
-    ``dev_id`` is the logical id, 0..n-1 as :meth:`device_list` gives them; the
-    physical id (the N of Kubernetes' ``npu-<N>``) comes only from
-    :meth:`phy_id`. Never pass one for the other. Values are those of the v1
-    calls of the same name.
-    """
+    """DCMI's v2 API, as the Ascend 950 answers it. Raises DcmiError on failure. ``dev_id`` is the logical
+    id (:meth:`device_list`), never the physical id (:meth:`phy_id`, the N of ``npu-<N>``); values are
+    those of the v1 calls of the same name."""
 
     @property
     def description(self) -> str: ...
 
-    def init(self) -> None:
-        """``dcmiv2_init``: -8255 on any chip but a 950."""
-        ...
-
-    def missing_functions(self) -> frozenset[str]:
-        """The v2 counterparts of :data:`OPTIONAL_FUNCTIONS` the library lacks, by their v1 names."""
-        ...
-
+    # dcmiv2_init: -8255 on any chip but a 950.
+    def init(self) -> None: ...
+    # The v2 counterparts of OPTIONAL_FUNCTIONS the library lacks, by their v1 names.
+    def missing_functions(self) -> frozenset[str]: ...
     def driver_version(self) -> str: ...
-
-    def device_list(self) -> list[int]:
-        """``dcmiv2_get_device_list``: the logical ids, ascending."""
-        ...
-
-    def phy_id(self, dev_id: int) -> int:
-        """``dcmiv2_get_chip_phy_id_by_dev_id``."""
-        ...
-
+    # dcmiv2_get_device_list: the logical ids, ascending.
+    def device_list(self) -> list[int]: ...
+    # dcmiv2_get_chip_phy_id_by_dev_id.
+    def phy_id(self, dev_id: int) -> int: ...
     def chip_info(self, dev_id: int) -> ChipInfo: ...
     def total_aicore(self, dev_id: int) -> float: ...
     def super_pod_info(self, dev_id: int) -> SuperPodInfo: ...
@@ -700,15 +535,9 @@ class DeviceLibraryV2(Protocol):
     def network_health(self, dev_id: int) -> int: ...
     def die_id(self, dev_id: int, kind: DieType) -> DieId: ...
     def processes(self, dev_id: int) -> list[ProcessMemory]: ...
-
-    def reset(self, dev_id: int, channel: ResetChannel) -> None:
-        """``dcmiv2_reset_device``: in-band only on a 950 (out-of-band is -8255)."""
-        ...
-
+    # dcmiv2_reset_device: in-band only on a 950 (out-of-band is -8255).
+    def reset(self, dev_id: int, channel: ResetChannel) -> None: ...
     def boot_status(self, dev_id: int) -> int: ...
-
-    def subscribe_faults(self, handler: FaultHandler) -> None:
-        """``dcmiv2_subscribe_fault_event(-1, ...)``: every chip; events carry the logical id."""
-        ...
-
+    # dcmiv2_subscribe_fault_event(-1, ...): every chip; events carry the logical id.
+    def subscribe_faults(self, handler: FaultHandler) -> None: ...
     def close(self) -> None: ...

@@ -1,16 +1,14 @@
-"""PCI facts about a chip that DCMI does not give: its NUMA node and its PCIe root, read from sysfs.
+"""Host facts DCMI does not give about a chip, from the host's files under ``root``: NUMA node, PCIe root.
 
-Both readers take the host's root directory (``/`` on the host; wherever the
-host's ``/sys`` is mounted in the plugin's container, e.g. ``/host``) so they
-work on a host file system seen from a container, and on a fake one in tests.
-They only read files; DCMI's ``dcmi_get_device_pcie_info_v2`` supplies the
-address (:class:`backends.library.PcieAddress`).
+A chip's NUMA node is Huawei's: the node whose cpulist is the chip's CPU
+affinity, else its PCIe device's ``numa_node`` (docs/how-it-works.md "NUMA").
 """
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -27,7 +25,7 @@ _BDF = re.compile(
 _ROOT = re.compile(r"^pci(?P<domain>[0-9a-f]{4}):(?P<bus>[0-9a-f]{2})$")
 
 
-class InvalidPciAddress(ChipError, ValueError):
+class InvalidPciAddress(ChipError):
     """A text that is not a PCI address in the sysfs form ``DDDD:BB:DD.F``."""
 
 
@@ -52,11 +50,9 @@ def parse_bdf(text: str) -> PcieAddress:
 
 
 def numa_node(address: PcieAddress, root: Path = Path("/")) -> int | None:
-    """The NUMA node the kernel gives the device, from ``<root>/sys/bus/pci/devices/<bdf>/numa_node``.
-
-    None when the file is missing (no such device, no sysfs) or says -1 (the
-    kernel knows no node: single-node machines, some firmware).
-    """
+    """The NUMA node the kernel gives the device, from ``<root>/sys/bus/pci/devices/<bdf>/numa_node``. None
+    when the file is missing (no such device, no sysfs) or says -1 (the kernel knows no node: single-node
+    machines, some firmware)."""
     path = root / PCI_DEVICES / address.bdf / "numa_node"
     try:
         content = path.read_text(encoding="ascii").strip()
@@ -72,20 +68,10 @@ def numa_node(address: PcieAddress, root: Path = Path("/")) -> int | None:
 
 
 def pcie_root(address: PcieAddress, root: Path = Path("/")) -> str:
-    """The ``resource.kubernetes.io/pcieRoot`` value of the device: ``pci<domain>:<bus>`` of its root complex.
-
-    On a real host ``<root>/sys/bus/pci/devices/<bdf>`` is a symbolic link to the
-    device's place in the topology, ``../../../devices/pci0000:3a/0000:3a:02.0/0000:3b:00.0``,
-    that is ``/sys/devices/pci0000:3a/...``: the ``pciDDDD:BB`` directory right
-    under ``/sys/devices`` names the root complex the device hangs under, which
-    is what the attribute means (devices under one root share it). The link is
-    read inside ``root`` (an absolute target counts from ``root``, as it would
-    on the host) and no other link is followed.
-
-    When the link is missing or leads nowhere recognisable (no sysfs in reach,
-    a fake root), the answer falls back to the device's own domain and bus:
-    right for a device on a root bus, a stand-in otherwise.
-    """
+    """The ``resource.kubernetes.io/pcieRoot`` value: ``pci<domain>:<bus>`` of the device's root complex.
+    Read from the ``pciDDDD:BB`` directory under ``/sys/devices`` that the device's sysfs link leads to
+    (inside ``root``, no other link followed); where the link leads nowhere recognisable, the device's own
+    domain and bus stand in."""
     try:
         target = os.readlink(root / PCI_DEVICES / address.bdf)
     except OSError:
@@ -98,3 +84,42 @@ def pcie_root(address: PcieAddress, root: Path = Path("/")) -> str:
     if found is not None:
         return f"pci{found['domain']}:{found['bus']}"
     return f"pci{address.domain:04x}:{address.bus:02x}"
+
+
+NODES: Final = Path("sys/devices/system/node")
+_NODE = re.compile(r"^node(?P<number>\d+)$")
+_READ_LIMIT: Final = 10 * 1024  # bytes of a cpulist file read, as Huawei's plugin limits it
+
+
+def node_cpulists(root: Path = Path("/")) -> dict[str, int]:
+    """Each NUMA node's cpulist text (trimmed) -> its number; empty where the host has no such files. A
+    node whose file cannot be read is left out: its chips fall back to their PCIe device."""
+    try:
+        entries = sorted((root / NODES).iterdir())
+    except OSError:
+        return {}
+    found: dict[str, int] = {}
+    for entry in entries:
+        matched = _NODE.match(entry.name)
+        if matched is None:
+            continue
+        try:
+            with (entry / "cpulist").open("rb") as file:
+                text = file.read(_READ_LIMIT).decode("ascii").strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text:
+            found.setdefault(text, int(matched["number"]))
+    return found
+
+
+def chip_numa_node(
+    affinity: str | None, address: PcieAddress | None, cpulists: Mapping[str, int], root: Path = Path("/")
+) -> int | None:
+    """The chip's NUMA node: its CPU affinity's node, else its PCIe device's; None when neither says.
+    Raises :class:`~backends.pci.PciSysfsError` when the PCIe device's file is unreadable."""
+    if affinity is not None and affinity.strip() in cpulists:
+        return cpulists[affinity.strip()]
+    if address is None:
+        return None
+    return numa_node(address, root)

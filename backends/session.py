@@ -1,33 +1,88 @@
 """LibrarySession: a chip library opened for the node, before anyone knows the chips' family.
 
-The family comes from the chips' names, and the names come from the library:
-so the library is opened and the chips enumerated first, on a session of their
-own, and the family's :class:`~backends.backend.ChipBackend` is built over the
-session afterwards. The session speaks the API the node's driver answers, as
-Huawei's plugin finds it: ``dcmi_init`` first, and where that fails (-8255 on
-an Ascend 950) ``dcmiv2_init``; :attr:`~LibrarySession.api` then asks each chip
-by the ids that API takes. It also keeps what the library turned out to lack, so
-every part asks a missing function at most once.
+The family comes from the chips' names, which come from the library: so the library is opened and the chips
+enumerated first, and the family's backend is built over the session. ``dcmi_init`` first, ``dcmiv2_init``
+where that fails (an Ascend 950); the session's :class:`ChipApi` then names each chip as that API wants
+(v1: card and device, v2: the logical id, never the physical id), and :attr:`~LibrarySession.missing` keeps
+what the library lacks.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any, Protocol, cast
 
-from backends.chip_api import ChipApi, V1Api, V2Api
+import backends.library as lib
 from backends.chips import (
     Chip,
     ChipAddress,
     Unnamed,
     address_chips,
     address_chips_v2,
-    enumerate_chips,
-    enumerate_chips_v2,
 )
 from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.library import ChipInfo, DeviceLibrary, DeviceLibraryV2, v2_name
 
 log = logging.getLogger(__name__)
+
+
+class ChipApi(Protocol):
+    """The calls of :class:`~backends.library.DeviceLibrary` of the same names, a chip at a time."""
+
+    name: str  # "DCMI v1" or "DCMI v2"
+
+    def total_aicore(self, chip: Chip) -> float: ...
+    def super_pod_info(self, chip: Chip) -> lib.SuperPodInfo: ...
+    def health(self, chip: Chip) -> int: ...
+    def error_codes(self, chip: Chip) -> list[int]: ...
+    def hbm_info(self, chip: Chip) -> lib.HbmInfo: ...
+    def pcie_address(self, chip: Chip) -> lib.PcieAddress: ...
+    def affinity_cpu(self, chip: Chip) -> str: ...
+    def temperature(self, chip: Chip) -> int: ...
+    def power(self, chip: Chip) -> lib.Power: ...
+    def voltage(self, chip: Chip) -> lib.Voltage: ...
+    def frequency(self, chip: Chip, kind: lib.FrequencyType) -> int: ...
+    def utilization(self, chip: Chip, kind: lib.UtilizationType) -> int: ...
+    def multi_utilization(self, chip: Chip) -> lib.MultiUtilization: ...
+    def multi_utilization_period(self, chip: Chip, period_s: int) -> lib.MultiUtilization: ...
+    def ecc_info(self, chip: Chip, kind: lib.EccDeviceType) -> lib.EccInfo: ...
+    def network_health(self, chip: Chip) -> int: ...
+    def die_id(self, chip: Chip, kind: lib.DieType) -> lib.DieId: ...
+    def processes(self, chip: Chip) -> list[lib.ProcessMemory]: ...
+    def reset(self, chip: Chip, channel: lib.ResetChannel) -> None: ...
+    def boot_status(self, chip: Chip) -> int: ...
+    def subscribe_faults(self, handler: lib.FaultHandler) -> None: ...
+
+
+# The calls that name no chip: passed to the library as they are.
+NODE_WIDE = frozenset({"subscribe_faults"})
+
+
+class _ByIds:
+    """Each :class:`ChipApi` call of a library, the chip named by its API's ids (``tests/test_chip_api.py``
+    holds the two APIs to the protocol)."""
+
+    def __init__(self, name: str, library: object, ids: Callable[[Chip], tuple[int, ...]]) -> None:
+        self.name = name
+        self._library = library
+        self._ids = ids
+
+    def __getattr__(self, function: str) -> Callable[..., Any]:
+        call: Callable[..., Any] = getattr(self._library, function)
+        if function in NODE_WIDE:
+            return call
+        return lambda chip, *args: call(*self._ids(chip), *args)
+
+
+def v1_api(library: DeviceLibrary) -> ChipApi:
+    """DCMI v1: each chip by its (card_id, device_id)."""
+    return cast(ChipApi, _ByIds("DCMI v1", library, lambda chip: (chip.card_id, chip.device_id)))
+
+
+def v2_api(library: DeviceLibraryV2) -> ChipApi:
+    """DCMI v2 (Ascend 950): each chip by its logical id, the ``dev_id`` every v2 call takes."""
+    return cast(ChipApi, _ByIds("DCMI v2", library, lambda chip: (chip.logic_id,)))
 
 
 class LibrarySession:
@@ -36,7 +91,7 @@ class LibrarySession:
     def __init__(self, library: DeviceLibrary) -> None:
         self.library = library
         self.v2: DeviceLibraryV2 | None = None  # set when the driver answers DCMI v2 only (a 950)
-        self.api: ChipApi = V1Api(library)
+        self.api: ChipApi = v1_api(library)
         self.missing: set[str] = set()  # optional DCMI functions found missing, by their v1 names
 
     @property
@@ -45,11 +100,9 @@ class LibrarySession:
         return self.library.description if self.v2 is None else self.v2.description
 
     def init(self) -> frozenset[str]:
-        """``dcmi_init``, else ``dcmiv2_init``; the optional functions the library lacks (v1 names).
-
-        When both fail, the v1 error is raised unless v2 said something other
-        than "not supported" (a 950 whose driver is not ready yet).
-        """
+        """``dcmi_init``, else ``dcmiv2_init``; the optional functions the library lacks (v1 names). When
+        both fail, the v1 error is raised unless v2 said something other than "not supported" (a 950 whose
+        driver is not ready yet)."""
         try:
             self.library.init()
         except DcmiError as v1_error:
@@ -75,18 +128,20 @@ class LibrarySession:
             "dcmi_init answered %d (%s): the driver speaks DCMI v2 (dcmiv2_init), as on an Ascend 950",
             v1_error.code,
             v1_error.meaning,
-            extra={"api": V2Api.name, "dcmi_init": v1_error.code},
+            extra={"api": "DCMI v2", "dcmi_init": v1_error.code},
         )
-        self.v2, self.api = v2, V2Api(v2)
+        self.v2, self.api = v2, v2_api(v2)
 
     def function_name(self, function: str) -> str:
         """``function`` (a v1 name) as the library in use calls it."""
         return function if self.v2 is None else v2_name(function)
 
     def discover(self) -> list[Chip]:
-        """Every NPU chip of the node, ordered by physical id."""
-        chips = enumerate_chips(self.library) if self.v2 is None else enumerate_chips_v2(self.v2)
-        return sorted(chips, key=lambda chip: chip.phy_id)
+        """Every NPU chip of the node, by physical id; one the driver will not name raises its error."""
+        found, unnamed = self.address()
+        if unnamed:
+            raise unnamed[0].error
+        return [address.chip(self.chip_info(address)) for address in found]
 
     def address(self) -> tuple[list[ChipAddress], list[Unnamed]]:
         """The chips the driver names, by physical id; apart, the chips (or cards) it would not name."""
@@ -104,7 +159,6 @@ class LibrarySession:
         return self.library.driver_version() if self.v2 is None else self.v2.driver_version()
 
     def close(self) -> None:
-        """Release the library."""
         if self.v2 is not None:
             self.v2.close()
         else:

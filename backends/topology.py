@@ -1,30 +1,18 @@
-"""A chip's place in the node's interconnect: the topology unit it shares a fast link with.
+"""How the node's chips group: the topology unit each shares a fast link with, and what a hot reset takes
+down.
 
-Collective operations of a multi-NPU job run well only inside one such unit,
-so the preference answer to the kubelet (``ascend_plugin.offers.placement``) keeps a
-request inside as few units as it can. There are three kinds of unit:
-
-* **ring**: an HCCS ring of 4 chips by physical id (0-3, 4-7) on a
-  first-generation 910 server;
-* **card**: the chips sharing one DCMI ``card_id``: the four 310 of an Atlas
-  300I, the two 310P3 of an Atlas 300I Duo, the two dies of an A3 module, the
-  single chip of a 310B board or a 300I Pro;
-* **mesh**: the whole node (910B / Atlas A2, full mesh of 8); a box with more
-  than 8 such chips is split into groups of 8 by physical id (``phy_id // 8``).
-
-Which kind a chip gets is its family's (``unit_kind`` of the family's
-:class:`~backends.backend.ChipBackend`; a family that names none gets cards):
-a card is a physical grouping every chip has, and on servers with one chip
-per card it simply expresses no preference. Unit sizes depend on the whole
-node (chips per card, 16-chip boxes), so :func:`assign_units` takes every chip
-of the node at once.
+Units: an HCCS **ring** of 4 by physical id (first-generation 910), a DCMI **card** (the default: every
+chip has one), the **mesh** of a 910B node (groups of 8 by physical id on a box of more). The family says
+which (``unit_kind``); sizes depend on the whole node, so :func:`assign_units` takes every chip at once.
+Placement keeps a request inside few units (docs/configuration.md "Placement rules"). Reset groups are the
+family's choice of the shapes at the end (docs/hot-reset.md "The reset group").
 """
 
 from __future__ import annotations
 
 import collections
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -43,19 +31,10 @@ class UnitKind(enum.Enum):
     MESH = "mesh"
 
 
-class TopologyError(ChipError):
-    """The chip facts given cannot describe one node."""
-
-
 @dataclass(frozen=True)
 class TopologyUnit:
-    """One unit of a node: its kind, its number, and how many chips the node has in it.
-
-    ``index`` is the ring number (``phy_id // 4``), the DCMI card id, or the
-    mesh group (``phy_id // 8`` on boxes of more than 8, else 0). ``size`` is
-    the unit's full size on this node, free or not: placement compares it with
-    a unit's free chips to tell a whole free unit from a fragment.
-    """
+    """One unit of a node: its kind, its number (ring, card id, mesh group) and its full size on this node
+    (free or not: placement tells a whole free unit from a fragment by it)."""
 
     kind: UnitKind
     index: int
@@ -82,15 +61,13 @@ class ChipFacts:
 
 
 def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
-    """The unit of every chip of one node, keyed by physical id.
-
-    Raises :class:`TopologyError` when two chips claim one physical id.
-    """
+    """The unit of every chip of one node, keyed by physical id. Raises ChipError when two chips claim one
+    physical id."""
     kinds: dict[int, UnitKind] = {}
     cards: dict[int, int] = {}
     for chip in chips:
         if chip.phy_id in kinds:
-            raise TopologyError(f"physical id {chip.phy_id} appears twice among the node's chips")
+            raise ChipError(f"physical id {chip.phy_id} appears twice among the node's chips")
         kinds[chip.phy_id] = chip.kind
         cards[chip.phy_id] = chip.card_id
     split_mesh = sum(kind is UnitKind.MESH for kind in kinds.values()) > MESH_GROUP_SIZE
@@ -110,3 +87,49 @@ def assign_units(chips: Iterable[ChipFacts]) -> Mapping[int, TopologyUnit]:
             for phy_id, (kind, number) in sorted(keys.items())
         }
     )
+
+
+# -- reset groups: the chips a hot reset of one chip takes down with it (docs/hot-reset.md) --------
+# Each family names its group with one of these shapes (ChipBackend.reset_group); each takes the chip
+# and all the node's chips and answers the group ordered by physical id.
+
+
+def _ordered(chips: Iterable[Chip]) -> tuple[Chip, ...]:
+    return tuple(sorted(chips, key=lambda chip: chip.phy_id))
+
+
+def _checked(chip: Chip, chips: Sequence[Chip]) -> None:
+    if chip not in chips:
+        raise ChipError(
+            f"{chip.label} is not among the node's chips (physical ids "
+            f"{', '.join(str(each.phy_id) for each in chips) or 'none'})"
+        )
+
+
+def alone(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+    """The chip by itself: nothing else restarts with it."""
+    _checked(chip, chips)
+    return (chip,)
+
+
+def same_card(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+    """Every chip sharing the chip's DCMI card id."""
+    return cards(chip, chips, ())
+
+
+def cards(chip: Chip, chips: Sequence[Chip], card_ids: Iterable[int]) -> tuple[Chip, ...]:
+    """Every chip on one of ``card_ids`` (the chip's own card among them)."""
+    _checked(chip, chips)
+    wanted = {chip.card_id, *card_ids}
+    return _ordered(each for each in chips if each.card_id in wanted)
+
+
+def logic_block(chip: Chip, chips: Sequence[Chip], size: int) -> tuple[Chip, ...]:
+    """The chips whose logic ids fall in the chip's block of ``size``: ``logic_id // size`` alike."""
+    _checked(chip, chips)
+    return _ordered(each for each in chips if each.logic_id // size == chip.logic_id // size)
+
+
+def whole_node(chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
+    _checked(chip, chips)
+    return _ordered(chips)

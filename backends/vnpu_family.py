@@ -1,23 +1,14 @@
 """VnpuFamily: the families whose chips can be split into vNPUs (310P, the 910 families).
 
-An operator carves static vNPUs out of a chip with ``npu-smi set -t
-create-vnpu``; the driver lists them through VDEV_MNG (``dcmi_get_device_info``).
-A driver without VDEV_MNG, or a chip that answers "not supported", simply has
-no vNPUs.
-
-For vNPUs made on demand, each family says what its chips can be split by
-(:meth:`VnpuFamily.splits`: Huawei's templates and what each takes, see
-:mod:`backends.vnpu_split`), and :meth:`VnpuFamily.create_vnpu` /
-:meth:`VnpuFamily.destroy_vnpu` make and destroy one (``dcmi_create_vdevice``
-with the driver choosing the vNPU's id, as Huawei's plugin lets it;
-``dcmi_set_destroy_vdevice``).
+Static vNPUs (``npu-smi set -t create-vnpu``) are read through VDEV_MNG;
+vNPUs made on demand take what the family's templates say (:meth:`VnpuFamily.splits`,
+:mod:`backends.vnpu_split`), the driver choosing each vNPU's id, as Huawei's plugin lets it.
 """
 
 from __future__ import annotations
 
 import abc
 import logging
-from typing import ClassVar
 
 from backends.backend import DEVICE_INFO, ChipBackend
 from backends.chips import Chip
@@ -33,23 +24,19 @@ log = logging.getLogger(__name__)
 class VnpuFamily(ChipBackend):
     """A family whose chips can carry vNPUs: static ones read through VDEV_MNG, others made on demand."""
 
-    splits_into_vnpus: ClassVar[bool] = True
-
     def __init__(self, session: LibrarySession, table: FamilyTable | None = None) -> None:
         super().__init__(session, table)
         self._without_vnpus: set[int] = set()  # chips whose driver answered "not supported" for vNPUs
 
-    def vnpus(self, chip: Chip) -> list[VdevInfo]:
-        """The chip's static vNPUs by id; empty where the driver or the chip has none.
+    def vnpu_absence(self) -> str:
+        return ""
 
-        One VDEV_MNG query lists the ids and one more describes each: every read
-        describes every vNPU afresh, since a vNPU destroyed and re-created (the
-        driver hands the freed id out again) may carry another template under the
-        same id. Any other failure is raised: a vNPU that cannot be described is
-        not taken for absent. A driver without ``dcmi_get_device_info``, or a chip
-        that answers "not supported", has no vNPUs: said once per chip at debug
-        level, and not asked again.
-        """
+    def lists_vnpus(self) -> bool:
+        return DEVICE_INFO not in self.missing
+
+    def vnpus(self, chip: Chip) -> list[VdevInfo]:
+        """The chip's static vNPUs by id, each described afresh (a freed id may come back with another
+        template); none where the driver or the chip has none (said once), any other failure raised."""
         if DEVICE_INFO in self.missing or chip.phy_id in self._without_vnpus:
             return []
         try:
@@ -69,12 +56,8 @@ class VnpuFamily(ChipBackend):
         return []
 
     def create_vnpu(self, chip: Chip, template: str) -> int:
-        """Make a vNPU of ``template`` on ``chip``; its id (the N of ``/dev/vdavinciN``).
-
-        DcmiError with the driver's code when it refuses (-8001 a template it
-        does not know, -8020 no room beside the chip's vNPUs), SymbolMissing
-        when the driver has no ``dcmi_create_vdevice``.
-        """
+        """Make a vNPU of ``template`` on ``chip``; its id (DcmiError -8001: unknown template, -8020: no
+        room)."""
         created = self.library.create_vdev(chip.card_id, chip.device_id, template)
         log.debug("%s: made vNPU %d (%s)", chip.label, created.vdev_id, template, extra={"chip": chip.phy_id})
         return created.vdev_id
@@ -87,12 +70,8 @@ class VnpuFamily(ChipBackend):
         log.debug("%s: destroyed vNPU %d", chip.label, vdev_id, extra={"chip": chip.phy_id})
 
     def splits(self, chip: Chip, ai_cores: float | None, memory_mb: int | None) -> ChipSplits | None:
-        """What ``chip`` can be split into; None where its AI cores or memory are unknown or fit no template.
-
-        ``ai_cores`` and ``memory_mb`` are what the chip reported (discovery's
-        figures): the totals are the chip's own, the templates the family's.
-        Only the resources some template takes are counted.
-        """
+        """What ``chip`` can be split into (its own totals, of what some template takes); None where
+        unknown or none fits."""
         if ai_cores is None or ai_cores < 1 or ai_cores != round(ai_cores) or not memory_mb or memory_mb < 0:
             return None
         cores = round(ai_cores)

@@ -1,15 +1,8 @@
 """What a chip can be split into on demand: its resources, and what a vNPU of each template takes of them.
 
-A vNPU made with ``dcmi_create_vdevice`` takes AI cores, memory and, on some
-chips, AI CPUs and media (DVPP) engines from its chip; the driver refuses one
-that does not fit beside the vNPUs already there (-8020). :class:`ChipSplits`
-is that rule as data: the chip's totals and each template's cost, so that a
-scheduler counting them (DRA's counter sets) never asks for a combination the
-driver refuses. Which resources are counted, and the figures, are each family's
-(:meth:`backends.vnpu_family.VnpuFamily.splits`); only what Huawei publishes
-for a family is counted there, the rest is left for the driver to check.
-
-Memory is in MiB throughout; the other resources are counts.
+:class:`ChipSplits` is the driver's rule as data (it refuses a vNPU that does not fit beside the others,
+-8020), so a scheduler counting it (DRA's counter sets) never asks for what the driver refuses; the figures
+are each family's. Memory in MiB, the rest counts.
 """
 
 from __future__ import annotations
@@ -67,7 +60,6 @@ class ChipSplits:
     places: int = 0
 
     def template(self, name: str) -> VnpuTemplate | None:
-        """The template called ``name``, if this chip has it."""
         return next((template for template in self.templates if template.name == name), None)
 
     def offered(self, template: VnpuTemplate) -> int:
@@ -109,15 +101,9 @@ def media_variant(name: str) -> bool:
 
 
 def divides_evenly(name: str, chip_cores: int, chip_memory_mb: int) -> bool:
-    """Whether a template whose name gives its memory splits the chip the same way by cores and by memory.
-
-    Huawei's 910B and A3 templates are made per chip bin: ``vir05_1c_16g`` is
-    a quarter of a 20-core 64 GB chip, ``vir05_1c_8g`` a quarter of a 20-core
-    32 GB one, ``vir06_1c_16g`` a quarter of a 24-core 64 GB one. So a
-    template belongs to a chip when the chip's AI cores are a whole number of
-    the template's and its memory the same number of the template's (within
-    an eighth: a driver reports a little less than the nominal figure).
-    """
+    """Whether a template splits the chip the same way by AI cores and by memory (within an eighth).
+    Huawei's 910B and A3 templates are made per chip bin: ``vir05_1c_16g`` is a quarter of a 20-core 64 GB
+    chip, ``vir05_1c_8g`` of a 20-core 32 GB one."""
     cores, memory = template_cores(name), named_memory_mb(name)
     if not cores or not memory or chip_cores % cores:
         return False

@@ -16,8 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the tests' API server stand-in
+
 if TYPE_CHECKING:
-    from ascend_plugin.testing.kube_apiserver import FakeApiServer
+    from fake_apiserver import FakeApiServer
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 API_WAIT = 60.0  # seconds a call to the fake API server's loop may take
@@ -129,7 +131,7 @@ class ApiServerThread:
     """
 
     def __init__(self, kube_version: str | None = None) -> None:
-        from ascend_plugin.testing.kube_apiserver import FakeApiServer
+        from fake_apiserver import FakeApiServer
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="fake-apiserver", daemon=True)

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from dashboard_queries import dashboard
 from fake_dcmi.build import build_fake_library
 from local_port import free_port
+from pod_resources_standin import PodResourcesStandIn
 from prometheus_server import Prometheus
 
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario
 
 ROOT = Path(__file__).resolve().parent.parent

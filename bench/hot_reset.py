@@ -40,9 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.scenario_file import SCENARIO_ENV, write_scenario
+from pod_resources_standin import PodResourcesStandIn
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario
 from backends.fake.driver_state import DriverStateFile
 

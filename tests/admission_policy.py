@@ -28,12 +28,14 @@ class Request:
     object: Json | None = None
     old_object: Json | None = None
     extra: dict[str, list[str]] = field(default_factory=dict)  # the token's claims: node name, pod name
+    sub_resource: str = ""  # "status": a write through the object's status subresource
 
     def attributes(self) -> Json:
         return {
             "operation": self.operation,
             "userInfo": {"username": self.username, "extra": self.extra},
             "resource": {"group": self.group, "resource": self.resource},
+            "subResource": self.sub_resource,
         }
 
 
@@ -48,7 +50,8 @@ def _matches(policy: Json, request: Request) -> bool:
     rules = policy["spec"]["matchConstraints"]["resourceRules"]
     return any(
         request.group in rule["apiGroups"]
-        and request.resource in rule["resources"]
+        and (f"{request.resource}/{request.sub_resource}" if request.sub_resource else request.resource)
+        in rule["resources"]
         and request.operation in rule["operations"]
         for rule in rules
     )

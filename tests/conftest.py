@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.build import build_fake_library
 from fake_dcmi.players import CFakePlayer, PythonFakePlayer, ScenarioPlayer
 from fake_dcmi.scenario_file import SCENARIO_ENV
 from plugin_harness import FakeNode
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.families import ASCEND_310B
 
@@ -357,7 +357,7 @@ def doctor_py_root(
 
 
 # -- Volcano mode (tests/test_volcano_*.py): the kubelet's PodResources API --------------------
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn  # noqa: E402
+from pod_resources_standin import PodResourcesStandIn  # noqa: E402
 
 
 @pytest.fixture

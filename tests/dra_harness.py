@@ -18,14 +18,15 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+from fake_apiserver import FakeApiServer
 from plugin_harness import fast_settings
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
+from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
+from ascend_plugin.inventory.verdict import Verdict
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.settings import Settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn, KubeletApi
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.chips import Chip
 from backends.families import family_named
 from backends.library import ChipInfo
@@ -301,7 +302,7 @@ def server_inventory(directory: Path, chip_name: str, ai_cores: float, chips: in
     info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
     found = [Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info) for phy in range(chips)]
     units = assign_units(ChipFacts.of(chip, family.for_chip(info).unit_kind) for chip in found)
-    healthy = ChipHealth(known=True, healthy=True, reason="")
+    healthy = Verdict(known=True, healthy=True, reason="")
     states = [ChipState(chip, healthy, ai_cores, unit=units[chip.phy_id]) for chip in found]
     return Inventory(NodeFacts(table, str(directory / "scenario.json"), "24.1.rc2"), states)
 
@@ -317,7 +318,7 @@ def split_inventory(
     implementation = family_for(info).for_chip(info)
     found = [Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info) for phy in range(chips)]
     units = assign_units(ChipFacts.of(chip, implementation.unit_kind) for chip in found)
-    healthy = ChipHealth(known=True, healthy=True, reason="")
+    healthy = Verdict(known=True, healthy=True, reason="")
     states = [
         ChipState(chip, healthy, ai_cores, unit=units[chip.phy_id], memory_mb=memory_mb) for chip in found
     ]
@@ -330,7 +331,7 @@ def split_inventory(
 def as_slices(
     contents: Sequence[dict[str, Any]], driver: str = DRIVER, node: str = NODE
 ) -> list[dict[str, Any]]:
-    """Slice contents (``layout.slice_contents``) as the whole ResourceSlices of one pool generation."""
+    """Slice contents (``devices.slice_contents``) as the whole ResourceSlices of one pool generation."""
     return [
         {
             "apiVersion": "resource.k8s.io/v1",

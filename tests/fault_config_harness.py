@@ -12,14 +12,14 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import anyio
+from fake_apiserver import FakeApiServer
 from kube_harness import running
 
-from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, base_config
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.faults import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 QUIET = 0x80E21007  # NotHandleFault in Huawei's built-in faultCode.json
 BUILTIN = "built-in faultCode.json"

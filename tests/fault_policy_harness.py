@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from ascend_plugin.fault_policy.chip import ChipJudgement
 from ascend_plugin.fault_policy.config import FaultConfig, base_config, fault_config
-from ascend_plugin.fault_policy.observations import Assertion, Observation
+from ascend_plugin.fault_policy.faults import Assertion, Observation
 from ascend_plugin.fault_policy.policy import FaultPolicy
 
 START = 1_767_225_600.0  # 2026-01-01T00:00:00Z

@@ -5,16 +5,19 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import anyio
 from node_harness import backend_of, inventory_of
 
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.fault_policy.config import BaseConfig, base_config
-from ascend_plugin.fault_policy.sources import FaultSources
-from ascend_plugin.inventory.inventory import ChipHealth, Inventory
+from ascend_plugin.fault_policy.policy import FaultSources
+from ascend_plugin.holdings.held import HeldChips
+from ascend_plugin.holdings.pod_resources import PodResourcesClient
+from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.inventory.monitor import EVENT_LOG_INTERVAL, HealthMonitor, HealthPolicy
-from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.inventory.verdict import Verdict
 from backends.backend import ChipBackend
 from backends.library import DeviceLibrary
 
@@ -50,11 +53,16 @@ class Monitored:
     held: HeldChips
     clock: FakeClock = field(default_factory=FakeClock)
 
-    def device(self, device_id: str) -> ChipHealth:
+    def device(self, device_id: str) -> Verdict:
         """The verdict on the chip a whole-chip device ID (``Ascend310P-0``) names."""
         state = self.inventory.get(int(device_id.rsplit("-", 1)[1]))
         assert state is not None, device_id
         return state.health
+
+
+def no_kubelet() -> HeldChips:
+    """Held chips that only what a test tells them fills: their kubelet is never asked."""
+    return HeldChips(PodResourcesClient(Path("/nonexistent/pod-resources/kubelet.sock")))
 
 
 @contextmanager
@@ -80,8 +88,8 @@ def monitored(
     clock = FakeClock()
     chosen_policy = policy or HealthPolicy()
     faults = FaultSources(base or base_config(None), clock.wall)
-    held = HeldChips()
-    held.set(frozenset())
+    held = no_kubelet()
+    held.also_held(frozenset())
     monitor = HealthMonitor(
         backend,
         calls,

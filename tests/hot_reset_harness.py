@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import ScenarioPlayer
 from plugin_harness import player_settings, registered
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import NODE, add_node_object, synced
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.hot_reset.manager import HotResetManager
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario
 from backends.fake.driver_state import DriverStateFile, Reset
 

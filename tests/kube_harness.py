@@ -18,10 +18,10 @@ import anyio
 
 from ascend_plugin.faces.kube.publishers import KubeInputs
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.policy import FaultPolicy
-from ascend_plugin.fault_policy.sources import FaultSources
-from ascend_plugin.faults import Fault, FaultLevel
-from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
+from ascend_plugin.fault_policy.faults import Fault, FaultLevel
+from ascend_plugin.fault_policy.policy import FaultPolicy, FaultSources
+from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
+from ascend_plugin.inventory.verdict import Verdict
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import Settings
 from backends.chips import Chip
@@ -44,7 +44,7 @@ def make_inventory(
     table = family_named(family).TABLE
     info = ChipInfo(chip_type="Ascend", chip_name=chip_name, chip_ver="V1", aicore_cnt=0)
     cores = ai_cores if ai_cores is not None else dict.fromkeys(phy_ids, table.ai_core_nominal)
-    healthy = ChipHealth(known=True, healthy=True, reason="")
+    healthy = Verdict(known=True, healthy=True, reason="")
     chips = [
         ChipState(
             Chip(card_id=phy, device_id=0, logic_id=phy, phy_id=phy, info=info), healthy, cores.get(phy)
@@ -60,7 +60,7 @@ def set_faults(inventory: Inventory, device_id: str, *faults: tuple[int, FaultLe
     healthy = not found or found[0].level.healthy
     reason = "" if healthy else f"fault {found[0]}"
     phy = int(device_id.rsplit("-", 1)[1])
-    inventory.set_health(phy, ChipHealth(known=True, healthy=healthy, reason=reason, faults=found))
+    inventory.set_health(phy, Verdict(known=True, healthy=healthy, reason=reason, faults=found))
 
 
 @asynccontextmanager
@@ -90,7 +90,7 @@ class Judged:
         for state in self.inventory.chips():
             judged = self.policy.judge(state.phy_id)
             reason = "" if judged.healthy else f"fault level {judged.level.name}"
-            health = ChipHealth(known=True, healthy=judged.healthy, reason=reason, judgement=judged)
+            health = Verdict(known=True, healthy=judged.healthy, reason=reason, judgement=judged)
             self.inventory.set_health(state.phy_id, health)
 
 

@@ -19,26 +19,26 @@ from ascend_plugin.handover.cdi import CdiSpec
 from ascend_plugin.handover.host_devices import HostDevices
 from ascend_plugin.handover.modes import MODES, Handover, HandoverContext, HandoverMode
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
-from ascend_plugin.inventory.inventory import ChipHealth, ChipState, Inventory, NodeFacts
+from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
+from ascend_plugin.inventory.verdict import Verdict
 from ascend_plugin.offers.base import OfferedDevice
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import WholeChips
 from backends.backend import ChipBackend
-from backends.chips import enumerate_chips
 from backends.fake import FakeScenario
 from backends.families import FamilyTable, family_for, family_named
 from backends.library import DeviceLibrary
 from backends.session import LibrarySession
 
-HEALTHY = ChipHealth(known=True, healthy=True, reason="")
+HEALTHY = Verdict(known=True, healthy=True, reason="")
 
 
 def inventory_of(
     library: DeviceLibrary, table: FamilyTable | None = None, *, healthy: bool = True
 ) -> Inventory:
     """The chips of an initialised ``library``, every one healthy unless told otherwise."""
-    chips = enumerate_chips(library)
+    chips = LibrarySession(library).discover()
     chosen = table or family_for(chips[0].info).TABLE
-    health = HEALTHY if healthy else ChipHealth()
+    health = HEALTHY if healthy else Verdict()
     return Inventory(NodeFacts(chosen, library.description), [ChipState(chip, health) for chip in chips])
 
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ascend_plugin.offers.assignments import Assignments
+from ascend_plugin.holdings.held import Assignments
 from ascend_plugin.offers.base import DeviceNode, IdForm, OfferedDevice
 
 RESOURCE = "huawei.com/Ascend910"
@@ -41,9 +41,9 @@ def test_recording_replaces_pairs_that_share_a_kubelet_id_or_a_chip() -> None:
 def test_a_change_bumps_the_version_and_the_same_pairs_do_not() -> None:
     assignments = Assignments()
     assignments.record(RESOURCE, ["Ascend910-0"], ["Ascend910-1"])
-    version = assignments.version
+    version = assignments.changes.version
     assignments.record(RESOURCE, ["Ascend910-0"], ["Ascend910-1"])
-    assert assignments.version == version
+    assert assignments.changes.version == version
 
 
 def test_uneven_pairs_are_refused() -> None:

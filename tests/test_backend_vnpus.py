@@ -90,6 +90,6 @@ def test_a_family_whose_chips_cannot_be_split_never_asks(
     backend, counter = _backend(
         any_fake, FakeScenario.model_validate({"chip_name": chip_name, "chips": [{"phy_id": 0}]})
     )
-    assert not backend.splits_into_vnpus
+    assert backend.vnpu_absence()  # its chips are never split
     assert backend.vnpus(_chips(backend)[0]) == []
     assert counter.calls["vdev_ids"] == 0

@@ -6,7 +6,7 @@ import anyio
 import pytest
 from waiting import WAIT
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Changes, first_change
 
 pytestmark = pytest.mark.anyio
 
@@ -37,3 +37,38 @@ async def test_an_open_notifier_sets_only_the_event_taken_before_the_change() ->
     changes.bump()
     assert taken.is_set()
     assert not changes.next_change().is_set()
+
+
+async def test_first_change_returns_at_the_first_of_several_changes() -> None:
+    quiet, busy = Changes(), Changes()
+    returned: list[bool] = []
+    async with anyio.create_task_group() as tasks:
+
+        async def wait() -> None:
+            returned.append(await first_change((quiet, quiet.version), (busy, busy.version)))
+
+        tasks.start_soon(wait)
+        await anyio.wait_all_tasks_blocked()
+        assert not returned  # nothing changed: it waits
+        busy.bump()
+    assert returned == [True]
+
+
+async def test_first_change_counts_a_change_made_before_it_was_called() -> None:
+    changes = Changes()
+    seen = changes.version
+    changes.bump()  # between the look at the state and the wait
+    with anyio.fail_after(WAIT):
+        assert await first_change((changes, seen), within=3600)
+
+
+async def test_first_change_says_when_the_time_passed_first() -> None:
+    changes = Changes()
+    slept: list[float] = []
+
+    async def moved_by_hand(seconds: float) -> None:
+        slept.append(seconds)
+
+    with anyio.fail_after(WAIT):
+        assert not await first_change((changes, changes.version), within=45, sleep=moved_by_hand)
+    assert slept == [45]

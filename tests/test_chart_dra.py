@@ -20,7 +20,7 @@ from test_chart_settings import settings_from_pod_env
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
-from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
+from ascend_plugin.offers.node_offers import VNPU_TEMPLATES
 from ascend_plugin.settings import dra_plugin_dir
 from backends.families import FAMILIES
 
@@ -46,7 +46,7 @@ def device_classes(rendering: Rendering) -> dict[str, dict[str, Any]]:
 def published(family: str, short_tmp: Path, driver: str = DRIVER) -> list[dict[str, Any]]:
     """The devices the driver publishes for a node of ``family``."""
     inventory = make_inventory(short_tmp, family=family, chip_name=CHIP_NAMES[family], phy_ids=(0, 1))
-    return DeviceCatalog(inventory, driver).devices()
+    return DeviceCatalog(inventory, driver).pool().devices
 
 
 @pytest.mark.parametrize("kube_version", ["1.34", "1.35", "1.36", "1.37"])
@@ -234,10 +234,10 @@ def split_devices(short_tmp: Path) -> list[dict[str, Any]]:
     devices = []
     for chip_name, (family, cores, memory) in SPLIT_NODES.items():
         inventory, splits = split_inventory(short_tmp / chip_name, family, chip_name, cores, memory, 2)
-        devices += DeviceCatalog(inventory, DRIVER, splits=splits).devices(Publishing(partitions=True))
+        devices += DeviceCatalog(inventory, DRIVER, splits=splits).pool(Publishing(partitions=True)).devices
     for family, chip_name in (("310P", "310P3"), ("310B", "310B1")):
         inventory, _ = split_inventory(short_tmp / f"shared-{family}", family, chip_name, 8.0, 8192, 2)
-        devices += DeviceCatalog(inventory, DRIVER, share_count=4).devices(Publishing(shares=True))
+        devices += DeviceCatalog(inventory, DRIVER, share_count=4).pool(Publishing(shares=True)).devices
     return devices
 
 

@@ -18,7 +18,7 @@ from chart_harness import CHART_DIR, DEFAULTS, RELEASE, VALUES_FILES, ChartRende
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.kube.config_watch import FAULT_LEVELS_KEY, ConfigWatcher
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.settings import ENV_PREFIX, RELOADABLE, Settings, load_settings
 
 # Settings the chart sets itself, and from what.

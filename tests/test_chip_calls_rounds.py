@@ -173,7 +173,8 @@ async def test_a_hung_call_in_a_round_marks_only_its_chip() -> None:
             for chip in (4, 5):
                 group.start_soon(poll, chip, lambda: None)
         # The others were answered long before the hung call's timeout, which marks chip 3 alone.
-        assert ended == [(4, "ok"), (5, "ok"), (3, "timeout")]
+        assert sorted(ended[:2]) == [(4, "ok"), (5, "ok")]  # in either order: each has its own thread
+        assert ended[2:] == [(3, "timeout")]
         assert [call.lane for call in calls.stuck_calls()] == [3]
         ended.clear()
         async with anyio.create_task_group() as group:  # the next round: chip 3 is refused at once

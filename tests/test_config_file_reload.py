@@ -17,7 +17,7 @@ from log_records import records
 
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import Settings, SettingsError, load_settings
 

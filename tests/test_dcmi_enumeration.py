@@ -12,14 +12,15 @@ from typing import Any
 import pytest
 from fake_dcmi.players import ScenarioPlayer
 
-from backends.chips import enumerate_chips
+from backends.chips import address_chips
 from backends.errors import DcmiError
 from backends.fake import FakeScenario
 from backends.session import LibrarySession
 
 
 def _addresses(player: ScenarioPlayer[Any], node: dict[str, Any]) -> list[tuple[int, int, int, int]]:
-    chips = enumerate_chips(player.open(FakeScenario.model_validate(node)))
+    chips, unnamed = address_chips(player.open(FakeScenario.model_validate(node)))
+    assert unnamed == []
     return [(chip.card_id, chip.device_id, chip.logic_id, chip.phy_id) for chip in chips]
 
 
@@ -62,7 +63,7 @@ def test_the_mcu_is_never_asked_for(any_fake: ScenarioPlayer[Any], chip_name: st
     with pytest.raises(DcmiError) as mcu:
         library.logic_id(0, 1)
     assert mcu.value.code == -8255
-    assert len(enumerate_chips(library)) == 1
+    assert len(LibrarySession(library).discover()) == 1
 
 
 def test_discover_orders_by_physical_id(any_fake: ScenarioPlayer[Any]) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from fake_dcmi.players import CFakePlayer, PythonFakePlayer, ScenarioPlayer
 
-from backends.chips import enumerate_chips
 from backends.errors import DcmiError, SymbolMissing
 from backends.fake import FakeScenario
 from backends.fake.scenario import DCMI_FUNCTIONS
 from backends.library import OPTIONAL_FUNCTIONS
+from backends.session import LibrarySession
 
 WAIT = 30.0  # generous: only a library that calls what it should merely look up would take long
 NODE = {"chip_name": "910B3", "chips": [{"phy_id": 0}, {"phy_id": 1}]}
@@ -34,7 +34,7 @@ def test_a_complete_driver_lacks_nothing(any_fake: ScenarioPlayer[Any]) -> None:
 def test_an_old_driver_names_what_it_lacks_and_keeps_working(any_fake: ScenarioPlayer[Any]) -> None:
     library = any_fake.open(OLD_DRIVER)
     assert library.missing_functions() == {"dcmi_get_device_errorcode_v2", "dcmi_subscribe_fault_event"}
-    assert [chip.phy_id for chip in enumerate_chips(library)] == [0, 1]
+    assert [chip.phy_id for chip in LibrarySession(library).discover()] == [0, 1]
     with pytest.raises(SymbolMissing) as raised:
         library.error_codes(0, 0)
     assert raised.value.function == "dcmi_get_device_errorcode_v2"
@@ -58,7 +58,7 @@ def test_a_missing_required_function_is_not_reported_but_fails(any_fake: Scenari
     library = any_fake.open(FakeScenario.model_validate(NODE | {"missing": ["chip_info", "hbm_info"]}))
     assert library.missing_functions() == {"dcmi_get_device_hbm_info"}
     with pytest.raises(SymbolMissing, match="dcmi_get_device_chip_info_v2"):
-        enumerate_chips(library)
+        LibrarySession(library).discover()
 
 
 @pytest.mark.parametrize("c_fake", [("dcmi_get_device_ip", "dcmi_get_device_pcie_info_v2")], indirect=True)

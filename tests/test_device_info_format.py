@@ -25,8 +25,9 @@ from ascend_plugin.faces.kube.huawei_format import (
     go_map,
     parse_device_names,
 )
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.escalations import UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel
+from backends.families import ASCEND_310, ASCEND_310B, ASCEND_310P, ASCEND_910, ASCEND_950, FamilyTable
 
 L = FaultLevel
 ASCEND910 = "huawei.com/Ascend910"
@@ -76,10 +77,10 @@ def test_the_data_keys_are_huaweis() -> None:
 
 
 @pytest.mark.parametrize(
-    ("resource", "keys"),
+    ("table", "keys"),
     [
         (
-            ASCEND910,
+            ASCEND_910,
             {
                 ASCEND910,
                 f"{ASCEND910}-Unhealthy",
@@ -89,18 +90,43 @@ def test_the_data_keys_are_huaweis() -> None:
             },
         ),
         (
-            "huawei.com/Ascend310P",
+            ASCEND_310P,
             {"huawei.com/Ascend310P", "huawei.com/Ascend310P-Unhealthy", "huawei.com/Ascend310P-Fault"},
         ),
         # Huawei files the faults of 310 (and 310B) nodes under the 310P key.
         (
-            "huawei.com/Ascend310",
+            ASCEND_310,
             {"huawei.com/Ascend310", "huawei.com/Ascend310-Unhealthy", "huawei.com/Ascend310P-Fault"},
+        ),
+        (
+            ASCEND_310B,
+            {"huawei.com/Ascend310", "huawei.com/Ascend310-Unhealthy", "huawei.com/Ascend310P-Fault"},
+        ),
+        (
+            ASCEND_950,
+            {
+                "huawei.com/npu",
+                "huawei.com/npu-Unhealthy",
+                "huawei.com/npu-NetworkUnhealthy",
+                "huawei.com/npu-Recovering",
+                "huawei.com/npu-Fault",
+            },
         ),
     ],
 )
-def test_the_device_list_keys_per_family(resource: str, keys: set[str]) -> None:
-    assert set(build_device_info([], resource).device_list) == keys
+def test_the_device_list_keys_per_family(table: FamilyTable, keys: set[str]) -> None:
+    assert set(build_device_info([], table).device_list) == keys
+
+
+def test_the_keys_follow_the_family_under_a_resource_name_of_the_operators() -> None:
+    table = ASCEND_910.with_overrides(resource_name="example.com/npu")
+    assert set(build_device_info([], table).device_list) == {
+        "example.com/npu",
+        "example.com/npu-Unhealthy",
+        "example.com/npu-NetworkUnhealthy",
+        "example.com/npu-Recovering",
+        "example.com/npu-Fault",
+    }
 
 
 @pytest.mark.parametrize(
@@ -113,7 +139,7 @@ def test_the_device_list_keys_per_family(resource: str, keys: set[str]) -> None:
     ],
 )
 def test_super_pod_id_and_server_index(place: SuperPodPlace, written: tuple[int, int]) -> None:
-    document = json.loads(build_device_info([], ASCEND910, super_pod=place).data(1)["DeviceInfoCfg"])
+    document = json.loads(build_device_info([], ASCEND_910, super_pod=place).data(1)["DeviceInfoCfg"])
     assert (document["SuperPodID"], document["ServerIndex"]) == written
 
 
@@ -122,7 +148,7 @@ def report(node: Node, phy: int, *, healthy: bool | None = None) -> ChipReport:
 
 
 def device_list(reports: list[ChipReport], **options: Any) -> dict[str, str]:
-    data = build_device_info(reports, ASCEND910, **options).data(1_767_225_601)
+    data = build_device_info(reports, ASCEND_910, **options).data(1_767_225_601)
     listed: dict[str, str] = json.loads(data["DeviceInfoCfg"])["DeviceInfo"]["DeviceList"]
     return listed
 
@@ -218,9 +244,7 @@ def test_no_faults_write_an_empty_list() -> None:
 
 
 def test_families_without_network_health_have_no_network_key_or_element_for_it() -> None:
-    content = build_device_info(
-        [ChipReport("Ascend310P-0", 0, True, network_healthy=False)], "huawei.com/Ascend310P"
-    )
+    content = build_device_info([ChipReport("Ascend310P-0", 0, True, network_healthy=False)], ASCEND_310P)
     assert content.device_list["huawei.com/Ascend310P-Fault"] == "[]"
 
 

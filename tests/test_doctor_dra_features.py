@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 from conftest import DoctorRoot
+from fake_apiserver import FakeApiServer
 
 from ascend_plugin.doctor.findings import Status
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.resource_api import CONSUMABLE_CAPACITY, DEVICE_TAINTS, PARTITIONS
 
 pytestmark = pytest.mark.anyio

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from conftest import DoctorRoot
+from fake_apiserver import FakeApiServer
 from fault_config_harness import put_fault_config, separate
 
 from ascend_plugin.doctor.findings import Guide, Status
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

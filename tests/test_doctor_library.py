@@ -15,8 +15,8 @@ from conftest import DoctorRoot
 from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.doctor import library
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.elf import ElfError, read_dynamic
-from ascend_plugin.doctor.findings import Guide, Status
+from ascend_plugin.doctor.elf import read_dynamic
+from ascend_plugin.doctor.findings import DoctorError, Guide, Status
 from ascend_plugin.doctor.glibc import newest_glibc_needed, parse_version, running_glibc
 from ascend_plugin.settings import Settings
 
@@ -134,7 +134,7 @@ def test_libraries_loaded_from_beside_the_library_count_but_the_c_library_does_n
 def test_what_is_not_a_readable_elf_object_is_named(tmp_path: Path, content: bytes, message: str) -> None:
     path = tmp_path / "libdcmi.so"
     path.write_bytes(content)
-    with pytest.raises(ElfError, match=message):
+    with pytest.raises(DoctorError, match=message):
         read_dynamic(path)
 
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 from conftest import DoctorRoot
+from fake_apiserver import FakeApiServer
+from pod_resources_standin import PodResourcesStandIn
 from test_other_plugin_socket import other_plugin
 from volcano_harness import volcano_pod
 
 from ascend_plugin.doctor.findings import Status
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from conftest import DoctorRoot
+from fake_apiserver import REVIEWS, FakeApiServer
 
 from ascend_plugin.doctor.findings import Guide, Status
 from ascend_plugin.doctor.rbac import needed_permissions
 from ascend_plugin.settings import Settings
-from ascend_plugin.testing.kube_apiserver import REVIEWS, FakeApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -236,3 +236,42 @@ async def test_a_missing_resourceslices_rule_is_named_with_its_api_group(
     assert slices.fix.startswith(f"add the rule {rule} to the plugin's ClusterRole")
     assert "kubectl auth can-i delete resourceslices.resource.k8s.io --as=" in slices.fix
     assert found["rbac:resourceclaims"].status is Status.OK
+
+
+def test_a_950_node_asks_for_the_status_its_leftover_resource_leaves() -> None:
+    """nodes/status patch: reviewed on a family with leftover resources only, a warning when denied."""
+    from backends.families.ascend910 import ASCEND_910
+    from backends.families.ascend950 import ASCEND_950
+
+    settings = Settings(backend="fake", fake_scenario=Path("/s"), pod_namespace="ascend")
+    [status] = [p for p in needed_permissions(settings, ASCEND_950) if p.resource == "nodes/status"]
+    assert (status.verbs, status.features) == (("patch",), ("node_labels",))
+    assert status.without == "huawei.com/Ascend910 left on the node is said with the command, not removed"
+    assert not [p for p in needed_permissions(settings, ASCEND_910) if p.resource == "nodes/status"]
+    assert not [p for p in needed_permissions(settings) if p.resource == "nodes/status"]
+    quiet = Settings(backend="fake", fake_scenario=Path("/s"), node_labels=False)
+    assert not [p for p in needed_permissions(quiet, ASCEND_950) if p.resource == "nodes/status"]
+
+
+async def test_a_denied_status_patch_is_a_warning_saying_what_the_plugin_does_instead(
+    apiserver: FakeApiServer, kubeconfig: Path
+) -> None:
+    from ascend_plugin.doctor.rbac import _reviewed
+    from ascend_plugin.kubeapi.client import connect
+    from backends.families.ascend950 import ASCEND_950
+
+    settings = Settings(backend="fake", fake_scenario=Path("/s"), node_name="node-1")
+    [status] = [p for p in needed_permissions(settings, ASCEND_950) if p.resource == "nodes/status"]
+    kube = await connect(kubeconfig)
+    try:
+        assert (await _reviewed(kube, status)).status is Status.OK
+        apiserver.deny("patch", "nodes/status")
+        denied = await _reviewed(kube, status)
+    finally:
+        await kube.close()
+    assert denied.status is Status.WARNING
+    assert denied.detail == (
+        "denied: patch nodes/status cluster-wide; without it huawei.com/Ascend910 left on the node is said "
+        "with the command, not removed"
+    )
+    assert denied.fix == "the chart grants it with rbac.removeStaleResources=true (the default)"

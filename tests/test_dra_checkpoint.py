@@ -14,12 +14,12 @@ from log_records import records
 from ascend_plugin.faces.dra.checkpoint import (
     Checkpoint,
     CheckpointError,
+    ClaimRef,
     PreparedClaim,
     PreparedDevice,
     parse,
     render,
 )
-from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.path_facts import PathUnusable
 
 CHECKPOINT = "ascend_plugin.faces.dra.checkpoint"

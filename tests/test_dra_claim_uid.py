@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 from dra_harness import DraNode, prepare, put_claim, result, unprepare
+from fake_apiserver import FakeApiServer
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, running_driver
+from fake_apiserver import FakeApiServer
+from pod_resources_standin import PodResourcesStandIn
 from waiting import until
 
-from ascend_plugin.holdings.resolve import DevicePluginIds
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
+from ascend_plugin.holdings.held import DevicePluginIds
 
 pytestmark = pytest.mark.anyio
 

@@ -9,17 +9,23 @@ import pytest
 from kube_harness import make_inventory, set_faults
 from log_records import fields, records
 
-from ascend_plugin.faces.dra.devices import DeviceCatalog, PoolDevices, Publishing, binary_quantity
-from ascend_plugin.faces.dra.layout import slice_contents
+from ascend_plugin.faces.dra.devices import (
+    NO_EXECUTE,
+    NO_SCHEDULE,
+    TAINT_EFFECTS,
+    DeviceCatalog,
+    PoolDevices,
+    Publishing,
+    binary_quantity,
+    slice_contents,
+)
 from ascend_plugin.faces.dra.names import (
-    AttributeNameError,
     checked_attribute_name,
     device_name,
     phy_of,
     request_base,
 )
-from ascend_plugin.faces.dra.taints import NO_EXECUTE, NO_SCHEDULE, TAINT_EFFECTS
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 
 @pytest.mark.parametrize(
@@ -61,7 +67,7 @@ def test_attribute_names_the_api_allows(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["ai-cores", "1st", "a" * 33, "npu.huawei.com/"])
 def test_attribute_names_the_api_refuses(name: str) -> None:
-    with pytest.raises(AttributeNameError, match="C identifier of at most 32"):
+    with pytest.raises(ValueError, match="C identifier of at most 32"):
         checked_attribute_name(name)
 
 
@@ -80,7 +86,7 @@ def test_slices_hold_128_devices_or_64_once_any_is_tainted() -> None:
 
 def test_every_device_stays_within_32_attributes_and_capacities(tmp_path: Path) -> None:
     inventory = make_inventory(tmp_path, family="910", chip_name="910B3", phy_ids=(0,))
-    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices()
+    (device,) = DeviceCatalog(inventory, "npu.huawei.com").pool().devices
     assert len(device["attributes"]) + len(device.get("capacity", {})) <= 32
 
 
@@ -88,7 +94,7 @@ def test_a_chip_name_longer_than_the_api_allows_is_cut_with_a_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     inventory = make_inventory(tmp_path, family="910", chip_name="910B3" + "x" * 80, phy_ids=(0,))
-    (device,) = DeviceCatalog(inventory, "npu.huawei.com").devices()
+    (device,) = DeviceCatalog(inventory, "npu.huawei.com").pool().devices
     assert device["attributes"]["chipName"] == {"string": ("910B3" + "x" * 80)[:64]}
     (cut,) = records(caplog, "ascend_plugin.faces.dra.devices", level=logging.WARNING)
     assert fields(cut, "chip", "attribute") == {"chip": 0, "attribute": "chipName"}
@@ -98,8 +104,8 @@ def test_unhealthy_chips_leave_or_stay_tainted(tmp_path: Path) -> None:
     inventory = make_inventory(tmp_path, family="910", chip_name="910B3", phy_ids=(0, 1))
     set_faults(inventory, "Ascend910-1", (0x80E01801, FaultLevel.SeparateNPU))
     catalog = DeviceCatalog(inventory, "npu.huawei.com")
-    assert [device["name"] for device in catalog.devices()] == ["npu-0"]
-    tainted = catalog.devices(Publishing(taints=True))
+    assert [device["name"] for device in catalog.pool().devices] == ["npu-0"]
+    tainted = catalog.pool(Publishing(taints=True)).devices
     assert [device["name"] for device in tainted] == ["npu-0", "npu-1"]
     assert tainted[1]["taints"] == [
         {"key": "npu.huawei.com/unhealthy", "value": "SeparateNPU", "effect": NO_EXECUTE}

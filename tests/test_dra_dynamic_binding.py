@@ -21,12 +21,12 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import CFakePlayer
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

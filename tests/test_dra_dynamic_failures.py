@@ -24,19 +24,19 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
+from fake_apiserver import FakeApiServer
 from log_records import records
 from read_only import read_only
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.fake.library import FakeLibrary
 
 pytestmark = pytest.mark.anyio
 
 VIR10 = "npu-3-vir10-3c-32g-0"
-KEEPER = "ascend_plugin.faces.dra.vnpu_keeper"
+KEEPER = "ascend_plugin.faces.dra.vnpus"
 
 
 def with_chip(dra_node: DraNode, phy: int, **fields: Any) -> None:

@@ -27,12 +27,12 @@ from dra_harness import (
     running_driver,
     validated,
 )
+from fake_apiserver import FakeApiServer
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.dra import slices as slices_module
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.resource_api import CONSUMABLE_CAPACITY, DEVICE_TAINTS, PARTITIONS
 
 pytestmark = pytest.mark.anyio

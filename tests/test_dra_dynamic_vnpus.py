@@ -31,12 +31,12 @@ from dra_harness import (
     running_driver,
     unprepare,
 )
+from fake_apiserver import FakeApiServer
 from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.fake.library import FakeLibrary
 
 pytestmark = pytest.mark.anyio

@@ -32,7 +32,7 @@ def request() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def published(short_tmp: Path, chip_name: str, cores: float) -> list[dict[str, Any]]:
     """Eight chips of a 910 server as the driver publishes them."""
-    return DeviceCatalog(server_inventory(short_tmp, chip_name, cores), DRIVER).devices()
+    return DeviceCatalog(server_inventory(short_tmp, chip_name, cores), DRIVER).pool().devices
 
 
 @pytest.mark.parametrize("kube_version", ["1.34", "1.35"])

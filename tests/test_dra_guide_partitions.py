@@ -53,7 +53,7 @@ def test_the_claims_are_valid_for_kubernetes(name: str, kube_version: str) -> No
 
 def test_the_vir04_claim_gets_a_vir04_partition_of_a_310p(chart: ChartRenderer, short_tmp: Path) -> None:
     inventory, splits = split_inventory(short_tmp, "310P", "310P3", 8.0, 24576, 4)
-    devices = DeviceCatalog(inventory, DRIVER, splits=splits).devices(Publishing(partitions=True))
+    devices = DeviceCatalog(inventory, DRIVER, splits=splits).pool(Publishing(partitions=True)).devices
     picked = chosen(chart.render({"serve": "dra"}), request("one-vir04"), devices)
     assert [d["name"] for d in picked] == [f"npu-{phy}-vir04-0" for phy in range(4)]
     assert {d["attributes"]["vnpuTemplate"]["string"] for d in picked} == {"vir04"}
@@ -61,7 +61,7 @@ def test_the_vir04_claim_gets_a_vir04_partition_of_a_310p(chart: ChartRenderer, 
 
 def test_the_share_claim_gets_two_of_a_310p_s_four_shares(chart: ChartRenderer, short_tmp: Path) -> None:
     inventory, _ = split_inventory(short_tmp, "310P", "310P3", 8.0, 24576, 2)
-    devices = DeviceCatalog(inventory, DRIVER, share_count=4).devices(Publishing(shares=True))
+    devices = DeviceCatalog(inventory, DRIVER, share_count=4).pool(Publishing(shares=True)).devices
     wanted = request("half-a-310p")
     picked = chosen(chart.render({"serve": "dra"}), wanted, devices)
     assert [d["name"] for d in picked] == ["npu-0", "npu-1"]

@@ -11,17 +11,17 @@ from typing import Any
 import anyio
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, device_names, registered, running_driver
+from fake_apiserver import FakeApiServer
 from grpclib.testing import ChannelFor
 from kube_harness import make_inventory, set_faults
 from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faces.dra.health import REPORT_TIMEOUT, DeviceHealthService
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.faces.dra.services import REPORT_TIMEOUT, DeviceHealthService
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubelet_api.v1alpha1 import DraResourceHealthStub, HealthStatus, NodeWatchResourcesRequest
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.resource_api import DEVICE_TAINTS
 
 pytestmark = pytest.mark.anyio
@@ -173,11 +173,11 @@ async def test_the_stream_repeats_the_list_when_nothing_changes(short_tmp: Path)
                 if len(received) == 3:
                     set_faults(inventory, "Ascend910-1", (0x80E01801, FaultLevel.SeparateNPU))
                 if len(received) == 5:
-                    service.stop()
+                    service.streams.stop()
     assert received[0] == [
         ("npu-0", HealthStatus.HEALTHY, 1_700_000_000),
         ("npu-1", HealthStatus.HEALTHY, 1_700_000_000),
     ]
     assert received[1] == received[0], "a heartbeat without any change"
     assert received[-1][1][1] == HealthStatus.UNHEALTHY
-    assert service.open_streams == 0
+    assert service.streams.count == 0

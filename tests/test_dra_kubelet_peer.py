@@ -18,6 +18,7 @@ from pathlib import Path
 import anyio.to_thread
 import pytest
 from dra_harness import DRIVER, DraNode, prepare, put_claim, result
+from fake_apiserver import FakeApiServer
 from log_records import records
 from peer_client import call_as
 
@@ -26,7 +27,6 @@ from ascend_plugin.grpc_guard.peers import OwnerOf, Peer
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.kubelet_api.pluginregistration import InfoRequest, PluginInfo, RegistrationStatus
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 # The tests that start a client of another uid; the rule's own test runs as anyone.
@@ -83,9 +83,7 @@ async def test_registration_calls_from_another_uid_are_refused_and_change_nothin
         assert answer["details"].endswith(f"(uid {NOBODY}) is not the kubelet")
     assert dra_driver.dra.registration.registered
     assert dra_driver.dra.registration.last_error == ""
-    assert not records(caplog, "ascend_plugin.faces.dra.registration", level=logging.ERROR), (
-        "the spoof acted on"
-    )
+    assert not records(caplog, "ascend_plugin.faces.dra.services", level=logging.ERROR), "the spoof acted on"
     refused = records(caplog, "ascend_plugin.grpc_guard.refusal_log")
     assert refused[0].__dict__["status"] == "PERMISSION_DENIED"
     assert f"(uid {NOBODY})" in refused[0].__dict__["peer"]

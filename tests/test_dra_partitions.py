@@ -18,10 +18,9 @@ import pytest
 from dra_harness import DRIVER, as_slices, cel_selects, split_inventory, validated
 from kube_harness import set_faults
 
-from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
-from ascend_plugin.faces.dra.layout import slice_contents
+from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing, slice_contents
 from ascend_plugin.faces.dra.names import MAX_COUNTER_SETS_PER_SLICE
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 PARTITIONS = Publishing(partitions=True)
 MAX_CONSUMPTIONS = 2  # entries a device may have from 1.35 (the real server checks: tests/e2e)
@@ -97,7 +96,7 @@ def test_a_310p_chip_the_whole_and_its_partitions(short_tmp: Path) -> None:
 
 
 def test_partitions_are_selected_by_template_with_cel(short_tmp: Path) -> None:
-    devices = catalog(short_tmp, "910B3 x8").devices(PARTITIONS)
+    devices = catalog(short_tmp, "910B3 x8").pool(PARTITIONS).devices
     attributes = f'device.attributes["{DRIVER}"]'
     expression = f'"vnpuTemplate" in {attributes} && {attributes}.vnpuTemplate == "vir10_3c_32g"'
     chosen = [d["name"] for d in devices if cel_selects(expression, d, DRIVER)]
@@ -139,7 +138,7 @@ def test_without_counters_the_chips_are_whole_only(short_tmp: Path) -> None:
 
 def test_shared_chips_are_one_device_of_n_shares(short_tmp: Path) -> None:
     inventory, _ = split_inventory(short_tmp, "310P", "310P3", 8.0, 24576, 2)
-    shared = DeviceCatalog(inventory, DRIVER, share_count=4).devices(Publishing(shares=True))
+    shared = DeviceCatalog(inventory, DRIVER, share_count=4).pool(Publishing(shares=True)).devices
     device: dict[str, Any] = shared[0]
     assert device["allowMultipleAllocations"] is True
     assert device["capacity"] == {
@@ -154,5 +153,5 @@ def test_shared_chips_are_one_device_of_n_shares(short_tmp: Path) -> None:
             slice_contents(DeviceCatalog(inventory, DRIVER, share_count=4).pool(Publishing(shares=True)))
         )
     )
-    plain = DeviceCatalog(inventory, DRIVER, share_count=4).devices()
+    plain = DeviceCatalog(inventory, DRIVER, share_count=4).pool().devices
     assert "allowMultipleAllocations" not in plain[0], "without consumable capacity, whole chips"

@@ -6,11 +6,11 @@ import json
 
 import pytest
 from dra_harness import CDI_KIND, NODE, DraNode, prepare, put_claim, result, unprepare
+from fake_apiserver import FakeApiServer
 from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import anyio.to_thread
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, put_claim, registered, result, running_driver, standin
+from fake_apiserver import FakeApiServer
 from log_records import records
 from waiting import until, wait_for
 
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
@@ -49,7 +49,7 @@ async def test_a_kubelet_that_knows_no_dra_v1_or_v1beta1_refuses_and_the_driver_
         async with running_driver(dra_node.settings(kubeconfig)) as app:
             await wait_for(kubelet, lambda k: bool(k.refusals), "the registration refused")
             (record,) = await until(
-                lambda: records(caplog, "ascend_plugin.faces.dra.registration", level=logging.ERROR),
+                lambda: records(caplog, "ascend_plugin.faces.dra.services", level=logging.ERROR),
                 "the refusal logged",
             )
             # In the kubelet's own words: what it supports.
@@ -111,7 +111,8 @@ async def test_a_restarted_kubelet_asks_again_and_registers_it_again(
         dra = app.dra
         assert dra is not None
         await until(lambda: dra.registration.registrations == 2, "the new kubelet's confirmation heard")
-        assert app.ready
+        # The new kubelet wiped the slices and restarted its PodResources: ready once both are back.
+        await until(lambda: app.ready, "ready with the new kubelet")
 
 
 async def test_serving_dra_leaves_the_device_plugin_api_alone(

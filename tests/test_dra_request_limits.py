@@ -20,13 +20,13 @@ import anyio.to_thread
 import grpc
 import pytest
 from dra_harness import DRIVER, DraNode, prepare, put_claim, result
+from fake_apiserver import FakeApiServer
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.kubelet_api.k8s.io.kubelet.pkg.apis.dra import v1
 from ascend_plugin.kubelet_api.pluginregistration import RegistrationStatus
 from ascend_plugin.logs import JsonFormatter
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -18,6 +18,7 @@ from dra_harness import (
     result,
     running_driver,
 )
+from fake_apiserver import FakeApiServer
 from plugin_harness import not_ready_with
 from read_only import read_only
 from waiting import until, wait_for
@@ -26,7 +27,6 @@ from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.operations.probes import ProbeLimits
 from ascend_plugin.resilience import Supervision
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -24,15 +24,15 @@ from dra_harness import (
     result,
     running_driver,
 )
+from fake_apiserver import FakeApiServer
 from kube_harness import make_inventory, running, set_faults
 from waiting import WAIT, until, wait_for
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.slices import SliceController
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, Kube
 from ascend_plugin.kubeapi.errors import ApiError
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.pci import PCI_DEVICES
 
 pytestmark = pytest.mark.anyio

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 from dra_harness import DRIVER, NODE, DraNode, running_driver
+from fake_apiserver import FakeApiServer
 from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.dra.slices import SliceController, first_difference
 from ascend_plugin.testing import resource_api
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -17,19 +17,19 @@ from typing import Any
 
 import pytest
 from dra_harness import A2_SERVER, NODE, DraNode, prepare, put_claim, registered, result, unprepare
+from fake_apiserver import FakeApiServer
 from log_records import lines
 from plugin_harness import FakeNode
 from plugin_process import PluginProcess, plugin_process
 from waiting import until
 
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.fake.library import FakeLibrary
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
 PREPARE_LOG = "ascend_plugin.faces.dra.prepare"
-KEEPER_LOG = "ascend_plugin.faces.dra.vnpu_keeper"
+KEEPER_LOG = "ascend_plugin.faces.dra.vnpus"
 VIR10 = "vir10_3c_32g"
 
 

@@ -10,7 +10,6 @@ from typing import Any, get_args
 import pytest
 from plugin_harness import FakeNode
 
-from backends.chips import enumerate_chips
 from backends.errors import DcmiError
 from backends.fake import FakeLibrary
 from backends.fake.scenario import (
@@ -33,6 +32,7 @@ from backends.fake.telemetry import (
     FakeVdevUsage,
 )
 from backends.library import PcieAddress
+from backends.session import LibrarySession
 
 TELEMETRY_MODELS = (
     FakeTelemetry,
@@ -67,7 +67,7 @@ def _library(node: FakeNode, scenario: dict[str, object]) -> FakeLibrary:
 
 def test_the_minimal_scenario_works_as_is(node: FakeNode) -> None:
     library = _library(node, {"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": []}]})
-    (chip,) = enumerate_chips(library)
+    (chip,) = LibrarySession(library).discover()
     assert (chip.card_id, chip.device_id, chip.logic_id, chip.phy_id) == (0, 0, 0, 0)
     assert chip.info.chip_name == "310B1"
     assert library.total_aicore(0, 0) == 1.0
@@ -80,7 +80,7 @@ def test_cards_need_not_be_numbered_from_zero(node: FakeNode) -> None:
         node, {"chip_name": "910B3", "chips": [{"phy_id": n, "card_id": 10 + 7 * n} for n in range(3)]}
     )
     assert library.card_list() == [10, 17, 24]
-    assert [chip.phy_id for chip in enumerate_chips(library)] == [0, 1, 2]
+    assert [chip.phy_id for chip in LibrarySession(library).discover()] == [0, 1, 2]
     # The index after the last NPU of a card is its MCU: "not supported", not "invalid".
     with pytest.raises(DcmiError) as mcu:
         library.logic_id(10, 1)

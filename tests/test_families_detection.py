@@ -6,7 +6,6 @@ import pytest
 from fake_dcmi.players import CFakePlayer
 
 from backends.backend import ChipBackend
-from backends.chips import enumerate_chips
 from backends.errors import UnknownChipFamily
 from backends.fake import FakeScenario
 from backends.families import (
@@ -21,6 +20,7 @@ from backends.families import (
     family_named,
 )
 from backends.library import ChipInfo
+from backends.session import LibrarySession
 
 # chip name, npu name, the family, the implementation serving it
 CHIP_NAMES: list[tuple[str, str, type[ChipBackend], type[ChipBackend]]] = [
@@ -52,7 +52,7 @@ def test_the_chip_name_picks_the_family_and_its_implementation(
     library = c_fake.open(
         FakeScenario.model_validate({"chip_name": chip_name, "npu_name": npu_name, "chips": [{"phy_id": 0}]})
     )
-    (chip,) = enumerate_chips(library)
+    (chip,) = LibrarySession(library).discover()
     assert (chip.info.chip_name, chip.info.npu_name) == (chip_name, npu_name)
     assert family_for(chip.info) is family
     assert family.for_chip(chip.info) is implementation
@@ -61,7 +61,7 @@ def test_the_chip_name_picks_the_family_and_its_implementation(
 @pytest.mark.parametrize("chip_name", ["Ascend960", "710", "P910"])
 def test_an_unsupported_chip_name_is_a_clear_error(c_fake: CFakePlayer, chip_name: str) -> None:
     library = c_fake.open(FakeScenario.model_validate({"chip_name": chip_name, "chips": [{"phy_id": 0}]}))
-    (chip,) = enumerate_chips(library)
+    (chip,) = LibrarySession(library).discover()
     with pytest.raises(UnknownChipFamily, match=f"chip name '{chip_name}' matches no supported family"):
         family_for(chip.info)
 

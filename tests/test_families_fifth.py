@@ -12,18 +12,18 @@ from node_harness import handover
 
 from ascend_plugin.chip_calls import NODE, ChipCalls
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
 from ascend_plugin.handover.modes import HandoverMode
 from ascend_plugin.inventory.discovery import Discovery, DiscoverySettings
 from ascend_plugin.inventory.monitor import HealthMonitor, HealthPolicy
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import WholeChips
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.dcmi import DcmiLibrary
 from backends.fake import FakeScenario
 from backends.families import FAMILIES, FamilyTable
-from backends.reset_groups import same_card
+from backends.topology import same_card
 
 pytestmark = pytest.mark.anyio
 

@@ -10,10 +10,9 @@ from node_harness import backend_of
 
 from backends.backend import ChipBackend
 from backends.chips import Chip
-from backends.errors import DcmiError
+from backends.errors import ChipError, DcmiError
 from backends.fake import FakeScenario
 from backends.families import Ascend310, Ascend310B, Ascend310P, Ascend910A1, Ascend910A3, Ascend910B
-from backends.reset_groups import ResetGroupError
 
 
 def _node(
@@ -91,7 +90,7 @@ def test_310_and_310b_chips_reset_alone(
 def test_a_chip_outside_the_node_is_refused_by_name(python_fake: PythonFakePlayer) -> None:
     backend, found = _node(python_fake, "310P3", [{"phy_id": 0}, {"phy_id": 1}])
     with pytest.raises(
-        ResetGroupError,
+        ChipError,
         match=r"chip 1 \(card 1, device 0, 310P3\) is not among the node's chips \(physical ids 0\)",
     ):
         backend.reset_group(found[1], found[:1])

@@ -24,10 +24,10 @@ from dra_harness import (
     running_driver,
     standin,
 )
+from fake_apiserver import FakeApiServer
 from node_950 import CHIPS, logic_of
 from waiting import until, wait_for
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.simulate_950 import ATLAS_850, prepare_host
 
 pytestmark = pytest.mark.anyio

@@ -12,22 +12,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import CFakePlayer
-from kube_harness import make_inventory, running
-from log_records import records
 from node_950 import RESOURCE, host, node_950
 from plugin_harness import player_settings, registered, running_plugin
 from waiting import until, wait_for
 
 from ascend_plugin.faces.kube.huawei_format import SuperPodPlace
-from ascend_plugin.faces.kube.labels import NodeLabeller, node_reflector, plan_labels
-from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.library import SuperPodInfo
 
@@ -94,45 +89,6 @@ async def test_device_info_and_labels_of_a_950_node(
         "huawei.com/topotree.rackid": "3",
         "huawei.com/topotree.serverid": "12",
     }
-
-
-async def test_a_leftover_ascend910_resource_is_said_with_the_command_that_removes_it(
-    apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    node = apiserver.add_node(NODE)
-    node["status"] = {"capacity": {"huawei.com/Ascend910": "8", "cpu": "96"}}
-    apiserver.put("nodes", node)
-    inventory = make_inventory(short_tmp, family="950", chip_name="Ascend950PR", ai_cores={0: 32.0})
-    labeller = NodeLabeller(
-        kube, node_reflector(kube, NODE), NODE, plan_labels(inventory, "ascend-device-plugin.io")
-    )
-    with caplog.at_level(logging.WARNING, logger=LABELS):
-        async with running(labeller.node.run, labeller.run):
-            await until(lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-npu", "labels")
-            labels = dict(apiserver.node_labels(NODE))
-            await until(lambda: apiserver.node_labels(NODE) == labels, "the labeller's own patch seen back")
-    (said,) = records(caplog, LABELS, resource="huawei.com/Ascend910")
-    assert "still advertises huawei.com/Ascend910 (capacity 8)" in said.getMessage()
-    assert '"path":"/status/capacity/huawei.com~1Ascend910"' in said.getMessage()
-    assert apiserver.requests_of("patch", "nodes/status") == []  # no right to the node's status
-
-
-async def test_other_families_say_nothing_of_it(
-    apiserver: FakeApiServer, kube: Kube, short_tmp: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    node = apiserver.add_node(NODE)
-    node["status"] = {"capacity": {"huawei.com/Ascend910": "8"}}
-    apiserver.put("nodes", node)
-    inventory = make_inventory(short_tmp, family="910", chip_name="910B3")
-    labeller = NodeLabeller(
-        kube, node_reflector(kube, NODE), NODE, plan_labels(inventory, "ascend-device-plugin.io")
-    )
-    with caplog.at_level(logging.WARNING, logger=LABELS):
-        async with running(labeller.node.run, labeller.run):
-            await until(
-                lambda: apiserver.node_labels(NODE).get("accelerator") == "huawei-Ascend910", "labels"
-            )
-    assert records(caplog, LABELS, resource="huawei.com/Ascend910") == []
 
 
 def test_only_a_950_s_chassis_is_a_rack() -> None:

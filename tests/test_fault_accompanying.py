@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from fault_policy_harness import Node, configured
 
-from ascend_plugin.fault_policy.codes import AIC_BUS_ERROR, AIV_BUS_ERROR, HBM_MULTI_BIT
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import AIC_BUS_ERROR, AIV_BUS_ERROR, HBM_MULTI_BIT, FaultLevel
 
 L = FaultLevel
 HBM_RULE = {"EventId": ["80E01801"], "FaultTimeout": 30, "RecoverTimeout": 0, "FaultHandling": "SeparateNPU"}

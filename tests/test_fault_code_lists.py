@@ -9,11 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ascend_plugin.fault_policy.codes import LINK_DOWN, NETWORK_CODES, parse_code
 from ascend_plugin.fault_policy.config import builtin_codes
+from ascend_plugin.fault_policy.documents import FaultConfigError
 from ascend_plugin.fault_policy.fault_codes import CHIP_LISTS, FaultCodeLists, parse_fault_codes
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.fault_policy.faults import LINK_DOWN, NETWORK_CODES, FaultLevel, parse_code
 
 L = FaultLevel
 # Wall-clock deadlines would fail under CPU pressure; the examples are cheap.

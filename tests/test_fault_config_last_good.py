@@ -16,9 +16,9 @@ import pytest
 from log_records import records
 
 from ascend_plugin.fault_policy.config import BUILTIN_FAULT_CODES, FAULT_CODE_KEY, base_config, fault_config
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.problems import NOTES_LOGGED
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.documents import NOTES_LOGGED
+from ascend_plugin.fault_policy.faults import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultSources
 
 CONFIG = "ascend_plugin.fault_policy.config"
 OURS = 0x80E21007  # NotHandleFault in the built-in lists: only the ConfigMap makes it a fault

@@ -18,12 +18,11 @@ from ascend_plugin.fault_policy.config import (
     builtin_customization,
     fault_config,
     parse_poll_interval,
-    read_levels_file,
 )
 from ascend_plugin.fault_policy.customization import NEVER, FrequencyRule
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.documents import FaultConfigError
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
-from ascend_plugin.fault_policy.problems import FaultConfigError
 
 L = FaultLevel
 WHERE = "kube-system/mindx-dl-fault-config"
@@ -152,8 +151,7 @@ def test_an_operators_file_in_the_plugins_format_is_laid_over_the_lists(tmp_path
             {"SeparateNPU": ["80E21007"], "ManuallySeparateNPU": ["A0000001"], "NormalNPU": ["80E18402"]}
         )
     )
-    read = read_levels_file(path)
-    assert read.lists is None
+    assert base_config(path).codes_source == BUILTIN_FAULT_CODES  # the lists stay the built-in ones
     config = fault_config(
         base_config(path), {"faultCode.json": json.dumps({"NotHandleFaultCodes": ["80E21007"]})}
     )
@@ -180,7 +178,7 @@ def test_a_file_mixing_both_formats_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "levels.json"
     path.write_text(json.dumps({"SeparateNPUCodes": ["80E01801"], "SeparateNPU": ["80E01801"]}))
     with pytest.raises(FaultConfigError, match="mixes Huawei's list names with the plugin's level names"):
-        read_levels_file(path)
+        base_config(path)
 
 
 @pytest.mark.parametrize(

@@ -17,8 +17,8 @@ from ascend_plugin.fault_policy.customization import (
     GraceTolerance,
     parse_customization,
 )
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError
+from ascend_plugin.fault_policy.documents import ConfigNote, FaultConfigError
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 L = FaultLevel
 SOURCE = "faultCustomization.json of the test"

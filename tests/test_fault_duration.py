@@ -7,9 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ascend_plugin.fault_policy.customization import DurationRule
-from ascend_plugin.fault_policy.duration import DurationClock, DurationEdge
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import ReleaseCause, UpgradeKind
+from ascend_plugin.fault_policy.escalations import DurationClock, DurationEdge, ReleaseCause, UpgradeKind
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 L = FaultLevel
 # Wall-clock deadlines would fail under CPU pressure; the examples are cheap.

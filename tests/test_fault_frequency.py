@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fault_policy_harness import DAY, Node, configured
 
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import ReleaseCause, UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.escalations import ReleaseCause, UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 L = FaultLevel
 RECURRING = 0x80E18005  # built in: RestartNPU, 3 times a day -> ManuallySeparateNPU

@@ -14,7 +14,7 @@ import itertools
 import pytest
 from fault_policy_harness import Node, configured
 
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 L = FaultLevel
 SEPARATING = 0xA0000001  # once -> ManuallySeparateNPU

@@ -6,9 +6,15 @@ import pytest
 from fault_policy_harness import LINK_DOWN, Node, configured
 
 from ascend_plugin.fault_policy.chip import CodeTime
-from ascend_plugin.fault_policy.codes import CARD_DROP, RESET_FINISHED
-from ascend_plugin.fault_policy.levels import FaultLevel, kubelet_healthy, network_healthy
-from ascend_plugin.fault_policy.observations import Assertion, Observation
+from ascend_plugin.fault_policy.faults import (
+    CARD_DROP,
+    RESET_FINISHED,
+    Assertion,
+    FaultLevel,
+    Observation,
+    kubelet_healthy,
+    network_healthy,
+)
 from backends.library import FaultEvent
 
 L = FaultLevel

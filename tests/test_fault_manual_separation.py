@@ -5,8 +5,8 @@ from __future__ import annotations
 from fault_policy_harness import DAY, LINK_DOWN, Node, configured
 
 from ascend_plugin.fault_policy.chip import RELEASES_KEPT
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import AUTOFILL_CODE, ReleaseCause, UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.escalations import AUTOFILL_CODE, ReleaseCause, UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 L = FaultLevel
 RECURRING = 0x80E18005  # built in: 3 times a day -> ManuallySeparateNPU, no release window

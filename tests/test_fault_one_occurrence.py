@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from fault_policy_harness import Node
 
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 
 HBM_MULTI_BIT = 0x80E01801
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from fault_policy_harness import Node
 
-from ascend_plugin.fault_policy.levels import FaultLevel as L
+from ascend_plugin.fault_policy.faults import FaultLevel as L
 
 SEPARATE = 0x80E18402  # SeparateNPU, no rule
 RESTART = 0x40F84E00  # RestartNPU, no rule

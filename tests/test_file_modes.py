@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 import pytest
 from dra_harness import DraNode, prepare, put_claim, result
+from fake_apiserver import FakeApiServer
 from peer_client import call_as
 from plugin_harness import FakeNode, registered
 from plugin_process import PluginProcess, plugin_process
@@ -28,7 +29,6 @@ from waiting import eventually
 from ascend_plugin.app import PluginApp
 from ascend_plugin.hot_reset.budget import ResetBudget
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

@@ -22,7 +22,7 @@ from plugin_harness import health_of, player_settings, registered, running_plugi
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 

@@ -16,7 +16,7 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

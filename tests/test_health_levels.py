@@ -15,8 +15,8 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import monitored
 
 from ascend_plugin.fault_policy.config import base_config
-from ascend_plugin.fault_policy.problems import FaultConfigError
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.documents import FaultConfigError
+from ascend_plugin.fault_policy.faults import FaultLevel
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

@@ -16,7 +16,7 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 
 from ascend_plugin.fault_policy.chip import ChipJudgement
-from ascend_plugin.faults import Fault, FaultLevel
+from ascend_plugin.fault_policy.faults import Fault, FaultLevel
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

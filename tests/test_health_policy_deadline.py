@@ -17,7 +17,7 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import monitored, watching
 from waiting import until
 
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.monitor import HealthPolicy
 from backends.fake import FakeScenario
 

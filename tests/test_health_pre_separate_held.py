@@ -2,7 +2,7 @@
 
 Through the running health monitor on both fakes, with ``8118043C`` (in
 Huawei's ``PreSeparateNPUCodes``, no escalation rule) polled on the chip. The
-chips pods hold come from :class:`~ascend_plugin.offers.assignments.HeldChips`;
+chips pods hold come from :class:`~ascend_plugin.holdings.held.HeldChips`;
 a change there is judged at once, without waiting for a poll (the polls are an
 hour apart here). Until the holdings are known at all, no chip counts as held.
 """
@@ -13,12 +13,11 @@ from typing import Any
 
 import pytest
 from fake_dcmi.players import ScenarioPlayer
-from health_harness import monitored, watching
+from health_harness import monitored, no_kubelet, watching
 from waiting import until
 
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.monitor import HealthPolicy
-from ascend_plugin.offers.assignments import HeldChips
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
@@ -38,13 +37,13 @@ async def test_pre_separate_is_healthy_while_held_and_unhealthy_once_free(
     any_fake: ScenarioPlayer[Any],
 ) -> None:
     with monitored(any_fake.open(_chips()), policy=HOURLY) as watched:
-        watched.held.set(frozenset({0}))
+        watched.held.also_held(frozenset({0}))
         await watched.monitor.poll_all()
         held = watched.device("Ascend910-0")
         assert held.healthy, held.reason
         assert held.worst_level is FaultLevel.PreSeparateNPU
         async with watching(watched):
-            watched.held.set(frozenset({1}))  # the job on chip 0 ended
+            watched.held.also_held(frozenset({1}))  # the job on chip 0 ended
             await until(lambda: not watched.device("Ascend910-0").healthy, "unhealthy once free")
             free = watched.device("Ascend910-0")
             assert free.reason == (
@@ -52,7 +51,7 @@ async def test_pre_separate_is_healthy_while_held_and_unhealthy_once_free(
                 "no pod holds the chip (PreSeparateNPU is healthy only while one does)"
             )
             assert watched.device("Ascend910-1").healthy  # held, and without faults
-            watched.held.set(frozenset({0, 1}))
+            watched.held.also_held(frozenset({0, 1}))
             await until(lambda: watched.device("Ascend910-0").healthy, "healthy while held again")
 
 
@@ -60,7 +59,7 @@ async def test_before_the_holdings_are_known_a_pre_separated_chip_counts_as_free
     any_fake: ScenarioPlayer[Any],
 ) -> None:
     with monitored(any_fake.open(_chips()), policy=HOURLY) as watched:
-        watched.monitor.held = HeldChips()  # the kubelet has not answered yet
+        watched.monitor.held = no_kubelet()  # the kubelet has not answered yet
         await watched.monitor.poll_all()
         assert not watched.device("Ascend910-0").healthy
         assert watched.device("Ascend910-1").healthy

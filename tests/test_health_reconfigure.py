@@ -1,7 +1,7 @@
 """A new fault configuration applies to the running plugin without a restart, and without waiting for a poll.
 
 The plugin's own parts hand their input to
-:class:`~ascend_plugin.fault_policy.sources.FaultSources` (here the config
+:class:`~ascend_plugin.fault_policy.policy.FaultSources` (here the config
 ConfigMap's ``fault_levels.json``, as :class:`ConfigWatcher` does, and Huawei's
 ``mindx-dl-fault-config``); the policy swaps to the new configuration and wakes
 the health monitor, so the kubelet sees the new verdict at once though the
@@ -19,7 +19,7 @@ from fake_dcmi.players import ScenarioPlayer
 from plugin_harness import health_of, player_settings, registered, running_plugin
 from waiting import wait_for
 
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 

@@ -11,7 +11,7 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 from log_records import records
 
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.damping import DampingPolicy
 from ascend_plugin.inventory.monitor import HealthPolicy
 from backends.fake import FakeScenario

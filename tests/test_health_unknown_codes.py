@@ -15,7 +15,7 @@ from fake_dcmi.players import ScenarioPlayer
 from health_harness import monitored
 from waiting import until
 
-from ascend_plugin.faults import Fault, FaultLevel
+from ascend_plugin.fault_policy.faults import Fault, FaultLevel
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

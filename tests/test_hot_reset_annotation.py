@@ -15,6 +15,7 @@ import logging
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import ScenarioPlayer
 from hot_reset_harness import RESTART_NPU, SEPARATE_NPU, RigParts, node_scenario, polled_on, reset_rig
 from log_records import fields, records
@@ -25,7 +26,6 @@ from ascend_plugin.faces.kube.reset_info import decode_reset_info, encode_reset_
 from ascend_plugin.hot_reset.manual import Listed, ManualReset
 from ascend_plugin.hot_reset.sequence import BOOT_TIMEOUT
 from ascend_plugin.hot_reset.stats import Result
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from backends.chips import Chip
 from backends.library import ChipInfo
 

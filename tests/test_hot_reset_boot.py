@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import ScenarioPlayer
 from hot_reset_harness import RESOURCE, RESTART_NPU, RigParts, device, node_scenario, polled_on, reset_rig
 from volcano_harness import NODE
@@ -21,7 +22,6 @@ from waiting import until
 
 from ascend_plugin.hot_reset.sequence import BOOT_TIMEOUT
 from ascend_plugin.hot_reset.stats import Result
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -21,12 +21,12 @@ import pytest
 from fake_dcmi.players import ScenarioPlayer
 from hot_reset_harness import RESOURCE, RESTART_NPU, MovingClock, levels_file, node_scenario
 from plugin_harness import player_settings, registered
+from pod_resources_standin import PodResourcesStandIn
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake.driver_state import DriverStateFile
 
 pytestmark = pytest.mark.anyio

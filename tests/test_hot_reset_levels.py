@@ -27,7 +27,7 @@ from hot_reset_harness import (
 )
 from waiting import until
 
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.hot_reset.manual import Listed
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for
 

@@ -11,13 +11,14 @@ from log_records import records
 from plugin_harness import FakeNode, health_of, registered, running_plugin
 from waiting import until, wait_for
 
-from ascend_plugin.inventory.inventory import ChipHealth, ChipState
+from ascend_plugin.inventory.inventory import ChipState
+from ascend_plugin.inventory.verdict import Verdict
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio
 
 RESOURCE = "huawei.com/Ascend310"
-UNHEALTHY = ChipHealth(known=True, healthy=False, reason="fault 80E01801")
+UNHEALTHY = Verdict(known=True, healthy=False, reason="fault 80E01801")
 
 
 def failing(old: ChipState, new: ChipState) -> None:
@@ -36,7 +37,7 @@ def test_the_version_moves_and_every_listener_is_told(
     assert inventory.version > version
     assert told == [False]
     assert inventory.set_resetting([0], True)  # a reset flips nothing here (already unhealthy)
-    inventory.set_health(0, ChipHealth(known=True, healthy=True, reason=""))
+    inventory.set_health(0, Verdict(known=True, healthy=True, reason=""))
     inventory.set_resetting([0], False)  # back from the reset: healthy again, a flip
     assert told == [False, True]
     (logged,) = records(caplog, "ascend_plugin.inventory.inventory", level=logging.ERROR)[:1]

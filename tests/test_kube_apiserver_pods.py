@@ -13,10 +13,10 @@ from contextlib import aclosing
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 
 from ascend_plugin.kubeapi.client import PODS, Kube
 from ascend_plugin.kubeapi.errors import ApiError, Conflict, NotFound
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from contextlib import aclosing
 
 import pytest
+from fake_apiserver import FakeApiServer
 
 from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, WatchEvent
 from ascend_plugin.kubeapi.errors import ApiError, NotFound
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

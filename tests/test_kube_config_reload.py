@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import running
 from log_records import records
 from plugin_harness import FakeNode
@@ -15,11 +16,9 @@ from waiting import until
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.kube.config_watch import ConfigWatcher
-from ascend_plugin.fault_policy.codes import NETWORK_CODES
 from ascend_plugin.fault_policy.config import builtin_codes
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import NETWORK_CODES, FaultLevel
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -11,22 +11,22 @@ from typing import Any
 
 import anyio
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from waiting import WAIT, until
 
-from ascend_plugin.faces.kube.chips import chip_views
 from ascend_plugin.faces.kube.device_info import MIN_WRITE_INTERVAL, DeviceInfoPublisher
 from ascend_plugin.faces.kube.huawei_format import (
     FaultClock,
     build_device_info,
     check_code,
     chip_report,
+    chip_views,
     go_json,
 )
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -222,7 +222,7 @@ def test_fault_keys_per_family(short_tmp: Path) -> None:
     def keys(family: str, chip_name: str) -> set[str]:
         inventory = make_inventory(short_tmp, family=family, chip_name=chip_name)
         reports = [chip_report(device, {}) for device in chip_views(inventory)]
-        return set(build_device_info(reports, inventory.table.resource_name).device_list)
+        return set(build_device_info(reports, inventory.table).device_list)
 
     assert "huawei.com/Ascend310P-Fault" in keys("310", "310")
     assert "huawei.com/Ascend310P-Fault" in keys("310P", "310P3")

@@ -13,15 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fault_policy_harness import LINK_DOWN, START, Node
 from kube_harness import NODE, Judged, make_inventory, running, set_faults
 from waiting import until
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

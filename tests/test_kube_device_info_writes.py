@@ -16,6 +16,7 @@ from typing import Any
 
 import anyio
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import ScenarioPlayer
 from health_harness import Monitored, monitored
 from kube_harness import running
@@ -26,7 +27,7 @@ from ascend_plugin.faces.kube.huawei_format import encode_upgrade_reasons
 from ascend_plugin.inventory.damping import DampingPolicy
 from ascend_plugin.inventory.monitor import HealthPolicy
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer, Recorded
+from ascend_plugin.testing.kube_apiserver import Recorded
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio

@@ -18,10 +18,10 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import FakeNode, health_of, registered, running_plugin
 from waiting import WAIT, until, wait_for
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

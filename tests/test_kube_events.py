@@ -7,16 +7,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from log_records import records
 from waiting import until
 
 from ascend_plugin.faces.kube.events import NodeEvents, TokenBucket
 from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

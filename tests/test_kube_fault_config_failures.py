@@ -11,6 +11,7 @@ import json
 import logging
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fault_config_harness import (
     BUILTIN,
     FROM_CONFIGMAP,
@@ -23,11 +24,10 @@ from fault_config_harness import (
 )
 from waiting import until
 
-from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -11,6 +11,7 @@ import json
 import logging
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fault_config_harness import (
     BUILTIN,
     FROM_CONFIGMAP,
@@ -23,10 +24,8 @@ from fault_config_harness import (
 from waiting import until
 
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.observations import Assertion, Observation
+from ascend_plugin.fault_policy.faults import Assertion, FaultLevel, Observation
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fault_config_harness import QUIET, put_fault_config, separate
 from kube_harness import NODE, judged_node, running
 from waiting import until
 
-from ascend_plugin.faces.kube.run import run_kube
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.observations import Assertion, Observation
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
+from ascend_plugin.faces.kube.publishers import run_kube
+from ascend_plugin.fault_policy.faults import Assertion, FaultLevel, Observation
 
 pytestmark = pytest.mark.anyio
 

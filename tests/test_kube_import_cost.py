@@ -66,9 +66,9 @@ async def main():
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(app.run)
         with anyio.fail_after(float(sys.argv[2])):
-            await app.registered_once.wait()
+            await app.registered.wait_for_change(0)
             await app.monitor.poll_all()  # the plugin has been busy serving for a while
-            while values["node_name"] and "ascend_plugin.faces.kube.run" not in sys.modules:
+            while values["node_name"] and "ascend_plugin.faces.kube.publishers" not in sys.modules:
                 await anyio.sleep(0.01)
         print(json.dumps({"kube": "kubernetes_asyncio" in sys.modules, "ready": app.ready}))
         app.stop()

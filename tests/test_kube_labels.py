@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running
 from log_records import records
 from waiting import until
@@ -20,7 +21,6 @@ from ascend_plugin.faces.kube.labels import (
     value_is_valid,
 )
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -73,3 +73,43 @@ def test_a_client_imported_whole_before_is_used_as_it_is() -> None:
     apis = result["apis"]
     assert isinstance(apis, list)
     assert "kubernetes_asyncio.client.api.core_v1_api" in apis
+
+
+# What kubernetes-asyncio must keep for the shells and the client (pyproject.toml pins its upper bound):
+# run in an interpreter that imports it whole, so no shell stands in for what is checked.
+RELIED_ON = """
+import ast, inspect, pathlib
+import kubernetes_asyncio.client as client
+import kubernetes_asyncio.config as config
+from kubernetes_asyncio.client import api_client, configuration
+from kubernetes_asyncio.config import config_exception
+taken = sorted(
+    {
+        alias.name
+        for path in pathlib.Path(config.__file__).parent.glob("*.py")
+        if not path.name.endswith("_test.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom) and node.module == "kubernetes_asyncio.client"
+        for alias in node.names
+    }
+)
+print(json.dumps({
+    "client": client.ApiClient is api_client.ApiClient
+    and client.Configuration is configuration.Configuration,
+    "config": config.ConfigException is config_exception.ConfigException
+    and callable(config.load_incluster_config) and callable(config.load_kube_config),
+    "loaders_take": taken,
+    "call_api": sorted(inspect.signature(api_client.ApiClient.call_api).parameters),
+}))
+"""
+
+
+def test_the_private_names_the_lean_import_and_the_client_rely_on_are_there() -> None:
+    result = run(RELIED_ON)
+    assert result["client"] is True  # the two modules _lean imports by path define the package's names
+    assert result["config"] is True
+    assert result["loaders_take"] == ["ApiClient", "Configuration"]  # what the shell is given
+    call_api = result["call_api"]
+    assert isinstance(call_api, list)
+    used = {"path_params", "query_params", "header_params", "body", "auth_settings"}
+    assert used | {"_preload_content", "_request_timeout"} <= set(call_api)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fault_policy_harness import START, Node, configured
 from kube_harness import NODE, Judged, make_inventory, running
 from waiting import until
@@ -22,10 +23,9 @@ from waiting import until
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.faces.kube.events import NodeEvents
 from ascend_plugin.faces.kube.publishers import EVENT_NAMESPACE
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -52,6 +52,19 @@ def separated(short_tmp: Path, node: Node | None = None) -> tuple[Inventory, Nod
     judged = Judged(inventory, node.policy)
     judged.judge()
     return inventory, node, judged
+
+
+def configmap_calls(apiserver: FakeApiServer, since: int) -> list[str]:
+    """The verbs of the calls on ConfigMaps since request ``since``, watches left out."""
+    return [r.verb for r in apiserver.requests[since:] if r.resource == "configmaps" and r.verb != "watch"]
+
+
+def written_since(apiserver: FakeApiServer, since: int) -> bool:
+    """Whether a ConfigMap update succeeded since request ``since`` (not one of an earlier plugin's)."""
+    return any(
+        r.verb == "update" and r.resource == "configmaps" and r.status == 200
+        for r in apiserver.requests[since:]
+    )
 
 
 async def named(apiserver: FakeApiServer) -> None:
@@ -137,14 +150,14 @@ async def test_a_separation_survives_a_restart_of_the_plugin(
     async with running(publisher(kube, restarted, fresh).run):
         await until(lambda: fresh.policy.manually_separated() == (1,), "the separation read back")
         await until(lambda: not restarted.chips()[1].healthy, "the chip judged unhealthy again")
-        await until(lambda: len(apiserver.requests_of("update", "configmaps", 200)) >= 1, "a write")
+        await until(lambda: written_since(apiserver, before), "a write of the new plugin")
     judged = restarted.chips()[1].health.judgement
     assert judged is not None
     assert (judged.level, judged.manually_separated) == (FaultLevel.ManuallySeparateNPU, True)
     assert json.loads(data(apiserver)["UpgradeFaultReason"]) == {"Ascend910-1": [REASON]}
     assert data(apiserver)["ManuallySeparateNPU"] == "Ascend910-1"
     # The new plugin read the ConfigMap before it wrote anything over it.
-    calls = [r.verb for r in apiserver.requests[before:] if r.resource == "configmaps" and r.verb != "watch"]
+    calls = configmap_calls(apiserver, before)
     assert calls.index("get") < calls.index("update")
 
 
@@ -181,6 +194,10 @@ async def test_an_operator_deleting_the_name_releases_the_chip_with_a_node_event
         edit(apiserver, ManuallySeparateNPU="")
         await until(lambda: inventory.chips()[1].healthy, "the chip released and judged healthy")
         await until(lambda: data(apiserver)["UpgradeFaultReason"] == "{}", "its reason gone")
+        # The write that drops the reason may come before the one that lists the chip free again.
+        await until(
+            lambda: device_list(apiserver)["huawei.com/Ascend910"] == "Ascend910-0,Ascend910-1", "free"
+        )
         await until(lambda: release_events(apiserver), "the release Event")
     judged = inventory.chips()[1].health.judgement
     assert judged is not None

@@ -13,12 +13,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, judged_node, running
 from waiting import until
 
-from ascend_plugin.faces.kube.run import run_kube
+from ascend_plugin.faces.kube.publishers import run_kube
 from ascend_plugin.offers.node_offers import Notice
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import running
 from waiting import WAIT, until
 
@@ -21,7 +22,6 @@ from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
 from ascend_plugin.resilience import Backoff
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -350,7 +350,7 @@ async def test_a_read_answered_before_a_change_the_watch_already_showed_does_not
     await until(lambda: following.get(key("theirs")) is not None, "theirs seen")
     held = apiserver.hold("get", "configmaps")
     async with anyio.create_task_group() as tasks:
-        tasks.start_soon(following.record_read, kube.get(CONFIGMAPS, "theirs", NAMESPACE))
+        tasks.start_soon(following.read, "theirs")
         await until(lambda: held.waiting == 1, "the read answered, its answer held")
         apiserver.put("configmaps", configmap("theirs", v="2"))
         await until(lambda: data_of(following.get(key("theirs"))) == {"v": "2"}, "the change")

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, make_inventory, running, set_faults
 from log_records import records
 from plugin_harness import FakeNode, health_of, registered, running_plugin
@@ -18,10 +19,9 @@ from waiting import until, wait_for
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.faces.kube.labels import NodeLabeller, node_reflector, plan_labels
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.kubeapi.client import Kube, connect
 from ascend_plugin.kubeapi.errors import KubeConfigError
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

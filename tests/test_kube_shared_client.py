@@ -8,14 +8,14 @@ import logging
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import RESOURCE, add_node_object, make_node, synced, volcano_settings
 from waiting import until, wait_for
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import ScenarioPlayer
 from kube_harness import running
 from node_harness import discovered
@@ -20,7 +21,6 @@ from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import Kube
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 

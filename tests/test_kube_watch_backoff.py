@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio.lowlevel
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import NODE, running
 from log_records import lines, records
 from plugin_harness import FakeNode
@@ -28,7 +29,7 @@ from ascend_plugin.kubeapi import client
 from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube
 from ascend_plugin.kubeapi.reflector import Reflector, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
-from ascend_plugin.testing.kube_apiserver import FakeApiServer, Recorded
+from ascend_plugin.testing.kube_apiserver import Recorded
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

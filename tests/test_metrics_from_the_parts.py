@@ -23,7 +23,7 @@ async def test_before_the_chips_are_found_there_is_nothing_to_count(node: FakeNo
     app = PluginApp(node.settings(plugin_dir))
     source = app.metrics_source
     assert source.chip_metrics() == []
-    assert source.kubelet_counters() == KubeletCounters()
+    assert source.kubelet() == KubeletCounters()
     assert not source.ready()
     assert "ascend_plugin_ready 0.0" in app.metrics.render().decode()
 
@@ -40,7 +40,7 @@ async def test_the_face_serving_the_kubelet_feeds_its_counters(
             with pytest.raises(grpc.RpcError):
                 await anyio.to_thread.run_sync(kubelet.allocate, RESOURCE, refused)
         assert app.face is not None
-        assert app.metrics_source.kubelet_counters() == app.face.counters()
+        assert app.metrics_source.kubelet() == app.face.counters()
         text = app.metrics.render().decode()
     assert "ascend_allocations_total 1.0" in text
     assert 'ascend_allocation_errors_total{reason="unknown"} 1.0' in text

@@ -17,7 +17,7 @@ from fake_dcmi.players import ScenarioPlayer
 from node_harness import discovered
 
 from ascend_plugin.chip_calls import ChipCalls
-from backends.numa import node_cpulists
+from backends.pci import node_cpulists
 
 LONG = ",".join(str(cpu) for cpu in range(0, 40, 2))  # 78 characters: the driver cuts it to 31
 

@@ -14,10 +14,14 @@ from split_nodes import atlas_200i_a2, atlas_300i, box_910b3, duo
 
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.offers.book import OfferBook
-from ascend_plugin.offers.node_offers import OfferPlan, OfferSettings, SharingRefused, plan_offers
-from ascend_plugin.offers.shares import Shares
-from ascend_plugin.offers.vnpus import StaticVnpus
-from ascend_plugin.offers.whole_chips import WholeChips
+from ascend_plugin.offers.node_offers import (
+    OfferPlan,
+    OfferSettings,
+    SharingRefused,
+    StaticVnpus,
+    WholeChips,
+    plan_offers,
+)
 from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.fake import FakeScenario
@@ -60,7 +64,8 @@ def test_vnpu_off_and_families_without_vnpus_offer_whole_chips_only(python_fake:
 
 def test_sharing_a_310b_says_how_to_turn_device_share_on(python_fake: PythonFakePlayer) -> None:
     plan = _node(python_fake, atlas_200i_a2()).plan(OfferSettings(share_count=4))
-    assert (_kinds(plan.offers), plan.sharing, plan.warnings) == ([Shares], True, ())
+    assert (_kinds(plan.offers), plan.sharing, plan.warnings) == ([WholeChips], True, ())
+    assert [offer.shares for offer in plan.offers] == [4]  # type: ignore[attr-defined]
     (notice,) = plan.notices
     assert (notice.reason, notice.level) == ("DeviceShareNeeded", logging.INFO)
     assert notice.message.startswith("share_count=4: each chip is offered 4 times")
@@ -130,5 +135,5 @@ def test_a_chip_split_while_shared_loses_its_shares_with_one_warning(
     assert [device.id for device in book.devices("huawei.com/Ascend310P-4c")] == ["Ascend310P-4c-102-0"]
     inventory.set_vnpus(0, vnpus[:1])  # another change: no second warning for the same chip
     book.resources()
-    withdrawn = records(caplog, "ascend_plugin.offers.shares", level=logging.WARNING)
+    withdrawn = records(caplog, "ascend_plugin.offers.node_offers", level=logging.WARNING)
     assert [record.__dict__["chip"] for record in withdrawn] == [0], "one warning, for chip 0"

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from kube_harness import make_inventory, running
 from waiting import until
 
 from ascend_plugin.faces.kube.device_info import DeviceInfoPublisher
 from ascend_plugin.kubeapi.client import Kube
 from ascend_plugin.other_plugins import FOREIGN_QUIET
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 pytestmark = pytest.mark.anyio
 
@@ -75,7 +75,7 @@ async def test_another_writer_is_named_once_and_not_fought(
         # would reach it only with the next change: the reflector's concern, not this test's).
         await until(lambda: publisher.reflector.synced, "the ConfigMap followed")
         await until(
-            lambda: publisher.reflector.get(publisher.key) == apiserver.get("configmaps", NAME, NAMESPACE),
+            lambda: publisher.reflector.get(publisher.where) == apiserver.get("configmaps", NAME, NAMESPACE),
             "the publisher's copy is the stored one",
         )
         seen = written_by_another(apiserver, "Ascend910-1")

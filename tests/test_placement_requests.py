@@ -9,7 +9,7 @@ from log_records import fields
 from placement_nodes import first_gen_910
 
 from ascend_plugin.logs import JsonFormatter
-from ascend_plugin.offers.placement import DevicePlace, DuplicateDeviceId, NodeTopology
+from ascend_plugin.offers.placement import DevicePlace, NodeTopology
 from backends.topology import TopologyUnit, UnitKind
 
 NODE = first_gen_910()
@@ -87,7 +87,7 @@ def test_repeated_and_reordered_ids_change_nothing() -> None:
 
 def test_offering_one_id_twice_is_refused_naming_it() -> None:
     unit = TopologyUnit(UnitKind.CARD, 0, 2)
-    with pytest.raises(DuplicateDeviceId, match=r"'Ascend-0' is offered twice"):
+    with pytest.raises(ValueError, match=r"'Ascend-0' is offered twice"):
         NodeTopology([DevicePlace("Ascend-0", 0, unit), DevicePlace("Ascend-0", 1, unit)])
 
 

@@ -1,4 +1,4 @@
-"""Which container holds which chip, from the kubelet's PodResources, in every mode; HeldChips filled from it.
+"""Which container holds which chip, from the kubelet's PodResources, in every mode; the held chips from it.
 
 The plugin runs on the C fake libdcmi.so with the kubelet stand-in and its
 PodResources socket: whole chips, shares and vNPUs name their chips; a DRA
@@ -15,17 +15,14 @@ import anyio.to_thread
 import pytest
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import player_settings, registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from split_nodes import atlas_300i, duo, make_host
 from waiting import until, wait_for
 
-from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.dra.names import chip_of, partition_name
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import ChipResolver, ClaimNames, HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient
-from ascend_plugin.holdings.resolve import ChipResolver, ClaimNames
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -35,11 +32,6 @@ LIST = "/v1.PodResourcesLister/List"
 @pytest.fixture
 def host(short_tmp: Path) -> Path:
     return make_host(short_tmp / "host", *(f"/dev/davinci{n}" for n in range(4)), "/dev/vdavinci100")
-
-
-def holdings_of(app: PluginApp) -> PodHoldings:
-    assert app.holdings is not None
-    return app.holdings
 
 
 async def test_whole_chips_name_their_holders_and_fill_held_chips_without_volcano(
@@ -57,7 +49,7 @@ async def test_whole_chips_name_their_holders_and_fill_held_chips_without_volcan
         await anyio.to_thread.run_sync(
             pod_resources.admit, "ml", "trainer", resource, ["Ascend310-1", "Ascend310-2"]
         )
-        holdings = holdings_of(app)
+        holdings = app.held
         await holdings.refresh()
         assert app.held.known
         assert app.held.chips == {1, 2}
@@ -93,7 +85,7 @@ async def test_shares_and_vnpus_name_their_chip(
         await anyio.to_thread.run_sync(
             pod_resources.admit, "infer", "whole", "huawei.com/Ascend310P", ["Ascend310P-1"]
         )
-        holdings = holdings_of(app)
+        holdings = app.held
         await holdings.refresh()
         assert app.held.chips == {0, 1}
         small = next(held for held in holdings.containers() if held.ref.pod == "small")
@@ -117,7 +109,7 @@ async def test_several_containers_on_one_shared_chip_are_all_holders(
         await wait_for(kubelet, registered(resource), "registration")
         await anyio.to_thread.run_sync(pod_resources.admit, "a", "one", resource, ["Ascend310P-0-0"])
         await anyio.to_thread.run_sync(pod_resources.admit, "b", "two", resource, ["Ascend310P-0-1"], "side")
-        holdings = holdings_of(app)
+        holdings = app.held
         await holdings.refresh()
         assert holdings.holders(0) == (ContainerRef("a", "one", "main"), ContainerRef("b", "two", "side"))
         assert app.held.chips == {0}
@@ -134,7 +126,7 @@ async def test_one_listing_serves_every_part_that_asks_while_it_is_under_way(
     settings = player_settings(c_fake, plugin_dir, host, pod_resources_socket=pod_resources.socket)
     async with running_plugin(settings) as app:
         await wait_for(kubelet, registered("huawei.com/Ascend310"), "registration")
-        holdings = holdings_of(app)
+        holdings = app.held
         await until(lambda: app.held.known, "the first listing")
         before = pod_resources.calls.count(LIST)
         async with anyio.create_task_group() as group:
@@ -147,9 +139,8 @@ async def test_one_listing_serves_every_part_that_asks_while_it_is_under_way(
 async def test_the_held_chips_stay_as_known_while_the_kubelet_is_away(
     kubelet: KubeletStandIn, pod_resources: PodResourcesStandIn
 ) -> None:
-    held = HeldChips()
     names = ClaimNames("npu.huawei.com", "node-a", chip_of)
-    holdings = PodHoldings(PodResourcesClient(pod_resources.socket), ChipResolver(claims=names), held)
+    held = holdings = HeldChips(PodResourcesClient(pod_resources.socket), ChipResolver(claims=names))
     pod_resources.claim("ml", "job", "npus", [("npu.huawei.com", "node-a", "npu-3")])
     assert await holdings.refresh() is not None
     assert held.chips == {3}
@@ -163,9 +154,8 @@ async def test_the_held_chips_stay_as_known_while_the_kubelet_is_away(
 async def test_dra_claims_name_their_chips_and_strangers_are_left_out(
     kubelet: KubeletStandIn, pod_resources: PodResourcesStandIn
 ) -> None:
-    held = HeldChips()
     names = ClaimNames("npu.huawei.com", "node-a", chip_of)
-    holdings = PodHoldings(PodResourcesClient(pod_resources.socket), ChipResolver(claims=names), held)
+    held = holdings = HeldChips(PodResourcesClient(pod_resources.socket), ChipResolver(claims=names))
     pod_resources.claim(
         "ml",
         "job",

@@ -9,11 +9,11 @@ import anyio.to_thread
 import pytest
 from log_records import records
 from plugin_harness import FakeNode, registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from waiting import wait_for
 
-from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient, pod_devices
+from ascend_plugin.holdings.pod_resources import ContainerRef, PodResourcesClient
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +38,9 @@ async def test_v1_list_and_allocatable(
     listing = await client.listing()
     assert listing is not None
     assert [entry.ref for entry in listing] == [ContainerRef("ns", "pod", "main")]
-    assert dict(pod_devices(listing)[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
+    assert [(entry.ref.pod_key, dict(entry.devices)) for entry in listing] == [
+        (("ns", "pod"), {RESOURCE: ("Ascend310-0",)})
+    ]
     assert client.version == "v1"
     allocatable = await client.allocatable()
     assert allocatable is not None
@@ -65,7 +67,9 @@ async def test_an_old_kubelet_is_asked_v1alpha1_and_said_so_once(
             for _ in range(3):
                 listing = await client.listing()
                 assert listing is not None
-                assert dict(pod_devices(listing)[("ns", "pod")]) == {RESOURCE: ("Ascend310-0",)}
+                assert [(entry.ref.pod_key, dict(entry.devices)) for entry in listing] == [
+                    (("ns", "pod"), {RESOURCE: ("Ascend310-0",)})
+                ]
         assert client.version == "v1alpha1"
         # An old kubelet is worth a WARNING, once however often asked.
         said = records(caplog, CLIENT, pod_resources="v1alpha1")

@@ -9,8 +9,7 @@ import pytest
 from log_records import fields, records
 
 from ascend_plugin.grpc_guard.refusal_log import RefusalLog
-from ascend_plugin.grpc_guard.refusals import TooLarge
-from ascend_plugin.grpc_guard.wire_check import RequestRefused
+from ascend_plugin.grpc_guard.refusals import BadRequest, TooLarge
 
 LOGGER = "ascend_plugin.grpc_guard.refusal_log"
 
@@ -33,7 +32,7 @@ def test_one_line_per_peer_per_interval_then_the_count(caplog: pytest.LogCapture
     refusals = RefusalLog(clock=clock)
     caplog.set_level(logging.WARNING, LOGGER)
     for _ in range(500):
-        refusals.refused("pid 7 (uid 0)", RequestRefused("Empty is malformed"))
+        refusals.refused("pid 7 (uid 0)", BadRequest("shape", "Empty is malformed"))
         clock.now += 0.01  # 500 calls in 5 s
     first = {"peer": "pid 7 (uid 0)", "status": "INVALID_ARGUMENT", "reason": "shape"}
     assert lines(caplog) == [first | {"suppressed": 0}]
@@ -47,7 +46,7 @@ def test_peers_are_limited_separately(caplog: pytest.LogCaptureFixture) -> None:
     refusals = RefusalLog(clock=Clock())
     caplog.set_level(logging.WARNING, LOGGER)
     for peer in ("pid 7 (uid 0)", "pid 8 (uid 0)", "pid 7 (uid 0)", "pid 8 (uid 1000)"):
-        refusals.refused(peer, RequestRefused("bad"))
+        refusals.refused(peer, BadRequest("shape", "bad"))
     assert [line["peer"] for line in lines(caplog)] == ["pid 7 (uid 0)", "pid 8 (uid 0)", "pid 8 (uid 1000)"]
 
 
@@ -55,9 +54,9 @@ def test_a_quiet_peer_s_count_is_logged_when_the_table_is_pruned(caplog: pytest.
     clock = Clock()
     refusals = RefusalLog(clock=clock)
     caplog.set_level(logging.WARNING, LOGGER)
-    refusals.refused("pid 1 (uid 0)", RequestRefused("bad"))
-    refusals.refused("pid 1 (uid 0)", RequestRefused("bad"))  # suppressed
+    refusals.refused("pid 1 (uid 0)", BadRequest("shape", "bad"))
+    refusals.refused("pid 1 (uid 0)", BadRequest("shape", "bad"))  # suppressed
     clock.now += 11
     for pid in range(2, 66):  # enough other peers to prune the table
-        refusals.refused(f"pid {pid} (uid 0)", RequestRefused("bad"))
+        refusals.refused(f"pid {pid} (uid 0)", BadRequest("shape", "bad"))
     assert {"peer": "pid 1 (uid 0)", "suppressed": 1} in lines(caplog)

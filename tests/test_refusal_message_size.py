@@ -17,10 +17,12 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
+from fake_apiserver import FakeApiServer
 from grpclib import GRPCError
 from grpclib.const import Status
 from grpclib.metadata import encode_grpc_message
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import RESOURCE, add_node_object, make_node, synced, volcano_pod, volcano_settings
 from waiting import until, wait_for
 
@@ -32,9 +34,7 @@ from ascend_plugin.kubelet_api.v1beta1 import (
     ContainerAllocateRequest,
     DevicePluginBase,
 )
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

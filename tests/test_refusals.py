@@ -22,7 +22,6 @@ from ascend_plugin.grpc_guard.refusals import (
     status_of,
 )
 from ascend_plugin.grpc_guard.status import MAX_STATUS_MESSAGE
-from ascend_plugin.grpc_guard.wire_check import RequestRefused
 
 
 @pytest.mark.parametrize(
@@ -43,7 +42,11 @@ def test_each_category_answers_with_its_status(category: type[Refused], status: 
 
 
 def test_a_subclass_answers_with_its_category_s_status_and_its_own_label() -> None:
-    refused = RequestRefused("Empty is malformed: field number 0 at byte 0")
+    class ShapeRefused(BadRequest):
+        def __init__(self, reason: str) -> None:
+            super().__init__("shape", reason)
+
+    refused = ShapeRefused("Empty is malformed: field number 0 at byte 0")
     assert isinstance(refused, BadRequest)
     assert (refused.label, refused.status) == ("shape", Status.INVALID_ARGUMENT)
     assert refused.fields() == {"reason": "shape", "status": "INVALID_ARGUMENT"}

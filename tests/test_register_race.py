@@ -17,11 +17,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubelet_faults import FaultyKubelet
 from plugin_harness import FakeNode, registered, running_plugin
 from waiting import WAIT, until, wait_for
 
 from ascend_plugin.faces.deviceplugin.registrar import REGISTER_BACKOFF
-from ascend_plugin.testing.kubelet_faults import FaultyKubelet
 
 pytestmark = pytest.mark.anyio
 

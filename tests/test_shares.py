@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import CFakePlayer
 from log_records import lines, records
 from plugin_harness import player_settings, registered, running_plugin
@@ -23,7 +24,6 @@ from waiting import until, wait_for
 from ascend_plugin.app import PluginApp
 from ascend_plugin.offers.node_offers import DEVICE_SHARE_NEEDED, SHARE_COUNT_IGNORED, SharingRefused
 from ascend_plugin.settings import SettingsError
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from backends.fake import FakeScenario
 from backends.families import ASCEND_310B, ASCEND_310P

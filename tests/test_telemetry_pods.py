@@ -13,12 +13,12 @@ import anyio.to_thread
 import pytest
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from split_nodes import duo, make_host
 from telemetry_harness import of, scrape_until, telemetry_settings, value
 from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 from backends.fake import FakeScenario
 
 pytestmark = pytest.mark.anyio
@@ -53,8 +53,8 @@ async def test_holders_label_their_chips_and_several_are_not_displayed(
         )
         await anyio.to_thread.run_sync(pod_resources.admit, "ml", "left", RESOURCE, ["Ascend310P-1-0"])
         await anyio.to_thread.run_sync(pod_resources.admit, "web", "right", RESOURCE, ["Ascend310P-1-1"])
-        assert app.holdings is not None
-        await app.holdings.refresh()
+        assert app.held.client is not None
+        await app.held.refresh()
         samples = await scrape_until(
             app,
             lambda found: bool(of(found, "npu_chip_info_utilization", pod_name="solo")),

@@ -21,13 +21,13 @@ import pytest
 from dashboard_queries import dashboard, panel_queries, variable
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from prometheus_server import Prometheus, prometheus_binary
 from split_nodes import box_910b3, make_host
 from telemetry_harness import on_every_chip, scrape_until, telemetry_settings
 from waiting import eventually, wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 
@@ -64,8 +64,8 @@ async def test_every_dashboard_query_returns_data_from_prometheus(
         await wait_for(kubelet, registered(RESOURCE), "registration")
         await anyio.to_thread.run_sync(pod_resources.admit, "training", "resnet-0", RESOURCE, ["Ascend910-1"])
         await scrape_until(app, on_every_chip(app, "npu_chip_info_hbm_used_memory"), "every chip's figures")
-        assert app.holdings is not None
-        await app.holdings.refresh()
+        assert app.held.client is not None
+        await app.held.refresh()
         assert app.http is not None
         target = f"127.0.0.1:{app.http.port}"
         prometheus = Prometheus(tmp_path / "prometheus", [target], labels)

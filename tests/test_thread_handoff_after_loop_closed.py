@@ -38,13 +38,18 @@ def test_a_call_abandoned_at_shutdown_that_returns_after_the_loop_closed_is_quie
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     release = threading.Event()
+    earlier = set(threading.enumerate())  # a thread another test abandoned is not this test's
 
     async def serve_and_stop() -> list[threading.Thread]:
         calls = ChipCalls(timeout=0.05, retry_backoff=Backoff(3600, 3600))
         with pytest.raises(ChipCallTimeout):
             await calls.call(3, "read_health", release.wait)
         calls.shutdown()
-        return [thread for thread in threading.enumerate() if thread.name.startswith("dcmi-chip3-")]
+        return [
+            thread
+            for thread in threading.enumerate()
+            if thread.name.startswith("dcmi-chip3-") and thread not in earlier
+        ]
 
     abandoned = asyncio.run(serve_and_stop())  # the loop is closed from here on
     assert abandoned

@@ -7,12 +7,12 @@ from node_harness import backend_of
 from placement_nodes import chip_facts
 from plugin_harness import FakeNode
 
+from backends.errors import ChipError
 from backends.fake import FakeLibrary
 from backends.families import FAMILIES, Ascend910, Ascend950, family_for
 from backends.library import ChipInfo
 from backends.topology import (
     ChipFacts,
-    TopologyError,
     TopologyUnit,
     UnitKind,
     assign_units,
@@ -122,7 +122,7 @@ def test_910b_chips_are_one_mesh_split_in_groups_of_8_beyond_8(chips: range, gro
 
 
 def test_two_chips_with_one_physical_id_are_refused() -> None:
-    with pytest.raises(TopologyError, match="physical id 2 appears twice"):
+    with pytest.raises(ChipError, match="physical id 2 appears twice"):
         assign_units(_facts("310", "310", [(2, 0), (2, 1)]))
 
 

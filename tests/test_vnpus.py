@@ -314,7 +314,7 @@ async def test_a_template_outside_the_table_is_skipped_with_a_warning_and_its_ch
             "huawei.com/Ascend310P": {"Ascend310P-1"},
             "huawei.com/Ascend310P-2c": {"Ascend310P-2c-100-0"},
         }
-    skipped = records(caplog, "ascend_plugin.offers.vnpus", level=logging.WARNING, template="vir03_x")
+    skipped = records(caplog, "ascend_plugin.offers.node_offers", level=logging.WARNING, template="vir03_x")
     assert [fields(record, "vnpu", "chip") for record in skipped] == [{"vnpu": 104, "chip": 0}], "said once"
 
 

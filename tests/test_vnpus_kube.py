@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_apiserver import FakeApiServer
 from fake_dcmi.players import CFakePlayer
 from plugin_harness import player_settings, registered, running_plugin
 from split_nodes import FAULT, duo, make_host, with_chip
 from waiting import until, wait_for
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 
 pytestmark = pytest.mark.anyio

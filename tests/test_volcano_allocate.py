@@ -11,7 +11,9 @@ from pathlib import Path
 import anyio.to_thread
 import grpc
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import (
     NODE,
     RESOURCE,
@@ -30,9 +32,7 @@ from waiting import WAIT, until, wait_for
 from ascend_plugin.app import PluginApp
 from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import anyio.to_thread
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import (
     NODE,
     NODE_IP,
@@ -25,9 +27,7 @@ from volcano_harness import (
 )
 from waiting import until, wait_for
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from volcano_harness import RESOURCE, volcano_pod
 
-from ascend_plugin.faces.volcano.candidates import MAX_REASONS, select
+from ascend_plugin.faces.volcano.chooser import MAX_REASONS, select
 from ascend_plugin.faces.volcano.pods import CONSUMED, Pod, parse_pod
 
 

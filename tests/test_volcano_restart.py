@@ -12,7 +12,9 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import health_of, registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import (
     RESOURCE,
     add_node_object,
@@ -26,9 +28,7 @@ from volcano_harness import (
 from waiting import until, wait_for
 
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import anyio.to_thread
 import pytest
+from fake_apiserver import FakeApiServer
 from plugin_harness import registered, running_plugin
+from pod_resources_standin import PodResourcesStandIn
 from volcano_harness import NODE, RESOURCE, add_node_object, make_node, volcano_pod, volcano_settings
 from waiting import until, wait_for
 
 from ascend_plugin.faces.volcano.unfollowed import REASON
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
-from ascend_plugin.testing.pod_resources_standin import PodResourcesStandIn
 
 pytestmark = pytest.mark.anyio
 

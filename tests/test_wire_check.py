@@ -7,7 +7,8 @@ from grpclib.const import Status
 
 from ascend_plugin.faces.deviceplugin.request_shapes import REQUEST_SHAPES, request_limits
 from ascend_plugin.grpc_guard import wire_check
-from ascend_plugin.grpc_guard.wire_check import RequestLimits, RequestRefused, check_request
+from ascend_plugin.grpc_guard.refusals import BadRequest
+from ascend_plugin.grpc_guard.wire_check import RequestLimits, check_request
 from ascend_plugin.kubelet_api.v1beta1 import (
     AllocateRequest,
     ContainerAllocateRequest,
@@ -24,7 +25,7 @@ GPA = (REQUEST_SHAPES[PreferredAllocationRequest], LIMITS)
 
 
 def refusal(message: object, limits: RequestLimits = LIMITS) -> str:
-    with pytest.raises(RequestRefused) as refused:
+    with pytest.raises(BadRequest) as refused:
         check_request(bytes(message), REQUEST_SHAPES[type(message)], limits)  # type: ignore[call-overload]
     assert (refused.value.label, refused.value.status) == ("shape", Status.INVALID_ARGUMENT)
     return refused.value.reason
@@ -123,7 +124,7 @@ def test_unknown_fields_pass_within_their_allowance_and_not_beyond() -> None:
 
 
 def refusal_of(data: bytes, message_type: type) -> str:
-    with pytest.raises(RequestRefused) as refused:
+    with pytest.raises(BadRequest) as refused:
         check_request(data, REQUEST_SHAPES[message_type], LIMITS)
     assert (refused.value.label, refused.value.status) == ("shape", Status.INVALID_ARGUMENT)
     return refused.value.reason

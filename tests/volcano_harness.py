@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fake_apiserver import FakeApiServer
 from plugin_harness import FakeNode
 
 from ascend_plugin.app import PluginApp
@@ -19,7 +20,6 @@ from ascend_plugin.faces.volcano.chooser import VolcanoChooser
 from ascend_plugin.faces.volcano.pod_cache import PodCache
 from ascend_plugin.faces.volcano.pods import PREDICATE_TIME
 from ascend_plugin.settings import Settings
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 NODE = "atlas-800t-a2"
 NODE_IP = "192.0.2.41"

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ascend_plugin.handover.cdi_version import minimum_version
+from ascend_plugin.handover.cdi import minimum_version
 from image_check.clock import Clock
 from image_check.engine import Engine
 

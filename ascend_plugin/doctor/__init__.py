@@ -1,12 +1,7 @@
 """``ascend-device-plugin doctor``: check a node's preconditions, and say how to fix each that fails.
 
-Every check reproduces one step the plugin depends on (the library, the chips,
-the host's files and device nodes, the kubelet, the Kubernetes identity and
-permissions) and reports ok, problem or skipped, with the fix and, for a
-known deployment failure, the docs section that explains it. See docs/operations.md.
-
-Only the command-line options live here, so that building the CLI parser
-imports nothing of the checks.
+Only the command-line options live here, so that building the CLI parser imports nothing of the checks
+(docs/operations.md, "doctor").
 """
 
 from __future__ import annotations

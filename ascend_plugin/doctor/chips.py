@@ -1,10 +1,7 @@
 """Checks of the chips through the library: dcmi_init, enumeration, family, AI-core figures.
 
-The same calls the plugin's bring-up makes, on the same worker thread with the
-same per-call timeout (a wedged driver must not hang the doctor either).
-The AI-core check matters most on a 310B board: Huawei's plugin exits on a
-310B1's 1.0 AI cores; this one serves the chip with a warning, and
-the doctor says which setting makes the warning go away.
+The same calls as the plugin's bring-up, with the same per-call timeout (a wedged driver must not hang
+the doctor either).
 """
 
 from __future__ import annotations
@@ -14,12 +11,12 @@ from collections.abc import Sequence
 from ascend_plugin.chip_calls import NODE, ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, Guide, Unmet, how_to_set, listing
+from ascend_plugin.doctor.findings import Finding, Guide, how_to_set, listing, unmet
 from ascend_plugin.inventory.discovery import open_library
-from backends.backend import WITHOUT
 from backends.chips import AiCoreFigure, Chip
 from backends.errors import ChipError, UnknownChipFamily
 from backends.families import FAMILY_NAMES, family_for, family_named
+from backends.library import WITHOUT
 from backends.session import LibrarySession
 
 INIT = "dcmi-init"
@@ -38,7 +35,7 @@ def _open(context: Context) -> LibrarySession:
     """The chip library the settings select, not initialised yet."""
     settings = context.settings
     if settings.backend == "dcmi" and not context.library_loads:
-        raise Unmet("dcmi-library-loads")
+        raise unmet("dcmi-library-loads")
     return LibrarySession(open_library(settings, context.library_path))
 
 

@@ -1,11 +1,6 @@
 """What the checks share: the settings, the root they look under, and what earlier checks found.
 
-The doctor inspects a host file system that may be mounted somewhere else
-(``--root /host`` in a debug pod, a fake root in the tests), so every host
-path goes through :meth:`Context.host`. The library, the chips and the family
-(and the family's backend, built over the library once the family is known)
-are found once, by the checks that report on them, and reused by the checks
-after them.
+Every host path goes through :meth:`Context.host` (``--root /host`` in a debug pod).
 """
 
 from __future__ import annotations
@@ -17,7 +12,7 @@ from pathlib import Path, PurePosixPath
 from typing import TypeVar
 
 from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls
-from ascend_plugin.doctor.findings import Unmet
+from ascend_plugin.doctor.findings import unmet
 from ascend_plugin.settings import Settings, family_overrides
 from backends.backend import ChipBackend
 from backends.chips import Chip
@@ -60,9 +55,9 @@ class Context:
 
     @staticmethod
     def need(value: T | None, step: str) -> T:
-        """``value``, or :class:`Unmet` naming the step that should have produced it."""
+        """``value``, or the skip naming the step that should have produced it."""
         if value is None:
-            raise Unmet(step)
+            raise unmet(step)
         return value
 
     @property

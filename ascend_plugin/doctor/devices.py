@@ -1,11 +1,6 @@
-"""Check of the device nodes a container given NPUs needs.
+"""Check of the device nodes a container given NPUs needs: /dev/davinci<N> and the manager node.
 
-Allocate hands over /dev/davinci<N> per chip (N: the physical id, on a 950 the
-logical id) and the family's manager node unconditionally (a container without
-them cannot use the NPU), plus each of the family's shared nodes that exists
-(on a 950 also every node under /dev/uburma and /dev/ummu). So the first two
-must exist; the absent shared nodes are listed for the record, since boards
-differ in which media nodes they have.
+The shared nodes that are absent are listed for the record: boards differ in which media nodes they have.
 """
 
 from __future__ import annotations

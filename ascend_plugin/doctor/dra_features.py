@@ -1,12 +1,8 @@
 """Check that the API server keeps the DRA features the settings ask for (serve=dra).
 
-A server whose feature gate is off drops the gated fields of a ResourceSlice
-without an error, so the driver asks it with dry runs before it relies on one
-(:mod:`ascend_plugin.faces.dra.server_features`); doctor asks the same way and
-reports, per feature the settings ask for, whether it is kept and what the
-driver publishes instead: ``vnpu=dynamic`` needs ``DRAPartitionableDevices``,
-``share_count`` ``DRAConsumableCapacity``, tainted unhealthy chips
-``DRADeviceTaints`` (all on by default from Kubernetes 1.36).
+A server whose feature gate is off drops the gated fields without an error: doctor asks with dry runs, as
+the driver does (:mod:`ascend_plugin.faces.dra.server_features`), and says what the driver publishes
+instead.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""A small reader of the dynamic section of an ELF shared object: what it needs to load.
+"""A small reader of an ELF shared object's dynamic section: the libraries and symbol versions it needs.
 
-The doctor must tell whether a vendor library will load here before loading it
-(a library built against a newer glibc than the process has would end it with SIGBUS). The
-dynamic loader decides that from two tables reached through the ``PT_DYNAMIC``
-segment: ``DT_NEEDED`` (the libraries it needs) and ``DT_VERNEED`` (the symbol
-versions, e.g. ``GLIBC_2.34``, it needs from each). This module reads exactly
-those, through the program headers as the loader does, so it works on stripped
-libraries too; scanning the bytes for "GLIBC_" would also pick up strings that
-are not requirements.
-
-Only 64-bit little-endian objects are read: Ascend drivers exist for aarch64
-and x86_64 alone, and code for layouts nobody ships would go untested.
+Read through the program headers as the dynamic loader does (stripped libraries too), 64-bit
+little-endian only: Ascend drivers exist for aarch64 and x86_64 alone.
 """
 
 from __future__ import annotations
@@ -19,6 +10,8 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from ascend_plugin.doctor.findings import DoctorError
 
 _IDENT: Final = b"\x7fELF\x02\x01"  # magic, 64-bit class, little-endian
 _HEADER: Final = struct.Struct("<QQIHHH")  # e_phoff, e_shoff, e_flags, e_ehsize, e_phentsize, e_phnum
@@ -36,10 +29,6 @@ _DT_STRTAB: Final = 5
 _DT_STRSZ: Final = 10
 _DT_VERNEED: Final = 0x6FFFFFFE
 _DT_VERNEEDNUM: Final = 0x6FFFFFFF
-
-
-class ElfError(Exception):
-    """The file is not an ELF object this reader understands, or it is truncated or inconsistent."""
 
 
 @dataclass(frozen=True)
@@ -61,16 +50,16 @@ class DynamicInfo:
 def read_dynamic(path: Path) -> DynamicInfo:
     """The needed libraries and symbol versions of the ELF object at ``path``.
 
-    Raises :class:`ElfError` for anything that is not a dynamically linked
+    Raises :class:`DoctorError` for anything that is not a dynamically linked
     64-bit little-endian ELF object, and OSError when the file cannot be read.
     """
     data = path.read_bytes()
     try:
         return _Reader(data).dynamic_info()
     except (struct.error, ValueError) as error:  # reads past the end, unterminated or bad strings
-        raise ElfError(f"{path}: truncated or inconsistent ELF data ({error})") from error
-    except ElfError as error:
-        raise ElfError(f"{path}: {error}") from error
+        raise DoctorError(f"{path}: truncated or inconsistent ELF data ({error})") from error
+    except DoctorError as error:
+        raise DoctorError(f"{path}: {error}") from error
 
 
 class _Reader:
@@ -78,9 +67,9 @@ class _Reader:
 
     def __init__(self, data: bytes) -> None:
         if data[:4] != _IDENT[:4]:
-            raise ElfError("not an ELF file")
+            raise DoctorError("not an ELF file")
         if data[: len(_IDENT)] != _IDENT:
-            raise ElfError("not a 64-bit little-endian ELF object (aarch64, x86_64)")
+            raise DoctorError("not a 64-bit little-endian ELF object (aarch64, x86_64)")
         self.data = data
         self.loads: list[tuple[int, int, int]] = []  # (vaddr, filesz, offset)
         self.dynamic_at: int | None = None
@@ -96,7 +85,7 @@ class _Reader:
         for vaddr, filesz, offset in self.loads:
             if vaddr <= address < vaddr + filesz:
                 return offset + address - vaddr
-        raise ElfError(f"address {address:#x} lies in no loaded segment")
+        raise DoctorError(f"address {address:#x} lies in no loaded segment")
 
     def _entries(self, offset: int) -> dict[int, list[int]]:
         entries: dict[int, list[int]] = {}
@@ -109,10 +98,10 @@ class _Reader:
 
     def dynamic_info(self) -> DynamicInfo:
         if self.dynamic_at is None:
-            raise ElfError("no dynamic segment (a static executable, or not a shared object)")
+            raise DoctorError("no dynamic segment (a static executable, or not a shared object)")
         entries = self._entries(self.dynamic_at)
         if _DT_STRTAB not in entries:
-            raise ElfError("the dynamic section has no string table")
+            raise DoctorError("the dynamic section has no string table")
         strings = self._file_offset(entries[_DT_STRTAB][0])
         strings_end = strings + entries.get(_DT_STRSZ, [len(self.data) - strings])[0]
 

@@ -1,41 +1,24 @@
 """Check of the fault configuration the plugin would judge chips by, and where each part comes from.
 
-The plugin assembles it from ``fault_levels_file``, the built-in files and
-Huawei's ConfigMap ``kube-system/mindx-dl-fault-config``
-(:func:`~ascend_plugin.fault_policy.config.fault_config`); this check does the
-same with the same code, reading the ConfigMap with the plugin's credentials
-where it can, so an operator sees what is in force before the plugin logs it:
-
-* ``fault-config``: each part and its source, and whether the ConfigMap
-  exists and could be read (a 403 is a problem: the plugin would judge by the
-  built-ins while the cluster means it to follow the ConfigMap);
-* ``fault-config:<entry>``: each thing skipped or replaced inside the files,
-  a warning (an error of Huawei's, a value replaced by its default, a problem).
+The same code as the plugin's (:func:`~ascend_plugin.fault_policy.config.fault_config`), with the
+ConfigMap read on the plugin's credentials: ``fault-config`` says each part's source and whether the
+ConfigMap could be read; ``fault-config:<entry>`` each thing skipped or replaced inside the files.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable, Status
 from ascend_plugin.doctor.rbac import require_cluster
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE, base_config, fault_config
-from ascend_plugin.fault_policy.origin import origin
-from ascend_plugin.fault_policy.problems import FaultConfigError
+from ascend_plugin.fault_policy.documents import FaultConfigError
 
 FAULT_CONFIG = "fault-config"
 WHERE = f"{CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME}"
 _FIX = "correct it (docs/faults.md says each file's fields and ranges); the plugin applies a change at once"
-
-
-class _Unread(Exception):
-    """The ConfigMap could not be read; the finding's status and what to do."""
-
-    def __init__(self, status: Status, detail: str, fix: str, see: Guide | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.fix = fix
-        self.see = see
 
 
 @check(FAULT_CONFIG)
@@ -53,14 +36,9 @@ async def fault_configuration(context: Context) -> list[Finding]:
                 see=Guide.FAULT_CONFIG,
             )
         ]
-    status, fix, see = Status.OK, None, None
-    try:
-        data, said = await _configmap(context)
-    except _Unread as unread:
-        data, said = None, str(unread)
-        status, fix, see = unread.status, unread.fix, unread.see
+    data, read = await _configmap(context)
     config = fault_config(base, data)
-    findings = [Finding(FAULT_CONFIG, status, f"{said}; in force: {origin(config)}", fix, see)]
+    findings = [dataclasses.replace(read, detail=f"{read.detail}; in force: {config.origin()}")]
     for note in config.notes:
         findings.append(
             Finding(
@@ -74,43 +52,43 @@ async def fault_configuration(context: Context) -> list[Finding]:
     return findings
 
 
-async def _configmap(context: Context) -> tuple[dict[str, str] | None, str]:
-    """The ConfigMap's data (None: it does not exist) and what to say of it; _Unread when unreadable."""
+async def _configmap(context: Context) -> tuple[dict[str, str] | None, Finding]:
+    """The ConfigMap's data (None: not there or not read) and the finding on reading it."""
     settings = context.settings
     if not settings.fault_config_configmap:
-        return None, f"{WHERE} is not followed (fault_config_configmap is off)"
+        return None, Finding.ok(FAULT_CONFIG, f"{WHERE} is not followed (fault_config_configmap is off)")
     try:
         require_cluster(context)
     except NotApplicable as reason:
-        return None, f"{WHERE} was not looked at ({reason})"
+        return None, Finding.ok(FAULT_CONFIG, f"{WHERE} was not looked at ({reason})")
     from ascend_plugin.kubeapi.client import CONFIGMAPS, connect, string_map
     from ascend_plugin.kubeapi.errors import Forbidden, KubeConfigError, KubeError, NotFound
 
     try:
         kube = await connect(settings.kubeconfig)
     except KubeConfigError as error:
-        raise _Unread(
-            Status.WARNING, f"{WHERE} was not read: {error}", "pass a working --kubeconfig"
-        ) from error
+        return None, Finding.warning(
+            FAULT_CONFIG, f"{WHERE} was not read: {error}", "pass a working --kubeconfig"
+        )
     try:
         configmap = await kube.get(CONFIGMAPS, CONFIGMAP_NAME, CONFIGMAP_NAMESPACE)
     except NotFound:
-        return None, f"{WHERE} does not exist"
+        return None, Finding.ok(FAULT_CONFIG, f"{WHERE} does not exist")
     except Forbidden as error:
-        raise _Unread(
-            Status.PROBLEM,
+        return None, Finding.problem(
+            FAULT_CONFIG,
             f"{WHERE} cannot be read: {error}",
             "add configmaps get, list, watch in kube-system to the plugin's Role (the chart grants "
             "them unless settings.faultConfigConfigmap is false)",
             Guide.RBAC,
-        ) from error
+        )
     except KubeError as error:
-        raise _Unread(
-            Status.WARNING,
+        return None, Finding.warning(
+            FAULT_CONFIG,
             f"{WHERE} cannot be read now ({error}); the plugin keeps what it has and reads it again",
             "check that the API server answers from the node",
-        ) from error
+        )
     finally:
         await kube.close()
     data = string_map(configmap, "data")
-    return data, f"{WHERE} read (keys: {', '.join(sorted(data)) or 'none'})"
+    return data, Finding.ok(FAULT_CONFIG, f"{WHERE} read (keys: {', '.join(sorted(data)) or 'none'})")

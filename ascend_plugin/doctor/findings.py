@@ -1,14 +1,7 @@
-"""What a check reports, and how checks are declared.
+"""What a check reports: the same five fields for every check, so the text, JSON and exit code agree.
 
-Every check yields :class:`Finding` values with the same five fields, so the
-text report, the JSON report and the exit code are computed the same way for
-all of them, and a JSON consumer can rely on the keys without knowing the
-checks.
-
-Checks run in a fixed order and later ones build on what earlier ones found
-(the chips need the library, the device nodes need the chips). A check whose
-groundwork failed raises :class:`Unmet`, one that does not apply here raises
-:class:`NotApplicable`; either is reported as skipped with the reason, so one
+A check whose groundwork failed raises :func:`unmet`, one that does not apply
+here :class:`NotApplicable`: either is reported skipped with the reason, so one
 root cause shows up as one problem rather than a cascade of them.
 """
 
@@ -21,7 +14,7 @@ from typing import Any
 
 from ascend_plugin.settings import how_to_set
 
-__all__ = ["Finding", "Guide", "NotApplicable", "Status", "Unmet", "how_to_set", "listing"]
+__all__ = ["DoctorError", "Finding", "Guide", "NotApplicable", "Status", "how_to_set", "listing", "unmet"]
 
 
 class Guide(StrEnum):
@@ -86,15 +79,17 @@ class Finding:
         }
 
 
-class NotApplicable(Exception):
+class DoctorError(Exception):
+    """Root of the doctor's errors: a check could not read what it checks; the message says what and why."""
+
+
+class NotApplicable(DoctorError):
     """The check does not apply here (another backend, another family); the message says why."""
 
 
-class Unmet(NotApplicable):
-    """A check cannot run because an earlier step did not pass."""
-
-    def __init__(self, step: str) -> None:
-        super().__init__(f"not checked: {step} did not pass")
+def unmet(step: str) -> NotApplicable:
+    """The skip of a check that cannot run because ``step`` before it did not pass."""
+    return NotApplicable(f"not checked: {step} did not pass")
 
 
 def listing(items: Sequence[str], shown: int = 8) -> str:

@@ -1,11 +1,7 @@
 """The glibc a library needs, against the glibc this process runs on.
 
-A libdcmi.so built on a newer host than the plugin's image needs symbol
-versions (``GLIBC_2.38`` ...) the image's C library lacks: dlopen then fails
-with "version `GLIBC_2.38' not found", and the tempting workaround of
-mixing the host's C library into the image ends in SIGBUS (exit 135). Reading
-the requirement from the file says which glibc the image must have, before
-anything is loaded.
+A libdcmi.so built on a newer host fails to load here ("version `GLIBC_2.38' not found"); mixing the
+host's C library into the image ends in SIGBUS. The requirement is read from the file, before loading.
 """
 
 from __future__ import annotations
@@ -67,7 +63,7 @@ def newest_glibc_needed(library: Path) -> GlibcNeed | None:
 
     The binding loads a library's missing dependencies from the library's
     directory (Atlas 200I A2 boards keep libascend_hal.so and friends beside
-    libdcmi.so), so their requirements count too. Raises ElfError or OSError
+    libdcmi.so), so their requirements count too. Raises DoctorError or OSError
     for a file that cannot be read as an ELF object.
     """
     newest: GlibcNeed | None = None

@@ -1,11 +1,7 @@
-"""Checks of what the driver's user space needs from the host: its files and its shared memory.
+"""Checks of what the driver's user space needs from the host: its files and its shared memory (310B boards).
 
-On 310B boards (Atlas 200I A2 and friends) the driver runs on the SoC itself
-and DCMI talks to daemons of the board: it reads a few of the board's files
-and exchanges messages through the host's /dev/shm. A deployment that gets
-either wrong fails in ways that do not name the cause. The lists here are the ones values-310b.yaml
-mounts (the family table's host_files and shm_markers); a test keeps the
-two in step.
+The lists are those values-310b.yaml mounts (the family table's host_files and shm_markers; a test keeps
+them in step).
 """
 
 from __future__ import annotations

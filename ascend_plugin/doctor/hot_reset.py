@@ -1,12 +1,7 @@
 """Hot reset: is it on, can the driver do it, and what would it do about the chips as they are now.
 
-The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`): each chip's
-fault level from its codes as read now (judged by the fault policy on the
-configuration of ``fault_levels_file`` and the built-in files), its reset
-group, and the processes on the group's chips. Which chips pods hold the plugin
-learns from the kubelet's PodResources API, in every mode; the doctor cannot ask
-it for the plugin, but it can tell when its socket is not there, which leaves
-every reset group busy.
+The same rules as the plugin's (:mod:`ascend_plugin.hot_reset`); which chips pods hold the doctor cannot
+ask for the plugin, but a missing PodResources socket (every group busy) it can tell.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.fault_policy.config import base_config, fault_config
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.hot_reset.freeness import GroupCheck
 from ascend_plugin.hot_reset.rules import Remedy, remedy_for
@@ -28,7 +23,7 @@ from ascend_plugin.settings import SettingsError
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
-from backends.library import FEATURE_FUNCTIONS
+from backends.library import WITHOUT
 
 HOT_RESET = "hot-reset"
 NEEDED = ("dcmi_set_device_reset", "dcmi_get_device_boot_status")
@@ -75,12 +70,12 @@ async def hot_reset(context: Context) -> Finding:
             "hot reset is off: a chip at RestartRequest, RestartBusiness, FreeRestartNPU or RestartNPU stays "
             f"out until it is reset by hand ({how_to_set('hot_reset', True)} turns it on){now}",
         )
-    lacking = [name for name in NEEDED if name in backend.missing]
+    lacking = backend.lacking(*NEEDED)
     if lacking:
         return Finding.problem(
             HOT_RESET,
             f"hot reset is on, but the driver has no {', '.join(lacking)}: "
-            + "; ".join(FEATURE_FUNCTIONS[name] for name in lacking),
+            + "; ".join(WITHOUT[name] for name in lacking),
             fix="install a driver whose libdcmi.so has these functions, or turn hot reset off",
         )
     plans = [
@@ -92,10 +87,10 @@ async def hot_reset(context: Context) -> Finding:
     detail += ": " + "; ".join(plans) if plans else ": no chip needs a reset now"
     if separated:
         detail += f"; named in the node's ResetInfo annotation, never reset: {listing(separated)}"
-    if PROCESSES in backend.missing:
+    if backend.lacking(PROCESSES):
         return Finding.warning(
             HOT_RESET,
-            f"{detail}. The driver has no {PROCESSES}: {FEATURE_FUNCTIONS[PROCESSES]}",
+            f"{detail}. The driver has no {PROCESSES}: {WITHOUT[PROCESSES]}",
             fix="install a driver whose libdcmi.so lists processes, or turn hot reset off",
         )
     if (missing := pod_resources_missing(context)) is not None:

@@ -1,11 +1,6 @@
-"""Checks of what the pod must be told about its node: NODE_NAME and HOST_IP.
+"""Checks of what the pod must be told about its node: NODE_NAME and HOST_IP (from the downward API).
 
-The chart takes both from the downward API. Without NODE_NAME the plugin still
-serves the kubelet but keeps none of its Kubernetes objects (labels, device-info
-ConfigMap, config reload, Events); a missing or malformed HOST_IP is what Huawei's
-plugin reports as "host ip is invalid". Outside a pod (no KUBERNETES_SERVICE_HOST:
-doctor run on the node itself) nothing sets them, so their absence says nothing
-about the deployment: it is reported as not checked, with the flags that check them.
+Outside a pod (no KUBERNETES_SERVICE_HOST) nothing sets them, so their absence is reported as not checked.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """Checks of the kubelet's side: its device-plugin directory, its registration socket, the instance lock.
 
-The plugin creates its own socket in that directory and registers through
-``kubelet.sock`` in it; without either the kubelet never hears of the NPUs,
-however healthy they are. Only one instance serves a directory at a time
-(:mod:`ascend_plugin.instance_lock`): the doctor says which one holds the lock
-now, so an instance that waits for it can be traced to the one it waits for.
+Only one instance serves a directory (:mod:`ascend_plugin.instance_lock`): the doctor names the holder.
 """
 
 from __future__ import annotations

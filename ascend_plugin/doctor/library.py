@@ -1,9 +1,7 @@
 """Checks of libdcmi.so: found, trusted, glibc new enough, loadable.
 
-They follow the binding's own steps (backends.dcmi.loader) in its order, with
-the same search and the same trust rule, so a pass here means the plugin's
-bring-up gets past the library. The library is loaded only if the plugin would
-load it: the doctor runs as root too, and must not run code the plugin refuses.
+The binding's own steps (:mod:`backends.dcmi.loader`), in its order: the library is loaded only if the
+plugin would load it (the doctor runs as root too).
 """
 
 from __future__ import annotations
@@ -14,8 +12,7 @@ from typing import Any
 from ascend_plugin.chip_calls import NODE, ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.elf import ElfError
-from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable, Unmet, how_to_set
+from ascend_plugin.doctor.findings import DoctorError, Finding, Guide, NotApplicable, how_to_set, unmet
 from ascend_plugin.doctor.glibc import format_version, newest_glibc_needed, running_glibc
 from backends.dcmi import loader
 from backends.dcmi._dcmi_cffi import ffi
@@ -99,7 +96,7 @@ async def library_glibc(context: Context) -> Finding:
         return Finding.skipped(GLIBC, "this process does not run on glibc (or cannot tell its version)")
     try:
         need = newest_glibc_needed(path)
-    except (ElfError, OSError) as error:
+    except (DoctorError, OSError) as error:
         return Finding.problem(
             GLIBC,
             f"cannot read what {path} needs: {error}",
@@ -128,7 +125,7 @@ async def library_loads(context: Context) -> Finding:
     """dlopen with every symbol resolved, loading its dependencies from its directory as the binding does."""
     path = _located(context)
     if not context.library_may_load:
-        raise Unmet(TRUST)
+        raise unmet(TRUST)
     trusted_only = not context.settings.dcmi_allow_untrusted_library
     try:
         handle = await context.calls.call(

@@ -1,10 +1,6 @@
 """Check that no other plugin serves this plugin's socket names (Huawei's uses the same: Ascend910.sock).
 
-Two plugins on one socket name take the kubelet's registration from each other;
-the plugin itself waits while another serves it (:mod:`ascend_plugin.other_plugins`).
-Every socket of our names in the served directory is dialled without sending
-anything: one that accepts, served by a process that is not an instance of this
-plugin, is a problem naming the process and the way out.
+Each socket of our names is dialled without sending anything: one served by another process is a problem.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
-"""Check of the plugin's permissions, asked of the API server itself.
+"""Check of the plugin's permissions, asked of the API server itself (one SelfSubjectAccessReview per verb).
 
-One SelfSubjectAccessReview per verb the enabled features need answers what
-the API server would decide for this process's own credentials (in the pod:
-the plugin's ServiceAccount), whatever mix of ClusterRoles, Roles and
-aggregation grants it. The permissions asked for are the ones the plugin's
-code uses, per publisher (``PUBLISHERS``, the table in docs/kubernetes.md#rbac), and
-with serve=dra the DRA driver's (``DRA_GRANTS``); a publisher that is off needs none.
-A ConfigMap the plugin knows by name is asked about by that name, as its requests
-name it (the chart grants those by name); one finding per resource and namespace.
-
-kubernetes-asyncio is imported only inside the functions that talk to the API
-server: it costs tens of MB and most of a second, and most checks never need it.
+The permissions are those the enabled publishers (``PUBLISHERS``) and the DRA driver (``DRA_GRANTS``)
+use, a ConfigMap asked about by name as the plugin's requests name it. kubernetes-asyncio is imported only
+where the API server is asked: it costs tens of MB.
 """
 
 from __future__ import annotations
@@ -27,6 +19,7 @@ from ascend_plugin.faces.kube.publishers import PUBLISHERS
 from ascend_plugin.faces.volcano import checks_volcano_choices
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAME as FAULT_CONFIG_NAME
 from ascend_plugin.settings import Settings
+from backends.families import FamilyTable
 
 if TYPE_CHECKING:
     from ascend_plugin.kubeapi.client import Kube
@@ -48,6 +41,7 @@ class Permission:
     group: str = ""  # the API group; "" is the core group
     # (verb, object name) of each request: the name where the plugin knows the object's, None otherwise
     reviews: tuple[tuple[str, str | None], ...] = ()
+    without: str | None = None  # what the plugin does when refused (a warning); None: it needs it
 
     @property
     def name(self) -> str:
@@ -77,14 +71,20 @@ def _object(settings: Settings, feature: str) -> str | None:
     return None
 
 
-def needed_permissions(settings: Settings) -> list[Permission]:
-    """What the enabled Kubernetes publishers (and Volcano mode) need, merged per resource and namespace."""
+def needed_permissions(settings: Settings, family: FamilyTable | None = None) -> list[Permission]:
+    """What the enabled Kubernetes publishers (and Volcano mode) need, merged per resource and namespace;
+    with ``family``, what it adds (a 950 node: nodes/status, to remove the leftover huawei.com/Ascend910)."""
     wanted = [
         (publisher.setting, "", grant.resource, grant.namespace, grant.verbs)
         for publisher in PUBLISHERS
         if publisher.enabled(settings)
         for grant in publisher.grants(settings)
     ]
+    optional = {}
+    for publisher in PUBLISHERS:
+        for grant in publisher.family_grants(family) if family and publisher.enabled(settings) else ():
+            wanted.append((publisher.setting, "", grant.resource, grant.namespace, grant.verbs))
+            optional[grant.resource] = grant.without
     if settings.volcano:
         wanted += [("volcano", "", resource, None, verbs) for resource, verbs in VOLCANO_GRANTS]
     elif checks_volcano_choices(settings):
@@ -107,12 +107,9 @@ def needed_permissions(settings: Settings) -> list[Permission]:
             tuple(dict.fromkeys(features)),
             group,
             tuple(dict.fromkeys([*(earlier.reviews if earlier else ()), *reviews])),
+            optional.get(resource),
         )
     return list(merged.values())
-
-
-class ReviewFailed(Exception):
-    """The API server could not be asked, or did not answer a review."""
 
 
 def require_cluster(context: Context) -> None:
@@ -132,9 +129,9 @@ async def permissions(context: Context) -> list[Finding]:
     settings = context.settings
     require_cluster(context)
     from ascend_plugin.kubeapi.client import connect
-    from ascend_plugin.kubeapi.errors import KubeConfigError
+    from ascend_plugin.kubeapi.errors import KubeConfigError, KubeError
 
-    wanted = needed_permissions(settings)
+    wanted = needed_permissions(settings, context.family)
     if not wanted:
         raise NotApplicable("every Kubernetes feature is off in the settings")
     try:
@@ -150,7 +147,7 @@ async def permissions(context: Context) -> list[Finding]:
         ]
     try:
         return [await _reviewed(kube, permission) for permission in wanted]
-    except ReviewFailed as error:
+    except KubeError as error:
         return [
             Finding.problem(
                 RBAC,
@@ -172,6 +169,12 @@ async def _reviewed(kube: Kube, permission: Permission) -> Finding:
     if not denied:
         return Finding.ok(permission.name, f"allowed: {asked} {permission.resource} {permission.where}")
     verbs = ", ".join(denied)
+    if permission.without is not None:
+        return Finding.warning(
+            permission.name,
+            f"denied: {verbs} {permission.resource} {permission.where}; without it {permission.without}",
+            fix="the chart grants it with rbac.removeStaleResources=true (the default)",
+        )
     listed = ", ".join(json.dumps(verb) for verb in denied)
     rule = f'{{apiGroups: ["{permission.group}"], resources: ["{permission.resource}"], verbs: [{listed}]}}'
     namespace = f" -n {permission.namespace}" if permission.namespace else ""
@@ -193,6 +196,7 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission, name: st
     from kubernetes_asyncio.client import AuthorizationV1Api
 
     from ascend_plugin.kubeapi.client import REQUEST_TIMEOUT
+    from ascend_plugin.kubeapi.errors import KubeError, Unreachable
 
     attributes: dict[str, str] = {"verb": verb, "group": permission.group, "resource": permission.resource}
     if permission.namespace:
@@ -216,13 +220,13 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission, name: st
         finally:
             response.release()
     except (aiohttp.ClientError, OSError, TimeoutError) as error:
-        raise ReviewFailed(
+        raise Unreachable(
             f"cannot reach the API server at {kube.host}: {error or type(error).__name__}"
         ) from error
     answer = _json(raw)
     if not 200 <= response.status < 300:
         message = answer.get("message") or raw[:200].decode("utf-8", "replace")
-        raise ReviewFailed(
+        raise KubeError(
             f"the API server refused a SelfSubjectAccessReview (HTTP {response.status}): {message}"
         )
     status = answer.get("status")

@@ -1,8 +1,6 @@
-"""The report: aligned text for a person at a terminal, or JSON for a script.
+"""The report: aligned text for a person, or JSON for a script.
 
-The JSON form is a contract: ``findings`` is a list of objects with exactly the
-keys name, status (ok / problem / warning / skipped), detail, fix and see
-(null when none), and ``passed`` is what the exit code says (warnings pass).
+The JSON is a contract: ``findings`` (name, status, detail, fix, see) and ``passed`` (the exit code).
 """
 
 from __future__ import annotations

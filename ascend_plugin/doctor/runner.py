@@ -1,9 +1,4 @@
-"""Run every check in order and report.
-
-The order is the plugin's own bring-up order (library, chips, host, kubelet,
-Kubernetes), so the first problem in the report is usually the one to fix
-first, and the checks after it build on what the earlier ones found.
-"""
+"""Run every check in the plugin's bring-up order, and report: the first problem is usually the one to fix."""
 
 from __future__ import annotations
 

@@ -1,16 +1,8 @@
 """Checks of how the chips are split: static vNPUs, and the share_count setting.
 
-Both read what the plugin reads (each chip's vNPUs through VDEV_MNG) and decide
-with the plugin's own rules (:func:`ascend_plugin.offers.node_offers.plan_offers`),
-so the doctor warns and refuses exactly where the plugin would: sharing chips
-that carry vNPUs is a problem (the plugin exits with code 2), a share_count the
-node's family ignores is a warning, and so is a vNPU template without a resource
-name. It also reads the vNPUs when ``vnpu=off``: a split chip offered whole
-would give two pods the same silicon. With ``vnpu=dynamic`` the chips' vNPUs
-are the DRA driver's: those no prepared claim of its checkpoint owns are
-named, since the driver destroys them when it starts; a checkpoint doctor
-cannot read (the driver's directory not mounted where it runs) is said as such,
-never taken for one that owns nothing.
+Both decide with the plugin's own rules (:func:`~ascend_plugin.offers.node_offers.plan_offers`), so the
+doctor refuses and warns where the plugin would. With ``vnpu=dynamic`` the vNPUs no prepared claim owns are
+named (the driver destroys them at start); a checkpoint it cannot read is said, never taken for empty.
 """
 
 from __future__ import annotations
@@ -21,11 +13,16 @@ from ascend_plugin.chip_calls import ChipCallError
 from ascend_plugin.doctor.check import check
 from ascend_plugin.doctor.chips import CHIPS, FAMILY
 from ascend_plugin.doctor.context import Context
-from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set, listing
+from ascend_plugin.doctor.findings import DoctorError, Finding, NotApplicable, how_to_set, listing
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
-from ascend_plugin.offers.node_offers import OfferSettings, SharingRefused, plan_dra, plan_offers
-from ascend_plugin.offers.vnpu_templates import VNPU_TEMPLATES
-from ascend_plugin.offers.vnpus import vnpu_resource
+from ascend_plugin.offers.node_offers import (
+    VNPU_TEMPLATES,
+    OfferSettings,
+    SharingRefused,
+    plan_dra,
+    plan_offers,
+    vnpu_resource,
+)
 from backends.errors import ChipError
 from backends.families import FamilyTable
 from backends.library import VdevInfo
@@ -58,8 +55,8 @@ async def vnpus(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     table = backend.table
-    if not backend.splits_into_vnpus:
-        raise NotApplicable(backend.vnpu_absence())
+    if absence := backend.vnpu_absence():
+        raise NotApplicable(absence)
     found: dict[int, tuple[VdevInfo, ...]] = {}
     for chip in chips:
         try:
@@ -99,15 +96,11 @@ async def vnpus(context: Context) -> Finding:
     )
 
 
-class CheckpointUnreadable(Exception):
-    """The DRA driver's checkpoint is there (or may be) but cannot be read from here: owners unknown."""
-
-
 def _dynamic(context: Context, table: FamilyTable, split: Mapping[int, tuple[VdevInfo, ...]]) -> Finding:
     """vnpu=dynamic: the vNPUs prepared claims own, and those the driver destroys when it starts."""
     try:
         owned = _owned(context)
-    except CheckpointUnreadable as unreadable:
+    except DoctorError as unreadable:
         return Finding.warning(
             VNPUS,
             f"vnpu=dynamic: {unreadable}: which vNPUs claims own is unknown ({_described(table, split)})",
@@ -135,7 +128,7 @@ def _owned(context: Context) -> set[tuple[int, int]]:
     that cannot be decoded (the driver moves it aside and starts without):
     either way the driver owns nothing when it starts. A directory that is not
     there (not mounted where doctor runs) or a file that cannot be read raises
-    :class:`CheckpointUnreadable`: the owners are unknown, not none.
+    :class:`DoctorError`: the owners are unknown, not none.
     """
     from ascend_plugin.faces.dra.checkpoint import PREPARED, Checkpoint, CheckpointError
     from ascend_plugin.faces.dra.names import CHECKPOINT
@@ -143,7 +136,7 @@ def _owned(context: Context) -> set[tuple[int, int]]:
 
     path = context.host(str(dra_plugin_dir(context.settings) / CHECKPOINT))
     if not path.parent.is_dir():
-        raise CheckpointUnreadable(
+        raise DoctorError(
             f"checkpoint {path} not readable (its directory {path.parent} is not there: not mounted here?)"
         )
     try:
@@ -151,7 +144,7 @@ def _owned(context: Context) -> set[tuple[int, int]]:
     except (FileNotFoundError, CheckpointError):
         return set()
     except OSError as error:
-        raise CheckpointUnreadable(f"checkpoint {path} not readable ({error.strerror or error})") from error
+        raise DoctorError(f"checkpoint {path} not readable ({error.strerror or error})") from error
     return {
         (vnpu.phy_id, vnpu.vdev_id)
         for claim in claims.values()
@@ -170,7 +163,7 @@ async def share_count(context: Context) -> Finding:
     chips = context.need(context.chips, CHIPS)
     backend = context.need(context.backend, FAMILY)
     vnpus: Mapping[int, tuple[VdevInfo, ...]] = {}
-    if settings.vnpu == "static" and backend.splits_into_vnpus:
+    if settings.vnpu == "static" and not backend.vnpu_absence():
         vnpus = context.need(context.vnpus, VNPUS)  # what the plugin would see
     states = [ChipState(chip, vnpus=vnpus.get(chip.phy_id, ())) for chip in chips]
     inventory = Inventory(NodeFacts(backend.table, "doctor"), states)

@@ -1,8 +1,6 @@
 """Check that Volcano does not place pods here while Volcano mode is off (faces/volcano/unfollowed.py).
 
-The pods the kubelet lists as holding this node's chips (its PodResources API)
-are read from the API server, as the running plugin reads them: one carrying
-Volcano's allocation annotation got the kubelet's pick and no rank table.
+A pod holding this node's chips that carries Volcano's allocation annotation got the kubelet's pick.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""KubeletCounters: what the face serving the kubelet has counted, as the metrics read it.
-
-The device-plugin face and the DRA driver face each fill one from the counters
-they keep anyway (their ``counters()``); the operations face reads it at scrape
-time. It lives beside the faces, in none of them, so that no face knows
-another: the operations face reads whichever serves the node.
+"""KubeletCounters: what the face serving the kubelet has counted, as the metrics read it. It lives
+beside the faces, in none of them, so that no face knows another.
 """
 
 from __future__ import annotations

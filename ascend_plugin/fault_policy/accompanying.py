@@ -1,15 +1,7 @@
 """Bus errors that merely accompany an HBM multi-bit error, dropped as Huawei drops them.
 
-An uncorrectable on-chip memory error (80E01801) makes the AI Core and AI
-Vector units report bus errors (80C98009, 80CB8009) too. Where the
-configuration has a FaultDuration entry for 80E01801 (Huawei's switch for
-this), a bus error is held for 5 s: if an HBM error lies within 5 s of it,
-before or after, it is dropped; otherwise it applies, late by those 5 s.
-
-Where Huawei would see the dropped code again at its next poll and let it in,
-a dropped code here stays dropped until it clears: polls list it as long as
-the HBM error's aftermath lasts, and it is not the chip's own fault. A
-recovery of a code that did apply is never held back.
+docs/faults.md "Special codes". Unlike Huawei's, a dropped code stays dropped until it clears: polls
+list it while the HBM error's aftermath lasts, and it is not the chip's own fault.
 """
 
 from __future__ import annotations
@@ -17,8 +9,13 @@ from __future__ import annotations
 from collections.abc import Container
 from dataclasses import dataclass, field
 
-from ascend_plugin.fault_policy.codes import AIC_BUS_ERROR, AIV_BUS_ERROR, HBM_MULTI_BIT
-from ascend_plugin.fault_policy.observations import Assertion, Observation
+from ascend_plugin.fault_policy.faults import (
+    AIC_BUS_ERROR,
+    AIV_BUS_ERROR,
+    HBM_MULTI_BIT,
+    Assertion,
+    Observation,
+)
 
 WINDOW_MS = 5000
 BUS_ERRORS = frozenset({AIC_BUS_ERROR, AIV_BUS_ERROR})
@@ -88,5 +85,4 @@ class AccompanyingFaults:
         return held
 
     def deadline(self) -> int | None:
-        """When the next held observation is due."""
         return min((held.at + WINDOW_MS + 1 for held in self.held), default=None)

@@ -1,16 +1,7 @@
-"""One chip's faults: its current codes, their clocks and counters, and the escalations they left.
+"""One chip's faults: its current codes, their clocks and counters, the escalations they left.
 
-The policy is told what happens (:class:`~.observations.Observation`: a code
-raised, cleared or reported once, with its time) and judges on request, at
-the time of its clock: the chip's level is the most severe of what its codes
-say (:meth:`~.fault_codes.FaultCodeLists.chip_level`) and of its escalations,
-which FaultFrequency and FaultDuration record as reasons (:mod:`.reasons`)
-the moment they happen. Network codes make a second level beside it.
-
-A one-off event keeps its code current for its level's hold, then lets it go.
-A code a poll found is cleared by a later poll that no longer lists it; one
-only events reported waits for its recovery event, since a poll that never
-listed it knows nothing of it.
+Told what happens (:class:`~.faults.Observation`), it judges at its clock's time: the chip's level and
+its network's, from its codes and escalations (docs/faults.md "How a chip's level is decided").
 """
 
 from __future__ import annotations
@@ -23,19 +14,30 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from ascend_plugin.fault_policy.accompanying import AccompanyingFaults
-from ascend_plugin.fault_policy.codes import NETWORK_CODES, RESET_FINISHED
 from ascend_plugin.fault_policy.config import FaultConfig
-from ascend_plugin.fault_policy.duration import DurationChange, DurationClock, DurationEdge
-from ascend_plugin.fault_policy.frequency import MS, FrequencyCounter
-from ascend_plugin.fault_policy.levels import FaultLevel, kubelet_healthy, most_severe, network_healthy
-from ascend_plugin.fault_policy.observations import POLLED_SEVERITY, Assertion, Observation
-from ascend_plugin.fault_policy.reasons import (
+from ascend_plugin.fault_policy.escalations import (
     AUTOFILL_CODE,
-    ReasonBook,
+    MS,
+    DurationChange,
+    DurationClock,
+    DurationEdge,
+    FrequencyCounter,
+    Reasons,
     Release,
     ReleaseCause,
     UpgradeKind,
     UpgradeReason,
+)
+from ascend_plugin.fault_policy.faults import (
+    NETWORK_CODES,
+    POLLED_SEVERITY,
+    RESET_FINISHED,
+    Assertion,
+    Fault,
+    FaultLevel,
+    Observation,
+    kubelet_healthy,
+    network_healthy,
 )
 
 log = logging.getLogger(__name__)
@@ -93,6 +95,16 @@ class ChipJudgement:
         """The codes on the chip now (both sides), as the configuration spells them."""
         return (*self.chip.codes[: self.chip.current], *self.network.codes[: self.network.current])
 
+    @property
+    def faults(self) -> tuple[Fault, ...]:
+        """The codes on the chip now, most severe first, each at the chip's level with that code alone."""
+        faults = {
+            Fault(int(code, 16), side.times[code].level)
+            for side in (self.chip, self.network)
+            for code in side.codes[: side.current]
+        }
+        return tuple(sorted(faults, key=lambda fault: (-fault.level, fault.code)))
+
 
 @dataclass
 class _Current:
@@ -102,12 +114,10 @@ class _Current:
 
 
 class ChipFaults:
-    """The fault state of one chip, judged by the configuration given."""
-
     def __init__(self, phy_id: int, config: FaultConfig) -> None:
         self.phy_id = phy_id
         self.config = config
-        self.reasons = ReasonBook()
+        self.reasons = Reasons()
         # Whether the ConfigMap write naming this chip in ManuallySeparateNPU went out:
         # only then may its absence from the key mean an operator released it.
         self.separation_written = False
@@ -122,6 +132,7 @@ class ChipFaults:
         self._releases: deque[Release] = deque(maxlen=RELEASES_KEPT)
         self.escalated: Counter[UpgradeKind] = Counter()  # escalations recorded, by what escalated
         self.configuration = 0  # configurations it was judged by before this one
+        self._judged_at = 0  # when it was last judged: what is due by then is consumed
 
     # -- what happens -------------------------------------------------------------------
 
@@ -132,19 +143,17 @@ class ChipFaults:
         self._severities[observation.code] = observation.severity
         if not observation.polled:
             self._event_at[observation.code] = max(observation.at, self._event_at.get(observation.code, 0))
-        for admitted in self._admit(observation):
-            self._apply(admitted)
+        admitted = [observation]
+        if self.config.customization.drops_accompanying_faults:
+            admitted = self._accompanying.offer(observation, self._current)
+        for each in admitted:
+            self._apply(each)
         self._forget_gone()
         return False
 
     def reconcile(self, listed: Collection[int], at: int) -> None:
         """A poll begun at ``at`` lists ``listed``: raise new codes, clear the polled ones it no longer lists.
-
-        The reset-finished code is not a fault: a poll is already the fresh read it asks for.
-        A code an event spoke of after the poll began is the event's: the poll's
-        older view of it is left out (a recovery event is not undone by a poll
-        that read the code just before it cleared).
-        """
+        A code an event spoke of after the poll began is the event's (a recovery is not undone)."""
         stale = {code for code, event_at in self._event_at.items() if event_at > at}
         # An event older than this poll's start is older than every later poll's too.
         self._event_at = {code: self._event_at[code] for code in stale}
@@ -162,27 +171,15 @@ class ChipFaults:
         self._accompanying.forget_absent(listed)
 
     def read_afresh(self) -> None:
-        """The chip was reset: let the next poll decide every current code, as if polls had listed them all.
-
-        A code a fault event raised (or reported once) before a reset says
-        nothing of the chip after it; the poll that follows keeps the codes it
-        lists and clears the rest, through the usual recovery (clocks and
-        counters see it).
-        """
+        """The chip was reset: the next poll decides every current code, as if polls had listed them all
+        (an event before a reset says nothing of the chip after it)."""
         for current in self._current.values():
             current.polled, current.until = True, None
 
     def restore(self, listed: bool, reasons: Iterable[UpgradeReason], now: int) -> None:
-        """Take back what the device-info ConfigMap recorded before a restart.
-
-        ``listed``: the chip is named in ManuallySeparateNPU. The key is the
-        truth for manual separation, as in Huawei's plugin: a listed chip
-        without a ManuallySeparateNPU reason gets an autofilled one, and such
-        reasons of an unlisted chip are dropped. Escalations whose rule is
-        gone from the configuration are dropped too. Since nothing is known of
-        the time the plugin was down, a restored escalation counts its
-        release window from ``now``, unless the chip shows the code again.
-        """
+        """Take back what the device-info ConfigMap recorded before a restart; ``listed``: named in
+        ManuallySeparateNPU (the truth, as in Huawei's plugin). A restored escalation's window starts
+        ``now``."""
         for reason in reasons:
             code = reason.code
             self.reasons.newest(
@@ -216,7 +213,6 @@ class ChipFaults:
         self._lift(lambda reason: reason.level is L.ManuallySeparateNPU, ReleaseCause.OPERATOR)
 
     def drain_releases(self) -> list[Release]:
-        """The escalations lifted since the last call."""
         releases = list(self._releases)
         self._releases.clear()
         return releases
@@ -226,35 +222,14 @@ class ChipFaults:
     def judge(self, now: int, *, held: bool) -> ChipJudgement:
         """The chip's levels and health at ``now``; ``held``: a pod holds the chip."""
         self._advance(now)
-        lists = self.config.codes
-        chip_codes = [code for code in self._current if code not in NETWORK_CODES]
-        network_codes = [code for code in self._current if code in NETWORK_CODES]
+        self._judged_at = max(self._judged_at, now)
         reasons = self.reasons.all()
-        chip_reasons = [reason for reason in reasons if not reason.network]
-        network_reasons = [reason for reason in reasons if reason.network]
-        chip_raised = most_severe(reason.level for reason in chip_reasons)
-        network_raised = most_severe(reason.level for reason in network_reasons)
-        level = most_severe([lists.chip_level(chip_codes, self._severities), chip_raised])
-        network_level = most_severe([lists.network_level(network_codes), network_raised])
-        # Huawei gives each code in the fault list the level of the chip with that
-        # code alone, escalations included.
-        chip = self._side(
-            level,
-            chip_codes,
-            chip_reasons,
-            lambda code: most_severe([lists.chip_level([code], self._severities), chip_raised]),
-        )
-        network = self._side(
-            network_level,
-            network_codes,
-            network_reasons,
-            lambda code: most_severe([lists.network_level([code]), network_raised]),
-        )
+        chip, network = self._side(reasons, network=False), self._side(reasons, network=True)
         return ChipJudgement(
-            level,
-            network_level,
-            kubelet_healthy(level, held=held),
-            network_healthy(network_level),
+            chip.level,
+            network.level,
+            kubelet_healthy(chip.level, held=held),
+            network_healthy(network.level),
             self.reasons.manual,
             chip,
             network,
@@ -262,8 +237,32 @@ class ChipFaults:
             self.configuration,
         )
 
+    def _side(self, reasons: Sequence[UpgradeReason], *, network: bool) -> FaultSide:
+        """The chip's own view (or its network's): the level of its codes and escalations, each code at
+        the level of the chip with that code alone, escalations included, as Huawei lists them."""
+        codes = [code for code in self._current if (code in NETWORK_CODES) == network]
+        mine = [reason for reason in reasons if reason.network == network]
+        raised = max((reason.level for reason in mine), default=L.NormalNPU)
+        times = {
+            self.config.spell(code).upper(): CodeTime(
+                self._current[code].first_seen, max(self._level([code], network), raised)
+            )
+            for code in codes
+        }
+        for reason in mine:
+            if reason.code is not None:  # an autofilled reason names no code
+                times[reason.fault_code.upper()] = CodeTime(reason.upgrade_time, reason.level)
+        return FaultSide(
+            max(self._level(codes, network), raised), tuple(times), MappingProxyType(times), len(codes)
+        )
+
+    def _level(self, codes: Sequence[int], network: bool) -> FaultLevel:
+        """The level ``codes`` give the chip (or, ``network``, its network) by the lists in force."""
+        lists = self.config.codes
+        return lists.network_level(codes) if network else lists.chip_level(codes, self._severities)
+
     def wake_at(self) -> int | None:
-        """When judging again may give another answer though nothing is observed (Unix ms)."""
+        """When judging again may answer otherwise though nothing is observed (Unix ms; None: never)."""
         customization = self.config.customization
         times: list[int | None] = [current.until for current in self._current.values()]
         if customization.drops_accompanying_faults:
@@ -284,14 +283,9 @@ class ChipFaults:
                 for reason in self.reasons.all()
                 if reason.kind is UpgradeKind.AUTOFILL
             )
-        return min((time for time in times if time is not None), default=None)
+        return min((time for time in times if time is not None and time > self._judged_at), default=None)
 
     # -- the machinery ------------------------------------------------------------------
-
-    def _admit(self, observation: Observation) -> list[Observation]:
-        if not self.config.customization.drops_accompanying_faults:
-            return [observation]
-        return self._accompanying.offer(observation, self._current)
 
     def _apply(self, observation: Observation) -> None:
         code, at = observation.code, observation.at
@@ -299,7 +293,10 @@ class ChipFaults:
         if observation.assertion is Assertion.RAISED:
             if current is None:
                 self._current[code] = _Current(at, observation.polled)
-                self._occurred(code, at)
+                if (duration := self.config.customization.duration.get(code)) is not None:
+                    self._duration_changed(code, self._clock(code).raised(at, duration))
+                else:
+                    self._count(code, at)
             else:  # the same fault seen again (its event after the poll that found it): one occurrence
                 current.first_seen = min(current.first_seen, at)
                 current.polled |= observation.polled
@@ -309,7 +306,7 @@ class ChipFaults:
                 del self._current[code]
                 self._recovered(code, at)
         else:
-            until = at + int(self._own_level(code).one_off_hold * MS)
+            until = at + int(self._level([code], code in NETWORK_CODES).one_off_hold * MS)
             if current is None:
                 self._current[code] = _Current(at, polled=False, until=until)
             elif current.until is not None:
@@ -351,21 +348,6 @@ class ChipFaults:
                 for code, severity in self._severities.items()
                 if code in self._current or code in held
             }
-
-    def _own_level(self, code: int) -> FaultLevel:
-        lists = self.config.codes
-        return (
-            lists.network_level([code])
-            if code in NETWORK_CODES
-            else lists.chip_level([code], self._severities)
-        )
-
-    def _occurred(self, code: int, at: int) -> None:
-        duration = self.config.customization.duration.get(code)
-        if duration is not None:
-            self._duration_changed(code, self._clock(code).raised(at, duration))
-        else:
-            self._count(code, at)
 
     def _recovered(self, code: int, at: int) -> None:
         customization = self.config.customization
@@ -459,21 +441,6 @@ class ChipFaults:
         rules = customization.frequency if reason.kind is UpgradeKind.FREQUENCY else customization.duration
         rule = rules.get(code) if code is not None else None
         return rule.handling if rule is not None else None
-
-    def _side(
-        self,
-        level: FaultLevel,
-        codes: Sequence[int],
-        reasons: Sequence[UpgradeReason],
-        level_of: Callable[[int], FaultLevel],
-    ) -> FaultSide:
-        times: dict[str, CodeTime] = {}
-        for code in codes:
-            times[self.config.spell(code).upper()] = CodeTime(self._current[code].first_seen, level_of(code))
-        for reason in reasons:
-            if reason.code is not None:  # an autofilled reason names no code
-                times[reason.fault_code.upper()] = CodeTime(reason.upgrade_time, reason.level)
-        return FaultSide(level, tuple(times), MappingProxyType(times), len(codes))
 
     def _escalate(self, reason: UpgradeReason) -> None:
         was_manual = self.reasons.manual

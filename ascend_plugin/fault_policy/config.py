@@ -1,26 +1,8 @@
 """The fault configuration in force: Huawei's ConfigMap over the operator's file over the built-ins.
 
-Where each part comes from, as in Huawei's plugin:
-
-* ``faultCode.json``: the key of the ConfigMap ``kube-system/mindx-dl-fault-config``;
-  when the key is missing, the base lists: the operator's ``fault_levels_file``
-  if it is in Huawei's format (it plays the part of Huawei's
-  ``/usr/local/faultCode.json``), else the built-in file;
-* ``faultCustomization.json``: the key of the ConfigMap; when missing, the
-  built-in file (either key, unreadable, keeps its last content read, if any);
-* ``PollInterval``: the key of the ConfigMap, seconds 30-3600; missing,
-  unparsable or out of range: 300;
-* no ConfigMap at all (HTTP 404): every part from its base.
-
-Then the plugin's own format (``fault_levels_file`` in that format, and the
-config ConfigMap's ``fault_levels.json``) is laid over the lists
-(:mod:`.overlay`). Each part that fell back says so in a note, logged once
-per change.
-
-The built-in files are Huawei's, unchanged: ``data/faultCode.json`` and
-``data/faultCustomization.json`` from ``Ascend/mind-cluster``,
-``component/ascend-device-plugin/build/``, at commit
-22bb3d987bc0208c3eb7395e222b661276133c58 (master, 2026-08-21).
+Fallbacks: docs/faults.md "Where the configuration comes from". The built-in ``data/`` files are Huawei's,
+unchanged (``Ascend/mind-cluster`` ``component/ascend-device-plugin/build/`` at commit
+22bb3d987bc0208c3eb7395e222b661276133c58, 2026-08-21).
 """
 
 from __future__ import annotations
@@ -35,18 +17,22 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TypeVar
 
-from ascend_plugin.fault_policy.codes import spell
-from ascend_plugin.fault_policy.customization import FaultCustomization, parse_customization
-from ascend_plugin.fault_policy.decoding import parse_json
+from ascend_plugin.fault_policy.customization import (
+    NEVER,
+    TIME_WINDOW,
+    FaultCustomization,
+    FrequencyRule,
+    parse_customization,
+)
+from ascend_plugin.fault_policy.documents import ConfigNote, FaultConfigError, log_notes, parse_json
 from ascend_plugin.fault_policy.fault_codes import (
     FaultCodeLists,
     decode_fault_codes,
+    decode_overlay,
     is_fault_code_document,
     parse_fault_codes,
 )
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.overlay import apply_overlay, decode_overlay
-from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError, log_notes
+from ascend_plugin.fault_policy.faults import FaultLevel, spell
 from ascend_plugin.settings import shown
 
 log = logging.getLogger(__name__)
@@ -62,45 +48,9 @@ POLL_INTERVAL_DEFAULT = 300
 POLL_INTERVAL_RANGE = (30, 3600)
 _GO_ATOI = re.compile(r"[+-]?[0-9]+")
 
+_PARTS = (FAULT_CODE_KEY, CUSTOMIZATION_KEY)
 BUILTIN_FAULT_CODES = "built-in faultCode.json"
 BUILTIN_CUSTOMIZATION = "built-in faultCustomization.json"
-
-
-@dataclass(frozen=True)
-class LevelsFile:
-    """An operator's fault-level file: Huawei's lists, or an overlay in the plugin's format."""
-
-    source: str
-    lists: FaultCodeLists | None = None  # Huawei's faultCode.json format
-    overlay: Mapping[int, FaultLevel] = field(default_factory=lambda: MappingProxyType({}))
-
-
-def read_levels_file(path: Path) -> LevelsFile:
-    """``path`` read in whichever format it is in; FaultConfigError saying why it cannot be used.
-
-    A file with any of Huawei's list names (``SeparateNPUCodes`` ...) is a
-    ``faultCode.json``; otherwise it is the plugin's format (level names). Its
-    notes (skipped codes) are logged here.
-    """
-    source = f"fault-level file {path}"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as error:
-        raise FaultConfigError(f"cannot read fault-level file {path}: {error.strerror}") from error
-    except UnicodeDecodeError as error:
-        raise FaultConfigError(f"fault-level file {path} is not UTF-8 text: {error}") from error
-    data = parse_json(text, source)
-    if not isinstance(data, dict) or not is_fault_code_document(data):
-        return LevelsFile(source, overlay=MappingProxyType(decode_overlay(data, source)))
-    mixed = sorted(key for key in data if key in FaultLevel.__members__)
-    if mixed:
-        raise FaultConfigError(
-            f"{source} mixes Huawei's list names with the plugin's level names ({', '.join(mixed)}): "
-            "write either faultCode.json's lists (SeparateNPUCodes ...) or level names, not both"
-        )
-    lists, notes = decode_fault_codes(data, source)
-    log_notes(notes, log)
-    return LevelsFile(source, lists=lists)
 
 
 @dataclass(frozen=True)
@@ -110,44 +60,49 @@ class BaseConfig:
     codes: FaultCodeLists
     codes_source: str
     customization: FaultCustomization
-    customization_source: str = BUILTIN_CUSTOMIZATION
     overlay: Mapping[int, FaultLevel] = field(default_factory=lambda: MappingProxyType({}))
     overlay_source: str | None = None
 
 
 @cache
-def _builtin_text(name: str) -> str:
-    return resources.files("ascend_plugin").joinpath(f"data/{name}").read_text(encoding="utf-8")
-
-
-@cache
 def builtin_codes() -> FaultCodeLists:
-    """Huawei's shipped ``faultCode.json``."""
-    lists, _ = parse_fault_codes(_builtin_text("faultCode.json"), BUILTIN_FAULT_CODES)
-    return lists
+    return parse_fault_codes(_builtin("faultCode.json"), BUILTIN_FAULT_CODES)[0]
 
 
 @cache
 def builtin_customization() -> FaultCustomization:
-    """Huawei's shipped ``faultCustomization.json``."""
-    customization, _ = parse_customization(_builtin_text("faultCustomization.json"), BUILTIN_CUSTOMIZATION)
-    return customization
+    return parse_customization(_builtin("faultCustomization.json"), BUILTIN_CUSTOMIZATION)[0]
+
+
+def _builtin(name: str) -> str:
+    return resources.files("ascend_plugin").joinpath(f"data/{name}").read_text(encoding="utf-8")
 
 
 def base_config(levels_file: Path | None) -> BaseConfig:
-    """The base for a node started with ``fault_levels_file`` = ``levels_file``."""
+    """The base for ``fault_levels_file`` = ``levels_file``; FaultConfigError if unusable. A file with
+    Huawei's list names is a ``faultCode.json`` and replaces the built-in lists (as Huawei's
+    ``/usr/local/faultCode.json``); otherwise it is the plugin's format, laid over them."""
     if levels_file is None:
         return BaseConfig(builtin_codes(), BUILTIN_FAULT_CODES, builtin_customization())
-    read = read_levels_file(levels_file)
-    if read.lists is not None:
-        return BaseConfig(read.lists, read.source, builtin_customization())
-    return BaseConfig(
-        builtin_codes(),
-        BUILTIN_FAULT_CODES,
-        builtin_customization(),
-        overlay=read.overlay,
-        overlay_source=read.source,
-    )
+    source = f"fault-level file {levels_file}"
+    try:
+        text = levels_file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise FaultConfigError(f"cannot read fault-level file {levels_file}: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise FaultConfigError(f"fault-level file {levels_file} is not UTF-8 text: {error}") from error
+    data = parse_json(text, source)
+    if not isinstance(data, dict) or not is_fault_code_document(data):
+        overlay = MappingProxyType(decode_overlay(data, source))
+        return BaseConfig(builtin_codes(), BUILTIN_FAULT_CODES, builtin_customization(), overlay, source)
+    if mixed := sorted(key for key in data if key in FaultLevel.__members__):
+        raise FaultConfigError(
+            f"{source} mixes Huawei's list names with the plugin's level names ({', '.join(mixed)}): "
+            "write either faultCode.json's lists (SeparateNPUCodes ...) or level names, not both"
+        )
+    lists, notes = decode_fault_codes(data, source)
+    log_notes(notes, log)
+    return BaseConfig(lists, source, builtin_customization())
 
 
 @dataclass(frozen=True)
@@ -178,6 +133,16 @@ class FaultConfig:
         """``code`` as the configuration first spelled it (lower-case), Huawei's way."""
         return spell(code, self._spellings)
 
+    def origin(self) -> str:
+        """Where each part came from, as the watcher logs it and ``doctor`` shows it."""
+        parts = [f"{part} from {self.sources[part]}" for part in _PARTS if part in self.sources]
+        parts.append(
+            f"{POLL_INTERVAL_KEY} {self.poll_interval} s ({self.sources.get(POLL_INTERVAL_KEY, 'default')})"
+        )
+        if overlay := self.sources.get("overlay"):
+            parts.append(f"levels changed by {overlay}")
+        return "; ".join(parts)
+
 
 def parse_poll_interval(text: str | None, source: str) -> tuple[int, ConfigNote | None]:
     """``PollInterval`` in seconds, as Huawei reads it (``strconv.Atoi``, 30-3600, else 300)."""
@@ -204,38 +169,56 @@ def fault_config(
     overlay_source: str | None = None,
     last: LastRead = LastRead(),
 ) -> FaultConfig:
-    """The configuration for ``configmap``'s data (None: there is no such ConfigMap) over ``base``.
-
-    ``overlay`` (the config ConfigMap's ``fault_levels.json``) is laid over the
-    base's own overlay; ``last``: what the configuration before read of the
-    ConfigMap's files. The notes are logged here, and kept in the result.
-    """
+    """The configuration for ``configmap``'s data (None: no such ConfigMap) over ``base``, with
+    ``overlay`` (the config ConfigMap's ``fault_levels.json``) over the base's own; ``last``: what the
+    configuration before read of the ConfigMap's files. Notes are logged and kept in the result."""
     notes: list[ConfigNote] = []
-    sources: dict[str, str] = {}
-    codes, codes_read = _part(
-        configmap,
-        FAULT_CODE_KEY,
-        where,
-        parse_fault_codes,
-        (base.codes, base.codes_source, last.codes),
-        notes,
-        sources,
+
+    def part(
+        key: str, parse: Callable[[str, str], tuple[T, list[ConfigNote]]], base: tuple[T, str, T | None]
+    ) -> tuple[T, T | None, str]:
+        """One file: the key's content, else its last content read whole, else the base's; with what was
+        read whole of the key (for the next configuration) and where the file came from."""
+        fallback, fallback_source, last_read = base
+        text = None if configmap is None else configmap.get(key)
+        if text is None:
+            if configmap is not None:
+                notes.append(
+                    ConfigNote(where, key, f"the ConfigMap has no {key} key; {fallback_source} applies")
+                )
+            return fallback, None, fallback_source
+        source = f"{key} of {where}"
+        try:
+            value, found = parse(text, source)
+        except FaultConfigError as error:
+            if last_read is None:
+                notes.append(
+                    ConfigNote(where, key, f"{error}; {fallback_source} applies instead", error=True)
+                )
+                return fallback, None, fallback_source
+            notes.append(ConfigNote(where, key, f"{error}; its last content read stays in force", error=True))
+            return last_read, last_read, f"{source}, as last read (its current content cannot be read)"
+        notes.extend(found)
+        return value, value, source
+
+    codes, codes_read, codes_source = part(
+        FAULT_CODE_KEY, parse_fault_codes, (base.codes, base.codes_source, last.codes)
     )
-    customization, customization_read = _part(
-        configmap,
+    customization, customization_read, customization_source = part(
         CUSTOMIZATION_KEY,
-        where,
         parse_customization,
-        (base.customization, base.customization_source, last.customization),
-        notes,
-        sources,
+        (base.customization, BUILTIN_CUSTOMIZATION, last.customization),
     )
     interval, note = parse_poll_interval(
         None if configmap is None else configmap.get(POLL_INTERVAL_KEY), where
     )
     notes.extend([note] if note else [])
     has_interval = configmap is not None and POLL_INTERVAL_KEY in configmap and note is None
-    sources[POLL_INTERVAL_KEY] = f"{POLL_INTERVAL_KEY} of {where}" if has_interval else "default"
+    sources = {
+        FAULT_CODE_KEY: codes_source,
+        CUSTOMIZATION_KEY: customization_source,
+        POLL_INTERVAL_KEY: f"{POLL_INTERVAL_KEY} of {where}" if has_interval else "default",
+    }
     layered = {**base.overlay, **(overlay or {})}
     if layered:
         codes, customization = apply_overlay(codes, customization, layered)
@@ -245,40 +228,19 @@ def fault_config(
     return FaultConfig(codes, customization, interval, MappingProxyType(sources), tuple(notes), read)
 
 
-def _part(  # noqa: PLR0917 - one call per part, each a line of the same shape
-    configmap: Mapping[str, str] | None,
-    key: str,
-    where: str,
-    parse: Callable[[str, str], tuple[T, list[ConfigNote]]],
-    base: tuple[T, str, T | None],
-    notes: list[ConfigNote],
-    sources: dict[str, str],
-) -> tuple[T, T | None]:
-    """One file of the configuration and what was read of the key: the key, its last good content, or base.
-
-    Each fallback comes with a note on why.
-    """
-    fallback, fallback_source, last = base
-    if configmap is None:
-        sources[key] = fallback_source
-        return fallback, None
-    source = f"{key} of {where}"
-    text = configmap.get(key)
-    if text is None:
-        notes.append(ConfigNote(where, key, f"the ConfigMap has no {key} key; {fallback_source} applies"))
-        sources[key] = fallback_source
-        return fallback, None
-    try:
-        value, found = parse(text, source)
-    except FaultConfigError as error:
-        if last is not None:
-            kept = f"{source}, as last read (its current content cannot be read)"
-            notes.append(ConfigNote(where, key, f"{error}; its last content read stays in force", error=True))
-            sources[key] = kept
-            return last, last
-        notes.append(ConfigNote(where, key, f"{error}; {fallback_source} applies instead", error=True))
-        sources[key] = fallback_source
-        return fallback, None
-    notes.extend(found)
-    sources[key] = source
-    return value, value
+def apply_overlay(
+    codes: FaultCodeLists, customization: FaultCustomization, overlay: Mapping[int, FaultLevel]
+) -> tuple[FaultCodeLists, FaultCustomization]:
+    """The lists and customization once ``overlay`` is laid over them: NormalNPU reads as NotHandleFault;
+    ManuallySeparateNPU becomes Huawei's FaultFrequency entry with Times 1 that never releases."""
+    manual = [code for code, level in overlay.items() if level is FaultLevel.ManuallySeparateNPU]
+    listed = {
+        code: {
+            FaultLevel.NormalNPU: FaultLevel.NotHandleFault,
+            FaultLevel.ManuallySeparateNPU: FaultLevel.SeparateNPU,
+        }.get(level, level)
+        for code, level in overlay.items()
+    }
+    first_occurrence = FrequencyRule(TIME_WINDOW[0], 1, FaultLevel.ManuallySeparateNPU, NEVER)
+    rules = MappingProxyType(dict.fromkeys(manual, first_occurrence))
+    return codes.with_overlay(listed), customization.with_frequency(rules) if rules else customization

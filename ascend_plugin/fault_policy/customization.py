@@ -1,34 +1,25 @@
 """``faultCustomization.json``: GraceTolerance, FaultFrequency and FaultDuration, with Huawei's ranges.
 
-* ``GraceTolerance`` holds three waits of Huawei's hot-reset handling; a value
-  out of its range (or missing) is replaced by its default.
-* ``FaultFrequency`` entries escalate a code that occurs ``Times`` times within
-  ``TimeWindow`` seconds to ``FaultHandling``, lifted once the code has stayed
-  clear for ``ReleaseTimeWindow`` seconds (0 or missing: never; required for
-  every level but ManuallySeparateNPU).
-* ``FaultDuration`` entries escalate a code present for longer than
-  ``FaultTimeout`` seconds to ``FaultHandling`` (never ManuallySeparateNPU); it
-  counts as recovered once clear for ``RecoverTimeout`` seconds.
-
-An entry out of range, without codes or with an unknown level is ignored with a
-note naming it; a code in several valid entries follows the first; a code
-string that is not hex is skipped. For a network code the level must have a
-network meaning (NotHandleFault, SubHealthFault, PreSeparateNPU, SeparateNPU,
-and ManuallySeparateNPU by frequency): another is read as NotHandleFault, as
-Huawei's documentation says.
+A bad entry is ignored with a note; a code in several entries follows the first valid one
+(docs/faults.md "faultCustomization.json").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Generic, TypeVar
 
-from ascend_plugin.fault_policy.codes import HBM_MULTI_BIT, NETWORK_CODES, parse_code
-from ascend_plugin.fault_policy.decoding import fields, go_array, go_int, go_string, go_strings, load_document
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.problems import ConfigNote
+from ascend_plugin.fault_policy.documents import (
+    ConfigNote,
+    fields,
+    go_array,
+    go_int,
+    go_string,
+    go_strings,
+    load_document,
+)
+from ascend_plugin.fault_policy.faults import HBM_MULTI_BIT, NETWORK_CODES, FaultLevel, parse_code
 from ascend_plugin.settings import shown
 
 L = FaultLevel
@@ -48,15 +39,6 @@ GRACE_FIELDS: tuple[tuple[str, int, int, int], ...] = (
 FREQUENCY_LEVELS = frozenset(L) - {L.NormalNPU}
 DURATION_LEVELS = FREQUENCY_LEVELS - {L.ManuallySeparateNPU}
 NETWORK_RULE_LEVELS = frozenset({L.NotHandleFault, L.SubHealthFault, L.PreSeparateNPU, L.SeparateNPU})
-
-R = TypeVar("R")
-
-# Each section's numbers and their ranges, in the order Huawei checks them.
-_FREQUENCY_RANGES = (("TimeWindow", TIME_WINDOW), ("ReleaseTimeWindow", RELEASE_WINDOW), ("Times", TIMES))
-_DURATION_RANGES = (("FaultTimeout", FAULT_TIMEOUT), ("RecoverTimeout", RECOVER_TIMEOUT))
-
-_FREQUENCY_FIELDS = ("EventId", "TimeWindow", "Times", "FaultHandling", "ReleaseTimeWindow")
-_DURATION_FIELDS = ("EventId", "FaultTimeout", "RecoverTimeout", "FaultHandling")
 
 
 @dataclass(frozen=True)
@@ -79,7 +61,6 @@ class FrequencyRule:
 
     @property
     def releases(self) -> bool:
-        """Whether the escalation lifts by itself."""
         return self.release_window < NEVER
 
 
@@ -94,8 +75,6 @@ class DurationRule:
 
 @dataclass(frozen=True)
 class FaultCustomization:
-    """A ``faultCustomization.json``: the waits and the rules per code."""
-
     grace: GraceTolerance = GraceTolerance()
     frequency: Mapping[int, FrequencyRule] = field(default_factory=lambda: MappingProxyType({}))
     duration: Mapping[int, DurationRule] = field(default_factory=lambda: MappingProxyType({}))
@@ -103,19 +82,14 @@ class FaultCustomization:
 
     @property
     def drops_accompanying_faults(self) -> bool:
-        """Whether AI Core/Vector bus errors within 5 s of an HBM multi-bit error are dropped.
-
-        Huawei ties this to a FaultDuration entry for 80E01801 existing.
-        """
+        """Whether AI Core/Vector bus errors within 5 s of an HBM multi-bit error are dropped: Huawei
+        ties it to a FaultDuration entry for 80E01801."""
         return HBM_MULTI_BIT in self.duration
 
     @property
     def autofill_release_window(self) -> int | None:
-        """Seconds after which a separation read back without its reason is lifted (None: never).
-
-        Huawei's rule for chips named in ManuallySeparateNPU with no recorded
-        reason: the longest ReleaseTimeWindow any FaultFrequency entry sets.
-        """
+        """Seconds after which a separation read back without its reason is lifted (None: never): the
+        longest ReleaseTimeWindow of any FaultFrequency entry, as Huawei."""
         windows = [rule.release_window for rule in self.frequency.values() if rule.releases]
         return max(windows, default=None)
 
@@ -126,186 +100,129 @@ class FaultCustomization:
         )
 
 
-def _names(levels: frozenset[FaultLevel]) -> str:
-    return ", ".join(level.name for level in sorted(levels))
-
-
-def _range_problem(name: str, value: int, bounds: tuple[int, int]) -> str | None:
-    low, high = bounds
-    return None if low <= value <= high else f"{name} {value} is out of range {low}-{high}"
-
-
 def _grace(value: object, source: str, notes: list[ConfigNote]) -> GraceTolerance:
-    matched = fields(
-        value if value is not None else {},
-        [name for name, *_ in GRACE_FIELDS],
-        source,
-        "GraceTolerance",
-        notes,
-    )
+    names = [name for name, *_ in GRACE_FIELDS]
+    matched = fields(value if value is not None else {}, names, source, "GraceTolerance", notes)
     chosen: dict[str, int] = {}
     for name, low, high, default in GRACE_FIELDS:
-        if name not in matched or matched[name] is None:
-            chosen[name] = default
-            continue
-        number = go_int(matched[name], source, f"GraceTolerance.{name}")
-        if low <= number <= high:
-            chosen[name] = number
-        else:
-            chosen[name] = default
-            notes.append(
-                ConfigNote(
-                    source,
-                    f"GraceTolerance.{name}",
-                    f"{number} is out of range {low}-{high}; the default {default} is used",
-                    error=True,
-                )
-            )
+        given = matched.get(name)
+        number = default if given is None else go_int(given, source, f"GraceTolerance.{name}")
+        if not low <= number <= high:
+            why = f"{number} is out of range {low}-{high}; the default {default} is used"
+            notes.append(ConfigNote(source, f"GraceTolerance.{name}", why, error=True))
+            number = default
+        chosen[name] = number
     return GraceTolerance(**chosen)
 
 
-def _level(name: str, allowed: frozenset[FaultLevel]) -> FaultLevel | None:
-    level = FaultLevel.__members__.get(name)
-    return level if level in allowed else None
-
-
-def _level_problem(handling: str, level: FaultLevel | None, allowed: frozenset[FaultLevel]) -> str | None:
-    return None if level is not None else f"FaultHandling {shown(handling)} is not one of {_names(allowed)}"
-
-
 @dataclass(frozen=True)
-class _Entry:
-    """One FaultFrequency or FaultDuration entry, its fields matched."""
+class _Section:
+    """How the entries of a FaultFrequency or FaultDuration section are read."""
 
-    named: str  # "FaultFrequency[2] (EventId 81078603)"
-    matched: dict[str, object]
-    ids: list[str]
+    name: str
+    fields: tuple[str, ...]
+    numbers: tuple[str, ...]  # in the order Go decodes them
+    ranges: tuple[tuple[str, tuple[int, int]], ...]  # in the order Huawei checks them
+    levels: frozenset[FaultLevel]  # what FaultHandling may say
+    network_levels: frozenset[FaultLevel]  # what it may say for a network code (else NotHandleFault)
 
-    def numbers(self, names: tuple[str, ...], source: str) -> dict[str, int]:
-        return {name: go_int(self.matched.get(name), source, f"{self.named}.{name}") for name in names}
 
-    def handling(self, source: str) -> str:
-        return go_string(self.matched.get("FaultHandling"), source, f"{self.named}.FaultHandling")
+_FREQUENCY = _Section(
+    "FaultFrequency",
+    ("EventId", "TimeWindow", "Times", "FaultHandling", "ReleaseTimeWindow"),
+    ("TimeWindow", "Times", "ReleaseTimeWindow"),
+    (("TimeWindow", TIME_WINDOW), ("ReleaseTimeWindow", RELEASE_WINDOW), ("Times", TIMES)),
+    FREQUENCY_LEVELS,
+    NETWORK_RULE_LEVELS | {L.ManuallySeparateNPU},
+)
+_DURATION = _Section(
+    "FaultDuration",
+    ("EventId", "FaultTimeout", "RecoverTimeout", "FaultHandling"),
+    ("FaultTimeout", "RecoverTimeout"),
+    (("FaultTimeout", FAULT_TIMEOUT), ("RecoverTimeout", RECOVER_TIMEOUT)),
+    DURATION_LEVELS,
+    NETWORK_RULE_LEVELS,
+)
 
 
 def _entries(
-    value: object, section: str, names: tuple[str, ...], source: str, notes: list[ConfigNote]
-) -> list[_Entry]:
-    entries = []
-    for index, item in enumerate(go_array(value, source, section)):
-        where = f"{section}[{index}]"
-        matched = fields(item, names, source, where, notes)
+    section: _Section, value: object, source: str, notes: list[ConfigNote], spellings: dict[int, str]
+) -> Iterator[tuple[int, FaultLevel, dict[str, int]]]:
+    """Each code a valid entry governs (the first naming it), with its level and the entry's numbers;
+    a bad entry, a code not hex or already governed, a level meaningless for a network code: noted."""
+    governed: set[int] = set()
+    for index, item in enumerate(go_array(value, source, section.name)):
+        where = f"{section.name}[{index}]"
+        matched = fields(item, section.fields, source, where, notes)
         ids = go_strings(matched.get("EventId"), source, f"{where}.EventId")
-        entries.append(_Entry(f"{where} (EventId {', '.join(ids)})" if ids else where, matched, ids))
-    return entries
-
-
-class _Rules(Generic[R]):
-    """The rules of one section, per code: the first valid entry naming a code governs it."""
-
-    def __init__(self, section: str, source: str, notes: list[ConfigNote], spellings: dict[int, str]) -> None:
-        self.section, self.source, self.notes, self.spellings = section, source, notes, spellings
-        self.rules: dict[int, R] = {}
-
-    def admit(self, entry: _Entry, problem: str | None) -> list[int]:
-        """The codes ``entry`` governs: none when it has a ``problem`` (noted), else its new ones."""
+        named = f"{where} (EventId {', '.join(ids)})" if ids else where
+        numbers = {name: go_int(matched.get(name), source, f"{named}.{name}") for name in section.numbers}
+        if "ReleaseTimeWindow" in numbers:
+            numbers["ReleaseTimeWindow"] = numbers["ReleaseTimeWindow"] or NEVER
+        handling = go_string(matched.get("FaultHandling"), source, f"{named}.FaultHandling")
+        problem = _problem(section, ids, numbers, handling)
         if problem is not None:
-            self.notes.append(ConfigNote(self.source, entry.named, f"{problem}; the entry is ignored"))
-            return []
-        admitted = []
-        for text in entry.ids:
+            notes.append(ConfigNote(source, named, f"{problem}; the entry is ignored"))
+            continue
+        admitted: list[int] = []
+        for text in ids:
             code = parse_code(text)
             if code is None:
                 why = f"EventId {shown(text)} is not a hex fault code like '80E01801'; skipped"
-                self.notes.append(ConfigNote(self.source, entry.named, why))
-            elif code in self.rules:
-                why = f"{code:X} already has a {self.section} entry; skipped here"
-                self.notes.append(ConfigNote(self.source, entry.named, why))
+                notes.append(ConfigNote(source, named, why))
+            elif code in governed:
+                why = f"{code:X} already has a {section.name} entry; skipped here"
+                notes.append(ConfigNote(source, named, why))
             elif code not in admitted:
-                self.spellings.setdefault(code, text.lower())
+                spellings.setdefault(code, text.lower())
                 admitted.append(code)
-        return admitted
-
-    def network_level(
-        self, entry: _Entry, code: int, level: FaultLevel, allowed: frozenset[FaultLevel]
-    ) -> FaultLevel:
-        """``level`` for ``code``, or NotHandleFault (noted) for a network code it means nothing to."""
-        if code not in NETWORK_CODES or level in allowed:
-            return level
-        why = f"{code:X} is a network code, for which {level.name} means nothing; NotHandleFault is used"
-        self.notes.append(ConfigNote(self.source, entry.named, why))
-        return L.NotHandleFault
+        governed.update(admitted)
+        level = FaultLevel[handling]
+        for code in admitted:
+            if code in NETWORK_CODES and level not in section.network_levels:
+                why = f"{code:X} is a network code, for which {level.name} means nothing"
+                notes.append(ConfigNote(source, named, f"{why}; NotHandleFault is used"))
+                yield code, L.NotHandleFault, numbers
+            else:
+                yield code, level, numbers
 
 
-def _problem(  # noqa: PLR0917 - the parts of one entry's check, in Huawei's order
-    entry: _Entry,
-    numbers: Mapping[str, int],
-    ranges: tuple[tuple[str, tuple[int, int]], ...],
-    handling: str,
-    level: FaultLevel | None,
-    allowed: frozenset[FaultLevel],
-    other: str | None = None,
-) -> str | None:
-    """What makes ``entry`` unusable, checked in Huawei's order; None when nothing does."""
-    if not entry.ids:
+def _problem(section: _Section, ids: list[str], numbers: Mapping[str, int], handling: str) -> str | None:
+    """What makes an entry unusable, checked in Huawei's order; None when nothing does."""
+    if not ids:
         return "it has no EventId"
-    for name, bounds in ranges:
-        problem = _range_problem(name, numbers[name], bounds)
-        if problem is not None:
-            return problem
-    return other or _level_problem(handling, level, allowed)
-
-
-def _frequency(value: object, rules: _Rules[FrequencyRule]) -> None:
-    allowed = NETWORK_RULE_LEVELS | {L.ManuallySeparateNPU}
-    for entry in _entries(value, "FaultFrequency", _FREQUENCY_FIELDS, rules.source, rules.notes):
-        numbers = entry.numbers(("TimeWindow", "Times", "ReleaseTimeWindow"), rules.source)
-        release = numbers["ReleaseTimeWindow"] = numbers["ReleaseTimeWindow"] or NEVER
-        handling = entry.handling(rules.source)
-        level = _level(handling, FREQUENCY_LEVELS)
-        unreleased = (
-            f"FaultHandling {handling} needs a ReleaseTimeWindow (only ManuallySeparateNPU goes without)"
-            if handling != L.ManuallySeparateNPU.name and release == NEVER
-            else None
-        )
-        problem = _problem(entry, numbers, _FREQUENCY_RANGES, handling, level, FREQUENCY_LEVELS, unreleased)
-        for code in rules.admit(entry, problem):
-            handled = rules.network_level(entry, code, level or L.NotHandleFault, allowed)
-            rules.rules[code] = FrequencyRule(numbers["TimeWindow"], numbers["Times"], handled, release)
-
-
-def _duration(value: object, rules: _Rules[DurationRule]) -> None:
-    for entry in _entries(value, "FaultDuration", _DURATION_FIELDS, rules.source, rules.notes):
-        numbers = entry.numbers(("FaultTimeout", "RecoverTimeout"), rules.source)
-        handling = entry.handling(rules.source)
-        level = _level(handling, DURATION_LEVELS)
-        problem = _problem(entry, numbers, _DURATION_RANGES, handling, level, DURATION_LEVELS)
-        for code in rules.admit(entry, problem):
-            handled = rules.network_level(entry, code, level or L.NotHandleFault, NETWORK_RULE_LEVELS)
-            rules.rules[code] = DurationRule(numbers["FaultTimeout"], numbers["RecoverTimeout"], handled)
-
-
-def decode_customization(
-    data: Mapping[str, object], source: str
-) -> tuple[FaultCustomization, list[ConfigNote]]:
-    """The customization of a decoded document, and notes on what was ignored or replaced."""
-    notes: list[ConfigNote] = []
-    matched = fields(data, ("GraceTolerance", "FaultFrequency", "FaultDuration"), source, "", notes)
-    spellings: dict[int, str] = {}
-    grace = _grace(matched.get("GraceTolerance"), source, notes)
-    frequency = _Rules[FrequencyRule]("FaultFrequency", source, notes, spellings)
-    _frequency(matched.get("FaultFrequency"), frequency)
-    duration = _Rules[DurationRule]("FaultDuration", source, notes, spellings)
-    _duration(matched.get("FaultDuration"), duration)
-    customization = FaultCustomization(
-        grace,
-        MappingProxyType(frequency.rules),
-        MappingProxyType(duration.rules),
-        MappingProxyType(spellings),
-    )
-    return customization, notes
+    for name, (low, high) in section.ranges:
+        if not low <= numbers[name] <= high:
+            return f"{name} {numbers[name]} is out of range {low}-{high}"
+    if numbers.get("ReleaseTimeWindow") == NEVER and handling != L.ManuallySeparateNPU.name:
+        return f"FaultHandling {handling} needs a ReleaseTimeWindow (only ManuallySeparateNPU goes without)"
+    if FaultLevel.__members__.get(handling) in section.levels:
+        return None
+    names = ", ".join(level.name for level in sorted(section.levels))
+    return f"FaultHandling {shown(handling)} is not one of {names}"
 
 
 def parse_customization(text: str, source: str) -> tuple[FaultCustomization, list[ConfigNote]]:
-    """The customization a ``faultCustomization.json`` text holds; FaultConfigError when unreadable."""
-    return decode_customization(load_document(text, source), source)
+    """A ``faultCustomization.json`` and notes on what was ignored; FaultConfigError if unreadable."""
+    notes: list[ConfigNote] = []
+    matched = fields(
+        load_document(text, source), ("GraceTolerance", "FaultFrequency", "FaultDuration"), source, "", notes
+    )
+    spellings: dict[int, str] = {}
+    grace = _grace(matched.get("GraceTolerance"), source, notes)
+    frequency = {
+        code: FrequencyRule(numbers["TimeWindow"], numbers["Times"], level, numbers["ReleaseTimeWindow"])
+        for code, level, numbers in _entries(
+            _FREQUENCY, matched.get("FaultFrequency"), source, notes, spellings
+        )
+    }
+    duration = {
+        code: DurationRule(numbers["FaultTimeout"], numbers["RecoverTimeout"], level)
+        for code, level, numbers in _entries(
+            _DURATION, matched.get("FaultDuration"), source, notes, spellings
+        )
+    }
+    customization = FaultCustomization(
+        grace, MappingProxyType(frequency), MappingProxyType(duration), MappingProxyType(spellings)
+    )
+    return customization, notes

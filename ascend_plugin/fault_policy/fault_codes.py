@@ -1,23 +1,7 @@
-"""``faultCode.json``: Huawei's fault-code lists, and the level they give a chip.
+"""``faultCode.json``, and the plugin's shorter format laid over it: which level a code gives a chip.
 
-The document is one object of lists of hex codes (``"SeparateNPUCodes":
-["80E18402", ...]``), one list per level, plus explicit lists for the network
-codes. A chip's level is decided as Huawei decides it:
-
-* its network codes (:data:`~.codes.NETWORK_CODES`) are set aside: they make
-  the *network* level, from the network lists (unknown: PreSeparateNPU);
-* the lists are tried in Huawei's order, Separate, PreSeparate, RestartNPU,
-  FreeRestartNPU, RestartBusiness, RestartRequest, SubHealth, NotHandle, and
-  the first that holds *any* of the chip's codes decides;
-* only when no list holds any of them does severity decide: a code whose last
-  event said major or critical (severity 2 or 3), or whose severity is unknown,
-  makes the chip SeparateNPU; otherwise (polled codes count as severity 0) it
-  is NotHandleFault.
-
-A network code written into a chip list is copied to the network list of the
-same level; in a list with no network meaning (RestartRequest, RestartBusiness,
-RestartNPU, FreeRestartNPU) it becomes NotHandleFault for the network, with a
-note. A code string that is not hex is noted and skipped.
+The plugin's format (``{"SeparateNPU": ["80E01801"]}``) says only what differs, and is checked
+strictly since it is short and written by hand (docs/faults.md "faultCode.json").
 """
 
 from __future__ import annotations
@@ -27,10 +11,14 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from types import MappingProxyType
 
-from ascend_plugin.fault_policy.codes import NETWORK_CODES, parse_code, spell
-from ascend_plugin.fault_policy.decoding import fields, go_strings, load_document
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.problems import ConfigNote
+from ascend_plugin.fault_policy.documents import (
+    ConfigNote,
+    FaultConfigError,
+    fields,
+    go_strings,
+    load_document,
+)
+from ascend_plugin.fault_policy.faults import NETWORK_CODES, FaultLevel, parse_code, spell
 from ascend_plugin.settings import shown
 
 L = FaultLevel
@@ -58,14 +46,13 @@ UNKNOWN_NETWORK_LEVEL = L.PreSeparateNPU
 _CHIP_KEY = {level: key for key, level in CHIP_LISTS}
 _NETWORK_KEY = {level: key for key, level in NETWORK_LISTS}
 
-# The order Huawei registers spellings in (the first spelling of a code is kept).
-_SPELLING_ORDER = (
+# Every list, in the order Huawei registers spellings in (the first spelling of a code is kept).
+LIST_KEYS: tuple[str, ...] = (
     "NotHandleFaultCodes", "RestartRequestCodes", "RestartBusinessCodes", "RestartNPUCodes",
     "FreeRestartNPUCodes", "PreSeparateNPUCodes", "SeparateNPUCodes", "NotHandleFaultNetworkCodes",
     "PreSeparateNPUNetworkCodes", "SeparateNPUNetworkCodes", "SubHealthFaultCodes",
     "SubHealthFaultNetworkCodes",
 )  # fmt: skip
-LIST_KEYS: tuple[str, ...] = _SPELLING_ORDER
 
 MINOR = 1  # event severities: 0 hint, 1 minor, 2 major, 3 critical
 
@@ -100,11 +87,8 @@ class FaultCodeLists:
         return next((level for level in CHIP_LIST_LEVELS if code in self.chip[level]), None)
 
     def chip_level(self, codes: Iterable[int], severities: Mapping[int, int | None]) -> FaultLevel:
-        """A chip's level from its current codes (network codes aside), as Huawei decides it.
-
-        ``severities`` holds the last severity seen for each code (0 for a
-        polled code); a code missing from it, or mapped to None, has none.
-        """
+        """A chip's level from its current codes (network codes aside), as Huawei decides it; ``severities``:
+        each code's last severity (0 polled; missing or None: none)."""
         chip_codes = [code for code in codes if code not in NETWORK_CODES]
         if not chip_codes:
             return L.NormalNPU
@@ -141,29 +125,28 @@ class FaultCodeLists:
 
     def network_notes(self, source: str) -> list[ConfigNote]:
         """Notes on network codes in lists without a network meaning, and other codes in network lists."""
-        notes = []
-        for level, codes in self.chip.items():
-            if level in NETWORK_LIST_LEVELS:
-                continue
-            for code in sorted(codes & NETWORK_CODES):
-                notes.append(
-                    ConfigNote(
-                        source,
-                        _CHIP_KEY[level],
-                        f"{spell(code, self.spellings).upper()} is a network code and {level.name} has no "
-                        "meaning for a network: its network level is NotHandleFault",
-                    )
-                )
-        for level, codes in self.explicit_network.items():
-            for code in sorted(codes - NETWORK_CODES):
-                notes.append(
-                    ConfigNote(
-                        source,
-                        _NETWORK_KEY[level],
-                        f"{spell(code, self.spellings).upper()} is not a network code "
-                        f"({', '.join(f'{c:X}' for c in sorted(NETWORK_CODES))}); it has no effect here",
-                    )
-                )
+        notes = [
+            ConfigNote(
+                source,
+                _CHIP_KEY[level],
+                f"{spell(code, self.spellings).upper()} is a network code and {level.name} has no "
+                "meaning for a network: its network level is NotHandleFault",
+            )
+            for level, codes in self.chip.items()
+            if level not in NETWORK_LIST_LEVELS
+            for code in sorted(codes & NETWORK_CODES)
+        ]
+        network = ", ".join(f"{code:X}" for code in sorted(NETWORK_CODES))
+        notes += [
+            ConfigNote(
+                source,
+                _NETWORK_KEY[level],
+                f"{spell(code, self.spellings).upper()} is not a network code ({network}); "
+                "it has no effect here",
+            )
+            for level, codes in self.explicit_network.items()
+            for code in sorted(codes - NETWORK_CODES)
+        ]
         return notes
 
 
@@ -174,16 +157,12 @@ def is_fault_code_document(data: Mapping[str, object]) -> bool:
 
 
 def decode_fault_codes(data: Mapping[str, object], source: str) -> tuple[FaultCodeLists, list[ConfigNote]]:
-    """The lists of a decoded ``faultCode.json`` and the notes on what was skipped.
-
-    Raises FaultConfigError where Go's decoder would fail: a list that is not
-    an array of strings.
-    """
+    """The lists of a decoded ``faultCode.json`` and the notes on what was skipped (a code not in hex)."""
     notes: list[ConfigNote] = []
     matched = fields(data, LIST_KEYS, source, "", notes)
     spellings: dict[int, str] = {}
     parsed: dict[str, set[int]] = {}
-    for key in _SPELLING_ORDER:
+    for key in LIST_KEYS:
         codes = parsed[key] = set()
         for text in go_strings(matched.get(key), source, key):
             code = parse_code(text)
@@ -205,3 +184,34 @@ def decode_fault_codes(data: Mapping[str, object], source: str) -> tuple[FaultCo
 def parse_fault_codes(text: str, source: str) -> tuple[FaultCodeLists, list[ConfigNote]]:
     """The lists of a ``faultCode.json`` text; FaultConfigError when it cannot be read at all."""
     return decode_fault_codes(load_document(text, source), source)
+
+
+MAX_OVERLAY_CODE = 0xFFFFFFFFF  # nine hex digits, the longest codes Huawei ships
+
+
+def decode_overlay(data: object, source: str) -> dict[int, FaultLevel]:
+    """``{"LevelName": ["80E01801", ...]}`` -> {code: level}; ``_`` keys are comments."""
+    if not isinstance(data, dict):
+        raise FaultConfigError(f"{source}: expected an object of level -> list of hex codes")
+    allowed = ", ".join(level.name for level in FaultLevel)
+    result: dict[int, FaultLevel] = {}
+    for name, codes in data.items():
+        if name.startswith("_"):
+            continue
+        if name not in FaultLevel.__members__:
+            raise FaultConfigError(f"{source}: unknown fault level {shown(name)}; allowed: {allowed}")
+        if not isinstance(codes, list):
+            raise FaultConfigError(
+                f"{source}: {name} must be a list of hex codes, not {type(codes).__name__}"
+            )
+        for text in codes:
+            spelled = str(text)
+            code = parse_code(spelled[2:] if spelled[:2].lower() == "0x" else spelled)
+            if code is None:
+                raise FaultConfigError(
+                    f"{source}: {name}: {shown(text)} is not a hex fault code like '80E01801'"
+                )
+            if code > MAX_OVERLAY_CODE:
+                raise FaultConfigError(f"{source}: {name}: {shown(text)} is out of range")
+            result[code] = FaultLevel[name]
+    return result

@@ -1,26 +1,6 @@
-"""The node's fault policy: every chip's state, the clock, and the API the rest of the plugin uses.
+"""The node's fault policy, and the inputs of the configuration it judges by.
 
-:class:`FaultPolicy` is what the health monitor and the Kubernetes publishers
-talk to:
-
-* the monitor tells it what happens, :meth:`~FaultPolicy.observe` for a fault
-  event and :meth:`~FaultPolicy.reconcile` for a poll's list of codes, and
-  asks :meth:`~FaultPolicy.judge` for a chip's levels and health, again at
-  :meth:`~FaultPolicy.wake_at` when nothing new happens before;
-* the device-info publisher writes :meth:`~FaultPolicy.manually_separated`
-  and :meth:`~FaultPolicy.reasons`, confirms the write with
-  :meth:`~FaultPolicy.mark_written`, hands back what the ConfigMap's
-  ``ManuallySeparateNPU`` key says with :meth:`~FaultPolicy.sync_manual_separation`
-  (an operator deleting a name releases that chip), and at start
-  :meth:`~FaultPolicy.restore` what the ConfigMap recorded;
-* the fault-config watcher swaps the configuration with :meth:`~FaultPolicy.reconfigure`;
-* :meth:`~FaultPolicy.drain_releases` yields each escalation lifted, for a node Event;
-* :meth:`~FaultPolicy.on_change` tells the monitor to judge again when what
-  changed is not an observation (a new configuration, an operator's release,
-  what a restart read back).
-
-Chips are named by physical ID. Times are Unix milliseconds, read from the
-clock given (seconds, ``time.time`` by default), so tests move time.
+Chips are named by physical ID; times are Unix milliseconds from the clock given.
 """
 
 from __future__ import annotations
@@ -29,11 +9,12 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping
+from types import MappingProxyType
 
 from ascend_plugin.fault_policy.chip import ChipFaults, ChipJudgement
-from ascend_plugin.fault_policy.config import FaultConfig
-from ascend_plugin.fault_policy.observations import Observation
-from ascend_plugin.fault_policy.reasons import Release, UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.config import BaseConfig, FaultConfig, LastRead, fault_config
+from ascend_plugin.fault_policy.escalations import Release, UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel, Observation
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +42,6 @@ class FaultPolicy:
         return self._config
 
     def now(self) -> int:
-        """The clock's time in Unix milliseconds."""
         return round(self._clock() * 1000)
 
     def chip(self, phy_id: int) -> ChipFaults:
@@ -96,7 +76,6 @@ class FaultPolicy:
     # -- the device-info ConfigMap -------------------------------------------------------
 
     def manually_separated(self) -> tuple[int, ...]:
-        """The chips to name in ManuallySeparateNPU, by physical ID."""
         return tuple(sorted(phy for phy, chip in self._chips.items() if chip.reasons.manual))
 
     def reasons(self) -> dict[int, tuple[UpgradeReason, ...]]:
@@ -111,12 +90,8 @@ class FaultPolicy:
                 chip.separation_written = True
 
     def sync_manual_separation(self, listed: Collection[int]) -> None:
-        """The ConfigMap's ManuallySeparateNPU key names ``listed`` (a version no older than our last write).
-
-        A chip this plugin wrote out and that is missing now was released by
-        an operator. A chip not yet written out is kept; a name this plugin
-        never separated is left for the next write to drop.
-        """
+        """The ConfigMap's ManuallySeparateNPU names ``listed``: a chip we wrote out and missing now was
+        released by an operator; one not yet written out is kept; one we never separated is dropped later."""
         released = False
         for phy, chip in sorted(self._chips.items()):
             if chip.reasons.manual and chip.separation_written and phy not in listed:
@@ -142,7 +117,6 @@ class FaultPolicy:
     # -- configuration and events --------------------------------------------------------
 
     def reconfigure(self, config: FaultConfig) -> None:
-        """Judge by ``config`` from now on."""
         self._config = config
         now = self.now()
         for chip in self._chips.values():
@@ -150,10 +124,7 @@ class FaultPolicy:
         self._changed()
 
     def escalations(self) -> dict[UpgradeKind, int]:
-        """How many escalations were recorded since start, by Huawei's ``upgrade_type`` (for /metrics).
-
-        A standing escalation that recurs moves its time and is not counted again.
-        """
+        """Escalations recorded since start, by Huawei's ``upgrade_type`` (a recurring one counts once)."""
         total: Counter[UpgradeKind] = Counter()
         for chip in self._chips.values():
             total.update(chip.escalated)
@@ -162,3 +133,53 @@ class FaultPolicy:
     def drain_releases(self) -> list[Release]:
         """Every escalation lifted since the last call, chip by chip."""
         return [release for _, chip in sorted(self._chips.items()) for release in chip.drain_releases()]
+
+
+class FaultSources:
+    """The inputs of the fault configuration (the base, ``mindx-dl-fault-config``, ``fault_levels.json``)
+    and the node's policy, assembled again only when an input changed."""
+
+    def __init__(self, base: BaseConfig, clock: Callable[[], float] = time.time) -> None:
+        """``clock``: the policy's, Unix seconds (tests move it)."""
+        self._base = base
+        self._configmap: Mapping[str, str] | None = None
+        self._overlay: Mapping[int, FaultLevel] = MappingProxyType({})
+        self._overlay_source: str | None = None
+        self.policy = FaultPolicy(self._assemble(LastRead()), clock)
+
+    @property
+    def config(self) -> FaultConfig:
+        return self.policy.config
+
+    @property
+    def configmap(self) -> Mapping[str, str] | None:
+        """The data of ``mindx-dl-fault-config`` last handed in (None: there is none)."""
+        return self._configmap
+
+    def set_configmap(self, data: Mapping[str, str] | None) -> bool:
+        """Huawei's ConfigMap now says ``data`` (None: it does not exist); True when it changed."""
+        frozen = None if data is None else MappingProxyType(dict(data))
+        if frozen == self._configmap:
+            return False
+        self._configmap = frozen
+        self.policy.reconfigure(self._assemble(self.policy.config.read))
+        return True
+
+    def set_overlay(self, overlay: Mapping[int, FaultLevel], source: str | None) -> bool:
+        """The config ConfigMap's ``fault_levels.json`` is now ``overlay``; True when it changed."""
+        frozen = MappingProxyType(dict(overlay))
+        if frozen == self._overlay and source == self._overlay_source:
+            return False
+        self._overlay, self._overlay_source = frozen, source
+        self.policy.reconfigure(self._assemble(self.policy.config.read))
+        return True
+
+    def _assemble(self, last: LastRead) -> FaultConfig:
+        """The configuration the inputs make; ``last``: the ConfigMap's files as last read whole."""
+        return fault_config(
+            self._base,
+            self._configmap,
+            overlay=self._overlay or None,
+            overlay_source=self._overlay_source if self._overlay else None,
+            last=last,
+        )

@@ -1,12 +1,7 @@
-"""Who is at the other end of a unix socket, and the rules that say which peers a socket answers.
+"""Who is at the other end of a unix socket (the kernel's ``SO_PEERCRED``), and which peers a socket answers.
 
-The kernel records the pid, uid and gid of the process that connected
-(``SO_PEERCRED``); no client can forge them. A socket that only the kubelet
-should call admits only the kubelet's uid. The kubelet's uid is read as the
-owner of a directory the kubelet creates for itself (:class:`OwnerOf`): that
-needs no setting, follows a kubelet that does not run as root, and is the same
-trust as the directory's permissions, since whoever owns it can replace the
-socket in it anyway.
+The kubelet's uid is the owner of a directory the kubelet creates for itself (:class:`OwnerOf`): no
+setting, and the same trust as the directory's permissions (its owner can replace the socket anyway).
 """
 
 from __future__ import annotations

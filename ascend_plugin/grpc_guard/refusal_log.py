@@ -1,11 +1,7 @@
 """RefusalLog: one log line per peer per interval for requests the plugin refused.
 
-A client that sends bad bytes in a loop must not fill the node's disk: the
-first refusal of each peer is logged, further ones within ``interval``
-seconds are counted, and the peer's next line says how many were not logged.
-A peer that goes quiet gets its count logged when any later refusal finds its
-interval over, so nothing counted is lost while the table of peers stays
-small.
+Further refusals within the interval are counted and said on the peer's next line (or summed up when the
+table of peers is full), so a client that loops on bad bytes cannot fill the disk and nothing is lost.
 """
 
 from __future__ import annotations

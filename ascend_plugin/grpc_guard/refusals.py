@@ -1,27 +1,9 @@
 """Refused: every request the plugin does not serve, and the one place its gRPC status is decided.
 
-A kubelet-facing socket refuses for many causes: bytes no kubelet sends, a
-peer that is not the kubelet, device IDs this node does not offer, a device
-that turned unhealthy, a scheduler's choice that names no chip here, a claim
-allocated on another node. Each is raised as the :class:`Refused` category
-that says what the caller can do about it (fix the request, wait for the node,
-retry), and the category alone decides the gRPC status (:data:`STATUSES`), as
-grpclib's one ``GRPCError`` carries the status for every method: no service
-picks a status of its own.
-
-Every refusal carries
-
-* ``label``: a fixed word for the cause (``malformed``, ``unhealthy``,
-  ``no-candidate``, ``api``, ...): the ``reason`` label of the metrics that
-  count refusals and the ``reason`` field of the line that logs one;
-* ``reason``: what was wrong, the value, and what is allowed, in words the
-  operator reads in the pod's events; it becomes the status message, cut to
-  fit 4 KiB (:mod:`.status`), in :func:`grpc_error`, which the guarded server
-  (:mod:`.server`) applies to whatever a service raises.
-
-A new refusal raises the category that fits, with a label of its own where the
-metrics should count it apart. A new category is a subclass of ``Refused`` and
-its row in :data:`STATUSES`; nothing else changes.
+A refusal is raised as the category that says what the caller can do (fix the request, wait, retry), and
+the category alone decides the status (:data:`STATUSES`). ``label`` is a fixed word for the cause (the
+metrics' and the log's ``reason``), ``reason`` the operator's sentence (the status message, cut to 4 KiB).
+See ARCHITECTURE.md, "Errors".
 """
 
 from __future__ import annotations
@@ -39,12 +21,8 @@ from ascend_plugin.grpc_guard.status import capped
 class Refused(Exception):
     """Root of the refusals: a request, or one claim of a request, that the plugin does not serve.
 
-    What belongs here: anything a caller (the kubelet, a peer on a socket)
-    asked that cannot be given, said in a sentence it can act on. Not here:
-    the plugin's own failures (a chip that does not answer is a ``ChipError``,
-    the API server away a ``KubeError``); the part that asked turns them into
-    a refusal where the caller must hear of them. Raise a category below, not
-    this root: the category decides the status.
+    Not here: the plugin's own failures (a ``ChipError``, a ``KubeError``), which the part that asked turns
+    into a refusal where the caller must hear of them. Raise a category below: it decides the status.
     """
 
     def __init__(self, label: str, reason: str) -> None:
@@ -63,22 +41,13 @@ class Refused(Exception):
 
 
 class BadRequest(Refused):
-    """What the request says is wrong whatever the node's state: INVALID_ARGUMENT.
-
-    Bytes no kubelet sends, device IDs that are malformed, repeated or not
-    offered here, more vNPUs than a container holds: the same request is
-    refused again, however long the caller waits.
-    """
+    """What the request says is wrong whatever the node's state (refused again however long the caller
+    waits): INVALID_ARGUMENT."""
 
 
 class CannotServe(Refused):
-    """The request is well-formed, but the node cannot serve it as things stand: FAILED_PRECONDITION.
-
-    A device that is unhealthy, a scheduler's choice that names no chip of
-    this node or no pod waiting for it, a claim not allocated yet or allocated
-    elsewhere, a file the answer needs that cannot be written: the caller may
-    succeed once the node, the cluster or the operator changed that state.
-    """
+    """Well-formed, but the node cannot serve it as things stand (a device unhealthy, a claim allocated
+    elsewhere): FAILED_PRECONDITION."""
 
 
 class Unavailable(Refused):

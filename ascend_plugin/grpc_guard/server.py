@@ -1,50 +1,25 @@
 """The gRPC server of a kubelet-facing socket, made to survive what clients send it.
 
-What differs from :class:`~ascend_plugin.grpc_sockets.PluginServer` (which
-already closes every connection it accepted):
-
-* **A message over 4 MiB is refused from its length prefix** with
-  RESOURCE_EXHAUSTED (grpc-go's default limit, so the most a kubelet sends),
-  before its body is read: HTTP/2 flow control keeps the rest at the client,
-  so the plugin never holds more than one flow-control window of it.
-* **Every request is checked before it is decoded** (:mod:`.wire_check`,
-  against the shapes and limits the service supplies as :class:`RequestRules`):
-  bytes that are not a request a kubelet could send get INVALID_ARGUMENT with a
-  short reason instead of grpclib's UNKNOWN and a traceback.
-* **A socket that answers only the kubelet** refuses other peers with
-  PERMISSION_DENIED before reading their request (``RequestRules.admit``, a
-  rule of :mod:`.peers` on the uid the kernel gives for the other end).
-* **Every status message fits in 4 KiB** (:mod:`.status`), whatever raised it.
-* **A service refuses by raising a** :class:`~.refusals.Refused`: the method
-  wrapper turns it into the status its class stands for (:mod:`.refusals`), as
-  the guard does with its own refusals.
-
-A refusal is logged through :class:`~.refusal_log.RefusalLog`, at most one line
-per peer per 10 s; the peer is named by its pid and uid.
-
-The hooks are grpclib's per-connection objects: its ``Server._protocol_factory``
-builds a ``Handler`` (which takes the codec and the method table) and an
-``H2Protocol`` for every accepted connection. Our ``_new_protocol`` builds the
-same with a codec that checks before it decodes, a method table whose methods
-admit the peer first and cap the status they end with, a handler whose
-``accept()`` gives each request stream a bounded receive buffer, and a protocol
-that learns its peer when connected.
+Each accepted connection's grpclib objects are changed before any byte arrives: a message over 4 MiB is
+refused from its length prefix (flow control keeps the rest at the client), every request is checked
+before it is decoded (:mod:`.wire_check`), a peer the socket does not answer is refused before its request
+is read (:mod:`.peers`), and every status message is cut to 4 KiB (:mod:`.status`). A service refuses by
+raising a :class:`~.refusals.Refused`. grpclib has no public hook for any of this: the attributes used are
+checked by tests/test_grpclib_internals.py, and pyproject.toml allows only the grpclib releases it passed on.
 """
 
 from __future__ import annotations
 
-import asyncio
+from asyncio import BaseTransport
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from grpclib import GRPCError
-from grpclib._typing import IServable
-from grpclib.const import Handler as MethodHandler
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.protocol import Buffer, H2Protocol, Stream
-from grpclib.server import Handler, Server
+from grpclib.server import Handler
 from grpclib.server import Stream as ServerStream
 
 from ascend_plugin.grpc_guard.peers import Peer, admit_anyone, peer_of
@@ -52,7 +27,7 @@ from ascend_plugin.grpc_guard.refusal_log import RefusalLog
 from ascend_plugin.grpc_guard.refusals import BadRequest, PeerNotAdmitted, Refused, TooLarge, grpc_error
 from ascend_plugin.grpc_guard.status import capped
 from ascend_plugin.grpc_guard.wire_check import MessageShape, RequestLimits, check_request, limit_names
-from ascend_plugin.grpc_sockets import PluginServer, SocketEndpoint
+from ascend_plugin.grpc_sockets import PluginServer, Servable, SocketEndpoint
 
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024
 REASON_LENGTH = 200  # a refusal's reason is a line, whatever the decoder had to say
@@ -60,16 +35,11 @@ REASON_LENGTH = 200  # a refusal's reason is a line, whatever the decoder had to
 
 @dataclass(frozen=True)
 class RequestRules:
-    """What a service's socket accepts: the data the service supplies to the guard.
-
-    ``shapes`` describe every request type the service receives; ``limits()``
-    gives the bounds they name, per request (a resource's device count changes);
-    ``admit(peer)`` is the reason to refuse a peer, empty to serve it.
-    """
+    """What a service's socket accepts: the shape of each request type, their bounds now, which peers."""
 
     shapes: Mapping[type, MessageShape]
-    limits: Callable[[], RequestLimits]
-    admit: Callable[[Peer], str] = field(default=admit_anyone)
+    limits: Callable[[], RequestLimits]  # per request: a resource's device count changes
+    admit: Callable[[Peer], str] = field(default=admit_anyone)  # the reason to refuse a peer, "" to serve it
 
 
 class _ConnectionGuard:
@@ -102,6 +72,17 @@ class _ConnectionGuard:
 
         return guarded
 
+    def accept(self, accept: Callable[[Stream, Any, Callable[[], Any]], None]) -> Callable[..., None]:
+        """grpclib's ``accept`` of a request stream, a bounded buffer put in first (still empty then)."""
+
+        def bounded(stream: Stream, headers: Any, release_stream: Callable[[], Any]) -> None:
+            stream_id = stream.id
+            assert stream_id is not None
+            stream.buffer = _BoundedBuffer(lambda size: stream.connection.ack(stream_id, size), self)
+            accept(stream, headers, release_stream)
+
+        return bounded
+
 
 class _CheckedCodec(ProtoCodec):
     """grpclib's protobuf codec, refusing what a kubelet never sends before decoding it."""
@@ -117,18 +98,15 @@ class _CheckedCodec(ProtoCodec):
         except Refused as refused:
             raise self.guard.refuse(refused) from None
         except Exception as error:  # whatever the decoder raises on bytes the check let through
-            reason = f"{message_type.__name__} does not decode: {type(error).__name__}: {error}"[
-                :REASON_LENGTH
-            ]
-            raise self.guard.refuse(BadRequest("decode", reason)) from None
+            reason = f"{message_type.__name__} does not decode: {type(error).__name__}: {error}"
+            raise self.guard.refuse(BadRequest("decode", reason[:REASON_LENGTH])) from None
 
 
 class _BoundedBuffer(Buffer):
     """A request stream's receive buffer that refuses a read beyond the message limit.
 
-    grpclib reads a message in two reads: its 5-byte prefix, then exactly as
-    many bytes as the prefix announces. A longer read than the limit is
-    therefore a message over it, refused before any of its body is taken.
+    grpclib reads a message's 5-byte prefix, then exactly as many bytes as it announces: a read over the
+    limit is a message over it, refused before any of its body is taken.
     """
 
     def __init__(self, ack: Callable[[int], None], guard: _ConnectionGuard) -> None:
@@ -147,42 +125,10 @@ class _BoundedBuffer(Buffer):
         return await super().read(size)
 
 
-class _GuardedHandler(Handler):
-    """grpclib's handler of one connection: guarded methods, a bounded buffer per request stream."""
-
-    def __init__(self, server: Server, guard: _ConnectionGuard) -> None:
-        methods: dict[str, MethodHandler] = {
-            path: method._replace(func=guard.method(method.func)) for path, method in server._mapping.items()
-        }
-        super().__init__(methods, _CheckedCodec(guard), server._status_details_codec, server.__dispatch__)
-        self.guard = guard
-
-    def accept(self, stream: Stream, headers: Any, release_stream: Callable[[], Any]) -> None:
-        # accept() runs when the request's headers arrive, before any of its data: the buffer is empty.
-        stream_id = stream.id
-        assert stream_id is not None
-        stream.buffer = _BoundedBuffer(lambda size: stream.connection.ack(stream_id, size), self.guard)
-        super().accept(stream, headers, release_stream)
-
-
-class _PeerProtocol(H2Protocol):
-    """grpclib's HTTP/2 protocol of one connection, telling the guard who is at the other end."""
-
-    def __init__(self, server: Server, guard: _ConnectionGuard) -> None:
-        self.guard = guard
-        handler = _GuardedHandler(server, guard)
-        server._handlers.add(handler)
-        super().__init__(handler, server._config, server._h2_config)
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.guard.peer = peer_of(transport)
-        super().connection_made(transport)
-
-
 class GuardedServer(PluginServer):
     """A PluginServer that admits, bounds and checks every request before it is decoded."""
 
-    def __init__(self, handlers: Collection[IServable], rules: RequestRules, refusals: RefusalLog) -> None:
+    def __init__(self, handlers: Collection[Servable], rules: RequestRules, refusals: RefusalLog) -> None:
         super().__init__(handlers)
         unchecked = sorted(
             method.request_type.__name__
@@ -198,16 +144,24 @@ class GuardedServer(PluginServer):
         self._rules = rules
         self._refusals = refusals
 
-    def _new_protocol(self) -> H2Protocol:
-        # What grpclib's own factory does, with our per-connection objects.
-        self.__gc_step__()
-        return _PeerProtocol(self, _ConnectionGuard(self._rules, self._refusals))
+    def _set_up(self, protocol: H2Protocol) -> Callable[[BaseTransport], None]:
+        guard = _ConnectionGuard(self._rules, self._refusals)
+        handler = protocol.handler
+        assert isinstance(handler, Handler)
+        handler.mapping = {path: m._replace(func=guard.method(m.func)) for path, m in handler.mapping.items()}
+        handler.codec = _CheckedCodec(guard)
+        handler.accept = guard.accept(handler.accept)  # type: ignore[method-assign]
+
+        def connected(transport: BaseTransport) -> None:
+            guard.peer = peer_of(transport)
+
+        return connected
 
 
 class GuardedEndpoint(SocketEndpoint):
     """A SocketEndpoint whose every server is a GuardedServer under ``rules``, with one refusal log."""
 
-    def __init__(self, handlers: Collection[IServable], path: Path, what: str, rules: RequestRules) -> None:
+    def __init__(self, handlers: Collection[Servable], path: Path, what: str, rules: RequestRules) -> None:
         super().__init__(handlers, path, what)
         self.rules = rules
         self.refusals = RefusalLog(socket=str(path))

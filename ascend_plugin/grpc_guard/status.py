@@ -1,14 +1,7 @@
 """A gRPC status message short enough to reach the client whole: at most 4 KiB on the wire.
 
-The status message travels percent-encoded in the HTTP/2 trailers
-(``grpc-message``). grpcio clients take trailers up to a soft limit of 8 KiB
-and refuse them past 16 KiB, answering ``RESOURCE_EXHAUSTED ... metadata size
-exceeds hard limit`` instead of the reason; between the two they drop them
-at random. A message over :data:`MAX_STATUS_MESSAGE` bytes as encoded is cut
-to fit, and says so, so whatever a refusal names the caller reads why.
-
-A refusal that lists things (device IDs, pods) names a few and counts the
-rest (:func:`listed`), so it stays a sentence on a node of hundreds.
+grpcio clients drop trailers (``grpc-message`` among them) at random past 8 KiB and refuse them past
+16 KiB: a longer message is cut to fit, and says so.
 """
 
 from __future__ import annotations

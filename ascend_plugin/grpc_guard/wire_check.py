@@ -1,25 +1,10 @@
 """A request's protobuf bytes, checked against what a kubelet can send, before anything decodes them.
 
-betterproto2 decodes in pure Python, field by field: 10,000 device IDs take it
-60 ms of event loop, a 4 MB message of one-byte IDs 9 s. A kubelet's requests
-are small and regular (a list of device IDs no longer than the resource's,
-claims named as Kubernetes names them), so each service describes its
-requests as data, a :class:`MessageShape` per request type, and this walk over
-the wire format refuses a request at its first excess, having looked at no
-more than that many fields:
-
-* a repeated field with more entries than its bound (an :class:`EntryLimit`,
-  looked up by name in the :data:`RequestLimits` the service gives for this
-  request, since some bounds change at run time);
-* a string longer than its :class:`TextLimit`, or not UTF-8;
-* a field the kubelet always sends that is missing or empty (``required``), so
-  bytes that happen to parse are not taken for an empty request;
-* bytes that are not protobuf at all (a truncated field, an impossible wire
-  type), named with the byte offset.
-
-Fields a newer kubelet may add are skipped, as protobuf requires, but they
-count: at most :data:`MAX_UNKNOWN_FIELDS` of them and :data:`MAX_UNKNOWN_BYTES`
-in all, so they cannot be the way around the bounds.
+betterproto2 decodes in pure Python (10,000 device IDs take 60 ms of event loop), so each service
+describes its requests as data (a :class:`MessageShape` per type) and this walk refuses a request at
+its first excess: more entries than an :class:`EntryLimit`, a string over its :class:`TextLimit` or
+not UTF-8, a field a kubelet always sends missing, bytes that are not protobuf (named with the offset).
+Fields a newer kubelet may add are skipped, within :data:`MAX_UNKNOWN_FIELDS` and :data:`MAX_UNKNOWN_BYTES`.
 """
 
 from __future__ import annotations
@@ -125,15 +110,13 @@ def limit_names(shapes: Mapping[type, MessageShape]) -> set[str]:
     return names
 
 
-class RequestRefused(BadRequest):
-    """The bytes are not a request a kubelet could send; ``reason`` says where and why (label ``shape``)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__("shape", reason)
+def _refused(reason: str) -> BadRequest:
+    """Bytes that are not a request a kubelet could send; ``reason`` says where and why."""
+    return BadRequest("shape", reason)
 
 
 def check_request(data: bytes, shape: MessageShape, limits: RequestLimits) -> None:
-    """Raise RequestRefused naming the first thing in ``data`` a kubelet would not send."""
+    """Raise BadRequest (label ``shape``) naming the first thing in ``data`` a kubelet would not send."""
     _Walk(memoryview(data), limits).message(shape, 0, len(data), shape.name)
 
 
@@ -152,11 +135,11 @@ class _Walk:
             tag, pos = self._varint(pos, end, path)
             number, wire = tag >> 3, tag & 7
             if number == 0:
-                raise RequestRefused(f"{path} is malformed: field number 0 at byte {at}")
+                raise _refused(f"{path} is malformed: field number 0 at byte {at}")
             try:
                 wire_type = WireType(wire)
             except ValueError:
-                raise RequestRefused(
+                raise _refused(
                     f"{path} is malformed: field {number} has wire type {wire} at byte {at}"
                 ) from None
             start, pos = self._value(wire_type, pos, end, path, number)
@@ -165,7 +148,7 @@ class _Walk:
                 self._unknown(pos - at, path, number)
                 continue
             if wire_type is not known.wire:
-                raise RequestRefused(
+                raise _refused(
                     f"{path}.{known.name} is malformed: wire type {wire} at byte {at}, "
                     f"expected {int(known.wire)}"
                 )
@@ -174,7 +157,7 @@ class _Walk:
                 count = counts[number] = counts.get(number, 0) + 1
                 limit = self.limits[known.entries]
                 if count > limit.count:
-                    raise RequestRefused(f"{name} has more entries than {limit.than}")
+                    raise _refused(f"{name} has more entries than {limit.than}")
                 name = f"{name}[{count - 1}]"
             if known.text is not None:
                 self._text(start, pos, name, known.text)
@@ -185,7 +168,7 @@ class _Walk:
         for number, known in shape.fields.items():
             if known.required and number not in present:
                 what = "names no entry" if known.repeated else "is missing or empty"
-                raise RequestRefused(f"{path}.{known.name} {what}; a kubelet always sends it")
+                raise _refused(f"{path}.{known.name} {what}; a kubelet always sends it")
 
     def _value(self, wire: WireType, pos: int, end: int, path: str, number: int) -> tuple[int, int]:
         """(where the value starts, where the next field starts)."""
@@ -198,7 +181,7 @@ class _Walk:
         else:
             start, size = pos, _FIXED_SIZE[wire]
         if size > end - start:
-            raise RequestRefused(
+            raise _refused(
                 f"{path} is malformed: field {number} at byte {pos} claims {size} bytes, "
                 f"{end - start} are left"
             )
@@ -208,30 +191,30 @@ class _Walk:
         value = shift = 0
         for offset in range(_MAX_VARINT_BYTES):
             if pos + offset >= end:
-                raise RequestRefused(f"{path} is malformed: a number runs past the end at byte {pos}")
+                raise _refused(f"{path} is malformed: a number runs past the end at byte {pos}")
             byte = self.data[pos + offset]
             value |= (byte & 0x7F) << shift
             if byte < 0x80:
                 return value, pos + offset + 1
             shift += 7
-        raise RequestRefused(f"{path} is malformed: a number longer than 10 bytes at byte {pos}")
+        raise _refused(f"{path} is malformed: a number longer than 10 bytes at byte {pos}")
 
     def _text(self, start: int, end: int, name: str, limit: TextLimit) -> None:
         if end - start > limit.max_length:
             preview = bytes(self.data[start : start + _PREVIEW]).decode("utf-8", "replace")
-            raise RequestRefused(f"{name} ({preview!r}...) is {end - start} bytes long; {limit.rule()}")
+            raise _refused(f"{name} ({preview!r}...) is {end - start} bytes long; {limit.rule()}")
         try:
             bytes(self.data[start:end]).decode("utf-8")
         except UnicodeDecodeError:
             shown = bytes(self.data[start : min(end, start + _PREVIEW)])
             more = "..." if end - start > _PREVIEW else ""
-            raise RequestRefused(f"{name} is malformed: not UTF-8 ({shown!r}{more})") from None
+            raise _refused(f"{name} is malformed: not UTF-8 ({shown!r}{more})") from None
 
     def _unknown(self, size: int, path: str, number: int) -> None:
         self.unknown_fields += 1
         self.unknown_bytes += size
         if self.unknown_fields > MAX_UNKNOWN_FIELDS or self.unknown_bytes > MAX_UNKNOWN_BYTES:
-            raise RequestRefused(
+            raise _refused(
                 f"{path} carries more fields this plugin does not know (field {number}) than a kubelet "
                 f"sends: {self.unknown_fields} fields, {self.unknown_bytes} bytes "
                 f"(at most {MAX_UNKNOWN_FIELDS} fields and {MAX_UNKNOWN_BYTES} bytes)"

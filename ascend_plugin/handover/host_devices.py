@@ -1,12 +1,5 @@
-"""The shared device nodes and driver directories present on the host, learned once.
-
-Every container holding an NPU also needs the family's shared nodes
-(``/dev/davinci_manager``, ``/dev/hisi_hdc`` ... seventeen candidates on 310B;
-on a 950 every node under ``/dev/uburma`` and ``/dev/ummu`` too) and the driver
-mounted, but only those the host has. Looking each up on every
-Allocate would cost a stat per candidate per call; instead they are learned at
-start and again only when a directory holding them changes (a driver reload
-adds or removes nodes under ``/dev``, which moves that directory's mtime).
+"""The shared device nodes and driver directories present on the host, learned at start and again when
+a directory holding them changes (a driver reload moves its mtime), not looked up on every Allocate.
 """
 
 from __future__ import annotations
@@ -15,7 +8,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from ascend_plugin.handover.grant import HostMount
 from ascend_plugin.offers.base import DeviceNode
 from backends.families import FamilyTable
 
@@ -23,9 +15,14 @@ MANAGER_IN_CONTAINER = "/dev/davinci_manager"
 
 
 @dataclass(frozen=True)
-class Learned:
-    """What the host had when last looked at."""
+class HostMount:
+    host_path: str
+    container_path: str
+    read_only: bool = True
 
+
+@dataclass(frozen=True)
+class Learned:
     shared: tuple[DeviceNode, ...]
     mounts: tuple[HostMount, ...]
 
@@ -51,7 +48,6 @@ class HostDevices:
 
     @property
     def mounts(self) -> tuple[HostMount, ...]:
-        """Read-only driver mounts for device mode."""
         return self._current().mounts
 
     def _current(self) -> Learned:

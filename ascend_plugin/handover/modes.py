@@ -1,16 +1,5 @@
-"""The three handover modes and the table Allocate picks from.
-
-* ``device``: the plugin lists the device nodes (each device's own node, then
-  the family's shared nodes present on the host) and mounts the driver read-only;
-* ``runtime``: the Ascend Docker Runtime does the mounting; the plugin only sets
-  ``ASCEND_VISIBLE_DEVICES`` (and ``ASCEND_RUNTIME_OPTIONS=VIRTUAL`` for vNPUs, plus
-  the family's extra variables). Chosen automatically when the plugin's own
-  container was started by that runtime (``ASCEND_DOCKER_RUNTIME=True`` in its
-  environment);
-* ``cdi``: the container runtime edits the container from the node's CDI spec
-  (:mod:`ascend_plugin.handover.cdi`); the plugin answers with CDI device names.
-
-Devices that share a chip (shares of one chip) hand over that chip once.
+"""The three handover modes and the table Allocate picks from: ``device`` (device nodes and the driver
+mounted), ``runtime`` (``ASCEND_VISIBLE_DEVICES`` for the Ascend Docker Runtime), ``cdi`` (:mod:`.cdi`).
 """
 
 from __future__ import annotations
@@ -18,22 +7,31 @@ from __future__ import annotations
 import enum
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol, TypeVar
 
 from ascend_plugin.handover.cdi import CdiSpec
-from ascend_plugin.handover.grant import ContainerGrant
-from ascend_plugin.handover.host_devices import HostDevices
-from ascend_plugin.offers.base import OfferedDevice
+from ascend_plugin.handover.host_devices import HostDevices, HostMount
+from ascend_plugin.offers.base import DeviceNode, OfferedDevice
 from backends.families import FamilyTable
 
 T = TypeVar("T")
 
 
-class HandoverMode(enum.Enum):
-    """How a container gets its NPUs."""
+@dataclass(frozen=True)
+class ContainerGrant:
+    """What a container holding some devices gets, whatever face asked: environment, device nodes,
+    mounts, CDI device names and annotations."""
 
+    envs: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    devices: tuple[DeviceNode, ...] = ()
+    mounts: tuple[HostMount, ...] = ()
+    cdi_devices: tuple[str, ...] = ()
+    annotations: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+class HandoverMode(enum.Enum):
     DEVICE = "device"
     RUNTIME = "runtime"
     CDI = "cdi"
@@ -56,13 +54,10 @@ class HandoverContext:
 
 
 class Handover(Protocol):
-    """One way of giving a container its devices."""
-
     mode: HandoverMode
 
     def grant(self, devices: Sequence[OfferedDevice]) -> ContainerGrant:
         """What a container holding ``devices`` gets."""
-        ...
 
 
 def _once(items: Iterable[T]) -> tuple[T, ...]:

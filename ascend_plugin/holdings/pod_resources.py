@@ -1,15 +1,10 @@
 """The kubelet's PodResources API: which container holds which devices, as the kubelet recorded it.
 
-Huawei's plugin asks v1alpha1 ``List`` only; this client asks v1 first (every
-kubelet since 1.20) and falls back to v1alpha1 where v1 is not served. v1 also
-lists each container's DRA claims and the devices allocated to them
-(``dynamic_resources``, where the kubelet's KubeletPodResourcesDynamicResources
-feature is on). Each call has a 2-second deadline. The socket path must be the
-socket itself, not a symlink anywhere along it: a symlink would let whoever can
-write there point the plugin at another process pretending to be the kubelet.
-
-When the socket is absent, refused, or answers neither version, the listing is
-None; each such state is said once, when it begins, and its end once too.
+v1 first (every kubelet since 1.20; it also lists DRA claims' devices), v1alpha1
+where v1 is not served (Huawei's plugin asks that alone); 2 s per call. The
+socket must be the socket itself, not reached through a symlink (which could
+point the plugin at a process posing as the kubelet). When it cannot be asked,
+the listing is None; each such state is said once when it begins, and its end too.
 """
 
 from __future__ import annotations
@@ -35,10 +30,6 @@ TIMEOUT = 2.0
 _FAILURES = (GRPCError, OSError, TimeoutError, StreamTerminatedError, ProtocolError)
 
 
-class PodResourcesUnavailable(Exception):
-    """The kubelet's PodResources API cannot be asked; the message says why."""
-
-
 @dataclass(frozen=True, order=True)
 class ContainerRef:
     """A container as Kubernetes names it: namespace, pod, container."""
@@ -49,7 +40,6 @@ class ContainerRef:
 
     @property
     def pod_key(self) -> tuple[str, str]:
-        """(namespace, pod)."""
         return (self.namespace, self.pod)
 
 
@@ -75,25 +65,26 @@ class ContainerListing:
 
 Listing = tuple[ContainerListing, ...]
 
-# Pod (namespace, name) -> resource -> the device IDs its containers hold.
-PodDevices = Mapping[tuple[str, str], Mapping[str, tuple[str, ...]]]
 
-
-def pod_devices(listing: Listing) -> PodDevices:
-    """The listing by pod: every resource's device IDs over the pod's containers."""
-    result: dict[tuple[str, str], dict[str, tuple[str, ...]]] = {}
-    for container in listing:
-        held = result.setdefault(container.ref.pod_key, {})
-        for resource, ids in container.devices.items():
-            held[resource] = (*held.get(resource, ()), *ids)
-    return MappingProxyType({key: MappingProxyType(value) for key, value in result.items()})
-
-
-def _devices(container: v1.ContainerResources | v1alpha1.ContainerResources) -> Mapping[str, tuple[str, ...]]:
+def _by_resource(
+    devices: list[v1.ContainerDevices] | list[v1alpha1.ContainerDevices],
+) -> Mapping[str, tuple[str, ...]]:
     result: dict[str, tuple[str, ...]] = {}
-    for devices in container.devices:
-        result[devices.resource_name] = (*result.get(devices.resource_name, ()), *devices.device_ids)
+    for each in devices:
+        result[each.resource_name] = (*result.get(each.resource_name, ()), *each.device_ids)
     return MappingProxyType(result)
+
+
+def _listing(pods: list[v1.PodResources] | list[v1alpha1.PodResources]) -> Listing:
+    return tuple(
+        ContainerListing(
+            ContainerRef(pod.namespace, pod.name, container.name),
+            _by_resource(container.devices),
+            _claims(container) if isinstance(container, v1.ContainerResources) else (),  # v1 only
+        )
+        for pod in pods
+        for container in pod.containers
+    )
 
 
 def _claims(container: v1.ContainerResources) -> tuple[ClaimDevice, ...]:
@@ -103,24 +94,6 @@ def _claims(container: v1.ContainerResources) -> tuple[ClaimDevice, ...]:
         )
         for claim in container.dynamic_resources
         for device in claim.claim_resources
-    )
-
-
-def _v1_listing(pods: list[v1.PodResources]) -> Listing:
-    return tuple(
-        ContainerListing(
-            ContainerRef(pod.namespace, pod.name, container.name), _devices(container), _claims(container)
-        )
-        for pod in pods
-        for container in pod.containers
-    )
-
-
-def _v1alpha1_listing(pods: list[v1alpha1.PodResources]) -> Listing:
-    return tuple(
-        ContainerListing(ContainerRef(pod.namespace, pod.name, container.name), _devices(container))
-        for pod in pods
-        for container in pod.containers
     )
 
 
@@ -136,30 +109,34 @@ class PodResourcesClient:
 
     async def listing(self) -> Listing | None:
         """Every container's devices, or None (said once) when the kubelet cannot be asked."""
-        try:
-            listing, version = await self._list()
-        except PodResourcesUnavailable as problem:
+        answer = await self._list()
+        if isinstance(answer, str):
             self._say(
-                f"unavailable: {problem}",
+                f"unavailable: {answer}",
                 logging.WARNING,
                 "the kubelet's PodResources API is unavailable (%s): which container holds which chip is "
                 "not known until it answers (the telemetry's container labels stay empty; Volcano mode "
                 "takes the held chips from the pods' annotations, and chips handed over before a restart "
                 "are known only where huawei.com/AscendReal was written)",
-                problem,
+                answer,
             )
-            self.version, self.problem = "", str(problem)
+            self.version, self.problem = "", answer
             return None
-        self.version, self.problem = version, ""
-        level = logging.WARNING if version == "v1alpha1" else logging.INFO
-        self._say(version, level, "the kubelet's PodResources API answers (%s) at %s", version, self.socket)
+        listing, self.version, self.problem = *answer, ""
+        level = logging.WARNING if self.version == "v1alpha1" else logging.INFO
+        self._say(
+            self.version,
+            level,
+            "the kubelet's PodResources API answers (%s) at %s",
+            self.version,
+            self.socket,
+        )
         return listing
 
     async def allocatable(self) -> Mapping[str, tuple[str, ...]] | None:
         """Resource -> every device ID the kubelet can hand out (v1 only); None where not served."""
-        try:
-            channel = self._channel()
-        except PodResourcesUnavailable:
+        channel = self._channel()
+        if isinstance(channel, str):
             return None
         try:
             response = await v1.PodResourcesListerStub(channel).get_allocatable_resources(
@@ -169,49 +146,45 @@ class PodResourcesClient:
             return None
         finally:
             channel.close()
-        result: dict[str, tuple[str, ...]] = {}
-        for devices in response.devices:
-            result[devices.resource_name] = (*result.get(devices.resource_name, ()), *devices.device_ids)
-        return MappingProxyType(result)
+        return _by_resource(response.devices)
 
-    async def _list(self) -> tuple[Listing, str]:
+    async def _list(self) -> tuple[Listing, str] | str:
+        """The listing and the version that answered, or why there is none."""
         channel = self._channel()
+        if isinstance(channel, str):
+            return channel
         try:
             try:
                 response = await v1.PodResourcesListerStub(channel).list(
                     v1.ListPodResourcesRequest(), timeout=self.timeout
                 )
-                return _v1_listing(response.pod_resources), "v1"
+                return _listing(response.pod_resources), "v1"
             except GRPCError as error:
                 if error.status is not Status.UNIMPLEMENTED:
-                    raise PodResourcesUnavailable(_describe(error)) from error
+                    return _describe(error)
             except _FAILURES as error:
-                raise PodResourcesUnavailable(_describe(error)) from error
+                return _describe(error)
             try:
                 answer = await v1alpha1.PodResourcesListerStub(channel).list(
                     v1alpha1.ListPodResourcesRequest(), timeout=self.timeout
                 )
             except _FAILURES as error:
-                raise PodResourcesUnavailable(
-                    f"v1 is not served and v1alpha1 failed: {_describe(error)}"
-                ) from error
-            return _v1alpha1_listing(answer.pod_resources), "v1alpha1"
+                return f"v1 is not served and v1alpha1 failed: {_describe(error)}"
+            return _listing(answer.pod_resources), "v1alpha1"
         finally:
             channel.close()
 
-    def _channel(self) -> Channel:
-        """A channel to the socket, once the path passed the checks."""
+    def _channel(self) -> Channel | str:
+        """A channel to the socket, or why it cannot be asked (a symlink, absent)."""
         absolute = os.path.abspath(self.socket)
         real = os.path.realpath(absolute)
         if real != absolute:
-            raise PodResourcesUnavailable(
+            return (
                 f"{self.socket} resolves to {real}: symlinks are refused; set pod_resources_socket "
                 "(--pod-resources-socket / ASCEND_DP_POD_RESOURCES_SOCKET) to the socket itself"
             )
         if not os.path.exists(absolute):
-            raise PodResourcesUnavailable(
-                f"{self.socket} does not exist (is the kubelet's pod-resources directory mounted?)"
-            )
+            return f"{self.socket} does not exist (is the kubelet's pod-resources directory mounted?)"
         return Channel(path=absolute)
 
     def _say(self, state: str, level: int, message: str, *args: object) -> None:

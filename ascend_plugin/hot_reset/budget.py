@@ -1,18 +1,8 @@
 """The reset budget: at most three hot resets of one chip in any 6 hours, across restarts of the plugin.
 
-A chip that needs a reset again and again has something a reset does not
-mend; resetting it forever would only take its group away from work each time.
-Huawei's plugin gives each chip 3 tokens and refills them all 6 hours after the
-last refill, so up to 6 resets can fall within a few minutes across a refill;
-here the window slides: whatever 6 hours one looks at, a chip was reset at most
-3 times in them.
-
-The resets spent are also written to a file beside the plugin's sockets (a
-host directory), as Unix times per physical id, so that a plugin that
-restarts, or crashes in a loop, does not start each run with three resets
-again; the write (two fsyncs, as long as a slow disk takes) runs off the event
-loop. A file that cannot be read is said once and counts as no resets spent;
-one that cannot be written is said once and the budget goes on in memory.
+The window slides (Huawei's refills 3 tokens every 6 hours: 6 resets can fall within minutes). The resets
+spent are written beside the plugin's sockets, so a plugin that restarts in a loop does not start each run
+with three again; a file that cannot be read or written is said once, and the budget goes on in memory.
 """
 
 from __future__ import annotations

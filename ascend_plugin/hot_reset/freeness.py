@@ -1,23 +1,19 @@
 """Is a reset group free? Each of its chips must be: no container holds it, no process, no reset.
 
-What cannot be known counts as busy, never as free: a process list the driver
-cannot give (an error, a hung call, a driver without
-``dcmi_get_device_resource_info``), and which chips pods hold before anyone has
-said. A reset under a running job would take the job's chips away mid-step.
-The kubelet's list of who holds what is read every few seconds; at the moment
-a reset would start it is read afresh (``afresh``), and a chip the plugin
-handed over since counts as held whatever the kubelet lists yet.
+What cannot be known counts as busy (a process list the driver cannot give, holders not known yet): a
+reset under a running job would take its chips mid-step. At the moment of a reset the kubelet is asked
+afresh, and a chip handed over since counts as held.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 import anyio
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
-from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.holdings.held import HeldChips
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError
@@ -37,38 +33,28 @@ class Busy:
 class GroupCheck:
     """Asks whether a group is free, with the calls its answer needs (process lists, on each chip's lane)."""
 
-    def __init__(
-        self,
-        held: HeldChips | None,
-        backend: ChipBackend,
-        calls: ChipCalls,
-        read_held: Callable[[], Awaitable[object]] | None = None,
-    ) -> None:
-        """``read_held``: asks the kubelet afresh which containers hold which chips (``held`` follows)."""
+    def __init__(self, held: HeldChips | None, backend: ChipBackend, calls: ChipCalls) -> None:
         self.held = held
         self.backend = backend
         self.calls = calls
-        self.read_held = read_held
 
     async def busy(
         self, group: Sequence[Chip], resetting: Collection[int], *, afresh: bool = False
     ) -> list[Busy]:
-        """Why chips of ``group`` are not free (empty: the group is free); ``resetting``: chips under a reset.
+        """Why chips of ``group`` are not free (empty: free); ``resetting``: chips under a reset.
 
-        ``afresh``: which chips pods hold is read from the kubelet now (the
-        moment of the reset), not taken from its last listing. The process
-        lists are asked only when nothing else holds the group: a group a pod
-        holds needs no driver call to say so.
+        ``afresh``: the kubelet is asked now (the moment of the reset). The driver is asked for
+        processes only when nothing else holds the group.
         """
-        if afresh and self.read_held is not None:
-            await self.read_held()  # not answered: the last listing and the chips handed over since stand
+        if afresh and self.held is not None:
+            await self.held.refresh()  # not answered: the last listing and the chips handed over since stand
         found: list[Busy] = []
         for chip in group:
             if chip.phy_id in resetting:
                 found.append(Busy(chip.phy_id, "is being reset"))
             elif self.held is None or not self.held.known:
                 found.append(Busy(chip.phy_id, HOLDERS_UNKNOWN))
-            elif chip.phy_id in self.held.handed_out:
+            elif chip.phy_id in self.held.just_handed:
                 found.append(Busy(chip.phy_id, HANDED))
             elif chip.phy_id in self.held.chips:
                 found.append(Busy(chip.phy_id, "a pod holds it"))

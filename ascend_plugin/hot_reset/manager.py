@@ -1,17 +1,9 @@
 """HotResetManager: watch the chips, and reset each one whose fault calls for it once its group is free.
 
-It wakes when a verdict changes (the inventory), when the chips pods hold
-change, when a reset ends, and while a chip waits for its group, every
-:data:`RECHECK` seconds (a process may have ended) or when the group's idle time
-is up. A node without a chip to reset costs nothing: the manager sleeps until
-a verdict changes.
-
-Per chip that needs a reset it keeps when its group was first seen free, in a
-row: the first look that finds a chip of the group busy starts the idle time
-again. (Huawei's plugin keeps the first time the group was ever seen free, so a
-group that was free for a moment an hour ago is reset the second its last
-process ends; waiting ``hot_reset_idle`` after the last sign of use gives a job
-that restarts its processes the time to do so.)
+It wakes on a verdict, the chips pods hold, a reset's end, and while a chip waits for its group every
+:data:`RECHECK` seconds or when the idle time is up. The idle time counts from when the group was last
+seen busy (Huawei's counts from the first time ever seen free: a job restarting its processes would lose
+its chips).
 """
 
 from __future__ import annotations
@@ -19,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -27,8 +19,9 @@ from typing import Final
 import anyio
 from anyio.abc import TaskGroup
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Changes, Followed, first_change
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.hot_reset.budget import ResetBudget
 from ascend_plugin.hot_reset.freeness import HOLDERS_UNKNOWN, Busy, GroupCheck
 from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
@@ -46,7 +39,6 @@ from ascend_plugin.hot_reset.sequence import (
 )
 from ascend_plugin.hot_reset.stats import ResetStats
 from ascend_plugin.inventory.inventory import ChipState, Inventory
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.resilience import Backoff, Retrier
 from backends.backend import ChipBackend
 from backends.chips import Chip
@@ -89,10 +81,8 @@ class HotResetManager:
         boot_poll: float = BOOT_POLL,
         recheck: float = RECHECK,
         budget_file: Path | None = None,
-        read_held: Callable[[], Awaitable[object]] | None = None,
     ) -> None:
-        """``read_held``: asks the kubelet afresh which containers hold which chips, at the moment of a
-        reset (``held`` follows); ``held``: the chips pods hold (None: not known in this mode)."""
+        """``held``: which chips pods hold, asked afresh at the moment of a reset (None: not known here)."""
         self.inventory = inventory
         self.held = held
         self.idle = idle
@@ -106,7 +96,7 @@ class HotResetManager:
             backend,
             calls,
             inventory,
-            GroupCheck(held, backend, calls, read_held),
+            GroupCheck(held, backend, calls),
             look_again,
             shown,
             clock,
@@ -286,10 +276,8 @@ class HotResetManager:
             self.wake()
 
     async def _group(self, chip: Chip) -> tuple[Chip, ...] | None:
-        """The chip's reset group (asked of the driver until it answers: the topology does not change).
-
-        None when the driver cannot give it: said once (a repeat at DEBUG),
-        and asked again after a backoff (:data:`GROUP_BACKOFF`).
+        """The chip's reset group, asked of the driver until it answers (None: said once, asked again after
+        :data:`GROUP_BACKOFF`).
         """
         phy = chip.phy_id
         if phy not in self._groups:
@@ -346,25 +334,13 @@ class HotResetManager:
     async def _until_change(self, seen: tuple[int, int, int], delay: float | None) -> None:
         """Sleep until the chips, the held chips or the wake-ups moved past ``seen``, or ``delay`` is up."""
         version, held_version, woken = seen
-        waits: list[Callable[[], Awaitable[object]]] = [
-            lambda: self.inventory.wait_for_change(version),
-            lambda: self._wake.wait_for_change(woken),
-        ]
+        followed: list[tuple[Followed, int]] = [(self.inventory, version), (self._wake, woken)]
         if self.held is not None:
-            held = self.held
-            waits.append(lambda: held.wait_for_change(held_version))
-        with anyio.move_on_after(math.inf if delay is None else delay):
-            async with anyio.create_task_group() as first:
-                for wait in waits:
-                    first.start_soon(_then_cancel, wait, first)
+            followed.append((self.held, held_version))
+        await first_change(*followed, within=math.inf if delay is None else delay)
 
     def _held_version(self) -> int:
         return self.held.version if self.held is not None else 0
 
     def _name(self, phy_id: int) -> str:
         return self.parts.name(phy_id)
-
-
-async def _then_cancel(wait: Callable[[], Awaitable[object]], group: TaskGroup) -> None:
-    await wait()
-    group.cancel_scope.cancel()

@@ -1,14 +1,7 @@
 """The chips that wait for an operator's reset: what the node's ``ResetInfo`` annotation lists.
 
-A chip goes here when hot reset will not (or can no longer) help it
-(:class:`Listed`): it is separated (SeparateNPU, ManuallySeparateNPU), its
-three resets of the last 6 hours are spent, its reset failed or timed out, or
-the annotation named it when the plugin started. It stays out of service
-through its own verdict (its fault keeps it unhealthy). It is not reset again
-by the plugin, except once a spent budget allows another reset; it leaves the
-list once it is healthy again, however that came about. The Kubernetes face
-writes the list into the annotation in Huawei's format (``ManualResetDevs``)
-whenever it changes.
+A chip is listed when hot reset will not (or can no longer) help it (:class:`Listed`), and leaves the list
+once it is healthy again.
 """
 
 from __future__ import annotations
@@ -17,7 +10,7 @@ import enum
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ascend_plugin.changes import Changes
+from ascend_plugin.changes import Followable
 from backends.chips import Chip
 
 
@@ -40,20 +33,12 @@ class ManualReset:
     listed: Listed
 
 
-class ManualResets:
+class ManualResets(Followable):
     """The chips waiting for an operator's reset, by physical id, with a version that follows every change."""
 
     def __init__(self) -> None:
+        super().__init__()
         self._entries: dict[int, ManualReset] = {}
-        self._changes = Changes()
-
-    @property
-    def version(self) -> int:
-        return self._changes.version
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        """Return the version once it differs from ``seen_version``."""
-        return await self._changes.wait_for_change(seen_version)
 
     def entries(self) -> tuple[ManualReset, ...]:
         """Every chip listed, by physical id."""

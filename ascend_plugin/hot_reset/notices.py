@@ -1,11 +1,7 @@
-"""What a hot reset tells: its start, its end, its failure, as Huawei's ``resetRecord`` Events name them.
+"""What a hot reset tells: its start, end and failure, as Huawei's ``resetRecord`` Events name them.
 
-The manager appends each notice to a :class:`NoticeLog`; the Kubernetes face
-follows the log and posts each as an Event on the Node. The log keeps the
-latest notices (bounded), each with a sequence number, so a follower that
-starts late (the Kubernetes side starts after the kubelet registration) or
-comes back after an outage still posts what it missed, and memory stays bounded
-however long nobody follows.
+The log keeps the latest notices, numbered: a follower that starts late or comes back after an outage
+posts what it missed, in bounded memory.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
-"""Which chips a hot reset is for: by the level of the chip's worst fault, as Huawei's current plugin decides.
-
-The level is the verdict's (:attr:`~ascend_plugin.inventory.inventory.ChipHealth.worst_level`),
-whichever table or policy judged it. A chip not judged yet is left alone.
-"""
+"""Which chips a hot reset is for: by the level of the chip's worst fault, as Huawei's plugin decides."""
 
 from __future__ import annotations
 
 import enum
 from typing import Final
 
-from ascend_plugin.faults import FaultLevel
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import ChipState
 
 # The levels whose remedy is a reset of the chip.

@@ -1,30 +1,9 @@
-"""One hot reset of one chip, step by step.
+"""One hot reset of one chip, step by step (docs/hot-reset.md, "The sequence").
 
-1. Every chip of the reset group is marked out
-   (:meth:`~ascend_plugin.inventory.inventory.Inventory.set_resetting`): the
-   offers turn them Unhealthy, Allocate and Prepare refuse them, and the reset
-   waits (at most :data:`MARK_OUT_WAIT`) until the kubelet has been sent the
-   new list (and, serving DRA, the ResourceSlices show it).
-2. With the door closed, the group is checked once more, which chips pods
-   hold read afresh from the kubelet (no pod, however recent, no process):
-   a busy group puts the reset off, and nothing is spent. (Before step 1 the
-   faulty chip's health was read again: a health of 0 means it mended itself,
-   and there is nothing to reset, Huawei's rule; -8012, a card that dropped,
-   counts as bad.)
-3. One reset of the budget is spent, ``HotResetStart`` is told, and the
-   in-band reset (``dcmi_set_device_reset``, INBAND) is asked of the faulty
-   chip only: the driver restarts its group.
-4. ``dcmi_get_device_boot_status`` is read on every chip of the group every
-   :data:`BOOT_POLL` seconds until each says 16 (system start finished; 3 is
-   not the end), for at most :data:`BOOT_TIMEOUT` seconds.
-5. The health monitor reads the group's codes afresh, and the chips are no
-   longer marked out: their verdicts decide, as for any chip.
-
-A reset the driver refuses, or whose group is not back in time, is a failure:
-the chip is named for an operator (:mod:`.manual`), ``HotResetFailed`` is told,
-and it is not tried again. A chip that did not finish booting stays marked out
-until it does (its health may read 0 long before); the rest of the group, and
-the whole group otherwise, is no longer marked out when the reset ends.
+The group is marked out and the kubelet told; the group is checked once more, afresh; one reset of the
+budget is spent and the in-band reset asked of the faulty chip; boot status 16 awaited on every chip
+(at most :data:`BOOT_TIMEOUT`); the codes read afresh and the group back. A failure names the chip for an
+operator (:mod:`.manual`); a chip not booted stays out until it is.
 """
 
 from __future__ import annotations
@@ -229,13 +208,10 @@ class GroupReset:
             await anyio.sleep(parts.boot_poll)
 
     async def _until_booted(self, late: Mapping[int, int | str]) -> None:
-        """After the boot wait timed out: the chips that booted go back, the others stay out until they do.
+        """After the boot wait timed out: the chips that booted go back, the others once they do.
 
-        A chip that has not finished booting may read health 0 long before it
-        can run anything: offered again, it would be handed to a pod that fails
-        on it. Its boot status is read every ``boot_recheck`` seconds; a driver
-        without the function cannot say, and its chips go back through their
-        verdicts as before.
+        A chip still booting may read health 0 long before it can run anything; a driver that cannot
+        say its boot status lets its chips go back through their verdicts.
         """
         parts = self.parts
         back = [chip.phy_id for chip in self.group if chip.phy_id not in late]

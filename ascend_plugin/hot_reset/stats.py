@@ -1,8 +1,4 @@
-"""What the metrics show of hot resets: how many ended how, and how long they took.
-
-Plain numbers kept as resets happen; the operations face renders them at
-scrape time (``ascend_hot_resets_total``, ``ascend_hot_reset_seconds``).
-"""
+"""What the metrics show of hot resets (``ascend_hot_resets_total``, ``ascend_hot_reset_seconds``)."""
 
 from __future__ import annotations
 

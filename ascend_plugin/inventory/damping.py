@@ -1,22 +1,12 @@
 """Flap damping: a chip that keeps failing and recovering stays out until it is clean for a while.
 
-Each time a chip's own verdict turns unhealthy (from healthy, or as its
-first verdict), a *spell* begins, unless a new fault configuration turned it
-with the chip's codes unchanged: an operator editing it is not the chip
-flapping. A chip with ``flap_threshold`` spells within ``flap_window`` seconds is
-damped: it stays unhealthy, however its readings look, until it has been clean
-without a break for ``flap_hold`` seconds, however long it flapped before. A
-single unhealthy reading while damped starts the clean period over. While
-held, the reason says so, since when the chip has been clean and when it will
-be released if it stays that way, and the faults are every fault seen since
-the chip was damped, and the fault policy's judgement the most severe one
-since: what a held chip reports (to the kubelet, in the device-info ConfigMap,
-on its ResourceSlice) stays put while it flaps, rather than changing with each
-flip of the state that is held out anyway.
+``flap_threshold`` unhealthy spells within ``flap_window`` s hold it out until clean for ``flap_hold`` s;
+while held it shows every fault seen since and its worst judgement. A new fault configuration begins no spell.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -24,33 +14,20 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ascend_plugin.fault_policy.chip import ChipJudgement
-from ascend_plugin.faults import Fault
+from ascend_plugin.fault_policy.faults import Fault
+from ascend_plugin.inventory.verdict import Verdict
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class DampingPolicy:
-    """The damping knobs (from settings, reloadable)."""
-
     flap_threshold: int = 3
     flap_window: float = 60.0
     flap_hold: float = 30.0
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of one look at a chip."""
-
-    healthy: bool
-    reason: str
-    faults: tuple[Fault, ...]
-    judgement: ChipJudgement | None = None  # the fault policy's, where the chip was judged
-
-
 class Damping:
-    """The flap state of one chip."""
-
     def __init__(self, wall_clock: Callable[[], float] = time.time, name: str = "the chip") -> None:
         self.wall_clock = wall_clock
         self.name = name  # the chip, as its log line names it
@@ -63,11 +40,6 @@ class Damping:
         self._faults: dict[int, Fault] = {}  # while damped: every fault seen since, by code
         self._judgement: ChipJudgement | None = None  # while damped: the most severe judgement since
         self._judged: ChipJudgement | None = None  # the fault policy's judgement in the last verdict
-
-    @property
-    def damped(self) -> bool:
-        """Whether the chip is held for flapping."""
-        return self._damped
 
     def apply(self, verdict: Verdict, now: float, policy: DampingPolicy) -> Verdict:
         """The verdict to report, given the chip's own ``verdict`` at monotonic time ``now``."""
@@ -82,9 +54,7 @@ class Damping:
             if len(self._spells) >= policy.flap_threshold:
                 self._damped = True
             if self._damped:
-                return Verdict(
-                    False, verdict.reason, self._seen(verdict.faults), self._held(verdict.judgement)
-                )
+                return self._holding(verdict, verdict.reason)
             return verdict
         self._last_healthy = True
         if not self._damped:
@@ -114,12 +84,26 @@ class Damping:
                 policy.flap_hold,
                 extra={"device": self.name, "spells": len(self._spells)},
             )
-        return Verdict(
-            False,
+        return self._holding(
+            verdict,
             f"flapping ({spells}): held until clean for {policy.flap_hold:g} s; clean since {clean_at}, "
             f"released at {release_at} if it stays clean",
-            self._seen(verdict.faults),
-            self._held(verdict.judgement),
+        )
+
+    def _holding(self, verdict: Verdict, reason: str) -> Verdict:
+        """``verdict`` held out: unhealthy, every fault seen since it was damped, the worst judgement."""
+        self._faults.update((fault.code, fault) for fault in verdict.faults)
+        judged, held = verdict.judgement, self._judgement
+        if judged is not None and (
+            held is None or (judged.level, judged.network_level) > (held.level, held.network_level)
+        ):
+            self._judgement = judged
+        return dataclasses.replace(
+            verdict,
+            healthy=False,
+            reason=reason,
+            faults=tuple(sorted(self._faults.values(), key=lambda fault: (-fault.level, fault.code))),
+            judgement=self._judgement,
         )
 
     def _reconfigured(self, judgement: ChipJudgement | None) -> bool:
@@ -131,20 +115,6 @@ class Damping:
             and judgement.configuration != last.configuration
             and judgement.codes == last.codes
         )
-
-    def _held(self, judgement: ChipJudgement | None) -> ChipJudgement | None:
-        """The judgement to show while damped: ``judgement`` only when more severe than the one held."""
-        held = self._judgement
-        if judgement is not None and (
-            held is None or (judgement.level, judgement.network_level) > (held.level, held.network_level)
-        ):
-            self._judgement = held = judgement
-        return held
-
-    def _seen(self, faults: tuple[Fault, ...]) -> tuple[Fault, ...]:
-        """``faults`` added to those seen while damped; all of them, most severe first."""
-        self._faults.update((fault.code, fault) for fault in faults)
-        return tuple(sorted(self._faults.values(), key=lambda fault: (-fault.level, fault.code)))
 
     def release_due(self, now: float, policy: DampingPolicy) -> float | None:
         """When a held chip that stays clean is to be released (monotonic), if one is pending."""

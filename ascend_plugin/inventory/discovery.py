@@ -1,27 +1,18 @@
 """Discovery: open the chip library and find the chips, retrying until they appear.
 
-A node whose driver is missing, not yet loaded or broken must not crash-loop
-the plugin: discovery logs one clear line per distinct problem, keeps it for
-/readyz, and retries with backoff. One bad card must not hide the others
-either: a chip whose chip info cannot be read (it hangs, or answers "not
-ready" while the chip boots) is served under its ID, unhealthy, and read again
-on its own lane until it answers (:meth:`Discovery.read_the_rest`); a chip the
-driver will not even name (no physical id, so no device ID that would stay
-the same) is left out, said, and asked for again; once named, only a new
-process serves it, and liveness says so. Once the chips are found it gathers the
-facts the other parts publish (driver version, AI cores, which optional driver
-functions are missing) and warns about an implausible AI-core figure, but never
-refuses a chip for it (Huawei's plugin exits on a 310B1's 1.0 AI cores). The
-chips' names pick the family, whose backend everything after discovery asks.
+A broken driver must not crash-loop the plugin, nor one bad card hide the others: an unreadable chip is
+served unhealthy and read again; one the driver will not name is left out until a restart.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -29,16 +20,17 @@ from ascend_plugin.chip_calls import NODE, ChipCallError, ChipCalls, LaneStuck
 from ascend_plugin.inventory.inventory import ChipState, Inventory, NodeFacts
 from ascend_plugin.resilience import Backoff, Retrier
 from ascend_plugin.settings import Settings, family_overrides
-from backends.backend import DEVICE_INFO, WITHOUT, ChipBackend
+from backends.backend import ChipBackend
 from backends.chips import Chip, ChipAddress, Unnamed
 from backends.errors import ChipError, NoChips
 from backends.families import FAMILIES, FamilyTable, family_for, family_named
-from backends.library import ChipInfo, DeviceLibrary, PcieAddress, SuperPodInfo
-from backends.numa import chip_numa_node, node_cpulists
-from backends.pci import PciSysfsError
+from backends.library import WITHOUT, ChipInfo, DeviceLibrary, SuperPodInfo
+from backends.pci import PciSysfsError, chip_numa_node, node_cpulists
 from backends.session import LibrarySession
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 DISCOVERY_BACKOFF = Backoff(1.0, 30.0)
 READ_AGAIN_BACKOFF = Backoff(1.0, 15.0)  # a chip or card not read at start: asked again this often
@@ -58,8 +50,6 @@ def open_library(settings: Settings, path: Path | None = None) -> DeviceLibrary:
 
 @dataclass(frozen=True)
 class DiscoverySettings:
-    """What discovery needs to know from the settings."""
-
     open_library: Callable[[], DeviceLibrary]
     chip_family: str | None  # forced family, or None to detect it
     family_overrides: Mapping[str, object]
@@ -116,13 +106,8 @@ class Discovery:
         self.named_later: list[str] = []  # of those, the ones it named since: only a restart serves them
 
     async def run(self) -> Node:
-        """The node's backend and inventory, once the library answers.
-
-        The chips are found once per process: asked again (a part restarted by
-        its supervisor), it returns the same node, whose library stays
-        initialised, instead of initialising the library a second time and
-        leaving the first session open.
-        """
+        """The node's backend and inventory, once the library answers; once per process (a restarted part
+        gets the same node, instead of a second library session)."""
         if self.node is not None:
             return self.node
         retry = Retrier("chip discovery", self.backoff, logger=log)
@@ -267,7 +252,7 @@ class Discovery:
             log.warning("cannot read the driver version: %s", error)
             driver_version = ""
         units = backend.units(found.chips)
-        reads_vnpus = self.settings.vnpus and backend.splits_into_vnpus and DEVICE_INFO not in backend.missing
+        reads_vnpus = self.settings.vnpus and backend.lists_vnpus()
         states = []
         for chip in found.chips:
             unread = found.unread.get(chip.phy_id, "")
@@ -279,7 +264,7 @@ class Discovery:
             backend.table,
             backend.description,
             driver_version,
-            frozenset(backend.missing),
+            frozenset(backend.lacking(*WITHOUT)),
             reads_vnpus,
             await self._super_pod(backend, [chip for chip in found.chips if chip.phy_id not in found.unread]),
         )
@@ -287,26 +272,30 @@ class Discovery:
 
     async def _read(self, backend: ChipBackend, chip: Chip) -> ChipState:
         """The chip with the facts its lane gives: AI cores, PCIe address and NUMA node, memory."""
-        address = await self._pcie_address(backend, chip)
-        affinity = await self._cpu_affinity(backend, chip)
-        cpulists = node_cpulists(self.settings.host_root)
+        address = await self._optional(chip, "pcie_address", "PCIe address", backend.pcie_address)
+        affinity = await self._optional(chip, "cpu_affinity", "CPU affinity", backend.cpu_affinity)
+        ai_cores = await self._ai_cores(backend, chip)
+        memory = await self._optional(chip, "memory", "device memory", backend.memory)
+        try:
+            numa_node = chip_numa_node(
+                affinity, address, node_cpulists(self.settings.host_root), self.settings.host_root
+            )
+        except PciSysfsError as error:
+            log.warning("cannot read the NUMA node of %s: %s", chip.label, error)
+            numa_node = None
         return ChipState(
             chip,
-            ai_cores=await self._ai_cores(backend, chip),
-            numa_node=self._numa_node(chip, affinity, address, cpulists),
+            ai_cores=ai_cores,
+            numa_node=numa_node,
             pcie_address=address,
-            memory_mb=await self._memory_mb(backend, chip),
+            memory_mb=memory.total_mb if memory is not None else None,
         )
 
     # -- the chips not read at start ------------------------------------------------------
 
     async def read_the_rest(self) -> None:
-        """Ask again, each on its own backoff, for the chips discovery could not read or name; then return.
-
-        A chip read is served from then on (its verdict decides its health); a
-        chip named is said, and kept for liveness: the parts were built for the
-        chips found at start, so only a new process serves it.
-        """
+        """Ask again, each on its own backoff, for the chips discovery could not read or name; a chip read is
+        served from then on, a chip named is only said (the parts were built for the chips found)."""
         node = self.node
         if node is None:
             return
@@ -345,9 +334,7 @@ class Discovery:
 
     async def _name_later(self, node: Node, unnamed: Unnamed) -> None:
         session = node.backend.session
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in itertools.count(1):
             await anyio.sleep(self.later.after(attempt))
             try:
                 named = await self.calls.call(NODE, f"name {unnamed.where}", _name, session, unnamed)
@@ -380,40 +367,13 @@ class Discovery:
             )
         return None
 
-    async def _pcie_address(self, backend: ChipBackend, chip: Chip) -> PcieAddress | None:
-        """Where the chip sits on PCI; None where the driver does not say."""
+    async def _optional(self, chip: Chip, name: str, what: str, read: Callable[[Chip], T]) -> T | None:
+        """A fact the chip's lane reads (None where the driver does not say); a call that fails is said."""
         try:
-            return await self.calls.call(chip.phy_id, "pcie_address", backend.pcie_address, chip)
+            return await self.calls.call(chip.phy_id, name, read, chip)
         except ChipCallError as error:
-            log.warning("cannot read the PCIe address of %s: %s", chip.label, error)
+            log.warning("cannot read the %s of %s: %s", what, chip.label, error)
             return None
-
-    async def _cpu_affinity(self, backend: ChipBackend, chip: Chip) -> str | None:
-        """The CPUs near the chip, as the driver says; None where it does not."""
-        try:
-            return await self.calls.call(chip.phy_id, "cpu_affinity", backend.cpu_affinity, chip)
-        except ChipCallError as error:
-            log.warning("cannot read the CPU affinity of %s: %s", chip.label, error)
-            return None
-
-    def _numa_node(
-        self, chip: Chip, affinity: str | None, address: PcieAddress | None, cpulists: Mapping[str, int]
-    ) -> int | None:
-        """The chip's NUMA node: its CPU affinity's, else its PCIe device's; None when unknown."""
-        try:
-            return chip_numa_node(affinity, address, cpulists, self.settings.host_root)
-        except PciSysfsError as error:
-            log.warning("cannot read the NUMA node of %s: %s", chip.label, error)
-            return None
-
-    async def _memory_mb(self, backend: ChipBackend, chip: Chip) -> int | None:
-        """The chip's device memory in MiB; None where the driver does not say."""
-        try:
-            info = await self.calls.call(chip.phy_id, "memory", backend.memory, chip)
-        except ChipCallError as error:
-            log.warning("cannot read the device memory of %s: %s", chip.label, error)
-            return None
-        return info.total_mb if info is not None else None
 
     async def _ai_cores(self, backend: ChipBackend, chip: Chip) -> float | None:
         table = backend.table

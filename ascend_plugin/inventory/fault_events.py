@@ -1,45 +1,23 @@
-"""Fault events on their way from the library's thread to the verdict: coalesced per chip, memory bounded.
+"""Fault events from the library's thread to the fault policy: coalesced per chip, paced, logged.
 
-A driver can deliver fault events far faster than anything needs them: a link
-that flaps raises and recovers a code thousands of times a second. Handing each
-event to the event loop on its own (a callback per event) queues callbacks as
-fast as the driver sends them, and judges states nobody will ever see. Instead
-the library's thread folds each event into its chip's :class:`ChipBurst`, under
-a lock and in constant time, and wakes the loop once for everything that piled
-up meanwhile (:class:`EventInbox`). The monitor folds bursts that arrive faster
-than its :class:`Pace` allows into the one it will apply next.
-
-What coalescing keeps. Which codes the fault policy holds on a chip
-(:mod:`ascend_plugin.fault_policy`) depends, code by code, on the last event of
-the code alone, so the last one of a burst leaves them as the whole sequence
-would have. (A FaultFrequency count sees each turn and last event of a burst,
-not every repeat within it: a code flapping a thousand times a second counts
-as often as the monitor applies its bursts.) What happened in between matters
-too: a code raised and recovered within one burst made the chip unhealthy for
-a moment, and flap damping counts such moments. So for each code a burst also
-keeps the latest earlier event that went the other way (a raise before a
-final recovery, a recovery before a final raise), its *turn*. Applying the
-turns, judging, then applying the last events and judging again shows damping
-a spell wherever the chip flapped within the burst, and ends in exactly the
-state the events one by one would have left.
-
-What it drops, and says so: a burst holds at most :data:`MAX_CODES` distinct
-codes per chip (DCMI lists at most 128 at a time); events of further codes are
-counted as dropped and logged, since keeping them would make memory grow with
-whatever the driver sends. Events for a logic id the node does not have are
-counted, not kept.
+A burst keeps each code's last event and its *turn* (the latest earlier one the other way): the policy
+ends as the events one by one would leave it. ARCHITECTURE.md "A fault's way", step 4.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from ascend_plugin.chip_calls import hand_to_loop
-from ascend_plugin.fault_policy.observations import Assertion
+from ascend_plugin.fault_policy.faults import Assertion, format_code
 from backends.library import FaultEvent
+
+log = logging.getLogger("ascend_plugin.inventory.monitor")  # the monitor's lines, where operators look
 
 MAX_CODES = 256  # distinct codes a chip's burst holds
 
@@ -77,14 +55,11 @@ class CodeBurst:
 
 @dataclass
 class ChipBurst:
-    """A chip's events since they were last applied, by code."""
-
     codes: dict[int, CodeBurst] = field(default_factory=dict)
     events: int = 0  # every event counted, the dropped ones included
     dropped: int = 0  # events whose code did not fit (MAX_CODES)
 
     def add(self, arrival: Arrival) -> None:
-        """Fold in one event."""
         self.events += 1
         self._fold(arrival.event.code, CodeBurst(arrival))
 
@@ -122,12 +97,8 @@ class Batch:
 
 
 class EventInbox:
-    """Where the library's thread leaves fault events for the loop: per chip, bounded, one wake-up a batch.
-
-    :meth:`put` is the subscription's handler. It never blocks on the loop and
-    never raises: once the loop has closed, events fold into the bounded batch
-    that nobody takes.
-    """
+    """Where the library's thread leaves fault events for the loop: per chip, bounded, one wake-up a
+    batch; :meth:`put` never blocks on the loop and never raises."""
 
     def __init__(
         self,
@@ -169,30 +140,158 @@ class EventInbox:
         self._deliver(batch)
 
 
-class Pace:
-    """How often a chip's events are applied: ``burst`` at once, then ``rate`` a second (a token bucket).
+class PacedBursts:
+    """Each chip's waiting events, ``burst`` at once, then ``rate`` a second (a token bucket per chip):
+    only a chip whose events keep coming waits, its events folded in one burst."""
 
-    An event after a quiet spell is applied the moment it arrives; only a chip
-    whose events keep coming waits, and its events wait folded in one burst.
-    """
+    def __init__(self, apply: Callable[[int, ChipBurst], None], rate: float, burst: int) -> None:
+        self._apply = apply
+        self._rate, self._burst = rate, burst
+        self._waiting: dict[int, ChipBurst] = {}
+        self._tokens: dict[int, tuple[float, float]] = {}  # chip -> tokens, and when counted (loop clock)
+        self._due: set[int] = set()  # chips whose events wait for a token
 
-    def __init__(self, rate: float, burst: int) -> None:
-        self.rate = rate
-        self.burst = burst
-        self._tokens = float(burst)
-        self._stamp: float | None = None
+    def add(self, chip: int, burst: ChipBurst) -> None:
+        """Fold ``burst`` into the chip's waiting events; apply them now if a token is there."""
+        self._waiting.setdefault(chip, ChipBurst()).merge(burst)
+        if chip in self._due:
+            return
+        loop = asyncio.get_running_loop()
+        tokens = self._count(chip, loop.time())
+        if tokens >= 1:
+            self._release(chip)
+        else:
+            self._due.add(chip)
+            loop.call_later((1 - tokens) / self._rate, self._release, chip)
 
-    def delay(self, now: float) -> float:
-        """Seconds until the next application may happen (0: now)."""
-        self._refill(now)
-        return 0.0 if self._tokens >= 1 else (1 - self._tokens) / self.rate
+    def _count(self, chip: int, now: float) -> float:
+        tokens, then = self._tokens.get(chip, (float(self._burst), now))
+        tokens = min(self._burst, tokens + (now - then) * self._rate)
+        self._tokens[chip] = tokens, now
+        return tokens
 
-    def spend(self, now: float) -> None:
-        """One application happens now."""
-        self._refill(now)
-        self._tokens = max(self._tokens - 1, 0.0)
+    def _release(self, chip: int) -> None:
+        self._due.discard(chip)
+        now = asyncio.get_running_loop().time()
+        self._tokens[chip] = max(self._count(chip, now) - 1, 0.0), now
+        self._apply(chip, self._waiting.pop(chip))
 
-    def _refill(self, now: float) -> None:
-        if self._stamp is not None:
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-        self._stamp = now
+
+# -- the log --------------------------------------------------------------------------------
+
+ASSERTIONS = {0: "recovered", 1: "raised", 2: "one-off"}
+NAMED_CODES = 8  # codes a line names; events of others are counted together
+
+
+def describe(event: FaultEvent) -> str:
+    """``severity 3, raised``."""
+    return f"severity {event.severity}, {ASSERTIONS.get(event.assertion, f'assertion {event.assertion}')}"
+
+
+@dataclass(frozen=True)
+class Source:
+    device: str  # the device ID; for events of logic ids the node does not have, says so
+    chip: int | None = None  # physical id
+    logic_id: int | None = None
+
+    def extra(self) -> dict[str, object]:
+        found = {"device": self.device, "chip": self.chip, "logic_id": self.logic_id}
+        return {key: value for key, value in found.items() if value is not None}
+
+
+@dataclass
+class _Window:
+    """A source's events since its last line (memory bounded: NAMED_CODES codes by name)."""
+
+    timer: asyncio.TimerHandle
+    events: int = 0
+    dropped: int = 0
+    codes: Counter[int] = field(default_factory=Counter)
+    last: dict[int, FaultEvent] = field(default_factory=dict)
+    others: int = 0  # events of codes beyond the named ones
+
+    def count(self, burst: ChipBurst) -> None:
+        self.events += burst.events
+        self.dropped += burst.dropped
+        for code, code_burst in burst.codes.items():
+            if code in self.codes or len(self.codes) < NAMED_CODES:
+                self.codes[code] += code_burst.events
+                self.last[code] = code_burst.last.event
+            else:
+                self.others += code_burst.events
+
+
+class FaultEventLog:
+    def __init__(self, interval: float) -> None:
+        self.interval = interval
+        self._windows: dict[Source, _Window] = {}
+
+    def burst(self, source: Source, burst: ChipBurst) -> None:
+        """A burst of ``source``'s events was applied: log it, or count it into the next summary."""
+        window = self._windows.get(source)
+        if window is not None:
+            window.count(burst)
+            return
+        self._open(source)
+        lasts = [arrival.event for arrival in burst.lasts()]
+        codes = [format_code(event.code) for event in lasts]
+        said = {"codes": codes, "events": burst.events, "suppressed": 0}
+        if burst.events == 1 and len(lasts) == 1:
+            _log(source, 0, said, "fault event %s on %s (%s)", codes[0], source.device, describe(lasts[0]))
+            return
+        shown = list(zip(codes, lasts, strict=True))[:NAMED_CODES]
+        named = ", ".join(f"{code} {describe(event)}" for code, event in shown)
+        if len(lasts) > NAMED_CODES:
+            named += f", and {len(lasts) - NAMED_CODES} more codes"
+        message = "%d fault events on %s; the last of each code: %s%s"
+        _log(
+            source, burst.dropped, said, message, burst.events, source.device, named, _dropped(burst.dropped)
+        )
+
+    def flush(self) -> None:
+        """Write every pending summary now (the monitor stops)."""
+        windows, self._windows = self._windows, {}
+        for source, window in windows.items():
+            window.timer.cancel()
+            if window.events:
+                self._write(source, window)
+
+    def _open(self, source: Source) -> None:
+        timer = asyncio.get_running_loop().call_later(self.interval, self._summarise, source)
+        self._windows[source] = _Window(timer)
+
+    def _summarise(self, source: Source) -> None:
+        window = self._windows.pop(source, None)
+        if window is not None and window.events:
+            self._write(source, window)
+            self._open(source)  # still busy: the next summary in another interval
+        # else quiet for a whole interval: its next event is logged at once again
+
+    def _write(self, source: Source, window: _Window) -> None:
+        codes = [code for code, _ in window.codes.most_common()]
+        named = ", ".join(
+            f"{format_code(code)} x{window.codes[code]} (last {describe(window.last[code])})"
+            for code in codes
+        )
+        if window.others:
+            named += f", and {window.others} of other codes"
+        said = {
+            "codes": [format_code(code) for code in codes],
+            "suppressed": window.events,
+            "interval": self.interval,
+        }
+        message = "%d more fault events on %s within %g s, not logged one by one: %s%s"
+        args = (window.events, source.device, self.interval, named, _dropped(window.dropped))
+        _log(source, window.dropped, said, message, *args)
+
+
+def _log(source: Source, dropped: int, said: dict[str, object], message: str, *args: object) -> None:
+    """One fault-event line: a warning, with the count, where events were dropped."""
+    extra = {**source.extra(), **said, **({"dropped": dropped} if dropped else {})}
+    log.log(logging.WARNING if dropped else logging.INFO, message, *args, extra=extra)
+
+
+def _dropped(dropped: int) -> str:
+    if not dropped:
+        return ""
+    return f"; {dropped} events of codes beyond the {MAX_CODES} a chip holds at a time were dropped"

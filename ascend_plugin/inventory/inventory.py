@@ -1,24 +1,7 @@
 """Inventory: the node's chips and their health verdicts, with a version and subscriptions.
 
-The health monitor writes here; the offers (and through them the device-plugin
-server, the Kubernetes publishers and the metrics) read from here. Every change
-replaces one chip's immutable state, bumps the version and wakes whoever waits
-for a new one; writing the same state again is a no-op, so no reader sees a
-change that is not one.
-
-A chip's health starts *unknown*, and an unknown chip is never healthy: the
-kubelet's first list after start (or after a kubelet restart) carries only
-verdicts the monitor has actually reached. So do its static vNPUs, where the
-node reads them: until the first successful read they are unknown (None), and
-no offer hands the chip out healthy, since it might be split.
-
-A chip whose reset group is being hot reset is :attr:`ChipState.resetting`:
-set by the hot-reset manager (:mod:`ascend_plugin.hot_reset`) on every chip of
-the group before the reset and cleared once they are back, it keeps the chip
-unhealthy whatever its verdict (:attr:`ChipState.healthy`), and the device-info
-ConfigMap lists it under ``-Recovering``. It is the one place that says so.
-
-A chip discovery could not read yet is :attr:`ChipState.unread`: unhealthy, like a resetting one.
+A chip whose health is not known yet, one out for a hot reset or one discovery could not read is never
+offered healthy.
 """
 
 from __future__ import annotations
@@ -29,9 +12,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ascend_plugin.changes import Changes
-from ascend_plugin.fault_policy.chip import ChipJudgement
-from ascend_plugin.faults import Fault, FaultLevel, format_code
+from ascend_plugin.changes import Followable
+from ascend_plugin.inventory.verdict import Verdict
 from backends.chips import Chip
 from backends.families import FamilyTable
 from backends.library import PcieAddress, SuperPodInfo, VdevInfo
@@ -40,43 +22,13 @@ from backends.topology import TopologyUnit
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ChipHealth:
-    """The monitor's verdict on one chip."""
-
-    known: bool = False  # False until the first verdict
-    healthy: bool = False
-    reason: str = "not looked at yet"  # why it is unhealthy; empty when healthy
-    faults: tuple[Fault, ...] = ()  # current faults, most severe first
-    # What the fault policy said of the chip when this verdict was reached (None: not judged, e.g.
-    # never read): the device-info ConfigMap writes its levels, codes and times.
-    judgement: ChipJudgement | None = None
-
-    @property
-    def worst_level(self) -> FaultLevel:
-        """The chip's fault level: the policy's (escalations included), else its worst fault's, or NormalNPU.
-
-        The network level is apart: a link down does not make the chip's own level.
-        """
-        if self.judgement is not None:
-            return self.judgement.level
-        return self.faults[0].level if self.faults else FaultLevel.NormalNPU
-
-    @property
-    def codes(self) -> list[str]:
-        """Current fault codes as hex strings."""
-        return [format_code(fault.code) for fault in self.faults]
-
-
-UNKNOWN = ChipHealth()
+UNKNOWN = Verdict()
 
 
 @dataclass(frozen=True)
 class ChipState:
-    """One chip as the plugin currently sees it."""
-
     chip: Chip
-    health: ChipHealth = UNKNOWN
+    health: Verdict = UNKNOWN
     ai_cores: float | None = None  # the figure the chip reported, if it could be read
     unit: TopologyUnit | None = None  # the ring, card or mesh group it shares a fast link with
     numa_node: int | None = None  # the NUMA node of its PCIe device, where the host says
@@ -131,28 +83,22 @@ class NodeFacts:
 Transition = Callable[[ChipState, ChipState], None]
 
 
-class Inventory:
+class Inventory(Followable):
     """The node's chips by physical id, with change notification."""
 
     def __init__(self, facts: NodeFacts, chips: Iterable[ChipState]) -> None:
+        super().__init__()
         self.facts = facts
         self._chips: dict[int, ChipState] = {state.phy_id: state for state in chips}
         self._by_logic = MappingProxyType(
             {state.chip.logic_id: state.phy_id for state in self._chips.values()}
         )
         self._ordered = self._sorted()
-        self._changes = Changes()
         self._transition_listeners: list[Transition] = []
 
     @property
     def table(self) -> FamilyTable:
-        """The node's family table."""
         return self.facts.table
-
-    @property
-    def version(self) -> int:
-        """Increases on every change."""
-        return self._changes.version
 
     @property
     def closed(self) -> bool:
@@ -165,11 +111,9 @@ class Inventory:
         return self._ordered[0].chip.info.chip_name if self._ordered else ""
 
     def chips(self) -> tuple[ChipState, ...]:
-        """Every chip, ordered by physical id."""
         return self._ordered
 
     def get(self, phy_id: int) -> ChipState | None:
-        """The chip with this physical id, if the node has it."""
         return self._chips.get(phy_id)
 
     def by_logic_id(self, logic_id: int) -> ChipState | None:
@@ -182,88 +126,61 @@ class Inventory:
         return {state.phy_id: state.ai_cores for state in self._ordered if state.ai_cores is not None}
 
     def on_transition(self, listener: Transition) -> Callable[[], None]:
-        """Call ``listener(old, new)`` whenever a chip's health flips; return the way to stop.
-
-        Parts that subscribe can be restarted by their supervisor, so each must
-        be able to take its listener back rather than pile up duplicates.
-        """
+        """Call ``listener(old, new)`` whenever a chip's health flips; return the way to stop (a restarted
+        part takes its listener back)."""
         self._transition_listeners.append(listener)
         return lambda: self._transition_listeners.remove(listener)
 
-    def set_health(self, phy_id: int, health: ChipHealth) -> bool:
-        """Record a verdict; return True if anything changed."""
+    def set_health(self, phy_id: int, health: Verdict) -> bool:
         old = self._chips[phy_id]
         if old.health == health:  # every poll of every chip comes here: the common case costs one compare
             return False
-        return self._replace(old, dataclasses.replace(old, health=health))
+        return self._replace(dataclasses.replace(old, health=health))
 
     def set_unread(self, phy_id: int, why: str) -> bool:
         """Why discovery still cannot read the chip (it stays unhealthy); return True if anything changed."""
-        old = self._chips[phy_id]
-        return self._replace(old, dataclasses.replace(old, unread=why))
+        return self._replace(dataclasses.replace(self._chips[phy_id], unread=why))
 
     def set_read(self, read: ChipState) -> bool:
         """Discovery read a chip it could not at start: its chip and facts from ``read``, the rest kept."""
-        old = self._chips[read.phy_id]
-        new = dataclasses.replace(
-            old,
-            chip=read.chip,
-            ai_cores=read.ai_cores,
-            numa_node=read.numa_node,
-            pcie_address=read.pcie_address,
-            memory_mb=read.memory_mb,
-            unread="",
+        return self._replace(
+            dataclasses.replace(
+                self._chips[read.phy_id],
+                chip=read.chip,
+                ai_cores=read.ai_cores,
+                numa_node=read.numa_node,
+                pcie_address=read.pcie_address,
+                memory_mb=read.memory_mb,
+                unread="",
+            )
         )
-        return self._replace(old, new)
-
-    def _replace(self, old: ChipState, new: ChipState) -> bool:
-        """Put ``new`` in ``old``'s place, telling the listeners of a flip; True if anything changed."""
-        if new == old:
-            return False
-        self._chips[new.phy_id] = new
-        self._ordered = self._sorted()
-        self._changes.bump()
-        if new.healthy != old.healthy:
-            self._tell(old, new)
-        return True
 
     def set_resetting(self, phy_ids: Iterable[int], resetting: bool) -> bool:
         """Mark chips as out for a hot reset (or back from one); return True if anything changed."""
-        flipped: list[tuple[ChipState, ChipState]] = []
-        changed = False
-        for phy_id in phy_ids:
-            old = self._chips[phy_id]
-            if old.resetting == resetting:
-                continue
-            new = dataclasses.replace(old, resetting=resetting)
-            self._chips[phy_id] = new
-            changed = True
-            if new.healthy != old.healthy:
-                flipped.append((old, new))
-        if changed:
-            self._ordered = self._sorted()
-            self._changes.bump()
-        for old, new in flipped:
-            self._tell(old, new)
-        return changed
+        return self._replace(*(dataclasses.replace(self._chips[phy], resetting=resetting) for phy in phy_ids))
 
     def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
-        """Record the vNPUs a chip carries now; return True if anything changed."""
-        old = self._chips[phy_id]
-        if old.vnpus == vnpus:
+        return self._replace(dataclasses.replace(self._chips[phy_id], vnpus=vnpus))
+
+    def _replace(self, *states: ChipState) -> bool:
+        """Put each state in its chip's place: one new version, then each flip told; True if any changed."""
+        flipped = []
+        for new in states:
+            old = self._chips[new.phy_id]
+            if new != old:
+                self._chips[new.phy_id] = new
+                flipped.append((old, new))
+        if not flipped:
             return False
-        self._chips[phy_id] = dataclasses.replace(old, vnpus=vnpus)
         self._ordered = self._sorted()
         self._changes.bump()
+        for old, new in flipped:
+            if new.healthy != old.healthy:
+                self._tell(old, new)
         return True
 
     def close(self) -> None:
-        """Wake every waiter for good: the plugin is stopping."""
         self._changes.close()
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        """Return the current version once it differs from ``seen_version`` (or on close)."""
-        return await self._changes.wait_for_change(seen_version)
 
     def _tell(self, old: ChipState, new: ChipState) -> None:
         """Tell every transition listener, after the change is counted: one that raises stops nothing."""

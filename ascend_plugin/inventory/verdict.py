@@ -1,22 +1,6 @@
-"""The health verdict on one chip: what the driver calls say, then what the fault policy says.
+"""The health verdict on one chip: what the driver calls say, then the fault policy's judgement.
 
-What decides, in order:
-
-* a driver call on the chip hung: unhealthy, naming the call, until its lane is free;
-* the health query failed ``failure_threshold`` times in a row: unhealthy, with
-  the error; fewer failures keep judging from the last good reading;
-* the chip was never read: unhealthy (a chip whose state is unknown is never offered);
-* the chip dropped off the bus: unhealthy;
-* the fault policy's judgement (:mod:`ascend_plugin.fault_policy`): unhealthy
-  at a level Huawei's plugin reports unhealthy (PreSeparateNPU only while no pod
-  holds the chip), naming each fault (and where it came from) and each escalation;
-* a major or critical health value with no fault code at all to explain it: unhealthy;
-* otherwise healthy (flap damping may still hold it: :mod:`.damping`).
-
-The faults of the verdict are the chip's current codes at their levels
-(:func:`~ascend_plugin.faults.current_faults`), whatever decided, and its
-judgement the policy's, except where the chip was never read (or no poll
-succeeded for ``failure_threshold`` tries): then there is no judgement to show.
+The order in which they decide: docs/faults.md "How a chip's level is decided".
 """
 
 from __future__ import annotations
@@ -25,58 +9,74 @@ from dataclasses import dataclass
 
 from ascend_plugin.chip_calls import StuckCall
 from ascend_plugin.fault_policy.chip import ChipJudgement
-from ascend_plugin.fault_policy.levels import FaultLevel, kubelet_healthy
-from ascend_plugin.faults import Fault, current_faults
-from ascend_plugin.inventory.damping import Verdict
+from ascend_plugin.fault_policy.faults import Fault, FaultLevel, format_code, kubelet_healthy
 from backends.chips import HealthReading
 
 _HEALTH_VALUES = {0: "ok", 1: "minor alarm", 2: "major alarm", 3: "critical alarm"}
 
 
 @dataclass(frozen=True)
-class Observation:
-    """Everything the verdict on one chip rests on, at one moment."""
+class Verdict:
+    """Healthy or not, and why: the monitor's verdict on one chip, as the inventory keeps it."""
 
-    reading: HealthReading | None  # the last good poll; None before the first
-    judgement: ChipJudgement  # the fault policy's, now
-    held: bool = False  # a pod holds the chip (as far as is known)
-    failures: int = 0  # failed polls in a row since then
-    error: str = ""  # the last failure, when ``failures`` > 0
-    stuck: StuckCall | None = None
+    known: bool = False  # False until the first verdict
+    healthy: bool = False
+    reason: str = "not looked at yet"  # why it is unhealthy; empty when healthy
+    faults: tuple[Fault, ...] = ()  # current faults, most severe first
+    # What the fault policy said of the chip (None: not judged, e.g. never read): the device-info
+    # ConfigMap writes its levels, codes and times.
+    judgement: ChipJudgement | None = None
+
+    @property
+    def worst_level(self) -> FaultLevel:
+        """The chip's level: the policy's (escalations included), else its worst fault's, or NormalNPU;
+        the network's is apart."""
+        if self.judgement is not None:
+            return self.judgement.level
+        return self.faults[0].level if self.faults else FaultLevel.NormalNPU
+
+    @property
+    def codes(self) -> list[str]:
+        return [format_code(fault.code) for fault in self.faults]
 
 
-def judge(observation: Observation, failure_threshold: int) -> Verdict:
-    """Healthy or not, and why (before damping)."""
-    reading, judgement = observation.reading, observation.judgement
-    faults = current_faults(judgement)
-    if observation.stuck is not None:
-        return Verdict(False, observation.stuck.overran, faults, judgement if reading is not None else None)
-    if observation.failures >= failure_threshold:
-        return Verdict(
-            False, f"health query failed {observation.failures} times in a row: {observation.error}", ()
-        )
+@dataclass(frozen=True)
+class Polls:
+    """What the chip's polls said: the last good reading, and the failures since."""
+
+    reading: HealthReading | None = None  # None before the first good poll
+    at: int = 0  # when the poll that read it began, on the fault policy's clock (Unix ms)
+    failures: int = 0  # failed polls in a row since
+    error: str = ""  # the last failure's, when ``failures`` > 0
+
+
+def judge(
+    polls: Polls, judgement: ChipJudgement, *, held: bool, stuck: StuckCall | None, failure_threshold: int
+) -> Verdict:
+    """Healthy or not, and why (before damping); ``held``: a pod holds the chip. No judgement shows
+    where no poll has read the chip lately."""
+    reading = polls.reading
+    faults = judgement.faults
+    if stuck is not None:
+        return Verdict(True, False, stuck.overran, faults, judgement if reading is not None else None)
+    if polls.failures >= failure_threshold:
+        return Verdict(True, False, f"health query failed {polls.failures} times in a row: {polls.error}")
     if reading is None:
-        why = f": {observation.error}" if observation.error else ""
-        return Verdict(False, f"health not read yet{why}", ())
+        return Verdict(True, False, f"health not read yet{f': {polls.error}' if polls.error else ''}")
     if reading.dropped:
-        return Verdict(False, "card dropped off the bus (no health answer)", faults, judgement)
+        return Verdict(True, False, "card dropped off the bus (no health answer)", faults, judgement)
     if not judgement.healthy:
-        why = _why(judgement, faults, set(reading.codes), observation.held)
-        return Verdict(False, why, faults, judgement)
+        return Verdict(True, False, _why(judgement, faults, set(reading.codes), held), faults, judgement)
     if not faults and reading.value >= 2:
         state = _HEALTH_VALUES.get(reading.value, f"unknown value {reading.value}")
-        return Verdict(
-            False, f"health value {reading.value} ({state}) without a fault code", faults, judgement
-        )
-    return Verdict(True, "", faults, judgement)
+        why = f"health value {reading.value} ({state}) without a fault code"
+        return Verdict(True, False, why, faults, judgement)
+    return Verdict(True, True, "", faults, judgement)
 
 
 def _why(judgement: ChipJudgement, faults: tuple[Fault, ...], polled: set[int], held: bool) -> str:
-    """Why the policy judged the chip unhealthy: its bad faults (polled or event), its escalations.
-
-    ``fault 80E01801:RestartBusiness (event); 80E18005 escalated to ManuallySeparateNPU (FaultFrequency)``.
-    Network codes are left out: the network's health does not decide the chip's.
-    """
+    """Why the policy judged the chip unhealthy: its bad faults and escalations (network codes aside),
+    ``fault 80E01801:RestartBusiness (event); 80E18005 escalated to ManuallySeparateNPU (FaultFrequency)``."""
     network = {int(code, 16) for code in judgement.network.codes}
     bad = [
         fault for fault in faults if fault.code not in network and not kubelet_healthy(fault.level, held=held)

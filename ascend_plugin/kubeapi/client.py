@@ -1,24 +1,14 @@
 """The few API calls the plugin makes, on kubernetes-asyncio, with JSON in and out.
 
-kubernetes-asyncio is largely untyped and turns every object into a generated model
-class; the plugin needs a handful of fields from a few kinds of object. So each
-call goes through the client's :class:`ApiClient` by its REST route (method and
-path, as the API reference names them), asks for the raw response
-(``_preload_content=False``), checks the status itself and hands back plain JSON
-objects, and every failure leaves here as one of the exceptions in
-:mod:`ascend_plugin.kubeapi.errors`. The client's generated API classes and
-models are never imported (:mod:`.lean_import`: they would cost the node about
-35 MiB). The ``Any`` of the untyped client stays inside this module.
-
-Every request carries a timeout: an API server that accepts connections but
-never answers must not hang a part forever.
+Each call goes by its REST route (one :class:`Resource` row per kind) and hands back plain JSON: the
+untyped client's ``Any`` stays here, and every failure leaves as an exception of :mod:`.errors`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncGenerator, Mapping
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +44,17 @@ EVERYWHERE = "list everywhere"  # the key of a namespaced kind's call that lists
 JSON = "application/json"
 # What the client sent for a patch with a JSON object body: the strategic merge the kubelet and kubectl use.
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+# RFC 6902: a list of operations, a failed ``test`` refusing the whole patch (422).
+JSON_PATCH = "application/json-patch+json"
+_METHODS = {
+    "get": "GET",
+    "list": "GET",
+    EVERYWHERE: "GET",
+    "create": "POST",
+    "update": "PUT",
+    "patch": "PATCH",
+    "delete": "DELETE",
+}
 
 
 @dataclass(frozen=True)
@@ -66,19 +67,22 @@ class Route:
 
 @dataclass(frozen=True)
 class Resource:
-    """A kind of object: its plural (as RBAC names it), its API group, and the calls the plugin makes on it.
-
-    ``calls`` maps a verb as RBAC names it (``get``, ``list``, ``create``,
-    ``update``, ``patch``, ``delete``; a watch is a list with ``watch=True``, and
-    :data:`EVERYWHERE` lists a namespaced kind across namespaces) to its REST
-    route, e.g. ``GET /api/v1/namespaces/{namespace}/configmaps/{name}``: every
-    call the plugin makes can be found by its route, and only those are here.
-    """
+    """A kind of object (its plural as RBAC names it, its API group) and the calls the plugin makes on it:
+    verb as RBAC names it (a watch is a list; :data:`EVERYWHERE`: across namespaces) -> REST route."""
 
     plural: str
     namespaced: bool
     calls: Mapping[str, Route] = field(compare=False)
     group: str = ""  # "" is the core group (/api/v1)
+
+    @classmethod
+    def of(cls, plural: str, verbs: tuple[str, ...], *, namespaced: bool, group: str = "") -> Resource:
+        """A kind with the routes of ``verbs``, as the API lays them out."""
+        prefix = f"/apis/{group}/v1" if group else "/api/v1"
+        collection = f"{prefix}/namespaces/{{namespace}}/{plural}" if namespaced else f"{prefix}/{plural}"
+        paths = {EVERYWHERE: f"{prefix}/{plural}", "list": collection, "create": collection}
+        calls = {verb: Route(_METHODS[verb], paths.get(verb, f"{collection}/{{name}}")) for verb in verbs}
+        return cls(plural, namespaced, calls, group)
 
     @property
     def qualified(self) -> str:
@@ -100,61 +104,17 @@ class Resource:
             ) from None
 
 
-def _routes(prefix: str, plural: str, verbs: dict[str, str], *, namespaced: bool) -> dict[str, Route]:
-    """The routes of ``verbs`` (verb -> HTTP method) on a kind, as the API lays them out."""
-    collection = f"{prefix}/namespaces/{{namespace}}/{plural}" if namespaced else f"{prefix}/{plural}"
-    routes = {}
-    for verb, method in verbs.items():
-        if verb == EVERYWHERE:
-            routes[verb] = Route(method, f"{prefix}/{plural}")
-        elif verb in ("list", "create"):
-            routes[verb] = Route(method, collection)
-        else:
-            routes[verb] = Route(method, f"{collection}/{{name}}")
-    return routes
-
-
-CORE = "/api/v1"
-NODES = Resource(
-    "nodes",
-    namespaced=False,
-    calls=_routes(CORE, "nodes", {"get": "GET", "list": "GET", "patch": "PATCH"}, namespaced=False),
-)
-CONFIGMAPS = Resource(
-    "configmaps",
-    namespaced=True,
-    calls=_routes(
-        CORE, "configmaps", {"get": "GET", "list": "GET", "create": "POST", "update": "PUT"}, namespaced=True
-    ),
-)
-EVENTS = Resource(
-    "events", namespaced=True, calls=_routes(CORE, "events", {"create": "POST"}, namespaced=True)
-)
-PODS = Resource(
-    "pods",
-    namespaced=True,
-    calls=_routes(CORE, "pods", {"get": "GET", EVERYWHERE: "GET", "patch": "PATCH"}, namespaced=True),
-)
+NODES = Resource.of("nodes", ("get", "list", "patch"), namespaced=False)
+# A Node's status subresource, named as RBAC names it: an older family's leftover extended resources.
+NODE_STATUS = Resource("nodes/status", False, {"patch": Route("PATCH", "/api/v1/nodes/{name}/status")})
+CONFIGMAPS = Resource.of("configmaps", ("get", "list", "create", "update"), namespaced=True)
+EVENTS = Resource.of("events", ("create",), namespaced=True)
+PODS = Resource.of("pods", ("get", EVERYWHERE, "patch"), namespaced=True)
 # Dynamic Resource Allocation, resource.k8s.io/v1 (Kubernetes 1.34 and later).
-DRA_GROUP = "resource.k8s.io"
-_DRA = f"/apis/{DRA_GROUP}/v1"
-RESOURCE_SLICES = Resource(
-    "resourceslices",
-    namespaced=False,
-    group=DRA_GROUP,
-    calls=_routes(
-        _DRA,
-        "resourceslices",
-        {"get": "GET", "list": "GET", "create": "POST", "update": "PUT", "delete": "DELETE"},
-        namespaced=False,
-    ),
+RESOURCE_SLICES = Resource.of(
+    "resourceslices", ("get", "list", "create", "update", "delete"), namespaced=False, group="resource.k8s.io"
 )
-RESOURCE_CLAIMS = Resource(
-    "resourceclaims",
-    namespaced=True,
-    group=DRA_GROUP,
-    calls=_routes(_DRA, "resourceclaims", {"get": "GET"}, namespaced=True),
-)
+RESOURCE_CLAIMS = Resource.of("resourceclaims", ("get",), namespaced=True, group="resource.k8s.io")
 
 _CLIENT_FAILURES = (aiohttp.ClientError, OSError, TimeoutError)
 
@@ -198,7 +158,6 @@ def string_map(obj: Mapping[str, object], key: str) -> dict[str, str]:
 
 
 def labels_of(obj: Mapping[str, object]) -> dict[str, str]:
-    """An object's labels."""
     return string_map(mapping_field(obj, "metadata"), "labels")
 
 
@@ -211,12 +170,8 @@ def _json_object(raw: bytes) -> JsonObject | None:
 
 
 async def _lines(content: Any, limit: int, what: str) -> AsyncGenerator[bytes, None]:
-    """The lines of the streamed body of ``what`` (without their newline), each at most ``limit`` bytes.
-
-    Read here rather than through aiohttp's ``readline``, whose limit depends on
-    its version and whose error is not one of the client's: a longer line is a
-    KubeError, waited out with backoff like any other.
-    """
+    """The lines of the streamed body of ``what``, each at most ``limit`` bytes; a longer one is a KubeError
+    (aiohttp's ``readline`` has a limit by version, and an error of its own)."""
     buffer = bytearray()
     scanned = 0  # the part of the buffer known to hold no newline
     while chunk := await content.readany():
@@ -269,15 +224,12 @@ class Kube:
         self.host: str = api_client.configuration.host
 
     async def close(self) -> None:
-        """Close the client's connection pool."""
         await self.api_client.close()
 
     async def get(self, resource: Resource, name: str, namespace: str | None = None) -> JsonObject:
-        """Read one object."""
         return await self._call(_Request("get", resource, resource.call("get"), namespace, name))
 
     async def list(self, resource: Resource, namespace: str | None, field_selector: str) -> Listing:
-        """List the objects matching ``field_selector``."""
         request = _Request("list", resource, resource.call("list", namespace), namespace)
         body = await self._call(request, query={"fieldSelector": field_selector})
         raw_items = body.get("items")
@@ -302,6 +254,13 @@ class Kube:
         """Strategic-merge-patch an object (the client's default content type for a dict body)."""
         return await self._call(_Request("patch", resource, resource.call("patch"), namespace, name), body)
 
+    async def json_patch(
+        self, resource: Resource, name: str, namespace: str | None, operations: Sequence[JsonObject]
+    ) -> JsonObject:
+        """Apply RFC 6902 ``operations`` at once: all or none (a failed ``test`` is a 422)."""
+        request = _Request("patch", resource, resource.call("patch"), namespace, name)
+        return await self._call(request, operations, content=JSON_PATCH)
+
     async def delete(
         self,
         resource: Resource,
@@ -322,11 +281,8 @@ class Kube:
         resource_version: str,
         timeout_seconds: int = WATCH_TIMEOUT,
     ) -> AsyncGenerator[WatchEvent, None]:
-        """The events after ``resource_version`` until the server ends the stream.
-
-        An ERROR event raises its status as an exception (410 Gone when the
-        version is too old: list again).
-        """
+        """The events after ``resource_version`` until the server ends the stream; an ERROR event raises
+        its status (410 Gone: the version is too old, list again)."""
         request = _Request("watch", resource, resource.call("watch", namespace), namespace)
         query = {
             "fieldSelector": field_selector,
@@ -362,9 +318,13 @@ class Kube:
             response.close()
 
     async def _call(
-        self, request: _Request, body: JsonObject | None = None, query: Mapping[str, object] | None = None
+        self,
+        request: _Request,
+        body: JsonObject | Sequence[JsonObject] | None = None,
+        query: Mapping[str, object] | None = None,
+        content: str | None = None,
     ) -> JsonObject:
-        response = await self._send(request, body, query or {}, deadline=REQUEST_TIMEOUT)
+        response = await self._send(request, body, query or {}, deadline=REQUEST_TIMEOUT, content=content)
         try:
             raw = await response.read()
         except _CLIENT_FAILURES as error:
@@ -381,17 +341,18 @@ class Kube:
     async def _send(
         self,
         request: _Request,
-        body: JsonObject | None,
+        body: JsonObject | Sequence[JsonObject] | None,
         query: Mapping[str, object],
         *,
         deadline: float | aiohttp.ClientTimeout,
+        content: str | None = None,
     ) -> Any:
         """Start one request; the aiohttp response (status not checked yet)."""
         route = request.route
         names = {"name": request.name}
         if request.resource.namespaced and request.namespace is not None:
             names["namespace"] = request.namespace
-        content = STRATEGIC_MERGE_PATCH if route.method == "PATCH" else JSON
+        content = content or (STRATEGIC_MERGE_PATCH if route.method == "PATCH" else JSON)
         try:
             return await self.api_client.call_api(
                 route.path,

@@ -1,11 +1,6 @@
-"""What can go wrong talking to the API server, as exception types the parts can act on.
-
-Each kind calls for a different reaction: a conflict is retried at once with a
-fresh resourceVersion, an expired watch (410) is answered by listing again, a
-missing object may be created, and everything else (server down, 5xx, missing
-RBAC) is waited out with backoff. A 403 names the ClusterRole rule that is
-missing, because "forbidden" alone sends operators digging through audit logs.
-"""
+"""What can go wrong talking to the API server, as exception types the parts act on: a conflict is retried
+with a fresh resourceVersion, 410 lists again, a 404 may create, the rest waits with backoff. A 403 names
+the ClusterRole rule that is missing."""
 
 from __future__ import annotations
 
@@ -13,12 +8,8 @@ RBAC_DOC = "docs/kubernetes.md#rbac"
 
 
 class KubeError(Exception):
-    """Root of the API errors: talking to the API server failed; the part that saw it retries with backoff.
-
-    What belongs here: no client configuration, a server that does not
-    answer, and every error status it answers with (one subclass per status a
-    caller reacts to differently: 401, 403, 404, 409, 410, 5xx).
-    """
+    """Root of the API errors: no client configuration, a server that does not answer, an error status
+    (a subclass per status a caller reacts to differently); the part that saw it retries with backoff."""
 
 
 class KubeConfigError(KubeError):
@@ -30,8 +21,6 @@ class Unreachable(KubeError):
 
 
 class ApiError(KubeError):
-    """The API server answered a request with an error status."""
-
     def __init__(self, status: int, verb: str, resource: str, name: str, message: str) -> None:
         self.status = status
         self.verb = verb
@@ -81,21 +70,17 @@ class ServerError(ApiError):
     """5xx or 429: the API server is unwell or busy."""
 
 
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    410: Gone,
+    429: ServerError,
+}
+
+
 def api_error(status: int, verb: str, resource: str, name: str, message: str) -> ApiError:
     """The exception type for an HTTP error status."""
-    kind: type[ApiError]
-    if status == 401:
-        kind = Unauthorized
-    elif status == 403:
-        kind = Forbidden
-    elif status == 404:
-        kind = NotFound
-    elif status == 409:
-        kind = Conflict
-    elif status == 410:
-        kind = Gone
-    elif status >= 500 or status == 429:
-        kind = ServerError
-    else:
-        kind = ApiError
+    kind = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
     return kind(status, verb, resource, name, message)

@@ -1,18 +1,8 @@
-"""kubernetes-asyncio's API client and config loaders, without its generated API classes and models.
+"""kubernetes-asyncio's ApiClient, Configuration and config loaders, without its API classes and models.
 
-Importing any part of kubernetes-asyncio runs its package's ``__init__``, which
-imports every API class and every model of the Kubernetes API: about 35 MiB
-resident that the plugin never uses, since its calls (:mod:`.client`) go
-through the :class:`ApiClient` with raw JSON in and out. So before importing
-the few modules it needs, this registers the packages ``kubernetes_asyncio``,
-``kubernetes_asyncio.client`` and ``kubernetes_asyncio.client.models`` as
-*shells*: the real package modules, with their ``__path__``, whose ``__init__``
-has not run yet. The modules under them import as usual.
-
-Nothing else notices: the first time anything asks a shell for a name it does
-not have (the doctor's ``AuthorizationV1Api``, the client deserialising into a
-model), the shell runs its real ``__init__`` and answers. Where kubernetes-asyncio
-was imported before this module, the shells are not needed and not made.
+Any import from kubernetes-asyncio loads every API class and model (about 35 MiB), and there is no public
+way around it: its three packages are registered as shells before the few modules needed are imported.
+The private names are pinned in pyproject.toml and checked by tests/test_kube_lean_import.py.
 """
 
 from __future__ import annotations
@@ -27,11 +17,7 @@ _PACKAGES = ("kubernetes_asyncio", "kubernetes_asyncio.client", "kubernetes_asyn
 
 
 def _complete(module: types.ModuleType, name: str) -> Any:
-    """Run the package's own ``__init__`` into its shell, then answer as the full package does.
-
-    A submodule is answered by importing just it (``from package import
-    submodule`` asks the package first, as does ``package.submodule``).
-    """
+    """A submodule imported alone; anything else after the package's own ``__init__`` ran in the shell."""
     if importlib.util.find_spec(f"{module.__name__}.{name}") is not None:
         return importlib.import_module(f"{module.__name__}.{name}")
     spec = module.__spec__
@@ -46,7 +32,7 @@ def _complete(module: types.ModuleType, name: str) -> Any:
 
 
 def _shell(name: str) -> types.ModuleType:
-    spec = importlib.util.find_spec(name)  # finds the package; its parent is a shell already
+    spec = importlib.util.find_spec(name)  # its parent is a shell already
     if spec is None:
         raise ImportError(f"no module named {name!r}", name=name)
     module = importlib.util.module_from_spec(spec)
@@ -59,13 +45,14 @@ def _shell(name: str) -> types.ModuleType:
 
 
 def _lean() -> tuple[Any, Any]:
-    """The client's ApiClient and Configuration classes, importing no API class and no model."""
+    """ApiClient and Configuration; shells only where kubernetes-asyncio was not imported before."""
     fresh = "kubernetes_asyncio" not in sys.modules
-    shells = [_shell(name) for name in _PACKAGES] if fresh else []
+    if fresh:
+        for name in _PACKAGES:
+            _shell(name)
     configuration = importlib.import_module("kubernetes_asyncio.client.configuration").Configuration
     api_client = importlib.import_module("kubernetes_asyncio.client.api_client").ApiClient
-    if shells:
-        # The config loaders import both from the client package: give them what the real one would.
+    if fresh:  # the config loaders import both from the client package
         client = sys.modules["kubernetes_asyncio.client"]
         client.__dict__.setdefault("ApiClient", api_client)
         client.__dict__.setdefault("Configuration", configuration)

@@ -1,17 +1,7 @@
-"""The reflector: a local copy of some objects, kept current by a list and then a watch.
+"""The reflector: a local copy of some objects, kept current by a list and then a watch, as client-go's.
 
-Every part that follows objects on the API server needs the same loop, easy to
-get subtly wrong, so it exists once, here, as client-go's Reflector and store:
-a list fills the store (keyed ``namespace/name``), a watch from its
-resourceVersion applies each event (bookmarks move the version on), 410 Gone
-lists again, and every failure waits with the jittered backoff of
-:class:`~ascend_plugin.kubeapi.retry.Retrier`. A watch that ends within
-:data:`MIN_WATCH` without sending anything is such a failure, and the backoff
-starts over only when the server gets through to us, so watches that fail while
-lists succeed cannot hammer it (docs/kubernetes.md, "Resilience"). A part runs
-:meth:`Reflector.run` as a task and waits on its ``changes``; its own writes show
-in the store at once (:meth:`Reflector.record_write`). resourceVersions are
-opaque: compared for equality only.
+410 Gone lists again; every failure waits with jittered backoff; a part's own writes show in the store at
+once (:meth:`Reflector.record_write`). docs/kubernetes.md, "Resilience".
 """
 
 from __future__ import annotations
@@ -37,7 +27,7 @@ from ascend_plugin.kubeapi.client import (
     mapping_field,
     string_field,
 )
-from ascend_plugin.kubeapi.errors import Gone, KubeError, Unreachable
+from ascend_plugin.kubeapi.errors import Gone, KubeError, NotFound, Unreachable
 from ascend_plugin.kubeapi.retry import Retrier
 
 log = logging.getLogger(__name__)
@@ -55,7 +45,6 @@ def object_key(namespace: str | None, name: str) -> str:
 
 
 def key_of(obj: Mapping[str, object]) -> str:
-    """The store's key of ``obj``, from its metadata."""
     metadata = mapping_field(obj, "metadata")
     return object_key(string_field(metadata, "namespace") or None, string_field(metadata, "name"))
 
@@ -80,11 +69,8 @@ class _Answer(Generic[T]):
 
 
 class Reflector(Generic[T]):
-    """The objects one list and watch select, by key, current while the API server answers.
-
-    ``transform`` turns each object the server sends into what the store keeps
-    (client-go's TransformFunc); it runs once per object per change.
-    """
+    """The objects one list and watch select, by key, current while the API server answers; ``transform``
+    turns each object into what the store keeps (client-go's TransformFunc), once per change."""
 
     def __init__(
         self,
@@ -141,7 +127,6 @@ class Reflector(Generic[T]):
         return MappingProxyType(merged)
 
     def get(self, key: str) -> T | None:
-        """The object with this key (:func:`object_key`), if the store has it."""
         answer = self._answers.get(key)
         return answer.value if answer is not None else self._watched.get(key)
 
@@ -151,7 +136,6 @@ class Reflector(Generic[T]):
         return self._synced.is_set()
 
     async def wait_synced(self) -> None:
-        """Return once the first list is in."""
         await self._synced.wait()
 
     # -- following -------------------------------------------------------------------------------
@@ -268,27 +252,23 @@ class Reflector(Generic[T]):
     # -- answers of our own requests ---------------------------------------------------------------
 
     async def record_write(self, write: Awaitable[JsonObject]) -> JsonObject:
-        """Await a create or update and show the object it answers in the store at once.
-
-        The answer stands until the watch shows that same resourceVersion: the
-        watch sends every change in order, so that event is the write's own.
-        """
+        """Await a create or update and show the object it answers in the store at once, until the watch
+        shows that resourceVersion (the watch sends every change in order: that event is the write's)."""
         with self._watching_echoes() as echoes:
             obj = await write
         key, version = key_of(obj), version_of(obj)
         self._take(key, obj, shown=version in echoes.get(key, ()) or self._versions.get(key) == version)
         return obj
 
-    async def record_read(self, read: Awaitable[JsonObject]) -> JsonObject:
-        """Await a get and show its object in the store at once.
-
-        A read may answer with an older version than the watch already showed
-        (it was served before a change the watch delivered meanwhile), so any
-        event about the object while the read was awaited counts: the watch has
-        it, or has it on the way.
-        """
-        with self._watching_echoes() as echoes:
-            obj = await read
+    async def read(self, name: str) -> JsonObject | None:
+        """Read the object called ``name`` now and show it in the store at once; None (gone) on 404. Any
+        event about it meanwhile counts as the watch having it: a read may answer older than the watch."""
+        try:
+            with self._watching_echoes() as echoes:
+                obj = await self.kube.get(self.resource, name, self.namespace)
+        except NotFound:
+            self.record_gone(object_key(self.namespace, name))
+            return None
         key = key_of(obj)
         self._take(key, obj, shown=key in echoes or self._versions.get(key) == version_of(obj))
         return obj
@@ -337,11 +317,7 @@ def named_object(
     changes: Changes | None = None,
     watch_timeout: int = WATCH_TIMEOUT,
 ) -> Reflector[JsonObject]:
-    """A reflector of one object by name, which may not exist: a field selector on ``metadata.name``.
-
-    Its store holds the object under :func:`object_key` while it exists, and
-    nothing while it does not (a list that finds none, or a DELETED event).
-    """
+    """A reflector of one object by name, which may not exist (its store is then empty)."""
     return Reflector(
         kube,
         resource,

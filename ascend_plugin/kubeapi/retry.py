@@ -1,21 +1,15 @@
-"""Backoff between attempts at the API server, and a log that does not flood.
-
-An API server that is down for an hour must not produce a stack trace every few
-seconds, yet the first failure, every new kind of failure and the recovery must
-each be visible at a glance. So: one line per distinct problem at WARNING (ERROR
-for problems only an operator can fix: RBAC, credentials, configuration), the
-same problem again only at DEBUG, and one INFO line when it works again.
-
-The waits are jittered: every node of a cluster loses the API server at the same
-moment (a control-plane restart), and without a random part they would all come
-back at the same moments too, a thousand nodes listing at once.
+"""Backoff between attempts at the API server, and a log that does not flood: one line per distinct
+problem, DEBUG when it repeats, INFO once it works again. Full jitter: every node of a cluster loses the
+API server at once, and must not all come back at once.
 """
 
 from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import TypeVar
 
 import anyio
 
@@ -25,6 +19,8 @@ from ascend_plugin.kubeapi.errors import Forbidden, KubeConfigError, KubeError, 
 from ascend_plugin.resilience import Backoff, Sleep
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 # The API server is usually back within seconds (a control-plane restart); the
 # cap keeps catching up after a longer outage within a quarter of a minute. Full
@@ -36,18 +32,10 @@ _OPERATOR_PROBLEMS = (Forbidden, Unauthorized, KubeConfigError)
 
 
 class Retrier(resilience.Retrier):
-    """A part's attempts at the API server, said as an operator needs them.
+    """A part's attempts at the API server: ERROR for what only an operator can fix, WARNING for the
+    rest, and one INFO line when the server answers again."""
 
-    ERROR for what only an operator can fix (RBAC, credentials, configuration),
-    WARNING for the rest, and one INFO line when the server answers again.
-    """
-
-    def __init__(
-        self,
-        part: str,
-        backoff: Backoff = KUBE_BACKOFF,
-        sleep: Sleep = anyio.sleep,
-    ) -> None:
+    def __init__(self, part: str, backoff: Backoff = KUBE_BACKOFF, sleep: Sleep = anyio.sleep) -> None:
         super().__init__(part, backoff, logger=log, sleep=sleep)
 
     def succeeded(self) -> int:
@@ -63,6 +51,17 @@ class Retrier(resilience.Retrier):
         await self.wait_after(
             str(error), level=level, said=f"{self.part}: {error}", error=type(error).__name__
         )
+
+    async def until_answered(self, call: Callable[[], Awaitable[T]]) -> T:
+        """``call()``'s answer, called again after each KubeError (logged, backed off) until it answers."""
+        while True:
+            try:
+                answer = await call()
+            except KubeError as error:
+                await self.failed(error)
+                continue
+            self.succeeded()
+            return answer
 
 
 async def connect_retrying(kubeconfig: Path | None, part: str = "Kubernetes client") -> Kube:

@@ -1,11 +1,5 @@
-"""The process's one API client, shared by every face that talks to the API server.
-
-The Kubernetes publishers, Volcano mode and the DRA driver each need the API
-server; one client (one connection pool, one token re-read, one line saying
-where the server is) serves them all. It connects when a face first asks,
-retrying with backoff, and closes when the last face using it is done.
-Nothing here imports kubernetes-asyncio until then.
-"""
+"""The process's one API client, lent to every face that talks to the API server: connected when a face
+first asks (retrying with backoff), closed when the last is done. kubernetes-asyncio is imported then."""
 
 from __future__ import annotations
 

@@ -13,8 +13,6 @@ from backends.topology import TopologyUnit
 
 @dataclass(frozen=True)
 class DeviceNode:
-    """A device node to hand to a container."""
-
     host_path: str
     container_path: str
     permissions: str = "rw"
@@ -38,13 +36,8 @@ class IdForm:
 
 @dataclass(frozen=True)
 class OfferedDevice:
-    """One device of one extended resource, as the kubelet (or a DRA claim) sees it.
-
-    ``chips`` are the physical ids of the chips behind it: a device is healthy
-    only while all of them are. ``node`` is the device node a container holding
-    it gets, ``visible`` what ``ASCEND_VISIBLE_DEVICES`` names it by, and
-    ``cdi_name`` its name within the node's CDI kind.
-    """
+    """One device of one extended resource, as the kubelet (or a DRA claim) sees it: healthy while all its
+    ``chips`` are."""
 
     id: str
     resource: str
@@ -74,8 +67,5 @@ def chip_health(states: Sequence[ChipState]) -> tuple[bool, str]:
 
 
 class Offer(Protocol):
-    """A way of offering the inventory's chips."""
-
     def devices(self, inventory: Inventory) -> list[OfferedDevice]:
         """Every device this offer makes of the inventory as it is now."""
-        ...

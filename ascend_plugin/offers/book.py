@@ -21,20 +21,16 @@ class OfferBook:
 
     @property
     def version(self) -> int:
-        """The inventory version the book follows."""
         return self.inventory.version
 
     def resources(self) -> Mapping[str, tuple[OfferedDevice, ...]]:
-        """Resource name -> its devices, in offer order."""
         self._refresh()
         return self._resources
 
     def devices(self, resource: str) -> tuple[OfferedDevice, ...]:
-        """The devices of one resource (empty when the node offers none of it now)."""
         return self.resources().get(resource, ())
 
     def get(self, resource: str, device_id: str) -> OfferedDevice | None:
-        """One device of one resource, if it is offered now."""
         self._refresh()
         return self._by_id.get((resource, device_id))
 

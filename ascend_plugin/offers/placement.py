@@ -1,62 +1,9 @@
 """GetPreferredAllocation from the chips' topology: which available devices a container should get.
 
-The kubelet asks, per container, for ``allocation_size`` devices out of
-``available``, every ``must_include`` one among them. A multi-NPU job runs
-well only when its chips share a fast link, so the answer keeps the request
-inside as few topology units (:mod:`backends.topology`: HCCS ring, card,
-mesh group) as it can and leaves the rest of the node as whole as it can.
-
-The rules are data, :data:`PLACEMENT_RULES`, one entry per unit kind:
-
-* ``fit_order``: for a request that fits in one unit, which free counts of a
-  unit to take it from, best first, per unit size and request size. On a
-  ring of 4, one chip goes to a ring with 1 free, then 3,
-  2, 4; two chips to a ring with 2, then 4, then 3; four chips to a ring with
-  exactly 4. On a 310 card of 4: one chip 1, 3, 2, 4; two chips 2, 3, 4;
-  three chips 3, 4; four chips a whole free card. On a 2-chip card or module:
-  one chip 1, then 2; two chips a whole free one. A pair the table is silent
-  on gets best fit (fewest free first, so whole units stay whole).
-* ``spread``: how a request larger than every unit's free count is split.
-  ``CONSOLIDATE`` (rings, cards) takes whole free units first, fewest units,
-  and the remainder from one unit chosen by ``fit_order``; ``EVEN`` (the
-  910B mesh groups of a 16-chip box) uses the fewest groups and splits as
-  evenly as it can (10-16 chips: halves).
-
-One generic algorithm reads the table, level by level: units, then NUMA
-nodes within the chosen units, then chips within those, then devices of a
-chip. The lower levels use best fit and consolidation: a share or vNPU
-belongs to its chip's unit, shares of one chip are taken together, and the
-chip with the fewest free shares that still fits goes first.
-
-Decisions where the table is silent:
-
-* 3 chips on a ring, and 5-7 chips of a first-generation 910 server: inside one
-  ring by best fit (3, then 4 free), and beyond a ring whole rings first with
-  the remainder in one more ring;
-* a 16-chip 910B box: up to 8 chips stay in one group of 8 by best fit, 9 are
-  split 5 + 4 like 10-16 are split evenly;
-* a unit with several devices per chip (shares, vNPUs): its free count is in
-  devices and it takes best fit, since the table is written for whole chips;
-* a request that fits a unit by count but finds no unit with enough free is
-  split over the fewest units, largest free first;
-* ``must_include`` devices are always in the answer, and their units are used
-  before any other unit is opened: filled first on rings and cards, while on the
-  mesh the split stays as even as the must-include devices allow;
-* NUMA, where known, only breaks ties the rules leave: a unit on a NUMA node
-  already used by the answer first, then one whose NUMA node could hold the
-  whole rest of the request. Inside a unit that spans NUMA nodes (a 910B mesh),
-  the request goes to NUMA nodes by best fit, like chips. A negative NUMA node
-  (sysfs' -1) counts as unknown.
-
-The answer is a function of the request's sets and the offered devices: the
-order of ``available`` or ``must_include`` and repeated IDs change nothing.
-It comes back in the offered devices' order. Bad requests never raise (the
-kubelet fails the pod's admission on any error): IDs not on the node, which a
-kubelet whose view lags one ListAndWatch update sends, are ignored with one
-warning naming them; ``must_include`` IDs that are not available are
-dropped (the answer holds only available IDs); more ``must_include`` than
-``allocation_size`` (or a size below 1) answers the ``must_include`` IDs; an
-``allocation_size`` above what is available answers every available ID. Each of these logs one warning line.
+A request stays inside as few topology units as it can and leaves the node as whole as it can; the rules
+are data (:data:`PLACEMENT_RULES`, docs/configuration.md "Placement rules"), read by one algorithm level
+by level. It never raises: the kubelet fails admission on any error, and its view lags ours, so a bad
+request gets the best valid answer and one warning line.
 """
 
 from __future__ import annotations
@@ -69,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from ascend_plugin.grpc_guard.status import listed
 from backends.topology import TopologyUnit, UnitKind
 
 log = logging.getLogger(__name__)
@@ -141,14 +89,6 @@ PLACEMENT_RULES: Mapping[UnitKind, UnitRules] = MappingProxyType(
 _PACKED = UnitRules(Spread.CONSOLIDATE, _orders({}))
 
 
-class DuplicateDeviceId(ValueError):
-    """Two offered devices carry the same ID."""
-
-    def __init__(self, device_id: str) -> None:
-        self.device_id = device_id
-        super().__init__(f"device ID {device_id!r} is offered twice; device IDs must be unique")
-
-
 def numa_ids(numa_node: int | None) -> list[int]:
     """The NUMA node IDs for ``Device.topology`` of ListAndWatch: empty when unknown (None or negative)."""
     return [numa_node] if numa_node is not None and numa_node >= 0 else []
@@ -198,10 +138,8 @@ class _Numa:
 
 
 def _split(need: int, bins: Sequence[_Bin], spread: Spread, numa: _Numa) -> list[int]:
-    """How many devices to take from each bin: ``need`` in all, at least each bin's must count.
-
-    ``need`` never exceeds the bins' free devices in total.
-    """
+    """How many devices to take from each bin: ``need`` in all (never above their free total), each at
+    least its must-include count."""
     counts = [b.must for b in bins]
     left = need - sum(counts)
     opened = [i for i, b in enumerate(bins) if b.must]
@@ -255,18 +193,14 @@ def _split(need: int, bins: Sequence[_Bin], spread: Spread, numa: _Numa) -> list
 
 
 class NodeTopology:
-    """The offered devices of one resource on a node, ready to answer preference requests.
-
-    Built once per change of the offered devices; :meth:`preferred` is pure and
-    answers within the kubelet's time budget for nodes of tens of chips.
-    """
+    """The offered devices of one resource, built once per change of them; :meth:`preferred` is pure."""
 
     def __init__(self, devices: Iterable[DevicePlace], rules: Mapping[UnitKind, UnitRules] = PLACEMENT_RULES):
         self._rules = rules
         self._entries: dict[str, _Entry] = {}
         for order, place in enumerate(devices):
             if place.id in self._entries:
-                raise DuplicateDeviceId(place.id)
+                raise ValueError(f"device ID {place.id!r} is offered twice; device IDs must be unique")
             numa = place.numa_node if place.numa_node is not None and place.numa_node >= 0 else None
             self._entries[place.id] = _Entry(order, place, numa)
         per_unit: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)
@@ -297,8 +231,6 @@ class NodeTopology:
                 chosen += self._take_from_unit(unit, count, must, used_numa | {e.numa for e in chosen})
         return [entry.place.id for entry in sorted(chosen, key=lambda entry: entry.order)]
 
-    # -- the request -------------------------------------------------------------
-
     def _checked(
         self, available: Sequence[str], must_include: Sequence[str], size: int
     ) -> tuple[list[_Entry], set[str]]:
@@ -311,7 +243,7 @@ class NodeTopology:
         if unknown:
             log.warning(
                 "preferred allocation: ignoring device IDs not offered on this node: %s",
-                _listed(unknown),
+                listed(unknown, _LISTED),
                 extra={"devices": unknown[:_LISTED], "unknown": len(unknown)},
             )
         offered = set(available) - set(unknown)
@@ -321,7 +253,7 @@ class NodeTopology:
         if missing:
             log.warning(
                 "preferred allocation: must-include devices are not available, left out: %s",
-                _listed(missing),
+                listed(missing, _LISTED),
                 extra={"devices": missing[:_LISTED], "unavailable": len(missing)},
             )
         must = {device_id for device_id in wanted if device_id in offered}
@@ -346,8 +278,6 @@ class NodeTopology:
                 extra={"available": len(free), "allocation_size": size},
             )
         return free, must
-
-    # -- the levels ----------------------------------------------------------------
 
     def _unit_bins(self, free: list[_Entry], must: set[str]) -> list[_Bin]:
         grouped: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)
@@ -378,12 +308,6 @@ class NodeTopology:
                 ordered = sorted(chip.entries, key=lambda entry: (entry.place.id not in must, entry.order))
                 chosen += ordered[:chip_count]
         return chosen
-
-
-def _listed(device_ids: list[str]) -> str:
-    """IDs for a log line, at most ``_LISTED`` of them: a request may carry thousands."""
-    more = len(device_ids) - _LISTED
-    return ", ".join(device_ids[:_LISTED]) + (f" and {more} more" if more > 0 else "")
 
 
 def _packed_bins(

@@ -1,14 +1,8 @@
 """TelemetryCollector: every chip's figures, read in rounds as background calls on the chips' lanes.
 
-A round starts when some chip's figure is due: the chip figures every
-``interval`` seconds, the slower groups (HBM or DDR memory, RoCE network, ECC)
-every ``slow_interval``, the chip's VDIE id once. Each chip's due figures are
-read in one background call on its lane (one hand-off to its thread per round,
-each figure a :func:`~ascend_plugin.chip_calls.step` held to ``call_timeout``);
-health calls never wait for it. A figure that overruns gives the thread up,
-the chip is not asked again until it returned, and its figures go stale, then
-leave /metrics (:mod:`.readout`): said once when it happens and once when the
-chip answers again. A scrape reads :meth:`TelemetryCollector.snapshot`.
+Each chip's due figures in one background call per round, each held to ``call_timeout``: health
+calls never wait for them. A chip whose figure overruns is said once, its figures go stale
+(:mod:`.readout`), and it is said again when it answers (docs/telemetry.md).
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from types import MappingProxyType
 
 import anyio
 
+from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, ChipCallTimeout, LaneStuck, step
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.settings import Settings
@@ -126,13 +121,10 @@ class TelemetryCollector:
         clock: Callable[[], float] = time.monotonic,
         align: Callable[[float], float] = _at_once,
     ) -> None:
-        """``policy``: the intervals and timeout in force, read at every round (they reload at run time).
+        """``policy``: read at every round (it reloads); ``align``: when a round due at a time starts.
 
-        ``align``: when a round due at a time on the loop's clock starts, at or
-        after it (the daemon's: midway between the health polls' ticks,
-        :meth:`~ascend_plugin.inventory.monitor.HealthMonitor.between_ticks`).
-        A round at a tick would take the chips' lanes from the polls or wait
-        for them, and split its figures over several rounds.
+        The daemon's ``align`` is midway between the health polls' ticks
+        (:meth:`~ascend_plugin.inventory.monitor.HealthMonitor.between_ticks`).
         """
         self.backend = backend
         self.calls = calls
@@ -142,7 +134,7 @@ class TelemetryCollector:
         self.clock = clock
         self._align = align
         self._intervals = self.policy.intervals()
-        self._woken = anyio.Event()
+        self._woken = Changes()  # bumped by wake()
         # A utilization read over a period (910B, A3) may take that period on top of the call timeout.
         self._sampling = MappingProxyType({"utilization": backend.utilization_sampling_s})
         self._chips = {state.phy_id: _Chip() for state in inventory.chips()}
@@ -165,18 +157,18 @@ class TelemetryCollector:
     async def run(self) -> None:
         """Read whatever is due, chips side by side, then sleep until the next is due; until cancelled."""
         while True:
+            woken = self._woken.version
             await self.read_due()
             wake = (
                 min(min(chip.due.values()) for chip in self._chips.values()) if self._chips else float("inf")
             )
             delay = max(wake - self.clock(), 0.0) if wake != float("inf") else self.policy.interval
             with anyio.CancelScope(deadline=self._align(anyio.current_time() + delay)):
-                await self._woken.wait()
-            self._woken = anyio.Event()
+                await self._woken.wait_for_change(woken)
 
     def wake(self) -> None:
         """The settings may have changed: look at the intervals now, not at the next figure due."""
-        self._woken.set()
+        self._woken.bump()
 
     async def read_due(self) -> None:
         """One round: every chip's due figures, side by side."""
@@ -251,11 +243,9 @@ class TelemetryCollector:
     def _record(self, watched: _Chip, figures: Mapping[str, object], now: float) -> None:
         """Keep the figures a job read; each is due again one interval after it was due.
 
-        Counted from when it was due, not from when this round began: a round
-        starts a little after its figures fall due (at the first midpoint
-        between the health ticks), and counting from there would add that to
-        every interval. A figure read more than an interval late is due one
-        interval after this round instead, not at once again.
+        Counted from when it was due, not from when the round began (a little
+        later), which would add that to every interval; a figure read more than
+        an interval late is due one interval after this round.
         """
         if not figures:
             return

@@ -1,9 +1,6 @@
-"""Readout: one chip's telemetry as the rounds left it, each figure with the time it was read.
+"""One chip's telemetry as the rounds left it, each figure with the time it was read.
 
-A figure is shown while it is fresh: read within :data:`STALE_ROUNDS` of its
-interval. A chip whose telemetry calls hang keeps its last figures for that
-long (stale), then they leave /metrics (absent), each group on its own clock;
-the chip's identity (its VDIE id) does not age.
+A figure is shown while read within :data:`STALE_ROUNDS` of its interval, then leaves /metrics.
 """
 
 from __future__ import annotations
@@ -14,8 +11,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+from backends.backend import MemoryUsage, Utilization
 from backends.library import EccInfo, VdevActivity
-from backends.readings import MemoryUsage, Utilization
 
 STALE_ROUNDS: Final = 3  # a figure older than this many of its intervals is not shown
 

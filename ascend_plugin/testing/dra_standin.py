@@ -1,29 +1,13 @@
 """A kubelet stand-in for DRA drivers, on grpcio: the plugin watcher, the DRA manager, the health stream.
 
-It does to a DRA driver what the kubelet does, where a driver can tell:
-
-* **plugin watcher**: scans the registry directory (every ``scan_interval``)
-  for sockets, ignoring dot-files; a new (or re-created) socket is dialled
-  and asked ``GetInfo`` (1 s timeout); the answer is checked as the kubelet's
-  DRA handler does (type ``DRAPlugin``; the first of ``supported_versions``
-  this kubelet knows, ``kubelet_services``; an endpoint no other instance of
-  the driver holds) and the verdict sent with ``NotifyRegistrationStatus``,
-  with the kubelet's own wording on refusal. A socket that goes away
-  deregisters the driver; a failed registration is retried at the next scan.
-* **DRA manager**: ``prepare``/``unprepare`` call the chosen service
-  (v1 or v1beta1) with the kubelet's 45 s deadline; a driver that is
-  deregistered, or whose DRA socket no longer accepts connections, for
-  ``wipe_delay`` seconds (30 s in the kubelet) has its ResourceSlices on this
-  node deleted through the API server; so does :meth:`start` for every
-  driver's slices on the node, as a starting kubelet does.
-* **health stream**: with ``health_stream`` (the ``ResourceHealthStatus``
-  feature) it keeps ``NodeWatchResources`` open for every registered driver,
-  keeps each device's last report, and retries every ``health_retry`` seconds
-  (5 s in the kubelet) when the stream ends or is not served.
-
-It runs on grpcio threads, a different gRPC stack from the plugin's grpclib;
-the API server is reached with the standard library (a bearer token, JSON).
-Use it from async code through ``anyio.to_thread.run_sync(standin.wait_until, ...)``.
+Where a driver can tell, it does what the kubelet does: the *plugin watcher* scans the registry directory
+for sockets, asks ``GetInfo`` and answers ``NotifyRegistrationStatus`` with the kubelet's checks and
+wording; the *DRA manager* calls Prepare/Unprepare (v1 or v1beta1, 45 s) and deletes the node's
+ResourceSlices of a driver gone for ``wipe_delay`` seconds (and all of them at :meth:`start`); the
+*health stream* keeps ``NodeWatchResources`` open and retries every ``health_retry`` seconds. The real
+kubelet's behaviour is checked in the end-to-end suite (docs/e2e.md). grpcio threads, the API server
+reached with the standard library; from async code use ``anyio.to_thread.run_sync(standin.wait_until,
+...)``.
 """
 
 from __future__ import annotations

@@ -1,63 +1,12 @@
-"""A small Kubernetes API server on loopback, for testing the plugin's Kubernetes side.
+"""A small Kubernetes API server on loopback: the real kubernetes-asyncio client talks to it unmodified.
 
-It speaks the REST the real one does for the objects the plugin touches, closely
-enough that the real kubernetes-asyncio client talks to it unmodified:
-
-* nodes: get, list, watch, patch (strategic merge), update;
-* configmaps: get, list, watch, create, update, patch, delete;
-* events: create, list;
-* pods: get, list and watch (across namespaces too), patch (strategic merge or
-  merge; a patch or update through the API leaves ``status`` as it was, as the
-  real server does for the main resource), delete; tests set phases, bind pods
-  and start graceful deletion with :meth:`FakeApiServer.put`;
-* field selectors of ``field=value``, ``field==value`` and ``field!=value``
-  terms joined by commas, on the fields the real server supports for each kind
-  (pods: ``spec.nodeName``, ``status.phase`` and more); an unsupported field is
-  the real 400. A watch with a selector sees an object that comes to match as
-  ADDED and one that stops matching as DELETED (its previous content, the new
-  resourceVersion), as the real watch cache sends them;
-* a patch carrying ``metadata.resourceVersion`` or ``metadata.uid`` is a
-  precondition: a stale version or another object's UID is 409 Conflict;
-  annotation values must be strings (400 otherwise);
-* a resourceVersion on every write; update with a stale one is 409 Conflict,
-  create of an existing name 409 AlreadyExists; lists and watches take a field
-  selector ``metadata.name=<name>``; a list in a namespace that does not exist
-  is empty, as the real server answers it; a watch from a version older than
-  the last :meth:`FakeApiServer.expire_watches` or :meth:`FakeApiServer.compact`
-  gets a 410 ERROR event;
-* resourceVersions are decimal numbers, as etcd's revisions are, or with
-  ``opaque_versions`` tokens with no order at all (the API promises clients
-  nothing but equality);
-* watch bookmarks (``allowWatchBookmarks=true``): a BOOKMARK event with the
-  current resourceVersion every :attr:`FakeApiServer.bookmark_interval` seconds
-  and 2 s before the watch's timeout, as the real watch cache sends them, and
-  on demand (:meth:`FakeApiServer.send_bookmarks`);
-* resource.k8s.io/v1 (Dynamic Resource Allocation, see the block at the end):
-  resourceslices admitted as far as the plugin's tests need, as a server of
-  :attr:`FakeApiServer.kube_version` (1.34 to 1.37) with its feature gates'
-  defaults or :attr:`FakeApiServer.gates`
-  (:mod:`ascend_plugin.testing.resource_api`; the real server's rules are
-  tested on the real server, docs/e2e.md), ``dryRun=All`` on create, field
-  selectors ``spec.driver``, ``spec.nodeName`` (``spec.pool.name`` from 1.37),
-  watch, create with ``generateName``, update, delete with preconditions,
-  deletecollection as the kubelet wipes a node's slices; resourceclaims and
-  deviceclasses;
-* bearer-token authentication (401 without the token);
-* authorization: everything is allowed until :meth:`FakeApiServer.deny` takes
-  a permission away; a request it covers gets the real server's 403, and a
-  SelfSubjectAccessReview (POST /apis/authorization.k8s.io/v1/selfsubjectaccessreviews)
-  answers whether the permission is held;
-* switches for the failures a plugin must survive: :meth:`inject` answers
-  chosen requests with 403, 500, 410 or any status; :meth:`stop` takes the
-  server down (connections refused) and :meth:`start` brings it back on the
-  same port; :meth:`hold` keeps chosen answers back (the change done, the
-  answer not sent yet), so a watch event can be made to arrive first;
-  :meth:`end_watches` ends the open watches as their timeout does,
-  :meth:`drop_watches` cuts their connections mid-stream, as a load balancer or
-  a restarting server does, :meth:`cut_watches` answers new watches 200 with no
-  body, as a proxy that closes streams after their headers does.
-
-Every request is recorded (:attr:`requests`) so tests can count writes.
+It serves what the plugin touches (nodes, configmaps, events, pods, and resource.k8s.io/v1 resourceslices,
+resourceclaims, deviceclasses) as the real server does where the plugin can tell: field selectors on the
+fields the real one supports, resourceVersions and their 409s, watches with 410s, bookmarks and selector
+transitions, patches that keep a pod's status, bearer tokens. ResourceSlices are admitted as a server of
+``kube_version`` would (:mod:`.resource_api`; the real server's rules are tested on it: docs/e2e.md).
+The failures a test throws at the plugin (injected statuses, held answers, denied permissions) are the
+tests' own: tests/fake_apiserver.py.
 """
 
 from __future__ import annotations
@@ -67,7 +16,6 @@ import copy
 import itertools
 import json
 import re
-import secrets
 import time
 import uuid
 from collections.abc import Mapping
@@ -80,14 +28,15 @@ from aiohttp import web
 from ascend_plugin.testing.resource_api import ServerVersion, admit
 
 TOKEN = "test-token"
-USER = "system:serviceaccount:kube-system:ascend-device-plugin"  # whom the token stands for
 RESOURCES: tuple[str, ...] = ("nodes", "configmaps", "events")
-REVIEWS = "selfsubjectaccessreviews"
 KINDS = {"nodes": "Node", "configmaps": "ConfigMap", "events": "Event"}
 
 # -- pods (Volcano mode) ----------------------------------------------------------------------
 RESOURCES = (*RESOURCES, "pods")
 KINDS = {**KINDS, "pods": "Pod"}
+# A Node's status subresource: only the status of what is written there is kept.
+NODE_STATUS = "nodes/status"
+RESOURCES = (*RESOURCES, NODE_STATUS)
 # The field labels the real server accepts in a field selector, per kind (metadata.* for all).
 FIELD_LABELS = {
     "pods": (
@@ -132,18 +81,6 @@ def parse_field_selector(
     return terms
 
 
-def annotation_problem(annotations: Any) -> str | None:
-    """Why the real server would refuse to decode these annotations."""
-    if not isinstance(annotations, Mapping):
-        return "metadata.annotations must be an object of strings"
-    for key, value in annotations.items():
-        if not isinstance(value, str):
-            return (
-                f"json: cannot unmarshal {type(value).__name__} into Go struct field of annotations {key!r}"
-            )
-    return None
-
-
 @dataclass
 class Recorded:
     """One request the server received, and the status it was answered with."""
@@ -162,49 +99,6 @@ class Recorded:
     def dry_run(self) -> bool:
         """dryRun=All: admitted and answered, nothing stored."""
         return self.query.get("dryRun") == "All"
-
-
-@dataclass
-class Injection:
-    """Answer matching requests with ``status`` (``times`` of them, or all while None)."""
-
-    status: int
-    verb: str | None = None
-    resource: str | None = None
-    times: int | None = None
-    hits: int = 0
-
-    def matches(self, verb: str, resource: str) -> bool:
-        return (
-            (self.times is None or self.hits < self.times)
-            and self.verb in (None, verb)
-            and self.resource in (None, resource)
-        )
-
-
-@dataclass
-class Hold:
-    """Keep the answers of matching requests back, their effect done, until :meth:`release`."""
-
-    verb: str
-    resource: str
-    released: asyncio.Event = field(default_factory=asyncio.Event)
-    waiting: int = 0  # answers held back now
-
-    def release(self) -> None:
-        self.released.set()
-
-
-@dataclass(frozen=True)
-class Denial:
-    """A permission the token does not have: ``verb`` on ``resource`` in ``namespace`` (None: anywhere)."""
-
-    verb: str
-    resource: str
-    namespace: str | None = None
-
-    def covers(self, verb: str, resource: str, namespace: str) -> bool:
-        return (self.verb, self.resource) == (verb, resource) and self.namespace in (None, namespace)
 
 
 @dataclass(frozen=True)
@@ -270,15 +164,41 @@ def merge_patch(target: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, A
     return result
 
 
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+def _pointer(path: str) -> list[str]:
+    """An RFC 6901 JSON pointer's tokens (``~1`` is '/', ``~0`` is '~')."""
+    if not path.startswith("/"):
+        raise ApiFailure(422, f"the JSON pointer {path!r} does not start with '/'")
+    return [token.replace("~1", "/").replace("~0", "~") for token in path[1:].split("/")]
 
 
-def label_problem(labels: Mapping[str, Any]) -> str | None:
-    """Why the API server would refuse these labels (values only: the plugin's keys are fixed)."""
-    for value in labels.values():
-        if not isinstance(value, str) or len(value) > 63 or not _LABEL_VALUE.match(value):
-            return f"metadata.labels: Invalid value: {value!r}: a valid label must be an empty string or ..."
-    return None
+def json_patch(target: dict[str, Any], operations: object) -> dict[str, Any]:
+    """RFC 6902 ``add``, ``remove``, ``replace`` and ``test`` on objects, all or none; a failure is a 422
+    as the real server's (a ``test`` that fails, a path that does not exist)."""
+    if not isinstance(operations, list):
+        raise ApiFailure(400, "a JSON patch is a list of operations")
+    result = copy.deepcopy(target)
+    for operation in operations:
+        op, path = operation.get("op"), operation.get("path", "")
+        *parents, last = _pointer(path)
+        node: Any = result
+        for token in parents:
+            if not isinstance(node, dict) or token not in node:
+                raise ApiFailure(422, f"{op} operation does not apply: doc is missing path: {path}")
+            node = node[token]
+        if not isinstance(node, dict):
+            raise ApiFailure(422, f"{op} operation does not apply: {path} is not in an object")
+        if op == "test":
+            if node.get(last) != operation.get("value"):
+                raise ApiFailure(422, f"testing value {path} failed: test failed")
+        elif op in ("remove", "replace") and last not in node:
+            raise ApiFailure(422, f"{op} operation does not apply: doc is missing key: {path}")
+        elif op == "remove":
+            del node[last]
+        elif op in ("add", "replace"):
+            node[last] = copy.deepcopy(operation.get("value"))
+        else:
+            raise ApiFailure(400, f"unsupported JSON patch operation {op!r}")
+    return result
 
 
 def _keep_status(resource: str, current: Mapping[str, Any], updated: dict[str, Any]) -> dict[str, Any]:
@@ -315,14 +235,10 @@ class FakeApiServer:
     objects: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)
     history: list[Change] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
-    injections: list[Injection] = field(default_factory=list)
-    denials: list[Denial] = field(default_factory=list)
-    holds: list[Hold] = field(default_factory=list)
     version: int = 1000
     oldest_watchable: int = 0  # watches from before this version get 410
     kube_version: str = "1.34"  # the release whose resource.k8s.io rules and gate defaults apply
     gates: dict[str, bool] = field(default_factory=dict)  # feature gates set against the release's default
-    opaque_versions: bool = False  # hand out resourceVersions that are not numbers
     bookmark_interval: float = 60.0  # seconds between a watch's bookmarks (the watch cache's frequency)
     bookmarks_sent: int = 0
     # Resources whose watches stay open but pass no event on (a proxy that swallows them).
@@ -338,8 +254,6 @@ class FakeApiServer:
         self._ending = asyncio.Event()
         self._bookmark_round = 0  # send_bookmarks() calls so far
         self._names = itertools.count(1)
-        self._tokens: dict[int, str] = {}  # version -> its opaque token
-        self._numbers: dict[str, int] = {}  # opaque token -> its version
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -363,6 +277,7 @@ class FakeApiServer:
         app = web.Application()
         app.router.add_route("*", "/api/v1/{resource}", self._handle)
         app.router.add_route("*", "/api/v1/{resource}/{name}", self._handle)
+        app.router.add_route("*", "/api/v1/{resource}/{name}/{subresource}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}", self._handle)
         app.router.add_route("*", "/api/v1/namespaces/{namespace}/{resource}/{name}", self._handle)
         app.router.add_route("POST", "/apis/authorization.k8s.io/v1/{resource}", self._handle)
@@ -404,32 +319,6 @@ class FakeApiServer:
 
     # -- switches ----------------------------------------------------------------------------
 
-    def inject(
-        self, status: int, verb: str | None = None, resource: str | None = None, times: int | None = None
-    ) -> Injection:
-        """Answer matching requests with ``status`` from now on (a watch gets it as an ERROR event)."""
-        injection = Injection(status, verb, resource, times)
-        self.injections.append(injection)
-        return injection
-
-    def hold(self, verb: str, resource: str) -> Hold:
-        """Answer matching requests only once the hold is released (what they do is done at once)."""
-        hold = Hold(verb, resource)
-        self.holds.append(hold)
-        return hold
-
-    def clear_injections(self) -> None:
-        self.injections.clear()
-
-    def deny(self, verb: str, resource: str, namespace: str | None = None) -> Denial:
-        """Take away the permission to ``verb`` ``resource`` (in ``namespace``, or anywhere)."""
-        denial = Denial(verb, resource, namespace)
-        self.denials.append(denial)
-        return denial
-
-    def allows(self, verb: str, resource: str, namespace: str = "") -> bool:
-        return not any(denial.covers(verb, resource, namespace) for denial in self.denials)
-
     def expire_watches(self) -> None:
         """Compact the history: open watches end, and resuming them from their version gets 410."""
         self.oldest_watchable = self.version + 1
@@ -464,22 +353,13 @@ class FakeApiServer:
 
     def resource_version(self, version: int | None = None) -> str:
         """How a version is written in objects and lists (the current one by default)."""
-        number = self.version if version is None else version
-        if not self.opaque_versions:
-            return str(number)
-        if number not in self._tokens:
-            token = f"rv-{secrets.token_hex(6)}"
-            while token in self._numbers:
-                token = f"rv-{secrets.token_hex(6)}"
-            self._tokens[number], self._numbers[token] = token, number
-        return self._tokens[number]
+        return str(self.version if version is None else version)
 
     def _version_of(self, text: str) -> int:
         """The version a client's resourceVersion stands for; 400 for one this server never handed out."""
-        number = self._numbers.get(text) if self.opaque_versions else (int(text) if text.isdigit() else None)
-        if number is None:
+        if not text.isdigit():
             raise ApiFailure(400, f"invalid resource version: {text!r}", "BadRequest")
-        return number
+        return int(text)
 
     # -- state, as another client would change it --------------------------------------------
 
@@ -503,29 +383,6 @@ class FakeApiServer:
             "nodes",
             {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": dict(labels or {})}},
         )
-
-    def node_labels(self, name: str) -> dict[str, str]:
-        node = self.get("nodes", name)
-        return dict(node["metadata"].get("labels", {})) if node else {}
-
-    def events(self) -> list[dict[str, Any]]:
-        return [obj for (resource, _, _), obj in self.objects.items() if resource == "events"]
-
-    def requests_of(
-        self, verb: str, resource: str, status: int | None = None, *, dry_run: bool = False
-    ) -> list[Recorded]:
-        """The requests of ``verb`` on ``resource`` so far (only those answered ``status``, if given).
-
-        Dry runs write nothing and are left out, unless ``dry_run`` asks for them alone.
-        """
-        return [
-            r
-            for r in self.requests
-            if r.verb == verb
-            and r.resource == resource
-            and (status is None or r.status == status)
-            and r.dry_run == dry_run
-        ]
 
     # -- internals ---------------------------------------------------------------------------------
 
@@ -552,11 +409,6 @@ class FakeApiServer:
     ) -> dict[str, Any]:
         """Store ``obj`` at ``key``; ``dry_run``: admit it, answer what would be stored, keep nothing."""
         resource, namespace, name = key
-        problem = label_problem(obj.get("metadata", {}).get("labels") or {})
-        if problem:
-            raise ApiFailure(
-                422, f'{KINDS.get(resource) or DRA_KINDS[resource]} "{name}" is invalid: {problem}'
-            )
         obj = copy.deepcopy(obj)
         obj.setdefault("apiVersion", DRA_VERSION if resource in DRA_KINDS else "v1")
         obj.setdefault("kind", KINDS.get(resource) or DRA_KINDS[resource])
@@ -565,10 +417,7 @@ class FakeApiServer:
         if namespace:
             metadata["namespace"] = namespace
         previous = self.objects.get(key)
-        if "annotations" in metadata and (problem := annotation_problem(metadata["annotations"])):
-            raise ApiFailure(400, f'{KINDS.get(resource) or DRA_KINDS[resource]} "{name}": {problem}')
-        if resource in DRA_KINDS:
-            self._admit_dra(resource, obj, previous)
+        self._admit(resource, obj, previous)
         new_uid = str(uuid.uuid4()) if resource in DRA_KINDS else f"uid-{resource}-{name}"
         metadata["uid"] = previous["metadata"]["uid"] if previous else new_uid
         metadata.setdefault("creationTimestamp", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -581,6 +430,8 @@ class FakeApiServer:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         resource = request.match_info["resource"]
+        if subresource := request.match_info.get("subresource"):
+            resource = f"{resource}/{subresource}"
         namespace = request.match_info.get("namespace", "")
         name = request.match_info.get("name", "")
         verb = self._verb(request.method, bool(name), request.query.get("watch", "").lower() in ("true", "1"))
@@ -605,58 +456,26 @@ class FakeApiServer:
         try:
             if request.headers.get("Authorization") != f"Bearer {self.token}":
                 raise ApiFailure(401, "Unauthorized")
-            if resource not in (*RESOURCES, *DRA_KINDS, REVIEWS):
+            if (answered := await self._intercept(request, recorded)) is not None:
+                return answered
+            if resource not in (*RESOURCES, *DRA_KINDS):
                 raise ApiFailure(404, f"the server could not find the requested resource ({resource})")
-            for injection in self.injections:
-                if injection.matches(verb, resource):
-                    injection.hits += 1
-                    if verb == "watch":
-                        return await self._watch_error(request, injection.status)
-                    raise ApiFailure(injection.status, f"injected {injection.status} for {verb} {resource}")
-            if resource == REVIEWS:
-                return web.json_response(self._review(recorded.body), status=201)
-            if not self.allows(verb, resource, namespace):
-                raise ApiFailure(403, self._forbidden(verb, resource, namespace, name))
             if verb == "watch":
                 return await self._watch(request, resource, namespace)
             result, code = self._dispatch(request, verb, (resource, namespace, name), recorded.body)
-            for hold in self.holds:
-                if (hold.verb, hold.resource) == (verb, resource) and not hold.released.is_set():
-                    hold.waiting += 1
-                    await hold.released.wait()
-                    hold.waiting -= 1
+            await self._answering(recorded)
             return web.json_response(result, status=code)
         except ApiFailure as failure:
             return web.json_response(
                 status_body(failure.code, str(failure), failure.reason, failure.details), status=failure.code
             )
 
-    def _review(self, body: Any) -> dict[str, Any]:
-        """A SelfSubjectAccessReview, answered from the denials."""
-        spec = body.get("spec", {}) if isinstance(body, dict) else {}
-        attributes = spec.get("resourceAttributes") or {}
-        allowed = self.allows(
-            attributes.get("verb", ""), attributes.get("resource", ""), attributes.get("namespace", "")
-        )
-        return {
-            "apiVersion": "authorization.k8s.io/v1",
-            "kind": "SelfSubjectAccessReview",
-            "metadata": {"creationTimestamp": None},
-            "spec": spec,
-            "status": {"allowed": allowed} | ({"reason": "RBAC: allowed by the fake"} if allowed else {}),
-        }
+    async def _intercept(self, request: web.Request, recorded: Recorded) -> web.StreamResponse | None:
+        """A test's answer to a request before the server's own (None: the server answers)."""
+        return None
 
-    @staticmethod
-    def _forbidden(verb: str, resource: str, namespace: str, name: str) -> str:
-        """The real API server's wording of a 403."""
-        group = DRA_GROUP if resource in DRA_KINDS else ""
-        qualified = f"{resource}.{group}" if group else resource
-        target = f'{qualified} "{name}"' if name else qualified
-        scope = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
-        who = f'User "{USER}"'
-        return (
-            f'{target} is forbidden: {who} cannot {verb} resource "{resource}" in API group "{group}" {scope}'
-        )
+    async def _answering(self, recorded: Recorded) -> None:
+        """Return when the answer to ``recorded`` may go (its change is done): a test holds some back."""
 
     @staticmethod
     def _verb(method: str, named: bool, watch: bool) -> str:
@@ -669,6 +488,8 @@ class FakeApiServer:
         self, request: web.Request, verb: str, key: tuple[str, str, str], body: Any
     ) -> tuple[dict[str, Any], int]:
         resource, namespace, name = key
+        if resource == NODE_STATUS:
+            return self._status(request, verb, name, body)
         if verb == "list":  # in a namespace that does not exist, too: it is empty
             return self._list(request, resource, namespace), 200
         if namespace and namespace not in self.namespaces:
@@ -714,6 +535,24 @@ class FakeApiServer:
         self._check_preconditions(resource, current, body)
         self.delete(resource, name, namespace)
         return status_body(200, "deleted", "Deleted") | {"status": "Success"}, 200
+
+    def _status(self, request: web.Request, verb: str, name: str, body: Any) -> tuple[dict[str, Any], int]:
+        """A Node's status subresource: read, or patched (JSON or merge patch) with only its status kept."""
+        key = ("nodes", "", name)
+        current = self.objects.get(key)
+        if current is None:
+            raise ApiFailure(404, f'nodes "{name}" not found')
+        if verb == "get":
+            return copy.deepcopy(current), 200
+        if verb != "patch":
+            raise ApiFailure(405, f"the stand-in does not {verb} {NODE_STATUS}")
+        if "json-patch" in request.content_type:
+            patched = json_patch(current, body)
+        else:
+            patched = merge_patch(current, body)
+        kept = copy.deepcopy(current)
+        kept["status"] = patched.get("status", {})
+        return self._store(key, kept, "MODIFIED"), 200
 
     def _watch_event(
         self, request: web.Request, resource: str, namespace: str, change: Change
@@ -877,10 +716,9 @@ class FakeApiServer:
         """The release this server plays, with its feature gates."""
         return ServerVersion.of(self.kube_version, self.gates)
 
-    def _admit_dra(self, resource: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
-        """What the real API server does to a resource.k8s.io object on create and update (as far as
-        :mod:`~ascend_plugin.testing.resource_api` plays it); the generation counts changes of the spec
-        as sent."""
+    def _admit(self, resource: str, obj: dict[str, Any], previous: dict[str, Any] | None) -> None:
+        """What the real API server does to an object on create and update (ResourceSlices, as far as
+        :mod:`.resource_api` plays it: the generation counts changes of the spec as sent)."""
         if resource != "resourceslices":
             return
         name = obj["metadata"]["name"]

@@ -1,25 +1,12 @@
 """A kubelet stand-in, on grpcio, for the demo, the tests and the benchmarks.
 
-It behaves like the kubelet's device manager where a plugin can tell:
-
-* serves ``Registration.Register`` on ``<dir>/kubelet.sock`` and checks the
-  request as the kubelet does (API version, extended resource name, endpoint);
-* dials back synchronously inside Register and calls GetDevicePluginOptions
-  (10 s timeout) before answering, so a plugin that is not serving yet fails;
-* consumes ListAndWatch in a thread per registration; capacity is every
-  device, allocatable the healthy ones; when the stream ends every device
-  becomes unhealthy; a new registration for the same resource cancels the
-  old stream;
-* on :meth:`restart`, deletes every socket in the directory (not other files)
-  and re-creates ``kubelet.sock``, which the file system usually gives the
-  inode number the old one had;
-* drops a resource whose stream ended from the node's capacity once
-  ``stop_grace_period`` has passed without a new registration
-  (:meth:`node_capacity`; the kubelet's endpointStopGracePeriod is 5 minutes,
-  the stand-in's 0 unless given).
-
-It runs on grpcio, a different gRPC stack from the plugin's grpclib, so that
-wire-level mistakes cannot cancel out. Use it from async code through
+It does what the kubelet's device manager does where a plugin can tell: checks Register as the kubelet
+does and dials back inside it (GetDevicePluginOptions, 10 s), consumes ListAndWatch per registration
+(capacity every device, allocatable the healthy ones; a stream that ends makes them unhealthy), on
+:meth:`restart` deletes the directory's sockets and re-creates ``kubelet.sock``, and drops a resource
+from capacity ``stop_grace_period`` after its stream ended (the kubelet's endpointStopGracePeriod).
+The real kubelet's behaviour is checked in the end-to-end suite (docs/e2e.md). A different gRPC stack
+from the plugin's, so wire-level mistakes cannot cancel out; from async code use
 ``anyio.to_thread.run_sync(standin.wait_until, ...)``.
 """
 
@@ -34,7 +21,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import grpc
 
@@ -100,10 +87,6 @@ class Restart:
     deleted_sockets: tuple[str, ...]
     same_inode: bool
     at: float
-
-
-class RegisterRefused(Exception):
-    """Register failed a kubelet check; the message is what the kubelet would say."""
 
 
 class KubeletStandIn:
@@ -176,18 +159,12 @@ class KubeletStandIn:
         self._end_stream(resource_name)
 
     def _register(self, request: RegisterRequest, context: grpc.ServicerContext) -> bytes:
-        try:
-            with self._changed:
-                if self._refusals_left > 0:
-                    self._refusals_left -= 1
-                    raise RegisterRefused(self._refusal_message)
-            self._check(request)
-            options, channel = self._dial_back(request.endpoint)
-        except RegisterRefused as refused:
-            with self._changed:
-                self.refusals.append(str(refused))
-                self._changed.notify_all()
-            context.abort(grpc.StatusCode.UNKNOWN, str(refused))
+        with self._changed:
+            refusal = self._refusal_message if self._refusals_left > 0 else None
+            self._refusals_left = max(self._refusals_left - 1, 0)
+        if refusal := refusal or self._problem(request):
+            self._refuse(context, refusal)
+        options, channel = self._dial_back(request.endpoint, context)
         self._end_stream(request.resource_name)  # a re-registration replaces the old endpoint
         self._channels[request.resource_name] = channel
         view = ResourceView(request.resource_name, request.endpoint, options)
@@ -198,16 +175,27 @@ class KubeletStandIn:
         self._open_stream(view)
         return bytes(Empty())
 
-    @staticmethod
-    def _check(request: RegisterRequest) -> None:
-        if request.version != "v1beta1":
-            raise RegisterRefused(f"Requested device plugin version {request.version!r} is not supported")
-        if problem := extended_resource_problem(request.resource_name):
-            raise RegisterRefused(f"invalid resource name {request.resource_name!r}: {problem}")
-        if not request.endpoint or "/" in request.endpoint:
-            raise RegisterRefused(f"invalid endpoint {request.endpoint!r}")
+    def _refuse(self, context: grpc.ServicerContext, message: str) -> NoReturn:
+        """Fail Register with ``message``, as the kubelet words it."""
+        with self._changed:
+            self.refusals.append(message)
+            self._changed.notify_all()
+        context.abort(grpc.StatusCode.UNKNOWN, message)
+        raise AssertionError("unreachable: abort raises")
 
-    def _dial_back(self, endpoint: str) -> tuple[DevicePluginOptions, grpc.Channel]:
+    @staticmethod
+    def _problem(request: RegisterRequest) -> str | None:
+        if request.version != "v1beta1":
+            return f"Requested device plugin version {request.version!r} is not supported"
+        if problem := extended_resource_problem(request.resource_name):
+            return f"invalid resource name {request.resource_name!r}: {problem}"
+        if not request.endpoint or "/" in request.endpoint:
+            return f"invalid endpoint {request.endpoint!r}"
+        return None
+
+    def _dial_back(
+        self, endpoint: str, context: grpc.ServicerContext
+    ) -> tuple[DevicePluginOptions, grpc.Channel]:
         channel = grpc.insecure_channel(f"unix:{self.directory / endpoint}")
         try:
             grpc.channel_ready_future(channel).result(timeout=DIAL_TIMEOUT)
@@ -219,7 +207,7 @@ class KubeletStandIn:
             options: DevicePluginOptions = call(Empty(), timeout=DIAL_TIMEOUT)
         except (grpc.FutureTimeoutError, grpc.RpcError) as error:
             channel.close()
-            raise RegisterRefused(f"failed to dial device plugin {endpoint}: {error}") from None
+            self._refuse(context, f"failed to dial device plugin {endpoint}: {error}")
         return options, channel
 
     # -- ListAndWatch consumption -------------------------------------------------------

@@ -1,23 +1,15 @@
 """``ascend-device-plugin simulate``: the whole plugin on a fake Atlas 200I A2, narrated.
 
-Everything runs for real except the hardware and the kubelet: the plugin's
-gRPC server on a unix socket in a temporary directory, the kubelet stand-in
-(grpcio) registering it, listing devices and allocating them, a fault written
-into the fake node's scenario file, a kubelet restart. The timeline printed
-is what an operator would see from the kubelet's side.
-
-The default demo then shows placement on a second node: two Atlas 300I cards,
-where a 2-NPU pod gets two chips of one card. ``--share-count N`` and ``--vnpu
-static`` play other timelines on the same stage
-(:mod:`ascend_plugin.testing.simulate_splits`): the board's chip shared N times,
-or an Atlas 300I Duo split into vNPUs.
+Everything runs for real except the hardware and the kubelet (the grpcio stand-in): registration, an
+Allocate, a fault in the scenario file, a kubelet restart, as the kubelet sees them; then placement on a
+node of two Atlas 300I cards. ``--share-count`` and ``--vnpu static`` play other timelines
+(:mod:`.simulate_splits`).
 """
 
 from __future__ import annotations
 
 import functools
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
@@ -27,8 +19,8 @@ import anyio.to_thread
 from pydantic import ValidationError
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.fault_policy.codes import parse_code
 from ascend_plugin.fault_policy.config import builtin_codes
+from ascend_plugin.fault_policy.faults import parse_code
 from ascend_plugin.settings import Settings, describe_validation_error
 from ascend_plugin.testing.scenario_writer import write_scenario
 
@@ -59,10 +51,6 @@ def _scenario(fault_codes: list[str]) -> dict[str, Any]:
         "memory_mb": 4096,
         "chips": [{"phy_id": 0, "card_id": 0, "device_id": 0, "health": 0, "fault_codes": fault_codes}],
     }
-
-
-def _write_scenario(path: Path, fault_codes: list[str]) -> None:
-    write_scenario(path, _scenario(fault_codes))
 
 
 def simulate(
@@ -189,14 +177,10 @@ async def _ask_for_two(settings: Settings, kubelet: Any, out: Callable[[str], No
 
 
 async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Callable[[str], None]) -> int:
-    started = time.monotonic()
+    from ascend_plugin.testing.simulate_splits import Stage
 
-    def say(text: str) -> None:
-        out(f"[{time.monotonic() - started:6.2f}s] {text}")
-
-    async def wait(condition: Callable[[Any], bool], what: str) -> None:
-        await anyio.to_thread.run_sync(kubelet.wait_until, condition, TIMEOUT, what)
-
+    stage = Stage(kubelet, out)
+    say, wait = stage.say, stage.wait
     app = PluginApp(settings)
     say(f"kubelet stand-in listening on {kubelet.socket}")
     say("fake node: one Ascend 310B1 (Atlas 200I A2), computing.aic = 1.0")
@@ -216,12 +200,12 @@ async def _timeline(settings: Settings, kubelet: Any, scenario: Path, out: Calla
         for mount in container.mounts:
             say(f"    mount  {mount.host_path} (read-only={mount.read_only})")
 
-        _write_scenario(scenario, [FAULT])
+        write_scenario(scenario, _scenario([FAULT]))
         say(f"injected fault {FAULT} ({built_in_level(FAULT)}) into the scenario file")
         await wait(lambda k: k.health(RESOURCE).get(DEVICE) == "Unhealthy", "device unhealthy")
         say(f"kubelet sees {DEVICE} Unhealthy, allocatable={kubelet.resources[RESOURCE].allocatable}")
 
-        _write_scenario(scenario, [])
+        write_scenario(scenario, _scenario([]))
         say("cleared the fault")
         await wait(lambda k: k.health(RESOURCE).get(DEVICE) == "Healthy", "device healthy again")
         say(f"kubelet sees {DEVICE} Healthy again, allocatable={kubelet.resources[RESOURCE].allocatable}")

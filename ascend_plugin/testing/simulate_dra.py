@@ -1,17 +1,11 @@
 """``ascend-device-plugin simulate --serve dra``: the DRA driver on a fake Atlas 800T A2, narrated.
 
-Everything runs for real except the hardware, the kubelet and the API server:
-the plugin with ``serve=dra`` (registration and DRA sockets in a temporary
-kubelet directory, ResourceSlices, the claim checkpoint, CDI specs), the DRA
-kubelet stand-in (grpcio) that registers it, prepares a claim and watches the
-health stream, and the project's loopback fake API server
-(:mod:`ascend_plugin.testing.kube_apiserver`), reached through the real
-Kubernetes client.
+Everything runs for real except the hardware, the kubelet (the DRA stand-in, on grpcio) and the API
+server (the loopback stand-in, reached through the real Kubernetes client).
 """
 
 from __future__ import annotations
 
-import json
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,6 +17,7 @@ import anyio.to_thread
 
 from ascend_plugin.app import PluginApp
 from ascend_plugin.settings import Settings
+from ascend_plugin.testing.scenario_writer import write_scenario
 from ascend_plugin.testing.simulate import FAULT, built_in_level
 
 DRIVER = "npu.huawei.com"
@@ -48,12 +43,6 @@ def server_scenario(faults: dict[int, list[str]]) -> dict[str, Any]:
     }
 
 
-def _write_scenario(path: Path, faults: dict[int, list[str]]) -> None:
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(server_scenario(faults)), encoding="utf-8")
-    temporary.replace(path)
-
-
 def simulate_dra(out: Callable[[str], None] = print) -> int:
     """Run the DRA demo; return 0 when every step happened as expected."""
     from ascend_plugin.testing.kube_apiserver import FakeApiServer
@@ -71,7 +60,7 @@ async def _run(root: Path, server_class: Any, out: Callable[[str], None]) -> int
         (host / "dev" / node).touch()
     (host / "usr/local/Ascend/driver").mkdir(parents=True)
     scenario = root / "node.json"
-    _write_scenario(scenario, {})
+    write_scenario(scenario, server_scenario({}))
     async with server_class() as apiserver:
         apiserver.add_node(NODE)
         kubelet = DraKubeletStandIn(
@@ -218,7 +207,7 @@ class _Timeline:
 
     async def fault_and_recovery(self) -> None:
         before = self.generation()
-        _write_scenario(self.scenario, {5: [FAULT]})
+        write_scenario(self.scenario, server_scenario({5: [FAULT]}))
         self.say(f"injected fault {FAULT} ({built_in_level(FAULT)}) on chip 5")
         await self.api_has(
             lambda: "npu-5" not in {d["name"] for d in self.devices()}, "npu-5 out of the slice"
@@ -235,7 +224,7 @@ class _Timeline:
         await self.kubelet_sees(unhealthy, "npu-5 reported unhealthy")
         report = self.kubelet.drivers[DRIVER].health[(NODE, "npu-5")]
         self.say(f"health stream: npu-5 UNHEALTHY ({report.message})")
-        _write_scenario(self.scenario, {})
+        write_scenario(self.scenario, server_scenario({}))
         await self.api_has(lambda: len(self.devices()) == 8, "npu-5 back")
         self.say(f"cleared the fault: npu-5 is back, generation {self.generation()}")
 

@@ -20,6 +20,7 @@ import anyio
 import anyio.to_thread
 
 from ascend_plugin.app import PluginApp
+from ascend_plugin.changes import first_change
 from ascend_plugin.settings import Settings, SettingsError
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
 from ascend_plugin.testing.scenario_writer import write_scenario
@@ -82,18 +83,6 @@ class Stage:
             self.say(f"  {resource}: {', '.join(f'{d} ({h})' for d, h in sorted(devices.items()))}")
 
 
-async def _first_of(*events: anyio.Event) -> None:
-    """Return once any of ``events`` is set."""
-    async with anyio.create_task_group() as waiting:
-
-        async def wait(event: anyio.Event) -> None:
-            await event.wait()
-            waiting.cancel_scope.cancel()
-
-        for event in events:
-            waiting.start_soon(wait, event)
-
-
 async def _run(
     settings: Settings,
     kubelet: KubeletStandIn,
@@ -115,8 +104,8 @@ async def _run(
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(run_plugin)
         with anyio.fail_after(TIMEOUT):
-            await _first_of(app.registered_once, app.stop_requested)  # registered, or refused
-        if not app.stop_requested.is_set():
+            await first_change((app.registered, 0), (app.stop_requested, 0))  # registered, or refused
+        if not app.stop_requested.version:
             await story(stage)
             app.stop()
     if refused:

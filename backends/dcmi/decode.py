@@ -1,9 +1,4 @@
-"""DCMI structs -> the plain values of :mod:`backends.library`.
-
-Kept apart from the calls so each conversion can be read against the struct
-it decodes (``build_ffi.CDEF``), and so nothing above the binding ever holds
-cdata that dies with its buffer.
-"""
+"""DCMI structs -> the plain values of :mod:`backends.library`: nothing above the binding holds cdata."""
 
 from __future__ import annotations
 

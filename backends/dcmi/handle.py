@@ -1,9 +1,6 @@
 """LibraryHandle: ``libdcmi.so`` opened once, and the plumbing of every call its v1 and v2 faces make.
 
-One library serves both APIs: a 950 node answers ``dcmi_init`` with -8255 and
-``dcmiv2_init`` on the same handle (:class:`~backends.dcmi.library.DcmiLibrary`,
-:class:`~backends.dcmi.library_v2.DcmiV2Library`). Each function is looked up
-when first called, so a driver that lacks one fails that call alone
+Each function is looked up when first called, so a driver that lacks one fails that call alone
 (:class:`SymbolMissing`); every non-zero return is a :class:`DcmiError`.
 """
 
@@ -113,10 +110,8 @@ class LibraryHandle:
     def close(self) -> None:
         """Release the library; later calls fail with -8005 until it is opened again.
 
-        Without a fault subscription the library is dlclose'd (``ffi.dlclose``),
-        as Huawei's plugin does between bring-up attempts. With one, DCMI offers no
-        way to stop the driver's event thread, so the library stays mapped and the
-        callbacks alive for the life of the process; they drop every later event.
+        Without a fault subscription it is dlclose'd; with one it stays mapped (DCMI cannot stop the driver's
+        event thread) and the callbacks drop every later event.
         """
         lib, self.lib = self.lib, None
         subscriptions, self._subscriptions = self._subscriptions, []

@@ -1,12 +1,7 @@
-"""DcmiLibrary: the DeviceLibrary over Huawei's libdcmi.so.
+"""DcmiLibrary: the DeviceLibrary over Huawei's libdcmi.so, one method per DCMI call.
 
-Each method is one DCMI call with DCMI's own ids and semantics; every non-zero
-return becomes :meth:`DcmiError.for_code`, so the layers above tell a busy chip
-from a gone one by type. The library is found and opened by :meth:`init`, never
-at import, and each function is looked up when first called: a driver that lacks
-one function fails that call alone (:class:`SymbolMissing`), not the plugin;
-which of the optional ones are absent is probed (looked up, never called) when
-the library is opened, and :meth:`DcmiLibrary.missing_functions` tells.
+Opened by :meth:`init`, never at import; the optional functions it lacks are probed (looked up, never
+called) when it is opened (:meth:`DcmiLibrary.missing_functions`).
 """
 
 from __future__ import annotations
@@ -68,10 +63,8 @@ _ALL: Final = -1  # card_id and device_id -1 subscribe every device of the node
 
 
 class _FaultSubscription:
-    """The C callback handed to a fault subscription and the handler behind it.
-
-    The driver calls it on a thread of its own. An exception must never travel
-    back into C, so anything the handler raises is logged and the event dropped.
+    """The C callback of a fault subscription, on the driver's thread: what the handler raises is
+    logged and the event dropped, never sent back into C.
     """
 
     def __init__(self, handler: FaultHandler) -> None:

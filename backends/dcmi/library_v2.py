@@ -1,10 +1,6 @@
-"""DcmiV2Library: the DeviceLibraryV2 over ``libdcmi.so``, DCMI's v2 API as the Ascend 950 answers it.
+"""DcmiV2Library: DCMI's v2 API as the Ascend 950 answers it (``dcmi_init`` there answers -8255).
 
-It shares the :class:`~backends.dcmi.handle.LibraryHandle` of the v1 library it
-came from (:meth:`~backends.dcmi.library.DcmiLibrary.v2`): the session opens the
-library once, and on a 950, where ``dcmi_init`` answers -8255, calls
-``dcmiv2_init`` on the same handle, as Huawei's plugin falls back. Every call
-takes the chip's logical ``dev_id``; the structs are v1's.
+It shares the handle of the v1 library it came from; every call takes the chip's logical ``dev_id``.
 """
 
 from __future__ import annotations

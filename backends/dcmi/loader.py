@@ -1,11 +1,8 @@
 """Finding, trusting and opening libdcmi.so.
 
-The plugin runs as root with every NPU of the node in reach, and whatever
-library it opens runs inside it. So, like Huawei's own plugin, it refuses a
-library that anyone but root could have replaced: the file and every directory
-above it must be owned by root and writable by nobody else. The
-``dcmi_allow_untrusted_library`` setting lifts the check for development and for
-the tests' fake library.
+The plugin runs as root beside every NPU: like Huawei's, it refuses a library anyone but root could have
+replaced (the file and every directory above it root's, writable by nobody else), unless
+``dcmi_allow_untrusted_library``.
 """
 
 from __future__ import annotations
@@ -63,10 +60,7 @@ def locate(
     environ: Mapping[str, str] = os.environ,
     known: Sequence[Path] = KNOWN_PATHS,
 ) -> Path:
-    """The library to open: the configured path, else the first candidate that exists.
-
-    The result is absolute: a bare name would send dlopen on its own search.
-    """
+    """The library to open, absolute: the configured path, else the first candidate that exists."""
     if configured is not None:
         if not configured.is_file():
             raise LibraryNotFound(f"the configured DCMI library {configured} does not exist ({_SETTING})")
@@ -82,11 +76,8 @@ def locate(
 
 
 def check_trusted(path: Path) -> None:
-    """Raise UntrustedLibrary unless ``path`` and every directory above it are root's alone.
-
-    Both the file the path resolves to and the path as given are checked, so a
-    symbolic link cannot lead through a directory others may write. The first
-    problem found, nearest the file, is the one reported.
+    """Raise UntrustedLibrary unless ``path`` and every directory above it are root's alone
+    (through a symbolic link too); the problem nearest the file is reported.
     """
     for item in _chain(path):
         try:
@@ -125,19 +116,12 @@ _DEPENDENCIES: list[Any] = []
 
 
 def open_library(path: Path, *, trusted_only: bool = True) -> Any:
-    """dlopen ``path``, loading its missing dependencies from its own directory.
+    """dlopen ``path`` (RTLD_NOW: a broken install fails now, not mid-call), loading its missing
+    dependencies from its own directory.
 
-    On Atlas 200I A2 boards libdcmi.so lives in /usr/lib64 beside the driver
-    libraries it needs (libascend_hal.so ...), a directory the image's dynamic
-    loader does not search, and LD_LIBRARY_PATH cannot point there without also
-    putting the host's C library in front of the container's. So when dlopen
-    names a missing dependency that sits next to the library, that file is
-    loaded first (RTLD_GLOBAL, so the loader finds it by its soname) and the
-    open is retried; the C library itself is never taken from there.
-
-    RTLD_NOW (cffi's default) resolves every symbol the library needs at load
-    time, so a broken driver install is a clear error now instead of a process
-    killed by the dynamic loader in the middle of a call.
+    On Atlas 200I A2 boards libdcmi.so sits in /usr/lib64 beside libascend_hal.so and friends, where the
+    image's loader does not look (and LD_LIBRARY_PATH would bring the host's libc): a dependency dlopen names
+    that sits next to it is loaded first (RTLD_GLOBAL), never the C library.
     """
     return _open(path, path.parent, trusted_only, ffi.RTLD_NOW)
 

@@ -1,18 +1,9 @@
 """The fake driver's own behaviour over a scenario: vNPUs made and destroyed, chips resetting.
 
-The scenario says what the hardware is; this is what DCMI calls did to it,
-kept in the driver-state file (:mod:`backends.fake.driver_state`) so that it
-outlives the process, as a real driver's does.
-
-* A vNPU made by ``dcmi_create_vdevice`` is listed by the VDEV_MNG queries
-  beside the scenario's static ones until destroyed; a static one destroyed
-  through DCMI is hidden while the scenario lists it.
-* A reset takes the chip's ``reset_seconds``: its boot status goes 0, 1, 2, 3
-  through that time, then 16, and every call about it except the boot status
-  and the driver's own tables answers -8012. Once it is back, a chip whose
-  ``reset_clears_faults`` holds (the default) answers health 0 and no fault
-  codes until the scenario is next written: from then on the scenario says
-  again what the chip has.
+What DCMI calls did is kept in the driver-state file (:mod:`.driver_state`), so it outlives the process as a
+real driver's does. A reset takes ``reset_seconds`` (boot status 0, 1, 2, 3, then 16; -8012 meanwhile
+except for the driver's own tables); a chip whose ``reset_clears_faults`` holds then answers health 0 and
+no codes until the scenario is next written.
 """
 
 from __future__ import annotations
@@ -38,10 +29,7 @@ _BOOTING: Final = (BootStatus.UNINIT, BootStatus.BIOS, BootStatus.OS, BootStatus
 
 
 def reset_group(scenario: FakeScenario, placed: PlacedChip) -> list[PlacedChip] | None:
-    """The chips one reset of ``placed`` takes down; None where the driver refuses to reset it.
-
-    An Atlas 300I Duo (two 310P chips on a card) resets as a card, named by device 0.
-    """
+    """The chips one reset of ``placed`` takes down (a 300I Duo: its card); None where refused."""
     on_card = [p for p in scenario.placed if p.card_id == placed.card_id]
     if scenario.chip_name_of(placed.chip).startswith("310P") and len(on_card) == 2:
         return on_card if placed.device_id == 0 else None

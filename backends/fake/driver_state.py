@@ -1,24 +1,15 @@
 """What the fake driver remembers beyond its scenario: vNPUs made or destroyed, chips resetting.
 
-A real driver keeps these in the device, so they outlive the process that
-asked for them: a plugin killed after ``dcmi_create_vdevice`` finds the vNPU
-when it starts again. The fakes keep them in a file beside the scenario
-(``<scenario>.driver-state``), which every process playing that scenario
-reads; deleting it is rebooting the node. Both fakes write the same line
-format, one record a line::
+Kept in ``<scenario>.driver-state`` (deleting it reboots the node), one record a line, the same format for
+both fakes::
 
     vdev phy=0 id=100 template=vir02 aic=2.0 memory_mb=6144 vfg=0
     gone phy=0 id=101
     reset phy=3 since_ns=81234567890 scenario=1234:560:1700000000000000000:1700000000000000000 count=2
 
-``vdev`` is a vNPU made through DCMI; ``gone`` a vNPU of the scenario
-destroyed through DCMI (hidden while the scenario lists it); ``reset`` the
-latest reset of a chip, started at ``since_ns`` on the system's monotonic
-clock, with the stamp (inode, size, mtime, ctime in ns) of the scenario in
-force then, and ``count`` the resets the chip had since the node booted (the
-file was made; a line without it counts 1). Writers hold
-an exclusive ``flock`` on ``<scenario>.driver-state.lock`` and replace the
-file atomically, so readers never see half of it.
+``reset``: started at ``since_ns`` (monotonic), under the scenario of that stamp (inode, size, mtime,
+ctime), the chip's ``count``-th reset. Writers hold a ``flock`` on ``<file>.lock`` and replace the file
+atomically.
 """
 
 from __future__ import annotations

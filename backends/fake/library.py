@@ -1,13 +1,7 @@
-"""FakeLibrary: a DeviceLibrary that plays a scenario file.
+"""FakeLibrary: a DeviceLibrary that plays a scenario file (docs/fake-backend.md).
 
-The file is re-read whenever it changes (inode, size, mtime or ctime), so a
-person or a test can inject a fault into a running plugin by editing it. An
-invalid edit is logged and the previous scenario stays in force. A scenario
-can make any operation fail with a DCMI code, take time, or hang until the
-file no longer says so; a hang holds no lock, so it stalls its own call only.
-It can also play an older driver that lacks functions (``missing``). What
-DCMI calls change (vNPUs made, chips resetting) is :mod:`backends.fake.driver`'s,
-kept beside the scenario so that it outlives the process.
+The file is re-read whenever it changes (an invalid edit is logged, the scenario in force stays), so a
+fault can be injected into a running plugin by editing it. A hang holds no lock: it stalls its own call.
 """
 
 from __future__ import annotations
@@ -206,10 +200,8 @@ class FakeLibrary:
     def _on_chip(
         self, op: Operation, card_id: int, device_id: int, body: Callable[[FakeScenario, PlacedChip], T]
     ) -> T:
-        """An operation about one chip, as the scenario in force has it.
-
-        An unknown chip is -8001; a chip in the middle of a reset answers -8012
-        unless the operation is one the driver answers from its own tables.
+        """An operation about one chip: -8001 for an unknown one; -8012 during its reset, unless the
+        driver answers it from its own tables.
         """
 
         def run(scenario: FakeScenario) -> T:
@@ -659,9 +651,8 @@ class FakeLibrary:
                     log.exception("handling a fake DCMI fault event failed; the event is dropped")
 
     def _new_events(self, scenario: FakeScenario, known: dict[int, set[int]]) -> list[FaultEvent]:
-        """The events from what ``known`` says to ``scenario``; ``known`` and the delivered set updated.
-
-        A chip in a reset raises and clears nothing until it is back.
+        """The events from what ``known`` says to ``scenario`` (a chip in a reset raises and clears
+        nothing); ``known`` and the delivered set updated.
         """
         events = []
         self._driver.refresh()

@@ -1,10 +1,7 @@
 """FakeV2Library: the fake's DCMI v2 face, the driver of a 950 node as the scenario describes it.
 
-Each v2 call is the fake's v1 operation on the chip its logical ``dev_id``
-names, so a scenario's errors, hangs and readings work alike in both APIs and
-a chip whose logical and physical ids differ is asked by the right one. The
-fake answers ``dcmi_init`` with -8255 on a 950 node and ``dcmiv2_init`` with
--8255 anywhere else, and names its functions as the API in use does.
+Each v2 call is the fake's v1 operation on the chip its logical ``dev_id`` names, so errors, hangs and
+readings work alike in both APIs.
 """
 
 from __future__ import annotations

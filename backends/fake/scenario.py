@@ -1,52 +1,7 @@
-"""The fake node's scenario: chips, their health and faults, injected errors.
+"""The fake node's scenario: chips, their health and faults, readings, injected errors (JSON).
 
-The format is JSON. The smallest useful scenario is::
-
-    {"chip_name": "310B1", "chips": [{"phy_id": 0, "health": 0, "fault_codes": []}]}
-
-Everything else has a default; docs/fake-backend.md has the full list. The same model feeds the C fake
-``libdcmi.so`` used by the tests. Beyond health and fault codes a scenario can
-describe what newer features read:
-
-* ``missing`` (node): operations whose DCMI function the driver lacks, as an
-  older ``libdcmi.so`` does, e.g. ``["error_codes", "subscribe_faults"]``.
-  ``missing_functions()`` reports them (those among the optional functions)
-  and calling one raises SymbolMissing. Fixed when the library is initialised.
-* ``events`` (chip): fault events the driver delivers without the code being
-  in ``fault_codes``: ``{"serial": 7, "code": "80E01801", "severity": 3,
-  "assertion": 1}`` (severity default: the chip's ``fault_severity``;
-  assertion 0 recovered, 1 raised (default), 2 one-off). The library
-  delivers each once, the first time its subscription sees it (events already
-  in the file when it subscribes included); the serial number, unique per
-  chip, tells one event from another. Codes that appear in or vanish from
-  ``fault_codes`` still raise (assertion 1) and recover (0) events of their own.
-* ``storm`` (chip): a driver flooding the chip with fault events,
-  ``{"serial": 1, "rate": 10000, "count": 100000, "steps": [{"code":
-  "81078603", "assertion": 1}, {"code": "81078603", "assertion": 0}]}``:
-  ``count`` events at ``rate`` a second, cycling through ``steps`` (each like
-  an event without a serial); event ``i`` is numbered ``serial + i``. It plays
-  once, from the moment the subscription first sees it; another serial starts
-  another storm.
-* ``pcie`` (chip): its PCI address ``"0000:3b:00.0"``. Default: a bus of its
-  own counted from the physical id (phy_id N at bus N+1: 0 at ``0000:01:00.0``,
-  254 at ``0000:ff:00.0``, 255 at ``0001:00:00.0``); none on SoC boards (310B),
-  which answer -8255.
-* ``device_ip`` (chip): the RoCE port's IPv4 or IPv6 address. Absent: the
-  query fails with -8023 (no address configured), or -8255 on 310B.
-* ``vdevs`` (chip): static vNPUs, ``{"vdev_id": 100, "template": "vir02",
-  "aicore": 2, "memory_mb": 6144}``; ids 100-1123, unique across the node;
-  ``aicore`` defaults to the NN of ``virNN...``, ``memory_mb`` to the N GiB
-  of a ``_Ng`` in the template name (otherwise it is required); ``vfg_id``
-  defaults to the position on the chip, ``status`` to 0, ``in_use`` to false.
-  Their cores and memory must fit the chip, and only chips with the VDEV_MNG
-  query (not 310, not 310B) have any.
-
-The telemetry readings (``telemetry``, ``processes``, die ids), resets
-(``reset_seconds``, ``reset_clears_faults``, ``outband_channel``,
-``brother_card``), the super pod (``super_pod``) and vNPUs made on demand
-(``vnpu_templates``, ``aicpu``, ``vdev_usage``, ``vdev_node_dir``) are
-described in docs/dcmi.md; their models are in :mod:`backends.fake.telemetry`
-and their rules in :mod:`backends.fake.vnpu_rules` and :mod:`backends.fake.driver`.
+The smallest useful scenario is ``{"chip_name": "310B1", "chips": [{"phy_id": 0}]}``; every field is
+in docs/fake-backend.md and docs/dcmi.md. The same model feeds the C fake ``libdcmi.so`` of the tests.
 """
 
 from __future__ import annotations
@@ -94,7 +49,7 @@ from backends.library import (
     VdevInfo,
     v2_name,
 )
-from backends.pci import parse_bdf
+from backends.pci import InvalidPciAddress, parse_bdf
 
 # The DeviceLibrary operations a scenario can make fail or hang.
 Operation = Literal[
@@ -227,7 +182,10 @@ _TEMPLATE_GIB = re.compile(r"_(?P<gib>\d+)g(_|$)")
 
 
 def _canonical_bdf(text: str) -> str:
-    return parse_bdf(text).bdf
+    try:
+        return parse_bdf(text).bdf
+    except InvalidPciAddress as error:  # pydantic reports a ValueError as the field's error
+        raise ValueError(str(error)) from None
 
 
 Bdf = Annotated[str, AfterValidator(_canonical_bdf)]
@@ -250,15 +208,10 @@ class FakeEvent(FakeStep):
 
 
 class FakeStorm(BaseModel):
-    """A driver flooding one chip with fault events: ``count`` of them, ``rate`` a second, cycling ``steps``.
+    """A driver flooding one chip: ``count`` events, ``rate`` a second, cycling ``steps``.
 
-    Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; the last
-    one, ``steps[(count - 1) % len(steps)]``, is where each code ends up. A
-    storm plays once from the moment the subscription first sees it; a storm
-    with another serial on the same chip starts over. Like a driver's event
-    thread, the fakes call the handler for one event after the other, so a
-    handler slower than ``rate`` stretches the storm (at most 1000 of a
-    storm's events are delivered per look, every 10 ms).
+    Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; it plays once from the moment the
+    subscription sees it (another serial starts over), at most 1000 events per look, one after the other.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -496,11 +449,8 @@ class FakeScenario(BaseModel):
 
     @cached_property
     def placed(self) -> list[PlacedChip]:
-        """Chips with card, device and logic ids filled in (worked out once per scenario).
-
-        Defaults: a chip without a card id sits alone on card ``<index>``; chips
-        sharing a card id get device ids 0, 1, ... in list order; logic ids
-        follow list order.
+        """Chips with card, device and logic ids filled in: alone on card ``<index>`` by default,
+        device ids and logic ids in list order.
         """
         per_card: dict[int, int] = {}
         result = []

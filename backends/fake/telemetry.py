@@ -1,15 +1,7 @@
 """What a fake chip measures: the scenario's ``telemetry`` and the answers of the telemetry calls.
 
-A scenario gives ``telemetry`` for the whole node and for single chips; a
-chip's object is laid over the node's key by key (nested objects too), and
-every field has a default, so ``{"telemetry": {"temperature_c": 71}}`` on one
-chip heats that chip only. The chip's part stays the JSON object it was
-given, so a scenario written back out and read again means the same.
-Values are in the units an operator reads (degrees, watts, volts, MHz,
-percent); the fake answers in DCMI's (0.1 W, 0.01 V). A value the chip's
-driver does not report (HBM figures on a chip without HBM, say) is "not
-supported" (-8255), as the real driver answers; any call can be made to fail
-otherwise through the scenario's ``errors``.
+A chip's ``telemetry`` is laid over the node's key by key, every field with a default. Values are in an
+operator's units; the fake answers in DCMI's (0.1 W, 0.01 V), and -8255 where the driver reports none.
 """
 
 from __future__ import annotations

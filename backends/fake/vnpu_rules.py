@@ -1,12 +1,7 @@
 """How a fake chip splits into vNPUs: the driver's templates, what each takes, what a chip holds.
 
-The figures are Huawei's where Huawei publishes them: the template names each
-driver accepts (the driver's own tables: 310P, 910, 910B by chip bin, A3),
-the 310P's per-template AI cores, AI CPUs, memory share and media engines,
-and its limit of 7 vNPUs (its 7 AI CPUs). Elsewhere the template name says
-it (``vir10_3c_32g``: 10 AI cores, 3 AI CPUs, 32 GB) and memory without a
-``_Ng`` is the AI-core share of the chip's. Both fakes decide with these
-rules: the C fake gets them resolved per chip in its scenario file.
+Huawei's figures where published (the template names each driver accepts; the 310P's per-template cores,
+AI CPUs, memory and its 7 vNPUs); elsewhere the template name says it (``vir10_3c_32g``).
 """
 
 from __future__ import annotations
@@ -126,9 +121,8 @@ def chip_room(
     aicpu: int | None = None,
     templates: Sequence[str] | None = None,
 ) -> ChipRoom | None:
-    """The room of a chip called ``chip_name``; None where its driver makes no vNPUs (310, 310B).
-
-    ``aicpu`` and ``templates`` override the family's figures (a scenario's).
+    """The room of a chip called ``chip_name`` (None: its driver makes no vNPUs); ``aicpu`` and
+    ``templates`` override the family's.
     """
     if aicore is None or chip_name.startswith("310B") or chip_name == "310":
         return None

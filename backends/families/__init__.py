@@ -1,16 +1,10 @@
 """The chip families: a :class:`~backends.backend.ChipBackend` implementation each, and how a chip picks one.
 
-Each family's module holds its row (a :class:`~backends.family_table.FamilyTable`:
-names, AI-core bounds, device nodes, host files) and its class, which carries
-the row and does what the family's chips do differently. Adding a family is one
-module with one row and one small class, listed in :data:`FAMILIES` (and its
-tests); nothing else branches on the family.
-
-Detection follows Huawei's order (310P, then 310B, then 310, then 910; the 950's
-``Ascend950`` names match no other), because a "310B1" also contains "310" and a
-"310P3" too. Within a family the chip name
-may pick a sub-family (:meth:`~backends.backend.ChipBackend.for_chip`: the 910
-generations).
+Adding a family is one module with one row and one small class, listed in
+:data:`FAMILIES` (ARCHITECTURE.md "How to add a chip family"). Detection follows
+Huawei's order (310P, 310B, 310, then 910; the 950's names match no other): a
+"310B1" also contains "310". Within a family the chip name may pick a
+sub-family (:meth:`~backends.backend.ChipBackend.for_chip`: the 910 generations).
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from backends.families.ascend910 import ASCEND_910, Ascend910, Ascend910A1, Asce
 from backends.families.ascend950 import ASCEND_950, Ascend950
 from backends.family_table import FamilyTable, HostFile
 from backends.library import ChipInfo
+from backends.vnpu_family import VnpuFamily
 
 # Detection order matters: see the module docstring.
 FAMILIES: tuple[type[ChipBackend], ...] = (Ascend310P, Ascend310B, Ascend310, Ascend910, Ascend950)
@@ -37,6 +32,16 @@ def family_for(info: ChipInfo, families: tuple[type[ChipBackend], ...] = FAMILIE
         if family.claims(info):
             return family
     raise UnknownChipFamily(info.chip_name)
+
+
+def sharing_families() -> str:
+    """The families whose driver shares a chip between containers, e.g. ``310P, 310B``."""
+    return ", ".join(family.TABLE.family for family in FAMILIES if family.shares_chips)
+
+
+def vnpu_families() -> str:
+    """The families whose chips can be split into vNPUs, e.g. ``310P, 910``."""
+    return ", ".join(family.TABLE.family for family in FAMILIES if issubclass(family, VnpuFamily))
 
 
 def family_named(name: str, families: tuple[type[ChipBackend], ...] = FAMILIES) -> type[ChipBackend]:
@@ -69,4 +74,6 @@ __all__ = [
     "HostFile",
     "family_for",
     "family_named",
+    "sharing_families",
+    "vnpu_families",
 ]

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.family_table import FamilyTable
-from backends.reset_groups import alone
+from backends.topology import alone
 
 ASCEND_310 = FamilyTable(
     family="310",
@@ -16,6 +16,7 @@ ASCEND_310 = FamilyTable(
     resource_name="huawei.com/Ascend310",
     device_id_prefix="Ascend310",
     accelerator_label="huawei-Ascend310",
+    fault_key="huawei.com/Ascend310P-Fault",  # Huawei's quirk: readers look there
     ai_core_min=2,
     ai_core_max=2,
     ai_core_nominal=2,
@@ -23,10 +24,8 @@ ASCEND_310 = FamilyTable(
 
 
 class Ascend310(ChipBackend):
-    """310 chips: DDR memory, polled for faults (the driver sends no events), units by card.
-
-    The four chips of a card share nothing a reset takes down: each resets alone.
-    """
+    """310 chips: DDR memory, polled for faults (the driver sends no events), units by card. The four chips
+    of a card share nothing a reset takes down: each resets alone."""
 
     TABLE = ASCEND_310
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.family_table import DEFAULT_SHARED_NODES, FamilyTable, HostFile
-from backends.reset_groups import alone
+from backends.topology import alone
 
 # The SoC's media and system nodes, each handed over when present.
 _EXTRA_NODES = (
@@ -35,6 +35,7 @@ ASCEND_310B = FamilyTable(
     resource_name="huawei.com/Ascend310",
     device_id_prefix="Ascend310",
     accelerator_label="huawei-Ascend310",
+    fault_key="huawei.com/Ascend310P-Fault",  # Huawei's quirk: readers look there
     ai_core_min=1,
     ai_core_max=1,
     ai_core_nominal=1,
@@ -48,11 +49,9 @@ ASCEND_310B = FamilyTable(
 
 
 class Ascend310B(ChipBackend):
-    """310B SoCs: DDR shared with the board's OS, polled for faults, one chip per board.
-
-    Its driver's device-share mode lets several containers open the chip, so
-    ``share_count`` applies; the board's only chip resets alone.
-    """
+    """310B SoCs: DDR shared with the board's OS, polled for faults, one chip per board. Its driver's
+    device-share mode lets several containers open the chip, so ``share_count`` applies; the board's only
+    chip resets alone."""
 
     TABLE = ASCEND_310B
     shares_chips: ClassVar[bool] = True

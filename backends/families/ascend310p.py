@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
+import collections
 import logging
 import re
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import ClassVar, Final
 
+from backends.backend import valid
 from backends.chips import Chip
 from backends.errors import ChipError
 from backends.family_table import FamilyTable
 from backends.library import ResetChannel, VdevActivity
-from backends.readings import valid
-from backends.reset_groups import same_card
+from backends.topology import same_card
 from backends.vnpu_family import VnpuFamily
 from backends.vnpu_split import AICORE, AICPU, JPEGD, JPEGE, MEMORY, VDEC, VENC, VPC, VnpuTemplate
 
@@ -48,17 +49,13 @@ _TEMPLATES: Mapping[str, tuple[int, tuple[int, ...]]] = MappingProxyType(
 )
 # A template's memory is its share of the chip's: its AI cores of these (vir04 takes half).
 _SHARE_OF: Final = 8
+_DUO_CHIPS: Final = 2  # chips on an Atlas 300I Duo card
 
 
 class Ascend310P(VnpuFamily):
     """310P chips: DDR memory, polled for faults, static vNPUs, chips shareable by device-share mode.
-
-    Their telemetry shows the card's power (read by its MCU) and each vNPU's activity.
-
-    A card is the unit and the reset group: an Atlas 300I Duo's two chips are
-    reset together (its driver takes the reset on device 0 only, for the card);
-    a 300I Pro's card holds one, device 0 too.
-    """
+    Telemetry shows the card's power (its MCU) and each vNPU's activity. The card is the unit and the reset
+    group: a 300I Duo's two chips reset together, through device 0."""
 
     TABLE = ASCEND_310P
     shares_chips: ClassVar[bool] = True
@@ -87,15 +84,18 @@ class Ascend310P(VnpuFamily):
     def reset_group(self, chip: Chip, chips: Sequence[Chip]) -> tuple[Chip, ...]:
         return same_card(chip, chips)
 
+    def has_rank_table(self, chips: Sequence[Chip]) -> bool:
+        """On an Atlas 300I Duo node: every card carries two chips."""
+        per_card = collections.Counter(chip.card_id for chip in chips)
+        return set(per_card.values()) == {_DUO_CHIPS}
+
     def hot_reset(self, chip: Chip) -> None:
         """Reset the chip's card through its device 0, the one the driver takes a card's reset on."""
         self.library.reset(chip.card_id, 0, ResetChannel.INBAND)
 
     def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
-        """Huawei's seven 310P templates: AI cores, memory share, AI CPUs and the five media engines.
-
-        The chip's 7 AI CPUs are why it holds 7 vNPUs at most: every template takes one or more.
-        """
+        """Huawei's seven 310P templates: AI cores, memory share, AI CPUs and the five media engines. The
+        chip's 7 AI CPUs are why it holds 7 vNPUs at most: every template takes one or more."""
         return [
             VnpuTemplate(
                 name,

@@ -1,19 +1,10 @@
 """Ascend 910: the training chips, in three generations that differ in interconnect and reset groups.
 
-* A1 (first generation: ``910A``, ``910B``, ``910ProA``, ``910ProB``,
-  ``910PremiumA``): Atlas 800 (model 9000) and 300T, two HCCS rings of 4;
-* A2 (``910B1``-``910B4``, ``A2Gx`` under a China-edition driver): Atlas A2
-  boxes, a full mesh of 8 (two of 8 on a 16-chip box);
-* A3 (the driver names the chip ``Ascend910``, the model ``93xx`` in
-  ``npu_name``): modules of two dies per card.
-
-All three share one row (the resource ``huawei.com/Ascend910`` and its device
-IDs), fault events, static vNPUs, HBM (with its ECC counters) and the RoCE port
-of a training card; the generation is chosen by chip name
-(:meth:`Ascend910.for_chip`). A 910 chip name that neither A1 nor A2 claims is
-served as A3, the newest generation, whose unit (the card) and reset group
-(its card and the brother card, or the node where the driver cannot name the
-brother) assume the least.
+A1 (``910A``, ``910B``, ``910ProA``, ``910ProB``, ``910PremiumA``: two HCCS rings
+of 4), A2 (``910B1``-``910B4``, ``A2Gx``: a full mesh of 8) and A3 (``Ascend910``,
+model ``93xx``: two dies per card) share one row, fault events, static vNPUs,
+HBM and the RoCE port; the chip name picks the generation, and a 910 name neither
+A1 nor A2 claims is served as A3, whose unit and reset group assume the least.
 """
 
 from __future__ import annotations
@@ -22,26 +13,15 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
-from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind
+import backends.vnpu_split as split
+from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind, Utilization
 from backends.chips import Chip
 from backends.errors import ChipError
 from backends.family_table import FamilyTable
 from backends.library import ChipInfo, FaultHandler, SuperPodInfo, UtilizationType
-from backends.readings import Utilization
-from backends.reset_groups import cards, logic_block, whole_node
-from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind
+from backends.topology import MESH_GROUP_SIZE, RING_SIZE, UnitKind, cards, logic_block, whole_node
 from backends.vnpu_family import VnpuFamily
-from backends.vnpu_split import (
-    AICORE,
-    DVPP,
-    MEMORY,
-    VnpuTemplate,
-    divides_evenly,
-    media_share,
-    media_variant,
-    named_memory_mb,
-    template_cores,
-)
+from backends.vnpu_split import VnpuTemplate
 
 ASCEND_910 = FamilyTable(
     family="910",
@@ -89,6 +69,9 @@ class Ascend910(VnpuFamily):
     def subscribe_faults(self, handler: FaultHandler) -> bool:
         return self.subscribe_driver_events(handler)
 
+    def has_rank_table(self, chips: Sequence[Chip]) -> bool:
+        return True
+
     # -- telemetry --------------------------------------------------------------------------
 
     def utilization(self, chip: Chip) -> Utilization:
@@ -102,34 +85,28 @@ class Ascend910(VnpuFamily):
     TEMPLATES: ClassVar[tuple[str, ...]] = ()
 
     def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
-        """The generation's templates made for this chip's bin: AI cores, memory as named, media where used.
-
-        A template belongs to the chip when it divides the chip's AI cores and
-        memory alike (:func:`~backends.vnpu_split.divides_evenly`). Where the
-        chip's templates come with and without DVPP (910B4's ``_m`` / ``_nm``),
-        media are counted too, in AI-core shares; AI CPUs are not (Huawei gives
-        no chip totals for these generations), the driver checks them.
-        """
-        names = [name for name in self.TEMPLATES if divides_evenly(name, cores, memory_mb)]
-        media = any(media_variant(name) for name in names)
+        """The generation's templates that divide this chip's AI cores and memory alike, with what each
+        takes. Media are counted (in AI-core shares) where the templates come with and without DVPP
+        (910B4's ``_m`` / ``_nm``); AI CPUs are left to the driver (Huawei gives no chip totals for them)."""
+        names = [name for name in self.TEMPLATES if split.divides_evenly(name, cores, memory_mb)]
+        media = any(split.media_variant(name) for name in names)
         found = []
         for name in names:
-            aic = template_cores(name) or 0
-            takes = {AICORE: aic, MEMORY: (named_memory_mb(name) or 0)}
+            aic = split.template_cores(name) or 0
+            takes = {split.AICORE: aic, split.MEMORY: (split.named_memory_mb(name) or 0)}
             if media:
-                takes[DVPP] = media_share(name, aic, cores)
+                takes[split.DVPP] = split.media_share(name, aic, cores)
             found.append(VnpuTemplate(name, takes))
         return found
 
     def chip_totals(self, cores: int, memory_mb: int) -> dict[str, int]:
-        return super().chip_totals(cores, memory_mb) | {DVPP: cores}
+        return super().chip_totals(cores, memory_mb) | {split.DVPP: cores}
 
 
 class Ascend910A1(Ascend910):
-    """First-generation 910: HCCS rings of 4 chips by physical id; a reset takes 4 consecutive logic ids.
+    """First-generation 910: HCCS rings of 4 by physical id; a reset takes 4 consecutive logic ids.
 
-    Its driver has no multi-rate utilization and no vector figure: only the AI core's is read.
-    """
+    Its driver has no multi-rate utilization and no vector figure: only the AI core's is read."""
 
     # In full: "910B" alone is a first-generation chip, "910B3" an A2 one.
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910A|910B|910ProA|910ProB|910PremiumA")
@@ -144,28 +121,20 @@ class Ascend910A1(Ascend910):
         return logic_block(chip, chips, RING_SIZE)
 
     def vnpu_templates(self, cores: int, memory_mb: int) -> list[VnpuTemplate]:
-        """vir02 to vir16: AI cores, and their share of the chip's memory.
-
-        Huawei's instance counts (15 or 16 vNPUs, only as many vir16 as fit
-        the AI cores) are what AI cores alone allow, so only AI cores and
-        memory are counted: the AI CPU figures found for these templates
-        (Volcano's) would allow fewer than Huawei documents.
-        """
+        """vir02 to vir16: AI cores and their share of the memory (Huawei's counts are what AI cores allow;
+        Volcano's AI CPU figures would allow fewer)."""
         found = []
         for name in A1_TEMPLATES:
-            aic = template_cores(name) or 0
+            aic = split.template_cores(name) or 0
             if 0 < aic <= cores:
-                found.append(VnpuTemplate(name, {AICORE: aic, MEMORY: memory_mb * aic // cores}))
+                found.append(VnpuTemplate(name, {split.AICORE: aic, split.MEMORY: memory_mb * aic // cores}))
         return found
 
 
 class Ascend910B(Ascend910):
-    """910B (Atlas A2): a full mesh of 8; a reset takes the 8 by logic id, or all 16 of a 16-chip box.
-
-    Huawei resets the A2 inference boards without HCCS (board ids 0x28, 0x29,
-    0x33, 0x3c) chip by chip; the board id is not read, so they get the mesh's
-    group too: a wider group only waits longer for its chips to be free.
-    """
+    """910B (Atlas A2): a full mesh of 8; a reset takes the 8 by logic id, or all 16 of a 16-chip box. The
+    A2 inference boards Huawei resets chip by chip are not told apart (no board id is read): a wider group
+    only waits longer for its chips to be free."""
 
     CHIP_NAMES: ClassVar[re.Pattern[str]] = re.compile(r"910B\d|A2G\d")
     unit_kind: ClassVar[UnitKind] = UnitKind.MESH
@@ -177,13 +146,8 @@ class Ascend910B(Ascend910):
 
 
 class Ascend910A3(Ascend910):
-    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes two cards.
-
-    Huawei's group: the chip, its sibling die and both dies of the "brother"
-    card that ``dcmi_get_netdev_brother_device`` names. Where the driver cannot
-    name it (an older driver without the call, an error), the whole node stands
-    in, as Huawei's training mode takes it: a wider group only waits longer.
-    """
+    """A3 (``Ascend910``, model 93xx): two dies per card, the card their unit; a reset takes two cards. The
+    chip's card and the brother card the driver names; the whole node where it cannot name one."""
 
     TEMPLATES: ClassVar[tuple[str, ...]] = A3_TEMPLATES
 

@@ -1,15 +1,9 @@
-"""Ascend 950 (A5): Atlas 350 cards, Atlas 850 servers, the Atlas 950 SuperPoD, through DCMI v2.
+"""Ascend 950 (A5): Atlas 350 cards, Atlas 850 servers, the Atlas 950 SuperPoD, through DCMI v2
+(docs/ascend-950.md).
 
-Its driver answers ``dcmi_init`` with -8255 and speaks DCMI v2 only (the
-session falls back to ``dcmiv2_init``; every call takes the chip's logical id).
-Huawei names it ``npu``: the resource ``huawei.com/npu``, devices
-``npu-<physical id>``, but ``/dev/davinci<N>`` and ``ASCEND_VISIBLE_DEVICES``
-by logical id, plus every node of the UB stack (``/dev/uburma``,
-``/dev/ummu``). Fault events and HBM as on the 910 generations; no HDK vNPUs;
-a hot reset is in-band and takes the chip alone. Its UB ports replace the RoCE
-link: the link-down event ``81B18603`` comes with the code Huawei adds beside
-it, ``020001002`` (SeparateNPU); the UBoE bond ports are counted by
-``hccn_tool``, which the plugin does not run (docs/ascend-950.md).
+Named ``npu`` by Huawei (``huawei.com/npu``, ``npu-<physical id>``, but ``/dev/davinci<N>`` by logical id,
+plus the UB stack's nodes); fault events and HBM as on the 910 generations, no HDK vNPUs, resets alone. Its
+UB ports replace the RoCE link: Huawei adds ``020001002`` beside a UB port's link down ``81B18603``.
 """
 
 from __future__ import annotations
@@ -19,13 +13,11 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, Final
 
-from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind
+from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind, Utilization
 from backends.chips import Chip, HealthReading
 from backends.family_table import FamilyTable
 from backends.library import FaultEvent, FaultHandler, SuperPodInfo
-from backends.readings import Utilization
-from backends.reset_groups import alone
-from backends.topology import UnitKind
+from backends.topology import UnitKind, alone
 
 ASCEND_950 = FamilyTable(
     family="950",

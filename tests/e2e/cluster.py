@@ -294,44 +294,35 @@ class Cluster:
         apiserver = self._add("kube-apiserver", command)
         apiserver.wait_ready(lambda: _http_ok(f"{self.server}/readyz", self.pki.admin_token, self.pki.ca))
 
+    def _start_controller(self, name: str, admin: Path, *extra: str) -> None:
+        """The controller manager or the scheduler: the administrator's kubeconfig, a port of its own."""
+        port = free_port()
+        component = self._add(
+            name,
+            [
+                str(self.binaries.path(name)),
+                *(f"--{use}kubeconfig={admin}" for use in ("", "authentication-", "authorization-")),
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                *extra,
+                *_feature_gates(self.feature_gates),
+            ],
+        )
+        component.wait_ready(lambda: _http_ok(f"https://127.0.0.1:{port}/healthz"))
+
     def _start_controller_manager(self, admin: Path) -> None:
         assert self.pki is not None
-        port = free_port()
-        manager = self._add(
+        self._start_controller(
             "kube-controller-manager",
-            [
-                str(self.binaries.path("kube-controller-manager")),
-                f"--kubeconfig={admin}",
-                f"--authentication-kubeconfig={admin}",
-                f"--authorization-kubeconfig={admin}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                f"--service-account-private-key-file={self.pki.service_account_key}",
-                f"--root-ca-file={self.pki.ca}",
-                "--controllers=*",
-                *_feature_gates(self.feature_gates),
-            ],
+            admin,
+            f"--service-account-private-key-file={self.pki.service_account_key}",
+            f"--root-ca-file={self.pki.ca}",
+            "--controllers=*",
         )
-        manager.wait_ready(lambda: _http_ok(f"https://127.0.0.1:{port}/healthz"))
 
     def _start_scheduler(self, admin: Path) -> None:
-        port = free_port()
-        self.scheduler_port = port
-        scheduler = self._add(
-            "kube-scheduler",
-            [
-                str(self.binaries.path("kube-scheduler")),
-                f"--kubeconfig={admin}",
-                f"--authentication-kubeconfig={admin}",
-                f"--authorization-kubeconfig={admin}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={port}",
-                *_feature_gates(self.feature_gates),
-            ],
-        )
-        scheduler.wait_ready(lambda: _http_ok(f"https://127.0.0.1:{port}/healthz"))
+        self._start_controller("kube-scheduler", admin)
 
     def _containerd_config(self) -> str:
         root = self.folder / "containerd"

@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 from dra_harness import A1_SERVER, A2_SERVER, DRIVER, DUO_SERVER, NODE, make_dra_node, running_driver
+from fake_apiserver import FakeApiServer
 from waiting import until
 
 from ascend_plugin.app import PluginApp
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 
 Obj = dict[str, Any]
 FAULTED = 3  # the chip that faults once the pool is published

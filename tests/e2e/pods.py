@@ -121,6 +121,13 @@ def seen(api: Api, name: str, within: float = 60.0) -> Seen:
     return Seen(tuple(dev_part.split()), env)
 
 
+def run_pod(api: Api, name: str, limits: Mapping[str, str] | None = None, **claims: Any) -> Seen:
+    """Create the pod, wait until it runs, and read what its container was given."""
+    api.create(pod(name, limits, **claims))
+    running(api, name)
+    return seen(api, name)
+
+
 def delete(api: Api, name: str, wait: bool = True) -> None:
     """Delete the pod as kubectl does: the kubelet stops it (and unprepares its claims) before it is gone."""
     api.delete("v1", "Pod", name, NAMESPACE)

@@ -173,7 +173,7 @@ def written_by_the_server() -> list[Scenario]:
     canonical["exponent"] = "1e3"
     quantities = slice_([{"name": "npu-0", "capacity": {k: {"value": v} for k, v in sent.items()}}])
     as_stored = slice_([{"name": "npu-0", "capacity": {k: {"value": v} for k, v in canonical.items()}}])
-    # How the plugin spells quantities (faces/dra/quantities.py): canonical already, stored as sent.
+    # How the plugin spells quantities (faces/dra/devices.py): canonical already, stored as sent.
     spellings = ("64Gi", "32Gi", "24Gi", "1536Mi", "1Mi", "3Ti", "0", "20", "4", "1")
     ours = slice_([{"name": "npu-0", "capacity": {f"q{n}": {"value": v} for n, v in enumerate(spellings)}}])
     stamped = slice_([TAINTED])

@@ -19,9 +19,9 @@ from typing import Any
 
 from api import Api, Obj
 from cluster import Cluster, Component, _feature_gates, _http_ok
+from fake_apiserver import FakeApiServer
 from local_port import free_port
 
-from ascend_plugin.testing.kube_apiserver import FakeApiServer
 from bench.common import ApiServerThread
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"

@@ -14,7 +14,7 @@ import pytest
 from chart_harness import ChartRenderer, Rendering
 from cluster import Cluster
 from node_plugin import NodePlugin, node_plugin, wait_for
-from pods import Seen, delete, node_resources, pending_reason, pod, running, seen
+from pods import Seen, delete, node_resources, pending_reason, pod, run_pod, running, seen
 
 from backends.fake import FakeChip, FakeScenario
 
@@ -61,9 +61,7 @@ def own_chips(inside: Seen) -> set[int]:
 def test_a_pod_gets_exactly_its_two_chips(cluster: Cluster, plugin: NodePlugin) -> None:
     """Device mode (the default without the Ascend Docker Runtime): the nodes, nothing to the env."""
     api = cluster.admin()
-    api.create(pod("two-chips", {RESOURCE: "2"}))
-    running(api, "two-chips")
-    inside = seen(api, "two-chips")
+    inside = run_pod(api, "two-chips", {RESOURCE: "2"})
     assert len(own_chips(inside)) == 2, inside.dev
     assert {"davinci_manager", "hisi_hdc", "devmm_svm"} <= set(inside.dev)  # the family's shared nodes
     assert "ASCEND_VISIBLE_DEVICES" not in inside.env  # as Huawei's: the env is for the Ascend runtime
@@ -73,9 +71,7 @@ def test_a_pod_gets_exactly_its_two_chips(cluster: Cluster, plugin: NodePlugin) 
 def test_runtime_mode_names_the_chips_for_the_ascend_runtime(cluster: Cluster, plugin: NodePlugin) -> None:
     api = cluster.admin()
     plugin.restart(ASCEND_DP_ALLOCATE_MODE="runtime")
-    api.create(pod("runtime-two", {RESOURCE: "2"}))
-    running(api, "runtime-two")
-    inside = seen(api, "runtime-two")
+    inside = run_pod(api, "runtime-two", {RESOURCE: "2"})
     assert len(chips_of(inside.env["ASCEND_VISIBLE_DEVICES"])) == 2
     assert inside.env["ASCEND_RUNTIME_OPTIONS"] == ""
     assert not own_chips(inside), "no Ascend Docker Runtime here: nobody mounts the nodes"
@@ -86,9 +82,7 @@ def test_cdi_mode_lets_the_runtime_edit_the_container(cluster: Cluster, plugin: 
     """containerd reads the plugin's CDI spec and adds the nodes it names (the CRI's CDI devices)."""
     api = cluster.admin()
     plugin.restart(ASCEND_DP_ALLOCATE_MODE="cdi")
-    api.create(pod("cdi-two", {RESOURCE: "2"}))
-    running(api, "cdi-two")
-    inside = seen(api, "cdi-two")
+    inside = run_pod(api, "cdi-two", {RESOURCE: "2"})
     assert len(own_chips(inside)) == 2, inside.dev
     assert "davinci_manager" in inside.dev
     delete(api, "cdi-two")
@@ -99,12 +93,8 @@ def test_the_kubelet_asks_for_chips_of_one_ring(cluster: Cluster, plugin: NodePl
     """One chip breaks into a ring, two then go whole to the other (alone, the kubelet picks at random)."""
     api = cluster.admin()
     wait_for(lambda: node_resources(api, cluster.node, RESOURCE) == (CHIPS, CHIPS), "every chip free")
-    api.create(pod("one-chip", {RESOURCE: "1"}))
-    running(api, "one-chip")
-    first = own_chips(seen(api, "one-chip"))
-    api.create(pod("ring-pair", {RESOURCE: "2"}))
-    running(api, "ring-pair")
-    pair = own_chips(seen(api, "ring-pair"))
+    first = own_chips(run_pod(api, "one-chip", {RESOURCE: "1"}))
+    pair = own_chips(run_pod(api, "ring-pair", {RESOURCE: "2"}))
     ring_of_first = next(ring for ring in RINGS if first <= ring)
     assert any(pair <= ring for ring in RINGS), f"{pair} spans both rings"
     assert not pair & ring_of_first, f"{pair} went to the ring {first} already broke into"

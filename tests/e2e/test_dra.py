@@ -22,7 +22,7 @@ from chart_harness import ChartRenderer
 from cluster import Cluster
 from devices import NULL
 from node_plugin import NodePlugin, node_plugin, wait_for
-from pods import NAMESPACE, delete, pod, running, seen
+from pods import NAMESPACE, delete, pending_reason, pod, running, seen
 
 from backends.fake import FakeChip, FakeScenario
 
@@ -39,6 +39,7 @@ def scenario(faulted: frozenset[int] = frozenset()) -> FakeScenario:
 
 
 def partitions_kept(version: str) -> bool:
+    """Partitions, device taints and the pods' device health are beta, and on, from 1.36."""
     return tuple(int(part) for part in version.split(".")[:2]) >= (1, 36)
 
 
@@ -100,6 +101,14 @@ def allocated_device(api: Api, pod_name: str) -> str:
     return str(results[0]["device"])
 
 
+def with_one_chip(api: Api, pod_name: str) -> tuple[str, dict[str, Any]]:
+    """A running pod with a claim for one whole chip: the device allocated to it, and the pod."""
+    api.apply(claim_template("one-npu", WHOLE_CLASS))
+    api.create(pod(pod_name, claim_templates={"npu": "one-npu"}))
+    found = running(api, pod_name)
+    return allocated_device(api, pod_name), found
+
+
 def vnpus(plugin: NodePlugin) -> list[str]:
     return sorted(path.name for path in Path("/dev").glob("vdavinci*"))
 
@@ -121,10 +130,7 @@ def test_the_slices_are_accepted(cluster: Cluster, plugin: NodePlugin, kubernete
 
 def test_a_claim_for_one_chip_runs_with_its_cdi_device(cluster: Cluster, plugin: NodePlugin) -> None:
     api = cluster.admin()
-    api.apply(claim_template("one-npu", WHOLE_CLASS))
-    api.create(pod("dra-one", claim_templates={"npu": "one-npu"}))
-    running(api, "dra-one")
-    device = allocated_device(api, "dra-one")
+    device, _ = with_one_chip(api, "dra-one")
     phy = int(device.split("-")[1])
     inside = seen(api, "dra-one")
     assert [name for name in inside.devices() if re.fullmatch(r"davinci\d+", name)] == [f"davinci{phy}"]
@@ -136,12 +142,15 @@ def test_a_claim_for_one_chip_runs_with_its_cdi_device(cluster: Cluster, plugin:
 def test_a_partition_claim_makes_a_vnpu_that_goes_with_the_pod(
     cluster: Cluster, plugin: NodePlugin, kubernetes_version: str
 ) -> None:
-    if not partitions_kept(kubernetes_version):
-        pytest.skip(f"Kubernetes {kubernetes_version} keeps no partitions (test_the_slices_are_accepted)")
     api = cluster.admin()
     assert vnpus(plugin) == []
     api.apply(claim_template("one-vnpu", PARTITION_CLASS))
     api.create(pod("dra-vnpu", claim_templates={"npu": "one-vnpu"}))
+    if not partitions_kept(kubernetes_version):  # no partition is published: the scheduler finds none
+        wait_for(lambda: pending_reason(api, "dra-vnpu"), "the scheduler says why it cannot place the pod")
+        assert vnpus(plugin) == [], "nothing made"
+        delete(api, "dra-vnpu")
+        return
     running(api, "dra-vnpu")
     assert re.fullmatch(r"npu-\d+-vir05-1c-16g-\d+", allocated_device(api, "dra-vnpu"))
     made = vnpus(plugin)
@@ -152,14 +161,22 @@ def test_a_partition_claim_makes_a_vnpu_that_goes_with_the_pod(
     wait_for(lambda: vnpus(plugin) == [], "the vNPU destroyed when the pod went")
 
 
-def test_a_chip_fault_taints_the_device_and_the_pod_sees_it(cluster: Cluster, plugin: NodePlugin) -> None:
+def test_a_chip_fault_taints_the_device_and_the_pod_sees_it(
+    cluster: Cluster, plugin: NodePlugin, kubernetes_version: str
+) -> None:
+    """1.36+: the device stays, tainted, and the pod's status shows it unhealthy (the driver's health
+    stream, ResourceHealthStatus). Before, the API server drops taints: the device leaves the slice."""
     api = cluster.admin()
-    api.apply(claim_template("one-npu", WHOLE_CLASS))
-    api.create(pod("dra-held", claim_templates={"npu": "one-npu"}))
-    running(api, "dra-held")
-    device = allocated_device(api, "dra-held")
+    device, _ = with_one_chip(api, "dra-held")
     phy = int(device.split("-")[1])
     plugin.update(scenario(faulted=frozenset({phy})))
+    if not partitions_kept(kubernetes_version):  # DRADeviceTaints and ResourceHealthStatus are off
+        wait_for(lambda: device not in devices(api, cluster.node), f"{device} out of the slice")
+        plugin.update(scenario())
+        wait_for(lambda: device in devices(api, cluster.node), f"{device} back")
+        running(api, "dra-held")
+        delete(api, "dra-held")
+        return
     tainted = wait_for(lambda: devices(api, cluster.node)[device].get("taints"), f"{device} tainted")
     assert [(taint["key"], taint["effect"]) for taint in tainted] == [(f"{DRIVER}/unhealthy", "NoSchedule")]
 
@@ -179,9 +196,7 @@ def test_a_chip_fault_taints_the_device_and_the_pod_sees_it(cluster: Cluster, pl
 
 def test_a_kubelet_restart_does_not_prepare_a_claim_twice(cluster: Cluster, plugin: NodePlugin) -> None:
     api = cluster.admin()
-    api.apply(claim_template("one-npu", WHOLE_CLASS))
-    api.create(pod("dra-kept", claim_templates={"npu": "one-npu"}))
-    before = running(api, "dra-kept")
+    _, before = with_one_chip(api, "dra-kept")
     prepared = [
         line for line in plugin.lines() if str(line.get("msg", "")).startswith("prepared ResourceClaim")
     ]

@@ -1,7 +1,7 @@
 """Compile the fake libdcmi.so with the system C compiler, once per content.
 
-The C source is compiled against ``backends.dcmi.build_ffi.CDEF`` written out as
-a header, so the fake and the binding share one declaration of every prototype
+The C source is compiled against the binding's declarations (``backends/dcmi/dcmi.h``,
+as ``build_ffi.CDEF``), so the fake and the binding share one declaration of every prototype
 and struct, and gcc checks the fake's definitions against it. Builds are cached
 under tests/_build/ by a hash of everything that goes into them: a test session
 compiles at most once, and not at all when nothing changed.

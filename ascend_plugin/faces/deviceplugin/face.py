@@ -1,11 +1,5 @@
-"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers.
-
-The kubelet knows a device plugin per extended resource, each on its own socket
-with its own registration. The face starts a :class:`ResourceServer` for every
-resource the offer book has, and when a resource appears (a vNPU template the
-operator just created) or disappears (its last device gone), it starts or stops
-that resource's server: stopping ends its ListAndWatch stream and removes its
-socket, so the kubelet drops the resource instead of keeping stale IDs.
+"""DevicePluginFace: one endpoint and registrar per offered resource, following the offers; a resource
+that disappears has its stream ended and its socket removed, so the kubelet drops its stale IDs.
 """
 
 from __future__ import annotations
@@ -19,12 +13,11 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ascend_plugin.dir_watch import DirectoryChanges
-from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
-from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar
+from ascend_plugin.faces.deviceplugin.registrar import KubeletRegistrar, PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService, ServiceStats
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.handover.modes import Handover
-from ascend_plugin.offers.assignments import DeviceChooser, HeldChips
+from ascend_plugin.holdings.held import DeviceChooser, HeldChips
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 
@@ -35,8 +28,6 @@ STREAM_END_WAIT = 2.0  # seconds to let the kubelet see a stream end before the 
 
 @dataclass(frozen=True)
 class FaceSettings:
-    """The kubelet-side settings the face needs."""
-
     directory: Path  # the kubelet's device-plugin directory
     main_resource: str  # the family's resource, whose socket name may be overridden
     socket_name: str | None  # override for the main resource's socket
@@ -50,8 +41,6 @@ def socket_name_for(resource: str) -> str:
 
 
 class ResourceServer:
-    """The service, endpoint and registrar of one resource."""
-
     def __init__(self, resource: str, service: DevicePluginService, registrar: KubeletRegistrar) -> None:
         self.resource = resource
         self.service = service
@@ -59,15 +48,14 @@ class ResourceServer:
         self._scope = anyio.CancelScope()
 
     async def run(self) -> None:
-        """Serve and stay registered until stopped."""
         with self._scope:
             await supervise(f"kubelet registrar of {self.resource}", self.registrar.run)
 
     async def stop(self) -> None:
         """End the stream, stop registering, close the server and remove the socket."""
-        self.service.stop()
+        self.service.streams.stop()
         with anyio.move_on_after(STREAM_END_WAIT):
-            await self.service.streams_ended()
+            await self.service.streams.ended()
         self._scope.cancel()
         await self.registrar.endpoint.stop()
 
@@ -96,12 +84,10 @@ class DevicePluginFace:
 
     @property
     def registered(self) -> bool:
-        """Every resource registered with the current kubelet."""
         return bool(self.servers) and all(server.registrar.registered for server in self.servers.values())
 
     @property
     def last_error(self) -> str:
-        """The latest registration problem of any resource, if any."""
         return next((s.registrar.last_error for s in self.servers.values() if s.registrar.last_error), "")
 
     def on_registered(self, listener: Callable[[], None]) -> None:
@@ -109,18 +95,14 @@ class DevicePluginFace:
         self._registered_listeners.append(listener)
 
     def counters(self) -> KubeletCounters:
-        """What the face has counted, for the metrics."""
         stats = self.stats
         return KubeletCounters(
             stats.allocations, dict(stats.allocation_errors), stats.updates_sent, self.registrations
         )
 
     async def shown(self, version: int) -> None:
-        """Return once every ListAndWatch stream has sent the kubelet the offers of inventory ``version``.
-
-        A hot reset waits here after taking its chips out, so the kubelet has
-        them Unhealthy before the reset starts.
-        """
+        """Return once every ListAndWatch stream has sent the offers of inventory ``version`` (a hot reset
+        waits here, so the kubelet has its chips Unhealthy before the reset starts)."""
         for server in list(self.servers.values()):
             await server.service.streams.shown(version)
 
@@ -164,15 +146,16 @@ class DevicePluginFace:
             log.info("no device of %s is offered any more: stopping its server", resource)
             await self.servers.pop(resource).stop()
         for server in self.servers.values():
-            server.service.notify()
+            server.service.streams.changed()
 
     async def _follow_assignments(self, chooser: DeviceChooser) -> None:
         """Every stream looks again when a kubelet ID comes to stand for another chip."""
-        version = chooser.assignments.version
+        changes = chooser.assignments.changes
+        version = changes.version
         while True:
-            version = await chooser.assignments.wait_for_change(version)
+            version = await changes.wait_for_change(version)
             for server in self.servers.values():
-                server.service.notify()
+                server.service.streams.changed()
 
     def _server(self, resource: str) -> ResourceServer:
         settings = self.settings
@@ -189,8 +172,9 @@ class DevicePluginFace:
             held=self.held,
         )
         endpoint = PluginEndpoint(service, settings.directory, name or socket_name_for(resource))
-        registrar = KubeletRegistrar(endpoint, service, resource, changes=self.changes)
-        registrar.on_registered(self._registered)
+        registrar = KubeletRegistrar(
+            endpoint, service, resource, changes=self.changes, on_registered=self._registered
+        )
         return ResourceServer(resource, service, registrar)
 
     def _registered(self) -> None:
@@ -201,6 +185,6 @@ class DevicePluginFace:
     async def stop(self) -> None:
         """Stop every resource's server: each stream ends first, then the sockets go."""
         for server in self.servers.values():
-            server.service.stop()
+            server.service.streams.stop()
         while self.servers:
             await self.servers.popitem()[1].stop()

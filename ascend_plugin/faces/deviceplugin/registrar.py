@@ -1,34 +1,12 @@
-"""KubeletRegistrar: register with the kubelet, and again whenever the kubelet restarts.
+"""Registration with the kubelet, again whenever it restarts, and our socket it dials back.
 
-The kubelet keeps no memory of plugins across restarts: a new kubelet deletes
-every socket in the device-plugin directory, re-creates ``kubelet.sock`` and
-waits for plugins to register again. It may also re-create ``kubelet.sock``
-without a full restart, or drop our ListAndWatch stream. Any of the three
-sends the registrar round again: make sure our socket is served, wait for
-``kubelet.sock``, register (retrying with backoff, logging the kubelet's own
-words), then watch for the next one.
-
-Register must only be sent while our server is serving: the kubelet dials
-back and calls GetDevicePluginOptions before it answers, and waits up to 10 s
-for a socket that is not there. So right before each Register the registrar
-checks that our socket exists and answers (re-creating it if the kubelet
-deleted it), and while Register is pending it keeps looking: if our socket
-goes or a new ``kubelet.sock`` appears, that Register can no longer succeed
-in time, and the registrar starts over at once instead of waiting it out.
-
-A failure is logged once, in words that name its cause, and retried with
-backoff; the same failure again is logged at DEBUG until something changes.
-
-Every wait wakes at the directory's next change (:class:`DirectoryChanges`,
-inotify) and at the latest when the directory is due for a look anyway
-(:attr:`DirectoryChanges.look_every`: seconds while inotify watches, the
-watch interval where it cannot), and looks at the files before it sleeps, so a
-change between two looks is never slept through. A dropped ListAndWatch
-stream wakes the waits too.
+Register is sent only while our socket answers, and abandoned when it goes or a new ``kubelet.sock``
+appears; each wait wakes at the directory's next change or look, a failure logged once and retried.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -40,10 +18,11 @@ from grpclib.client import Channel
 from grpclib.exceptions import ProtocolError, StreamTerminatedError
 
 from ascend_plugin.dir_watch import DirectoryChanges
-from ascend_plugin.faces.deviceplugin.endpoint import PluginEndpoint
 from ascend_plugin.faces.deviceplugin.service import DevicePluginService
+from ascend_plugin.grpc_guard.peers import OwnerOf
+from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import FileStamp, file_stamp
-from ascend_plugin.kubelet_api.v1beta1 import RegisterRequest, RegistrationStub
+from ascend_plugin.kubelet_api.v1beta1 import DevicePluginStub, Empty, RegisterRequest, RegistrationStub
 from ascend_plugin.path_facts import PathUnusable, connect_failure, not_a_socket
 from ascend_plugin.resilience import Backoff
 
@@ -61,16 +40,36 @@ STREAM_GRACE = 0.5
 # Seen within a millisecond (inotify), a new kubelet.sock can still be between bind() and listen():
 # the first retry comes soon, later ones back off to 10 s.
 REGISTER_BACKOFF = Backoff(0.02, 10.0)
+# Our own server answers a local call in milliseconds; a second means it does not.
+ANSWER_TIMEOUT = 1.0
 
 
-_FAILURES = (
-    GRPCError,
-    StreamTerminatedError,
-    ProtocolError,
-    OSError,
-    TimeoutError,
-    PathUnusable,  # our socket cannot be created, or kubelet.sock is no socket
-)
+# What an attempt fails with (PathUnusable: our socket cannot be made, or kubelet.sock is no socket).
+_FAILURES = (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError, PathUnusable)
+
+
+class PluginEndpoint(GuardedEndpoint):
+    """Serves one resource's DevicePlugin service on ``<directory>/<socket_name>``."""
+
+    def __init__(self, service: DevicePluginService, directory: Path, socket_name: str) -> None:
+        # Only the kubelet (the owner of its device-plugin directory) calls it, and the plugin itself.
+        kubelet = OwnerOf(directory, "the kubelet", admits_itself=True)
+        rules = dataclasses.replace(service.request_rules(), admit=kubelet)
+        super().__init__([service], directory / socket_name, "the device plugin API", rules)
+        self.service = service
+        self.socket_name = socket_name
+
+    async def answers(self) -> bool:
+        """True when a gRPC call on our socket gets our options back, as the kubelet's dial-back will."""
+        channel = Channel(path=str(self.path))
+        try:
+            with anyio.fail_after(ANSWER_TIMEOUT):
+                await DevicePluginStub(channel).get_device_plugin_options(Empty())
+        except (GRPCError, StreamTerminatedError, ProtocolError, OSError, TimeoutError):
+            return False
+        finally:
+            channel.close()
+        return True
 
 
 class KubeletRegistrar:
@@ -83,6 +82,7 @@ class KubeletRegistrar:
         resource_name: str,
         *,
         changes: DirectoryChanges,
+        on_registered: Callable[[], None] = lambda: None,
         register_backoff: Backoff = REGISTER_BACKOFF,
     ) -> None:
         self.endpoint = endpoint
@@ -92,15 +92,10 @@ class KubeletRegistrar:
         self.register_backoff = register_backoff
         self.kubelet_socket = endpoint.path.parent / KUBELET_SOCKET
         self.registered = False
-        self.registrations = 0
         self.last_error = ""
         self._stream_dropped_at: float | None = None
-        self._registered_listeners: list[Callable[[], None]] = []
-        service.on_stream_closed(self._stream_closed)
-
-    def on_registered(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every successful registration."""
-        self._registered_listeners.append(listener)
+        self.on_registered = on_registered  # after every successful registration
+        service.on_stream_closed = self._stream_closed
 
     async def run(self) -> None:
         """Register, watch, re-register; forever (a run that fails is registered no more)."""
@@ -148,13 +143,11 @@ class KubeletRegistrar:
                 )
                 await anyio.sleep(delay)
                 continue
-            self.registrations += 1
             if self.last_error:
                 log.info("registration works again after %d failed attempt(s)", attempt)
             self.last_error = ""
             self._stream_dropped_at = None
-            for listener in self._registered_listeners:
-                listener()
+            self.on_registered()
             log.info(
                 "registered %s with the kubelet",
                 self.resource_name,
@@ -165,20 +158,18 @@ class KubeletRegistrar:
     def _failed(self, attempt: int, description: str, level: int) -> None:
         """Log a failure once; the same failure again only at DEBUG."""
         delay = self.register_backoff.after(attempt)
+        extra = {"attempt": attempt, "error": description}
         if description != self.last_error:
             log.log(
                 level,
                 "registration with the kubelet failed: %s; retrying with backoff (next in %g s)",
                 description,
                 delay,
-                extra={"attempt": attempt, "error": description},
+                extra=extra,
             )
         else:
             log.debug(
-                "registration attempt %d failed the same way; retrying in %g s",
-                attempt,
-                delay,
-                extra={"attempt": attempt, "error": description},
+                "registration attempt %d failed the same way; retrying in %g s", attempt, delay, extra=extra
             )
         self.last_error = description
 
@@ -277,14 +268,14 @@ class KubeletRegistrar:
             return f"our socket {self.endpoint.path} was deleted"
         dropped = self._stream_dropped_at
         if dropped is not None:
-            if self.service.open_streams > 0:
+            if self.service.streams.count > 0:
                 self._stream_dropped_at = None
             elif time.monotonic() - dropped >= STREAM_GRACE:
                 return "the kubelet dropped our ListAndWatch stream"
         return None
 
     def _stream_closed(self) -> None:
-        if self.registered and self.service.open_streams == 0:
+        if self.registered and self.service.streams.count == 0:
             self._stream_dropped_at = time.monotonic()
             self.changes.look_again()  # the watch sleeps on: it must time the grace from now
 

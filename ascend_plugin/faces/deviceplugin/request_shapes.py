@@ -1,17 +1,7 @@
 """What a kubelet sends a device-plugin socket: the data the request guard (``grpc_guard``) checks by.
 
-The kubelet never sends a device ID longer than Huawei's 50 characters, nor
-to Allocate (or PreStartContainer) more IDs than the resource has devices, so
-those lists are bounded by the device count at the time of the request.
-
-GetPreferredAllocation is different: the kubelet lists the devices of its own
-view, which lags one ListAndWatch update behind ours (while a vNPU resource
-shrinks, or just after the plugin restarted with other settings), and it fails
-the pod's admission on any error. Its lists are therefore bounded by what a
-kubelet can have been told of this resource on this node, ever:
-:data:`MAX_DEVICES_PER_CHIP` devices for each chip of the node. A kubelet
-asks about one container per call (Allocate too); the container lists are
-bounded by the device count, and by one when the resource has no device left.
+GetPreferredAllocation lists the kubelet's own view, which lags ours, and a refusal fails admission: its
+lists are bounded by what a kubelet can ever have been told of the resource.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """The prepared claims, kept in a file in the plugin directory so that no restart forgets one.
 
-The kubelet unprepares a claim long after preparing it, maybe after the plugin
-restarted, maybe after the claim was deleted from the API server. So every
-prepared claim is written down, devices, requests, CDI IDs, share IDs and the
-vNPUs made for it, before the kubelet hears that it is prepared: a temporary
-file beside the checkpoint, flushed to disk, renamed over it, and the directory
-flushed too, so that after a crash the file is the old content or the new,
-never half of each.
-
-A claim whose partitions need vNPUs is written down twice: ``preparing``,
-with each vNPU's chip and template, before any is made, and ``prepared``, with
-their ids, before the answer. A ``preparing`` claim found at start was never
-answered: its vNPUs belong to nobody and are destroyed, and the kubelet
-prepares it again. Format 1 (no states, no vNPUs) is still read.
-
-A checkpoint that cannot be decoded as one (cut short, not JSON, not UTF-8,
-the wrong shape, a directory or a pipe in its place) is moved aside
-(``checkpoint.json.bad-<time>``) with an error naming it, and :attr:`Checkpoint.lost`
-says so: the preparer then rebuilds the claims from their CDI specs, and
-destroys nothing it cannot prove orphaned. A file that cannot be read at all
-(an I/O error) is not moved: it may be fine once the disk answers, so the start
-fails and is retried. A temporary file a crash left half written is removed.
+A claim is written down before the kubelet hears it is prepared (``preparing`` before any vNPU is made).
+A file that cannot be decoded is moved aside; one that cannot be read at all fails the start (retried).
+docs/dra.md: "Claims", "A lost checkpoint".
 """
 
 from __future__ import annotations
@@ -36,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.files import write_atomically
 from ascend_plugin.path_facts import PathUnusable, file_kind
 
@@ -48,8 +29,23 @@ PREPARING: Final = "preparing"  # written before its vNPUs are made; never answe
 PREPARED: Final = "prepared"
 
 
-class CheckpointError(Exception):
+class CheckpointError(PathUnusable):
     """The checkpoint file exists but does not hold prepared claims in our format."""
+
+
+@dataclass(frozen=True)
+class ClaimRef:
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+    @classmethod
+    def of_uid(cls, uid: str) -> ClaimRef:
+        """A claim known by its UID alone (rebuilt from its CDI spec): named so until the kubelet asks."""
+        return cls("", f"with UID {uid}", uid)
 
 
 @dataclass(frozen=True)
@@ -87,7 +83,6 @@ class PreparedClaim:
 
     @property
     def vnpus(self) -> list[OwnedVnpu]:
-        """The vNPUs made (or being made) for the claim."""
         return [device.vnpu for device in self.devices if device.vnpu is not None]
 
     @property
@@ -199,7 +194,6 @@ def parse(text: str) -> dict[str, PreparedClaim]:
 
 
 def render(claims: Mapping[str, PreparedClaim]) -> str:
-    """The checkpoint's text for ``claims``."""
     content = {"format": FORMAT, "claims": {uid: _claim_json(claims[uid]) for uid in sorted(claims)}}
     return json.dumps(content, indent=1, sort_keys=True) + "\n"
 
@@ -217,13 +211,8 @@ class Checkpoint:
         return self.path.with_name(f".{self.path.name}.tmp")
 
     def load(self) -> dict[str, PreparedClaim]:
-        """The prepared claims; none when there is no file; what cannot be decoded is moved aside (logged).
-
-        A temporary file left by a write a crash cut short goes first: the
-        checkpoint itself is the old content or the new. Raises PathUnusable when
-        the file cannot be read, or moved aside (the disk, the mount): the start
-        fails and is retried, and nothing is lost.
-        """
+        """The prepared claims (none without a file); what cannot be decoded is moved aside, a crash's
+        temporary file removed. PathUnusable when the file cannot be read or moved: the start is retried."""
         self._remove_temporary()
         self.lost = ""
         try:
@@ -241,11 +230,8 @@ class Checkpoint:
         return claims
 
     def read(self) -> dict[str, PreparedClaim]:
-        """The prepared claims, changing nothing (``doctor`` reads it so).
-
-        Raises CheckpointError for what :meth:`load` moves aside, and OSError for
-        a file that is not there (FileNotFoundError) or cannot be read.
-        """
+        """The prepared claims, changing nothing (``doctor`` reads it so); CheckpointError for what
+        :meth:`load` moves aside, OSError for a file missing or unreadable."""
         return parse(self._text())
 
     def _text(self) -> str:

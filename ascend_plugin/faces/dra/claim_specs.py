@@ -1,16 +1,5 @@
-"""CDI specs per prepared claim: what the container runtime gives a container of the claim.
-
-Each prepared claim gets its own spec file in the runtime's CDI directory,
-``<vendor>-<class>-claim-<claim UID>.json``, with one CDI device per device
-named ``<claim UID>-<device>``: the CDI ID the kubelet passes to the runtime,
-``huawei.com/npu=<claim UID>-npu-0``, is then never the same for two claims, so
-a runtime's cache cannot serve a spec of an earlier claim. A chip (or a share
-of it) is its ``/dev/davinci<phy>``; a partition is the vNPU made for it,
-``/dev/vdavinci<id>`` on the host, ``/dev/davinci<id>`` in the container, as
-static vNPUs are handed over. The content (the
-chip's node, the family's shared nodes, the driver mounts, the lowest CDI
-version it needs) and the atomic write are the handover layer's, shared with the
-device plugin's CDI mode.
+"""CDI specs per prepared claim (``<vendor>-<class>-claim-<uid>.json``, a device per ``<uid>-<device>``),
+so no runtime cache serves one claim another's; content and atomic write are ``handover.cdi``'s.
 """
 
 from __future__ import annotations
@@ -54,10 +43,8 @@ class ClaimSpecs:
         return f"{self.kind}={uid}-{device}"
 
     def write(self, uid: str, nodes: Mapping[str, DeviceNode]) -> Mapping[str, str]:
-        """Write the claim's spec (blocking): a CDI device per device name with its node; their CDI IDs.
-
-        OSError when the directory refuses.
-        """
+        """Write the claim's spec, a CDI device per device with its node (blocking); their CDI IDs. OSError
+        when the directory refuses."""
         named = {f"{uid}-{device}": node for device, node in nodes.items()}
         write_spec(self.path(uid), spec_content(self.kind, named, self.host))
         return {device: self.device_id(uid, device) for device in nodes}
@@ -66,13 +53,6 @@ class ClaimSpecs:
         """Remove the claim's spec, if there is one (blocking). OSError when it cannot be removed."""
         if _CLAIM_UID.fullmatch(uid):  # a UID that cannot name a spec has none
             self.path(uid).unlink(missing_ok=True)
-
-    def present(self) -> set[str]:
-        """The UIDs of the claims with a spec file in the directory (none when it cannot be listed)."""
-        try:
-            return self.listed()
-        except OSError:
-            return set()
 
     def listed(self) -> set[str]:
         """The UIDs of the claims with a spec file in the directory; OSError when it cannot be listed."""
@@ -85,10 +65,8 @@ class ClaimSpecs:
         return {uid for uid in uids if _CLAIM_UID.fullmatch(uid)}
 
     def nodes(self, uid: str) -> dict[str, str]:
-        """What the claim's spec hands over: device name -> the host path of its node (blocking).
-
-        OSError when the file cannot be read, ValueError when it is not a spec of ours.
-        """
+        """What the claim's spec hands over: device -> its node's host path (blocking). OSError when it
+        cannot be read, ValueError when it is not ours."""
         spec = json.loads(self.path(uid).read_text(encoding="utf-8"))
         found: dict[str, str] = {}
         for device in spec.get("devices", []) if isinstance(spec, dict) else ():

@@ -1,39 +1,20 @@
-"""A ResourceClaim, read for what this node's driver must prepare.
-
-The kubelet names a claim by namespace, name and UID only; the allocation is in
-the claim's ``status.allocation``, written by the scheduler. This module checks
-what the API server returned and picks this driver's part: the results whose
-``driver`` is ours and whose ``pool`` is this node's. Each problem is a
-:class:`~ascend_plugin.grpc_guard.refusals.CannotServe` (label ``claim``) whose
-reason says what is wrong and what happens next, because it ends up in the
-pod's events through the kubelet.
+"""A ResourceClaim as this node's driver prepares it: this driver's results in this node's pool, and
+whether each device may be prepared now. Each problem is a ``CannotServe`` whose reason reaches the pod's
+events, so it says what is wrong and what happens next. docs/dra.md, "Claims".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ascend_plugin.faces.dra.names import request_base
+from ascend_plugin.faces.dra.checkpoint import ClaimRef, PreparedClaim
+from ascend_plugin.faces.dra.devices import DeviceCatalog
+from ascend_plugin.faces.dra.names import device_name, request_base
 from ascend_plugin.grpc_guard.refusals import CannotServe
+from ascend_plugin.inventory.inventory import ChipState
 from ascend_plugin.kubeapi.client import mapping_field, string_field
-
-
-@dataclass(frozen=True)
-class ClaimRef:
-    """A claim as the kubelet names it."""
-
-    namespace: str
-    name: str
-    uid: str
-
-    def __str__(self) -> str:
-        return f"{self.namespace}/{self.name}" if self.namespace else self.name
-
-    @classmethod
-    def of_uid(cls, uid: str) -> ClaimRef:
-        """A claim known by its UID alone (rebuilt from its CDI spec): named so until the kubelet asks."""
-        return cls("", f"with UID {uid}", uid)
+from ascend_plugin.offers.base import chip_health
 
 
 @dataclass(frozen=True)
@@ -59,13 +40,8 @@ def _results(claim: Mapping[str, object], ref: ClaimRef) -> list[Mapping[str, ob
 def allocated_devices(
     claim: Mapping[str, object], ref: ClaimRef, driver: str, pool: str
 ) -> list[AllocatedDevice]:
-    """This driver's devices of ``claim`` in ``pool``, in the allocation's order, one entry per device share.
-
-    Results of other drivers are someone else's to prepare. A result of ours in
-    another node's pool means the claim was allocated elsewhere: refused, since
-    its devices cannot be given to a container here. Each share of a device
-    several claims hold (its ``shareID``) is an entry of its own.
-    """
+    """This driver's devices of ``claim`` in ``pool``, in the allocation's order, one entry per device
+    share; a result of ours in another node's pool is refused (allocated elsewhere)."""
     uid = string_field(mapping_field(claim, "metadata"), "uid")
     if uid != ref.uid:
         raise CannotServe(
@@ -95,3 +71,83 @@ def allocated_devices(
                 name, (*earlier.requests, request), earlier.admin_access and admin, share
             )
     return list(devices.values())
+
+
+def checked_chip(
+    catalog: DeviceCatalog, pool: str, ref: ClaimRef, device: AllocatedDevice, *, dynamic: bool
+) -> ChipState:
+    """The chip behind ``device``, if it may be prepared now; else CannotServe."""
+    entry = catalog.find(device.device)
+    state = catalog.inventory.get(entry.phy_id) if entry is not None else None
+    if entry is None or state is None:
+        known = ", ".join(device_name(s.phy_id) for s in catalog.inventory.chips()) or "none"
+        raise CannotServe(
+            "device",
+            f"ResourceClaim {ref}: device {device.device} is not a device of pool {pool} (it has {known})",
+        )
+    if entry.template is not None and not dynamic:
+        raise CannotServe(
+            "device",
+            f"ResourceClaim {ref}: device {device.device} is a partition, but this node makes no vNPUs on "
+            "demand (vnpu=dynamic is not set, or the driver cannot): it is not prepared",
+        )
+    if entry.template is None and state.split:
+        raise CannotServe(
+            "device",
+            f"ResourceClaim {ref}: device {device.device} is split into vNPUs; a chip that carries vNPUs is "
+            "never given whole, nor shared",
+        )
+    healthy, reason = chip_health([state])
+    if not healthy:
+        raise CannotServe(
+            "device",
+            f"ResourceClaim {ref}: device {device.device} is unhealthy ({reason}); the kubelet retries, and "
+            "the claim is prepared once the chip is healthy again",
+        )
+    return state
+
+
+def check_whole_or_split(
+    catalog: DeviceCatalog, ref: ClaimRef, device: AllocatedDevice, others: Iterable[PreparedClaim]
+) -> None:
+    """CannotServe when a chip would be given whole beside a partition of it, or split while held whole
+    (the scheduler's counters keep these apart; this holds before a poll sees a vNPU just made)."""
+    entry = catalog.find(device.device)
+    if entry is None:
+        return
+    for other in others:
+        for held in other.devices:
+            found = catalog.find(held.device)
+            if (
+                found is None
+                or found.phy_id != entry.phy_id
+                or (found.template is None) == (entry.template is None)
+            ):
+                continue
+            whole = entry.template is None
+            raise CannotServe(
+                "device",
+                f"ResourceClaim {ref}: device {device.device} "
+                + ("is the whole chip" if whole else "is a partition of a chip")
+                + f" of which ResourceClaim {other.ref} (UID {other.ref.uid}) holds {held.device}; a chip is "
+                "given whole or split, never both",
+            )
+
+
+def check_not_held(ref: ClaimRef, device: AllocatedDevice, others: Iterable[PreparedClaim]) -> None:
+    """CannotServe when another claim holds ``device`` in a way that excludes this one."""
+    if device.admin_access:
+        return
+    for other in others:
+        for held in other.devices:
+            if held.device != device.device or held.admin_access:
+                continue
+            if device.share_id is not None and held.share_id is not None and held.share_id != device.share_id:
+                continue  # two shares of a device several claims are allocated
+            raise CannotServe(
+                "device",
+                f"ResourceClaim {ref}: device {device.device}"
+                + (f" (share {device.share_id})" if device.share_id else "")
+                + f" is prepared for ResourceClaim {other.ref} (UID {other.ref.uid}); a device serves one "
+                "claim at a time unless the results have adminAccess or it is shared",
+            )

@@ -1,67 +1,97 @@
-"""The node's chips as ResourceSlice devices: names, attributes, capacity, taints, counters, shares.
-
-Every chip is one device, ``npu-<physical id>``, described by what users select
-with CEL and what ``matchAttribute`` constraints compare (attribute names are
-unprefixed, so they belong to the driver's domain):
-
-* ``family`` ("910"), ``chipName`` ("910B3"), ``aiCores`` (int), ``phyID``,
-  ``cardID``, ``deviceID`` (DCMI's address; on a 950, DCMI v2's ``logicID``),
-  ``driverVersion``;
-* the topology unit the chip shares a fast link with: ``topologyUnit``
-  ("ring-1", "card-3", "mesh-0": one value per unit, for ``matchAttribute``),
-  ``topologyKind`` ("ring", "card", "mesh") and ``topologyUnitSize``;
-* ``numaNode`` where the host says, and the standard
-  ``resource.kubernetes.io/pcieRoot`` and ``resource.kubernetes.io/pciBusID``
-  where the driver gives a PCIe address;
-* capacity ``memory``: the chip's HBM or DDR from DCMI, where known.
-
-With vNPUs made on demand (``vnpu=dynamic``) and a server that keeps counters,
-a chip that can be split also has its counter set and partition devices
-(:mod:`~ascend_plugin.faces.dra.partitions`), and its whole-chip device
-consumes the whole set. With ``share_count`` N and a server that keeps
-consumable capacity, a chip is one device that several claims can be
-allocated (``allowMultipleAllocations``), each taking one of its N ``shares``
-unless it asks for more; such a device says ``shareCount``.
-
-What does not change while the plugin runs is worked out once per chip
-(:class:`DeviceCatalog`); health decides, at each publication, whether a chip
-(with its partitions) is in the slice (the default: unhealthy chips leave) or
-in it with a taint. A chip split into static vNPUs is never published whole (a
-pod given it would share the silicon with the vNPUs' pods), and one whose vNPUs
-could not be read yet counts as unhealthy; a chip a device-plugin pod still
-holds (a node moved from the device plugin) is left out, with its partitions,
-until the pod is gone. A string longer than the API allows is cut to size, with
-one warning.
+"""What the node's pool holds: each chip as a ResourceSlice device, its partitions, counter set, taint and
+shares, laid out in slices within the API's limits (docs/dra.md "ResourceSlices", "Health", "vNPUs made
+on demand", "Shared chips"). What does not change while the plugin runs is worked out once per chip.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
+from typing import Final
 
 from ascend_plugin.faces.dra.names import (
     MAX_ATTRIBUTES_AND_CAPACITIES,
+    MAX_COUNTER_SETS_PER_SLICE,
+    MAX_COUNTERS_PER_SET,
+    MAX_DEVICES_PER_SLICE,
+    MAX_DEVICES_PER_SLICE_ADVANCED,
     MAX_STRING_VALUE,
     checked_attribute_name,
+    counter_set_name,
     device_name,
+    partition_name,
 )
-from ascend_plugin.faces.dra.partitions import consumption, counter_set, partition_attributes, partition_names
-from ascend_plugin.faces.dra.quantities import binary_quantity
-from ascend_plugin.faces.dra.taints import taint_of
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.kubeapi.client import JsonObject
+from ascend_plugin.offers.base import chip_health
 from backends.chips import NO_CARD
 from backends.pci import pcie_root
-from backends.vnpu_split import ChipSplits, VnpuTemplate
+from backends.vnpu_split import MEMORY, ChipSplits, VnpuTemplate
 
 log = logging.getLogger(__name__)
 
+API_VERSION = "resource.k8s.io/v1"  # the ResourceSlices' API group and version
+COUNTERS = "sharedCounters"
+DEVICES = "devices"
 PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
 PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 SHARES = "shares"  # the capacity a shared chip's claims take one of each (unless they ask for more)
 SHARE_COUNT = "shareCount"  # the attribute saying a device is a shared chip, and into how many shares
+TEMPLATE_ATTRIBUTE = "vnpuTemplate"
+
+NO_SCHEDULE: Final = "NoSchedule"
+NO_EXECUTE: Final = "NoExecute"
+TAINT_KEY: Final = "unhealthy"  # in the driver's domain: npu.huawei.com/unhealthy
+NO_FAULT_CODE: Final = "Unhealthy"  # the taint's value when no fault code explains the verdict
+# The levels whose remedy is a reset or a separation, where a running job cannot go on, evict.
+TAINT_EFFECTS: Mapping[FaultLevel, str] = MappingProxyType(
+    {
+        FaultLevel.RestartRequest: NO_SCHEDULE,
+        FaultLevel.RestartBusiness: NO_SCHEDULE,
+        FaultLevel.FreeRestartNPU: NO_SCHEDULE,  # reset once idle: the running job may finish
+        FaultLevel.RestartNPU: NO_EXECUTE,
+        FaultLevel.PreSeparateNPU: NO_SCHEDULE,  # separate after the running job
+        FaultLevel.SeparateNPU: NO_EXECUTE,
+        FaultLevel.ManuallySeparateNPU: NO_EXECUTE,
+    }
+)
+
+_BINARY_SUFFIXES = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+
+
+def binary_quantity(mib: int) -> str:
+    """``mib`` MiB as the API server writes it back (``65536Mi`` is stored ``64Gi``): else every comparison
+    with the stored slice would differ, and the slice be rewritten forever."""
+    value, suffix = mib * 1024 * 1024, 0
+    while value and value % 1024 == 0 and suffix < len(_BINARY_SUFFIXES) - 1:
+        value //= 1024
+        suffix += 1
+    return f"{value}{_BINARY_SUFFIXES[suffix]}"
+
+
+def counter_value(resource: str, amount: int) -> JsonObject:
+    """A counter of a chip's resource: memory (MiB) as a binary quantity, the rest as plain counts."""
+    return {"value": binary_quantity(amount) if resource == MEMORY else str(amount)}
+
+
+def _counters(amounts: Mapping[str, int], *, zeros: bool = False) -> JsonObject:
+    """Counters by name; zero amounts only with ``zeros`` (a set's totals, not what a device takes)."""
+    return {name: counter_value(name, n) for name, n in sorted(amounts.items()) if zeros or n > 0}
+
+
+def taint_of(state: ChipState, driver: str, *, evict: bool = True) -> JsonObject | None:
+    """An unhealthy chip's taint ``<driver>/unhealthy``, its worst level as value (None if healthy);
+    ``evict`` False: ``NoSchedule`` whatever the level."""
+    if chip_health([state])[0]:
+        return None
+    level = state.health.worst_level
+    effect = TAINT_EFFECTS.get(level, NO_SCHEDULE) if evict else NO_SCHEDULE
+    value = level.name if level in TAINT_EFFECTS else NO_FAULT_CODE
+    return {"key": f"{driver}/{TAINT_KEY}", "value": value, "effect": effect}
 
 
 def _string(name: str, value: str, phy: int) -> JsonObject:
@@ -112,13 +142,8 @@ class PoolDevices:
 
 
 class DeviceCatalog:
-    """The node's chips as devices; their health is read from the inventory at each publication.
-
-    ``splits``: what each chip that can be split on demand splits into
-    (``vnpu=dynamic``; chips missing from it are published whole only).
-    ``share_count``: into how many shares a shared chip goes (1: not shared).
-    ``evict``: taints of the levels that must stop work are ``NoExecute``.
-    """
+    """The node's chips as devices, their health read from the inventory at each publication. ``splits``:
+    what each chip split on demand splits into; ``share_count``: a chip's shares; ``evict``: ``NoExecute``."""
 
     def __init__(
         self,
@@ -194,75 +219,61 @@ class DeviceCatalog:
 
     @staticmethod
     def _partitions(chip: CatalogEntry, splits: ChipSplits) -> tuple[CatalogEntry, ...]:
+        """Each template as often as it fits the chip alone, at most as often as offered (smallest first),
+        with its chip's attributes."""
         return tuple(
             CatalogEntry(
                 chip.phy_id,
-                name,
-                partition_attributes(chip.attributes, template),
+                partition_name(chip.phy_id, template.name, index),
+                {
+                    **chip.attributes,
+                    "aiCores": {"int": template.ai_cores},
+                    TEMPLATE_ATTRIBUTE: {"string": template.name},
+                },
                 {"memory": {"value": binary_quantity(template.memory_mb)}},
                 template,
             )
-            for name, template in partition_names(chip.phy_id, splits)
+            for template in splits.templates
+            for index in range(splits.offered(template))
         )
 
     def pool(self, publishing: Publishing = Publishing(), withheld: Collection[int] = ()) -> PoolDevices:
-        """The counter sets and devices to publish now, by physical id.
-
-        Without ``publishing.taints`` the healthy chips only; with it every
-        chip, the unhealthy ones (and their partitions) with their taint. The
-        ``withheld`` chips (a device-plugin pod holds them) are left out, whole.
-        """
+        """The counter sets and devices to publish now: without ``publishing.taints`` the healthy chips only,
+        with it the unhealthy ones tainted; the ``withheld`` chips (device-plugin pods hold them) left out."""
         counter_sets: list[JsonObject] = []
         chips: list[list[JsonObject]] = []
         for state in self.inventory.chips():
-            if state.phy_id in withheld:
+            phy = state.phy_id
+            if phy in withheld:
                 continue  # not free: a scheduler must not allocate it to a claim
-            split = self.splits.get(state.phy_id) if publishing.partitions else None
+            split = self.splits.get(phy) if publishing.partitions else None
             if state.split and split is None:
                 continue  # static vNPUs: the chip is not given whole (made on demand, they are ours)
             taint = taint_of(state, self.driver, evict=self.evict)
             if taint is not None and not publishing.taints:
                 continue
-            entry = self.entries[state.phy_id]
+            entry = self.entries[phy]
             if split is not None:
-                counter_sets.append(counter_set(state.phy_id, split))
-                devices = [self._device(entry, taint, consumption(state.phy_id, split.totals))]
+                assert len(split.totals) <= MAX_COUNTERS_PER_SET  # a family counts a handful
+                counter_sets.append(
+                    {"name": counter_set_name(phy), "counters": _counters(split.totals, zeros=True)}
+                )
+                devices = [_device(entry, taint, split.totals)]
                 devices += [
-                    self._device(part, taint, consumption(state.phy_id, part.template.takes))
-                    for part in self.partitions[state.phy_id]
+                    _device(part, taint, part.template.takes)
+                    for part in self.partitions[phy]
                     if part.template is not None
                 ]
             elif publishing.shares and self.share_count > 1:
                 devices = [self._shared(entry, taint)]
             else:
-                devices = [self._device(entry, taint)]
+                devices = [_device(entry, taint)]
             chips.append(devices)
         return PoolDevices(counter_sets, chips)
 
-    def devices(self, publishing: Publishing = Publishing()) -> list[JsonObject]:
-        """The devices of :meth:`pool`, in order."""
-        return self.pool(publishing).devices
-
-    @staticmethod
-    def _device(
-        entry: CatalogEntry, taint: JsonObject | None, consumes: list[JsonObject] | None = None
-    ) -> JsonObject:
-        device: JsonObject = {"name": entry.name, "attributes": dict(entry.attributes)}
-        if entry.capacity:
-            device["capacity"] = dict(entry.capacity)
-        if consumes:
-            device["consumesCounters"] = consumes
-        if taint is not None:
-            device["taints"] = [taint]
-        return device
-
     def _shared(self, entry: CatalogEntry, taint: JsonObject | None) -> JsonObject:
-        """A chip as one device of ``share_count`` shares, a claim taking one unless it asks for more.
-
-        Its memory is not a capacity here: every capacity of such a device is
-        consumed by its claims, and the driver's device-share mode divides
-        time, not memory.
-        """
+        """A chip as one device of ``share_count`` shares; no memory capacity (a claim consumes every
+        capacity of such a device, and device-share mode divides time, not memory)."""
         count = str(self.share_count)
         device: JsonObject = {
             "name": entry.name,
@@ -278,3 +289,51 @@ class DeviceCatalog:
         if taint is not None:
             device["taints"] = [taint]
         return device
+
+
+def _device(
+    entry: CatalogEntry, taint: JsonObject | None, takes: Mapping[str, int] | None = None
+) -> JsonObject:
+    """A device; ``takes``: what it consumes of its chip's counter set (a chip split on demand)."""
+    device: JsonObject = {"name": entry.name, "attributes": dict(entry.attributes)}
+    if entry.capacity:
+        device["capacity"] = dict(entry.capacity)
+    if takes:
+        device["consumesCounters"] = [
+            {"counterSet": counter_set_name(entry.phy_id), "counters": _counters(takes)}
+        ]
+    if taint is not None:
+        device["taints"] = [taint]
+    return device
+
+
+def spec_devices(spec: Mapping[str, object]) -> list[JsonObject]:
+    """The devices of a slice's spec (or of a slice's content), whatever else the API server put there."""
+    devices = spec.get(DEVICES)
+    return [device for device in devices if isinstance(device, dict)] if isinstance(devices, list) else []
+
+
+def device_limit(devices: Sequence[JsonObject]) -> int:
+    """How many devices one slice of these may hold: 64 once any has taints or consumes counters."""
+    advanced = any(device.get("taints") or device.get("consumesCounters") for device in devices)
+    return MAX_DEVICES_PER_SLICE_ADVANCED if advanced else MAX_DEVICES_PER_SLICE
+
+
+def slice_contents(pool: PoolDevices) -> list[JsonObject]:
+    """The spec content of each slice (``sharedCounters`` or ``devices``), counter slices first; a chip's
+    devices share a slice, and an empty pool is one empty slice (its generation stays visible)."""
+    contents: list[JsonObject] = [
+        {COUNTERS: pool.counter_sets[start : start + MAX_COUNTER_SETS_PER_SLICE]}
+        for start in range(0, len(pool.counter_sets), MAX_COUNTER_SETS_PER_SLICE)
+    ]
+    limit = device_limit(pool.devices)
+    chunk: list[JsonObject] = []
+    for chip in pool.chips:
+        if len(chunk) + len(chip) > limit and chunk:
+            contents.append({DEVICES: chunk})
+            chunk = []
+        assert len(chip) <= limit  # a chip's partitions: 31 at most (a 32-core 910)
+        chunk = [*chunk, *chip]
+    if chunk or not contents:
+        contents.append({DEVICES: chunk})
+    return contents

@@ -1,34 +1,14 @@
 """DraFace: the DRA driver of this node, as one part of the plugin.
 
-A run: the checkpoint is read (and every prepared claim's CDI spec put back
-if it went), and then, side by side:
-
-* the DRA socket serves the DRA services and the health stream, the
-  registration socket serves the plugin watcher, and both are kept in place (a
-  socket that cannot be created yet is retried with backoff, one someone
-  deletes is re-created);
-* the health stream hears of every change of the chips;
-* the API client is made and the ResourceSlices are published and kept.
-
-A run builds its own sockets and health stream (:class:`RunSockets`) and
-closes them when it ends, however it ends, so a run its supervisor restarts
-after a failure serves again. What the driver cannot do meanwhile (a socket,
-the registration, the slices) it says through :meth:`DraFace.problems`.
-
-Nothing the kubelet calls waits for the API server except the first Prepare
-of a claim, which has to read it: the sockets are served before the client
-exists, Unprepare and a repeated Prepare are answered from the checkpoint.
-
-The end of a run, and shutdown: the health streams end, the registration
-socket goes (the plugin watcher deregisters the driver), then the DRA socket.
-The slices stay: a restarted plugin adopts them, and the kubelet removes them
-itself if the driver stays away.
+A run reads the checkpoint, keeps the DRA and registration sockets in place, streams health and publishes
+the ResourceSlices once the kubelet registered the driver; it closes what it served however it ends, so a
+restarted run serves again. Nothing the kubelet calls waits for the API server but a claim's first Prepare.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,28 +18,25 @@ from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.dir_watch import DirectoryChanges
 from ascend_plugin.faces.dra.checkpoint import Checkpoint
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import ClaimRef
 from ascend_plugin.faces.dra.devices import DeviceCatalog
-from ascend_plugin.faces.dra.health import DeviceHealthService
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
 from ascend_plugin.faces.dra.prepare import ClaimPreparer
-from ascend_plugin.faces.dra.registration import RegistrationService
 from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
-from ascend_plugin.faces.dra.service import DraPluginV1, DraPluginV1beta1
+from ascend_plugin.faces.dra.services import (
+    DeviceHealthService,
+    DraPluginV1,
+    DraPluginV1beta1,
+    RegistrationService,
+)
 from ascend_plugin.faces.dra.slices import SliceController
-from ascend_plugin.faces.dra.vnpu_keeper import VnpuKeeper
-from ascend_plugin.faces.dra.vnpus import ChipVnpus
+from ascend_plugin.faces.dra.vnpus import ChipVnpus, VnpuKeeper
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
-from ascend_plugin.grpc_guard.refusals import CannotServe, Unavailable
 from ascend_plugin.grpc_guard.server import GuardedEndpoint
 from ascend_plugin.grpc_sockets import EndpointStopped, SocketEndpoint
 from ascend_plugin.handover.host_devices import HostDevices
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
-from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.kubeapi.shared import SharedClient
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import DraPlan
 from ascend_plugin.path_facts import PathUnusable
 from ascend_plugin.resilience import Backoff, Retrier, supervise
@@ -74,8 +51,6 @@ SOCKET_BACKOFF = Backoff(0.1, 10.0)
 
 @dataclass(frozen=True)
 class DraSettings:
-    """What the DRA face needs of the settings."""
-
     driver: str
     node: str
     registry_dir: Path
@@ -106,36 +81,8 @@ class DraSettings:
         )
 
 
-class ApiClaims:
-    """ResourceClaims read from the API server, once the client exists."""
-
-    def __init__(self) -> None:
-        self.kube: Kube | None = None
-
-    async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
-        if self.kube is None:
-            raise Unavailable(
-                "api",
-                f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
-                "the kubelet retries",
-            )
-        try:
-            return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
-        except NotFound:
-            raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
-        except KubeError as error:
-            raise Unavailable(
-                "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
-            ) from None
-
-
 class RunSockets:
-    """One run's sockets and health stream: made when a run starts, closed for good when it ends.
-
-    A run that ends, by a failure or at shutdown, closes what it served (the
-    kubelet sees the health streams end and the driver go); the next run makes
-    its own and serves again.
-    """
+    """One run's sockets and health stream: made when a run starts, closed for good when it ends."""
 
     def __init__(self, face: DraFace) -> None:
         self.health = DeviceHealthService(
@@ -163,7 +110,6 @@ class RunSockets:
 
     @property
     def serving(self) -> bool:
-        """Both sockets are in place."""
         return all(endpoint.serving for endpoint in self.endpoints)
 
 
@@ -179,15 +125,12 @@ class DraFace:
         calls: ChipCalls | None = None,
         *,
         held: HeldChips | None = None,
-        holdings: PodHoldings | None = None,
         client: SharedClient | None = None,
     ) -> None:
-        """``plan``: the chips split on demand, and shared (``offers.node_offers.plan_dra``); ``calls``: the
-        chip lanes its vNPUs are made on (needed with a plan that splits chips); ``held``: told of the
-        chips each claim prepared takes; ``holdings``: which chips device-plugin pods hold (left out of
-        the slices until they go); ``client``: the process's API client (None: one of its own)."""
+        """``plan``: the chips split on demand, and shared; ``calls``: the chip lanes its vNPUs are made on;
+        ``held``: which chips pods hold; ``client``: the process's API client (None: one of its own)."""
         self.inventory = inventory
-        self.holdings = holdings
+        self.held = held
         self.settings = settings
         self.client = client or SharedClient(settings.kubeconfig)
         plan = plan or DraPlan({})
@@ -199,7 +142,6 @@ class DraFace:
             share_count=plan.share_count,
             evict=settings.evict,
         )
-        self.claims = ApiClaims()
         keeper = None
         if plan.maker is not None and plan.splits:
             assert calls is not None, "vNPUs are made on the chips' lanes"
@@ -211,7 +153,6 @@ class DraFace:
             catalog=self.catalog,
             specs=ClaimSpecs(settings.cdi_kind, settings.cdi_spec_dir, host),
             checkpoint=Checkpoint(settings.plugin_dir / CHECKPOINT),
-            source=self.claims,
             keeper=keeper,
             held=held,
         )
@@ -233,11 +174,9 @@ class DraFace:
         return self.slices.notes if self.slices is not None else []
 
     def on_registered(self, listener: Callable[[], None]) -> None:
-        """Call ``listener()`` after every registration the kubelet confirms."""
         self.registration.on_registered(listener)
 
     def counters(self) -> KubeletCounters:
-        """What the driver has counted (registrations, claims), for the metrics."""
         claims = self.preparer.stats
         return KubeletCounters(
             registrations=self.registration.registrations,
@@ -247,12 +186,8 @@ class DraFace:
         )
 
     async def shown(self, version: int) -> None:
-        """Return once the kubelet's health streams and the ResourceSlices show inventory ``version``.
-
-        A hot reset waits here after taking its chips out. The slices wait for
-        the API server, and the caller bounds the wait; before the client exists
-        nothing is published, and the first slices show the chips as they are then.
-        """
+        """Return once the health streams and the ResourceSlices show inventory ``version`` (a hot reset
+        waits here, bounded by its caller); before the client exists nothing is published to wait for."""
         if self.sockets is not None:
             await self.sockets.health.streams.shown(version)
         if self.slices is not None:
@@ -294,74 +229,57 @@ class DraFace:
                 await self._close(sockets)
 
     async def _keep_sockets(self, sockets: RunSockets) -> None:
-        """Serve both sockets and keep them in place, putting back one someone deleted.
-
-        The kubelet finds the registration socket again by itself. A socket that
-        cannot be created (a directory not yet writable, a file in the way) is
-        said once, kept for /readyz and retried with backoff until it can be.
-        The keeper sleeps until something changes in the sockets' directories.
-        """
+        """Serve both sockets and put back one someone deleted (woken by a change in their directories); one
+        that cannot be created is said once, kept for /readyz and retried with backoff."""
         self._changes.start()
         try:
-            await self._keep(sockets)
+            while True:
+                try:
+                    for endpoint in sockets.endpoints:
+                        if not endpoint.serving:
+                            if endpoint in sockets.started:  # said once, however long re-creating it takes
+                                sockets.started.discard(endpoint)
+                                log.warning("%s was removed; serving it again", endpoint.path)
+                            await endpoint.start()
+                            sockets.started.add(endpoint)
+                except EndpointStopped:
+                    return  # shutdown closed it meanwhile
+                except PathUnusable as error:
+                    await self.socket_retry.wait_after(str(error), error=str(error))
+                    continue
+                if attempts := self.socket_retry.succeeded():
+                    log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempts)
+                await self._changes.wait(self._changes.look_every)
         finally:
             self._changes.close()
-
-    async def _keep(self, sockets: RunSockets) -> None:
-        while True:
-            try:
-                for endpoint in sockets.endpoints:
-                    if not endpoint.serving:
-                        if endpoint in sockets.started:  # said once, however long re-creating it takes
-                            sockets.started.discard(endpoint)
-                            log.warning("%s was removed; serving it again", endpoint.path)
-                        await endpoint.start()
-                        sockets.started.add(endpoint)
-            except EndpointStopped:
-                return  # shutdown closed it meanwhile
-            except PathUnusable as error:
-                await self.socket_retry.wait_after(str(error), error=str(error))
-                continue
-            if attempts := self.socket_retry.succeeded():
-                log.info("the DRA driver's sockets are served again after %d failed attempt(s)", attempts)
-            await self._changes.wait(self._changes.look_every)
 
     async def _follow_chips(self, sockets: RunSockets) -> None:
         version = self.inventory.version
         while not self.inventory.closed:
             version = await self.inventory.wait_for_change(version)
-            sockets.health.notify()
+            sockets.health.streams.changed()
 
     async def _publish(self) -> None:
-        """Publish and keep the pool, once the kubelet has registered the driver.
-
-        A device published before the kubelet knows the driver is one the scheduler may allocate and
-        the kubelet cannot prepare ("DRA driver ... is not registered"): the pod then waits out the
-        kubelet's backoff, a minute and more (seen on the real kubelet). A restarted driver's slices
-        stay as they were meanwhile; the kubelet removes them itself if the driver never comes back.
-        """
+        """Publish and keep the pool once the kubelet has registered the driver: a device the kubelet cannot
+        prepare yet ("not registered") costs a pod the kubelet's backoff, a minute and more."""
         async with self.client.use("DRA driver: Kubernetes client") as kube:
-            self.claims.kube = kube
+            self.preparer.kube = kube
             try:
                 self.slices = SliceController(
-                    kube,
-                    self.catalog,
-                    self.settings.node,
-                    taints=self.settings.device_taints,
-                    held=self.holdings,
+                    kube, self.catalog, self.settings.node, taints=self.settings.device_taints, held=self.held
                 )
                 if not self.registration.registered:
                     log.info("the ResourceSlices wait for the kubelet to register the driver")
                     await self.registration.wait_registered()
                 await self.slices.run()
             finally:
-                self.claims.kube = None
+                self.preparer.kube = None
 
     async def _close(self, sockets: RunSockets) -> None:
         """End the health streams, then close the registration socket and the DRA socket."""
-        sockets.health.stop()
+        sockets.health.streams.stop()
         with anyio.move_on_after(STREAM_END_WAIT):
-            await sockets.health.streams_ended()
+            await sockets.health.streams.ended()
         await sockets.registration.stop()
         self.registration.forget()
         await sockets.dra.stop()

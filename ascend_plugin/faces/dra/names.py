@@ -1,12 +1,7 @@
-"""The names the DRA driver gives things, and the API's rules for them.
+"""The names the DRA driver gives things, and the API's limits for them (docs/dra.md, "ResourceSlices").
 
-Devices are ``npu-<physical id>`` (DNS labels, stable across restarts: the
-same number the device node and Huawei's plugin use), the pool is the node, and
-attribute names are C identifiers of at most 32 characters in the driver's
-domain, so CEL reads ``device.attributes["npu.huawei.com"].aiCores``. With
-vNPUs made on demand, a chip's partitions are ``npu-<phy>-<template>-<n>``
-(the template with dashes: ``npu-0-vir02-1c-3``) and its counter set is
-``npu-<phy>-counters``.
+``npu-<physical id>`` for a chip, ``npu-<phy>-<template>-<n>`` for a partition, ``npu-<phy>-counters`` for
+a chip's counter set, the node for the pool; attribute names are C identifiers in the driver's domain.
 """
 
 from __future__ import annotations
@@ -36,10 +31,6 @@ MAX_STRING_VALUE: Final = 64
 _C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DEVICE_NAME = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})$")
 _CHIP_DEVICE = re.compile(rf"^{re.escape(DEVICE_PREFIX)}(0|[1-9][0-9]{{0,5}})(-[a-z0-9][-a-z0-9]*)?$")
-
-
-class AttributeNameError(ValueError):
-    """A device attribute or capacity name the API server would refuse."""
 
 
 def device_name(phy_id: int) -> str:
@@ -80,10 +71,10 @@ def request_base(name: str) -> str:
 
 
 def checked_attribute_name(name: str) -> str:
-    """``name`` if the API takes it as an attribute name, ``[domain/]identifier``; else AttributeNameError."""
+    """``name`` if the API takes it as an attribute name, ``[domain/]identifier``; else ValueError (a bug)."""
     identifier = name.rsplit("/", 1)[-1]
     if len(identifier) > MAX_ATTRIBUTE_NAME or not _C_IDENTIFIER.match(identifier):
-        raise AttributeNameError(
+        raise ValueError(
             f"device attribute {name!r}: the name after the domain must be a C identifier of at most "
             f"{MAX_ATTRIBUTE_NAME} characters"
         )

@@ -1,42 +1,8 @@
 """NodePrepareResources and NodeUnprepareResources: one at a time, idempotent, written down first.
 
-The kubelet may call both concurrently and repeats a call whenever it did not
-get an answer (its deadline is 45 s). So every call takes one lock, and:
-
-* a claim already prepared is answered from the checkpoint, without the API
-  server (it may be away; the claim may be gone), once its vNPUs are seen to
-  be still there: one destroyed outside the plugin fails it, and its spec goes;
-* a new claim is read from the API server (UID, allocation, this driver's
-  results in this node's pool), its devices are checked (on this node,
-  healthy, not prepared for another claim unless the results have
-  ``adminAccess``), its CDI spec is written, and the checkpoint records it
-  before the answer goes out;
-* unpreparing removes the claim's spec and its record, needs no API server,
-  and succeeds for a claim it does not know.
-
-A partition of a chip in dynamic mode gets its vNPU here
-(:mod:`~ascend_plugin.faces.dra.vnpu_keeper`): the claim is written down as
-``preparing`` with the vNPU's chip and template, the vNPU is made with the
-partition's template on the chip the allocation names, the CDI spec hands
-over ``/dev/vdavinci<id>`` as ``/dev/davinci<id>``, and the claim is written
-down as ``prepared`` with the id before the answer. Unpreparing destroys it
-before the record goes. At start, a claim found ``preparing`` (never answered)
-is dropped, and every vNPU of a chip in dynamic mode that no prepared claim
-owns is destroyed; a claim prepared again after a restart is answered with the
-vNPU it had. A lost checkpoint is rebuilt from the CDI specs, which name every
-answered claim and its vNPUs. The part that makes or destroys vNPUs and writes the checkpoint
-is shielded from the kubelet giving up, so driver and file never part.
-
-Every claim gets an answer of its own; one claim's failure never fails the
-call. The API server gets a budget per call, so a slow one turns into
-per-claim errors before the kubelet's deadline, not into a timed-out call.
-
-A claim that cannot be prepared is a refusal
-(:mod:`ascend_plugin.grpc_guard.refusals`) whose reason is the claim's error
-for the kubelet and whose label counts it: ``claim`` (the claim itself),
-``api`` (the API server could not be asked: ``Unavailable``), ``device`` (a
-device of the claim), ``vnpu`` (its vNPU could not be made), ``io`` (a file
-could not be written).
+The kubelet may call both at once and repeats an unanswered call, so every call takes one lock; making or
+destroying vNPUs and writing the checkpoint are shielded from the kubelet giving up. docs/dra.md: "Claims",
+"A lost checkpoint", "Prepare and Unprepare", "Crashes and restarts".
 """
 
 from __future__ import annotations
@@ -47,7 +13,6 @@ import logging
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import anyio
 import anyio.to_thread
@@ -56,23 +21,29 @@ from ascend_plugin.faces.dra.checkpoint import (
     PREPARED,
     PREPARING,
     Checkpoint,
+    ClaimRef,
     OwnedVnpu,
     PreparedClaim,
     PreparedDevice,
 )
 from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
-from ascend_plugin.faces.dra.claims import AllocatedDevice, ClaimRef, allocated_devices
-from ascend_plugin.faces.dra.device_checks import check_not_held, check_whole_or_split, checked_chip
+from ascend_plugin.faces.dra.claims import (
+    AllocatedDevice,
+    allocated_devices,
+    check_not_held,
+    check_whole_or_split,
+    checked_chip,
+)
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.names import chip_of, phy_of
-from ascend_plugin.faces.dra.vnpu_keeper import UnmakeFailed, VnpuKeeper
-from ascend_plugin.faces.dra.vnpus import VnpuError
+from ascend_plugin.faces.dra.vnpus import UnmakeFailed, VnpuError, VnpuKeeper
 from ascend_plugin.grpc_guard.refusals import CannotServe, Refused, Unavailable
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.offers.assignments import HeldChips
+from ascend_plugin.kubeapi.client import RESOURCE_CLAIMS, Kube
+from ascend_plugin.kubeapi.errors import KubeError, NotFound
 from ascend_plugin.offers.base import DeviceNode
-from ascend_plugin.offers.vnpus import vnpu_node
-from ascend_plugin.offers.whole_chips import chip_node, node_of
+from ascend_plugin.offers.node_offers import chip_node, node_of, vnpu_node
 from backends.library import VdevInfo
 
 log = logging.getLogger(__name__)
@@ -80,14 +51,6 @@ log = logging.getLogger(__name__)
 # Seconds one call may spend waiting for the API server, well inside the kubelet's 45 s.
 API_BUDGET = 30.0
 _VNPU_NODE = re.compile(r"/dev/vdavinci(\d+)")  # what a partition's CDI device hands over (vnpu_node)
-
-
-class ClaimSource(Protocol):
-    """Where claims are read: the API server. Raises Unavailable when it is away, CannotServe (``claim``)."""
-
-    async def claim(self, ref: ClaimRef) -> Mapping[str, object]:
-        """The ResourceClaim as JSON."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -100,12 +63,8 @@ class Outcome:
 
 @dataclass
 class PrepareStats:
-    """What the preparer has done, for the metrics."""
-
     prepared: int = 0  # claims prepared (first time)
-    repeated: int = 0  # claims answered from the checkpoint
     unprepared: int = 0
-    dropped: int = 0  # claims found preparing at start (never answered), dropped
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
@@ -120,13 +79,12 @@ class ClaimPreparer:
         catalog: DeviceCatalog,
         specs: ClaimSpecs,
         checkpoint: Checkpoint,
-        source: ClaimSource,
         keeper: VnpuKeeper | None = None,
         held: HeldChips | None = None,
         api_budget: float = API_BUDGET,
     ) -> None:
-        """``keeper``: makes the partitions' vNPUs (vnpu=dynamic); None where no chip is split on demand.
-        ``held``: told of the chips each prepared claim takes, before the kubelet lists them."""
+        """``keeper``: makes the partitions' vNPUs (None: no chip split on demand); ``held``: told of the
+        chips each prepared claim takes, before the kubelet lists them."""
         self.held = held
         self.driver = driver
         self.pool = pool
@@ -135,7 +93,7 @@ class ClaimPreparer:
         self.keeper = keeper
         self.specs = specs
         self.checkpoint = checkpoint
-        self.source = source
+        self.kube: Kube | None = None  # the API client, once the face has one
         self.api_budget = api_budget
         self.claims: dict[str, PreparedClaim] = {}
         self.stats = PrepareStats()
@@ -145,16 +103,9 @@ class ClaimPreparer:
     # -- start ----------------------------------------------------------------------------
 
     async def restore(self) -> None:
-        """Load the checkpoint; drop what was never answered; put back missing specs, remove stray ones.
-
-        A checkpoint that was lost (moved aside) is rebuilt from the CDI specs
-        (:meth:`_recover`). Then every chip in dynamic mode is swept of the
-        vNPUs no prepared claim owns, and a prepared claim whose vNPU is gone is
-        said, its id forgotten (unpreparing it never destroys a vNPU made since
-        under that id) and its spec removed (preparing it again fails).
-        A spec or vNPU that cannot be written, removed or read is logged, not
-        fatal: the kubelet must still be able to unprepare.
-        """
+        """Load the checkpoint (a lost one rebuilt from the CDI specs), drop what was never answered, sweep,
+        and put the specs right; a failure is logged, not fatal: the kubelet must still be able to
+        unprepare."""
         async with self._lock:
             loaded = await anyio.to_thread.run_sync(self.checkpoint.load)
             if self.checkpoint.lost:
@@ -162,7 +113,6 @@ class ClaimPreparer:
             self.claims = {uid: claim for uid, claim in loaded.items() if claim.state == PREPARED}
             for uid, claim in loaded.items():
                 if claim.state == PREPARING:
-                    self.stats.dropped += 1
                     log.warning(
                         "ResourceClaim %s was being prepared when the plugin stopped and was never answered: "
                         "%s; the kubelet prepares it again",
@@ -204,7 +154,6 @@ class ClaimPreparer:
         return "<card> -c <chip>" if state is None else f"{state.chip.card_id} -c {state.chip.device_id}"
 
     def _destroy_command(self, vnpu: OwnedVnpu) -> str:
-        """The npu-smi command that destroys ``vnpu`` by hand."""
         vdev = "<id>" if vnpu.vdev_id is None else vnpu.vdev_id
         return f"npu-smi set -t destroy-vnpu -i {self._card_and_chip(vnpu.phy_id)} -v {vdev}"
 
@@ -227,15 +176,8 @@ class ClaimPreparer:
                 )
 
     async def _recover(self) -> dict[str, PreparedClaim]:
-        """The prepared claims as their CDI specs on disk tell them, after the checkpoint was lost.
-
-        A claim is answered prepared only once its spec is written, so the specs
-        name every claim the kubelet holds, and the vNPU each device hands over
-        (``/dev/vdavinci<id>``): those are kept. A spec that cannot be read is
-        left where it is, and then no vNPU is destroyed in this run: it might be
-        that claim's. The claims' names and requests come back when the kubelet
-        asks again (:meth:`_prepare_recovered`).
-        """
+        """The prepared claims as their CDI specs tell them, after the checkpoint was lost. A spec that cannot
+        be read holds every sweep of the run: a vNPU might be its claim's."""
         try:
             uids = await anyio.to_thread.run_sync(self.specs.listed)
         except OSError as error:
@@ -299,7 +241,11 @@ class ClaimPreparer:
                 log.error("cannot write the CDI spec of prepared claim %s: %s", claim.ref, error)
             else:
                 log.info("wrote the missing CDI spec of prepared claim %s", claim.ref, extra={"uid": uid})
-        for uid in self.specs.present() - self.claims.keys() - self._unread_specs:
+        try:
+            present = self.specs.listed()
+        except OSError:
+            present = set()
+        for uid in present - self.claims.keys() - self._unread_specs:
             try:
                 await anyio.to_thread.run_sync(self.specs.remove, uid)
             except OSError as error:
@@ -342,14 +288,8 @@ class ClaimPreparer:
             )
 
     async def sweep_strays(self) -> None:
-        """Sweep each chip a create left in doubt, once it shows a vNPU no claim owns.
-
-        A create that timed out may finish in the driver later: its vNPU is no
-        claim's, and until it goes the chip cannot be given whole. The chips'
-        vNPUs come from the health monitor's reads (the inventory), so this is
-        called whenever the inventory changes; it makes driver calls only for a
-        chip that shows such a vNPU.
-        """
+        """Sweep each chip a create left in doubt once a poll (the inventory) shows a vNPU no claim owns:
+        a create that timed out may finish in the driver later. Driver calls only for such a chip."""
         keeper = self.keeper
         if keeper is None or keeper.held or not (doubtful := sorted(keeper.unswept)):
             return
@@ -366,11 +306,8 @@ class ClaimPreparer:
                         log.warning("cannot sweep the vNPUs of chip %d yet: %s", phy, error)
 
     def _forget_gone(self, phy_id: int, present: Collection[VdevInfo]) -> bool:
-        """Forget the ids of prepared claims' vNPUs on the chip that are not ``present``; True if any.
-
-        An id that names a vNPU of another template now is gone too: the claim's
-        was destroyed and the id given to another since.
-        """
+        """Forget the ids of prepared claims' vNPUs on the chip that are not ``present`` (an id now of
+        another template counts as gone: given to another since); True if any."""
         there = {(vnpu.vdev_id, vnpu.template) for vnpu in present}
         changed = False
         for uid, claim in list(self.claims.items()):
@@ -414,44 +351,32 @@ class ClaimPreparer:
                 if ref.uid in outcomes:
                     continue
                 known = self.claims.get(ref.uid)
-                if known is not None and not known.recovered:
-                    try:
-                        outcomes[ref.uid] = Outcome(await self._prepared_again(known))
-                    except Refused as refused:
-                        outcomes[ref.uid] = self._refused(ref, refused)
-                    else:
-                        self.stats.repeated += 1
-                    continue
                 try:
-                    if known is not None:
-                        claim = await self._prepare_recovered(ref, known, deadline)
+                    if known is None:
+                        new[ref.uid] = await self._prepare_one(ref, new, deadline)
+                    elif known.recovered:
+                        new[ref.uid] = await self._prepare_recovered(ref, known, deadline)
                     else:
-                        claim = await self._prepare_one(ref, new, deadline)
+                        outcomes[ref.uid] = Outcome(await self._prepared_again(known))
+                        continue
                 except Refused as refused:
-                    outcomes[ref.uid] = self._refused(ref, refused)
+                    self.stats.errors[refused.label] += 1
+                    log.warning(
+                        "cannot prepare ResourceClaim %s: %s",
+                        ref,
+                        refused,
+                        extra={"uid": ref.uid, **refused.fields()},
+                    )
+                    outcomes[ref.uid] = Outcome(None, refused.reason)
                     continue
-                new[ref.uid] = claim
-                outcomes[ref.uid] = Outcome(claim)
+                outcomes[ref.uid] = Outcome(new[ref.uid])
             if new:
                 outcomes.update(await self._record(new))
             return outcomes
 
-    def _refused(self, ref: ClaimRef, refused: Refused) -> Outcome:
-        self.stats.errors[refused.label] += 1
-        log.warning(
-            "cannot prepare ResourceClaim %s: %s", ref, refused, extra={"uid": ref.uid, **refused.fields()}
-        )
-        return Outcome(None, refused.reason)
-
     async def _prepared_again(self, claim: PreparedClaim) -> PreparedClaim:
-        """A prepared claim asked for again: as it was, if its vNPUs are still there; else CannotServe.
-
-        A vNPU destroyed outside the plugin frees its id for the next vNPU the
-        driver makes: answering "prepared" would hand a pod of this claim, through
-        its spec, whatever vNPU that is, another claim's. So the vNPUs are looked
-        for (a claim without any needs no driver call), and a claim whose vNPU is
-        gone loses its spec and gets an error instead.
-        """
+        """A prepared claim asked for again: as it was, if its vNPUs are still there; else CannotServe and
+        its spec goes (a gone vNPU's id may name another claim's vNPU by now)."""
         if self.keeper is not None and claim.vnpus and not claim.lost:
             with anyio.CancelScope(shield=True):
                 for phy in sorted({vnpu.phy_id for vnpu in claim.vnpus}):
@@ -488,23 +413,30 @@ class ClaimPreparer:
                 f"ResourceClaim {ref} was not read: the API server took this call's whole budget "
                 f"({self.api_budget:g} s) on the claims before it; the kubelet retries",
             )
-        with anyio.move_on_after(remaining) as scope:
-            claim = await self.source.claim(ref)
-        if scope.cancelled_caught:
+        if self.kube is None:
             raise Unavailable(
                 "api",
-                f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
+                f"cannot read ResourceClaim {ref}: the API client is not set up yet (see the plugin's log); "
                 "the kubelet retries",
             )
-        return claim
+        with anyio.move_on_after(remaining):
+            try:
+                return await self.kube.get(RESOURCE_CLAIMS, ref.name, ref.namespace)
+            except NotFound:
+                raise CannotServe("claim", f"ResourceClaim {ref} does not exist (any more)") from None
+            except KubeError as error:
+                raise Unavailable(
+                    "api", f"cannot read ResourceClaim {ref}: {error}; the kubelet retries"
+                ) from None
+        raise Unavailable(
+            "api",
+            f"ResourceClaim {ref}: the API server did not answer within {remaining:.0f} s; "
+            "the kubelet retries",
+        )
 
     async def _prepare_recovered(self, ref: ClaimRef, known: PreparedClaim, deadline: float) -> PreparedClaim:
-        """A claim rebuilt from its spec, asked for again: its allocation read to answer it in full.
-
-        Its devices and vNPUs are the spec's; the allocation gives its requests
-        (and shares). An allocation that names other devices is not the claim
-        the spec was written for: refused, nothing touched.
-        """
+        """A claim rebuilt from its spec, asked for again: the spec's devices and vNPUs, the allocation's
+        requests and shares; an allocation of other devices is refused, nothing touched."""
         known = await self._prepared_again(known)  # its vNPUs still there
         claim = await self._read_claim(ref, deadline)
         allocated = allocated_devices(claim, ref, self.driver, self.pool)

@@ -1,9 +1,5 @@
-"""What the DRA driver asks of the API server, as RBAC names it.
-
-``doctor`` asks the API server about exactly these with serve=dra, and the
-chart's test holds its rules to them: a call the driver starts making needs a
-row here.
-"""
+"""What the DRA driver asks of the API server, as RBAC names it: doctor asks about exactly these, and the
+chart's test holds its rules to them."""
 
 from __future__ import annotations
 

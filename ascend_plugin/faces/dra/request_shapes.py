@@ -1,19 +1,7 @@
-"""What a kubelet sends the DRA driver's two sockets: the data the request guard (``grpc_guard``) checks by.
+"""What the kubelet sends the DRA driver's two sockets: the data the request guard (``grpc_guard``) checks.
 
-The kubelet names a claim by namespace, UID and name, each as Kubernetes
-allows it: a namespace is a DNS label (63 characters), a ResourceClaim's name
-a DNS subdomain (253). Kubernetes checks no UID length, but API servers assign
-RFC 4122 UUIDs (36 characters); :data:`MAX_CLAIM_UID` leaves room for any other
-form while keeping CDI names, file names and log lines short. All three are
-always sent, and a call names at least one claim: the kubelet calls a driver
-only for claims it has. It sends one pod's claims for this driver per call;
-Kubernetes sets no number of claims per pod, so :data:`MAX_CLAIMS_PER_CALL`
-is a bound far above any real pod that keeps a call's work (an API read and a
-CDI spec per claim) bounded.
-
-Both sockets answer only the kubelet: a peer whose uid is not the owner of the
-kubelet's plugin registry directory is refused (:class:`~ascend_plugin.grpc_guard.peers.OwnerOf`).
-Unprepare from anyone else would remove the CDI spec of a running pod's claim.
+UIDs are bounded at 128 to keep CDI names, file names and log lines short. Both sockets answer only the
+owner of the kubelet's plugin registry directory: an Unprepare from anyone else would remove a CDI spec.
 """
 
 from __future__ import annotations

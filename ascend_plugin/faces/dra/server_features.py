@@ -1,19 +1,8 @@
 """Which DRA features the API server keeps: partitions, shared devices, device taints.
 
-An API server whose feature gate is off drops the gated fields of a
-ResourceSlice silently: no error, the stored slice simply lacks them. Kubernetes
-1.36 turns the three gates a node driver uses on by default; 1.34 and 1.35 have
-them off unless the operator enables them. Publishing a feature the server
-drops is worse than not publishing it: partitions whose counters were dropped
-become independent devices the scheduler would allocate side by side on one
-chip, an unhealthy chip whose taint was dropped looks healthy. So before it
-relies on one, the driver asks: a dry-run create (``dryRun=All``: admitted,
-defaulted, validated, nothing stored) of a slice using the feature, and a look
-at what would have been stored. A server that refuses the slice (1.34 with the
-gate on validates the older layout, counter sets beside their devices, which
-this driver does not publish) counts as not keeping the feature, with its own
-message as the reason. Every real write is compared with what came back too,
-in case the server changed under the driver (an upgrade or downgrade).
+A server whose gate is off drops the gated fields without an error, and a dropped feature is worse than
+none (partitions without counters are independent devices on one chip), so the driver asks with a
+dry-run create and compares what would be stored. docs/dra.md, "What the API server keeps".
 """
 
 from __future__ import annotations
@@ -23,7 +12,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ascend_plugin.faces.dra.layout import API_VERSION, spec_devices
+from ascend_plugin.faces.dra.devices import API_VERSION, spec_devices
 from ascend_plugin.faces.dra.names import counter_set_name, device_name
 from ascend_plugin.kubeapi.client import RESOURCE_SLICES, JsonObject, Kube, mapping_field
 from ascend_plugin.kubeapi.errors import ApiError
@@ -32,51 +21,40 @@ log = logging.getLogger(__name__)
 
 
 class Feature(enum.Enum):
-    """A DRA feature a node driver publishes, by the API server's feature gate that keeps its fields."""
+    """A DRA feature a node driver publishes: the gate that keeps its fields, the fields, what the driver
+    publishes without it, and the setting that asks for it."""
 
-    PARTITIONS = "DRAPartitionableDevices"
-    SHARES = "DRAConsumableCapacity"
-    TAINTS = "DRADeviceTaints"
+    PARTITIONS = (
+        "DRAPartitionableDevices",
+        "sharedCounters and consumesCounters",
+        "chips are published whole only, and no vNPU is made on demand",
+        "vnpu=dynamic",
+    )
+    SHARES = (
+        "DRAConsumableCapacity",
+        "allowMultipleAllocations and capacity requestPolicy",
+        "chips are published whole, one claim each, instead of shared",
+        "share_count",
+    )
+    TAINTS = (
+        "DRADeviceTaints",
+        "device taints",
+        "unhealthy chips leave the slice instead of staying in it tainted",
+        "dra_device_taints (false: never ask)",
+    )
 
-    @property
-    def gate(self) -> str:
-        return self.value
-
-    @property
-    def fields(self) -> str:
-        return _FIELDS[self]
-
-    @property
-    def without(self) -> str:
-        """What the driver publishes when the server does not keep the feature."""
-        return _WITHOUT[self]
-
-    @property
-    def setting(self) -> str:
-        """The setting that asks for the feature."""
-        return _SETTINGS[self]
+    def __init__(self, gate: str, fields: str, without: str, setting: str) -> None:
+        self.gate = gate
+        self.fields = fields
+        self.without = without
+        self.setting = setting
 
 
-_FIELDS = {
-    Feature.PARTITIONS: "sharedCounters and consumesCounters",
-    Feature.SHARES: "allowMultipleAllocations and capacity requestPolicy",
-    Feature.TAINTS: "device taints",
-}
-_WITHOUT = {
-    Feature.PARTITIONS: "chips are published whole only, and no vNPU is made on demand",
-    Feature.SHARES: "chips are published whole, one claim each, instead of shared",
-    Feature.TAINTS: "unhealthy chips leave the slice instead of staying in it tainted",
-}
-_SETTINGS = {
-    Feature.PARTITIONS: "vnpu=dynamic",
-    Feature.SHARES: "share_count",
-    Feature.TAINTS: "dra_device_taints (false: never ask)",
-}
 _GATE_DEFAULTS = "alpha and off by default in 1.34 and 1.35, beta and on from 1.36"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Support:
     """Whether the server keeps a feature, and if not, why, in an operator's words."""
 
     feature: Feature
@@ -84,8 +62,8 @@ class Verdict:
     why: str = ""
 
 
-def dropped_verdict(feature: Feature, where: str) -> Verdict:
-    """The verdict on a feature whose fields the server dropped from ``where``."""
+def dropped_support(feature: Feature, where: str) -> Support:
+    """A feature whose fields the server dropped from ``where``."""
     return _not_kept(
         feature,
         f"the API server drops {feature.fields} from {where}: its {feature.gate} feature gate is off "
@@ -94,8 +72,8 @@ def dropped_verdict(feature: Feature, where: str) -> Verdict:
     )
 
 
-def refused_verdict(feature: Feature, error: ApiError) -> Verdict:
-    """The verdict on a feature whose slices the server refuses."""
+def refused_support(feature: Feature, error: ApiError) -> Support:
+    """A feature whose slices the server refuses."""
     return _not_kept(
         feature,
         f"the API server refuses ResourceSlices with {feature.fields} in the layout of Kubernetes 1.35 "
@@ -104,8 +82,8 @@ def refused_verdict(feature: Feature, error: ApiError) -> Verdict:
     )
 
 
-def _not_kept(feature: Feature, what: str, fix: str) -> Verdict:
-    return Verdict(feature, False, f"{what}; {feature.without}. {fix}; {feature.setting} asks for it")
+def _not_kept(feature: Feature, what: str, fix: str) -> Support:
+    return Support(feature, False, f"{what}; {feature.without}. {fix}; {feature.setting} asks for it")
 
 
 def _probe_device(feature: Feature) -> JsonObject:
@@ -149,25 +127,25 @@ def _probe_bodies(feature: Feature, driver: str, node: str) -> list[JsonObject]:
     ]
 
 
-async def probe(kube: Kube, driver: str, node: str, features: Sequence[Feature]) -> dict[Feature, Verdict]:
+async def probe(kube: Kube, driver: str, node: str, features: Sequence[Feature]) -> dict[Feature, Support]:
     """Ask the API server, with dry runs, which of ``features`` it keeps; KubeError if it cannot be asked."""
-    verdicts: dict[Feature, Verdict] = {}
+    answers: dict[Feature, Support] = {}
     for feature in features:
-        verdict = Verdict(feature, True)
+        support = Support(feature, True)
         for body in _probe_bodies(feature, driver, node):
             try:
                 stored = await kube.create(RESOURCE_SLICES, "", body, dry_run=True)
             except ApiError as error:
                 if error.status != 422:
                     raise
-                verdict = refused_verdict(feature, error)
+                support = refused_support(feature, error)
                 break
             if feature in dropped(body, stored):
-                verdict = dropped_verdict(feature, "a dry-run ResourceSlice")
+                support = dropped_support(feature, "a dry-run ResourceSlice")
                 break
-        verdicts[feature] = verdict
-        log.debug("the API server keeps %s: %s", feature.gate, verdict.kept, extra={"gate": feature.gate})
-    return verdicts
+        answers[feature] = support
+        log.debug("the API server keeps %s: %s", feature.gate, support.kept, extra={"gate": feature.gate})
+    return answers
 
 
 def features_used(spec: Mapping[str, object]) -> set[Feature]:

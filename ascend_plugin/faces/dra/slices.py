@@ -1,42 +1,8 @@
-"""The node's ResourceSlices: published, kept current with the chips' health, put back after any wipe.
+"""The node's ResourceSlices: published, kept as the chips are, put back after any wipe.
 
-One pool, named after the node, in as few slices as the API allows. The
-controller keeps a copy of this driver's slices on this node (a
-:class:`~ascend_plugin.kubeapi.reflector.Reflector` with field selectors on
-``spec.driver`` and ``spec.nodeName``) and, after every change of the chips or
-of the slices, compares them with what they should be; only a difference is
-written:
-
-* an existing slice is updated in place, a missing one created (with
-  ``generateName`` ``<driver>-<node>-`` and the Node as owner, so the slices go
-  with the Node), a superfluous one deleted (with its UID and resourceVersion
-  as preconditions);
-* every change bumps the pool's generation, so the scheduler never mixes
-  slices of two states of the pool;
-* the kubelet deletes a node's slices when it starts and 30 s after it lost
-  the driver's socket: the watch sees them go and they are created again;
-* a restarted plugin lists first and adopts the slices it finds, so it
-  never publishes a second copy; what it writes goes into its copy at once
-  and stays there until the watch shows it, so a change that arrives before
-  the watch has caught up cannot create a duplicate either;
-* when the API server is away, writes wait with backoff and the latest state
-  is written once it answers: the slices catch up, nothing queues;
-* a chip a device-plugin pod holds (the kubelet's PodResources: a node moved
-  from the device plugin) is left out until the pod goes; the first publication
-  waits for the kubelet's first answer, so such a chip is never offered at all.
-
-Since 1.35 counter sets and devices live in slices of their own
-(:mod:`~ascend_plugin.faces.dra.layout`). What the pool holds besides whole
-chips depends on what the API server keeps
-(:mod:`~ascend_plugin.faces.dra.server_features`), asked with dry runs before
-the first publication: partitions (``vnpu=dynamic``) where it keeps counters,
-shared chips (``share_count``) where it keeps consumable capacity, tainted
-unhealthy chips where it keeps taints (else they leave the slice). A feature
-the settings want and the server does not keep is said once (log, ``/readyz``,
-``doctor``), and the pool is published without it. Every write is compared
-with what the server stored, and a feature whose fields went missing there is
-dropped at once, before the rest of that generation is written: the scheduler
-never sees a complete pool relying on fields the server dropped.
+A reflector keeps a copy of this driver's slices on this node; after each change it is compared with
+what it should be and only a difference is written, under a new pool generation. A restarted plugin adopts
+the slices it finds. docs/dra.md: "ResourceSlices", "What the API server keeps".
 """
 
 from __future__ import annotations
@@ -49,19 +15,26 @@ from contextlib import suppress
 
 import anyio
 
-from ascend_plugin.changes import Changes
-from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
-from ascend_plugin.faces.dra.layout import API_VERSION, COUNTERS, DEVICES, slice_contents, spec_devices
+from ascend_plugin.changes import Changes, Followed
+from ascend_plugin.faces.dra.devices import (
+    API_VERSION,
+    COUNTERS,
+    DEVICES,
+    DeviceCatalog,
+    Publishing,
+    slice_contents,
+    spec_devices,
+)
 from ascend_plugin.faces.dra.server_features import (
     Feature,
-    Verdict,
+    Support,
     dropped,
-    dropped_verdict,
+    dropped_support,
     features_used,
     probe,
-    refused_verdict,
+    refused_support,
 )
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.kubeapi.client import (
     NODES,
@@ -93,10 +66,8 @@ def _generation(slice_: JsonObject) -> int:
 
 
 def first_difference(sent: object, stored: object, path: str = "") -> str:
-    """Where two JSON values first differ, for a message.
-
-    For example ``devices[3].capacity.memory.value: sent "1536Mi", stored "1.5Gi"``.
-    """
+    """Where two JSON values first differ, for a message:
+    ``devices[3].capacity.memory.value: sent "1536Mi", stored "1.5Gi"``."""
     if isinstance(sent, dict) and isinstance(stored, dict):
         for key in sorted(sent.keys() | stored.keys()):
             if sent.get(key, _ABSENT) != stored.get(key, _ABSENT):
@@ -121,17 +92,12 @@ def _shown(value: object) -> str:
 
 def _without_time_added(devices: Sequence[JsonObject]) -> list[JsonObject]:
     """The devices as we describe them: the API server stamps ``timeAdded`` on taints itself."""
-    result = []
-    for device in devices:
-        taints = device.get("taints")
-        if isinstance(taints, list):
-            stripped = [
-                {k: v for k, v in t.items() if k != "timeAdded"} for t in taints if isinstance(t, dict)
-            ]
-            result.append({**device, "taints": stripped})
-        else:
-            result.append(device)
-    return result
+    return [
+        {**device, "taints": [{k: v for k, v in t.items() if k != "timeAdded"} for t in _taints(device)]}
+        if isinstance(device.get("taints"), list)
+        else device
+        for device in devices
+    ]
 
 
 def _taints(device: JsonObject) -> list[JsonObject]:
@@ -166,11 +132,11 @@ def _keep_time_added(desired: Sequence[JsonObject], stored: Sequence[JsonObject]
 
 
 def _content(slice_: JsonObject) -> JsonObject:
-    """What a stored slice holds, as :func:`~ascend_plugin.faces.dra.layout.slice_contents` describes it."""
+    """What a stored slice holds, as :func:`.devices.slice_contents` describes it."""
     spec = _spec(slice_)
     if spec.get(COUNTERS):
         return {COUNTERS: spec[COUNTERS]}
-    return {DEVICES: _without_time_added(spec_devices(_spec(slice_)))}
+    return {DEVICES: _without_time_added(spec_devices(spec))}
 
 
 _INVALID = 422
@@ -183,12 +149,8 @@ Holds = Callable[[JsonObject, JsonObject], bool]  # (stored slice, chunk): the s
 def _paired(
     ours: Sequence[JsonObject], chunks: Sequence[JsonObject], holds: Holds
 ) -> list[JsonObject | None]:
-    """The stored slice each chunk is written into (None: a new one), so that a rewrite moves least.
-
-    A slice that holds a chunk already keeps it; the others go to slices that
-    held the same kind of content (counter sets, devices), then to any left,
-    in name order: the slices never trade contents back and forth.
-    """
+    """The stored slice each chunk is written into (None: a new one): a slice keeps the chunk it holds, the
+    rest go to slices of the same kind of content, then any, in name order (no trading back and forth)."""
     free = list(ours)
     paired: list[JsonObject | None] = [None] * len(chunks)
     for index, chunk in enumerate(chunks):
@@ -217,19 +179,16 @@ class SliceController:
         taints: bool | None = None,
         watch_timeout: int = WATCH_TIMEOUT,
         recheck: float | None = None,
-        held: PodHoldings | None = None,
+        held: HeldChips | None = None,
     ) -> None:
-        """``taints``: None where the server keeps them, True the same but insisting (a warning when it
-        does not), False never. ``recheck``: seconds between two asks of the server about a feature it
-        did not keep (its gate may be turned on meanwhile); default FEATURE_RECHECK. ``held``: which
-        chips device-plugin pods hold, left out of the pool."""
+        """``taints``: None where the server keeps them, True insisting (a warning where not), False never;
+        ``recheck``: seconds before asking again about a feature not kept; ``held``: left out of the pool."""
         self.kube = kube
         self.held = held
         self._withheld: Mapping[int, tuple[ContainerRef, ...]] = {}  # as last published, said once each
         self.catalog = catalog
         self.driver = catalog.driver
         self.node = node
-        self.watch_timeout = watch_timeout
         # The features the settings ask for, and what the server was found to keep of them.
         self.wanted: dict[Feature, bool] = {}  # feature -> insisted on (a warning when not kept)
         if catalog.splits:
@@ -238,7 +197,7 @@ class SliceController:
             self.wanted[Feature.SHARES] = True
         if taints is not False:
             self.wanted[Feature.TAINTS] = taints is True
-        self.verdicts: dict[Feature, Verdict] = {}
+        self.support: dict[Feature, Support] = {}
         self.recheck = FEATURE_RECHECK if recheck is None else recheck
         self._recheck_at = float("inf")  # when (loop clock) to ask again about the features not kept
         self._mismatch_said = False
@@ -273,34 +232,27 @@ class SliceController:
 
     @property
     def slices(self) -> Mapping[str, JsonObject]:
-        """Our copy of the node's slices of this driver, by name."""
         return self._slices.store
 
     # -- running -------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Follow the slices and the chips until cancelled."""
         async with anyio.create_task_group() as group:
             group.start_soon(self._slices.run, name="ResourceSlice watch")
-            group.start_soon(self._follow_chips, name="ResourceSlice chips")
+            group.start_soon(self._look_on_change, self.catalog.inventory, name="ResourceSlice chips")
             if self.held is not None:
-                group.start_soon(self._follow_held, self.held, name="ResourceSlice held chips")
+                group.start_soon(self._look_on_change, self.held, name="ResourceSlice held chips")
             await self._reconcile_forever()
 
     def wake(self) -> None:
         """Something changed: look again."""
         self._looks.bump()
 
-    async def _follow_chips(self) -> None:
-        version = self.catalog.inventory.version
+    async def _look_on_change(self, state: Followed) -> None:
+        """Look again at every change of ``state`` (the chips, the chips pods hold) until the chips close."""
+        version = state.version
         while not self.catalog.inventory.closed:
-            version = await self.catalog.inventory.wait_for_change(version)
-            self.wake()
-
-    async def _follow_held(self, held: PodHoldings) -> None:
-        version = held.changes.version
-        while True:
-            version = await held.changes.wait_for_change(version)
+            version = await state.wait_for_change(version)
             self.wake()
 
     async def _reconcile_forever(self) -> None:
@@ -325,7 +277,7 @@ class SliceController:
                 log.debug("a ResourceSlice changed under us (%s); reading it again", conflict)
                 try:
                     # A create has no name (generateName): its conflict is read by listing them all.
-                    await (self._refresh(conflict.name) if conflict.name else self._slices.relist())
+                    await (self._slices.read(conflict.name) if conflict.name else self._slices.relist())
                 except KubeError as error:
                     await retry.failed(error)
                 continue
@@ -341,46 +293,41 @@ class SliceController:
                     await self._looks.wait_for_change(seen)
 
     async def _ask_the_server(self) -> None:
-        """Which of the wanted features the API server keeps (dry runs); each one it does not, said.
-
-        Asked once for each feature, and again every ``recheck`` seconds for
-        those it did not keep: an operator who turns the feature gate on (or
-        upgrades the cluster) gets the feature published without restarting
-        the plugin.
-        """
+        """Ask the API server (dry runs) about the wanted features not asked yet, and every ``recheck`` s
+        about those it did not keep: a gate turned on later is used without a restart."""
         due = anyio.current_time() >= self._recheck_at
-        asked = [f for f in self.wanted if f not in self.verdicts or (due and not self.verdicts[f].kept)]
+        asked = [f for f in self.wanted if f not in self.support or (due and not self.support[f].kept)]
         if not asked:
             return
-        verdicts = await probe(self.kube, self.driver, self.node, asked)
+        answers = await probe(self.kube, self.driver, self.node, asked)
         if due:
             self._recheck_at = float("inf")  # set again below by each feature still not kept
-        for verdict in verdicts.values():
-            self._judged(verdict)
+        for support in answers.values():
+            self._judged(support)
 
-    def _judged(self, verdict: Verdict) -> None:
-        """Record a verdict; one that takes a wanted feature away, or gives it back, is said once."""
-        earlier = self.verdicts.get(verdict.feature)
-        self.verdicts[verdict.feature] = verdict
-        if not verdict.kept:
+    def _judged(self, support: Support) -> None:
+        """Record what the server keeps; a wanted feature taken away, or given back, is said once."""
+        earlier = self.support.get(support.feature)
+        self.support[support.feature] = support
+        if not support.kept:
             self._recheck_at = min(self._recheck_at, anyio.current_time() + self.recheck)
-        if verdict.kept:
+        if support.kept:
             if earlier is not None and not earlier.kept:
                 log.info(
                     "the API server keeps %s now: pool %s publishes with it",
-                    verdict.feature.fields,
+                    support.feature.fields,
                     self.node,
-                    extra={"feature": verdict.feature.gate, "pool": self.node},
+                    extra={"feature": support.feature.gate, "pool": self.node},
                 )
             return
         if earlier is not None and not earlier.kept:
             return
-        insisted = self.wanted.get(verdict.feature, False)
+        insisted = self.wanted.get(support.feature, False)
         log.log(
             logging.WARNING if insisted else logging.INFO,
             "%s",
-            verdict.why,
-            extra={"feature": verdict.feature.gate, "pool": self.node},
+            support.why,
+            extra={"feature": support.feature.gate, "pool": self.node},
         )
 
     @property
@@ -388,8 +335,8 @@ class SliceController:
         """What the pool holds now besides whole chips: what is wanted and the server keeps."""
 
         def kept(feature: Feature) -> bool:
-            verdict = self.verdicts.get(feature)
-            return feature in self.wanted and verdict is not None and verdict.kept
+            support = self.support.get(feature)
+            return feature in self.wanted and support is not None and support.kept
 
         return Publishing(
             taints=kept(Feature.TAINTS), partitions=kept(Feature.PARTITIONS), shares=kept(Feature.SHARES)
@@ -397,22 +344,13 @@ class SliceController:
 
     @property
     def notes(self) -> list[str]:
-        """Why the pool lacks a feature the settings ask for (for /readyz and doctor): one line each.
-
-        Taints left to the default (wherever the server keeps them) are not
-        asked for: a server without them is no problem to report.
-        """
+        """Why the pool lacks a feature the settings ask for (/readyz, doctor), one line each; taints left to
+        the default are not asked for, so a server without them is nothing to report."""
         return [
-            verdict.why
-            for feature, verdict in sorted(self.verdicts.items(), key=lambda item: item[0].value)
-            if not verdict.kept and self.wanted.get(feature, False)
+            support.why
+            for feature, support in sorted(self.support.items(), key=lambda item: item[0].value)
+            if not support.kept and self.wanted.get(feature, False)
         ]
-
-    async def _refresh(self, name: str) -> None:
-        try:
-            await self._slices.record_read(self.kube.get(RESOURCE_SLICES, name))
-        except NotFound:
-            self._slices.record_gone(name)
 
     # -- one comparison ------------------------------------------------------------------------
 
@@ -468,12 +406,8 @@ class SliceController:
         return True
 
     def _holds(self, slice_: JsonObject, chunk: JsonObject) -> bool:
-        """Whether a stored slice holds ``chunk``: it says so, or it is our write of it, untouched since.
-
-        The second case keeps an API server that defaults or normalises a
-        field we do not mirror from making every comparison fail, and so
-        every look a write.
-        """
+        """Whether a stored slice holds ``chunk``: it says so, or it is our write of it, untouched since (a
+        server that normalises a field we do not mirror would otherwise make every look a write)."""
         if _content(slice_) == chunk:
             return True
         metadata = mapping_field(slice_, "metadata")
@@ -528,13 +462,13 @@ class SliceController:
             if error.status != _INVALID or not used:
                 raise
             for feature in used:
-                self._judged(refused_verdict(feature, error))
+                self._judged(refused_support(feature, error))
             return False
         gone = dropped(sent, stored) & self.wanted.keys()
         metadata = mapping_field(stored, "metadata")
         name = string_field(metadata, "name")
         for feature in gone:
-            self._judged(dropped_verdict(feature, f"ResourceSlice {name}"))
+            self._judged(dropped_support(feature, f"ResourceSlice {name}"))
         if gone:
             return False
         self._stored_as[name] = (string_field(metadata, "resourceVersion"), content)

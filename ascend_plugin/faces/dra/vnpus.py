@@ -1,40 +1,31 @@
-"""vNPUs made and destroyed for claims: the chip calls, on each chip's own lane, with their errors in words.
-
-The preparer decides which vNPU a claim gets and when; this module makes the
-calls: ``dcmi_create_vdevice`` with the partition's template on the chip the
-allocation names, ``dcmi_set_destroy_vdevice``, and the VDEV_MNG list of a
-chip's vNPUs. Each runs on the chip's lane of :class:`~ascend_plugin.chip_calls.ChipCalls`
-(one call at a time per chip, a timeout, a hung chip never holding up
-another), and every failure leaves as a :class:`VnpuError` whose message says
-what was asked, what the driver answered and what happens next, because it
-reaches the pod's events through the kubelet.
+"""The vNPUs of chips split on demand: made for claims on each chip's lane, destroyed after them, none left
+that no claim owns. Each failure is a :class:`VnpuError` whose message reaches the pod's events.
+docs/dra.md, "vNPUs made on demand".
 """
 
 from __future__ import annotations
 
+import dataclasses
+import logging
+from collections.abc import Collection, Sequence
 from typing import Final, Protocol
 
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls
+from ascend_plugin.faces.dra.checkpoint import OwnedVnpu
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.resilience import describe
+from backends.backend import ChipBackend
 from backends.chips import Chip
-from backends.errors import TEMPORARY_CODES, ChipError, DcmiError
+from backends.errors import ChipError, DcmiError
 from backends.library import VdevInfo
-from backends.vnpu_family import VnpuFamily
+
+log = logging.getLogger(__name__)
 
 RESOURCE_OCCUPIED: Final = -8020
 
 
 class VnpuError(Exception):
-    """A vNPU could not be made, destroyed or listed; the message says why and what happens next.
-
-    ``temporary``: the same call may succeed later (the kubelet's retry, or
-    the next look) rather than never on this chip.
-    """
-
-    def __init__(self, message: str, *, temporary: bool = True) -> None:
-        super().__init__(message)
-        self.temporary = temporary
+    """A vNPU could not be made, destroyed or listed; the message says why and what happens next."""
 
 
 class VnpuLifecycle(Protocol):
@@ -44,9 +35,7 @@ class VnpuLifecycle(Protocol):
         """Make a vNPU of ``template``; its id. VnpuError when it cannot."""
         ...
 
-    async def destroy(self, phy_id: int, vdev_id: int) -> None:
-        """Destroy vNPU ``vdev_id``. VnpuError when it cannot."""
-        ...
+    async def destroy(self, phy_id: int, vdev_id: int) -> None: ...
 
     async def present(self, phy_id: int) -> list[VdevInfo]:
         """The chip's vNPUs now. VnpuError when they cannot be read."""
@@ -56,7 +45,7 @@ class VnpuLifecycle(Protocol):
 class ChipVnpus:
     """:class:`VnpuLifecycle` over the node's backend, on the chips' lanes."""
 
-    def __init__(self, backend: VnpuFamily, calls: ChipCalls, inventory: Inventory) -> None:
+    def __init__(self, backend: ChipBackend, calls: ChipCalls, inventory: Inventory) -> None:
         self.backend = backend
         self.calls = calls
         self.inventory = inventory
@@ -67,7 +56,7 @@ class ChipVnpus:
     def _chip(self, phy_id: int) -> Chip:
         state = self.inventory.get(phy_id)
         if state is None:
-            raise VnpuError(f"the node has no chip {phy_id}", temporary=False)
+            raise VnpuError(f"the node has no chip {phy_id}")
         return state.chip
 
     async def create(self, phy_id: int, template: str) -> int:
@@ -81,8 +70,7 @@ class ChipVnpus:
                     f"({error}); the kubelet retries, and the claim is prepared once the room is free",
                 ) from None
             raise VnpuError(
-                f"the driver refused a vNPU of template {template} on {self._label(phy_id)}: {error}",
-                temporary=error.code in TEMPORARY_CODES,
+                f"the driver refused a vNPU of template {template} on {self._label(phy_id)}: {error}"
             ) from None
         except (ChipError, ChipCallError, ValueError) as error:
             raise VnpuError(
@@ -111,3 +99,128 @@ class ChipVnpus:
             return await self.calls.call(phy_id, "vnpus", self.backend.vnpus, chip)
         except (ChipError, ChipCallError) as error:
             raise VnpuError(f"cannot list the vNPUs of {self._label(phy_id)}: {describe(error)}") from None
+
+
+class UnmakeFailed(VnpuError):
+    """Some of a claim's vNPUs could not be destroyed; ``left`` are the ones still there."""
+
+    def __init__(self, message: str, left: Sequence[OwnedVnpu]) -> None:
+        super().__init__(message)
+        self.left = tuple(left)
+
+
+class VnpuKeeper:
+    """Makes and destroys the vNPUs of the chips in ``chips`` (physical ids) for claims."""
+
+    def __init__(self, lifecycle: VnpuLifecycle, chips: Collection[int]) -> None:
+        self.lifecycle = lifecycle
+        self.chips = frozenset(chips)
+        self.unswept: set[int] = set(chips)  # not swept cleanly since start or since a doubtful call
+        self.made = 0
+        self.destroyed = 0
+        self.swept = 0  # vNPUs no claim owned, destroyed
+        self.held = ""  # why no chip is swept in this run (empty: sweeps go ahead)
+
+    def hold_sweeps(self, why: str) -> None:
+        """Destroy no vNPU no claim is known to own, for the rest of the run; said once."""
+        if not self.held:
+            log.error(
+                "no vNPU is destroyed as owned by no claim until the plugin restarts: %s; a vNPU left "
+                "behind stays until then (npu-smi info -t info-vnpu lists them)",
+                why,
+                extra={"reason": why},
+            )
+        self.held = why
+
+    async def sweep(self, phy_id: int, owned: Collection[int]) -> list[VdevInfo]:
+        """Destroy the chip's vNPUs whose ids are not in ``owned``; the chip's vNPUs after that. VnpuError
+        when they cannot be listed; one that cannot be destroyed leaves the chip unswept."""
+        present = await self.lifecycle.present(phy_id)
+        if self.held:
+            return present
+        clean = True
+        kept = []
+        for vnpu in present:
+            if vnpu.vdev_id in owned:
+                kept.append(vnpu)
+                continue
+            try:
+                await self.lifecycle.destroy(phy_id, vnpu.vdev_id)
+            except VnpuError as error:
+                clean = False
+                kept.append(vnpu)
+                log.error(
+                    "vNPU %d (%s) on chip %d belongs to no prepared claim and cannot be destroyed: %s",
+                    vnpu.vdev_id,
+                    vnpu.template,
+                    phy_id,
+                    error,
+                    extra={"chip": phy_id, "vnpu": vnpu.vdev_id},
+                )
+                continue
+            self.swept += 1
+            log.warning(
+                "destroyed vNPU %d (%s) on chip %d: no prepared claim owns it (left by a plugin that stopped "
+                "while preparing, or made outside it on a chip in dynamic mode)",
+                vnpu.vdev_id,
+                vnpu.template,
+                phy_id,
+                extra={"chip": phy_id, "vnpu": vnpu.vdev_id, "template": vnpu.template},
+            )
+        if clean:
+            self.unswept.discard(phy_id)
+        return kept
+
+    async def make(self, wanted: Sequence[OwnedVnpu], owned: Collection[int]) -> list[OwnedVnpu]:
+        """Make ``wanted``, sweeping an unswept chip first (``owned``: the ids claims own); the same with
+        their ids. VnpuError: none is left made."""
+        made: list[OwnedVnpu] = []
+        try:
+            for vnpu in wanted:
+                if vnpu.phy_id in self.unswept:
+                    await self.sweep(vnpu.phy_id, owned)
+                try:
+                    vdev_id = await self.lifecycle.create(vnpu.phy_id, vnpu.template)
+                except VnpuError:
+                    # A create that timed out may still finish in the driver: look before the chip's next one.
+                    self.unswept.add(vnpu.phy_id)
+                    raise
+                self.made += 1
+                made.append(dataclasses.replace(vnpu, vdev_id=vdev_id))
+        except VnpuError:
+            try:
+                await self.unmake(made)
+            except UnmakeFailed as failed:
+                self.unswept.update(left.phy_id for left in failed.left)  # swept before the next make
+            raise
+        return made
+
+    async def unmake(self, vnpus: Sequence[OwnedVnpu]) -> None:
+        """Destroy ``vnpus`` whose ids still name a vNPU of their template (one gone, or given to another, is
+        left); UnmakeFailed names those still there."""
+        left: list[OwnedVnpu] = []
+        problems: list[str] = []
+        for vnpu in vnpus:
+            if vnpu.vdev_id is None:
+                continue
+            try:
+                present = {v.vdev_id: v.template for v in await self.lifecycle.present(vnpu.phy_id)}
+                template = present.get(vnpu.vdev_id)
+                if template == vnpu.template:
+                    await self.lifecycle.destroy(vnpu.phy_id, vnpu.vdev_id)
+                    self.destroyed += 1
+                elif template is not None:
+                    log.warning(
+                        "vNPU %d on chip %d is of template %s, not %s as the claim's was: the claim's is "
+                        "gone and the id was given to another vNPU since, which is left alone",
+                        vnpu.vdev_id,
+                        vnpu.phy_id,
+                        template,
+                        vnpu.template,
+                        extra={"chip": vnpu.phy_id, "vnpu": vnpu.vdev_id, "template": template},
+                    )
+            except VnpuError as error:
+                left.append(vnpu)
+                problems.append(str(error))
+        if left:
+            raise UnmakeFailed("; ".join(problems), left)

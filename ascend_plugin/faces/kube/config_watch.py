@@ -1,32 +1,30 @@
-"""The config ConfigMap: run-time settings an operator changes without restarting pods.
+"""The ConfigMaps that configure a running plugin, followed: the config ConfigMap and Huawei's
+``kube-system/mindx-dl-fault-config``.
 
-Its data keys are setting names (``health_interval`` or ``health-interval``)
-limited to the reloadable ones, plus ``fault_levels.json``: fault levels in the
-plugin's own format (``{"SeparateNPU": ["80E01801"]}``) laid over the fault
-configuration in force (docs/faults.md), handed to
-:class:`~ascend_plugin.fault_policy.sources.FaultSources`; removing the key
-removes them. The ConfigMap's keys win over
-the command line, the environment and the config file; a key that is removed
-(or the whole ConfigMap) returns that setting to its value at start-up.
-
-A change applies as a whole or not at all: every key is checked first, and one
-bad key refuses the change, with a log line naming the key, the value and what
-is allowed, while the plugin keeps the configuration it had.
+The config ConfigMap (reloadable settings, ``fault_levels.json``) applies whole or not at all: one bad
+key refuses the change, said with key, value and what is allowed; a removed key returns to its start-up
+value (docs/kubernetes.md, "The config ConfigMap"). The fault configuration applies within a second of a
+change (Huawei's plugin polls every ``PollInterval``) and is read again whenever ``PollInterval`` seconds
+pass without news of it, since a proxy can hold a watch open without passing events; missing, the base
+configuration applies (docs/faults.md, "Where the configuration comes from").
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 import anyio
 
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.overlay import decode_overlay
-from ascend_plugin.fault_policy.problems import FaultConfigError
-from ascend_plugin.fault_policy.sources import FaultSources
-from ascend_plugin.kubeapi.client import CONFIGMAPS, Kube, string_map
+from ascend_plugin.changes import first_change
+from ascend_plugin.fault_policy.config import CONFIGMAP_NAME, CONFIGMAP_NAMESPACE
+from ascend_plugin.fault_policy.documents import FaultConfigError
+from ascend_plugin.fault_policy.fault_codes import decode_overlay
+from ascend_plugin.fault_policy.faults import FaultLevel
+from ascend_plugin.fault_policy.policy import FaultSources
+from ascend_plugin.kubeapi.client import CONFIGMAPS, WATCH_TIMEOUT, JsonObject, Kube, string_map
+from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import named_object, object_key
 from ascend_plugin.live_config import LiveConfig
 from ascend_plugin.settings import RELOADABLE, SettingsError, shown
@@ -42,20 +40,13 @@ class ConfigWatcher:
     def __init__(
         self, kube: Kube, config: LiveConfig, faults: FaultSources, namespace: str, name: str
     ) -> None:
-        self.kube = kube
         self.config = config
         self.faults = faults
-        self.namespace = namespace
-        self.name = name
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
         self.reflector = named_object(
             kube, CONFIGMAPS, namespace, name, part=f"config ConfigMap {self.where}"
         )
         self._applied: dict[str, str] | None = None
-
-    @property
-    def where(self) -> str:
-        """namespace/name of the ConfigMap."""
-        return object_key(self.namespace, self.name)
 
     async def run(self) -> None:
         """Follow the ConfigMap until cancelled: apply it after each change (the reflector backs off)."""
@@ -130,3 +121,85 @@ class ConfigWatcher:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r} nests too deeply to be read") from error
         except FaultConfigError as error:
             raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
+
+
+class FaultConfigWatcher:
+    """Keeps the node's fault configuration as ``mindx-dl-fault-config`` says."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        sources: FaultSources,
+        *,
+        namespace: str = CONFIGMAP_NAMESPACE,
+        name: str = CONFIGMAP_NAME,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        watch_timeout: int = WATCH_TIMEOUT,
+    ) -> None:
+        self.sources = sources
+        self.name = name
+        self.sleep = sleep  # how the wait between two re-reads passes (tests move it)
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
+        self.reflector = named_object(
+            kube,
+            CONFIGMAPS,
+            namespace,
+            name,
+            part=f"fault configuration ConfigMap {self.where}",
+            watch_timeout=watch_timeout,
+        )
+        self.rereads = 0  # re-reads attempted
+        self._answered = False  # a list or a re-read has said what the ConfigMap is
+
+    async def run(self) -> None:
+        """Follow the ConfigMap until cancelled: apply each change the watch shows, and re-read it when
+        PollInterval passes without one."""
+        changes = self.reflector.changes
+        seen = -1
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self.reflector.run)
+            while True:
+                if changes.version != seen:
+                    seen = changes.version
+                    if self.reflector.synced or self._answered:
+                        self.apply(self.reflector.get(self.where))
+                poll_interval = self.sources.config.poll_interval
+                if not await first_change((changes, seen), within=poll_interval, sleep=self.sleep):
+                    await self.reread()
+
+    async def reread(self) -> None:
+        """Read the ConfigMap now (a GET); its answer shows in the reflector until the watch has it."""
+        self.rereads += 1
+        try:
+            await self.reflector.read(self.name)
+        except KubeError as error:
+            log.warning(
+                "cannot read the fault configuration ConfigMap %s (%s); the configuration in force stays: %s",
+                self.where,
+                error,
+                self.sources.config.origin(),
+                extra={"configmap": self.where, "error": type(error).__name__},
+            )
+        else:
+            self._answered = True
+
+    def apply(self, configmap: JsonObject | None) -> bool:
+        """Configure the policy by ``configmap`` (None: it does not exist); True when that changed it."""
+        data = None if configmap is None else string_map(configmap, "data")
+        if not self.sources.set_configmap(data):
+            return False
+        if data is None:
+            log.info(
+                "fault configuration ConfigMap %s does not exist; the fault configuration is: %s",
+                self.where,
+                self.sources.config.origin(),
+                extra={"configmap": self.where},
+            )
+        else:
+            log.info(
+                "fault configuration ConfigMap %s applied: %s",
+                self.where,
+                self.sources.config.origin(),
+                extra={"configmap": self.where, "keys": sorted(data)},
+            )
+        return True

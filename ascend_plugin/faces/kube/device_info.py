@@ -1,45 +1,11 @@
-"""The device-info ConfigMap: this node's devices in Huawei's format, kept current.
+"""The device-info ConfigMap: this node's chips in Huawei's format, kept current without flooding etcd.
 
-Volcano's Ascend plugin schedules NPU jobs from ``<prefix><node>`` (by default
-``kube-system/mindx-dl-deviceinfo-<node>``), so it must follow the inventory
-closely, yet a flapping chip must not turn into a stream of writes to etcd:
-
-* an inventory change that alters the content is written, at most once per
-  second: changes within that second are coalesced into one write of the latest
-  state; the time stamp (UpdateTime, and the CheckCode over it) is no change;
-* a chip that flaps held out costs no writes under damping (its verdict keeps
-  what it flapped with), and under an escalation moves only times, written at
-  most every :data:`TIMES_INTERVAL` seconds;
-* with no change it is rewritten every ``device_info_refresh`` seconds, so its
-  UpdateTime shows readers the plugin is alive;
-* in Volcano mode the free list leaves out the chips of active pods
-  (:class:`~ascend_plugin.offers.assignments.HeldChips`), rewritten like any
-  other change when a pod starts or ends;
-* it is created when missing, and replaced with the resourceVersion last seen;
-  on a conflict (someone else wrote it) it is read again and the write retried.
-
-Each chip is reported as the fault policy judged it (:func:`~.huawei_format.chip_report`).
-With a policy, the ConfigMap is also where manual separation lives, as in
-Huawei's plugin:
-
-* ``ManuallySeparateNPU`` names the policy's manually separated chips and
-  ``UpgradeFaultReason`` its escalations; a write that succeeds tells the policy
-  (:meth:`~ascend_plugin.fault_policy.policy.FaultPolicy.mark_written`);
-* at start, before the first write, both keys are read back and restored into
-  the policy, so a separation survives a restart of the plugin;
-* the ConfigMap is followed (a reflector: list, then watch), so an operator who
-  deletes a chip's name from ``ManuallySeparateNPU`` releases it within a
-  second or two; only a version written after ours counts (the reflector shows
-  our own write until the watch has it, and a conflict re-reads before writing
-  again), so an edit is never lost to a write of the older state;
-* every escalation lifted (by the operator, a release window, a recovery) is a
-  node Event naming the chip, the code, the level and why: posted by the node
-  events part (:meth:`~ascend_plugin.faces.kube.events.NodeEvents.serve`).
-
-Failures are retried with backoff, each attempt writing the state of that moment.
-Another process that rewrites the device list (Huawei's plugin, still running on
-the node) is named once, in the log and a node Event, and not fought: nothing is
-written until it has been quiet for a while (:class:`~ascend_plugin.other_plugins.OtherWriter`).
+A change of content is written at most once a second (a change of times alone every
+:data:`TIMES_INTERVAL` seconds), and the ConfigMap rewritten every ``device_info_refresh`` seconds
+regardless. With a fault policy it is also where manual separation lives: read back into the policy at
+start, followed so an operator's release applies within seconds, never overwritten with an older state.
+Another process that rewrites it is named once and not fought. docs/kubernetes.md, "The device-info
+ConfigMap"; docs/faults.md, "Manual separation".
 """
 
 from __future__ import annotations
@@ -50,8 +16,7 @@ from collections.abc import Callable
 
 import anyio
 
-from ascend_plugin.changes import Changes
-from ascend_plugin.faces.kube.chips import chip_views
+from ascend_plugin.changes import Changes, Followed, first_change
 from ascend_plugin.faces.kube.huawei_format import (
     CONSUMER_LABEL,
     DATA_KEY,
@@ -62,6 +27,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     SuperPodPlace,
     build_device_info,
     chip_report,
+    chip_views,
     decode_upgrade_reasons,
     device_names,
     encode_upgrade_reasons,
@@ -69,6 +35,7 @@ from ascend_plugin.faces.kube.huawei_format import (
     without_times,
 )
 from ascend_plugin.fault_policy.policy import FaultPolicy
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import (
     CONFIGMAPS,
@@ -82,7 +49,6 @@ from ascend_plugin.kubeapi.client import (
 from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import named_object, object_key, version_of
 from ascend_plugin.kubeapi.retry import Retrier
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.other_plugins import OtherWriter, foreign_writer
 
 log = logging.getLogger(__name__)
@@ -124,7 +90,7 @@ class DeviceInfoPublisher:
         self.policy = policy
         self.prefix = inventory.table.device_id_prefix
         self.super_pod = SuperPodPlace.of(inventory.facts.super_pod)
-        self.key = object_key(namespace, name)
+        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
         # Bumped by the ConfigMap's changes and the policy's: either may call for a write.
         self._nudges = Changes()
         self.reflector = named_object(
@@ -139,11 +105,6 @@ class DeviceInfoPublisher:
         self._written: DeviceInfoContent | None = None
         self._last_write = -float("inf")
         self._taken = ""  # resourceVersion of the last version whose ManuallySeparateNPU the policy has
-
-    @property
-    def where(self) -> str:
-        """namespace/name of the ConfigMap."""
-        return f"{self.namespace}/{self.name}"
 
     async def run(self) -> None:
         """Read back what the ConfigMap recorded, then keep it current until the inventory closes."""
@@ -161,16 +122,9 @@ class DeviceInfoPublisher:
 
     async def _read_back(self, retry: Retrier) -> None:
         """Take what the ConfigMap recorded into the policy, before anything is written over it."""
-        while True:
-            try:
-                current = await self._read()
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
-            if current is not None and self.policy is not None:
-                self._restore(self.policy, current)
-            return
+        current = await retry.until_answered(lambda: self.reflector.read(self.name))
+        if current is not None and self.policy is not None:
+            self._restore(self.policy, current)
 
     def _restore(self, policy: FaultPolicy, current: JsonObject) -> None:
         data = string_map(current, "data")
@@ -200,13 +154,16 @@ class DeviceInfoPublisher:
             )
 
     async def _publish(self, retry: Retrier) -> None:
-        version = self.inventory.version
         while not self.inventory.closed:
-            held_version = self.held.version if self.held is not None else 0
-            nudges = self._nudges.version
+            # Taken before the look: the chips, the held chips, the ConfigMap or the policy changing.
+            seen: list[tuple[Followed, int]] = [
+                (self.inventory, self.inventory.version),
+                (self._nudges, self._nudges.version),
+            ]
+            if self.held is not None:
+                seen.append((self.held, self.held.version))
             if self._other_writes():  # not fought: looked at again on a change, or once it is quiet
-                with anyio.move_on_after(self.other.quiet_in(self.clock())):
-                    version = await self._wait_for_change(version, held_version, nudges)
+                await first_change(*seen, within=self.other.quiet_in(self.clock()))
                 continue
             self._take_operator_edits()
             content, separated = self._content()
@@ -224,8 +181,7 @@ class DeviceInfoPublisher:
                     continue
                 retry.succeeded()
             wake = self._last_write + min(self.refresh, self._due(content))
-            with anyio.move_on_after(max(wake - self.clock(), 0.0)):
-                version = await self._wait_for_change(version, held_version, nudges)
+            await first_change(*seen, within=max(wake - self.clock(), 0.0))
 
     def _due(self, content: DeviceInfoContent) -> float:
         """Seconds after the last write that ``content`` is due: at once, after TIMES_INTERVAL, or never."""
@@ -234,30 +190,6 @@ class DeviceInfoPublisher:
         if self._written is not None and without_times(content) == without_times(self._written):
             return TIMES_INTERVAL
         return 0.0
-
-    async def _wait_for_change(self, version: int, held_version: int, nudges: int) -> int:
-        """The inventory's version once it, the held chips, the ConfigMap or the policy changed."""
-        held = self.held
-        async with anyio.create_task_group() as group:
-
-            async def inventory_changed() -> None:
-                await self.inventory.wait_for_change(version)
-                group.cancel_scope.cancel()
-
-            async def held_changed() -> None:
-                assert held is not None
-                await held.wait_for_change(held_version)
-                group.cancel_scope.cancel()
-
-            async def nudged() -> None:
-                await self._nudges.wait_for_change(nudges)
-                group.cancel_scope.cancel()
-
-            group.start_soon(inventory_changed)
-            group.start_soon(nudged)
-            if held is not None:
-                group.start_soon(held_changed)
-        return self.inventory.version
 
     def _content(self) -> tuple[DeviceInfoContent, tuple[int, ...]]:
         """The content to write, and the chips it names in ManuallySeparateNPU."""
@@ -273,7 +205,7 @@ class DeviceInfoPublisher:
             reasons = encode_upgrade_reasons(self.policy.reasons(), self.prefix)
         content = build_device_info(
             [chip_report(device, first_seen) for device in devices],
-            self.inventory.table.resource_name,
+            self.inventory.table,
             held=held,
             manually_separated=device_names(self.prefix, separated),
             upgrade_reasons=reasons,
@@ -282,12 +214,9 @@ class DeviceInfoPublisher:
         return content, separated
 
     def _take_operator_edits(self) -> None:
-        """Hand a version of the ConfigMap newer than what the policy has to it: an operator's releases.
-
-        The store holds our own last write until the watch has shown it, so
-        whatever else it holds came after that write.
-        """
-        current = self.reflector.get(self.key)
+        """Hand the policy a version of the ConfigMap newer than what it has: an operator's releases (the
+        store holds our own last write until the watch shows it, so anything else came after it)."""
+        current = self.reflector.get(self.where)
         if self.policy is None or current is None or version_of(current) == self._taken:
             return
         self._taken = version_of(current)
@@ -301,7 +230,7 @@ class DeviceInfoPublisher:
         """Whether the ConfigMap lost what we last wrote there (deleted, or its keys edited by hand)."""
         if self._written is None:
             return False
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if current is None:
             return True
         data = string_map(current, "data")
@@ -313,7 +242,7 @@ class DeviceInfoPublisher:
     def _other_writes(self) -> bool:
         """Whether another process rewrites the device list now; each spell of it said once."""
         now = self.clock()
-        manager = self.other.observe(self.reflector.get(self.key))
+        manager = self.other.observe(self.reflector.get(self.where))
         if manager is not None:
             said = self.other.active(now)
             self.other.last_seen = now
@@ -339,7 +268,7 @@ class DeviceInfoPublisher:
                 if attempt == CONFLICT_RETRIES:
                     raise
                 log.debug("device-info ConfigMap %s: %s; reading it again", self.where, error)
-                await self._read()
+                await self.reflector.read(self.name)
                 self._take_operator_edits()
                 content, separated = self._content()
         self._taken = version_of(written)
@@ -361,17 +290,9 @@ class DeviceInfoPublisher:
         self._written = content
         self._last_write = self.clock()
 
-    async def _read(self) -> JsonObject | None:
-        """The ConfigMap as the API server has it now (None: it does not exist), into the reflector."""
-        try:
-            return await self.reflector.record_read(self.kube.get(CONFIGMAPS, self.name, self.namespace))
-        except NotFound:
-            self.reflector.record_gone(self.key)
-            return None
-
     async def _put(self, data: dict[str, str]) -> JsonObject:
         """Replace the object with ``data``, or create it when it does not exist; the server's answer."""
-        current = self.reflector.get(self.key)
+        current = self.reflector.get(self.where)
         if current is None:
             created = await self.reflector.record_write(
                 self.kube.create(CONFIGMAPS, self.namespace, self._body(data, {}))

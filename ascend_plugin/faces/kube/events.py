@@ -1,17 +1,8 @@
-"""Kubernetes Events on the Node for each device health transition.
+"""Kubernetes Events on the Node: each chip's health transition, start-up notices, escalation releases and
+hot reset stages, all through one queue.
 
-``kubectl describe node`` is where an operator looks first; an Event there
-saying which NPU went unhealthy, with which fault codes and levels, saves a trip
-to the plugin's logs. A chip that flaps must not flood the API server, so Events
-pass a token bucket (by default a burst of 10, then one per 10 s); the ones
-that do not fit are counted, and one summary Event says how many were dropped
-once a token is free again. Every transition is in the plugin's log regardless.
-
-Events are best effort: they queue (bounded) while the API server is away and
-are posted when it returns; the kubelet side never waits for them. Besides the
-transitions, a few start-up warnings (a setting ignored on this node's chips)
-are announced once each as Warning Events, outside the bucket, and so are the
-stages of each hot reset (:mod:`.reset_info`).
+Transitions pass a token bucket (a burst of 10, then one per 10 s), the rest are counted and summed up in
+one Event; the queue is bounded and waits out an absent API server. docs/kubernetes.md, "Node Events".
 """
 
 from __future__ import annotations
@@ -25,10 +16,10 @@ from datetime import UTC, datetime
 
 import anyio
 
-from ascend_plugin.faces.kube.chips import ChipView
-from ascend_plugin.fault_policy.levels import FaultLevel
+from ascend_plugin.changes import Changes
+from ascend_plugin.fault_policy.escalations import Release, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
-from ascend_plugin.fault_policy.reasons import Release, UpgradeReason
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.kubeapi.client import EVENTS, NODES, JsonObject, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import ApiError, KubeError
@@ -84,15 +75,15 @@ class PendingEvent:
     at: datetime
 
 
-def transition_event(old: ChipView, new: ChipView, at: datetime) -> PendingEvent:
-    """The Event for a chip whose health flipped from ``old`` to ``new``."""
+def transition_event(name: str, old: ChipState, new: ChipState, at: datetime) -> PendingEvent:
+    """The Event for chip ``name`` whose health flipped from ``old`` to ``new``."""
     if new.healthy:
         was = f" (was: {old.reason})" if old.reason else ""
-        faults = f"; remaining faults: {_faults(new)}" if new.faults else ""
-        return PendingEvent("NPUHealthy", "Normal", f"{new.id} is healthy again{was}{faults}", at)
-    faults = f"; faults: {_faults(new)}" if new.faults else ""
+        faults = f"; remaining faults: {_faults(new)}" if new.health.faults else ""
+        return PendingEvent("NPUHealthy", "Normal", f"{name} is healthy again{was}{faults}", at)
+    faults = f"; faults: {_faults(new)}" if new.health.faults else ""
     return PendingEvent(
-        "NPUUnhealthy", "Warning", f"{new.id} is unhealthy: {new.reason or 'unknown reason'}{faults}", at
+        "NPUUnhealthy", "Warning", f"{name} is unhealthy: {new.reason or 'unknown reason'}{faults}", at
     )
 
 
@@ -116,9 +107,10 @@ def _spelled(reason: UpgradeReason) -> str:
     return reason.fault_code if reason.code is None else reason.fault_code.upper()
 
 
-def _faults(device: ChipView) -> str:
+def _faults(state: ChipState) -> str:
+    health = state.health
     return ", ".join(
-        f"{code} ({fault.level.name})" for code, fault in zip(device.codes, device.faults, strict=True)
+        f"{code} ({fault.level.name})" for code, fault in zip(health.codes, health.faults, strict=True)
     )
 
 
@@ -140,31 +132,27 @@ class NodeEvents:
         self.namespace = namespace
         self.dropped = 0  # transitions not posted since the last summary
         self._queue: deque[PendingEvent] = deque()
-        self._wake = anyio.Event()
+        self._wake = Changes()  # bumped when an Event is queued or dropped
         self._node_uid: str | None = None
 
     def on_transition(self, old: ChipState, new: ChipState) -> None:
         """Inventory listener (runs on the event loop, must not block): queue or count the Event."""
         if len(self._queue) < QUEUE_LIMIT and self.bucket.take():
-            name = self.table.chip_id(new.phy_id)
-            event = transition_event(ChipView(name, old), ChipView(name, new), datetime.now(UTC))
+            event = transition_event(self.table.chip_id(new.phy_id), old, new, datetime.now(UTC))
             self._queue.append(event)
         else:
             self.dropped += 1
-        self._wake.set()
+        self._wake.bump()
 
     def announce(self, reason: str, message: str, kind: str = "Warning") -> None:
         """Queue a one-off Event (a start-up warning, a hot reset's stage), outside the token bucket."""
         if len(self._queue) < QUEUE_LIMIT:
             self._queue.append(PendingEvent(reason, kind, message, datetime.now(UTC)))
-            self._wake.set()
+            self._wake.bump()
 
     async def serve(self, inventory: Inventory, policy: FaultPolicy | None) -> None:
-        """Post the node's Events until cancelled: its chips' transitions, the policy's releases, the rest.
-
-        The one sender of the node: what other parts :meth:`announce` (start-up
-        notices, hot reset stages) goes out through the same queue.
-        """
+        """Post the node's Events until cancelled: transitions, the policy's releases, and what others
+        :meth:`announce` (start-up notices, hot reset stages), all through the one queue."""
         stop_listening = inventory.on_transition(self.on_transition)
         try:
             async with anyio.create_task_group() as tasks:
@@ -175,11 +163,8 @@ class NodeEvents:
             stop_listening()
 
     async def follow_releases(self, policy: FaultPolicy, inventory: Inventory) -> None:
-        """Post each escalation the policy lifts (an operator's release, a release window passing).
-
-        Every lift changes a chip's judgement, so the inventory changes with it:
-        the releases are looked for at each of its changes, until it closes.
-        """
+        """Post each escalation the policy lifts, looked for at each change of the inventory (a lift changes
+        a chip's judgement)."""
         seen = inventory.version
         while not inventory.closed:
             for release in policy.drain_releases():
@@ -190,6 +175,7 @@ class NodeEvents:
         """Post queued Events forever, and a summary of dropped ones when a token frees up."""
         retry = Retrier(f"node events for {self.node_name}")
         while True:
+            woken = self._wake.version
             if self._queue:
                 event = self._queue[0]
             elif self.dropped:
@@ -200,8 +186,7 @@ class NodeEvents:
                 event = self._summary()
                 self._queue.append(event)
             else:
-                await self._wake.wait()
-                self._wake = anyio.Event()
+                await self._wake.wait_for_change(woken)
                 continue
             try:
                 await self._post(event)

@@ -1,41 +1,6 @@
-"""Huawei's device-info ConfigMap format, byte for byte where a reader checks it.
-
-Volcano's Ascend plugin, ClusterD and Huawei's own tools read
-``kube-system/mindx-dl-deviceinfo-<node>``. Its data keys, as Huawei's plugin
-(MindCluster, ``ascend-device-plugin/pkg/kubeclient/client_server.go``,
-``WriteDeviceInfoDataIntoCM``) writes them:
-
-* ``DeviceInfoCfg``: the Go JSON of ``{"DeviceInfo": {"DeviceList": {...},
-  "UpdateTime": <unix s>}, "SuperPodID": n, "ServerIndex": n, "CheckCode": h}``
-  (and ``"RackID": n`` on a node in a 950 SuperPoD's rack);
-* ``ManuallySeparateNPU``: the chips separated until an operator deletes their
-  names (``Ascend910-0,Ascend910-3``; empty when none);
-* ``UpgradeFaultReason``: the Go JSON of ``{device name: [{upgrade_time,
-  fault_code, fault_level, upgrade_type}, ...]}`` (``{}`` when none);
-* ``Description``: Huawei's fixed notice about the free list's sunset.
-
-**CheckCode.** Huawei computes it as ``common.MakeDataHash(nodeDeviceData.DeviceInfo)``
-(``pkg/common/common.go``): the lower-case hex SHA-256 of ``json.Marshal`` of
-the Go struct ``NodeDeviceInfo{DeviceList map[string]string; UpdateTime int64}``
-and nothing else; ClusterD (``clusterd/pkg/domain/device/device_util.go``)
-decodes the document, marshals its ``DeviceInfo`` again the same way and
-rejects the ConfigMap on a mismatch. Go's encoder writes struct fields in
-declaration order (``DeviceList`` then ``UpdateTime``), map keys sorted
-bytewise, no whitespace, and escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as
-``\\u003c``, ``\\u003e``, ``\\u0026``, ``\\u2028``, ``\\u2029``; other
-non-ASCII text stays UTF-8, and control characters are escaped as JSON
-requires (``\\n``, ``\\b``, ``\\u001f`` ... since Go 1.22, which Huawei builds
-with). :func:`go_json` does the same, and the CheckCode hashes its UTF-8 bytes.
-
-**DeviceList** per resource (:func:`family_keys`): the free list (healthy chips
-no pod holds), ``-Unhealthy``, ``-Fault`` (the Go JSON of ``[]DeviceFault`` as
-a string, ``[]`` without faults), and on 910 and 950 nodes (the family's row:
-``network_keys``) ``-NetworkUnhealthy`` and ``-Recovering``. Names in each list
-are sorted as Go sorts strings. Each ``-Fault`` element has the fields
-``fault_type, npu_name, large_model_fault_level, fault_level, fault_handling,
-fault_code, fault_time_and_level_map`` in that order; a chip gets a ``CardNetworkUnhealthy``
-element when it has network codes or its network is unhealthy, then a
-``CardUnhealthy`` one when it has chip codes or is unhealthy.
+"""Huawei's device-info ConfigMap format, byte for byte where a reader checks it: ClusterD rejects it
+unless ``CheckCode`` is the SHA-256 of the Go JSON of ``DeviceInfo``, so :func:`go_json` writes what Go's
+``json.Marshal`` writes. docs/kubernetes.md, "The device-info ConfigMap".
 """
 
 from __future__ import annotations
@@ -50,12 +15,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TypeVar
 
-from ascend_plugin.faces.kube.chips import ChipView
 from ascend_plugin.fault_policy.chip import ChipJudgement, CodeTime, FaultSide
-from ascend_plugin.fault_policy.levels import FaultLevel
-from ascend_plugin.fault_policy.reasons import UpgradeKind, UpgradeReason
-from ascend_plugin.faults import format_code
-from backends.families import FAMILIES
+from ascend_plugin.fault_policy.escalations import UpgradeKind, UpgradeReason
+from ascend_plugin.fault_policy.faults import FaultLevel, format_code
+from ascend_plugin.inventory.inventory import ChipState, Inventory
+from backends.family_table import FamilyTable
 from backends.library import SuperPodInfo
 
 DATA_KEY = "DeviceInfoCfg"
@@ -78,11 +42,8 @@ _GO_ESCAPED = str.maketrans(_GO_ESCAPES)
 
 
 def go_json(value: object) -> str:
-    """``value`` as Go's ``json.Marshal`` writes it.
-
-    Mapping order is kept as given: pass struct fields in declaration order and
-    map entries sorted (see :func:`go_map`).
-    """
+    """``value`` as Go's ``json.Marshal`` writes it; mapping order is kept (struct fields in declaration
+    order, map entries sorted: :func:`go_map`)."""
     text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     # The escaped characters can only occur inside JSON strings, so translating
     # the whole text touches nothing else.
@@ -94,11 +55,6 @@ def go_map(entries: Mapping[str, V]) -> dict[str, V]:
     return dict(sorted(entries.items(), key=lambda item: item[0].encode()))
 
 
-def go_sorted(names: Iterable[str]) -> list[str]:
-    """Names in the order Go sorts strings (bytewise: ``Ascend910-10`` before ``Ascend910-2``)."""
-    return sorted(names, key=str.encode)
-
-
 def check_code(device_info: Mapping[str, object]) -> str:
     """Huawei's CheckCode of a DeviceInfo object: sha256 hex of its Go JSON."""
     return hashlib.sha256(go_json(device_info).encode("utf-8")).hexdigest()
@@ -106,13 +62,8 @@ def check_code(device_info: Mapping[str, object]) -> str:
 
 @dataclass(frozen=True)
 class SuperPodPlace:
-    """``SuperPodID``, ``ServerIndex`` and (950 SuperPoDs) ``RackID`` of the node.
-
-    Huawei writes -1 before it has asked the driver (and for the driver's
-    0xffffffff, "none"), and -2 when the driver cannot say (the query is
-    unsupported or failed on every chip). ``RackID`` is left out unless the
-    node is in a 950 SuperPoD's rack.
-    """
+    """``SuperPodID``, ``ServerIndex`` and (in a 950 SuperPoD's rack) ``RackID`` of the node: -1 before the
+    driver is asked and for its 0xffffffff ("none"), -2 when it cannot say."""
 
     super_pod_id: int
     server_index: int
@@ -138,35 +89,6 @@ UNAVAILABLE = SuperPodPlace(-2, -2)
 def _int32(value: int) -> int:
     value &= 0xFFFFFFFF
     return value - (1 << 32) if value >= 1 << 31 else value
-
-
-@dataclass(frozen=True)
-class FamilyKeys:
-    """The DeviceList keys Huawei's plugin writes for one resource."""
-
-    free: str
-    unhealthy: str
-    fault: str
-    network_unhealthy: str | None = None  # 910 families and 950 only
-    recovering: str | None = None  # 910 families and 950 only
-
-
-# Resources whose keys differ from the plain pattern: those of the families whose rows say so.
-_NETWORK_RESOURCES = frozenset(family.TABLE.resource_name for family in FAMILIES if family.TABLE.network_keys)
-# On 310 and 310B nodes (resource huawei.com/Ascend310) Huawei's plugin files the
-# faults under huawei.com/Ascend310P-Fault; readers written against it look there.
-_QUIRK_FAULT_KEYS: Mapping[str, str] = MappingProxyType(
-    {"huawei.com/Ascend310": "huawei.com/Ascend310P-Fault"}
-)
-
-
-def family_keys(resource_name: str) -> FamilyKeys:
-    """The DeviceList keys for ``resource_name`` (``huawei.com/Ascend910`` ...)."""
-    fault = _QUIRK_FAULT_KEYS.get(resource_name, f"{resource_name}-Fault")
-    if resource_name in _NETWORK_RESOURCES:
-        network, recovering = f"{resource_name}-NetworkUnhealthy", f"{resource_name}-Recovering"
-        return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault, network, recovering)
-    return FamilyKeys(resource_name, f"{resource_name}-Unhealthy", fault)
 
 
 @dataclass(frozen=True)
@@ -222,11 +144,11 @@ def fault_element(fault_type: str, name: str, side: FaultSide) -> dict[str, obje
     }
 
 
-def fault_elements(report: ChipReport, keys: FamilyKeys) -> list[dict[str, object]]:
-    """The chip's ``-Fault`` elements: its network's, then its own; each with a code now or unhealthy."""
+def fault_elements(report: ChipReport, network_keys: bool) -> list[dict[str, object]]:
+    """The chip's ``-Fault`` elements: its network's, then its own; each with a code now or unhealthy
+    (``network_keys``: the family lists network health)."""
     elements = []
-    network_unhealthy = keys.network_unhealthy is not None and not report.network_healthy
-    if report.network.present or network_unhealthy:
+    if report.network.present or (network_keys and not report.network_healthy):
         elements.append(fault_element(NETWORK_FAULT, report.name, report.network))
     if report.chip.present or not report.healthy:
         elements.append(fault_element(CHIP_FAULT, report.name, report.chip))
@@ -274,44 +196,34 @@ def without_times(content: DeviceInfoContent) -> DeviceInfoContent:
 
 def build_device_info(
     reports: Sequence[ChipReport],
-    resource_name: str,
+    table: FamilyTable,
     *,
     held: frozenset[int] = frozenset(),
     manually_separated: str = "",
     upgrade_reasons: str = "{}",
     super_pod: SuperPodPlace = UNAVAILABLE,
 ) -> DeviceInfoContent:
-    """The device-info content for ``reports`` (in chip order).
-
-    The free list is the healthy chips no active pod holds. Only Volcano mode
-    knows which chips pods hold (``held``, physical IDs, from each pod's
-    ``huawei.com/AscendReal``); otherwise every healthy chip is listed and
-    Volcano subtracts the pods it placed itself. ``manually_separated`` and
-    ``upgrade_reasons`` are the keys' text (:func:`device_names`,
-    :func:`encode_upgrade_reasons`).
-    """
-    keys = family_keys(resource_name)
+    """The device-info content for ``reports`` (in chip order); the free list leaves out ``held`` chips
+    (only Volcano mode knows them, else Volcano subtracts what it placed)."""
+    resource = table.resource_name
 
     def names(chosen: Callable[[ChipReport], bool]) -> str:
-        return ",".join(go_sorted(report.name for report in reports if chosen(report)))
+        # Sorted as Go sorts strings, bytewise: Ascend910-10 before Ascend910-2.
+        return ",".join(sorted((report.name for report in reports if chosen(report)), key=str.encode))
 
+    faults = [element for report in reports for element in fault_elements(report, table.network_keys)]
     device_list = {
-        keys.free: names(lambda report: report.healthy and report.phy_id not in held),
-        keys.unhealthy: names(lambda report: not report.healthy),
-        keys.fault: go_json([element for report in reports for element in fault_elements(report, keys)]),
+        resource: names(lambda report: report.healthy and report.phy_id not in held),
+        f"{resource}-Unhealthy": names(lambda report: not report.healthy),
+        table.fault_key or f"{resource}-Fault": go_json(faults),
     }
-    if keys.network_unhealthy is not None:
-        device_list[keys.network_unhealthy] = names(lambda report: not report.network_healthy)
-    if keys.recovering is not None:
-        device_list[keys.recovering] = names(lambda report: report.recovering)
+    if table.network_keys:  # 910 families and 950 only
+        device_list[f"{resource}-NetworkUnhealthy"] = names(lambda report: not report.network_healthy)
+        device_list[f"{resource}-Recovering"] = names(lambda report: report.recovering)
     return DeviceInfoContent(device_list, manually_separated, upgrade_reasons, super_pod)
 
 
 # -- ManuallySeparateNPU and UpgradeFaultReason -------------------------------------------
-
-
-def _device_name(prefix: str) -> re.Pattern[str]:
-    return re.compile(rf"{re.escape(prefix)}-(\d+)")
 
 
 def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
@@ -320,12 +232,9 @@ def device_names(prefix: str, phy_ids: Iterable[int]) -> str:
 
 
 def parse_device_names(text: str, prefix: str) -> tuple[list[int], list[str]]:
-    """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours.
-
-    Spaces around a name are forgiven (an operator edits this key by hand, and
-    a name that is not read would release its chip).
-    """
-    pattern = _device_name(prefix)
+    """The physical IDs a ManuallySeparateNPU value names, and what in it was not a name of ours; spaces
+    around a name are forgiven (an edit by hand that is not read would release a chip)."""
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
     phy_ids: list[int] = []
     problems: list[str] = []
     for item in text.split(","):
@@ -361,18 +270,15 @@ def encode_upgrade_reasons(reasons: Mapping[int, Sequence[UpgradeReason]], prefi
 
 
 def decode_upgrade_reasons(text: str, prefix: str) -> tuple[dict[int, list[UpgradeReason]], list[str]]:
-    """The reasons an UpgradeFaultReason value records per physical ID, and what was skipped in it.
-
-    A malformed entry is skipped (and named), not the whole value: each reason
-    read back keeps a chip escalated that would otherwise come back too early.
-    """
+    """The reasons an UpgradeFaultReason value records per physical ID, and what was skipped: a malformed
+    entry is skipped alone, since each reason read back keeps a chip escalated."""
     try:
         document = json.loads(text) if text.strip() else {}
     except (ValueError, RecursionError) as error:
         return {}, [f"{UPGRADE_REASON_KEY} is not valid JSON ({error}); no reasons are read back"]
     if not isinstance(document, dict):
         return {}, [f"{UPGRADE_REASON_KEY} must be a JSON object of device name -> reasons"]
-    pattern = _device_name(prefix)
+    pattern = re.compile(rf"{re.escape(prefix)}-(\d+)")
     reasons: dict[int, list[UpgradeReason]] = {}
     problems: list[str] = []
     for name, items in document.items():
@@ -399,22 +305,27 @@ def _reason(item: object) -> UpgradeReason | None:
     kind = {kind.value: kind for kind in UpgradeKind}.get(str(item.get("upgrade_type")))
     if isinstance(upgrade_time, bool) or not isinstance(upgrade_time, int) or not isinstance(code, str):
         return None
-    if level is None or kind is None:
-        return None
-    return UpgradeReason(code, level, kind, upgrade_time)
+    return None if level is None or kind is None else UpgradeReason(code, level, kind, upgrade_time)
 
 
 # -- one chip's report: the fault policy's judgement, else the health verdict's view --------
 
 
-class FaultClock:
-    """When each current fault code of each device was first seen, in Unix milliseconds.
+@dataclass(frozen=True)
+class ChipView:
+    """One chip and its verdict under the name Huawei's objects use (``Ascend310-0``), not as offered."""
 
-    Only for chips the fault policy has not judged (its judgement carries its
-    own times): DCMI does not say when a fault was raised, so the first health
-    round that saw it is the best figure there is. A code that clears is
-    forgotten, so a fault that comes back gets a new time, as in Huawei's plugin.
-    """
+    id: str
+    state: ChipState
+
+
+def chip_views(inventory: Inventory) -> list[ChipView]:
+    return [ChipView(inventory.table.chip_id(state.phy_id), state) for state in inventory.chips()]
+
+
+class FaultClock:
+    """When each current fault code of each chip the fault policy has not judged was first seen (Unix ms):
+    DCMI does not say when a fault was raised. A code that clears is forgotten, as in Huawei's plugin."""
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
@@ -423,21 +334,14 @@ class FaultClock:
     def observe(self, devices: Iterable[ChipView]) -> Mapping[tuple[str, int], int]:
         """Record the faults of ``devices``; (device ID, code) -> first-seen time of each current one."""
         now = int(self.clock() * 1000)
-        current = {(device.id, fault.code) for device in devices for fault in device.faults}
+        current = {(device.id, fault.code) for device in devices for fault in device.state.health.faults}
         self._first_seen = {key: self._first_seen.get(key, now) for key in current}
         return dict(self._first_seen)
 
 
 def chip_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> ChipReport:
-    """What the ConfigMap says of ``device``.
-
-    A chip the fault policy judged is reported as judged: its levels, codes
-    and times, its network's, and its health as the kubelet is told (a hot
-    reset or a hung call overrides the judgement's). A chip without a
-    judgement (its verdict came from elsewhere: never read, a hung call, a
-    plugin without a policy) is reported from its verdict: its faults, most
-    severe first, timed by ``first_seen`` (:class:`FaultClock`).
-    """
+    """What the ConfigMap says of ``device``: as the fault policy judged it (its health as the kubelet is
+    told), or, without a judgement (never read, a hung call), its verdict's faults timed by ``first_seen``."""
     state = device.state
     judgement = state.health.judgement
     if judgement is not None:
@@ -446,7 +350,7 @@ def chip_report(device: ChipView, first_seen: Mapping[tuple[str, int], int]) -> 
         )
     times = {
         format_code(fault.code): CodeTime(first_seen[device.id, fault.code], fault.level)
-        for fault in device.faults
+        for fault in state.health.faults
     }
-    side = FaultSide(device.worst_level, tuple(times), MappingProxyType(times), len(times))
+    side = FaultSide(state.health.worst_level, tuple(times), MappingProxyType(times), len(times))
     return ChipReport(device.id, state.phy_id, state.healthy, recovering=state.resetting, chip=side)

@@ -1,23 +1,7 @@
-"""Node labels: what this node is, for schedulers, selectors and dashboards.
+"""Node labels: Huawei's (``accelerator``, chip name, ``servertype``, driver version) and our own two.
 
-Existing clusters select Ascend nodes by Huawei's labels, so we set the same
-ones (``accelerator``, ``node.kubernetes.io/npu.chip.name``, ``servertype``,
-``huawei.com/driver.version``) plus two of our own under ``label_prefix``
-(AI cores per chip, chip count). 310B nodes get ``accelerator=huawei-Ascend310``,
-which Huawei's plugin never sets and users otherwise add by hand.
-
-``servertype`` is only set while the node has none: Volcano and operators put
-their own value there (e.g. ``Ascend310P-10-dual``) and ours must not fight it
-(on a 950 Huawei's plugin keeps its ``npu-<AI cores>``, and so does ours).
-The others are kept: the labeller follows the node (the one Node reflector)
-and puts back a label someone removed or changed, patching only the labels
-that differ (a strategic merge), so others on the node are never touched.
-
-Every key and value is checked against Kubernetes' label syntax before it is
-sent: the API server would reject the whole patch for one bad value (a driver
-version such as ``24.1.RC1 B020`` has a space). A bad value is rewritten into
-label syntax, or left out when nothing usable remains, with a warning naming the
-label, the value and the rule.
+``servertype`` is set only while the node has none (others put their own there); the rest are put back
+when removed or changed. docs/kubernetes.md, "Node labels".
 """
 
 from __future__ import annotations
@@ -26,12 +10,16 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from ascend_plugin.faces.kube.stale_resources import StaleResources
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, JsonObject, Kube, labels_of
-from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import Reflector, named_object, object_key
 from ascend_plugin.kubeapi.retry import Retrier
+
+if TYPE_CHECKING:
+    from ascend_plugin.faces.kube.events import NodeEvents
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +52,6 @@ def value_is_valid(value: str) -> bool:
 
 
 def key_is_valid(key: str) -> bool:
-    """Whether ``key`` is a valid label key."""
     prefix, slash, name = key.rpartition("/")
     if slash and not (0 < len(prefix) <= MAX_PREFIX and _PREFIX.match(prefix)):
         return False
@@ -76,15 +63,8 @@ def sanitise_value(value: str) -> str:
     return _EDGE.sub("", _EDGE.sub("", _NOT_ALLOWED.sub("-", value))[:MAX_NAME])
 
 
-def format_number(value: float) -> str:
-    """A count as people write it: 1 rather than 1.0, 24.5 stays 24.5."""
-    return f"{value:g}"
-
-
 @dataclass(frozen=True)
 class LabelPlan:
-    """The labels this node should carry."""
-
     enforced: Mapping[str, str]  # put back whenever removed or changed
     if_absent: Mapping[str, str]  # set only while the node has no such label
     stale_resources: tuple[str, ...] = ()  # an older family's extended resources this node should not have
@@ -125,15 +105,8 @@ def _checked(key: str, value: str) -> str | None:
 
 
 def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
-    """The labels for the node of ``inventory``; invalid values sanitised or left out (with a warning each).
-
-    ``servertype`` is ``Ascend<family>-<AI cores per chip>`` (e.g. ``Ascend310P-8``,
-    ``Ascend910-20``, ``Ascend310B-1``), the form Huawei's plugin checks on
-    310/310P/910, and on a 950 ``npu-<AI cores>``, kept as Huawei keeps it there;
-    ``<label_prefix>/ai-cores`` is the same figure, the smallest per-chip reading
-    if chips differ. Both are left out when no chip's AI-core count could be
-    read. A 950 node also gets Huawei's chip-memory and ``huawei.com/topotree.*`` labels.
-    """
+    """The labels for the node of ``inventory``; invalid values sanitised or left out (a warning each).
+    ``servertype`` and ``ai-cores`` use the smallest per-chip AI-core count (none read: left out)."""
     table = inventory.table
     enforced = {
         ACCELERATOR: table.accelerator_label,
@@ -144,7 +117,7 @@ def plan_labels(inventory: Inventory, label_prefix: str) -> LabelPlan:
         enforced[DRIVER_VERSION] = inventory.facts.driver_version
     if_absent: dict[str, str] = {}
     if ai_cores := inventory.ai_cores():
-        cores = format_number(min(ai_cores.values()))
+        cores = f"{min(ai_cores.values()):g}"  # 1 rather than 1.0, 24.5 stays 24.5
         enforced[f"{label_prefix}/ai-cores"] = cores
         (enforced if table.server_type_enforced else if_absent)[SERVER_TYPE] = table.server_type(cores)
     else:
@@ -165,14 +138,22 @@ def node_reflector(kube: Kube, node_name: str) -> Reflector[JsonObject]:
 
 
 class NodeLabeller:
-    """Keeps our labels on our Node: each change ``node`` (its reflector, run elsewhere) shows is checked."""
+    """Keeps our labels on our Node: each change ``node`` (its reflector, run elsewhere) shows is checked,
+    and an older family's extended resources left in its status are removed (:mod:`.stale_resources`)."""
 
-    def __init__(self, kube: Kube, node: Reflector[JsonObject], node_name: str, plan: LabelPlan) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        node: Reflector[JsonObject],
+        node_name: str,
+        plan: LabelPlan,
+        events: NodeEvents | None = None,
+    ) -> None:
         self.kube = kube
         self.node = node
         self.node_name = node_name
         self.plan = plan
-        self._said: set[str] = set()  # the stale resources already said
+        self.stale = StaleResources(kube, node, node_name, plan.stale_resources, events)
 
     async def run(self) -> None:
         """Check the labels after each change of the node, forever; a failed patch is retried with backoff."""
@@ -181,12 +162,7 @@ class NodeLabeller:
         await self.node.wait_synced()
         while True:
             seen = self.node.changes.version
-            try:
-                await self._reconcile(self.node.get(key))
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
+            await retry.until_answered(lambda: self._reconcile(self.node.get(key)))
             await self.node.changes.wait_for_change(seen)
 
     async def _reconcile(self, node: Mapping[str, object] | None) -> None:
@@ -197,45 +173,14 @@ class NodeLabeller:
                 extra={"node": self.node_name},
             )
             return
-        self._say_stale(node)
-        patch = self.plan.patch_for(labels_of(node))
-        if not patch:
-            return
-        await self.node.record_write(
-            self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
-        )
-        log.info(
-            "node %s: labels set: %s",
-            self.node_name,
-            ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
-            extra={"labels": patch},
-        )
-
-    def _say_stale(self, node: Mapping[str, object]) -> None:
-        """Say once per resource that the node still advertises an older family's (Huawei's removes it).
-
-        Removing it takes ``patch`` on ``nodes/status``, which the chart does not grant: the operator does
-        it once, with the command said.
-        """
-        status = node.get("status")
-        capacity = status.get("capacity") if isinstance(status, Mapping) else None
-        if not isinstance(capacity, Mapping):
-            return
-        for resource in self.plan.stale_resources:
-            if resource in capacity and resource not in self._said:
-                self._said.add(resource)
-                path = resource.replace("~", "~0").replace("/", "~1")
-                log.warning(
-                    "node %s still advertises %s (capacity %s), left over from an older family's plugin; "
-                    "Huawei's plugin removes it at start, this one has no right to the node's status. "
-                    "Remove it once: kubectl patch node %s --subresource=status --type=json -p "
-                    '\'[{"op":"remove","path":"/status/capacity/%s"},'
-                    '{"op":"remove","path":"/status/allocatable/%s"}]\'',
-                    self.node_name,
-                    resource,
-                    capacity[resource],
-                    self.node_name,
-                    path,
-                    path,
-                    extra={"node": self.node_name, "resource": resource},
-                )
+        if patch := self.plan.patch_for(labels_of(node)):
+            await self.node.record_write(
+                self.kube.patch(NODES, self.node_name, None, {"metadata": {"labels": patch}})
+            )
+            log.info(
+                "node %s: labels set: %s",
+                self.node_name,
+                ", ".join(f"{key}={value}" for key, value in sorted(patch.items())),
+                extra={"labels": patch},
+            )
+        await self.stale.remove(node)  # the status as seen: each removal tests its value first

@@ -1,39 +1,34 @@
 """The Kubernetes publishers as one table: what each does, when it runs, what RBAC it needs.
 
-The same table starts the publishers (:func:`ascend_plugin.faces.kube.run_kube`),
-tells ``doctor`` which permissions to ask the API server about, and is what the
-chart's RBAC templates are checked against (tests/test_chart_rbac.py). A new
-publisher is one more row here plus its module.
-
-The publishers share what :class:`KubeSide` holds: the API client, the one
-reflector of our Node, and the node's one Event sender (``node_events`` on),
-which the "node events" row runs. Every Event of the node (chip transitions, start-up notices, escalation
-releases, hot reset stages) goes through its one queue and its one rate limit.
+The table starts them (:func:`run_kube`), tells ``doctor`` which permissions to ask about, and is what
+the chart's RBAC is checked against: a new publisher is a row and its module.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import anyio
+
 from ascend_plugin.fault_policy.config import CONFIGMAP_NAMESPACE as FAULT_CONFIG_NAMESPACE
-from ascend_plugin.fault_policy.sources import FaultSources
+from ascend_plugin.fault_policy.policy import FaultSources
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.shared import SharedClient
 from ascend_plugin.live_config import LiveConfig
-from ascend_plugin.offers.assignments import HeldChips
 from ascend_plugin.offers.node_offers import Notice
+from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings
+from backends.families import FamilyTable
 
 if TYPE_CHECKING:  # the publishers' modules import kubernetes-asyncio: only the builders load them
     from ascend_plugin.faces.kube.events import NodeEvents
     from ascend_plugin.kubeapi.client import JsonObject, Kube
     from ascend_plugin.kubeapi.reflector import Reflector
-
-log = logging.getLogger(__name__)
 
 Part = Callable[[], Awaitable[None]]
 Announce = Callable[[str, str], None]  # a one-off node Event: (reason, message)
@@ -45,17 +40,14 @@ EVENT_NAMESPACE = "default"
 
 @dataclass(frozen=True)
 class KubeInputs:
-    """What the publishers draw on."""
-
     settings: Settings  # as the plugin started
     node_name: str
     config: LiveConfig
     inventory: Inventory
+    faults: FaultSources  # the fault configuration's inputs and the node's fault policy
     held: HeldChips | None = None  # chips held (PodResources, every mode); Volcano mode: off the free list
     notices: tuple[Notice, ...] = ()  # start-up warnings about the offers, each posted as a node Event
     hot_reset: HotResetManager | None = None  # hot_reset on: what the ResetInfo annotation and Events tell
-    # The fault configuration's inputs and the node's fault policy (None: a plugin without one).
-    faults: FaultSources | None = None
     # Parts of other faces that read the API server and tell through the node's Events (app.py wires them).
     side_parts: tuple[SidePart, ...] = ()
     client: SharedClient | None = None  # the process's API client (None: one of their own)
@@ -71,10 +63,8 @@ class SidePart:
 
 @dataclass(frozen=True)
 class KubeSide:
-    """What the publishers share: the API client, our Node's reflector, the Event sender (None: events off).
-
-    The Node's reflector runs while the node labels, its reader, are on; its log lines name that part.
-    """
+    """What the publishers share: the API client, our Node's reflector (run while the node labels, its
+    reader, are on), the Event sender (None: events off)."""
 
     kube: Kube
     events: NodeEvents | None
@@ -88,6 +78,16 @@ class Grant:
     resource: str
     namespace: str | None
     verbs: tuple[str, ...]
+    without: str | None = None  # what the plugin does when refused; None: it needs the grant
+
+
+def stale_resource_grants(table: FamilyTable) -> tuple[Grant, ...]:
+    """A family with an older family's leftover resources (the 950's huawei.com/Ascend910) removes them
+    from its Node's status; refused, the plugin logs the command instead (rbac.removeStaleResources)."""
+    if not table.stale_resources:
+        return ()
+    without = f"{', '.join(table.stale_resources)} left on the node is said with the command, not removed"
+    return (Grant("nodes/status", None, ("patch",), without),)
 
 
 @dataclass(frozen=True)
@@ -98,6 +98,7 @@ class Publisher:
     setting: str  # the Settings field that turns it on
     grants: Callable[[Settings], tuple[Grant, ...]]
     build: Callable[[KubeSide, KubeInputs], Part]
+    family_grants: Callable[[FamilyTable], tuple[Grant, ...]] = lambda table: ()  # what a family adds
 
     def enabled(self, settings: Settings) -> bool:
         return bool(getattr(settings, self.setting))
@@ -118,7 +119,7 @@ def _labels(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.labels import NodeLabeller, plan_labels
 
     plan = plan_labels(inputs.inventory, inputs.settings.label_prefix)
-    return NodeLabeller(side.kube, side.node, inputs.node_name, plan).run
+    return NodeLabeller(side.kube, side.node, inputs.node_name, plan, side.events).run
 
 
 def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -132,13 +133,12 @@ def _device_info(side: KubeSide, inputs: KubeInputs) -> Part:
         settings.device_info_name_prefix + inputs.node_name,
         settings.device_info_refresh,
         held=inputs.held,
-        policy=inputs.faults.policy if inputs.faults is not None else None,
+        policy=inputs.faults.policy,
         announce=side.events.announce if side.events is not None else None,
     ).run
 
 
 def config_namespace(settings: Settings) -> str:
-    """Where the config ConfigMap lives."""
     return settings.config_configmap_namespace or settings.pod_namespace
 
 
@@ -146,7 +146,6 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
     from ascend_plugin.faces.kube.config_watch import ConfigWatcher
 
     assert inputs.settings.config_configmap is not None  # enabled only when set
-    assert inputs.faults is not None  # the plugin always has a fault policy; fault_levels.json feeds it
     return ConfigWatcher(
         side.kube,
         inputs.config,
@@ -157,17 +156,9 @@ def _config(side: KubeSide, inputs: KubeInputs) -> Part:
 
 
 def _fault_config(side: KubeSide, inputs: KubeInputs) -> Part:
-    from ascend_plugin.faces.kube.fault_config_watch import FaultConfigWatcher
+    from ascend_plugin.faces.kube.config_watch import FaultConfigWatcher
 
-    faults = inputs.faults
-    if faults is None:
-        return _nothing_to_configure
-    return FaultConfigWatcher(side.kube, faults).run
-
-
-async def _nothing_to_configure() -> None:
-    """A plugin built without a fault policy has no configuration for the ConfigMap to change."""
-    log.info("no fault policy in this plugin: mindx-dl-fault-config is not followed")
+    return FaultConfigWatcher(side.kube, inputs.faults).run
 
 
 def _events(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -177,8 +168,7 @@ def _events(side: KubeSide, inputs: KubeInputs) -> Part:
     for notice in inputs.notices:
         events.announce(notice.reason, notice.message)
 
-    policy = inputs.faults.policy if inputs.faults is not None else None
-    return lambda: events.serve(inputs.inventory, policy)
+    return lambda: events.serve(inputs.inventory, inputs.faults.policy)
 
 
 def _hot_reset(side: KubeSide, inputs: KubeInputs) -> Part:
@@ -195,7 +185,11 @@ def _hot_reset_grants(settings: Settings) -> tuple[Grant, ...]:
 
 PUBLISHERS: tuple[Publisher, ...] = (
     Publisher(
-        "node labels", "node_labels", lambda s: (Grant("nodes", None, ("list", "watch", "patch")),), _labels
+        "node labels",
+        "node_labels",
+        lambda s: (Grant("nodes", None, ("list", "watch", "patch")),),
+        _labels,
+        stale_resource_grants,
     ),
     Publisher(
         "device-info ConfigMap",
@@ -225,3 +219,19 @@ PUBLISHERS: tuple[Publisher, ...] = (
     ),
     Publisher("hot reset: ResetInfo annotation and Events", "hot_reset", _hot_reset_grants, _hot_reset),
 )
+
+
+async def run_kube(inputs: KubeInputs) -> None:
+    """Run every enabled publisher until cancelled, on the process's client (``inputs.client``)."""
+    client = inputs.client or SharedClient(inputs.settings.kubeconfig)
+    async with client.use("Kubernetes client") as kube:
+        side = kube_side(kube, inputs)
+        async with anyio.create_task_group() as tasks:
+            if inputs.settings.node_labels:  # the Node's one reader (its RBAC row grants list and watch)
+                tasks.start_soon(supervise, "node reflector", side.node.run)
+            for publisher in PUBLISHERS:
+                if publisher.enabled(inputs.settings):
+                    tasks.start_soon(supervise, publisher.name, publisher.build(side, inputs))
+            announce = side.events.announce if side.events is not None else None
+            for part in inputs.side_parts:
+                tasks.start_soon(supervise, part.name, functools.partial(part.run, side.kube, announce))

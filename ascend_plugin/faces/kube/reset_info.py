@@ -1,23 +1,5 @@
-"""What hot reset tells Kubernetes: the node's ``ResetInfo`` annotation, and an Event per stage of a reset.
-
-**ResetInfo.** Huawei's plugin names the chips that wait for someone else's
-reset in the Node annotation ``ResetInfo`` (MindCluster,
-``ascend-device-plugin/pkg/device/reset_info_mgr.go``): the Go JSON of
-``{"ThirdPartyResetDevs": [...], "ManualResetDevs": [...]}``, each device
-``{"CardId", "DeviceId", "AssociatedCardId", "PhyID", "LogicID"}``
-(``AssociatedCardId``: the brother card of an A3 chip, -1 elsewhere). Here
-every such chip is in ``ManualResetDevs`` (the plugin makes no out-of-band
-reset, so none waits for a third party), written whenever the list changes.
-When the plugin starts it reads the annotation back: a chip named there (in
-either list) that is still unhealthy is not reset again; the rest are dropped
-and the annotation written without them.
-
-**Events.** ``HotResetStart`` (Warning), ``HotResetComplete`` (Normal) and
-``HotResetFailed`` (Warning), the reasons of Huawei's ``resetRecord`` plugin,
-on the Node, in the namespace of the plugin's other node Events, each message
-naming the faulty chip and its reset group. They follow the manager's notice
-log, so a reset that happened before the Kubernetes side started, or while
-the API server was away, is still told.
+"""What hot reset tells Kubernetes: the node's ``ResetInfo`` annotation (Huawei's Go JSON, read back at
+start), and an Event per stage of a reset. docs/hot-reset.md, "What Kubernetes sees".
 """
 
 from __future__ import annotations
@@ -112,14 +94,7 @@ class HotResetPublisher:
 
     async def _keep_annotation(self) -> None:
         retry = Retrier(f"{ANNOTATION} annotation of node {self.node_name}")
-        while True:
-            try:
-                await self._read_back()
-            except KubeError as error:
-                await retry.failed(error)
-                continue
-            retry.succeeded()
-            break
+        await retry.until_answered(self._read_back)
         manual = self.manager.manual
         while True:
             version = manual.version

@@ -1,12 +1,9 @@
-"""Prometheus text format of the plugin's metrics: imported at the first scrape only.
-
-See :mod:`.metrics` for why prometheus_client waits until someone asks.
-"""
+"""The metrics in Prometheus' text format, through prometheus_client (imported at the first scrape)."""
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -14,12 +11,11 @@ from prometheus_client.registry import Collector
 
 from ascend_plugin import __version__
 from ascend_plugin.chip_calls import lane_name
-from ascend_plugin.faces.kubelet_counters import KubeletCounters
-from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, MetricsSource
+from ascend_plugin.faces.operations.metrics_source import CallStats, HotResetFigures, PluginSource
 from ascend_plugin.hot_reset.stats import Result
 
 
-def render(source: MetricsSource, calls: CallStats) -> bytes:
+def render(source: PluginSource, calls: CallStats) -> bytes:
     """Everything the source and the call statistics say, as exposition text."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(source, calls))
@@ -27,9 +23,7 @@ def render(source: MetricsSource, calls: CallStats) -> bytes:
 
 
 class _Collector(Collector):
-    """Reads the plugin's state when Prometheus scrapes."""
-
-    def __init__(self, source: MetricsSource, calls: CallStats) -> None:
+    def __init__(self, source: PluginSource, calls: CallStats) -> None:
         self.source = source
         self.calls = calls
 
@@ -65,7 +59,7 @@ class _Collector(Collector):
             escalations.add_metric([kind], count)
         yield from (health, level, network, ai_cores, escalations)
 
-        counters = source.kubelet_counters()
+        counters = source.kubelet()
         allocations = CounterMetricFamily("ascend_allocations", "Containers given devices by Allocate")
         errors = CounterMetricFamily("ascend_allocation_errors", "Refused Allocate calls", labels=["reason"])
         updates = CounterMetricFamily("ascend_list_and_watch_updates", "Device lists sent to the kubelet")
@@ -82,22 +76,36 @@ class _Collector(Collector):
         node = GaugeMetricFamily(
             "ascend_node_info", "1, naming the node this plugin serves", labels=["node_name", "version"]
         )
-        node.add_metric([source.node_name(), __version__], 1.0)
+        node.add_metric([source.node, __version__], 1.0)
         yield from (allocations, errors, updates, registrations, ready, node)
-        yield from _dra_counters(counters)
+        # The DRA driver's claims: prepared (first time), unprepared, refused by reason.
+        prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
+        unprepared = CounterMetricFamily(
+            "ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node"
+        )
+        prepare_errors = CounterMetricFamily(
+            "ascend_dra_prepare_errors",
+            "Claims not prepared, by reason (claim, api, device, io)",
+            labels=["reason"],
+        )
+        prepared.add_metric([], counters.claims_prepared)
+        unprepared.add_metric([], counters.claims_unprepared)
+        for reason, count in sorted(counters.prepare_errors.items()):
+            prepare_errors.add_metric([reason], count)
+        yield from (prepared, unprepared, prepare_errors)
 
         stuck = GaugeMetricFamily(
             "ascend_dcmi_stuck_call_seconds",
             "Seconds a driver call has been stuck, per call lane (node-wide or a chip)",
             labels=["function", "lane"],
         )
-        now = source.now()
+        now = source.clock()
         for call in source.stuck_calls():
             stuck.add_metric([call.name, lane_name(call.lane)], call.stuck_for(now))
         abandoned = GaugeMetricFamily(
             "ascend_dcmi_abandoned_threads", "Worker threads still inside driver calls that hung"
         )
-        abandoned.add_metric([], float(source.abandoned_threads()))
+        abandoned.add_metric([], float(source.calls.abandoned_threads))
         yield from (stuck, abandoned)
         yield from self._calls()
         figures = source.hot_resets()
@@ -123,22 +131,6 @@ class _Collector(Collector):
         yield from (latency, errors)
 
 
-def _dra_counters(counters: KubeletCounters) -> Iterator[Metric]:
-    """The DRA driver's claims: prepared (first time), unprepared, refused by reason."""
-    prepared = CounterMetricFamily("ascend_dra_claims_prepared", "ResourceClaims prepared on the node")
-    unprepared = CounterMetricFamily("ascend_dra_claims_unprepared", "ResourceClaims unprepared on the node")
-    errors = CounterMetricFamily(
-        "ascend_dra_prepare_errors",
-        "Claims not prepared, by reason (claim, api, device, io)",
-        labels=["reason"],
-    )
-    prepared.add_metric([], counters.claims_prepared)
-    unprepared.add_metric([], counters.claims_unprepared)
-    for reason, count in sorted(counters.prepare_errors.items()):
-        errors.add_metric([reason], count)
-    yield from (prepared, unprepared, errors)
-
-
 def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
     """Hot resets by result and their duration; the chips waiting for their group or for an operator."""
     stats = figures.stats
@@ -152,27 +144,21 @@ def _hot_resets(figures: HotResetFigures) -> Iterator[Metric]:
     seconds.add_metric(
         [], list(zip(bounds, itertools.accumulate(stats.counts), strict=True)), stats.total_seconds
     )
-    waiting = _one_per_device(
-        "ascend_hot_reset_waiting",
-        "1 per device that needs a hot reset and waits for its group",
-        figures.waiting,
-    )
-    manual = _one_per_device(
-        "ascend_hot_reset_manual",
-        "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
-        figures.manual,
-    )
-    resetting = _one_per_device(
-        "ascend_hot_reset_in_progress",
-        "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
-        figures.resetting,
-    )
-    yield from (resets, seconds, waiting, manual, resetting)
-
-
-def _one_per_device(name: str, documentation: str, devices: Iterable[str]) -> GaugeMetricFamily:
-    """A gauge of 1 per device named (a device not named has no sample)."""
-    gauge = GaugeMetricFamily(name, documentation, labels=["device"])
-    for device in devices:
-        gauge.add_metric([device], 1.0)
-    return gauge
+    yield from (resets, seconds)
+    for name, documentation, devices in (
+        ("waiting", "1 per device that needs a hot reset and waits for its group", figures.waiting),
+        (
+            "manual",
+            "1 per device named in the node's ResetInfo annotation: it waits for an operator's reset",
+            figures.manual,
+        ),
+        (
+            "in_progress",
+            "1 per device out for a hot reset under way (its group's, or booting after one that timed out)",
+            figures.resetting,
+        ),
+    ):
+        gauge = GaugeMetricFamily(f"ascend_hot_reset_{name}", documentation, labels=["device"])
+        for device in devices:
+            gauge.add_metric([device], 1.0)
+        yield gauge

@@ -1,15 +1,7 @@
-"""The operations endpoint: /healthz, /readyz and /metrics over plain HTTP.
+"""The operations endpoint: /healthz, /readyz and /metrics over plain HTTP, one request per connection.
 
-A few lines of asyncio instead of a web framework: the plugin answers three
-GETs from the kubelet's probes and Prometheus, and a 4 GB edge board should
-not pay for more. Each connection carries one request and is closed.
-
-It listens on every address by default, so it holds its ground: a request's
-head is at most 64 KiB (431 beyond), read within 5 s; at most 256 connections
-are open (a newcomer past that takes the place of the one that has waited
-longest for its request, or is closed unanswered); refusals are logged once a
-minute for all of them; concurrent scrapes of /metrics share one rendering.
-What the two probes answer is decided in :mod:`.probes`.
+It listens on every address by default, so its requests and connections are bounded and refusals logged
+once a minute (docs/operations.md, "The HTTP endpoint").
 """
 
 from __future__ import annotations
@@ -21,10 +13,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ascend_plugin.faces.operations.metrics import CONTENT_TYPE
-
 log = logging.getLogger(__name__)
 
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # of /metrics
 REQUEST_TIMEOUT = 5.0  # seconds a client has to send its request's head
 HEAD_LIMIT = 64 * 1024  # bytes of a request's head: its request line and header lines together
 MAX_CONNECTIONS = 256
@@ -41,16 +32,12 @@ _REASONS = {
 
 @dataclass(frozen=True)
 class Probe:
-    """An answer to a probe: OK or not, and why."""
-
     ok: bool
     detail: str
 
 
 @dataclass(frozen=True)
 class Routes:
-    """What the endpoint asks the app."""
-
     liveness: Callable[[], Probe]
     readiness: Callable[[], Probe]
     metrics: Callable[[], bytes]
@@ -60,10 +47,6 @@ def parse_address(address: str) -> tuple[str, int]:
     """``host:port`` (IPv6 in brackets) -> (host, port)."""
     host, _, port = address.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port)
-
-
-class _HeadTooLarge(Exception):
-    """A request head over :data:`HEAD_LIMIT` (never leaves this module: it is answered 431)."""
 
 
 class RefusalLog:
@@ -138,7 +121,6 @@ class HttpEndpoint:
         log.info("operations endpoint listening", extra={"address": f"{self.host}:{self.port}"})
 
     async def serve_forever(self) -> None:
-        """Start and serve until cancelled."""
         await self.start()
         assert self._server is not None
         try:
@@ -156,12 +138,13 @@ class HttpEndpoint:
         try:
             async with asyncio.timeout(REQUEST_TIMEOUT):
                 request_line = await self._head(reader)
-            if writer in self._connections:
-                self._connections[writer] = False
-            status, content_type, body = await self._route(request_line)
-        except _HeadTooLarge:
-            self.refusals.refused(f"request head(s) over {HEAD_LIMIT // 1024} KiB", peer)
-            status, content_type, body = 431, "text/plain", b"request head too large\n"
+            if request_line is None:
+                self.refusals.refused(f"request head(s) over {HEAD_LIMIT // 1024} KiB", peer)
+                status, content_type, body = 431, "text/plain", b"request head too large\n"
+            else:
+                if writer in self._connections:
+                    self._connections[writer] = False
+                status, content_type, body = await self._route(request_line)
         except (TimeoutError, ConnectionError):
             status = 0
         try:
@@ -179,21 +162,21 @@ class HttpEndpoint:
             writer.close()
 
     @staticmethod
-    async def _head(reader: asyncio.StreamReader) -> list[str]:
-        """The request line's words, once the whole head is read (the headers: nothing here needs them)."""
+    async def _head(reader: asyncio.StreamReader) -> list[str] | None:
+        """The request line's words, once the whole head is read; None for a head over HEAD_LIMIT."""
         budget = HEAD_LIMIT
         lines: list[bytes] = []
         while not lines or lines[-1].strip():
             try:
                 line = await reader.readuntil(b"\n")
-            except asyncio.LimitOverrunError as error:  # the stream's own limit, 64 KiB by default
-                raise _HeadTooLarge from error
+            except asyncio.LimitOverrunError:  # the stream's own limit, 64 KiB by default
+                return None
             except asyncio.IncompleteReadError as error:  # the client stopped sending: what came is all
                 lines.append(error.partial)
                 break
             budget -= len(line)
             if budget < 0:
-                raise _HeadTooLarge
+                return None
             lines.append(line)
         return lines[0].decode("latin-1").split()
 

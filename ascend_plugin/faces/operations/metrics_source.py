@@ -1,26 +1,24 @@
-"""What the metrics are made of: the state read at scrape time, and the driver calls counted as they happen.
-
-State (device health, fault levels, AI cores, counters the parts keep anyway)
-is read at scrape time through :class:`MetricsSource`, so no part updates a
-gauge on its hot path. Only driver calls are counted as they happen, into
-:class:`CallStats`: plain numbers, a histogram's buckets and error counts.
-prometheus_client itself (with the http.server and wsgiref modules it drags
-in) is imported at the first scrape (:mod:`.exposition`), not at start: an edge
-board nobody scrapes never pays for it.
+"""What the metrics are made of: each figure read at scrape time from the part that keeps it, so no part
+updates a gauge on its hot path; only driver calls are counted (:class:`CallStats`). docs/operations.md.
 """
 
 from __future__ import annotations
 
 import bisect
 import collections
-from collections.abc import Mapping, Sequence
+import socket
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
-from ascend_plugin.chip_calls import StuckCall
+from ascend_plugin.chip_calls import ChipCalls, StuckCall
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
-from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.faces.operations.probes import PluginProbes
+from ascend_plugin.faces.operations.telemetry_metrics import TelemetryView
+from ascend_plugin.fault_policy.policy import FaultPolicy
+from ascend_plugin.hot_reset.manager import HotResetManager
 from ascend_plugin.hot_reset.stats import ResetStats
+from ascend_plugin.inventory.discovery import Discovery
 
 CALL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -46,36 +44,6 @@ class HotResetFigures:
     waiting: tuple[str, ...] = ()  # devices that need a reset, waiting for their reset group to be free
     manual: tuple[str, ...] = ()  # devices named in the ResetInfo annotation, waiting for an operator
     resetting: tuple[str, ...] = ()  # devices out for a reset under way (or still booting after one)
-
-
-class MetricsSource(Protocol):
-    """What the metrics read at scrape time; :class:`~.plugin_source.PluginSource` reads it from the parts."""
-
-    def chip_metrics(self) -> Sequence[ChipMetric]: ...
-
-    def node_name(self) -> str:
-        """The node this plugin serves: ``ascend_node_info``'s label, which any scrape carries."""
-        ...
-
-    def kubelet_counters(self) -> KubeletCounters: ...
-
-    def ready(self) -> bool: ...
-
-    def hot_resets(self) -> HotResetFigures | None: ...
-
-    def stuck_calls(self) -> Sequence[StuckCall]: ...
-
-    def fault_escalations(self) -> Mapping[str, int]:
-        """Escalations the fault policy recorded since start, by ``upgrade_type``."""
-        ...
-
-    def abandoned_threads(self) -> int: ...
-
-    def now(self) -> float: ...
-
-    def telemetry(self) -> TelemetryView | None:
-        """The chips' telemetry for this scrape; None when it is off (or the chips are not found yet)."""
-        ...
 
 
 @dataclass
@@ -105,3 +73,74 @@ class CallStats:
         latency.calls += 1
         if outcome != "ok":
             self.errors[function, outcome] += 1
+
+
+class PluginSource:
+    """The metrics' view of one plugin process; the parts built once the chips are found hand over their
+    ``counters`` (:attr:`kubelet`), hot-reset manager and telemetry then."""
+
+    def __init__(
+        self,
+        discovery: Discovery,
+        calls: ChipCalls,
+        probes: PluginProbes,
+        faults: FaultPolicy,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        node: str = "",
+    ) -> None:
+        self.node = node or socket.gethostname()  # a kubelet's node name defaults to the host name
+        self.discovery = discovery
+        self.faults = faults
+        self.calls = calls
+        self.probes = probes
+        self.clock = clock
+        # The counters of the face serving the kubelet: the device plugin's, or the DRA driver's.
+        self.kubelet: Callable[[], KubeletCounters] = KubeletCounters
+        self.hot_reset: HotResetManager | None = None  # with hot_reset on, once the parts are built
+        self.telemetry_of: Callable[[], TelemetryView | None] = lambda: None  # with telemetry on
+
+    def chip_metrics(self) -> Sequence[ChipMetric]:
+        """Every chip discovery found, with the health verdict's fault levels."""
+        node = self.discovery.node
+        if node is None:
+            return []
+        inventory = node.inventory
+        metrics = []
+        for state in inventory.chips():
+            judgement = state.health.judgement
+            network = judgement.network_level if judgement is not None else None
+            metrics.append(
+                ChipMetric(
+                    inventory.table.chip_id(state.phy_id),
+                    state.healthy,
+                    state.health.worst_level.name,
+                    int(state.health.worst_level),
+                    state.ai_cores,
+                    network.name if network is not None else None,
+                    int(network) if network is not None else 0,
+                )
+            )
+        return metrics
+
+    def ready(self) -> bool:
+        return self.probes.readiness().ok
+
+    def hot_resets(self) -> HotResetFigures | None:
+        manager, node = self.hot_reset, self.discovery.node
+        if manager is None or node is None:
+            return None
+        table = node.inventory.table
+        return HotResetFigures(
+            manager.stats,
+            tuple(table.chip_id(phy) for phy in sorted(manager.waiting)),
+            tuple(table.chip_id(entry.chip.phy_id) for entry in manager.manual.entries()),
+            tuple(table.chip_id(phy) for phy in sorted(manager.resetting())),
+        )
+
+    def stuck_calls(self) -> Sequence[StuckCall]:
+        return self.calls.stuck_calls()
+
+    def fault_escalations(self) -> Mapping[str, int]:
+        """Escalations the fault policy recorded since start, by ``upgrade_type``."""
+        return {kind.value: count for kind, count in sorted(self.faults.escalations().items())}

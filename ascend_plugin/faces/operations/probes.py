@@ -1,29 +1,6 @@
-"""What /healthz and /readyz answer: the plugin's liveness and readiness, decided from its parts.
+"""What /healthz and /readyz answer, decided from the parts (docs/operations.md, "The HTTP endpoint").
 
-Liveness asks whether only a restart of the pod can help. It fails when
-
-* a chip the driver would not name at start answers now: the parts serve the
-  chips found at start, so only a new process serves it;
-* a node-wide driver call (init, the card list, the fault subscription) has
-  been stuck for more than :data:`STUCK_IS_DEAD` seconds: the driver session
-  is wedged, and a new process gets a new one; a briefly hung call, or one
-  stuck on one chip (that chip is out, the others serve), does not count;
-* a supervised part has been failing for more than :data:`FAILED_IS_DEAD`
-  seconds without a run that lasted (a part restarted into a run that fails
-  again at once is still failing): the plugin could not recover by itself,
-  so the kubelet restarts it. A part that keeps trying on its own (a socket
-  it cannot create yet, an API server that is away) is not failing: it is
-  not ready, and a restart would not help it.
-
-Readiness asks whether the node is served now, and says why not, one line per
-cause, each naming the part: the instance lock (another instance serves the
-node), the chips (the driver does not answer yet), a stuck node-wide call,
-a part that failed and waits to be restarted, and whatever a running part says
-keeps it from its job (a resource not registered with the kubelet, a socket
-that cannot be created, ResourceSlices not published, a CDI spec that cannot
-be written). The kubelet's face, the device plugin or the DRA driver, has to
-be running for the node to be served at all. Either way the answer names the
-chips discovery could not read (served Unhealthy meanwhile) or name (left out).
+Liveness fails only where a restart of the pod is the one help; readiness names every cause, one line each.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
-"""The chips' telemetry under npu-exporter's names, units and labels: its dashboards and alerts work.
+"""The chips' telemetry under npu-exporter's names, units and labels, so its dashboards and alerts work.
 
-Every per-chip series carries npu-exporter's labels in its order: ``id`` (the
-physical id), ``model_name`` (``<chip_name>-<chip_type>-<chip_ver>``),
-``vdie_id``, ``pcie_bus_info`` (``%04X:%02X:%02X.%X``), and the container that
-holds the chip (``namespace``, ``pod_name``, ``container_name``): empty when
-none does, ``not_displayed_for_multi_pod`` when several do (a shared chip, or
-vNPUs of one chip in several pods). A figure the driver does not give, or one
-too old to trust (:mod:`ascend_plugin.telemetry.readout`), is not emitted.
-Which container holds a chip is the kubelet's word
-(:mod:`ascend_plugin.holdings`), not the container runtime's; so
-``containerID`` is empty.
-
-The text is written here, not through prometheus_client: at 16 chips it is some
-700 series, and :class:`TelemetryText` writes it again only when a figure, a
-chip's state or a holder changed (every few seconds), so a scrape costs a
-comparison, not a rendering. npu-exporter's millisecond timestamps are left
-out, deliberately: without them Prometheus marks a series stale as soon as it
-leaves /metrics, which is what a figure that went absent should look like.
+The text is written here, not by prometheus_client, and again only when a figure, a chip or a holder
+changed, so a scrape of some 700 series costs a comparison. docs/telemetry.md.
 """
 
 from __future__ import annotations
@@ -25,11 +10,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from ascend_plugin.faces.operations.telemetry_view import TelemetryView
+from ascend_plugin.holdings.held import ContainerChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
 from ascend_plugin.telemetry.collector import ChipSample
 from ascend_plugin.telemetry.readout import MAX_ERROR_CODES
-from backends.library import EccInfo, PcieAddress
+from backends.library import PcieAddress
 
 CARD_LABELS: Final = (
     "id",
@@ -52,6 +37,41 @@ ECC_FIELDS: Final = (
 )
 
 
+@dataclass(frozen=True)
+class TelemetryView:
+    """One scrape's telemetry: every chip's sample and the containers holding chips of the node."""
+
+    chips: Sequence[ChipSample]
+    containers: Sequence[ContainerChips] = ()
+    cards: int | None = None  # the node's DCMI cards, where the family shows them (machine_card_nums)
+
+    def health_counts(self) -> tuple[int, int, int]:
+        """npu-exporter's (healthy, unhealthy, unknown) chips, adding up to ``machine_npu_nums``: the health
+        call answered 0, answered anything else, or failed (a dropped card, a chip not read yet)."""
+        healthy = unhealthy = 0
+        for sample in self.chips:
+            health = sample.readout.health
+            if health is None or health.status == -1 or health.dropped:
+                continue
+            healthy += health.status == 1
+            unhealthy += health.status == 0
+        return healthy, unhealthy, len(self.chips) - healthy - unhealthy
+
+    def holders(self, phy_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding the chip (whole, a share of it, or a vNPU of it), sorted."""
+        return tuple(sorted(held.ref for held in self.containers if phy_id in held.chips))
+
+    def vnpu_holders(self, phy_id: int, vdev_id: int) -> tuple[ContainerRef, ...]:
+        """The containers holding vNPU ``vdev_id`` of the chip."""
+        return tuple(
+            sorted(
+                held.ref
+                for held in self.containers
+                if any(device.vnpu == vdev_id and phy_id in device.chips for device in held.devices)
+            )
+        )
+
+
 def pcie_bus_info(address: PcieAddress | None) -> str:
     """npu-exporter's spelling of a PCIe address: upper-case hex, ``0000:3B:00.0``; empty where unknown."""
     if address is None:
@@ -71,8 +91,6 @@ def container_labels(holders: Sequence[ContainerRef]) -> tuple[str, str, str]:
 
 @dataclass(frozen=True)
 class _Chip:
-    """One chip's sample with its labels worked out."""
-
     sample: ChipSample
     identity: tuple[str, str, str, str]  # id, model_name, vdie_id, pcie_bus_info
     holders: tuple[ContainerRef, ...]
@@ -105,7 +123,6 @@ class _Families:
 
 
 def _escaped(text: str) -> str:
-    """A label value as the text format writes it."""
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -115,7 +132,6 @@ def _number(value: float) -> str:
 
 
 def render(view: TelemetryView) -> str:
-    """The telemetry's exposition text for one scrape."""
     families = _Families()
     families.add("machine_npu_nums", "the number of NPU chips of the node", (), (), len(view.chips))
     if view.cards is not None:
@@ -141,7 +157,6 @@ def render(view: TelemetryView) -> str:
         )
         labelled = _Chip(sample, identity, view.holders(chip.phy_id))
         _chip_figures(families, labelled)
-        _memory(families, labelled)
         _containers(families, labelled)
         _vnpus(families, labelled, view)
     return families.text()
@@ -198,50 +213,22 @@ def _chip_figures(families: _Families, chip: _Chip) -> None:
                 gauge(f"error_code_{index}", "the npu error code", code)
     gauge("network_status", "the npu network health: 1 up, 0 down, -1 unknown", readout.network)
     if readout.ecc is not None:
-        _ecc(families, labels, readout.ecc)
-
-
-def _ecc(families: _Families, labels: list[str], ecc: EccInfo) -> None:
-    for field, help_text in ECC_FIELDS:
-        families.add(
-            f"npu_chip_info_hbm_ecc_{field}", help_text, CARD_LABELS, labels, float(getattr(ecc, field))
-        )
-
-
-def _memory(families: _Families, chip: _Chip) -> None:
-    memory, labels = chip.sample.readout.memory, chip.labels
-    if memory is None:
-        return
-    prefix = "npu_chip_info_hbm_" if memory.hbm else "npu_chip_info_"
-    kind = "hbm" if memory.hbm else "memory"
-    families.add(
-        f"{prefix}used_memory", f"the npu {kind} used, unit is 'MB'", CARD_LABELS, labels, memory.used_mb
-    )
-    families.add(
-        f"{prefix}total_memory", f"the npu {kind} total, unit is 'MB'", CARD_LABELS, labels, memory.total_mb
-    )
-    for name, help_text, value in (
-        ("hbm_utilization", "the npu hbm utilization, unit is '%'", memory.utilization),
-        ("hbm_temperature", "the npu hbm temperature, unit is 'C'", memory.temperature_c),
-        (
-            "hbm_bandwidth_utilization",
-            "the npu hbm bandwidth utilization, unit is '%'",
-            memory.bandwidth_utilization,
-        ),
-    ):
-        if value is not None:
-            families.add(f"npu_chip_info_{name}", help_text, CARD_LABELS, labels, float(value))
+        for field, help_text in ECC_FIELDS:
+            gauge(f"hbm_ecc_{field}", help_text, getattr(readout.ecc, field))
+    memory = readout.memory
+    if memory is not None:
+        prefix, kind = ("hbm_", "hbm") if memory.hbm else ("", "memory")
+        gauge(f"{prefix}used_memory", f"the npu {kind} used, unit is 'MB'", memory.used_mb)
+        gauge(f"{prefix}total_memory", f"the npu {kind} total, unit is 'MB'", memory.total_mb)
+        gauge("hbm_utilization", "the npu hbm utilization, unit is '%'", memory.utilization)
+        gauge("hbm_temperature", "the npu hbm temperature, unit is 'C'", memory.temperature_c)
+        bandwidth = memory.bandwidth_utilization
+        gauge("hbm_bandwidth_utilization", "the npu hbm bandwidth utilization, unit is '%'", bandwidth)
 
 
 CONTAINER_LABELS: Final = (
-    "id",
-    "namespace",
-    "pod_name",
-    "container_name",
-    "model_name",
-    "vdie_id",
-    "pcie_bus_info",
-)
+    "id", "namespace", "pod_name", "container_name", "model_name", "vdie_id", "pcie_bus_info",
+)  # fmt: skip
 CONTAINER_INFO_LABELS: Final = (
     "npuID", "model_name", "vdie_id", "pcie_bus_info", "namespace", "pod_name", "container_name",
     "containerID", "containerName",
@@ -264,29 +251,17 @@ def _containers(families: _Families, chip: _Chip) -> None:
         return
     labels = [phy, *container_labels(chip.holders), model, vdie, pcie]
     readout = chip.sample.readout
+
+    def gauge(name: str, help_text: str, value: float) -> None:
+        families.add(f"container_npu_{name}", help_text, CONTAINER_LABELS, labels, value)
+
     if readout.utilization is not None and readout.utilization.aicore is not None:
-        families.add(
-            "container_npu_utilization",
-            "the npu ai core utilization in container, unit is '%'",
-            CONTAINER_LABELS,
-            labels,
-            readout.utilization.aicore,
+        gauge(
+            "utilization", "the npu ai core utilization in container, unit is '%'", readout.utilization.aicore
         )
     if readout.memory is not None:
-        families.add(
-            "container_npu_total_memory",
-            "the npu total memory in container, unit is 'MB'",
-            CONTAINER_LABELS,
-            labels,
-            readout.memory.total_mb,
-        )
-        families.add(
-            "container_npu_used_memory",
-            "the npu used memory in container, unit is 'MB'",
-            CONTAINER_LABELS,
-            labels,
-            readout.memory.used_mb,
-        )
+        gauge("total_memory", "the npu total memory in container, unit is 'MB'", readout.memory.total_mb)
+        gauge("used_memory", "the npu used memory in container, unit is 'MB'", readout.memory.used_mb)
 
 
 VNPU_LABELS: Final = (
@@ -304,12 +279,8 @@ def _vnpus(families: _Families, chip: _Chip, view: TelemetryView) -> None:
         holder = container_labels(view.vnpu_holders(chip.sample.state.phy_id, activity.vdev_id))
         labels = [phy, model, str(activity.vdev_id), aicore, *holder, "true"]
         for name, help_text, value in (
-            (
-                "vnpu_pod_aicore_utilization",
-                "the vnpu ai core utilization, unit is '%'",
-                activity.aicore_utilization,
-            ),
-            ("vnpu_pod_total_memory", "the vnpu total memory, unit is 'KB'", activity.memory_total_kb),
-            ("vnpu_pod_used_memory", "the vnpu used memory, unit is 'KB'", activity.memory_used_kb),
+            ("aicore_utilization", "the vnpu ai core utilization, unit is '%'", activity.aicore_utilization),
+            ("total_memory", "the vnpu total memory, unit is 'KB'", activity.memory_total_kb),
+            ("used_memory", "the vnpu used memory, unit is 'KB'", activity.memory_used_kb),
         ):
-            families.add(name, help_text, VNPU_LABELS, labels, float(value))
+            families.add(f"vnpu_pod_{name}", help_text, VNPU_LABELS, labels, float(value))

@@ -1,23 +1,10 @@
-"""Volcano mode: the scheduler chooses the chips, the plugin hands over exactly those.
+"""Volcano mode: the scheduler chooses the chips, the plugin hands over exactly those (docs/volcano.md).
 
-Volcano (with Huawei's ascend-for-volcano plugin) binds a pod to a node with the
-chips it chose in the annotation ``huawei.com/<type>`` and a ``predicate-time``.
-The kubelet then asks Allocate for *some* n device IDs of the resource. This
-face answers which chips those are (:mod:`.chooser`): the earliest-predicated
-pod of this node waiting for n chips, taken from a watch cache of the node's pods
-(:mod:`.pod_cache`) and marked consumed at once. It keeps the kubelet ID -> chip
-map (:class:`~ascend_plugin.offers.assignments.Assignments`) that ListAndWatch
-reports health through, writes ``huawei.com/kltDev``, ``huawei.com/AscendReal``
-and the rank table onto each pod that holds its chips (:mod:`.annotations`),
-rebuilds the map after a restart from the kubelet's PodResources API (asked
-through :mod:`ascend_plugin.holdings`, which resolves the kubelet's IDs through
-that map) and, while the kubelet does not answer, tells the node which chips
-pods hold from their annotations
-(:class:`~ascend_plugin.offers.assignments.HeldChips`).
-
-Nothing here is imported unless ``volcano`` is on (it imports kubernetes-asyncio),
-except :mod:`.unfollowed`, which with Volcano mode off says when Volcano places pods
-here anyway; whether it runs is decided here, without importing it.
+Volcano binds a pod with the chips it chose (annotation ``huawei.com/<type>``);
+Allocate asks for *some* n IDs and the chooser names the pod's chips, the
+annotation writer puts them on the pod, and the kubelet-ID map lives with who
+holds what (:mod:`ascend_plugin.holdings`). Nothing here is imported unless
+``volcano`` is on (it needs kubernetes-asyncio), except :mod:`.unfollowed`.
 """
 
 from __future__ import annotations
@@ -26,11 +13,8 @@ from ascend_plugin.settings import Settings
 
 
 def checks_volcano_choices(settings: Settings) -> bool:
-    """Whether the plugin looks for Volcano's choices it would not follow (:mod:`.unfollowed`).
-
-    Only where Volcano can place NPU pods on the node (it schedules from the
-    device-info ConfigMap) and the plugin does not follow Volcano: the device
-    plugin, Volcano mode off, with a node name (and so the Kubernetes side).
+    """Whether to look for Volcano's choices the plugin does not follow: Volcano may place NPU pods here (it
+    schedules from the device-info ConfigMap) and the device plugin serves with Volcano mode off.
     """
     return (
         settings.serve == "device-plugin"

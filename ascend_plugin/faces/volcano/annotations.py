@@ -1,35 +1,25 @@
-"""The annotation writer: what each pod holds, written on the pod, and the map kept whole.
+"""The annotation writer: what each pod holds, written on the pod, and the kubelet-ID map kept whole.
 
-A sweep runs when the node's pods change, after every choice, and every
-:data:`SWEEP_INTERVAL` seconds (bursts coalesced: :data:`SWEEP_GAP`). For each
-active pod of the node it learns the kubelet IDs the pod holds: from the
-kubelet's PodResources API when it answers, else from this plugin's own record
-of the Allocate (:mod:`.served`), else from the pod's ``huawei.com/kltDev``. The
-kubelet is asked through the node's :class:`~ascend_plugin.holdings.holdings.PodHoldings`,
-which every sweep asks for a listing newer than the sweep. Then:
-
-* a pod that already carries ``huawei.com/AscendReal`` is left alone; its
-  kubelet IDs and real chips go into the map (this is how the map comes back
-  after a restart);
-* otherwise its real chips are the map's entries for its kubelet IDs, or, after
-  a restart before the annotation was written, the chips Volcano chose for it
-  (the pod's ``huawei.com/<type>``: exactly what was handed over); the pod gets
-  ``huawei.com/kltDev`` and ``huawei.com/AscendReal`` (both sorted,
-  comma-joined), the rank table where the node has one, and the consumed mark if
-  it lacks it;
-* the chips of every active pod (Pending too) go into
-  :class:`~ascend_plugin.offers.assignments.HeldChips` for the device-info free
-  list, beside the kubelet's own record resolved through the map this sweep kept
-  whole (:meth:`~ascend_plugin.holdings.holdings.PodHoldings.also_held`).
+A sweep runs when the node's pods change (a choice marks one) and every :data:`SWEEP_INTERVAL` seconds.
+Each active pod's kubelet IDs come from the kubelet (:class:`~ascend_plugin.holdings.held.HeldChips`), else
+this run's Allocates, else its ``huawei.com/kltDev``; its chips go into the map, onto the pod (``kltDev``,
+``AscendReal``, the rank table, the consumed mark) and into the held chips. The rank table, on the nodes
+whose family writes one (``ChipBackend.has_rank_table``), is compact JSON in the field order Huawei's
+plugin writes; ``device_ip`` "-1" where DCMI gives none, ``super_device_id`` "-2" (super-pod facts are not
+read here). docs/volcano.md.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import anyio
 
+from ascend_plugin.chip_calls import ChipCallError, ChipCalls
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
 from ascend_plugin.faces.volcano.pods import (
     ASCEND_REAL,
@@ -40,104 +30,126 @@ from ascend_plugin.faces.volcano.pods import (
     Pod,
     chips_of,
 )
-from ascend_plugin.faces.volcano.rank_table import DeviceIps, RankDevice, rank_table
-from ascend_plugin.holdings.holdings import PodHoldings
-from ascend_plugin.holdings.pod_resources import PodDevices, pod_devices
-from ascend_plugin.offers.assignments import Assignments
+from ascend_plugin.holdings.held import PodIds
+from ascend_plugin.inventory.inventory import Inventory
+from backends.backend import ChipBackend
+from backends.errors import ChipError
 
 log = logging.getLogger(__name__)
 
 SWEEP_INTERVAL = 5.0  # seconds between sweeps when nothing happens
 SWEEP_GAP = 0.2  # at least this long between sweeps: a burst of pod events costs one PodResources call
+NO_DEVICE_IP = "-1"
+UNKNOWN_SUPER_DEVICE = "-2"
+
+
+@dataclass(frozen=True)
+class RankDevice:
+    """One chip of the pod: its physical id and RoCE address."""
+
+    phy_id: int
+    device_ip: str
+
+
+def rank_table(pod: Pod, host_ip: str, devices: Sequence[RankDevice]) -> str:
+    """The annotation's value for ``pod`` holding ``devices``."""
+    document = {
+        "pod_name": pod.name,
+        "server_id": pod.uid,
+        "host_ip": host_ip,
+        "devices": [
+            {
+                "device_id": str(device.phy_id),
+                "device_ip": device.device_ip,
+                "super_device_id": UNKNOWN_SUPER_DEVICE,
+            }
+            for device in sorted(devices, key=lambda device: device.phy_id)
+        ],
+    }
+    return json.dumps(document, separators=(",", ":"))
+
+
+def usable_address(text: str | None) -> str:
+    """A RoCE address other nodes can reach, else NO_DEVICE_IP (none, loopback or link-local)."""
+    if not text:
+        return NO_DEVICE_IP
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return NO_DEVICE_IP
+    if address.is_loopback or address.is_link_local or address.is_unspecified:
+        return NO_DEVICE_IP
+    return str(address)
+
+
+class DeviceIps:
+    """Reads a chip's RoCE address on that chip's call lane, when a rank table needs it."""
+
+    def __init__(self, calls: ChipCalls, backend: ChipBackend, inventory: Inventory) -> None:
+        self.calls = calls
+        self.backend = backend
+        self.inventory = inventory
+
+    async def of(self, phy_id: int) -> str:
+        """The chip's address for the rank table; NO_DEVICE_IP where DCMI does not give one."""
+        state = self.inventory.get(phy_id)
+        if state is None:
+            return NO_DEVICE_IP
+        try:
+            text = await self.calls.call(phy_id, "device_ip", self.backend.device_ip, state.chip)
+        except (ChipCallError, ChipError) as error:
+            log.warning("cannot read the device IP of %s: %s", state.chip.label, error)
+            return NO_DEVICE_IP
+        return usable_address(text)
 
 
 class AnnotationWriter:
     """Keeps pods' annotations, the kubelet-ID map and the held chips in step with the node."""
 
-    def __init__(
-        self,
-        chooser: VolcanoChooser,
-        *,
-        holdings: PodHoldings,
-        device_ips: DeviceIps | None,
-        host_ip: str,
-    ) -> None:
+    def __init__(self, chooser: VolcanoChooser, *, device_ips: DeviceIps | None, host_ip: str) -> None:
         self.chooser = chooser
         self.resource = chooser.resource
         self.book = chooser.book
         self.pods = chooser.pods
         self.patcher = chooser.patcher
         self.served = chooser.served
-        self.holdings = holdings
+        self.held = chooser.held
+        self.assignments = chooser.assignments
         self.device_ips = device_ips  # None: this node has no rank table
         self.host_ip = host_ip
-        self.sweeps = 0
-        self._wake = anyio.Event()
-
-    @property
-    def assignments(self) -> Assignments:
-        return self.chooser.assignments
-
-    def wake(self) -> None:
-        """Sweep soon (a pod was just served)."""
-        self._wake.set()
 
     async def run(self) -> None:
-        """Sweep whenever pods change, after choices, and every SWEEP_INTERVAL seconds."""
+        """Sweep whenever pods change (a choice marks one), and every SWEEP_INTERVAL seconds."""
         while True:
-            pods_version = self.pods.version
+            pods_version = self.pods.changes.version
             await self.sweep()
             with anyio.move_on_after(SWEEP_INTERVAL):
-                await self._next_change(pods_version)
+                await self.pods.changes.wait_for_change(pods_version)
             await anyio.sleep(SWEEP_GAP)
-            self._wake = anyio.Event()
-
-    async def _next_change(self, pods_version: int) -> None:
-        """Return when the node's pods change from ``pods_version`` or someone wakes the writer."""
-        async with anyio.create_task_group() as group:
-
-            async def pods_changed() -> None:
-                await self.pods.wait_for_change(pods_version)
-                group.cancel_scope.cancel()
-
-            async def woken() -> None:
-                await self._wake.wait()
-                group.cancel_scope.cancel()
-
-            group.start_soon(pods_changed)
-            group.start_soon(woken)
 
     async def sweep(self) -> None:
-        """One pass over the node's active pods."""
-        listing = await self.holdings.refresh()
-        holdings = pod_devices(listing) if listing is not None else None
+        await self.held.refresh()
+        listed = self.held.device_ids(self.resource) if self.held.answered else None
         active = [pod for pod in self.pods.pods() if pod.active]
-        self.served.keep_only({pod.uid for pod in active})
-        if holdings is not None:
-            self.chooser.holders.clear()
-            self.chooser.holders.update(
-                f"{namespace}/{name}"
-                for (namespace, name), held in holdings.items()
-                if held.get(self.resource)
-            )
+        for gone in self.served.keys() - {pod.uid for pod in active}:
+            del self.served[gone]
         devices = self.book.devices(self.resource)
         order = {device.id: index for index, device in enumerate(devices)}
         chips = {device.id: device.chips for device in devices}
         held_chips: set[int] = set()
         for pod in active:
-            real = await self._settle(pod, self._kubelet_ids(pod, holdings), order)
+            real = await self._settle(pod, self._kubelet_ids(pod, listed), order)
             held_chips.update(chip for device_id in real for chip in chips.get(device_id, ()))
         # With the kubelet's record, resolved through the map this sweep may have rebuilt.
-        self.holdings.also_held(frozenset(held_chips))
-        self.sweeps += 1
+        self.held.also_held(frozenset(held_chips))
 
     def _chips_of(self, device_id: str) -> tuple[int, ...]:
         device = self.book.get(self.resource, device_id)
         return device.chips if device is not None else ()
 
-    def _kubelet_ids(self, pod: Pod, holdings: PodDevices | None) -> tuple[str, ...]:
-        if holdings is not None:
-            return tuple(holdings.get((pod.namespace, pod.name), {}).get(self.resource, ()))
+    def _kubelet_ids(self, pod: Pod, listed: PodIds | None) -> tuple[str, ...]:
+        if listed is not None:
+            return listed.get((pod.namespace, pod.name), ())
         served = self.served.get(pod.uid)
         if served is not None:
             return served.kubelet_ids

@@ -1,11 +1,8 @@
 """VolcanoFace: Volcano mode's parts, wired, and the way they run.
 
 The chooser exists from the start, so the device-plugin face can be given it
-before it registers; until the pod cache has listed the node's pods, a choice
-finds its pod on the last attempt's list from the API server. Running, the face
-connects to the API server (retrying with backoff), reads the node's InternalIP
-for the rank table, and runs the pod cache, the patcher and the annotation
-writer side by side, each supervised.
+before it registers. Running, the face reads the node's InternalIP for the rank
+table, then runs the pod cache, the patcher and the annotation writer, each supervised.
 """
 
 from __future__ import annotations
@@ -17,18 +14,14 @@ from pathlib import Path
 import anyio
 
 from ascend_plugin.chip_calls import ChipCalls
-from ascend_plugin.faces.volcano.annotations import AnnotationWriter
+from ascend_plugin.faces.volcano.annotations import AnnotationWriter, DeviceIps
 from ascend_plugin.faces.volcano.chooser import VolcanoChooser
-from ascend_plugin.faces.volcano.patcher import PodPatcher
-from ascend_plugin.faces.volcano.pod_cache import PodCache
-from ascend_plugin.faces.volcano.rank_table import DeviceIps, rank_table_wanted
-from ascend_plugin.faces.volcano.served import ServedPods
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.faces.volcano.pod_cache import PodCache, PodPatcher
+from ascend_plugin.holdings.held import Assignments, HeldChips
 from ascend_plugin.inventory.inventory import Inventory
 from ascend_plugin.kubeapi.client import NODES, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.shared import SharedClient
-from ascend_plugin.offers.assignments import Assignments
 from ascend_plugin.offers.book import OfferBook
 from ascend_plugin.resilience import supervise
 from ascend_plugin.settings import Settings
@@ -51,14 +44,6 @@ class VolcanoSettings:
         return cls(settings.node_name, settings.kubeconfig, settings.host_ip or "")
 
 
-@dataclass(frozen=True)
-class ChipAccess:
-    """How the face reaches the chips' own facts (device IPs for the rank table)."""
-
-    calls: ChipCalls
-    backend: ChipBackend
-
-
 class VolcanoFace:
     """The chooser, the pod cache, the patcher and the annotation writer of one node."""
 
@@ -68,32 +53,25 @@ class VolcanoFace:
         book: OfferBook,
         inventory: Inventory,
         *,
-        chips: ChipAccess,
-        assignments: Assignments,
-        holdings: PodHoldings,
+        calls: ChipCalls,
+        backend: ChipBackend,
+        held: HeldChips,
         client: SharedClient | None = None,
     ) -> None:
-        """``client``: the process's API client (None: one of its own)."""
+        """``calls``, ``backend``: to read the device IPs of the rank table; ``client``: the process's API
+        client (None: one of its own)."""
         self.settings = settings
         self.client = client or SharedClient(settings.kubeconfig)
         self.resource = inventory.table.resource_name
         self.pods = PodCache(settings.node_name)
         self.patcher = PodPatcher()
-        self.served = ServedPods()
-        self.holdings = holdings
+        self.held = held
         self.chooser = VolcanoChooser(
-            self.resource, book, self.pods, patcher=self.patcher, served=self.served, assignments=assignments
+            self.resource, book, self.pods, patcher=self.patcher, assignments=Assignments(), held=held
         )
-        device_ips = (
-            DeviceIps(chips.calls, chips.backend, inventory) if rank_table_wanted(inventory) else None
-        )
-        self.writer = AnnotationWriter(
-            self.chooser,
-            holdings=holdings,
-            device_ips=device_ips,
-            host_ip=settings.host_ip,
-        )
-        self.chooser.on_served = self.writer.wake
+        wanted = backend.has_rank_table([state.chip for state in inventory.chips()])
+        device_ips = DeviceIps(calls, backend, inventory) if wanted else None
+        self.writer = AnnotationWriter(self.chooser, device_ips=device_ips, host_ip=settings.host_ip)
         self.book = book
 
     async def run(self) -> None:
@@ -126,7 +104,7 @@ class VolcanoFace:
 
     async def _check_allocatable(self) -> None:
         """Say so when the kubelet knows device IDs of the resource that this plugin does not offer."""
-        allocatable = await self.holdings.client.allocatable()
+        allocatable = await self.held.client.allocatable()
         if allocatable is None:
             return
         offered = {device.id for device in self.book.devices(self.resource)}

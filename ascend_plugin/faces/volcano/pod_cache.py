@@ -1,25 +1,27 @@
-"""A watch cache of this node's pods, with the marks of pods this plugin served.
+"""The node's pods on the API server: a watch cache Allocate reads, and the annotation patches written back.
 
-Allocate must not wait for the API server when it can help it, so candidates
-come from here: a :class:`~ascend_plugin.kubeapi.reflector.Reflector` of the
-``spec.nodeName=<node>`` pods (one list, then a watch from its resourceVersion).
-:meth:`PodCache.list_fresh` lists from the API server for the last attempt of a
-choice and refreshes the cache with what it got.
-
-A pod this plugin served is marked consumed here at once (:meth:`PodCache.consume`),
-before its ``predicate-time`` patch reaches the API server, and the mark outlives
-watch events that still show the old value: a second Allocate never takes the
-same pod, even while the API server is away. Once the API server shows the mark
-itself, the cache follows the API server again.
+A pod served is marked consumed in the cache at once (:meth:`PodCache.consume`),
+and the mark outlives watch events that still show the old value: a second
+Allocate never takes the same pod, even while the API server is away. Patches of
+one pod merge while they wait and name the pod's UID as a precondition (a pod
+re-created under the same name never gets another's chips); a pod that is gone
+(404, 409) drops its patch, other failures are retried with backoff.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 from ascend_plugin.changes import Changes
 from ascend_plugin.faces.volcano.pods import CONSUMED, PREDICATE_TIME, Pod, parse_pod
 from ascend_plugin.kubeapi.client import PODS, JsonObject, Kube
-from ascend_plugin.kubeapi.errors import Unreachable
+from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound, Unreachable
 from ascend_plugin.kubeapi.reflector import Reflector
+from ascend_plugin.kubeapi.retry import Retrier
+
+log = logging.getLogger(__name__)
 
 
 class PodCache:
@@ -27,28 +29,14 @@ class PodCache:
 
     def __init__(self, node_name: str) -> None:
         self.node_name = node_name
-        self._changes = Changes()
+        self.changes = Changes()  # a pod appears, changes, goes or is served here
         self._consumed: set[str] = set()  # UIDs served here whose mark the API server does not show yet
         self._pods: Reflector[Pod] | None = None  # set by run(), once connected
         self._following = False  # run() is following the pods with a live client
 
     @property
-    def selector(self) -> str:
-        return f"spec.nodeName={self.node_name}"
-
-    @property
     def synced(self) -> bool:
-        """True after the first complete list."""
         return self._pods is not None and self._pods.synced
-
-    @property
-    def version(self) -> int:
-        """Increases whenever a pod appears, changes, goes or is served."""
-        return self._changes.version
-
-    async def wait_for_change(self, seen_version: int) -> int:
-        """Return the version once it differs from ``seen_version``."""
-        return await self._changes.wait_for_change(seen_version)
 
     def pods(self) -> list[Pod]:
         """The node's pods as last seen, with the marks of those served here."""
@@ -65,7 +53,7 @@ class PodCache:
         # The marks of pods that are gone go with them.
         self._consumed &= {known.uid for known in self.pods()}
         self._consumed.add(pod.uid)
-        self._changes.bump()
+        self.changes.bump()
 
     async def list_fresh(self) -> list[Pod]:
         """The node's pods as the API server lists them now; the cache takes them over."""
@@ -75,17 +63,14 @@ class PodCache:
         return self.pods()
 
     async def run(self, kube: Kube) -> None:
-        """Follow the node's pods forever; API failures are retried with backoff.
-
-        ``kube`` serves :meth:`list_fresh` only while this runs: the face closes it when its run ends.
-        """
+        """Follow the node's pods until cancelled; ``kube`` serves :meth:`list_fresh` meanwhile."""
         self._pods = Reflector(
             kube,
             PODS,
             self._parsed,
             part=f"pods of node {self.node_name}",
-            field_selector=self.selector,
-            changes=self._changes,
+            field_selector=f"spec.nodeName={self.node_name}",
+            changes=self.changes,
         )
         self._following = True
         try:
@@ -104,3 +89,72 @@ class PodCache:
         if pod.uid in self._consumed:
             return pod.with_annotations({PREDICATE_TIME: str(CONSUMED)})
         return pod
+
+
+@dataclass
+class _Pending:
+    namespace: str
+    name: str
+    annotations: dict[str, str] = field(default_factory=dict)
+
+
+class PodPatcher:
+    """Writes the annotations asked for, pod by pod, until each patch lands."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, _Pending] = {}
+        self._wake = Changes()  # bumped when a patch is asked for
+        self.written = 0  # patches that landed
+
+    def pending(self, uid: str) -> Mapping[str, str]:
+        """The annotations still to be written on the pod with ``uid``."""
+        entry = self._pending.get(uid)
+        return dict(entry.annotations) if entry else {}
+
+    def want(self, pod: Pod, annotations: Mapping[str, str]) -> None:
+        """Have ``annotations`` written on ``pod`` as soon as the API server takes them."""
+        entry = self._pending.setdefault(pod.uid, _Pending(pod.namespace, pod.name))
+        entry.annotations.update(annotations)
+        self._wake.bump()
+
+    async def run(self, kube: Kube) -> None:
+        retry = Retrier("pod annotations")
+        woken = 0
+        while True:
+            woken = await self._wake.wait_for_change(woken)
+            while self._pending:
+                uid = next(iter(self._pending))
+                entry = self._pending.pop(uid)
+                try:
+                    await self._patch(kube, uid, entry)
+                except (NotFound, Conflict) as error:
+                    log.info(
+                        "pod %s/%s is gone; its annotations are dropped (%s)",
+                        entry.namespace,
+                        entry.name,
+                        error,
+                    )
+                except KubeError as error:
+                    self._requeue(uid, entry)
+                    await retry.failed(error)
+                    continue
+                retry.succeeded()
+
+    async def _patch(self, kube: Kube, uid: str, entry: _Pending) -> None:
+        body: dict[str, object] = {"metadata": {"uid": uid, "annotations": dict(entry.annotations)}}
+        await kube.patch(PODS, entry.name, entry.namespace, body)
+        self.written += 1
+        log.info(
+            "pod %s/%s annotated: %s",
+            entry.namespace,
+            entry.name,
+            ", ".join(sorted(entry.annotations)),
+            extra={"pod": f"{entry.namespace}/{entry.name}", "annotations": sorted(entry.annotations)},
+        )
+
+    def _requeue(self, uid: str, entry: _Pending) -> None:
+        """Put a failed patch back, under anything asked for it since."""
+        newer = self._pending.pop(uid, None)
+        if newer is not None:
+            entry.annotations.update(newer.annotations)
+        self._pending[uid] = entry

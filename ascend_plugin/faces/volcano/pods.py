@@ -1,11 +1,8 @@
-"""A pod as Volcano mode reads it: the few fields of the API's JSON that decide a choice.
-
-Volcano's annotations and Huawei's names for them are constants here, so every
-module of the face spells them the same way.
-"""
+"""A pod as Volcano mode reads it: the fields that decide a choice, and the annotations' names (Huawei's)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -94,19 +91,7 @@ class Pod:
 
     def with_annotations(self, annotations: Mapping[str, str]) -> Pod:
         """This pod with ``annotations`` set on top of its own."""
-        merged = MappingProxyType({**self.annotations, **annotations})
-        return Pod(
-            self.uid,
-            self.namespace,
-            self.name,
-            self.node_name,
-            self.phase,
-            self.deleting,
-            self.reason,
-            self.waiting_messages,
-            merged,
-            self.limits,
-        )
+        return dataclasses.replace(self, annotations=MappingProxyType({**self.annotations, **annotations}))
 
 
 def parse_pod(obj: JsonObject) -> Pod:

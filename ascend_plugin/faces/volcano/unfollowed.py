@@ -1,15 +1,10 @@
 """Volcano's choices this plugin does not follow: Volcano places NPU pods here while Volcano mode is off.
 
-Replacing a ``-volcanoType=true`` deployment of Huawei's plugin with this one
-and leaving ``volcano`` at its default (off) hands each such pod the kubelet's
-pick instead of Volcano's, and no rank table: distributed training breaks, and
-nothing else says why. So, with Volcano mode off and the device-info ConfigMap
-on (Volcano schedules from it: without it, Volcano places no NPU pod here), each
-pod the kubelet lists as holding this node's chips is read once, by name: one
-that carries Volcano's allocation (its ``huawei.com/<type>`` annotation naming
-chips, and ``predicate-time``) is a warning in the log, a node Event, and a line
-in /readyz until it ends; ``doctor`` reports the same. The pod is not refused:
-the plugin cannot tell which Allocate is its own.
+Such a pod gets the kubelet's pick, not Volcano's, and no rank table. With the
+device-info ConfigMap on, each pod holding this node's chips is read once; one
+carrying Volcano's allocation is a warning, a node Event and a line in /readyz
+until it ends (never refused: which Allocate is its own cannot be told).
+docs/volcano.md#volcano-mode-off-but-volcano-schedules-here.
 """
 
 from __future__ import annotations
@@ -20,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ascend_plugin.faces.volcano.pods import PREDICATE_TIME, parse_pod
-from ascend_plugin.holdings.holdings import PodHoldings
+from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.kubeapi.client import PODS, JsonObject
 from ascend_plugin.settings import how_to_set
 
@@ -72,8 +67,8 @@ Announce = Callable[[str, str], None]
 class UnfollowedChoices:
     """Reads each pod holding the node's chips once, and says which carry Volcano's allocation."""
 
-    def __init__(self, holdings: PodHoldings, resources: Collection[str]) -> None:
-        self.holdings = holdings
+    def __init__(self, held: HeldChips, resources: Collection[str]) -> None:
+        self.held = held
         self.resources = frozenset(resources)
         self.found: dict[str, Unfollowed] = {}  # by namespace/name, while the pod holds chips
         self._read: set[str] = set()  # pods read already (namespace/name)
@@ -114,12 +109,12 @@ class UnfollowedChoices:
                 if (choice := volcano_choice(obj, self.resources)) is not None:
                     self._said(choice, announce)
             else:
-                version = await self.holdings.changes.wait_for_change(version)
+                version = await self.held.wait_for_change(version)
 
     def _holders(self) -> set[str]:
         return {
             f"{held.ref.namespace}/{held.ref.pod}"
-            for held in self.holdings.containers()
+            for held in self.held.containers()
             if any(device.resource in self.resources for device in held.devices)
         }
 

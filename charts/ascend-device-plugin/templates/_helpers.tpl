@@ -90,6 +90,35 @@ while it follows it (read, by name).
 node's objects: rbac.create and rbac.ownNodeOnly, on a cluster that has
 ValidatingAdmissionPolicy v1 and puts the node's name in a pod's token (1.30 and later).
 */}}
+{{/*
+The extended resources an older family's plugin may have left on the nodes of this
+release, which the plugin removes from its node's status (backends' stale_resources):
+a 950 node's huawei.com/Ascend910, in a release of family "950" only (a release of
+any family, "", grants no status: its 950 nodes log the command instead). As a JSON
+list; empty without rbac.removeStaleResources.
+*/}}
+{{- define "ascend-device-plugin.staleResources" -}}
+{{- if and .Values.rbac.create .Values.rbac.removeStaleResources (eq .Values.family "950") }}
+{{- list "huawei.com/Ascend910" | toJson }}
+{{- else }}
+{{- list | toJson }}
+{{- end }}
+{{- end }}
+
+{{/*
+CEL: a write through a Node's status changes nothing but remove some of the
+resources listed (the context, a list) from capacity and allocatable.
+*/}}
+{{- define "ascend-device-plugin.statusRule" -}}
+{{- $stale := toJson . -}}
+request.subResource != 'status' || (
+  object.status.all(k, k in ['capacity', 'allocatable'] || (k in oldObject.status && object.status[k] == oldObject.status[k]))
+  && oldObject.status.all(k, k in object.status || k in ['capacity', 'allocatable'])
+  && ['capacity', 'allocatable'].all(part,
+    (part in object.status ? object.status[part] : {}).all(r, part in oldObject.status && r in oldObject.status[part] && oldObject.status[part][r] == object.status[part][r])
+    && (part in oldObject.status ? oldObject.status[part] : {}).all(r, (part in object.status && r in object.status[part]) || r in {{ $stale }})))
+{{- end }}
+
 {{- define "ascend-device-plugin.ownNodePolicy" -}}
 {{- if and .Values.rbac.create .Values.rbac.ownNodeOnly (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{ end }}
 {{- end }}

@@ -89,11 +89,13 @@ class FaultyKubelet(KubeletStandIn):
         self._finish(call, "OK")
         return answer
 
-    def _dial_back(self, endpoint: str) -> tuple[DevicePluginOptions, grpc.Channel]:
+    def _dial_back(
+        self, endpoint: str, context: grpc.ServicerContext
+    ) -> tuple[DevicePluginOptions, grpc.Channel]:
         hook = self._before_dial_back
         if hook is not None:
             hook(self.directory / endpoint)
-        return super()._dial_back(endpoint)
+        return super()._dial_back(endpoint, context)
 
     def _finish(self, call: RegisterCall, outcome: str) -> None:
         with self._changed:

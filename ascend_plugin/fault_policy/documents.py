@@ -1,23 +1,56 @@
-"""Reading JSON the way Go's ``encoding/json`` fills Huawei's structs.
+"""Reading a fault configuration document as Huawei's Go code reads it, and noting what is skipped.
 
-Huawei's files are decoded into Go structs, which fixes what a document may
-contain: a key matches a field case-insensitively, an unknown key is ignored
-(here: noted, since a misspelled key is a classic mistake), ``null`` leaves the
-zero value, and a value of the wrong type (a string where a number belongs, a
-fraction or ``true`` for an integer) fails the whole document. These helpers
-do the same and raise :class:`~.problems.FaultConfigError` where Go would fail.
+A value of the wrong type fails the whole document (:class:`FaultConfigError`), as Go's decoder
+does; anything else wrong is skipped with a :class:`ConfigNote` (docs/faults.md "Messages").
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from ascend_plugin.fault_policy.codes import INT64_MAX
-from ascend_plugin.fault_policy.problems import ConfigNote, FaultConfigError
-from ascend_plugin.settings import SHOWN, cut, shown
+from ascend_plugin.fault_policy.faults import INT64_MAX
+from ascend_plugin.settings import SHOWN, SettingsError, cut, shown
 
 INT64_MIN = -(1 << 63)
+NOTES_LOGGED = 20  # notes logged per document: ten thousand bad codes say so in a line, not 10,000
+
+
+class FaultConfigError(SettingsError):
+    """A fault configuration document that cannot be used at all; the message says where and why."""
+
+
+@dataclass(frozen=True)
+class ConfigNote:
+    """One thing in a fault configuration that was skipped or replaced, and why."""
+
+    source: str  # the document: "built-in faultCode.json", "faultCode.json of kube-system/..."
+    entry: str  # where in it: "SeparateNPUCodes", "FaultFrequency[2]", "PollInterval"
+    message: str  # what was wrong, the value, and what happens instead
+    error: bool = False  # Huawei logs these as errors (a value replaced by a default), not warnings
+
+    def __str__(self) -> str:
+        return f"{self.source}: {self.entry}: {self.message}"
+
+
+def log_notes(notes: Iterable[ConfigNote], logger: logging.Logger) -> None:
+    """Log each note once (source and entry as structured fields); past :data:`NOTES_LOGGED`, a count."""
+    left = list(notes)
+    for note in left[:NOTES_LOGGED]:
+        logger.log(
+            logging.ERROR if note.error else logging.WARNING,
+            "%s",
+            note,
+            extra={"source": note.source, "entry": note.entry},
+        )
+    if len(left) > NOTES_LOGGED:
+        logger.warning(
+            "%d more problems of the same configuration are not logged",
+            len(left) - NOTES_LOGGED,
+            extra={"source": left[NOTES_LOGGED].source},
+        )
 
 
 def _refuse_constant(name: str) -> object:
@@ -45,11 +78,8 @@ def load_document(text: str, source: str) -> Mapping[str, object]:
 def fields(
     value: object, names: Sequence[str], source: str, where: str, notes: list[ConfigNote]
 ) -> dict[str, object]:
-    """``value``'s entries under the field names they match (case-insensitively, as Go matches).
-
-    An entry that matches no field is noted and left out; FaultConfigError when
-    ``value`` is not an object. ``where`` names ``value`` in the document ("" for the top).
-    """
+    """``value``'s entries under the field names they match; an unknown key is noted and left out;
+    FaultConfigError when ``value`` (``where`` in the document, "" for the top) is not an object."""
     if not isinstance(value, dict):
         raise FaultConfigError(
             f"{source}: {where or 'the document'} must be an object, not {_json_type(value)}"
@@ -81,7 +111,6 @@ def go_int(value: object, source: str, where: str) -> int:
 
 
 def go_string(value: object, source: str, where: str) -> str:
-    """A JSON string (``null``: empty)."""
     if value is None:
         return ""
     if not isinstance(value, str):
@@ -90,7 +119,6 @@ def go_string(value: object, source: str, where: str) -> str:
 
 
 def go_strings(value: object, source: str, where: str) -> list[str]:
-    """A JSON array of strings (``null``: empty)."""
     return [
         go_string(item, source, f"{where}[{index}]")
         for index, item in enumerate(go_array(value, source, where))
@@ -98,7 +126,6 @@ def go_strings(value: object, source: str, where: str) -> list[str]:
 
 
 def go_array(value: object, source: str, where: str) -> list[object]:
-    """A JSON array (``null``: empty)."""
     if value is None:
         return []
     if not isinstance(value, list):
@@ -124,6 +151,4 @@ def _json_type(value: object) -> str:
         return "a number"
     if isinstance(value, str):
         return "a string"
-    if isinstance(value, list):
-        return "an array"
-    return "an object"
+    return "an array" if isinstance(value, list) else "an object"
