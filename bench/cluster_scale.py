@@ -196,7 +196,7 @@ class Cpu:
 def scheduler_metrics(cluster: ScaleCluster) -> str:
     assert cluster.pki is not None
     ask = urllib.request.Request(
-        f"https://127.0.0.1:{cluster.scheduler_port}/metrics",
+        f"https://127.0.0.1:{cluster.port('kube-scheduler')}/metrics",
         headers={"Authorization": f"Bearer {cluster.pki.admin_token}"},
     )
     # The scheduler serves a certificate of its own making: there is no CA to check it against.

@@ -82,6 +82,11 @@ class ScaleCluster(Cluster):
             extra += [f"--kube-api-qps={self.client_qps}", f"--kube-api-burst={2 * self.client_qps}"]
         return super()._add(name, [*command, *extra], env)
 
+    def port(self, name: str) -> int:
+        """The port a component serves its health and metrics on (its ``--secure-port``)."""
+        flag = "--secure-port="
+        return int(next(c for c in self.components[name].command if c.startswith(flag)).removeprefix(flag))
+
     def pid(self, name: str) -> int:
         process = self.components[name].process
         assert process is not None
