@@ -48,13 +48,21 @@ class VnpuTemplate:
 
 @dataclass(frozen=True)
 class ChipSplits:
-    """A chip's resources and the templates it can be split by (in the family's order, smallest first)."""
+    """A chip's resources and the templates it can be split by (in the family's order, smallest first).
+
+    ``places``: how many partitions of each template are offered at most (0: as many as fit).
+    """
 
     totals: Mapping[str, int]
     templates: tuple[VnpuTemplate, ...]
+    places: int = 0
 
     def template(self, name: str) -> VnpuTemplate | None:
         return next((template for template in self.templates if template.name == name), None)
+
+    def offered(self, template: VnpuTemplate) -> int:
+        """How many partitions of ``template`` are offered: as many as fit, at most ``places``."""
+        return min(self.most(template), self.places) if self.places else self.most(template)
 
     def most(self, template: VnpuTemplate) -> int:
         """How many vNPUs of ``template`` the chip holds at most, by every resource counted."""

@@ -268,7 +268,8 @@ def main() -> None:
     # The fake API server's watches end with every killed plugin: aiohttp would log each one as an error.
     logging.getLogger("aiohttp.server").setLevel(logging.CRITICAL)
 
-    flags = ("--vnpu", "dynamic", "--health-interval", "0.5")
+    # Every place each template fits: the claims below name any of them (:func:`partitions`).
+    flags = ("--vnpu", "dynamic", "--dra-partition-places", "0", "--health-interval", "0.5")
     node = DraNode.start(*flags, scenario=scenario, kube_version="1.36", log_to_file=True)
     try:
         first_start = node.registered()

@@ -74,6 +74,7 @@ EVERY_SETTING: dict[str, Any] = {
     "hotResetIdle": 120,
     "shareCount": 4,
     "vnpu": "off",
+    "draPartitionPlaces": 2,
     "kubeconfig": "/etc/kubeconfig",
     "nodeLabels": False,
     "labelPrefix": "npu.example.com",

@@ -52,6 +52,7 @@ async def test_a_partition_s_vnpu_crosses_the_binding_both_ways(
     settings = dra_node.settings(
         kubeconfig,
         vnpu="dynamic",
+        dra_partition_places=0,  # the third vir05 of chip 6
         backend="dcmi",
         fake_scenario=None,
         dcmi_library=c_fake.current_library(),

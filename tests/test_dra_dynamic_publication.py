@@ -42,6 +42,8 @@ EIGHT = [f"npu-{phy}" for phy in range(8)]
 PER_CHIP = ["", "-vir05-1c-16g-0", "-vir05-1c-16g-1", "-vir05-1c-16g-2", "-vir05-1c-16g-3"]
 PER_CHIP += ["-vir10-3c-32g-0", "-vir10-3c-32g-1"]
 SPLIT = [f"npu-{phy}{suffix}" for phy in range(8) for suffix in PER_CHIP]
+# Every place each template fits (the layout these tests check), not the default two of each.
+DYNAMIC: dict[str, Any] = {"vnpu": "dynamic", "dra_partition_places": 0}
 
 
 def ours(apiserver: FakeApiServer) -> list[dict[str, Any]]:
@@ -76,7 +78,7 @@ async def test_where_the_server_keeps_counters_chips_are_published_whole_and_as_
     apiserver.kube_version = version
     apiserver.gates.update(gates)
     apiserver.add_node(NODE)
-    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic")) as app:
+    async with running_driver(dra_node.settings(kubeconfig, **DYNAMIC)) as app:
         await until(
             lambda: sorted(device_names(ours(apiserver))) == sorted(SPLIT), "the chips and partitions"
         )
@@ -103,7 +105,7 @@ async def test_where_the_server_drops_counters_chips_are_whole_only_and_it_is_sa
 ) -> None:
     apiserver.kube_version = version
     apiserver.add_node(NODE)
-    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic", http_address="")) as app:
+    async with running_driver(dra_node.settings(kubeconfig, **DYNAMIC, http_address="")) as app:
         await wait_for(dra_kubelet, registered, "registered")
         await until(lambda: device_names(ours(apiserver)) == EIGHT, "whole chips")
         await until(lambda: in_sync(app), "in sync")
@@ -134,7 +136,7 @@ async def test_a_gate_turned_on_later_is_found_and_the_partitions_follow_without
     caplog.set_level(logging.INFO, logger="ascend_plugin.faces.dra.slices")
     apiserver.kube_version = "1.35"
     apiserver.add_node(NODE)
-    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic", http_address="")) as app:
+    async with running_driver(dra_node.settings(kubeconfig, **DYNAMIC, http_address="")) as app:
         await until(lambda: device_names(ours(apiserver)) == EIGHT and in_sync(app), "whole chips")
         assert app.dra is not None
         assert app.dra.notes != []
@@ -157,7 +159,7 @@ async def test_1_34_with_the_gate_on_refuses_the_layout_and_chips_are_whole_only
 ) -> None:
     apiserver.gates[PARTITIONS] = True
     apiserver.add_node(NODE)
-    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic")) as app:
+    async with running_driver(dra_node.settings(kubeconfig, **DYNAMIC)) as app:
         await until(lambda: device_names(ours(apiserver)) == EIGHT, "whole chips")
         await until(lambda: in_sync(app), "in sync")
     (record,) = said(caplog, PARTITIONS)
@@ -176,7 +178,7 @@ async def test_a_server_that_stops_keeping_counters_is_caught_before_the_pool_is
 ) -> None:
     apiserver.kube_version = "1.36"
     apiserver.add_node(NODE)
-    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic")) as app:
+    async with running_driver(dra_node.settings(kubeconfig, **DYNAMIC)) as app:
         await until(lambda: sorted(device_names(ours(apiserver))) == sorted(SPLIT), "partitions")
         apiserver.gates[PARTITIONS] = False  # downgraded: new objects lose the fields
         first = apiserver.version
@@ -239,7 +241,7 @@ async def test_by_default_taints_are_kept_where_the_server_keeps_them_partitions
 ) -> None:
     apiserver.kube_version = "1.36"
     apiserver.add_node(NODE)
-    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic")):
+    async with running_driver(dra_node.settings(kubeconfig, **DYNAMIC)):
         await until(lambda: sorted(device_names(ours(apiserver))) == sorted(SPLIT), "partitions")
         dra_node.set_faults({5: ["80E01801"]})
         await until(lambda: "taints" in devices(apiserver)["npu-5"], "npu-5 tainted")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Literal
 
@@ -197,10 +197,11 @@ class StaticVnpus:
 class OfferSettings:
     share_count: int = 1
     vnpu: Literal["static", "dynamic", "off"] = "static"
+    partition_places: int = 0  # vnpu=dynamic: partitions of each template a chip offers (0: all that fit)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> OfferSettings:
-        return cls(settings.share_count, settings.vnpu)
+        return cls(settings.share_count, settings.vnpu, settings.dra_partition_places)
 
 
 @dataclass(frozen=True)
@@ -292,7 +293,7 @@ def plan_dra(settings: OfferSettings, inventory: Inventory, family: ChipBackend)
         for state in chips:
             found = family.splits(state.chip, state.ai_cores, state.memory_mb)
             if found is not None:
-                splits[state.phy_id] = found
+                splits[state.phy_id] = replace(found, places=settings.partition_places)
         unsplit = [state for state in chips if state.phy_id not in splits]
         if unsplit:
             notices.append(_not_split_on_demand(inventory, unsplit))

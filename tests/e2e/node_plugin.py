@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api import Api
 from chart_harness import Rendering
 from cluster import Cluster, log_tail
 from devices import chip_nodes, device_nodes
@@ -61,6 +62,53 @@ def applied_objects(rendering: Rendering) -> list[dict[str, Any]]:
     """What ``helm install`` would create, but the DaemonSet (run as a host process instead)."""
     skipped = {"DaemonSet", "ServiceMonitor"}
     return [manifest for manifest in rendering.manifests if manifest["kind"] not in skipped]
+
+
+def bound_token(admin: Api, account: str, node: str, pod_name: str = IDENTITY_POD) -> str:
+    """A token of ``account`` (in kube-system) bound to the pod ``pod_name`` on ``node``.
+
+    The pod is made where it is missing; it never runs (its token is what a DaemonSet pod's projected
+    token is: the API server adds the pod's node to it, which the chart's admission policy reads).
+    """
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": pod_name, "namespace": NAMESPACE},
+        "spec": {
+            "serviceAccountName": account,
+            "nodeName": node,
+            "automountServiceAccountToken": False,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "identity",
+                    "image": TEST_IMAGE,
+                    "imagePullPolicy": "Never",
+                    "command": ["sleep", "86400"],
+                }
+            ],
+        },
+    }
+    if admin.read("v1", "Pod", pod_name, NAMESPACE) is None:
+        admin.create(pod)
+    bound = wait_for(lambda: admin.read("v1", "Pod", pod_name, NAMESPACE), f"the identity pod {pod_name}")
+    request = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "audiences": [],
+            "expirationSeconds": 86400,
+            "boundObjectRef": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "name": pod_name,
+                "uid": bound["metadata"]["uid"],
+            },
+        },
+    }
+    answer = admin.request("POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token", request)
+    token: str = answer["status"]["token"]
+    return token
 
 
 @dataclass
@@ -105,51 +153,10 @@ class NodePlugin:
 
     def _token(self) -> str:
         """A token of the chart's ServiceAccount bound to a pod on this node, as its DaemonSet pod gets."""
-        admin = self.cluster.admin()
         (account,) = {
             ds["spec"]["template"]["spec"]["serviceAccountName"] for ds in self.rendering.of_kind("DaemonSet")
         }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": IDENTITY_POD, "namespace": NAMESPACE},
-            "spec": {
-                "serviceAccountName": account,
-                "nodeName": self.cluster.node,
-                "automountServiceAccountToken": False,
-                "terminationGracePeriodSeconds": 0,
-                "containers": [
-                    {
-                        "name": "identity",
-                        "image": TEST_IMAGE,
-                        "imagePullPolicy": "Never",
-                        "command": ["sleep", "86400"],
-                    }
-                ],
-            },
-        }
-        if admin.read("v1", "Pod", IDENTITY_POD, NAMESPACE) is None:
-            admin.create(pod)
-        bound = wait_for(lambda: admin.read("v1", "Pod", IDENTITY_POD, NAMESPACE), "the identity pod")
-        request = {
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {
-                "audiences": [],
-                "expirationSeconds": 86400,
-                "boundObjectRef": {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": IDENTITY_POD,
-                    "uid": bound["metadata"]["uid"],
-                },
-            },
-        }
-        answer = admin.request(
-            "POST", f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts/{account}/token", request
-        )
-        token: str = answer["status"]["token"]
-        return token
+        return bound_token(self.cluster.admin(), account, self.cluster.node)
 
     def chart_env(self) -> dict[str, str]:
         """The literal environment of the DaemonSet that serves this node's mode (two with by-node-label)."""

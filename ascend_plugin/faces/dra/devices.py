@@ -219,7 +219,8 @@ class DeviceCatalog:
 
     @staticmethod
     def _partitions(chip: CatalogEntry, splits: ChipSplits) -> tuple[CatalogEntry, ...]:
-        """Each template as often as it fits the chip alone (smallest first), with its chip's attributes."""
+        """Each template as often as it fits the chip alone, at most as often as offered (smallest first),
+        with its chip's attributes."""
         return tuple(
             CatalogEntry(
                 chip.phy_id,
@@ -233,7 +234,7 @@ class DeviceCatalog:
                 template,
             )
             for template in splits.templates
-            for index in range(splits.most(template))
+            for index in range(splits.offered(template))
         )
 
     def pool(self, publishing: Publishing = Publishing(), withheld: Collection[int] = ()) -> PoolDevices:
