@@ -140,14 +140,7 @@ DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
 # about the chip answers -8012 (not ready) until the reset is over, its chip
 # info too: the chip itself says its name and version, and it is booting.
 ANSWERED_WHILE_RESETTING: Final[frozenset[Operation]] = frozenset(
-    {
-        "logic_id",
-        "phy_id",
-        "pcie_address",
-        "boot_status",
-        "brother_card",
-        "outband_channel_state",
-    }
+    {"logic_id", "phy_id", "pcie_address", "boot_status", "brother_card", "outband_channel_state"}
 )
 
 _HEX_CODE = re.compile(r"^(0[xX])?[0-9A-Fa-f]{1,8}$")

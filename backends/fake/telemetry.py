@@ -11,14 +11,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from backends.library import (
-    DieId,
-    EccDeviceType,
-    EccInfo,
-    FrequencyType,
-    MultiUtilization,
-    UtilizationType,
-)
+from backends.library import DieId, EccDeviceType, EccInfo, FrequencyType, MultiUtilization, UtilizationType
 
 Percent = Annotated[int, Field(ge=0, le=100)]
 Mhz = Annotated[int, Field(ge=0, le=100_000)]
