@@ -1,9 +1,8 @@
 """HealthMonitor: keep a true verdict on every chip, from polls, fault events and the RoCE link.
 
-A task per chip polls its health and fault codes (and vNPUs, where read) in one
-call on its lane, on a node-wide tick or sooner when something happens, tells
-the fault policy what it read and records the verdict in the inventory. The
-whole way: ARCHITECTURE.md "A fault's way"; the rules: docs/faults.md.
+A task per chip polls its health and fault codes (and vNPUs, where read) in one call on its lane, on a
+node-wide tick or sooner when something happens, tells the fault policy what it read and records the verdict
+in the inventory. The whole way: ARCHITECTURE.md "A fault's way"; the rules: docs/faults.md.
 """
 
 from __future__ import annotations
