@@ -89,8 +89,7 @@ async def first_change(
 ) -> bool:
     """True once one of the ``(state, version seen)`` pairs moved on; False when ``within`` s passed first.
 
-    ``sleep`` is how the time passes (a test may move it by hand).
-    """
+    ``sleep`` is how the time passes (a test may move it by hand)."""
     if any(state.version != version for state, version in seen):
         return True
     changed = False

@@ -187,8 +187,7 @@ class HealthMonitor:
     def _next_poll(self, watch: _Watch) -> float:
         """When (loop clock) the chip's next poll is due: the node-wide tick, or a timed change before it.
 
-        Timed changes: the fault policy's next deadline, the end of a flap hold, a lane's retry.
-        """
+        Timed changes: the fault policy's next deadline, the end of a flap hold, a lane's retry."""
         now, phy = self.clock(), watch.chip.phy_id
         due = []
         if (wake_at := self.faults.chip(phy).wake_at()) is not None:

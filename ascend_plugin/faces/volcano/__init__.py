@@ -13,8 +13,7 @@ from ascend_plugin.settings import Settings
 
 def checks_volcano_choices(settings: Settings) -> bool:
     """Whether to look for Volcano's choices the plugin does not follow: Volcano may place NPU pods here (it
-    schedules from the device-info ConfigMap) and the device plugin serves with Volcano mode off.
-    """
+    schedules from the device-info ConfigMap) and the device plugin serves with Volcano mode off."""
     return (
         settings.serve == "device-plugin"
         and not settings.volcano
