@@ -293,13 +293,7 @@ class HotResetManager:
         """Name the chip for an operator's reset; True when it was not named yet."""
         if state.phy_id in self.manual:
             return False
-        calls, backend = self.parts.calls, self.parts.backend
-        try:
-            associated = await calls.call(
-                state.phy_id, "associated_card", backend.associated_card, state.chip
-            )
-        except (ChipError, ChipCallError):
-            associated = -1
+        associated = await self.parts.associated_card(state.chip)
         added = self.manual.add(ManualReset(state.chip, associated, why, listed))
         if added and listed is not Listed.RESTORED:
             message = "%s needs an operator's reset: %s; named in the node's ResetInfo annotation"
