@@ -1,12 +1,10 @@
 """Every chip-library call runs here: on its lane's worker thread, with a deadline.
 
-DCMI calls block, for seconds or forever when a card wedges. Each chip has a
-*lane* (one more for node-wide calls): a thread running its calls in order, so a
-hung call holds up its own chip only. A call's deadline counts from when it was
-queued and is kept by the lane, whoever waits: past it the lane is *stuck* and
-its thread abandoned, until a retry (backed off, within caps of abandoned
-threads). Background calls (telemetry) have a second lane per chip, which health
-calls never wait for. How it works: ARCHITECTURE.md "The chip lane".
+DCMI calls block, for seconds or forever when a card wedges. Each chip has a *lane* (one more for node-wide
+calls): a thread running its calls in order, so a hung call holds up its own chip only. A call's deadline
+counts from when it was queued and is kept by the lane, whoever waits: past it the lane is *stuck* and its
+thread abandoned, until a retry (backed off, within caps of abandoned threads). Background calls (telemetry)
+have a second lane per chip, which health calls never wait for. How it works: ARCHITECTURE.md "The chip lane".
 """
 
 from __future__ import annotations
@@ -204,8 +202,7 @@ class _Round:
     Side by side, every chip's thread would wake at once and fight over the interpreter lock and the
     driver's (bench/idle.py, 8 chips: 107 wake-ups a second, against 24 in turn). Each call that ends
     hands the next to its thread, the last every answer to the loop. A round not done within ``limit``
-    (a slow, hung or refused call) starts the calls left side by side, each answered alone.
-    """
+    (a slow, hung or refused call) starts the calls left side by side, each answered alone."""
 
     def __init__(self, deliver: Callable[[list[_Job]], None], limit: float) -> None:
         self._loop = asyncio.get_running_loop()

@@ -29,7 +29,7 @@ _FALSE = ("false", "no", "off")
 # Flags whose Huawei namesake takes a number: the number is refused with what it means here.
 _HUAWEI_NUMBERS = {
     "hot_reset": "Huawei's -hotReset=0 and -hotReset=2 are --hot-reset here, -hotReset=-1 is --no-hot-reset "
-    "(docs/migration.md)",
+    "(docs/migration.md)"
 }
 
 
@@ -163,9 +163,7 @@ def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None)
     # Until the signal receiver is up, a SIGHUP must not end the process (its default action).
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     log.info(
-        "ascend-device-plugin %s starting",
-        __version__,
-        extra={"settings": settings.model_dump(mode="json")},
+        "ascend-device-plugin %s starting", __version__, extra={"settings": settings.model_dump(mode="json")}
     )
     try:
         return anyio.run(main)

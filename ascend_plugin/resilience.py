@@ -181,9 +181,8 @@ async def supervise(
 ) -> None:
     """Run ``part`` until it returns, restarting it with backoff whenever it fails (recorded in the
     context's :class:`Supervision`); ``problems``: what keeps it from its job."""
-    supervision = (
-        _SUPERVISION.get() or Supervision()
-    )  # unsupervised callers (tests) keep a record nobody reads
+    # Unsupervised callers (tests) keep a record nobody reads.
+    supervision = _SUPERVISION.get() or Supervision()
     record = supervision._join(name, problems)
     attempt = 0
     try:

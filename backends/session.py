@@ -10,13 +10,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, cast
 
 import backends.library as lib
-from backends.chips import (
-    Chip,
-    ChipAddress,
-    Unnamed,
-    address_chips,
-    address_chips_v2,
-)
+from backends.chips import Chip, ChipAddress, Unnamed, address_chips, address_chips_v2
 from backends.errors import NOT_SUPPORTED, DcmiError, SymbolMissing
 from backends.library import ChipInfo, DeviceLibrary, DeviceLibraryV2, v2_name
 

@@ -132,7 +132,10 @@ async def ai_cores(context: Context) -> Finding:
     details, fixes = [], []
     for setting, outside, pick in (("ai_core_min", low, min), ("ai_core_max", high, max)):
         if outside:
-            details.append(_outside(outside, bounds))
+            values = ", ".join(sorted({f"{figure.value:g}" for _, figure in outside}))
+            details.append(
+                f"{_named([chip for chip, _ in outside])} report(s) {values} AI cores, outside {bounds}"
+            )
             fixes.append(_bound_fix(context, setting, pick(figure.value for _, figure in outside)))
     return Finding.problem(
         AI_CORES,
@@ -141,11 +144,6 @@ async def ai_cores(context: Context) -> Finding:
         fix="; ".join(fixes),
         see=Guide.AI_CORES,
     )
-
-
-def _outside(outside: Sequence[tuple[Chip, AiCoreFigure]], bounds: str) -> str:
-    values = ", ".join(sorted({f"{figure.value:g}" for _, figure in outside}))
-    return f"{_named([chip for chip, _ in outside])} report(s) {values} AI cores, outside {bounds}"
 
 
 def _bound_fix(context: Context, setting: str, value: float) -> str:

@@ -5,7 +5,7 @@ Asked with dry runs, as the driver does (:mod:`ascend_plugin.faces.dra.server_fe
 
 from __future__ import annotations
 
-from ascend_plugin.doctor.check import check
+from ascend_plugin.doctor.check import Findings, check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable
 from ascend_plugin.doctor.rbac import require_cluster
@@ -14,7 +14,7 @@ DRA_FEATURES = "dra-features"
 
 
 @check(DRA_FEATURES)
-async def dra_features(context: Context) -> list[Finding]:
+async def dra_features(context: Context) -> Findings:
     """Each DRA feature the settings ask for is kept by the API server, or the finding says what is not."""
     settings = context.settings
     if settings.serve != "dra":
@@ -39,14 +39,12 @@ async def dra_features(context: Context) -> list[Finding]:
         finally:
             await kube.close()
     except KubeError as error:
-        return [
-            Finding.problem(
-                DRA_FEATURES,
-                f"cannot ask the API server which DRA features it keeps: {error}",
-                fix="the API server must be reachable, and the plugin allowed to create resourceslices "
-                "(see the rbac findings)",
-            )
-        ]
+        return Finding.problem(
+            DRA_FEATURES,
+            f"cannot ask the API server which DRA features it keeps: {error}",
+            fix="the API server must be reachable, and the plugin allowed to create resourceslices "
+            "(see the rbac findings)",
+        )
     findings = []
     for feature, verdict in sorted(verdicts.items(), key=lambda item: item[0].value):
         name = f"{DRA_FEATURES}:{feature.gate}"

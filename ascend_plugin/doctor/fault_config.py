@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ascend_plugin.doctor.check import check
+from ascend_plugin.doctor.check import Findings, check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable, Status
 from ascend_plugin.doctor.rbac import require_cluster
@@ -20,20 +20,18 @@ _FIX = "correct it (docs/faults.md says each file's fields and ranges); the plug
 
 
 @check(FAULT_CONFIG)
-async def fault_configuration(context: Context) -> list[Finding]:
+async def fault_configuration(context: Context) -> Findings:
     """The fault configuration in force, its sources, and what in it was skipped."""
     settings = context.settings
     try:
         base = base_config(settings.fault_levels_file)
     except FaultConfigError as error:
-        return [
-            Finding.problem(
-                FAULT_CONFIG,
-                f"{error}; the plugin does not start with it",
-                fix="correct fault_levels_file, or unset it for the built-in files",
-                see=Guide.FAULT_CONFIG,
-            )
-        ]
+        return Finding.problem(
+            FAULT_CONFIG,
+            f"{error}; the plugin does not start with it",
+            fix="correct fault_levels_file, or unset it for the built-in files",
+            see=Guide.FAULT_CONFIG,
+        )
     data, read = await _configmap(context)
     config = fault_config(base, data)
     findings = [dataclasses.replace(read, detail=f"{read.detail}; in force: {config.origin()}")]

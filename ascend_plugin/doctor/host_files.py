@@ -58,13 +58,11 @@ def _host_file(context: Context, item: HostFile) -> Finding:
             fix=_DIRECTORY_FIX,
             see=Guide.BOARD_FILES,
         )
-    if path.exists():
-        return Finding.problem(
-            name, f"{path} is not a regular file ({item.role})", fix=_DIRECTORY_FIX, see=Guide.BOARD_FILES
-        )
-    return Finding.problem(
-        name, f"{path} does not exist ({item.role})", fix=_MISSING_FIX, see=Guide.BOARD_FILES
+    there = path.exists()  # as something else than a file or a directory
+    detail = (
+        f"{path} is not a regular file ({item.role})" if there else f"{path} does not exist ({item.role})"
     )
+    return Finding.problem(name, detail, fix=_DIRECTORY_FIX if there else _MISSING_FIX, see=Guide.BOARD_FILES)
 
 
 @check(SHM)

@@ -6,7 +6,6 @@ The binding's own steps (:mod:`backends.dcmi.loader`): loaded only if the plugin
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from ascend_plugin.chip_calls import NODE, ChipCallError
 from ascend_plugin.doctor.check import check
@@ -132,13 +131,9 @@ async def library_loads(context: Context) -> Finding:
         )
     except (LibraryUnavailable, ChipCallError) as error:
         return _load_failed(path, error)
-    await context.calls.call(NODE, "dlclose", _close, handle)
+    await context.calls.call(NODE, "dlclose", ffi.dlclose, handle)
     context.library_loads = True
     return Finding.ok(LOADS, f"{path} loads, with every symbol of it and its dependencies resolved")
-
-
-def _close(handle: Any) -> None:
-    ffi.dlclose(handle)
 
 
 def _load_failed(path: Path, error: Exception) -> Finding:

@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ascend_plugin.doctor.check import check
+from ascend_plugin.doctor.check import Findings, check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, Guide, NotApplicable
 from ascend_plugin.faces.dra.rbac import DRA_GRANTS
@@ -122,7 +122,7 @@ def require_cluster(context: Context) -> None:
 
 
 @check(RBAC)
-async def permissions(context: Context) -> list[Finding]:
+async def permissions(context: Context) -> Findings:
     """Every verb the enabled features need is allowed, by the API server's own reckoning."""
     settings = context.settings
     require_cluster(context)
@@ -135,25 +135,21 @@ async def permissions(context: Context) -> list[Finding]:
     try:
         kube = await connect(settings.kubeconfig)
     except KubeConfigError as error:
-        return [
-            Finding.problem(
-                RBAC,
-                str(error),
-                fix="in the pod, mount its service-account token (automountServiceAccountToken must not be "
-                "false); outside, pass a working --kubeconfig",
-            )
-        ]
+        return Finding.problem(
+            RBAC,
+            str(error),
+            fix="in the pod, mount its service-account token (automountServiceAccountToken must not be "
+            "false); outside, pass a working --kubeconfig",
+        )
     try:
         return [await _reviewed(kube, permission) for permission in wanted]
     except KubeError as error:
-        return [
-            Finding.problem(
-                RBAC,
-                str(error),
-                fix="the API server must be reachable from the pod; creating selfsubjectaccessreviews is "
-                f"granted to every authenticated user by default, and {_CHART_FIX}",
-            )
-        ]
+        return Finding.problem(
+            RBAC,
+            str(error),
+            fix="the API server must be reachable from the pod; creating selfsubjectaccessreviews is "
+            f"granted to every authenticated user by default, and {_CHART_FIX}",
+        )
     finally:
         await kube.close()
 

@@ -59,10 +59,7 @@ CHECKS: tuple[Check, ...] = (
 
 
 async def diagnose(
-    settings: Settings,
-    root: Path,
-    environ: Mapping[str, str] = os.environ,
-    checks: Sequence[Check] = CHECKS,
+    settings: Settings, root: Path, environ: Mapping[str, str] = os.environ, checks: Sequence[Check] = CHECKS
 ) -> list[Finding]:
     """Every check's findings, in order; the chip library is released at the end."""
     context = Context(settings, root, environ, ChipCalls(settings.dcmi_call_timeout))

@@ -5,7 +5,7 @@ A pod holding this node's chips that carries Volcano's allocation annotation got
 
 from __future__ import annotations
 
-from ascend_plugin.doctor.check import check
+from ascend_plugin.doctor.check import Findings, check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding, NotApplicable, how_to_set
 from ascend_plugin.doctor.rbac import require_cluster
@@ -16,7 +16,7 @@ VOLCANO_CHOICES = "volcano-choices"
 
 
 @check(VOLCANO_CHOICES)
-async def volcano_choices(context: Context) -> list[Finding]:
+async def volcano_choices(context: Context) -> Findings:
     """No pod holding the node's chips carries Volcano's allocation while Volcano mode is off."""
     settings = context.settings
     if settings.volcano:
@@ -54,26 +54,19 @@ async def volcano_choices(context: Context) -> list[Finding]:
         finally:
             await kube.close()
     except KubeError as error:
-        return [
-            Finding.problem(
-                VOLCANO_CHOICES,
-                f"cannot read the pods holding this node's chips: {error}",
-                fix="the API server must be reachable, and the plugin allowed to get pods (the rbac "
-                "findings)",
-            )
-        ]
-    if found:
-        return [
-            Finding.problem(
-                VOLCANO_CHOICES,
-                problem(found),
-                fix=f"set {how_to_set('volcano', True)} if Volcano schedules this node's NPU jobs; otherwise "
-                "schedule them without Volcano's Ascend plugin (docs/volcano.md)",
-            )
-        ]
-    return [
-        Finding.ok(
+        return Finding.problem(
             VOLCANO_CHOICES,
-            f"none of the {len(pods)} pod(s) holding this node's chips carries Volcano's allocation",
+            f"cannot read the pods holding this node's chips: {error}",
+            fix="the API server must be reachable, and the plugin allowed to get pods (the rbac findings)",
         )
-    ]
+    if found:
+        return Finding.problem(
+            VOLCANO_CHOICES,
+            problem(found),
+            fix=f"set {how_to_set('volcano', True)} if Volcano schedules this node's NPU jobs; otherwise "
+            "schedule them without Volcano's Ascend plugin (docs/volcano.md)",
+        )
+    return Finding.ok(
+        VOLCANO_CHOICES,
+        f"none of the {len(pods)} pod(s) holding this node's chips carries Volcano's allocation",
+    )

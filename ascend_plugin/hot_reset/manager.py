@@ -136,12 +136,7 @@ class HotResetManager:
             if state is None or state.healthy:
                 continue
             if await self._list(state, RESTORED, Listed.RESTORED):
-                log.warning(
-                    "%s stays out of hot reset: %s",
-                    self._name(phy),
-                    RESTORED,
-                    extra={"device": self._name(phy)},
-                )
+                self._say(logging.WARNING, phy, "%s stays out of hot reset: %s", RESTORED)
         self.restored = True
         self.wake()
 
@@ -172,11 +167,7 @@ class HotResetManager:
         states = self.inventory.chips()
         gone = self.manual.discard(state.phy_id for state in states if state.healthy)
         for phy in gone:
-            log.info(
-                "%s is healthy again: off the node's ResetInfo annotation",
-                self._name(phy),
-                extra={"device": self._name(phy)},
-            )
+            self._say(logging.INFO, phy, "%s is healthy again: off the node's ResetInfo annotation")
         due: list[float] = []
         for state in states:
             wait = await self._act(tasks, state)
@@ -225,13 +216,8 @@ class HotResetManager:
         if busy:
             why = "; ".join(f"{self._name(each.phy_id)} {each.why}" for each in busy)
             if before is None or before.busy != why:
-                log.info(
-                    "%s needs a hot reset (%s); waiting for its reset group to be free: %s",
-                    self._name(phy),
-                    state.health.reason,
-                    why,
-                    extra={"device": self._name(phy), "busy": why},
-                )
+                message = "%s needs a hot reset (%s); waiting for its reset group to be free: %s"
+                self._say(logging.INFO, phy, message, state.health.reason, why, busy=why)
             if group is None:  # asked of the driver again once its backoff is up, not at every look
                 due = self._group_due[phy]
                 self.waiting[phy] = Waiting(None, why, due)
@@ -244,13 +230,11 @@ class HotResetManager:
         left = since + self.idle - now
         if left > 0:
             if before is None or before.free_since is None:
-                log.info(
-                    "%s needs a hot reset (%s); its reset group %s is free: reset in %.0f s if it stays free",
-                    self._name(phy),
-                    state.health.reason,
-                    ", ".join(self.parts.names(group)),
-                    left,
-                    extra={"device": self._name(phy)},
+                message = (
+                    "%s needs a hot reset (%s); its reset group %s is free: reset in %.0f s if it stays free"
+                )
+                self._say(
+                    logging.INFO, phy, message, state.health.reason, ", ".join(self.parts.names(group)), left
                 )
             return min(left, self.recheck)
         del self.waiting[phy]
@@ -309,21 +293,11 @@ class HotResetManager:
         """Name the chip for an operator's reset; True when it was not named yet."""
         if state.phy_id in self.manual:
             return False
-        calls, backend = self.parts.calls, self.parts.backend
-        try:
-            associated = await calls.call(
-                state.phy_id, "associated_card", backend.associated_card, state.chip
-            )
-        except (ChipError, ChipCallError):
-            associated = -1
+        associated = await self.parts.associated_card(state.chip)
         added = self.manual.add(ManualReset(state.chip, associated, why, listed))
         if added and listed is not Listed.RESTORED:
-            log.warning(
-                "%s needs an operator's reset: %s; named in the node's ResetInfo annotation",
-                self._name(state.phy_id),
-                why,
-                extra={"device": self._name(state.phy_id), "reason": why},
-            )
+            message = "%s needs an operator's reset: %s; named in the node's ResetInfo annotation"
+            self._say(logging.WARNING, state.phy_id, message, why, reason=why)
         return added
 
     async def _until_change(self, seen: tuple[int, int, int], delay: float | None) -> None:
@@ -339,3 +313,7 @@ class HotResetManager:
 
     def _name(self, phy_id: int) -> str:
         return self.parts.name(phy_id)
+
+    def _say(self, level: int, phy_id: int, message: str, *args: object, **extra: str) -> None:
+        """Log ``message`` about the chip, its name first, with the chip's name as the device field."""
+        log.log(level, message, self._name(phy_id), *args, extra={"device": self._name(phy_id), **extra})

@@ -73,6 +73,13 @@ class ResetParts:
     def names(self, chips: Sequence[Chip]) -> tuple[str, ...]:
         return tuple(self.name(chip.phy_id) for chip in chips)
 
+    async def associated_card(self, chip: Chip) -> int:
+        """The card reset with ``chip``, for the ResetInfo annotation; -1 where the driver cannot say."""
+        try:
+            return await self.calls.call(chip.phy_id, "associated_card", self.backend.associated_card, chip)
+        except (ChipError, ChipCallError):
+            return -1
+
 
 class GroupReset:
     """The hot reset of ``chip`` with its ``group``; ``others`` says which chips other resets have now."""
@@ -133,12 +140,7 @@ class GroupReset:
         return ""
 
     def _put_off(self, why: str) -> PutOff:
-        log.info(
-            "hot reset of %s put off: %s",
-            self.device,
-            why,
-            extra={"device": self.device, "group": list(self.members), "reason": why},
-        )
+        log.info("hot reset of %s put off: %s", self.device, why, extra=self._extra(reason=why))
         return PutOff(why)
 
     async def _tell_the_kubelet(self, version: int) -> None:
@@ -150,7 +152,7 @@ class GroupReset:
                 "anyway (Allocate refuses them meanwhile)",
                 self.parts.mark_out_wait,
                 ", ".join(self.members),
-                extra={"device": self.device, "group": list(self.members)},
+                extra=self._extra(),
             )
 
     async def _reset(self) -> Result:
@@ -254,12 +256,7 @@ class GroupReset:
     async def _failed(self, result: Result, why: str, seconds: float | None) -> Result:
         parts = self.parts
         parts.stats.record(result, seconds)
-        try:
-            associated = await parts.calls.call(
-                self.chip.phy_id, "associated_card", parts.backend.associated_card, self.chip
-            )
-        except (ChipError, ChipCallError):
-            associated = -1
+        associated = await parts.associated_card(self.chip)
         parts.manual.add(ManualReset(self.chip, associated, f"its hot reset failed: {why}", Listed.FAILED))
         message = (
             f"hot reset of {self.device} failed: {why}; it stays out, named in the node's ResetInfo "

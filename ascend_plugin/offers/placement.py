@@ -69,17 +69,11 @@ def _orders(rows: Mapping[int, Mapping[int, tuple[int, ...]]]) -> Mapping[int, M
 PLACEMENT_RULES: Mapping[UnitKind, UnitRules] = MappingProxyType(
     {
         UnitKind.RING: UnitRules(
-            Spread.CONSOLIDATE,
-            _orders({4: {1: (1, 3, 2, 4), 2: (2, 4, 3), 3: (3, 4), 4: (4,)}}),
+            Spread.CONSOLIDATE, _orders({4: {1: (1, 3, 2, 4), 2: (2, 4, 3), 3: (3, 4), 4: (4,)}})
         ),
         UnitKind.CARD: UnitRules(
             Spread.CONSOLIDATE,
-            _orders(
-                {
-                    4: {1: (1, 3, 2, 4), 2: (2, 3, 4), 3: (3, 4), 4: (4,)},
-                    2: {1: (1, 2), 2: (2,)},
-                }
-            ),
+            _orders({4: {1: (1, 3, 2, 4), 2: (2, 3, 4), 3: (3, 4), 4: (4,)}, 2: {1: (1, 2), 2: (2,)}}),
         ),
         UnitKind.MESH: UnitRules(Spread.EVEN, _orders({})),
     }
@@ -131,10 +125,7 @@ class _Numa:
         self.free = collections.Counter(entry.numa for b in bins for entry in b.entries)
 
     def key(self, candidate: _Bin, need: int) -> tuple[bool, bool]:
-        return (
-            not (candidate.numa & self.used),
-            not any(self.free[node] >= need for node in candidate.numa),
-        )
+        return (not (candidate.numa & self.used), not any(self.free[node] >= need for node in candidate.numa))
 
 
 def _split(need: int, bins: Sequence[_Bin], spread: Spread, numa: _Numa) -> list[int]:

@@ -17,14 +17,7 @@ from ascend_plugin.changes import Changes
 from ascend_plugin.chip_calls import ChipCallError, ChipCalls, ChipCallTimeout, LaneStuck, step
 from ascend_plugin.inventory.inventory import ChipState, Inventory
 from ascend_plugin.settings import Settings
-from ascend_plugin.telemetry.readout import (
-    FAST,
-    MAX_ERROR_CODES,
-    SLOW,
-    STALE_ROUNDS,
-    HealthFigures,
-    Readout,
-)
+from ascend_plugin.telemetry.readout import FAST, MAX_ERROR_CODES, SLOW, STALE_ROUNDS, HealthFigures, Readout
 from backends.backend import ChipBackend
 from backends.chips import Chip
 from backends.errors import ChipError

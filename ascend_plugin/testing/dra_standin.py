@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import grpc
 
@@ -325,7 +325,8 @@ class DraKubeletStandIn:
             self.wipes.append((driver, time.monotonic()))
             self._changed.notify_all()
 
-    def _call(self, driver: str, method: str, request: Any) -> Any:
+    def _call(self, driver: str, method: str, claims: Sequence[tuple[str, str, str]]) -> Any:
+        """``method`` for (namespace, name, uid) claims, on the service the kubelet chose; v1's answer."""
         view = self.drivers.get(driver)
         if view is None:
             raise KeyError(f"DRA driver {driver} is not registered")
@@ -334,25 +335,18 @@ class DraKubeletStandIn:
         call = view.channel.unary_unary(
             prefix + method, request_serializer=bytes, response_deserializer=response.parse
         )
-        return call(getattr(module, f"{method}Request").parse(bytes(request)), timeout=PREPARE_TIMEOUT)
+        request = getattr(module, f"{method}Request")(
+            claims=[module.Claim(namespace=ns, name=name, uid=uid) for ns, name, uid in claims]
+        )
+        return getattr(v1, f"{method}Response").parse(bytes(call(request, timeout=PREPARE_TIMEOUT)))
 
     def prepare(self, driver: str, claims: Sequence[tuple[str, str, str]]) -> v1.NodePrepareResourcesResponse:
-        """NodePrepareResources for (namespace, name, uid) claims, on the service the kubelet chose."""
-        request = v1.NodePrepareResourcesRequest(
-            claims=[v1.Claim(namespace=ns, name=name, uid=uid) for ns, name, uid in claims]
-        )
-        answer = self._call(driver, "NodePrepareResources", request)
-        return v1.NodePrepareResourcesResponse.parse(bytes(answer))
+        return cast(v1.NodePrepareResourcesResponse, self._call(driver, "NodePrepareResources", claims))
 
     def unprepare(
         self, driver: str, claims: Sequence[tuple[str, str, str]]
     ) -> v1.NodeUnprepareResourcesResponse:
-        """NodeUnprepareResources for (namespace, name, uid) claims."""
-        request = v1.NodeUnprepareResourcesRequest(
-            claims=[v1.Claim(namespace=ns, name=name, uid=uid) for ns, name, uid in claims]
-        )
-        answer = self._call(driver, "NodeUnprepareResources", request)
-        return v1.NodeUnprepareResourcesResponse.parse(bytes(answer))
+        return cast(v1.NodeUnprepareResourcesResponse, self._call(driver, "NodeUnprepareResources", claims))
 
     # -- the health stream -----------------------------------------------------------------------
 

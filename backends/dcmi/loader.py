@@ -54,9 +54,7 @@ def candidates(environ: Mapping[str, str], known: Sequence[Path] = KNOWN_PATHS) 
 
 
 def locate(
-    configured: Path | None,
-    environ: Mapping[str, str] = os.environ,
-    known: Sequence[Path] = KNOWN_PATHS,
+    configured: Path | None, environ: Mapping[str, str] = os.environ, known: Sequence[Path] = KNOWN_PATHS
 ) -> Path:
     """The library to open, absolute: the configured path, else the first candidate that exists."""
     if configured is not None:

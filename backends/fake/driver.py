@@ -65,9 +65,7 @@ class FakeDriver:
 
     def boot_status(self, scenario: FakeScenario, placed: PlacedChip) -> int:
         reset = self.state().reset_of(placed.chip.phy_id)
-        if reset is None:
-            return int(BootStatus.SYSTEM_START_FINISH)
-        progress = self._window(scenario, placed, reset)
+        progress = 1.0 if reset is None else self._window(scenario, placed, reset)
         if progress >= 1.0:
             return int(BootStatus.SYSTEM_START_FINISH)
         return int(_BOOTING[int(progress * len(_BOOTING))])

@@ -35,6 +35,7 @@ from backends.fake.telemetry import (
     FakeSuperPod,
     FakeTelemetry,
     FakeVdevUsage,
+    ScenarioModel,
     default_die,
 )
 from backends.fake.vnpu_rules import ChipRoom, chip_room
@@ -140,14 +141,7 @@ DCMI_FUNCTIONS: Final[dict[Operation, str]] = {
 # about the chip answers -8012 (not ready) until the reset is over, its chip
 # info too: the chip itself says its name and version, and it is booting.
 ANSWERED_WHILE_RESETTING: Final[frozenset[Operation]] = frozenset(
-    {
-        "logic_id",
-        "phy_id",
-        "pcie_address",
-        "boot_status",
-        "brother_card",
-        "outband_channel_state",
-    }
+    {"logic_id", "phy_id", "pcie_address", "boot_status", "brother_card", "outband_channel_state"}
 )
 
 _HEX_CODE = re.compile(r"^(0[xX])?[0-9A-Fa-f]{1,8}$")
@@ -190,10 +184,8 @@ def _canonical_bdf(text: str) -> str:
 Bdf = Annotated[str, AfterValidator(_canonical_bdf)]
 
 
-class FakeStep(BaseModel):
+class FakeStep(ScenarioModel):
     """What a fault event says: its code, severity and assertion."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     code: FaultCode
     severity: int | None = Field(default=None, ge=0, le=3, description="default: the chip's fault_severity")
@@ -206,14 +198,11 @@ class FakeEvent(FakeStep):
     serial: int = Field(ge=0, le=2**31 - 1, description="event_serial_num; unique per chip")
 
 
-class FakeStorm(BaseModel):
+class FakeStorm(ScenarioModel):
     """A driver flooding one chip: ``count`` events, ``rate`` a second, cycling ``steps``.
 
     Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; it plays once from the moment the
-    subscription sees it (another serial starts over), at most 1000 events per look, one after the other.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    subscription sees it (another serial starts over), at most 1000 events per look, one after the other."""
 
     serial: int = Field(ge=0, le=2**31 - 1, description="tells storms apart; numbers their events")
     rate: float = Field(gt=0, le=1_000_000, description="events a second")
@@ -234,10 +223,8 @@ class FakeStorm(BaseModel):
         return min(self.count, 1 + int(elapsed * self.rate))
 
 
-class FakeVdev(BaseModel):
+class FakeVdev(ScenarioModel):
     """A static vNPU, as ``npu-smi set -t create-vnpu`` leaves it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     vdev_id: int = Field(ge=100, le=1123)
     template: str = Field(pattern=r"^[A-Za-z0-9_]{1,15}$", description="e.g. vir02, vir10_3c_32g")
@@ -279,10 +266,8 @@ class FakeVdev(BaseModel):
         )
 
 
-class FakeChip(BaseModel):
+class FakeChip(ScenarioModel):
     """One NPU chip of the fake node."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     phy_id: int = Field(ge=0, le=255)
     health: int = Field(default=0, description="dcmi health: 0 ok, 1 minor, 2 major, 3 critical")
@@ -356,10 +341,8 @@ class PlacedChip(BaseModel):
     logic_id: int
 
 
-class FakeScenario(BaseModel):
+class FakeScenario(ScenarioModel):
     """The whole fake node."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     chip_name: str = Field(min_length=1, max_length=31)
     chip_type: str = "Ascend"

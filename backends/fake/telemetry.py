@@ -11,14 +11,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
-from backends.library import (
-    DieId,
-    EccDeviceType,
-    EccInfo,
-    FrequencyType,
-    MultiUtilization,
-    UtilizationType,
-)
+from backends.library import DieId, EccDeviceType, EccInfo, FrequencyType, MultiUtilization, UtilizationType
 
 Percent = Annotated[int, Field(ge=0, le=100)]
 Mhz = Annotated[int, Field(ge=0, le=100_000)]
@@ -55,10 +48,14 @@ def _laid_over(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     return merged
 
 
-class _PerKind(BaseModel):
-    """A figure per member of a DCMI enum, each field named as its member in lower case."""
+class ScenarioModel(BaseModel):
+    """Part of a scenario file: an unknown field is refused, and nothing changes once read."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _PerKind(ScenarioModel):
+    """A figure per member of a DCMI enum, each field named as its member in lower case."""
 
     def of(self, kind: IntEnum) -> int:
         value: int = getattr(self, kind.name.lower())
@@ -98,10 +95,8 @@ class FakeUtilization(_PerKind):
 Count = Annotated[int, Field(ge=0, le=0xFFFFFFFF)]
 
 
-class FakeEcc(BaseModel):
+class FakeEcc(ScenarioModel):
     """``struct dcmi_ecc_info`` of one memory kind."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     enable_flag: int = 1
     single_bit_error_cnt: Count = 0
@@ -117,10 +112,8 @@ class FakeEcc(BaseModel):
         return EccInfo(**self.model_dump())
 
 
-class FakeTelemetry(BaseModel):
+class FakeTelemetry(ScenarioModel):
     """A chip's readings. Unset fields take the node's value, then these defaults."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     temperature_c: int = Field(default=45, ge=-300, le=300, description="below -275: a failed sensor")
     power_w: float = Field(default=65.0, ge=0, le=100_000)
@@ -151,19 +144,15 @@ class FakeTelemetry(BaseModel):
         return entry.info() if entry is not None else None
 
 
-class FakeProcess(BaseModel):
+class FakeProcess(ScenarioModel):
     """A process using a chip, as ``dcmi_get_device_resource_info`` lists it."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     pid: int = Field(ge=1, le=2**31 - 1, description="the host's PID")
     memory_bytes: int = Field(default=0, ge=0, le=2**63 - 1)
 
 
-class FakeSuperPod(BaseModel):
+class FakeSuperPod(ScenarioModel):
     """``struct dcmi_spod_info`` of an A3 node (-1: no super pod, the driver's 0xffffffff)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     super_pod_id: int = Field(default=-1, ge=-1, le=0xFFFFFFFE)
     server_id: int = Field(default=-1, ge=-1, le=0xFFFFFFFE)
@@ -172,10 +161,8 @@ class FakeSuperPod(BaseModel):
     super_pod_type: int = Field(default=0, ge=0, le=0xFFFFFFFF)
 
 
-class FakeVdevUsage(BaseModel):
+class FakeVdevUsage(ScenarioModel):
     """What a container does with one vNPU (a static one or one made through DCMI)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
     in_use: bool = Field(default=False, description="is_container_used; destroying it answers -8020")
     aicore_utilization: Percent = 0

@@ -256,8 +256,7 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
         if len(device_id) > MAX_DEVICE_ID_LENGTH or not any(form.pattern.match(device_id) for form in forms):
             expected = " or ".join(f"'{form}'" for form in forms) or "no device (none is offered)"
             raise BadRequest(
-                "malformed",
-                f"device ID {device_id[:80]!r} is malformed; expected {expected} for {resource}",
+                "malformed", f"device ID {device_id[:80]!r} is malformed; expected {expected} for {resource}"
             )
         if device_id in seen:
             raise BadRequest("duplicate", f"device ID {device_id!r} appears twice")
@@ -265,8 +264,7 @@ def known_devices(book: OfferBook, resource: str, device_ids: Sequence[str]) -> 
         device = book.get(resource, device_id)
         if device is None:
             raise BadRequest(
-                "unknown",
-                f"device ID {device_id!r} is not on this node; known devices: {_ids(offered)}",
+                "unknown", f"device ID {device_id!r} is not on this node; known devices: {_ids(offered)}"
             )
         devices.append(device)
     virtual = [device.id for device in devices if device.virtual]

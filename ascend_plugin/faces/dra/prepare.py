@@ -331,13 +331,19 @@ class ClaimPreparer:
                 changed = True
         return changed
 
-    async def _save_logged(self, claims: Mapping[str, PreparedClaim]) -> bool:
+    async def _save(self, claims: Mapping[str, PreparedClaim]) -> str:
+        """Write the checkpoint; what failed ("" when written)."""
         try:
             await anyio.to_thread.run_sync(self.checkpoint.save, claims)
         except OSError as error:
-            log.error("cannot write the checkpoint %s: %s", self.checkpoint.path, error.strerror or error)
-            return False
-        return True
+            return f"cannot write the checkpoint {self.checkpoint.path}: {error.strerror or error}"
+        return ""
+
+    async def _save_logged(self, claims: Mapping[str, PreparedClaim]) -> bool:
+        failed = await self._save(claims)
+        if failed:
+            log.error("%s", failed)
+        return not failed
 
     # -- prepare --------------------------------------------------------------------------
 
@@ -533,13 +539,8 @@ class ClaimPreparer:
         """Checkpoint the new claims; if that fails, refuse them (and take their specs back)."""
         claims = {**self.claims, **new}
         with anyio.CancelScope(shield=True):  # a kubelet giving up must not leave file and memory apart
-            try:
-                await anyio.to_thread.run_sync(self.checkpoint.save, claims)
-            except OSError as error:
-                message = (
-                    f"cannot write the checkpoint {self.checkpoint.path}: {error.strerror or error}; the "
-                    "plugin directory must be writable"
-                )
+            if failed := await self._save(claims):
+                message = f"{failed}; the plugin directory must be writable"
                 log.error("%s", message)
                 for uid, claim in new.items():
                     await anyio.to_thread.run_sync(self.specs.remove, uid)
@@ -584,14 +585,9 @@ class ClaimPreparer:
                 if removed:
                     names = [str(self.claims[uid].ref) for uid in removed]
                     remaining = {uid: claim for uid, claim in self.claims.items() if uid not in removed}
-                    try:
-                        await anyio.to_thread.run_sync(self.checkpoint.save, remaining)
-                    except OSError as error:
+                    if failed := await self._save(remaining):
                         # The claims stay, their vNPUs' ids forgotten: the next write records that too.
-                        message = (
-                            f"cannot write the checkpoint {self.checkpoint.path}: {error.strerror or error}; "
-                            "the kubelet retries"
-                        )
+                        message = f"{failed}; the kubelet retries"
                         log.error("cannot unprepare ResourceClaim(s) %s: %s", ", ".join(names), message)
                         self.stats.errors["io"] += len(removed)
                         return errors | dict.fromkeys(removed, message)

@@ -309,8 +309,6 @@ class SliceController:
         """Record what the server keeps; a wanted feature taken away, or given back, is said once."""
         earlier = self.support.get(support.feature)
         self.support[support.feature] = support
-        if not support.kept:
-            self._recheck_at = min(self._recheck_at, anyio.current_time() + self.recheck)
         if support.kept:
             if earlier is not None and not earlier.kept:
                 log.info(
@@ -320,11 +318,11 @@ class SliceController:
                     extra={"feature": support.feature.gate, "pool": self.node},
                 )
             return
+        self._recheck_at = min(self._recheck_at, anyio.current_time() + self.recheck)
         if earlier is not None and not earlier.kept:
             return
-        insisted = self.wanted.get(support.feature, False)
         log.log(
-            logging.WARNING if insisted else logging.INFO,
+            logging.WARNING if self.wanted.get(support.feature, False) else logging.INFO,
             "%s",
             support.why,
             extra={"feature": support.feature.gate, "pool": self.node},
@@ -382,12 +380,9 @@ class SliceController:
 
     def _ours(self) -> tuple[list[JsonObject], list[JsonObject]]:
         """(this node's pool's slices by name, slices of ours under another pool name)."""
-        ours: list[JsonObject] = []
-        strays: list[JsonObject] = []
-        slices = self.slices
-        for name in sorted(slices):
-            slice_ = slices[name]
-            (ours if string_field(_pool(slice_), "name") == self.node else strays).append(slice_)
+        slices = [self.slices[name] for name in sorted(self.slices)]
+        ours = [slice_ for slice_ in slices if string_field(_pool(slice_), "name") == self.node]
+        strays = [slice_ for slice_ in slices if string_field(_pool(slice_), "name") != self.node]
         return ours, strays
 
     def _up_to_date(self, ours: Sequence[JsonObject], chunks: Sequence[JsonObject]) -> bool:

@@ -1,12 +1,11 @@
 """VolcanoChooser: the real chips for an Allocate, from the pod Volcano bound for it.
 
-The kubelet does not say which pod it admits; as Huawei's plugin does, the pod is
-the one Volcano predicated first among those waiting for exactly n chips
-(:func:`select`: the annotation names n, ``predicate-time`` not consumed, not
-finished, deleted or refused by the kubelet, and here: holding nothing yet). Every
-other pod that asks for the resource is a near miss, so a refusal says why. One
-choice at a time; three attempts a second apart, the last listing the node's pods
-from the API server; the pod is marked consumed at once. docs/volcano.md.
+The kubelet does not say which pod it admits; as Huawei's plugin does, the pod is the one Volcano predicated
+first among those waiting for exactly n chips (:func:`select`: the annotation names n, ``predicate-time`` not
+consumed, not finished, deleted or refused by the kubelet, and here: holding nothing yet). Every other pod
+that asks for the resource is a near miss, so a refusal says why. One choice at a time; three attempts a
+second apart, the last listing the node's pods from the API server; the pod is marked consumed at once.
+docs/volcano.md.
 """
 
 from __future__ import annotations
@@ -51,8 +50,7 @@ class Selection:
 
     def describe_misses(self) -> str:
         """The near misses by reason, commonest first, a few pods each and the rest counted: short enough to
-        reach the kubelet whole (the status travels in a trailer), yet saying what to fix.
-        """
+        reach the kubelet whole (the status travels in a trailer), yet saying what to fix."""
         if not self.near_misses:
             return "no pod on this node asks for it or carries its annotation"
         by_reason: dict[str, list[str]] = {}

@@ -1,11 +1,10 @@
 """The node's pods on the API server: a watch cache Allocate reads, and the annotation patches written back.
 
-A pod served is marked consumed in the cache at once (:meth:`PodCache.consume`),
-and the mark outlives watch events that still show the old value: a second
-Allocate never takes the same pod, even while the API server is away. Patches of
-one pod merge while they wait and name the pod's UID as a precondition (a pod
-re-created under the same name never gets another's chips); a pod that is gone
-(404, 409) drops its patch, other failures are retried with backoff.
+A pod served is marked consumed in the cache at once (:meth:`PodCache.consume`), and the mark outlives watch
+events that still show the old value: a second Allocate never takes the same pod, even while the API server is
+away. Patches of one pod merge while they wait and name the pod's UID as a precondition (a pod re-created
+under the same name never gets another's chips); a pod that is gone (404, 409) drops its patch, other failures
+are retried with backoff.
 """
 
 from __future__ import annotations
