@@ -155,17 +155,6 @@ class Supervision:
             for record in self._records
         ]
 
-    def _join(self, name: str, problems: Problems | None) -> _Record:
-        record = _Record(name, problems)
-        self._records.append(record)
-        return record
-
-    def _leave(self, record: _Record) -> None:
-        self._records.remove(record)
-
-    def _started(self, record: _Record) -> None:
-        record.started_at, record.restart_at = self.clock(), None
-
     def _failed(self, record: _Record, error: str, delay: float) -> None:
         now = self.clock()
         if record.failing_since is None or record.serving_again(now, self.recovered_after):
@@ -183,11 +172,12 @@ async def supervise(
     context's :class:`Supervision`); ``problems``: what keeps it from its job."""
     # Unsupervised callers (tests) keep a record nobody reads.
     supervision = _SUPERVISION.get() or Supervision()
-    record = supervision._join(name, problems)
+    record = _Record(name, problems)
+    supervision._records.append(record)
     attempt = 0
     try:
         while True:
-            supervision._started(record)
+            record.started_at, record.restart_at = supervision.clock(), None
             try:
                 await part()
                 return
@@ -200,7 +190,7 @@ async def supervise(
                 log.exception("%s failed; restarting it in %.1f s", name, delay, extra={"part": name})
                 await anyio.sleep(delay)
     finally:
-        supervision._leave(record)
+        supervision._records.remove(record)
 
 
 @dataclass(frozen=True)

@@ -157,7 +157,8 @@ class HotResetManager:
             )
         async with anyio.create_task_group() as tasks:
             while not self.inventory.closed:
-                seen = (self.inventory.version, self._held_version(), self._wake.version)
+                held_version = self.held.version if self.held is not None else 0
+                seen = (self.inventory.version, held_version, self._wake.version)
                 delay = await self._look(tasks)
                 await self._until_change(seen, delay)
             tasks.cancel_scope.cancel()
@@ -307,9 +308,6 @@ class HotResetManager:
         if self.held is not None:
             followed.append((self.held, held_version))
         await first_change(*followed, within=math.inf if delay is None else delay)
-
-    def _held_version(self) -> int:
-        return self.held.version if self.held is not None else 0
 
     def _name(self, phy_id: int) -> str:
         return self.parts.name(phy_id)

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 import anyio
 
 from ascend_plugin.changes import Changes
-from ascend_plugin.fault_policy.escalations import Release, UpgradeReason
+from ascend_plugin.fault_policy.escalations import Release
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.inventory.inventory import ChipState, Inventory
@@ -93,18 +93,14 @@ RELEASE_REASON = "NPUEscalationReleased"
 def release_event(chip: str, release: Release) -> tuple[str, str]:
     """The reason and message of the Event for escalations lifted from ``chip`` (its device name)."""
     lifted = "; ".join(
-        f"{_spelled(reason)} at {reason.level.name} by {reason.kind.value} since "
+        f"{reason.fault_code if reason.code is None else reason.fault_code.upper()} at {reason.level.name} "
+        f"by {reason.kind.value} since "
         f"{datetime.fromtimestamp(reason.upgrade_time / 1000, UTC):%Y-%m-%dT%H:%M:%SZ}"
         for reason in release.reasons
     )
     manual = any(reason.level is FaultLevel.ManuallySeparateNPU for reason in release.reasons)
     what = "no longer manually separated" if manual else "escalation lifted"
     return RELEASE_REASON, f"{chip} {what} ({release.cause.value}): {lifted}"
-
-
-def _spelled(reason: UpgradeReason) -> str:
-    """The code as the ConfigMap spells it (upper-case hex), or the word an autofilled reason has."""
-    return reason.fault_code if reason.code is None else reason.fault_code.upper()
 
 
 def _faults(state: ChipState) -> str:

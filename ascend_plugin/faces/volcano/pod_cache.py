@@ -134,7 +134,10 @@ class PodPatcher:
                         error,
                     )
                 except KubeError as error:
-                    self._requeue(uid, entry)
+                    # Put the failed patch back, under anything asked for it since.
+                    if (newer := self._pending.pop(uid, None)) is not None:
+                        entry.annotations.update(newer.annotations)
+                    self._pending[uid] = entry
                     await retry.failed(error)
                     continue
                 retry.succeeded()
@@ -150,10 +153,3 @@ class PodPatcher:
             ", ".join(sorted(entry.annotations)),
             extra={"pod": f"{entry.namespace}/{entry.name}", "annotations": sorted(entry.annotations)},
         )
-
-    def _requeue(self, uid: str, entry: _Pending) -> None:
-        """Put a failed patch back, under anything asked for it since."""
-        newer = self._pending.pop(uid, None)
-        if newer is not None:
-            entry.annotations.update(newer.annotations)
-        self._pending[uid] = entry

@@ -85,7 +85,11 @@ class UnfollowedChoices:
         retry = Retrier("Volcano choices check")
         version = -1
         while not self._refused:
-            holders = self._holders()
+            holders = {
+                f"{held.ref.namespace}/{held.ref.pod}"
+                for held in self.held.containers()
+                if any(device.resource in self.resources for device in held.devices)
+            }
             for gone in set(self.found) - holders:
                 del self.found[gone]
             self._read &= holders
@@ -109,13 +113,6 @@ class UnfollowedChoices:
                     self._said(choice, announce)
             else:
                 version = await self.held.wait_for_change(version)
-
-    def _holders(self) -> set[str]:
-        return {
-            f"{held.ref.namespace}/{held.ref.pod}"
-            for held in self.held.containers()
-            if any(device.resource in self.resources for device in held.devices)
-        }
 
     def _said(self, choice: Unfollowed, announce: Announce | None) -> None:
         self.found[choice.pod] = choice
