@@ -12,10 +12,6 @@ import gc
 def settle() -> None:
     """Move every object alive now out of the collector's reach for good; hand free pages back."""
     gc.freeze()
-    _trim_c_heap()
-
-
-def _trim_c_heap() -> None:
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except AttributeError:  # not glibc

@@ -46,7 +46,17 @@ class RefusalLog:
             seen.suppressed += 1
             return
         if len(self._peers) >= _KEEP_PEERS:
-            self._forget_quiet_peers(now)
+            for quiet, entry in list(self._peers.items()):
+                if now - entry.logged_at < self.interval:
+                    continue
+                if entry.suppressed:
+                    log.warning(
+                        "refused %d more requests from %s (not logged one by one)",
+                        entry.suppressed,
+                        quiet,
+                        extra={"peer": quiet, "suppressed": entry.suppressed, "socket": self.socket},
+                    )
+                del self._peers[quiet]
         suppressed = seen.suppressed if seen is not None else 0
         note = f" ({suppressed} more from this peer not logged since its last line)" if suppressed else ""
         log.warning(
@@ -58,16 +68,3 @@ class RefusalLog:
             extra={"peer": peer, **refused.fields(), "suppressed": suppressed, "socket": self.socket},
         )
         self._peers[peer] = _Peer(now)
-
-    def _forget_quiet_peers(self, now: float) -> None:
-        for peer, seen in list(self._peers.items()):
-            if now - seen.logged_at < self.interval:
-                continue
-            if seen.suppressed:
-                log.warning(
-                    "refused %d more requests from %s (not logged one by one)",
-                    seen.suppressed,
-                    peer,
-                    extra={"peer": peer, "suppressed": seen.suppressed, "socket": self.socket},
-                )
-            del self._peers[peer]

@@ -57,7 +57,12 @@ class ResetBudget:
         self._recent(phy_id).append(self.clock())
         if self.path is not None:
             async with self._writing:  # one write at a time (they share the temporary file), the latest last
-                await anyio.to_thread.run_sync(self._write, self.path, self._document())
+                # Each chip's resets in the window, as Unix times (read on the loop).
+                offset = self.wall_clock() - self.clock()
+                document = {
+                    str(phy): [round(t + offset, 3) for t in self._recent(phy)] for phy in sorted(self._spent)
+                }
+                await anyio.to_thread.run_sync(self._write, self.path, json.dumps(document) + "\n")
 
     def next_in(self, phy_id: int) -> float:
         """Seconds until the chip may have one more reset (0 when it may now)."""
@@ -98,14 +103,6 @@ class ResetBudget:
             recent = sorted(t for t in times if isinstance(t, (int, float)) and now - self.window < t <= now)
             if recent:
                 self._spent[int(phy)] = deque(t + offset for t in recent[-self.resets :])
-
-    def _document(self) -> str:
-        """The file's content now: each chip's resets in the window, as Unix times (read on the loop)."""
-        offset = self.wall_clock() - self.clock()
-        document = {
-            str(phy): [round(t + offset, 3) for t in self._recent(phy)] for phy in sorted(self._spent)
-        }
-        return json.dumps(document) + "\n"
 
     def _write(self, path: Path, text: str) -> None:
         """Write the file (blocking: a worker thread runs it); a failure is said once, kept in memory."""

@@ -196,17 +196,13 @@ class HealthMonitor:
             due.append(release)
         if (retry := self.calls.next_try(phy)) is not None:
             due.append(retry)  # a lane held back by its thread cap is woken when a thread returns
-        tick = self._next_tick(watch)
-        return min(tick, anyio.current_time() + max(min(due) - now, 0.0)) if due else tick
-
-    def _next_tick(self, watch: _Watch) -> float:
-        """The first node-wide tick after the chip's last poll: the same deadline for every chip."""
+        # The first node-wide tick after the chip's last poll: the same deadline for every chip.
         interval = self.policy().interval
         if self._ticks_from is None:
             self._ticks_from = anyio.current_time()
         last = anyio.current_time() if watch.polled_at is None else watch.polled_at
-        ticks = (last + TICK_SLACK - self._ticks_from) // interval + 1
-        return self._ticks_from + ticks * interval
+        tick = self._ticks_from + ((last + TICK_SLACK - self._ticks_from) // interval + 1) * interval
+        return min(tick, anyio.current_time() + max(min(due) - now, 0.0)) if due else tick
 
     def between_ticks(self, at: float) -> float:
         """The first midpoint between two ticks at or after ``at``: where telemetry neither waits for a

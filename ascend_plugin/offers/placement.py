@@ -214,7 +214,15 @@ class NodeTopology:
             return [entry.place.id for entry in free if entry.place.id in must]
         chosen: list[_Entry] = []
         used_numa = {entry.numa for entry in free if entry.place.id in must}
-        units = self._unit_bins(free, must)
+        grouped: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)
+        for entry in free:
+            grouped[entry.place.unit].append(entry)
+        units = []
+        for where, entries in grouped.items():
+            rules = self._rules.get(where.kind, _PACKED)
+            rank = functools.partial(rules.rank, where.size) if self._whole_chips[where] else best_fit
+            units.append(_Bin((where.kind.value, where.index, where.size), entries, must, rules, rank))
+        units.sort(key=lambda b: b.key)
         # A node mixing unit kinds (no real server does) falls back to consolidation.
         spread = Spread.EVEN if all(b.rules.spread is Spread.EVEN for b in units) else Spread.CONSOLIDATE
         for unit, count in zip(units, _split(target, units, spread, _Numa(used_numa, units)), strict=True):
@@ -269,17 +277,6 @@ class NodeTopology:
                 extra={"available": len(free), "allocation_size": size},
             )
         return free, must
-
-    def _unit_bins(self, free: list[_Entry], must: set[str]) -> list[_Bin]:
-        grouped: dict[TopologyUnit, list[_Entry]] = collections.defaultdict(list)
-        for entry in free:
-            grouped[entry.place.unit].append(entry)
-        bins = []
-        for unit, entries in grouped.items():
-            rules = self._rules.get(unit.kind, _PACKED)
-            rank = functools.partial(rules.rank, unit.size) if self._whole_chips[unit] else best_fit
-            bins.append(_Bin((unit.kind.value, unit.index, unit.size), entries, must, rules, rank))
-        return sorted(bins, key=lambda b: b.key)
 
     def _take_from_unit(
         self, unit: _Bin, count: int, must: set[str], used_numa: set[int | None]

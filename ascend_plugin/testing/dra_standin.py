@@ -177,8 +177,8 @@ class DraKubeletStandIn:
             self._scan()
             self._check_connections()
 
-    def _sockets(self) -> dict[Path, tuple[int, int]]:
-        found = {}
+    def _scan(self) -> None:
+        current: dict[Path, tuple[int, int]] = {}
         with contextlib.suppress(FileNotFoundError):
             for entry in self.registry_dir.iterdir():
                 if entry.name.startswith("."):
@@ -186,11 +186,7 @@ class DraKubeletStandIn:
                 with contextlib.suppress(FileNotFoundError):
                     info = entry.lstat()
                     if stat.S_ISSOCK(info.st_mode):
-                        found[entry] = (info.st_ino, info.st_ctime_ns)
-        return found
-
-    def _scan(self) -> None:
-        current = self._sockets()
+                        current[entry] = (info.st_ino, info.st_ctime_ns)
         for path in [path for path in self._stamps if path not in current]:
             del self._stamps[path]
             self._deregister(path)

@@ -167,7 +167,14 @@ class KubeletStandIn:
             self.resources[request.resource_name] = view
             self.registrations.append(Registration(request.resource_name, request.endpoint, time.monotonic()))
             self._changed.notify_all()
-        self._open_stream(view)
+        stream = self._channels[view.resource_name].unary_stream(
+            _PLUGIN + "ListAndWatch",
+            request_serializer=bytes,
+            response_deserializer=ListAndWatchResponse.parse,
+        )(Empty())
+        self._streams[view.resource_name] = stream
+        view.stream_open = True
+        threading.Thread(target=self._consume, args=(view, stream), daemon=True).start()
         return bytes(Empty())
 
     def _refuse(self, context: grpc.ServicerContext, message: str) -> NoReturn:
@@ -206,16 +213,6 @@ class KubeletStandIn:
         return options, channel
 
     # -- ListAndWatch consumption -------------------------------------------------------
-
-    def _open_stream(self, view: ResourceView) -> None:
-        stream = self._channels[view.resource_name].unary_stream(
-            _PLUGIN + "ListAndWatch",
-            request_serializer=bytes,
-            response_deserializer=ListAndWatchResponse.parse,
-        )(Empty())
-        self._streams[view.resource_name] = stream
-        view.stream_open = True
-        threading.Thread(target=self._consume, args=(view, stream), daemon=True).start()
 
     def _consume(self, view: ResourceView, stream: Any) -> None:
         end = "OK"

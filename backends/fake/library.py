@@ -177,7 +177,10 @@ class FakeLibrary:
         scenario = self.scenario()
         if scenario.latency_ms:
             time.sleep(scenario.latency_ms / 1000)
-        while not self._closed.is_set() and self._hangs(op, target):
+        while not self._closed.is_set():
+            now = self.scenario()
+            if op not in now.hang and ((hung := target(now)) is None or op not in hung.chip.hang):
+                break
             time.sleep(self._poll_seconds)
         scenario = self.scenario()
         if op != "init" and not self._initialised:
@@ -189,13 +192,6 @@ class FakeLibrary:
         if code is not None:
             raise DcmiError(function, code)
         return body(scenario)
-
-    def _hangs(self, op: Operation, target: Target) -> bool:
-        scenario = self.scenario()
-        if op in scenario.hang:
-            return True
-        chip = target(scenario)
-        return chip is not None and op in chip.chip.hang
 
     def _on_chip(self, op: Operation, card_id: int, device_id: int, body: _Reader[T]) -> T:
         """An operation about one chip: -8001 for an unknown one; -8012 during its reset (but see
