@@ -21,7 +21,7 @@ from grpclib.protocol import H2Protocol
 from grpclib.server import Server
 
 from ascend_plugin.files import make_directory
-from ascend_plugin.other_plugins import SocketServer, foreign_socket, socket_server
+from ascend_plugin.other_plugins import foreign_socket, socket_server
 from ascend_plugin.path_facts import PathUnusable, create_failure
 
 log = logging.getLogger(__name__)
@@ -146,7 +146,9 @@ class SocketEndpoint:
                 server = self._new_server()
                 try:
                     if self.path.is_socket():
-                        if (other := self._other_server()) is not None:
+                        # Another process serving our path (not our own socket file, nor one nobody serves)?
+                        ours = self._stamp is not None and file_stamp(self.path) == self._stamp
+                        if not ours and (other := socket_server(self.path)) is not None and not other.ours:
                             raise PathUnusable(foreign_socket(self.path, other))
                         self.path.unlink()  # stale socket of an earlier run (no live instance serves it)
                     await server.start(sock=bound_socket(self.path))
@@ -157,13 +159,6 @@ class SocketEndpoint:
                 log.info("serving %s", self.what, extra={"socket": str(self.path)})
                 if previous is not None:
                     await self._close(previous)
-
-    def _other_server(self) -> SocketServer | None:
-        """Another process serving our path; None for our own socket file or one nobody serves."""
-        if self._stamp is not None and file_stamp(self.path) == self._stamp:
-            return None
-        found = socket_server(self.path)
-        return found if found is not None and not found.ours else None
 
     async def stop(self) -> None:
         """Remove our socket and close the server, for good."""

@@ -217,7 +217,11 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission, name: st
         raise Unreachable(
             f"cannot reach the API server at {kube.host}: {error or type(error).__name__}"
         ) from error
-    answer = _json(raw)
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        parsed = None
+    answer: dict[str, Any] = parsed if isinstance(parsed, dict) else {}
     if not 200 <= response.status < 300:
         message = answer.get("message") or raw[:200].decode("utf-8", "replace")
         raise KubeError(
@@ -225,11 +229,3 @@ async def access_allowed(kube: Kube, verb: str, permission: Permission, name: st
         )
     status = answer.get("status")
     return isinstance(status, dict) and status.get("allowed") is True
-
-
-def _json(raw: bytes) -> dict[str, Any]:
-    try:
-        parsed = json.loads(raw)
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}

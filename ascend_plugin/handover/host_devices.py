@@ -51,10 +51,17 @@ class HostDevices:
         return self._current().mounts
 
     def _current(self) -> Learned:
-        stamp = self._directory_stamp()
-        if stamp != self._stamp:
+        stamp: list[int] = []
+        for directory in self._directories:
+            try:
+                info = os.stat(directory)
+            except OSError:
+                stamp.extend((0, 0))
+                continue
+            stamp.extend((info.st_ino, info.st_mtime_ns))
+        if tuple(stamp) != self._stamp:
             self._learned = self._learn()
-            self._stamp = stamp
+            self._stamp = tuple(stamp)
         return self._learned
 
     def _learn(self) -> Learned:
@@ -68,17 +75,6 @@ class HostDevices:
         nodes.extend(DeviceNode(path, path) for path in self._entries(table.shared_node_dirs))
         mounts = tuple(HostMount(path, path) for path in table.driver_mounts if self._exists(path))
         return Learned(tuple(nodes), mounts)
-
-    def _directory_stamp(self) -> tuple[int, ...]:
-        stamp: list[int] = []
-        for directory in self._directories:
-            try:
-                info = os.stat(directory)
-            except OSError:
-                stamp.extend((0, 0))
-                continue
-            stamp.extend((info.st_ino, info.st_mtime_ns))
-        return tuple(stamp)
 
     def _host(self, path: str) -> Path:
         return self.host_root / path.lstrip("/")

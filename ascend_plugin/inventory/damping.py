@@ -43,7 +43,14 @@ class Damping:
 
     def apply(self, verdict: Verdict, now: float, policy: DampingPolicy) -> Verdict:
         """The verdict to report, given the chip's own ``verdict`` at monotonic time ``now``."""
-        reconfigured = self._reconfigured(verdict.judgement)
+        # Whether only the fault configuration changed since the last verdict (the chip's codes did not).
+        judgement, last, self._judged = verdict.judgement, self._judged, verdict.judgement
+        reconfigured = (
+            judgement is not None
+            and last is not None
+            and judgement.configuration != last.configuration
+            and judgement.codes == last.codes
+        )
         if not verdict.healthy:
             if self._last_healthy is not False and not reconfigured:  # an unhealthy spell begins
                 self._spells.append(now)
@@ -104,16 +111,6 @@ class Damping:
             reason=reason,
             faults=tuple(sorted(self._faults.values(), key=lambda fault: (-fault.level, fault.code))),
             judgement=self._judgement,
-        )
-
-    def _reconfigured(self, judgement: ChipJudgement | None) -> bool:
-        """Whether only the fault configuration changed since the last verdict (the chip's codes did not)."""
-        last, self._judged = self._judged, judgement
-        return (
-            judgement is not None
-            and last is not None
-            and judgement.configuration != last.configuration
-            and judgement.codes == last.codes
         )
 
     def release_due(self, now: float, policy: DampingPolicy) -> float | None:

@@ -41,13 +41,6 @@ UB_PORT_DOWN: Final = 0x81B18603
 UB_ROUTE_LOST: Final = 0x020001002
 
 
-def _with_route_lost(event: FaultEvent) -> tuple[FaultEvent, ...]:
-    """The event, and Huawei's ``020001002`` beside a UB port's link down (raised or recovered alike)."""
-    if event.code != UB_PORT_DOWN:
-        return (event,)
-    return (event, dataclasses.replace(event, code=UB_ROUTE_LOST))
-
-
 class Ascend950(ChipBackend):
     """The 950 family over DCMI v2: a full mesh of 8 per server, HBM, fault events, resets alone."""
 
@@ -67,8 +60,9 @@ class Ascend950(ChipBackend):
         """``dcmiv2_subscribe_fault_event`` for every chip, ``020001002`` delivered beside ``81B18603``."""
 
         def deliver(event: FaultEvent) -> None:
-            for each in _with_route_lost(event):
-                handler(each)
+            handler(event)
+            if event.code == UB_PORT_DOWN:  # raised or recovered alike
+                handler(dataclasses.replace(event, code=UB_ROUTE_LOST))
 
         return self.subscribe_driver_events(deliver)
 

@@ -100,7 +100,15 @@ class ConfigWatcher:
         overlay: dict[int, FaultLevel] = {}
         for key, value in data.items():
             if key == FAULT_LEVELS_KEY:
-                overlay = self._fault_levels(value)
+                source = f"{FAULT_LEVELS_KEY} of {self.where}"
+                try:
+                    overlay = decode_overlay(json.loads(value), source)
+                except json.JSONDecodeError as error:
+                    raise SettingsError(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
+                except RecursionError as error:
+                    raise SettingsError(f"key {FAULT_LEVELS_KEY!r} nests too deeply to be read") from error
+                except FaultConfigError as error:
+                    raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
                 continue
             name = key.replace("-", "_")
             if name not in RELOADABLE:
@@ -110,17 +118,6 @@ class ConfigWatcher:
                 )
             overrides[name] = value
         return overrides, overlay
-
-    def _fault_levels(self, text: str) -> dict[int, FaultLevel]:
-        source = f"{FAULT_LEVELS_KEY} of {self.where}"
-        try:
-            return decode_overlay(json.loads(text), source)
-        except json.JSONDecodeError as error:
-            raise SettingsError(f"key {FAULT_LEVELS_KEY!r} is not valid JSON: {error}") from error
-        except RecursionError as error:
-            raise SettingsError(f"key {FAULT_LEVELS_KEY!r} nests too deeply to be read") from error
-        except FaultConfigError as error:
-            raise SettingsError(f"key {FAULT_LEVELS_KEY!r}: {error}") from error
 
 
 class FaultConfigWatcher:

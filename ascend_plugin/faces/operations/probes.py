@@ -13,7 +13,7 @@ from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.operations.http_endpoint import Probe
 from ascend_plugin.instance_lock import InstanceLock
 from ascend_plugin.inventory.discovery import Discovery
-from ascend_plugin.resilience import PartStatus, Supervision
+from ascend_plugin.resilience import Supervision
 
 STUCK_IS_DEAD = 300.0  # seconds a node-wide driver call may hang before only a restart helps
 FAILED_IS_DEAD = 60.0  # seconds a part may fail without serving again before only a restart helps
@@ -89,8 +89,12 @@ class PluginProbes:
         if (stuck := self.calls.stuck(None)) is not None:
             problems.append(stuck.describe(now))
         parts = self.supervision.parts()
-        for part in parts:
-            problems.extend(_problems(part, now))
+        for part in parts:  # its failure while it waits to restart, else what it says
+            if not part.running:
+                restart = max((part.restart_at or now) - now, 0.0)
+                problems.append(f"{part.name} failed: {part.last_error}; restarting it in {restart:.1f} s")
+            elif part.problems is not None:
+                problems.extend(f"{part.name}: {problem}" for problem in part.problems())
         if not any(part.name == self.kubelet_part for part in parts):
             problems.append(f"{self.kubelet_part}: not started yet")
         also = self.discovery.unserved() + (self.resets() if self.resets is not None else [])
@@ -107,13 +111,3 @@ class PluginProbes:
         if self.notes is not None and (notes := self.notes()):
             detail += "; " + "; ".join(notes)
         return Probe(True, detail)
-
-
-def _problems(part: PartStatus, now: float) -> list[str]:
-    """What keeps one part from its job: its failure while it waits to restart, else what it says."""
-    if not part.running:
-        restart = max((part.restart_at or now) - now, 0.0)
-        return [f"{part.name} failed: {part.last_error}; restarting it in {restart:.1f} s"]
-    if part.problems is None:
-        return []
-    return [f"{part.name}: {problem}" for problem in part.problems()]
