@@ -124,7 +124,7 @@ class InstanceLock:
                 now = self.clock()
                 if self.waiting_since is None:
                     self.waiting_since = now
-                self.holder = self._read_note()
+                self.holder = read_note(self.note)
                 if now >= next_reminder:
                     self._log_waiting(now - self.waiting_since)
                     reminders += 1
@@ -147,7 +147,7 @@ class InstanceLock:
 
     def keep_note(self) -> None:
         """(Re)write our holder note if it is missing or not ours; best effort, the lock does not need it."""
-        if not self.held or self._read_note() == self._me:
+        if not self.held or read_note(self.note) == self._me:
             return
         note = {"pid": self._me.pid, "host": self._me.host, "since": self._me.since}
         try:
@@ -159,7 +159,7 @@ class InstanceLock:
         """Give the lock up (the note first: nobody else writes it while we hold the lock)."""
         if self._fd is None:
             return
-        if self._read_note() == self._me:
+        if read_note(self.note) == self._me:
             self.note.unlink(missing_ok=True)
         fcntl.flock(self._fd, fcntl.LOCK_UN)
         os.close(self._fd)
@@ -199,9 +199,6 @@ class InstanceLock:
         except BlockingIOError:
             return False
         return True
-
-    def _read_note(self) -> Holder | None:
-        return read_note(self.note)
 
     def _log_waiting(self, waited: float) -> None:
         holder = self.holder.describe() if self.holder is not None else "another process (no holder note)"

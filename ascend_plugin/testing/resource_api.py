@@ -66,10 +66,6 @@ def _uses_consumable_capacity(spec: Mapping[str, Any]) -> bool:
     )
 
 
-def _uses_taints(spec: Mapping[str, Any]) -> bool:
-    return any(device.get("taints") for device in _devices(spec))
-
-
 def drop_disabled_fields(spec: dict[str, Any], old: Mapping[str, Any] | None, server: ServerVersion) -> None:
     """What a gate that is off does not let in (unless the old object has it)."""
     old = old or {}
@@ -85,7 +81,7 @@ def drop_disabled_fields(spec: dict[str, Any], old: Mapping[str, Any] | None, se
             for capacity in (device.get("capacity") or {}).values():
                 if isinstance(capacity, dict):
                     capacity.pop("requestPolicy", None)
-    if not server.gate(DEVICE_TAINTS) and not _uses_taints(old):
+    if not server.gate(DEVICE_TAINTS) and not any(device.get("taints") for device in _devices(old)):
         for device in _devices(spec):
             device.pop("taints", None)
 

@@ -319,7 +319,7 @@ class FakeLibrary:
             "health",
             card_id,
             device_id,
-            lambda s, placed: 0 if self._repaired(s, placed) else placed.chip.health,
+            lambda s, placed: 0 if self._driver.repaired(s, placed, self._stamp) else placed.chip.health,
         )
 
     def error_codes(self, card_id: int, device_id: int) -> list[int]:
@@ -605,12 +605,9 @@ class FakeLibrary:
             raise DcmiError(self._name(op), INVALID_PARAMETER)
         return found
 
-    def _repaired(self, scenario: FakeScenario, placed: PlacedChip) -> bool:
-        return self._driver.repaired(scenario, placed, self._stamp)
-
     def _codes(self, scenario: FakeScenario, placed: PlacedChip) -> tuple[int, ...]:
         """The fault codes the chip reports: none once a reset repaired it."""
-        return () if self._repaired(scenario, placed) else placed.chip.fault_codes
+        return () if self._driver.repaired(scenario, placed, self._stamp) else placed.chip.fault_codes
 
     def _deliver_events(self, handler: FaultHandler, scenario: FakeScenario) -> None:
         """Library thread: events for codes that appear or clear, each scenario event once, storms."""

@@ -74,15 +74,11 @@ _LIMITS: wire.RequestLimits = {
 }
 
 
-def _limits() -> wire.RequestLimits:
-    return _LIMITS
-
-
 def dra_rules(registry_dir: Path) -> RequestRules:
     """What the DRA socket accepts: the kubelet's DRA and health requests, from the kubelet."""
-    return RequestRules(DRA_SHAPES, _limits, OwnerOf(registry_dir, "the kubelet"))
+    return RequestRules(DRA_SHAPES, lambda: _LIMITS, OwnerOf(registry_dir, "the kubelet"))
 
 
 def registration_rules(registry_dir: Path) -> RequestRules:
     """What the registration socket accepts: the plugin watcher's calls, from the kubelet."""
-    return RequestRules(REGISTRATION_SHAPES, _limits, OwnerOf(registry_dir, "the kubelet"))
+    return RequestRules(REGISTRATION_SHAPES, lambda: _LIMITS, OwnerOf(registry_dir, "the kubelet"))
