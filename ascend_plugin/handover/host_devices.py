@@ -68,19 +68,16 @@ class HostDevices:
         """Look every candidate up (the first manager node found is seen as /dev/davinci_manager)."""
         table = self.table
         nodes = []
-        manager = next((path for path in table.manager_nodes if self._exists(path)), None)
+        manager = next((path for path in table.manager_nodes if self._host(path).exists()), None)
         if manager is not None:
             nodes.append(DeviceNode(manager, MANAGER_IN_CONTAINER))
-        nodes.extend(DeviceNode(path, path) for path in table.shared_nodes if self._exists(path))
+        nodes.extend(DeviceNode(path, path) for path in table.shared_nodes if self._host(path).exists())
         nodes.extend(DeviceNode(path, path) for path in self._entries(table.shared_node_dirs))
-        mounts = tuple(HostMount(path, path) for path in table.driver_mounts if self._exists(path))
+        mounts = tuple(HostMount(path, path) for path in table.driver_mounts if self._host(path).exists())
         return Learned(tuple(nodes), mounts)
 
     def _host(self, path: str) -> Path:
         return self.host_root / path.lstrip("/")
-
-    def _exists(self, path: str) -> bool:
-        return self._host(path).exists()
 
     def _entries(self, directories: tuple[str, ...]) -> list[str]:
         """Every entry but a directory right under each of ``directories`` (the 950's UB nodes), sorted."""

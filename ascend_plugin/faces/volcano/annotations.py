@@ -143,10 +143,6 @@ class AnnotationWriter:
         # With the kubelet's record, resolved through the map this sweep may have rebuilt.
         self.held.also_held(frozenset(held_chips))
 
-    def _chips_of(self, device_id: str) -> tuple[int, ...]:
-        device = self.book.get(self.resource, device_id)
-        return device.chips if device is not None else ()
-
     def _kubelet_ids(self, pod: Pod, listed: PodIds | None) -> tuple[str, ...]:
         if listed is not None:
             return listed.get((pod.namespace, pod.name), ())
@@ -191,7 +187,8 @@ class AnnotationWriter:
         if pod.annotations.get(PREDICATE_TIME) != str(CONSUMED):
             wanted[PREDICATE_TIME] = str(CONSUMED)
         if self.device_ips is not None:
-            phys = [chip for device_id in real for chip in self._chips_of(device_id)]
+            found = [self.book.get(self.resource, device_id) for device_id in real]
+            phys = [chip for device in found if device is not None for chip in device.chips]
             devices = [RankDevice(phy, await self.device_ips.of(phy)) for phy in phys]
             wanted[RANK_TABLE] = rank_table(pod, self.host_ip, devices)
         missing = {
