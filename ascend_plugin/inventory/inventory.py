@@ -95,6 +95,7 @@ class Inventory(Followable):
         )
         self._ordered = self._sorted()
         self._transition_listeners: list[Transition] = []
+        self._vnpu_edits: dict[int, int] = {}  # per chip: makes and destroys ended, for stale poll reads
 
     @property
     def table(self) -> FamilyTable:
@@ -159,8 +160,22 @@ class Inventory(Followable):
         """Mark chips as out for a hot reset (or back from one); return True if anything changed."""
         return self._replace(*(dataclasses.replace(self._chips[phy], resetting=resetting) for phy in phy_ids))
 
-    def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...]) -> bool:
-        return self._replace(dataclasses.replace(self._chips[phy_id], vnpus=vnpus))
+    def set_vnpus(self, phy_id: int, vnpus: tuple[VdevInfo, ...], *, read_at: int | None = None) -> bool:
+        """Record the chip's vNPUs. A poll passes the :meth:`vnpu_edits` it saw before its read: a read a
+        make or destroy overtook is stale and dropped (it would bring back a vNPU just destroyed), unless
+        nothing is known yet."""
+        old = self._chips[phy_id]
+        if read_at is not None and read_at != self.vnpu_edits(phy_id) and old.vnpus is not None:
+            return False
+        return self._replace(dataclasses.replace(old, vnpus=vnpus))
+
+    def vnpu_edits(self, phy_id: int) -> int:
+        """How many makes and destroys of the chip's vNPUs have ended (a read begun before one is stale)."""
+        return self._vnpu_edits.get(phy_id, 0)
+
+    def vnpus_edited(self, phy_id: int) -> None:
+        """A make or destroy of the chip's vNPUs ended (or gave up): reads begun before it are stale."""
+        self._vnpu_edits[phy_id] = self.vnpu_edits(phy_id) + 1
 
     def _replace(self, *states: ChipState) -> bool:
         """Put each state in its chip's place: one new version, then each flip told; True if any changed."""

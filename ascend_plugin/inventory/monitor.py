@@ -219,6 +219,7 @@ class HealthMonitor:
         chip = watch.chip
         started, watch.polled_at = self.clock(), anyio.current_time()
         reads_vnpus = self.inventory.facts.reads_vnpus and self.inventory.get(chip.phy_id) is not None
+        edits = self.inventory.vnpu_edits(chip.phy_id)
         try:
             reading, vnpus = await self.calls.call(chip.phy_id, "read_health", self._reads, chip, reads_vnpus)
         except ChipCallError:
@@ -236,7 +237,7 @@ class HealthMonitor:
         else:
             watch.polls = Polls(reading, self.faults.now() - round((self.clock() - started) * 1000))
             self._reconcile(watch)
-            self._record_vnpus(watch, vnpus)
+            self._record_vnpus(watch, vnpus, edits)
             self._ask_link(watch)
         self._decide(watch)
 
@@ -261,8 +262,9 @@ class HealthMonitor:
         except ChipError as error:
             return reading, error
 
-    def _record_vnpus(self, watch: _Watch, vnpus: _Vnpus) -> None:
-        """Record the vNPUs the poll read; a failed read keeps what was known."""
+    def _record_vnpus(self, watch: _Watch, vnpus: _Vnpus, edits: int) -> None:
+        """Record the vNPUs the poll read (unless a make or destroy since ``edits`` made the read stale);
+        a failed read keeps what was known."""
         chip = watch.chip
         state = self.inventory.get(chip.phy_id)
         if state is None or vnpus is None:
@@ -279,7 +281,7 @@ class HealthMonitor:
             watch.vnpu_error = str(vnpus)
             return
         watch.vnpu_error = ""
-        if self.inventory.set_vnpus(chip.phy_id, vnpus):
+        if self.inventory.set_vnpus(chip.phy_id, vnpus, read_at=edits):
             _log_vnpu_change(chip, state.vnpus, vnpus)
 
     def _decide(self, watch: _Watch) -> None:

@@ -76,6 +76,8 @@ class ChipVnpus:
             raise VnpuError(
                 f"cannot make a vNPU of template {template} on {self._label(phy_id)}: {describe(error)}"
             ) from None
+        finally:
+            self.inventory.vnpus_edited(phy_id)  # a poll's read begun before this may miss the new vNPU
 
     async def destroy(self, phy_id: int, vdev_id: int) -> None:
         """Destroy the vNPU, and drop it from the chip's vNPUs at once (not at the next poll): a claim for
@@ -89,6 +91,8 @@ class ChipVnpus:
                 f"cannot destroy vNPU {vdev_id} on {self._label(phy_id)}: {describe(error)}"
                 + ("; a container still uses it" if busy else "")
             ) from None
+        finally:
+            self.inventory.vnpus_edited(phy_id)  # a poll's read begun before this may show it still there
         state = self.inventory.get(phy_id)
         if state is not None and state.vnpus is not None:
             self.inventory.set_vnpus(phy_id, tuple(v for v in state.vnpus if v.vdev_id != vdev_id))
