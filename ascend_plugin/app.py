@@ -238,7 +238,13 @@ class PluginApp:
             )
             self.metrics_source.telemetry_of = self._telemetry_view
             watched.append(RootTask("telemetry", self.telemetry.run))
-        host = HostDevices(inventory.table, settings.host_root)
+        host = HostDevices(inventory.table, settings.host_root, inventory.facts.super_pod)
+        if host.unnamed:
+            log.warning(
+                "containers get no HCCL_TOPO_FILE_PATH: %s; a job whose HCCL needs it sets it in the pod",
+                host.unnamed,
+                extra={"reason": "TopologyFileUnnamed"},
+            )
         try:
             if settings.serve == "dra":  # the chips through the DRA face; no offers, no device plugin
                 tasks = self._dra_tasks(node, monitor, host)

@@ -74,6 +74,8 @@ class FamilyTable:
     stale_resources: tuple[str, ...] = ()
     # The node carries Huawei's 950 labels: its chips' memory and its place in a super pod (topotree).
     topology_labels: bool = False
+    # The driver's topology file HCCL reads (HCCL_TOPO_FILE_PATH), by the node's super_pod_type (950).
+    topology_files: Mapping[int, str] = field(default_factory=dict)
 
     def claims(self, info: ChipInfo) -> bool:
         return bool(self.chip_names.search(info.chip_name))
@@ -103,6 +105,19 @@ class FamilyTable:
             }
             labels |= {key: str(value) for key, value in place.items() if value is not None and value >= 0}
         return labels
+
+    def topology_file(self, super_pod: SuperPodInfo | None) -> tuple[str | None, str]:
+        """The driver's topology file of the node's product, or None and why not (empty: not this family's
+        concern)."""
+        if not self.topology_files:
+            return None, ""
+        if super_pod is None:
+            return None, "no chip could say the node's super_pod_type (its product)"
+        path = self.topology_files.get(super_pod.super_pod_type)
+        if path is None:
+            known = ", ".join(str(kind) for kind in sorted(self.topology_files))
+            return None, f"super_pod_type {super_pod.super_pod_type} names no product with one ({known} do)"
+        return path, ""
 
     def ai_cores_in_bounds(self, value: float) -> bool:
         """True when an AI-core figure lies within the family's plausible bounds."""

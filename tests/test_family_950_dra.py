@@ -2,7 +2,7 @@
 
 Each device says its DCMI v2 address (``logicID``; v2 has no card and device
 ids), and a prepared claim's CDI spec hands over ``/dev/davinci<logical id>`` and
-the UB stack's nodes, as the device plugin does.
+the UB stack's nodes and the driver's topology file, as the device plugin does.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from fake_apiserver import FakeApiServer
 from node_950 import CHIPS, logic_of
 from waiting import until, wait_for
 
-from ascend_plugin.testing.simulate_950 import ATLAS_850, prepare_host
+from ascend_plugin.testing.simulate_950 import ATLAS_850, TOPOLOGY_FILE, prepare_host
 
 pytestmark = pytest.mark.anyio
 
@@ -73,5 +73,6 @@ async def test_a_950_node_publishes_whole_chips_and_prepares_them_by_logical_id(
                 "/dev/uburma/uburma1",
                 "/dev/ummu/ummu",
             ]
+            assert spec["containerEdits"]["env"] == [f"HCCL_TOPO_FILE_PATH={TOPOLOGY_FILE}"]
     finally:
         await anyio.to_thread.run_sync(kubelet.stop)

@@ -4,7 +4,8 @@ The C fake plays the node through DCMI v2. The kubelet counts ``huawei.com/npu: 
 under Huawei's IDs, ``npu-<physical id>``, each with the NUMA node its CPU
 affinity names; a container holding two chips gets the ``/dev/davinci`` nodes
 of their logical ids and the UB stack's nodes, or (runtime mode) their logical
-ids in ``ASCEND_VISIBLE_DEVICES``.
+ids in ``ASCEND_VISIBLE_DEVICES``; either way ``HCCL_TOPO_FILE_PATH`` names the
+driver's topology file of an Atlas 850.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from plugin_harness import player_settings, registered, running_plugin
 from waiting import wait_for
 
 from ascend_plugin.testing.kubelet_standin import KubeletStandIn
+from ascend_plugin.testing.simulate_950 import TOPOLOGY_FILE
 
 pytestmark = pytest.mark.anyio
 
@@ -56,9 +58,11 @@ async def test_allocate_hands_over_the_logical_ids(
         assert dict(container.envs) == {
             "ASCEND_VISIBLE_DEVICES": ",".join(map(str, logical)),
             "ASCEND_RUNTIME_OPTIONS": "",
+            "HCCL_TOPO_FILE_PATH": TOPOLOGY_FILE,
         }
         assert list(container.devices) == []
         return
+    assert dict(container.envs) == {"HCCL_TOPO_FILE_PATH": TOPOLOGY_FILE}
     assert [(spec.host_path, spec.container_path) for spec in container.devices] == [
         *((f"/dev/davinci{n}", f"/dev/davinci{n}") for n in logical),
         ("/dev/davinci_manager", "/dev/davinci_manager"),

@@ -41,17 +41,20 @@ def _mount(mount: HostMount) -> dict[str, Any]:
 
 
 def spec_content(kind: str, nodes: Mapping[str, DeviceNode], host: HostDevices) -> dict[str, Any]:
-    """A spec of ``kind``: a device per name of ``nodes``, the host's shared nodes and mounts spec-wide
-    (applied whenever any device is used), the lowest version this content allows."""
+    """A spec of ``kind``: a device per name of ``nodes``, the host's shared nodes, mounts and environment
+    spec-wide (applied whenever any device is used), the lowest version this content allows."""
+    edits: dict[str, Any] = {
+        "deviceNodes": [_node(node) for node in host.shared],
+        "mounts": [_mount(mount) for mount in host.mounts],
+    }
+    if host.env:
+        edits["env"] = [f"{name}={value}" for name, value in host.env.items()]
     spec = {
         "kind": kind,
         "devices": [
             {"name": name, "containerEdits": {"deviceNodes": [_node(node)]}} for name, node in nodes.items()
         ],
-        "containerEdits": {
-            "deviceNodes": [_node(node) for node in host.shared],
-            "mounts": [_mount(mount) for mount in host.mounts],
-        },
+        "containerEdits": edits,
     }
     return versioned(spec)
 

@@ -5,13 +5,18 @@ a directory holding them changes (a driver reload moves its mtime), not looked u
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from types import MappingProxyType
 
 from ascend_plugin.offers.base import DeviceNode
 from backends.families import FamilyTable
+from backends.library import SuperPodInfo
 
 MANAGER_IN_CONTAINER = "/dev/davinci_manager"
+# Where HCCL finds the driver's description of the node's links (Huawei's plugin sets it on a 950).
+TOPOLOGY_ENV = "HCCL_TOPO_FILE_PATH"
 
 
 @dataclass(frozen=True)
@@ -25,15 +30,20 @@ class HostMount:
 class Learned:
     shared: tuple[DeviceNode, ...]
     mounts: tuple[HostMount, ...]
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    unnamed: str = ""  # why the family's topology file is not named (empty: named, or none to name)
 
 
 class HostDevices:
-    """The family's shared nodes and driver mounts that exist under ``host_root``."""
+    """The family's shared nodes, driver mounts and topology file that exist under ``host_root``
+    (``super_pod``: the node's place, whose product picks the topology file)."""
 
-    def __init__(self, table: FamilyTable, host_root: Path) -> None:
+    def __init__(self, table: FamilyTable, host_root: Path, super_pod: SuperPodInfo | None = None) -> None:
         self.table = table
         self.host_root = host_root
-        candidates = (*table.manager_nodes, *table.shared_nodes, *table.driver_mounts)
+        self.topology_file, self._no_file = table.topology_file(super_pod)
+        topology = (self.topology_file,) if self.topology_file else ()
+        candidates = (*table.manager_nodes, *table.shared_nodes, *table.driver_mounts, *topology)
         self._directories = sorted(
             {self._host(str(PurePosixPath(path).parent)) for path in candidates}
             | {self._host(directory) for directory in table.shared_node_dirs}
@@ -49,6 +59,16 @@ class HostDevices:
     @property
     def mounts(self) -> tuple[HostMount, ...]:
         return self._current().mounts
+
+    @property
+    def env(self) -> Mapping[str, str]:
+        """The environment every NPU container gets: ``HCCL_TOPO_FILE_PATH`` on a 950 whose file exists."""
+        return self._current().env
+
+    @property
+    def unnamed(self) -> str:
+        """Why the family's topology file is not in :attr:`env`; empty when it is, or the family has none."""
+        return self._current().unnamed
 
     def _current(self) -> Learned:
         stamp: list[int] = []
@@ -74,7 +94,14 @@ class HostDevices:
         nodes.extend(DeviceNode(path, path) for path in table.shared_nodes if self._host(path).exists())
         nodes.extend(DeviceNode(path, path) for path in self._entries(table.shared_node_dirs))
         mounts = tuple(HostMount(path, path) for path in table.driver_mounts if self._host(path).exists())
-        return Learned(tuple(nodes), mounts)
+        env: dict[str, str] = {}
+        unnamed = self._no_file
+        if self.topology_file is not None:
+            if self._host(self.topology_file).is_file():
+                env[TOPOLOGY_ENV] = self.topology_file
+            else:
+                unnamed = f"the node's topology file {self.topology_file} is not on the host"
+        return Learned(tuple(nodes), mounts, MappingProxyType(env), unnamed)
 
     def _host(self, path: str) -> Path:
         return self.host_root / path.lstrip("/")

@@ -74,7 +74,7 @@ class DeviceHandover:
 
     def grant(self, devices: Sequence[OfferedDevice]) -> ContainerGrant:
         own = _once(device.node for device in devices)
-        return ContainerGrant(devices=(*own, *self.host.shared), mounts=self.host.mounts)
+        return ContainerGrant(envs=self.host.env, devices=(*own, *self.host.shared), mounts=self.host.mounts)
 
 
 class RuntimeHandover:
@@ -84,6 +84,7 @@ class RuntimeHandover:
 
     def __init__(self, context: HandoverContext) -> None:
         self.extra = context.table.runtime_env
+        self.host = context.host
 
     def grant(self, devices: Sequence[OfferedDevice]) -> ContainerGrant:
         virtual = any(device.virtual for device in devices)
@@ -92,6 +93,7 @@ class RuntimeHandover:
             "ASCEND_RUNTIME_OPTIONS": "VIRTUAL" if virtual else "",
         }
         env.update(self.extra)
+        env.update(self.host.env)
         return ContainerGrant(envs=MappingProxyType(env))
 
 

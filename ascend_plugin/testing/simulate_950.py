@@ -51,12 +51,14 @@ HOST_NODES = (
     *(f"davinci{logic}" for logic in range(CHIPS)),
     "davinci_manager", "hisi_hdc", "uburma/uburma0", "uburma/uburma1", "ummu/ummu",
 )  # fmt: skip
+# The driver's topology file of an 8P Atlas 850 (super_pod_type 0), which containers are told of.
+TOPOLOGY_FILE = "/usr/local/Ascend/driver/topo/950/atlas_850_1.json"
 # Its NUMA nodes' CPUs, as /sys/devices/system/node/node<N>/cpulist says.
 NUMA_CPUS = {0: "0-47", 1: "48-95"}
 
 
 def prepare_host(host: Path) -> None:
-    """The fake host's /dev nodes, NUMA nodes and driver directory."""
+    """The fake host's /dev nodes, NUMA nodes and driver directory with its topology file."""
     for node in HOST_NODES:
         (host / "dev" / node).parent.mkdir(parents=True, exist_ok=True)
         (host / "dev" / node).touch()
@@ -64,7 +66,9 @@ def prepare_host(host: Path) -> None:
         directory = host / "sys/devices/system/node" / f"node{number}"
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "cpulist").write_text(cpus + "\n", encoding="ascii")
-    (host / "usr/local/Ascend/driver").mkdir(parents=True, exist_ok=True)
+    topology = host / TOPOLOGY_FILE.lstrip("/")
+    topology.parent.mkdir(parents=True, exist_ok=True)
+    topology.write_text("{}\n", encoding="ascii")  # the driver's; the plugin only names it
 
 
 async def timeline(

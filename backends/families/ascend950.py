@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import ClassVar, Final
 
 from backends.backend import UTILIZATION_PERIOD_S, ChipBackend, MemoryKind, Utilization
@@ -33,6 +34,20 @@ ASCEND_950 = FamilyTable(
     server_type_enforced=True,
     stale_resources=("huawei.com/Ascend910",),
     topology_labels=True,
+    topology_files=MappingProxyType(
+        {
+            kind: f"/usr/local/Ascend/driver/topo/950/{name}"
+            for kind, name in {
+                0: "atlas_850_1.json",  # 8P server
+                1: "atlas_950_1.json",  # 1D SuperPoD
+                2: "atlas_950_2.json",  # 2D SuperPoD
+                3: "atlas_850_2.json",  # 16P server
+                4: "atlas_850_3.json",  # 32P server
+                5: "atlas_350_1.json",  # Atlas 350 card, 1P (Huawei picks it by board id: the same product)
+                6: "atlas_350_3.json",  # Atlas 350 card, 4P mesh
+            }.items()
+        }
+    ),
 )
 
 # A UB port of the chip is down (the driver's event), and the code Huawei adds with each occurrence:
