@@ -123,14 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
-    return {
-        name: getattr(namespace, name)
-        for name in Settings.model_fields
-        if getattr(namespace, name, None) is not None
-    }
-
-
 def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the plugin until SIGTERM or SIGINT: 0 after a clean stop, :data:`EXIT_BAD_SETTINGS` when the
     settings fail once it runs. SIGHUP re-reads the settings with ``reload``."""
@@ -225,8 +217,9 @@ def _command(argv: Sequence[str] | None) -> int:
                 "its log says why (--log-level ERROR)"
             )
             return _refusing(refused)
+    values = {name: getattr(args, name) for name in Settings.model_fields}  # None: not given
     try:
-        settings = load_settings(_settings_values(args))
+        settings = load_settings(values)
     except SettingsError as error:
         print(f"ascend-device-plugin: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -237,5 +230,4 @@ def _command(argv: Sequence[str] | None) -> int:
     from ascend_plugin.logs import setup_logging
 
     setup_logging(settings.log_level, settings.log_format)
-    values = _settings_values(args)
     return run_daemon(settings, lambda: load_settings(values))

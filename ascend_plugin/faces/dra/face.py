@@ -21,7 +21,7 @@ from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
 from ascend_plugin.faces.dra.prepare import ClaimPreparer
-from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
+from ascend_plugin.faces.dra.request_shapes import DRA_SHAPES, REGISTRATION_SHAPES, kubelet_rules
 from ascend_plugin.faces.dra.services import (
     DeviceHealthService,
     DraPluginV1,
@@ -93,13 +93,13 @@ class RunSockets:
             [face.service, DraPluginV1beta1(face.service), self.health],
             face.dra_socket,
             "the DRA driver API",
-            dra_rules(registry),
+            kubelet_rules(DRA_SHAPES, registry),
         )
         self.registration = GuardedEndpoint(
             [face.registration],
             face.registration_socket,
             "the DRA driver's registration",
-            registration_rules(registry),
+            kubelet_rules(REGISTRATION_SHAPES, registry),
         )
         self.started: set[SocketEndpoint] = set()
 
