@@ -59,7 +59,6 @@ class DraSettings:
     cdi_spec_dir: Path
     device_taints: bool | None = None  # None: wherever the API server keeps them
     evict: bool = True  # NoExecute taints for the levels that must stop work
-    kubeconfig: Path | None = None
     watch_interval: float = 0.1  # seconds between checks that the sockets are in place, without inotify
     host_root: Path = Path("/")
 
@@ -75,7 +74,6 @@ class DraSettings:
             cdi_spec_dir=settings.cdi_spec_dir,
             device_taints=settings.dra_device_taints,
             evict=settings.dra_taint_effect == "by-level",
-            kubeconfig=settings.kubeconfig,
             watch_interval=settings.kubelet_watch_interval,
             host_root=settings.host_root,
         )
@@ -121,19 +119,18 @@ class DraFace:
         inventory: Inventory,
         host: HostDevices,
         settings: DraSettings,
-        plan: DraPlan | None = None,
-        calls: ChipCalls | None = None,
+        plan: DraPlan,
+        calls: ChipCalls,
         *,
         held: HeldChips | None = None,
-        client: SharedClient | None = None,
+        client: SharedClient,
     ) -> None:
         """``plan``: the chips split on demand, and shared; ``calls``: the chip lanes its vNPUs are made on;
-        ``held``: which chips pods hold; ``client``: the process's API client (None: one of its own)."""
+        ``held``: which chips pods hold; ``client``: the process's API client."""
         self.inventory = inventory
         self.held = held
         self.settings = settings
-        self.client = client or SharedClient(settings.kubeconfig)
-        plan = plan or DraPlan({})
+        self.client = client
         self.catalog = DeviceCatalog(
             inventory,
             settings.driver,
@@ -144,7 +141,6 @@ class DraFace:
         )
         keeper = None
         if plan.maker is not None and plan.splits:
-            assert calls is not None, "vNPUs are made on the chips' lanes"
             keeper = VnpuKeeper(ChipVnpus(plan.maker, calls, inventory), plan.splits.keys())
         self.keeper = keeper
         self.preparer = ClaimPreparer(
