@@ -17,6 +17,7 @@ import anyio
 
 from ascend_plugin import __version__
 from ascend_plugin.doctor import add_arguments as add_doctor_arguments
+from ascend_plugin.logs import setup_logging
 from ascend_plugin.settings import ENV_PREFIX, Settings, SettingsError, flag_name, load_settings
 
 EXIT_BAD_SETTINGS = 2
@@ -192,7 +193,6 @@ def _command(argv: Sequence[str] | None) -> int:
         print(__version__)
         return 0
     if args.command == "simulate":
-        from ascend_plugin.logs import setup_logging
         from ascend_plugin.testing.simulate import simulate
 
         if args.serve == "dra" and (args.share_count != 1 or args.vnpu != "off"):
@@ -227,7 +227,5 @@ def _command(argv: Sequence[str] | None) -> int:
         from ascend_plugin.doctor.runner import run_doctor
 
         return run_doctor(settings, args.root, args.format)
-    from ascend_plugin.logs import setup_logging
-
     setup_logging(settings.log_level, settings.log_format)
     return run_daemon(settings, lambda: load_settings(values))

@@ -59,6 +59,7 @@ class DraSettings:
     cdi_spec_dir: Path
     device_taints: bool | None = None  # None: wherever the API server keeps them
     evict: bool = True  # NoExecute taints for the levels that must stop work
+    kubeconfig: Path | None = None
     watch_interval: float = 0.1  # seconds between checks that the sockets are in place, without inotify
     host_root: Path = Path("/")
 
@@ -74,6 +75,7 @@ class DraSettings:
             cdi_spec_dir=settings.cdi_spec_dir,
             device_taints=settings.dra_device_taints,
             evict=settings.dra_taint_effect == "by-level",
+            kubeconfig=settings.kubeconfig,
             watch_interval=settings.kubelet_watch_interval,
             host_root=settings.host_root,
         )
