@@ -17,6 +17,7 @@ import anyio
 
 from ascend_plugin import __version__
 from ascend_plugin.doctor import add_arguments as add_doctor_arguments
+from ascend_plugin.logs import setup_logging
 from ascend_plugin.settings import ENV_PREFIX, Settings, SettingsError, flag_name, load_settings
 
 EXIT_BAD_SETTINGS = 2
@@ -123,14 +124,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings_values(namespace: argparse.Namespace) -> dict[str, Any]:
-    return {
-        name: getattr(namespace, name)
-        for name in Settings.model_fields
-        if getattr(namespace, name, None) is not None
-    }
-
-
 def run_daemon(settings: Settings, reload: Callable[[], Settings] | None = None) -> int:
     """Run the plugin until SIGTERM or SIGINT: 0 after a clean stop, :data:`EXIT_BAD_SETTINGS` when the
     settings fail once it runs. SIGHUP re-reads the settings with ``reload``."""
@@ -200,7 +193,6 @@ def _command(argv: Sequence[str] | None) -> int:
         print(__version__)
         return 0
     if args.command == "simulate":
-        from ascend_plugin.logs import setup_logging
         from ascend_plugin.testing.simulate import simulate
 
         if args.serve == "dra" and (args.share_count != 1 or args.vnpu != "off"):
@@ -225,8 +217,9 @@ def _command(argv: Sequence[str] | None) -> int:
                 "its log says why (--log-level ERROR)"
             )
             return _refusing(refused)
+    values = {name: getattr(args, name) for name in Settings.model_fields}  # None: not given
     try:
-        settings = load_settings(_settings_values(args))
+        settings = load_settings(values)
     except SettingsError as error:
         print(f"ascend-device-plugin: {error}", file=sys.stderr)
         return EXIT_BAD_SETTINGS
@@ -234,8 +227,5 @@ def _command(argv: Sequence[str] | None) -> int:
         from ascend_plugin.doctor.runner import run_doctor
 
         return run_doctor(settings, args.root, args.format)
-    from ascend_plugin.logs import setup_logging
-
     setup_logging(settings.log_level, settings.log_format)
-    values = _settings_values(args)
     return run_daemon(settings, lambda: load_settings(values))

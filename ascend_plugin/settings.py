@@ -406,7 +406,8 @@ class Settings(BaseSettings):
                 "ASCEND_DP_NODE_NAME, or NODE_NAME from the downward API): the plugin must know "
                 "which node's pods Volcano bound"
             )
-        if self.kubeconfig is None and not in_cluster_credentials():
+        in_cluster = os.environ.get("KUBERNETES_SERVICE_HOST") and Path(SERVICE_ACCOUNT_TOKEN).is_file()
+        if self.kubeconfig is None and not in_cluster:
             raise ValueError(
                 "volcano (--volcano / ASCEND_DP_VOLCANO) needs access to the API server: set kubeconfig "
                 "(--kubeconfig / ASCEND_DP_KUBECONFIG), or run in a pod with a service account "
@@ -430,11 +431,6 @@ class Settings(BaseSettings):
         return (init_settings, env_settings, InitSettingsSource(settings_cls, init_kwargs=file_values))
 
 
-def in_cluster_credentials() -> bool:
-    """Whether this process runs in a pod that can reach the API server with its service account."""
-    return bool(os.environ.get("KUBERNETES_SERVICE_HOST")) and Path(SERVICE_ACCOUNT_TOKEN).is_file()
-
-
 RELOADABLE: Final[frozenset[str]] = frozenset(
     name for name, info in Settings.model_fields.items() if RELOADABLE_SETTING in info.metadata
 )
@@ -447,17 +443,9 @@ CONFIG_FILE_LIMIT: Final = 64 * 1024
 # a file of tiny values costs no more than a moment, wherever its bytes go.
 CONFIG_FILE_VALUES: Final = 2000
 SHOWN: Final = 200  # characters of an operator's value a message repeats
-
-
-def _shortened() -> reprlib.Repr:
-    """A repr that stops early: a few levels, a few entries of each, strings cut."""
-    short = reprlib.Repr()
-    short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, SHOWN, SHOWN, SHOWN
-    short.maxlist = short.maxtuple = short.maxdict = short.maxset = short.maxfrozenset = 4
-    return short
-
-
-_SHORT = _shortened()
+_SHORT = reprlib.Repr()  # a repr that stops early: a few levels, a few entries of each, strings cut
+_SHORT.maxlevel, _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlong = 2, SHOWN, SHOWN, SHOWN
+_SHORT.maxlist = _SHORT.maxtuple = _SHORT.maxdict = _SHORT.maxset = _SHORT.maxfrozenset = 4
 
 
 def cut(text: str) -> str:

@@ -30,8 +30,4 @@ class Check:
 
 def check(name: str) -> Callable[[CheckFunction], Check]:
     """Declare a check function under ``name``."""
-
-    def declare(function: CheckFunction) -> Check:
-        return Check(name, function)
-
-    return declare
+    return lambda function: Check(name, function)

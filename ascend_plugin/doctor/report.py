@@ -12,17 +12,10 @@ from pathlib import Path
 from ascend_plugin import __version__
 from ascend_plugin.doctor.findings import Finding, Status
 
-EXIT_PASSED = 0
-EXIT_PROBLEMS = 1
-
 
 def passed(findings: Sequence[Finding]) -> bool:
     """True when nothing is a problem (skipped checks do not fail the run)."""
     return all(finding.status is not Status.PROBLEM for finding in findings)
-
-
-def exit_code(findings: Sequence[Finding]) -> int:
-    return EXIT_PASSED if passed(findings) else EXIT_PROBLEMS
 
 
 def render_json(findings: Sequence[Finding], root: Path) -> str:
@@ -55,8 +48,3 @@ def render_text(findings: Sequence[Finding], root: Path) -> str:
         f"{counts[Status.SKIPPED]} skipped",
     ]
     return "\n".join(lines) + "\n"
-
-
-def render(findings: Sequence[Finding], root: Path, fmt: str) -> str:
-    """The report in ``fmt`` ("text" or "json")."""
-    return render_json(findings, root) if fmt == "json" else render_text(findings, root)

@@ -29,7 +29,7 @@ from ascend_plugin.doctor import (
 from ascend_plugin.doctor.check import Check
 from ascend_plugin.doctor.context import Context
 from ascend_plugin.doctor.findings import Finding
-from ascend_plugin.doctor.report import exit_code, render
+from ascend_plugin.doctor.report import passed, render_json, render_text
 from ascend_plugin.logs import setup_logging
 from ascend_plugin.settings import Settings
 
@@ -78,5 +78,5 @@ def run_doctor(settings: Settings, root: Path, fmt: str, out: TextIO = sys.stdou
     level = settings.log_level if "log_level" in settings.model_fields_set else "WARNING"
     setup_logging(level, settings.log_format)
     findings = anyio.run(diagnose, settings, root)
-    out.write(render(findings, root, fmt))
-    return exit_code(findings)
+    out.write(render_json(findings, root) if fmt == "json" else render_text(findings, root))
+    return 0 if passed(findings) else 1

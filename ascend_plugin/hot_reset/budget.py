@@ -31,15 +31,13 @@ class ResetBudget:
     def __init__(
         self,
         clock: Callable[[], float],
-        resets: int = RESETS,
-        window: float = WINDOW,
         *,
         path: Path | None = None,
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self.clock = clock
-        self.resets = resets
-        self.window = window
+        self.resets = RESETS
+        self.window = WINDOW
         self.path = path
         self.wall_clock = wall_clock
         self._spent: dict[int, deque[float]] = {}

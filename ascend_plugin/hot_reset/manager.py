@@ -25,8 +25,6 @@ from ascend_plugin.hot_reset.manual import Listed, ManualReset, ManualResets
 from ascend_plugin.hot_reset.notices import NoticeLog
 from ascend_plugin.hot_reset.rules import Remedy, remedy
 from ascend_plugin.hot_reset.sequence import (
-    BOOT_POLL,
-    BOOT_TIMEOUT,
     GroupReset,
     LookAgain,
     PutOff,
@@ -74,9 +72,6 @@ class HotResetManager:
         shown: Shown = shown_at_once,
         reads_annotation: bool = False,
         clock: Callable[[], float] = time.monotonic,
-        boot_timeout: float = BOOT_TIMEOUT,
-        boot_poll: float = BOOT_POLL,
-        recheck: float = RECHECK,
         budget_file: Path | None = None,
     ) -> None:
         """``held``: which chips pods hold, asked afresh at the moment of a reset (None: not known here)."""
@@ -84,7 +79,6 @@ class HotResetManager:
         self.held = held
         self.idle = idle
         self.clock = clock
-        self.recheck = recheck
         self.manual = ManualResets()
         self.notices = NoticeLog()
         self.stats = ResetStats()
@@ -101,8 +95,6 @@ class HotResetManager:
             self.manual,
             self.notices,
             self.stats,
-            boot_timeout=boot_timeout,
-            boot_poll=boot_poll,
         )
         self.waiting: dict[int, Waiting] = {}  # faulty chip -> its wait for its group
         self.active: dict[int, GroupReset] = {}  # faulty chip -> its reset, while it runs
@@ -215,7 +207,7 @@ class HotResetManager:
         else:
             busy = await self.parts.check.busy(group, resetting)
         if busy:
-            why = "; ".join(f"{self._name(each.phy_id)} {each.why}" for each in busy)
+            why = "; ".join(f"{self.parts.name(each.phy_id)} {each.why}" for each in busy)
             if before is None or before.busy != why:
                 message = "%s needs a hot reset (%s); waiting for its reset group to be free: %s"
                 self._say(logging.INFO, phy, message, state.health.reason, why, busy=why)
@@ -224,7 +216,7 @@ class HotResetManager:
                 self.waiting[phy] = Waiting(None, why, due)
                 return max(due - now, 0.0)
             self.waiting[phy] = Waiting(None, why)
-            return self.recheck
+            return RECHECK
         assert group is not None
         since = before.free_since if before is not None and before.free_since is not None else now
         self.waiting[phy] = Waiting(since)
@@ -237,7 +229,7 @@ class HotResetManager:
                 self._say(
                     logging.INFO, phy, message, state.health.reason, ", ".join(self.parts.names(group)), left
                 )
-            return min(left, self.recheck)
+            return min(left, RECHECK)
         del self.waiting[phy]
 
         def others() -> set[int]:
@@ -252,7 +244,7 @@ class HotResetManager:
         try:
             outcome = await run.run()
             if isinstance(outcome, PutOff):
-                self.waiting[phy] = Waiting(None, outcome.why, self.clock() + self.recheck)
+                self.waiting[phy] = Waiting(None, outcome.why, self.clock() + RECHECK)
         finally:
             self.active.pop(phy, None)
             self.wake()
@@ -267,14 +259,14 @@ class HotResetManager:
                 group = await self.parts.calls.call(phy, "reset_group", backend.reset_group, chip, chips)
             except (ChipError, ChipCallError) as error:
                 retry = self._group_retries.setdefault(
-                    phy, Retrier(f"reset group of {self._name(phy)}", GROUP_BACKOFF, logger=log)
+                    phy, Retrier(f"reset group of {self.parts.name(phy)}", GROUP_BACKOFF, logger=log)
                 )
                 problem = f"the reset group of {chip.label} cannot be read"
                 delay = retry.failure(
                     problem,
                     level=logging.WARNING,
                     said=f"{problem}: {error}",
-                    device=self._name(phy),
+                    device=self.parts.name(phy),
                     error=str(error),
                 )
                 self._group_due[phy] = self.clock() + delay
@@ -284,7 +276,7 @@ class HotResetManager:
                     "the reset group of %s is read after %d failed attempt(s)",
                     chip.label,
                     self._group_retries.pop(phy).succeeded(),
-                    extra={"device": self._name(phy)},
+                    extra={"device": self.parts.name(phy)},
                 )
                 del self._group_due[phy]
             self._groups[phy] = tuple(group)
@@ -309,9 +301,8 @@ class HotResetManager:
             followed.append((self.held, held_version))
         await first_change(*followed, within=math.inf if delay is None else delay)
 
-    def _name(self, phy_id: int) -> str:
-        return self.parts.name(phy_id)
-
     def _say(self, level: int, phy_id: int, message: str, *args: object, **extra: str) -> None:
         """Log ``message`` about the chip, its name first, with the chip's name as the device field."""
-        log.log(level, message, self._name(phy_id), *args, extra={"device": self._name(phy_id), **extra})
+        log.log(
+            level, message, self.parts.name(phy_id), *args, extra={"device": self.parts.name(phy_id), **extra}
+        )

@@ -62,10 +62,6 @@ class ResetParts:
     manual: ManualResets
     notices: NoticeLog
     stats: ResetStats
-    boot_timeout: float = BOOT_TIMEOUT
-    boot_poll: float = BOOT_POLL
-    boot_recheck: float = BOOT_RECHECK
-    mark_out_wait: float = MARK_OUT_WAIT
 
     def name(self, phy_id: int) -> str:
         return self.inventory.table.chip_id(phy_id)
@@ -144,13 +140,13 @@ class GroupReset:
         return PutOff(why)
 
     async def _tell_the_kubelet(self, version: int) -> None:
-        with anyio.move_on_after(self.parts.mark_out_wait) as waited:
+        with anyio.move_on_after(MARK_OUT_WAIT) as waited:
             await self.parts.shown(version)
         if waited.cancelled_caught:
             log.warning(
                 "the kubelet was not seen told within %g s that %s are out for a hot reset; resetting "
                 "anyway (Allocate refuses them meanwhile)",
-                self.parts.mark_out_wait,
+                MARK_OUT_WAIT,
                 ", ".join(self.members),
                 extra=self._extra(),
             )
@@ -173,11 +169,11 @@ class GroupReset:
         except (ChipError, ChipCallError) as error:
             return await self._failed(Result.FAILED, f"the driver refused it: {error}", None)
         self.stage = "reset asked, waiting for its group to boot"
-        late = await self._booted(started + parts.boot_timeout)
+        late = await self._booted(started + BOOT_TIMEOUT)
         if late:
             said = "; ".join(f"{parts.name(phy)} boot status {status}" for phy, status in late.items())
             result = await self._failed(
-                Result.TIMEOUT, f"not back within {parts.boot_timeout:g} s: {said}", parts.clock() - started
+                Result.TIMEOUT, f"not back within {BOOT_TIMEOUT:g} s: {said}", parts.clock() - started
             )
             await self._until_booted(late)
             return result
@@ -204,7 +200,7 @@ class GroupReset:
             late = await self._late(self.group)
             if not late or parts.clock() >= deadline:
                 return late
-            await anyio.sleep(parts.boot_poll)
+            await anyio.sleep(BOOT_POLL)
 
     async def _until_booted(self, late: Mapping[int, int | str]) -> None:
         """After the boot wait timed out: the chips that booted go back, the others once they do (health 0
@@ -221,12 +217,12 @@ class GroupReset:
             "%s stay out until they finish booting after the hot reset of %s (boot status read every %g s)",
             names,
             self.device,
-            parts.boot_recheck,
+            BOOT_RECHECK,
             extra=self._extra(late=[parts.name(phy) for phy in late]),
         )
         booting = [chip for chip in self.group if chip.phy_id in late]
         while booting:
-            await anyio.sleep(parts.boot_recheck)
+            await anyio.sleep(BOOT_RECHECK)
             still = await self._late(booting)
             booting = [chip for chip in booting if chip.phy_id in still and still[chip.phy_id] != CANNOT_SAY]
         await parts.look_again(list(late))

@@ -28,7 +28,6 @@ class ResetStats:
     buckets: tuple[float, ...] = DURATION_BUCKETS
     counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))  # last: +Inf
     total_seconds: float = 0.0
-    timed: int = 0
 
     def record(self, result: Result, seconds: float | None) -> None:
         """One reset ended; ``seconds`` from its reset call until its end, if it got that far."""
@@ -36,4 +35,3 @@ class ResetStats:
         if seconds is not None:
             self.counts[bisect.bisect_left(self.buckets, seconds)] += 1
             self.total_seconds += seconds
-            self.timed += 1

@@ -315,7 +315,6 @@ def named_object(
     *,
     part: str,
     changes: Changes | None = None,
-    watch_timeout: int = WATCH_TIMEOUT,
 ) -> Reflector[JsonObject]:
     """A reflector of one object by name, which may not exist (its store is then empty)."""
     return Reflector(
@@ -326,5 +325,4 @@ def named_object(
         namespace=namespace,
         field_selector=f"metadata.name={name}",
         changes=changes,
-        watch_timeout=watch_timeout,
     )

@@ -83,13 +83,11 @@ class KubeletRegistrar:
         *,
         changes: DirectoryChanges,
         on_registered: Callable[[], None] = lambda: None,
-        register_backoff: Backoff = REGISTER_BACKOFF,
     ) -> None:
         self.endpoint = endpoint
         self.changes = changes
         self.service = service
         self.resource_name = resource_name
-        self.register_backoff = register_backoff
         self.kubelet_socket = endpoint.path.parent / KUBELET_SOCKET
         self.registered = False
         self.last_error = ""
@@ -127,7 +125,7 @@ class KubeletRegistrar:
                 level = logging.WARNING if isinstance(error, ConnectionRefusedError) else logging.ERROR
                 self._failed(attempt, _describe(error, self.kubelet_socket), level)
                 await self._sleep_unless_kubelet_changes(
-                    self.register_backoff.after(attempt), file_stamp(self.kubelet_socket)
+                    REGISTER_BACKOFF.after(attempt), file_stamp(self.kubelet_socket)
                 )
                 continue
             if abandoned is not None:
@@ -137,7 +135,7 @@ class KubeletRegistrar:
                     continue
                 # Again and again: something keeps changing the directory (an old plugin without the
                 # instance lock deleting our socket?). Back off rather than spin.
-                delay = self.register_backoff.after(abandons - 1)
+                delay = REGISTER_BACKOFF.after(abandons - 1)
                 log.warning(
                     "Register abandoned %d times in a row: %s; again in %g s", abandons, abandoned, delay
                 )
@@ -157,7 +155,7 @@ class KubeletRegistrar:
 
     def _failed(self, attempt: int, description: str, level: int) -> None:
         """Log a failure once; the same failure again only at DEBUG."""
-        delay = self.register_backoff.after(attempt)
+        delay = REGISTER_BACKOFF.after(attempt)
         extra = {"attempt": attempt, "error": description}
         if description != self.last_error:
             log.log(

@@ -231,11 +231,7 @@ class Checkpoint:
 
     def read(self) -> dict[str, PreparedClaim]:
         """The prepared claims, changing nothing (``doctor`` reads it so); CheckpointError for what
-        :meth:`load` moves aside, OSError for a file missing or unreadable."""
-        return parse(self._text())
-
-    def _text(self) -> str:
-        """The file's text; CheckpointError when what is there is no UTF-8 text file."""
+        :meth:`load` moves aside (not UTF-8 text, bad content), OSError for a file missing or unreadable."""
         try:
             mode = os.stat(self.path).st_mode
         except OSError as error:
@@ -246,11 +242,12 @@ class Checkpoint:
             raise CheckpointError(f"not a regular file but {file_kind(mode)}")
         data = self.path.read_bytes()
         try:
-            return data.decode("utf-8")
+            text = data.decode("utf-8")
         except UnicodeDecodeError as error:
             raise CheckpointError(
                 f"not UTF-8 text (byte {error.start} is 0x{data[error.start]:02x})"
             ) from None
+        return parse(text)
 
     def _remove_temporary(self) -> None:
         """Remove the half-written temporary file of a write a crash cut short (a file only: a directory

@@ -21,7 +21,7 @@ from ascend_plugin.faces.dra.claim_specs import ClaimSpecs
 from ascend_plugin.faces.dra.devices import DeviceCatalog
 from ascend_plugin.faces.dra.names import CHECKPOINT, DRA_SOCKET, registration_socket
 from ascend_plugin.faces.dra.prepare import ClaimPreparer
-from ascend_plugin.faces.dra.request_shapes import dra_rules, registration_rules
+from ascend_plugin.faces.dra.request_shapes import DRA_SHAPES, REGISTRATION_SHAPES, kubelet_rules
 from ascend_plugin.faces.dra.services import (
     DeviceHealthService,
     DraPluginV1,
@@ -93,13 +93,13 @@ class RunSockets:
             [face.service, DraPluginV1beta1(face.service), self.health],
             face.dra_socket,
             "the DRA driver API",
-            dra_rules(registry),
+            kubelet_rules(DRA_SHAPES, registry),
         )
         self.registration = GuardedEndpoint(
             [face.registration],
             face.registration_socket,
             "the DRA driver's registration",
-            registration_rules(registry),
+            kubelet_rules(REGISTRATION_SHAPES, registry),
         )
         self.started: set[SocketEndpoint] = set()
 
@@ -121,19 +121,18 @@ class DraFace:
         inventory: Inventory,
         host: HostDevices,
         settings: DraSettings,
-        plan: DraPlan | None = None,
-        calls: ChipCalls | None = None,
+        plan: DraPlan,
+        calls: ChipCalls,
         *,
         held: HeldChips | None = None,
-        client: SharedClient | None = None,
+        client: SharedClient,
     ) -> None:
         """``plan``: the chips split on demand, and shared; ``calls``: the chip lanes its vNPUs are made on;
-        ``held``: which chips pods hold; ``client``: the process's API client (None: one of its own)."""
+        ``held``: which chips pods hold; ``client``: the process's API client."""
         self.inventory = inventory
         self.held = held
         self.settings = settings
-        self.client = client or SharedClient(settings.kubeconfig)
-        plan = plan or DraPlan({})
+        self.client = client
         self.catalog = DeviceCatalog(
             inventory,
             settings.driver,
@@ -144,7 +143,6 @@ class DraFace:
         )
         keeper = None
         if plan.maker is not None and plan.splits:
-            assert calls is not None, "vNPUs are made on the chips' lanes"
             keeper = VnpuKeeper(ChipVnpus(plan.maker, calls, inventory), plan.splits.keys())
         self.keeper = keeper
         self.preparer = ClaimPreparer(

@@ -81,7 +81,6 @@ class ClaimPreparer:
         checkpoint: Checkpoint,
         keeper: VnpuKeeper | None = None,
         held: HeldChips | None = None,
-        api_budget: float = API_BUDGET,
     ) -> None:
         """``keeper``: makes the partitions' vNPUs (None: no chip split on demand); ``held``: told of the
         chips each prepared claim takes, before the kubelet lists them."""
@@ -94,7 +93,6 @@ class ClaimPreparer:
         self.specs = specs
         self.checkpoint = checkpoint
         self.kube: Kube | None = None  # the API client, once the face has one
-        self.api_budget = api_budget
         self.claims: dict[str, PreparedClaim] = {}
         self.stats = PrepareStats()
         self._unread_specs: set[str] = set()  # specs a lost checkpoint's rebuild could not read: left alone
@@ -350,7 +348,7 @@ class ClaimPreparer:
     async def prepare(self, refs: Sequence[ClaimRef]) -> dict[str, Outcome]:
         """An outcome per claim UID; the new ones are checkpointed before this returns."""
         async with self._lock:
-            deadline = anyio.current_time() + self.api_budget
+            deadline = anyio.current_time() + API_BUDGET
             outcomes: dict[str, Outcome] = {}
             new: dict[str, PreparedClaim] = {}
             for ref in refs:
@@ -417,7 +415,7 @@ class ClaimPreparer:
             raise Unavailable(
                 "api",
                 f"ResourceClaim {ref} was not read: the API server took this call's whole budget "
-                f"({self.api_budget:g} s) on the claims before it; the kubelet retries",
+                f"({API_BUDGET:g} s) on the claims before it; the kubelet retries",
             )
         if self.kube is None:
             raise Unavailable(

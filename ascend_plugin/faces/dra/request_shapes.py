@@ -74,11 +74,6 @@ _LIMITS: wire.RequestLimits = {
 }
 
 
-def dra_rules(registry_dir: Path) -> RequestRules:
-    """What the DRA socket accepts: the kubelet's DRA and health requests, from the kubelet."""
-    return RequestRules(DRA_SHAPES, lambda: _LIMITS, OwnerOf(registry_dir, "the kubelet"))
-
-
-def registration_rules(registry_dir: Path) -> RequestRules:
-    """What the registration socket accepts: the plugin watcher's calls, from the kubelet."""
-    return RequestRules(REGISTRATION_SHAPES, lambda: _LIMITS, OwnerOf(registry_dir, "the kubelet"))
+def kubelet_rules(shapes: Mapping[type, wire.MessageShape], registry_dir: Path) -> RequestRules:
+    """What a socket of the driver accepts (DRA_SHAPES or REGISTRATION_SHAPES), from the kubelet."""
+    return RequestRules(shapes, lambda: _LIMITS, OwnerOf(registry_dir, "the kubelet"))

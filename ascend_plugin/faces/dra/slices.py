@@ -36,15 +36,7 @@ from ascend_plugin.faces.dra.server_features import (
 )
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.holdings.pod_resources import ContainerRef
-from ascend_plugin.kubeapi.client import (
-    NODES,
-    RESOURCE_SLICES,
-    WATCH_TIMEOUT,
-    JsonObject,
-    Kube,
-    mapping_field,
-    string_field,
-)
+from ascend_plugin.kubeapi.client import NODES, RESOURCE_SLICES, JsonObject, Kube, mapping_field, string_field
 from ascend_plugin.kubeapi.errors import ApiError, Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import Reflector, unchanged
 from ascend_plugin.kubeapi.retry import Retrier
@@ -177,12 +169,10 @@ class SliceController:
         node: str,
         *,
         taints: bool | None = None,
-        watch_timeout: int = WATCH_TIMEOUT,
-        recheck: float | None = None,
         held: HeldChips | None = None,
     ) -> None:
         """``taints``: None where the server keeps them, True insisting (a warning where not), False never;
-        ``recheck``: seconds before asking again about a feature not kept; ``held``: left out of the pool."""
+        ``held``: left out of the pool."""
         self.kube = kube
         self.held = held
         self._withheld: Mapping[int, tuple[ContainerRef, ...]] = {}  # as last published, said once each
@@ -198,7 +188,6 @@ class SliceController:
         if taints is not False:
             self.wanted[Feature.TAINTS] = taints is True
         self.support: dict[Feature, Support] = {}
-        self.recheck = FEATURE_RECHECK if recheck is None else recheck
         self._recheck_at = float("inf")  # when (loop clock) to ask again about the features not kept
         self._mismatch_said = False
         # slice name -> (its resourceVersion as our write stored it, the chunk written): a slice the
@@ -219,7 +208,6 @@ class SliceController:
             part="ResourceSlices watch",
             field_selector=f"spec.driver={self.driver},spec.nodeName={node}",
             changes=self._looks,
-            watch_timeout=watch_timeout,
         )
         self._node_uid = ""
 
@@ -293,7 +281,7 @@ class SliceController:
                     await self._looks.wait_for_change(seen)
 
     async def _ask_the_server(self) -> None:
-        """Ask the API server (dry runs) about the wanted features not asked yet, and every ``recheck`` s
+        """Ask the API server (dry runs) about the wanted features not asked yet, and every FEATURE_RECHECK s
         about those it did not keep: a gate turned on later is used without a restart."""
         due = anyio.current_time() >= self._recheck_at
         asked = [f for f in self.wanted if f not in self.support or (due and not self.support[f].kept)]
@@ -318,7 +306,7 @@ class SliceController:
                     extra={"feature": support.feature.gate, "pool": self.node},
                 )
             return
-        self._recheck_at = min(self._recheck_at, anyio.current_time() + self.recheck)
+        self._recheck_at = min(self._recheck_at, anyio.current_time() + FEATURE_RECHECK)
         if earlier is not None and not earlier.kept:
             return
         log.log(

@@ -23,7 +23,7 @@ from ascend_plugin.fault_policy.documents import FaultConfigError
 from ascend_plugin.fault_policy.fault_codes import decode_overlay
 from ascend_plugin.fault_policy.faults import FaultLevel
 from ascend_plugin.fault_policy.policy import FaultSources
-from ascend_plugin.kubeapi.client import CONFIGMAPS, WATCH_TIMEOUT, JsonObject, Kube, string_map
+from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube, string_map
 from ascend_plugin.kubeapi.errors import KubeError
 from ascend_plugin.kubeapi.reflector import named_object, object_key
 from ascend_plugin.live_config import LiveConfig
@@ -124,26 +124,17 @@ class FaultConfigWatcher:
     """Keeps the node's fault configuration as ``mindx-dl-fault-config`` says."""
 
     def __init__(
-        self,
-        kube: Kube,
-        sources: FaultSources,
-        *,
-        namespace: str = CONFIGMAP_NAMESPACE,
-        name: str = CONFIGMAP_NAME,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-        watch_timeout: int = WATCH_TIMEOUT,
+        self, kube: Kube, sources: FaultSources, *, sleep: Callable[[float], Awaitable[None]] = anyio.sleep
     ) -> None:
         self.sources = sources
-        self.name = name
         self.sleep = sleep  # how the wait between two re-reads passes (tests move it)
-        self.where = object_key(namespace, name)  # the ConfigMap's namespace/name
+        self.where = object_key(CONFIGMAP_NAMESPACE, CONFIGMAP_NAME)
         self.reflector = named_object(
             kube,
             CONFIGMAPS,
-            namespace,
-            name,
+            CONFIGMAP_NAMESPACE,
+            CONFIGMAP_NAME,
             part=f"fault configuration ConfigMap {self.where}",
-            watch_timeout=watch_timeout,
         )
         self.rereads = 0  # re-reads attempted
         self._answered = False  # a list or a re-read has said what the ConfigMap is
@@ -168,7 +159,7 @@ class FaultConfigWatcher:
         """Read the ConfigMap now (a GET); its answer shows in the reflector until the watch has it."""
         self.rereads += 1
         try:
-            await self.reflector.read(self.name)
+            await self.reflector.read(CONFIGMAP_NAME)
         except KubeError as error:
             log.warning(
                 "cannot read the fault configuration ConfigMap %s (%s); the configuration in force stays: %s",

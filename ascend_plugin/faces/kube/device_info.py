@@ -36,15 +36,7 @@ from ascend_plugin.faces.kube.huawei_format import (
 from ascend_plugin.fault_policy.policy import FaultPolicy
 from ascend_plugin.holdings.held import HeldChips
 from ascend_plugin.inventory.inventory import Inventory
-from ascend_plugin.kubeapi.client import (
-    CONFIGMAPS,
-    WATCH_TIMEOUT,
-    JsonObject,
-    Kube,
-    labels_of,
-    mapping_field,
-    string_map,
-)
+from ascend_plugin.kubeapi.client import CONFIGMAPS, JsonObject, Kube, labels_of, mapping_field, string_map
 from ascend_plugin.kubeapi.errors import Conflict, KubeError, NotFound
 from ascend_plugin.kubeapi.reflector import named_object, object_key, version_of
 from ascend_plugin.kubeapi.retry import Retrier
@@ -69,10 +61,8 @@ class DeviceInfoPublisher:
         refresh: float,
         *,
         clock: Callable[[], float] = time.monotonic,
-        wall_clock: Callable[[], float] = time.time,
         held: HeldChips | None = None,
         policy: FaultPolicy | None = None,
-        watch_timeout: int = WATCH_TIMEOUT,
         announce: Callable[[str, str], None] | None = None,
     ) -> None:
         self.kube = kube
@@ -83,8 +73,7 @@ class DeviceInfoPublisher:
         self.name = name
         self.refresh = refresh
         self.clock = clock
-        self.wall_clock = wall_clock
-        self.faults = FaultClock(wall_clock)
+        self.faults = FaultClock(time.time)
         self.held = held
         self.policy = policy
         self.prefix = inventory.table.device_id_prefix
@@ -99,7 +88,6 @@ class DeviceInfoPublisher:
             name,
             part=f"device-info ConfigMap {self.where} (followed)",
             changes=self._nudges,
-            watch_timeout=watch_timeout,
         )
         self._written: DeviceInfoContent | None = None
         self._last_write = -float("inf")
@@ -258,7 +246,7 @@ class DeviceInfoPublisher:
     async def _write(self, content: DeviceInfoContent, separated: tuple[int, ...]) -> None:
         for attempt in range(1, CONFLICT_RETRIES + 1):
             try:
-                sent = content.data(int(self.wall_clock()))
+                sent = content.data(int(time.time()))
                 written = await self._put(sent)
                 break
             except (Conflict, NotFound) as error:

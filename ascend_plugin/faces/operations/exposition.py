@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -99,8 +100,8 @@ class _Collector(Collector):
             "Seconds a driver call has been stuck, per call lane (node-wide or a chip)",
             labels=["function", "lane"],
         )
-        now = source.clock()
-        for call in source.stuck_calls():
+        now = time.monotonic()
+        for call in source.calls.stuck_calls():
             stuck.add_metric([call.name, lane_name(call.lane)], call.stuck_for(now))
         abandoned = GaugeMetricFamily(
             "ascend_dcmi_abandoned_threads", "Worker threads still inside driver calls that hung"

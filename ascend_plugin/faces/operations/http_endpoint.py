@@ -50,10 +50,9 @@ def parse_address(address: str) -> tuple[str, int]:
 
 
 class RefusalLog:
-    """Refused requests and connections, counted by reason and logged at most once per ``interval``."""
+    """Refused requests and connections, counted by reason; logged at most once per REFUSALS_LOGGED_EVERY."""
 
-    def __init__(self, interval: float = REFUSALS_LOGGED_EVERY, clock: Callable[[], float] = time.monotonic):
-        self.interval = interval
+    def __init__(self, clock: Callable[[], float] = time.monotonic):
         self.clock = clock
         self.counts: Counter[str] = Counter()  # since the last line
         self.total = 0
@@ -63,7 +62,7 @@ class RefusalLog:
         self.counts[reason] += 1
         self.total += 1
         now = self.clock()
-        if self._last is not None and now - self._last < self.interval:
+        if self._last is not None and now - self._last < REFUSALS_LOGGED_EVERY:
             return
         self._last = now
         said = ", ".join(f"{count} {why}" for why, count in sorted(self.counts.items()))
@@ -71,7 +70,7 @@ class RefusalLog:
             "operations endpoint refused %s (the last from %s); the next such line comes at most %g s later",
             said,
             peer,
-            self.interval,
+            REFUSALS_LOGGED_EVERY,
             extra={"refused": dict(self.counts)},
         )
         self.counts.clear()
@@ -82,7 +81,6 @@ class SharedRendering:
 
     def __init__(self, render: Callable[[], bytes]) -> None:
         self.render = render
-        self.renderings = 0
         self._pending: asyncio.Future[bytes] | None = None
 
     async def get(self) -> bytes:
@@ -94,7 +92,6 @@ class SharedRendering:
 
     def _run(self, pending: asyncio.Future[bytes]) -> None:
         self._pending = None
-        self.renderings += 1
         try:
             pending.set_result(self.render())
         except Exception as error:  # the requests that shared it answer it alike
@@ -104,10 +101,9 @@ class SharedRendering:
 class HttpEndpoint:
     """Serves the three routes on ``address`` until closed."""
 
-    def __init__(self, address: str, routes: Routes, *, max_connections: int = MAX_CONNECTIONS) -> None:
+    def __init__(self, address: str, routes: Routes) -> None:
         self.host, self.port = parse_address(address)
         self.routes = routes
-        self.max_connections = max_connections
         self.refusals = RefusalLog()
         self.metrics = SharedRendering(routes.metrics)
         self._server: asyncio.Server | None = None
@@ -130,8 +126,8 @@ class HttpEndpoint:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         peer = writer.get_extra_info("peername")
-        if len(self._connections) >= self.max_connections and not self._make_room():
-            self.refusals.refused(f"connection(s) over the cap of {self.max_connections}", peer)
+        if len(self._connections) >= MAX_CONNECTIONS and not self._make_room():
+            self.refusals.refused(f"connection(s) over the cap of {MAX_CONNECTIONS}", peer)
             writer.transport.abort()
             return
         self._connections[writer] = True

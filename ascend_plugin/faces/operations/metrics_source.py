@@ -7,11 +7,10 @@ from __future__ import annotations
 import bisect
 import collections
 import socket
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from ascend_plugin.chip_calls import ChipCalls, StuckCall
+from ascend_plugin.chip_calls import ChipCalls
 from ascend_plugin.faces.kubelet_counters import KubeletCounters
 from ascend_plugin.faces.operations.probes import PluginProbes
 from ascend_plugin.faces.operations.telemetry_metrics import TelemetryView
@@ -86,7 +85,6 @@ class PluginSource:
         probes: PluginProbes,
         faults: FaultPolicy,
         *,
-        clock: Callable[[], float] = time.monotonic,
         node: str = "",
     ) -> None:
         self.node = node or socket.gethostname()  # a kubelet's node name defaults to the host name
@@ -94,7 +92,6 @@ class PluginSource:
         self.faults = faults
         self.calls = calls
         self.probes = probes
-        self.clock = clock
         # The counters of the face serving the kubelet: the device plugin's, or the DRA driver's.
         self.kubelet: Callable[[], KubeletCounters] = KubeletCounters
         self.hot_reset: HotResetManager | None = None  # with hot_reset on, once the parts are built
@@ -137,9 +134,6 @@ class PluginSource:
             tuple(table.chip_id(entry.chip.phy_id) for entry in manager.manual.entries()),
             tuple(table.chip_id(phy) for phy in sorted(manager.resetting())),
         )
-
-    def stuck_calls(self) -> Sequence[StuckCall]:
-        return self.calls.stuck_calls()
 
     def fault_escalations(self) -> Mapping[str, int]:
         """Escalations the fault policy recorded since start, by ``upgrade_type``."""

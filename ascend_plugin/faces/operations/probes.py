@@ -42,7 +42,6 @@ class PluginProbes:
         supervision: Supervision,
         kubelet_part: str,
         limits: ProbeLimits = LIMITS,
-        clock: Callable[[], float] = time.monotonic,
         notes: Callable[[], list[str]] | None = None,
         resets: Callable[[], list[str]] | None = None,
     ) -> None:
@@ -56,12 +55,11 @@ class PluginProbes:
         self.supervision = supervision
         self.kubelet_part = kubelet_part
         self.limits = limits
-        self.clock = clock
         self.notes = notes
 
     def liveness(self) -> Probe:
         """Alive unless a node-wide call is stuck, or a part has failed, for longer than the limits."""
-        now = self.clock()
+        now = time.monotonic()
         stuck = self.calls.stuck(None)
         if stuck is not None and stuck.stuck_for(now) > self.limits.stuck_is_dead:
             return Probe(False, stuck.describe(now))
@@ -78,7 +76,7 @@ class PluginProbes:
 
     def readiness(self) -> Probe:
         """Ready when the node is served; otherwise every cause, one line each."""
-        now = self.clock()
+        now = time.monotonic()
         lock = self.lock
         if not lock.held and (lock.waiting_since is not None or lock.problem):
             return Probe(False, lock.status())

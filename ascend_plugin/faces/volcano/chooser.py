@@ -135,7 +135,6 @@ class VolcanoChooser:
         patcher: PodPatcher,
         assignments: Assignments,
         held: HeldChips,
-        interval: float = ATTEMPT_INTERVAL,
     ) -> None:
         self.resource = resource
         self.book = book
@@ -143,7 +142,6 @@ class VolcanoChooser:
         self.patcher = patcher
         self.assignments = assignments
         self.held = held  # the pods the kubelet lists as holding the resource are no candidates
-        self.interval = interval
         # By pod UID, this run's Allocates: what the annotation writer has where the kubelet cannot say.
         self.served: dict[str, Served] = {}
         self._lock = anyio.Lock()
@@ -200,7 +198,7 @@ class VolcanoChooser:
                 return selection.pod
             log.debug("no pod for %d %s chip(s) (attempt %d)", count, resource, attempt)
             if attempt < ATTEMPTS:
-                await anyio.sleep(self.interval)
+                await anyio.sleep(ATTEMPT_INTERVAL)
         where = f"; listing from the API server failed: {list_error}" if list_error else ""
         raise CannotServe(
             "no-candidate",

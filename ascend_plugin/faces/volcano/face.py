@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
 
@@ -35,13 +34,12 @@ class VolcanoSettings:
     """What Volcano mode needs of the settings."""
 
     node_name: str
-    kubeconfig: Path | None
     host_ip: str  # the downward API's status.hostIP: the rank table's host_ip if the Node says none
 
     @classmethod
     def from_settings(cls, settings: Settings) -> VolcanoSettings:
         assert settings.node_name is not None  # Settings refuses volcano without it
-        return cls(settings.node_name, settings.kubeconfig, settings.host_ip or "")
+        return cls(settings.node_name, settings.host_ip or "")
 
 
 class VolcanoFace:
@@ -56,12 +54,12 @@ class VolcanoFace:
         calls: ChipCalls,
         backend: ChipBackend,
         held: HeldChips,
-        client: SharedClient | None = None,
+        client: SharedClient,
     ) -> None:
         """``calls``, ``backend``: to read the device IPs of the rank table; ``client``: the process's API
-        client (None: one of its own)."""
+        client."""
         self.settings = settings
-        self.client = client or SharedClient(settings.kubeconfig)
+        self.client = client
         self.resource = inventory.table.resource_name
         self.pods = PodCache(settings.node_name)
         self.patcher = PodPatcher()
