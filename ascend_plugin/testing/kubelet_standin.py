@@ -36,6 +36,9 @@ from ascend_plugin.testing.grpc_unix import serve_unix, stop_unix
 
 KUBELET_SOCKET = "kubelet.sock"
 DIAL_TIMEOUT = 10.0
+# The kubelet gives Allocate and GetPreferredAllocation no deadline; the stand-in's is long, so that only
+# a hung plugin fails a call (a refusal that waits for pods on a loaded machine took over 10 s).
+CALL_TIMEOUT = 60.0
 _PLUGIN = "/v1beta1.DevicePlugin/"
 STAGE_TIMEOUT = 15.0  # seconds a simulate timeline waits for each step
 HISTORY = 256  # device lists each resource's view keeps, for tests that ask what the kubelet saw when
@@ -257,7 +260,7 @@ class KubeletStandIn:
         call = self._channels[resource_name].unary_unary(
             _PLUGIN + method, request_serializer=bytes, response_deserializer=response.parse
         )
-        return lambda request: call(request, timeout=DIAL_TIMEOUT)
+        return lambda request: call(request, timeout=CALL_TIMEOUT)
 
     def allocate(self, resource_name: str, device_ids: Sequence[str]) -> AllocateResponse:
         """Allocate for one container, as the kubelet does at pod admission (raises grpc.RpcError)."""
