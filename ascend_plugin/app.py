@@ -93,7 +93,8 @@ class PluginApp:
         wall_clock: Callable[[], float] = time.time,
     ) -> None:
         """``settle_heap``: :mod:`ascend_plugin.heap` (the daemon's; a process of many apps must not).
-        ``clock``: hot reset's; ``wall_clock``: the fault policy's (Unix seconds). Tests move both."""
+        ``clock``: hot reset's; ``wall_clock``: the fault policy's (Unix seconds). Tests move both.
+        """
         self.settings = settings
         self.clock = clock
         self.settle_heap = settle_heap
@@ -392,7 +393,8 @@ class PluginApp:
         volcano_checked: HeldChips | None = None,
     ) -> None:
         """The Kubernetes side, after the first registration: kubernetes-asyncio costs tens of MB
-        and most of a second to import, and the kubelet must not wait for it."""
+        and most of a second to import, and the kubelet must not wait for it.
+        """
         await self.registered.wait_for_change(0)
         from ascend_plugin.faces.kube.publishers import KubeInputs, run_kube
 

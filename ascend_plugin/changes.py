@@ -1,9 +1,10 @@
 """Changes: a count of changes to some state, and a wait for the next one.
 
-A reader takes the version *before* it looks at the state, then waits for a version past it: a change that
-lands between the look and the wait is never slept through. :meth:`Changes.close` wakes every waiter for good.
-A wake-up flag is a ``Changes`` too (:meth:`Changes.bump` wakes, the version says whether it did);
-:func:`first_change` waits for the first of several; a state others follow derives from :class:`Followable`.
+A reader takes the version *before* it looks at the state, then waits for a version past it: a change
+that lands between the look and the wait is never slept through. :meth:`Changes.close` wakes every
+waiter for good. A wake-up flag is a ``Changes`` too (:meth:`Changes.bump` wakes, the version says
+whether it did); :func:`first_change` waits for the first of several; a state others follow derives
+from :class:`Followable`.
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ async def first_change(
 ) -> bool:
     """True once one of the ``(state, version seen)`` pairs moved on; False when ``within`` s passed first.
 
-    ``sleep`` is how the time passes (a test may move it by hand)."""
+    ``sleep`` is how the time passes (a test may move it by hand).
+    """
     if any(state.version != version for state, version in seen):
         return True
     changed = False

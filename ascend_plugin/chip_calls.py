@@ -202,7 +202,8 @@ class _Round:
     Side by side, every chip's thread would wake at once and fight over the interpreter lock and the
     driver's (bench/idle.py, 8 chips: 107 wake-ups a second, against 24 in turn). Each call that ends
     hands the next to its thread, the last every answer to the loop. A round not done within ``limit``
-    (a slow, hung or refused call) starts the calls left side by side, each answered alone."""
+    (a slow, hung or refused call) starts the calls left side by side, each answered alone.
+    """
 
     def __init__(self, deliver: Callable[[list[_Job]], None], limit: float) -> None:
         self._loop = asyncio.get_running_loop()

@@ -53,7 +53,8 @@ def file_stamp(path: Path) -> FileStamp | None:
 
 def bound_socket(path: Path) -> socket.socket:
     """A unix stream socket bound at ``path``, mode :data:`SOCKET_MODE` from the bind (Linux gives
-    the file the inode's mode at bind time), whatever the umask."""
+    the file the inode's mode at bind time), whatever the umask.
+    """
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         os.fchmod(sock.fileno(), SOCKET_MODE)
@@ -175,7 +176,8 @@ class SocketEndpoint:
     @staticmethod
     async def _close(server: PluginServer) -> None:
         """Close a server nobody can reach by its path any more, after a few loop turns: a connection
-        accepted just before would be set up after the close and leak its socket (asyncio 3.11)."""
+        accepted just before would be set up after the close and leak its socket (asyncio 3.11).
+        """
         for _ in range(ACCEPT_TURNS):
             await anyio.lowlevel.checkpoint()
         server.close()

@@ -1,10 +1,11 @@
 """CDI mode: the node's Container Device Interface spec, and the device names Allocate hands out.
 
-The spec has a device per offered device name (``huawei.com/npu=<phy>``) and spec-wide edits with the shared
-nodes and driver mounts; rewritten when the offers change. The DRA driver's spec per claim is made with the
-same :func:`spec_content` and :func:`write_spec`. Each spec declares the lowest ``cdiVersion`` its content
-needs (:func:`versioned`, as ``MinimumRequiredVersion`` of tags.cncf.io/container-device-interface): runtimes
-refuse versions they do not know. A field not known here is a ValueError: it needs its rule.
+The spec has a device per offered device name (``huawei.com/npu=<phy>``) and spec-wide edits with the
+shared nodes and driver mounts; rewritten when the offers change. The DRA driver's spec per claim is made
+with the same :func:`spec_content` and :func:`write_spec`. Each spec declares the lowest ``cdiVersion``
+its content needs (:func:`versioned`, as ``MinimumRequiredVersion`` of
+tags.cncf.io/container-device-interface): runtimes refuse versions they do not know. A field not known
+here is a ValueError: it needs its rule.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The kubelet's PodResources API: which container holds which devices, as the kubelet recorded it.
 
-v1 first (every kubelet since 1.20; it also lists DRA claims' devices), v1alpha1 where v1 is not served
-(Huawei's plugin asks that alone); 2 s per call. The socket must be the socket itself, not reached through a
-symlink (which could point the plugin at a process posing as the kubelet). When it cannot be asked, the
-listing is None; each such state is said once when it begins, and its end too.
+v1 first (every kubelet since 1.20; it also lists DRA claims' devices), v1alpha1
+where v1 is not served (Huawei's plugin asks that alone); 2 s per call. The
+socket must be the socket itself, not reached through a symlink (which could
+point the plugin at a process posing as the kubelet). When it cannot be asked,
+the listing is None; each such state is said once when it begins, and its end too.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """HealthMonitor: keep a true verdict on every chip, from polls, fault events and the RoCE link.
 
-A task per chip polls its health and fault codes (and vNPUs, where read) in one call on its lane, on a
-node-wide tick or sooner when something happens, tells the fault policy what it read and records the verdict
-in the inventory. The whole way: ARCHITECTURE.md "A fault's way"; the rules: docs/faults.md.
+A task per chip polls its health and fault codes (and vNPUs, where read) in one
+call on its lane, on a node-wide tick or sooner when something happens, tells
+the fault policy what it read and records the verdict in the inventory. The
+whole way: ARCHITECTURE.md "A fault's way"; the rules: docs/faults.md.
 """
 
 from __future__ import annotations
@@ -187,7 +188,8 @@ class HealthMonitor:
     def _next_poll(self, watch: _Watch) -> float:
         """When (loop clock) the chip's next poll is due: the node-wide tick, or a timed change before it.
 
-        Timed changes: the fault policy's next deadline, the end of a flap hold, a lane's retry."""
+        Timed changes: the fault policy's next deadline, the end of a flap hold, a lane's retry.
+        """
         now, phy = self.clock(), watch.chip.phy_id
         due = []
         if (wake_at := self.faults.chip(phy).wake_at()) is not None:

@@ -202,7 +202,8 @@ class FakeStorm(ScenarioModel):
     """A driver flooding one chip: ``count`` events, ``rate`` a second, cycling ``steps``.
 
     Event ``i`` is ``steps[i % len(steps)]``, numbered ``serial + i``; it plays once from the moment the
-    subscription sees it (another serial starts over), at most 1000 events per look, one after the other."""
+    subscription sees it (another serial starts over), at most 1000 events per look, one after the other.
+    """
 
     serial: int = Field(ge=0, le=2**31 - 1, description="tells storms apart; numbers their events")
     rate: float = Field(gt=0, le=1_000_000, description="events a second")

@@ -1,10 +1,11 @@
 """The device-info ConfigMap: this node's chips in Huawei's format, kept current without flooding etcd.
 
-A change of content is written at most once a second (a change of times alone every :data:`TIMES_INTERVAL`
-seconds), and the ConfigMap rewritten every ``device_info_refresh`` seconds regardless. With a fault policy it
-is also where manual separation lives: read back into the policy at start, followed so an operator's release
-applies within seconds, never overwritten with an older state. Another process that rewrites it is named once
-and not fought. docs/kubernetes.md, "The device-info ConfigMap"; docs/faults.md, "Manual separation".
+A change of content is written at most once a second (a change of times alone every
+:data:`TIMES_INTERVAL` seconds), and the ConfigMap rewritten every ``device_info_refresh`` seconds
+regardless. With a fault policy it is also where manual separation lives: read back into the policy at
+start, followed so an operator's release applies within seconds, never overwritten with an older state.
+Another process that rewrites it is named once and not fought. docs/kubernetes.md, "The device-info
+ConfigMap"; docs/faults.md, "Manual separation".
 """
 
 from __future__ import annotations

@@ -50,7 +50,8 @@ class Selection:
 
     def describe_misses(self) -> str:
         """The near misses by reason, commonest first, a few pods each and the rest counted: short enough to
-        reach the kubelet whole (the status travels in a trailer), yet saying what to fix."""
+        reach the kubelet whole (the status travels in a trailer), yet saying what to fix.
+        """
         if not self.near_misses:
             return "no pod on this node asks for it or carries its annotation"
         by_reason: dict[str, list[str]] = {}

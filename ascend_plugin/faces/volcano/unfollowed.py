@@ -1,8 +1,9 @@
 """Volcano's choices this plugin does not follow: Volcano places NPU pods here while Volcano mode is off.
 
-Such a pod gets the kubelet's pick, not Volcano's, and no rank table. With the device-info ConfigMap on, each
-pod holding this node's chips is read once; one carrying Volcano's allocation is a warning, a node Event and a
-line in /readyz until it ends (never refused: which Allocate is its own cannot be told).
+Such a pod gets the kubelet's pick, not Volcano's, and no rank table. With the
+device-info ConfigMap on, each pod holding this node's chips is read once; one
+carrying Volcano's allocation is a warning, a node Event and a line in /readyz
+until it ends (never refused: which Allocate is its own cannot be told).
 docs/volcano.md#volcano-mode-off-but-volcano-schedules-here.
 """
 
