@@ -307,6 +307,19 @@ def server_inventory(directory: Path, chip_name: str, ai_cores: float, chips: in
     return Inventory(NodeFacts(table, str(directory / "scenario.json"), "24.1.rc2"), states)
 
 
+# An 8-core 24 GiB 310P3's partitions at every place they fit, by template: what a chip of a Duo publishes
+# uncapped.
+EVERY_PLACE_310P3 = {
+    "vir01": 7,
+    "vir02": 3,
+    "vir02_1c": 4,
+    "vir04": 1,
+    "vir04_3c": 2,
+    "vir04_3c_ndvpp": 2,
+    "vir04_4c_dvpp": 1,
+}
+
+
 def split_inventory(
     directory: Path, family: str, chip_name: str, ai_cores: float, memory_mb: int, chips: int
 ) -> tuple[Inventory, dict[int, ChipSplits]]:

@@ -14,23 +14,21 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from dra_harness import DRIVER, NODE, DraNode, device_names, running_driver, split_inventory
+from dra_harness import (
+    DRIVER,
+    EVERY_PLACE_310P3,
+    NODE,
+    DraNode,
+    device_names,
+    running_driver,
+    split_inventory,
+)
 from waiting import until
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.settings import SettingsError, load_settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
-
-EVERY_PLACE_310P3 = {
-    "vir01": 7,
-    "vir02": 3,
-    "vir02_1c": 4,
-    "vir04": 1,
-    "vir04_3c": 2,
-    "vir04_3c_ndvpp": 2,
-    "vir04_4c_dvpp": 1,
-}
 
 
 def published(short_tmp: Path, places: int) -> tuple[Counter[str], list[dict[str, object]]]:
