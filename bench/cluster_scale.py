@@ -30,6 +30,7 @@ import ssl
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
@@ -193,16 +194,33 @@ class Cpu:
         return self._read()[name] - self.start[name]
 
 
-def scheduler_metrics(cluster: ScaleCluster) -> str:
+def scheduler_get(cluster: ScaleCluster, path: str, timeout: float = 30) -> bytes:
+    """A GET of the scheduler's own endpoint (``/metrics``, ``/debug/pprof/...``) as the administrator."""
     assert cluster.pki is not None
     ask = urllib.request.Request(
-        f"https://127.0.0.1:{cluster.port('kube-scheduler')}/metrics",
+        f"https://127.0.0.1:{cluster.port('kube-scheduler')}{path}",
         headers={"Authorization": f"Bearer {cluster.pki.admin_token}"},
     )
     # The scheduler serves a certificate of its own making: there is no CA to check it against.
-    with urllib.request.urlopen(ask, timeout=30, context=ssl._create_unverified_context()) as answer:
-        text: str = answer.read().decode()
-    return text
+    with urllib.request.urlopen(ask, timeout=timeout, context=ssl._create_unverified_context()) as answer:
+        body: bytes = answer.read()
+    return body
+
+
+def scheduler_metrics(cluster: ScaleCluster) -> str:
+    return scheduler_get(cluster, "/metrics").decode()
+
+
+class Profile(threading.Thread):
+    """The scheduler's CPU profile over ``seconds`` (Go's pprof, ``go tool pprof -top FILE`` reads it)."""
+
+    def __init__(self, cluster: ScaleCluster, seconds: float, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.cluster, self.seconds, self.path = cluster, max(1, round(seconds)), path
+
+    def run(self) -> None:
+        path = f"/debug/pprof/profile?seconds={self.seconds}"
+        self.path.write_bytes(scheduler_get(self.cluster, path, timeout=self.seconds + 60))
 
 
 # -- one cluster -----------------------------------------------------------------------------------
@@ -343,6 +361,11 @@ class Run:
         steady = Phase(f"pod-{tag}")
         before = scheduler_metrics(self.cluster)
         cpu = Cpu(self.cluster, self.running)
+        profile = None
+        if self.options.profile:
+            path = self.options.profile / f"scheduler-{self.size}-{figures.layout}-{round_}.pprof"
+            profile = Profile(self.cluster, self.options.pods / self.options.rate, path)
+            profile.start()
         maker.run(
             steady,
             pick(MIXES[figures.layout != "whole"], self.options.pods, seed=round_),
@@ -350,6 +373,9 @@ class Run:
         )
         maker.wait_bound(steady, BOUND_WITHIN)
         after = scheduler_metrics(self.cluster)
+        if profile is not None:
+            profile.join()
+            print(f"  the scheduler's CPU profile of the steady phase: {profile.path}")
         figures.scheduler_ms_per_pod = 1000 * cpu.used("kube-scheduler") / max(len(steady.created), 1)
         figures.offered_per_s = len(steady.created) / max(steady.offered_seconds, 1e-6)
         figures.refused = len(steady.refused)
@@ -556,7 +582,10 @@ def parse() -> argparse.Namespace:
     add("--memory-reserve", type=int, default=3072, help="MiB left to the machine")
     add("--kubernetes", default=VERSIONS["kubernetes"]["default"])
     add("--keep", action="store_true", help="keep the clusters' folders (logs)")
+    add("--profile", type=Path, help="write the scheduler's CPU profile of each steady phase here")
     options = parser.parse_args()
+    if options.profile:
+        options.profile.mkdir(parents=True, exist_ok=True)
     for layout in options.layouts.split(","):
         try:
             chart_values(layout)

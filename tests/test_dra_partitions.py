@@ -34,6 +34,11 @@ NODES = {
 }
 
 
+def chip_of(device: Any) -> int:
+    """The chip a device stands on, from its name (``npu-3``, ``npu-3-vir02-1c-1``)."""
+    return int(device["name"].split("-")[1])
+
+
 def catalog(short_tmp: Path, node: str) -> DeviceCatalog:
     inventory, splits = split_inventory(short_tmp, *NODES[node])
     return DeviceCatalog(inventory, DRIVER, splits=splits)
@@ -48,13 +53,13 @@ def test_every_slice_is_valid_for_1_36_and_1_37_and_the_pool_usable(short_tmp: P
     assert contents == [*counters, *devices], "counter sets first"
     assert all(len(c["sharedCounters"]) <= MAX_COUNTER_SETS_PER_SLICE for c in counters)  # type: ignore[arg-type]
     for content in devices:
-        chips = Counter(d["attributes"]["phyID"]["int"] for d in content["devices"])  # type: ignore[union-attr]
+        chips = Counter(chip_of(d) for d in content["devices"])  # type: ignore[union-attr]
         assert len(content["devices"]) <= 64  # type: ignore[arg-type]
         for device in content["devices"]:  # type: ignore[union-attr]
             assert len(device["consumesCounters"]) <= MAX_CONSUMPTIONS
         for other in devices:
             if other is not content:
-                assert not chips.keys() & {d["attributes"]["phyID"]["int"] for d in other["devices"]}, (  # type: ignore[union-attr]
+                assert not chips.keys() & {chip_of(d) for d in other["devices"]}, (  # type: ignore[union-attr]
                     "a chip's devices share one slice"
                 )
 
@@ -78,6 +83,9 @@ def test_a_310p_chip_the_whole_and_its_partitions(short_tmp: Path) -> None:
     vir02_1c = next(p for p in partitions if p["name"] == "npu-0-vir02-1c-0")
     assert vir02_1c["attributes"]["aiCores"] == {"int": 2}
     assert vir02_1c["attributes"]["chipName"] == {"string": "310P3"}, "the chip's attributes"
+    kept = {"family", "chipName", "topologyUnit", "numaNode", "resource.kubernetes.io/pcieRoot"}
+    assert set(vir02_1c["attributes"]) == {"aiCores", "vnpuTemplate"} | (kept & set(whole["attributes"]))
+    assert {"phyID", "cardID", "driverVersion"} <= set(whole["attributes"]), "identities: the chip's alone"
     assert vir02_1c["capacity"] == {"memory": {"value": "6Gi"}}
     assert vir02_1c["consumesCounters"] == [
         {
@@ -109,7 +117,7 @@ def test_an_unhealthy_chip_keeps_its_partitions_beside_it_tainted_or_takes_them_
     assert "npu-3-counters" in [s["name"] for s in tainted.counter_sets]
     validated(as_slices(slice_contents(tainted)))
     gone = pick.pool(PARTITIONS)
-    assert [d for chip in gone.chips for d in chip if d["attributes"]["phyID"]["int"] == 3] == []
+    assert [d for chip in gone.chips for d in chip if chip_of(d) == 3] == []
     assert "npu-3-counters" not in [s["name"] for s in gone.counter_sets]
 
 
