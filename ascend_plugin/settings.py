@@ -215,7 +215,7 @@ class Settings(BaseSettings):
         "unprepared; off: read none (only for nodes known to have none)",
     )
     dra_partition_places: Annotated[int, Field(ge=0, le=64)] = Field(
-        default=2,
+        default=1,
         description="vnpu dynamic: how many partitions of each template a chip publishes at most (each is "
         "a device the scheduler weighs for every claim on every node); 0: as many as fit the chip",
     )

@@ -53,7 +53,8 @@ async def dynamic(
     dra_node.write({**A2_SERVER, "vdev_node_dir": str(dra_node.host_root / "dev")})
     apiserver.kube_version = "1.36"
     apiserver.add_node(NODE)
-    settings = dra_node.settings(kubeconfig, vnpu="dynamic", dcmi_call_timeout=0.5)
+    # Two vNPUs of one template on one chip: the second partition of each must be published.
+    settings = dra_node.settings(kubeconfig, vnpu="dynamic", dcmi_call_timeout=0.5, dra_partition_places=2)
     async with running_driver(settings) as app:
         await wait_for(dra_kubelet, registered, "registered")
         yield app

@@ -57,7 +57,8 @@ async def dynamic(
 ) -> AsyncIterator[PluginApp]:
     apiserver.kube_version = "1.36"
     apiserver.add_node(NODE)
-    async with running_driver(split_node.settings(kubeconfig, vnpu="dynamic")) as app:
+    # Two vNPUs of one template on one chip: the second partition of each must be published.
+    async with running_driver(split_node.settings(kubeconfig, vnpu="dynamic", dra_partition_places=2)) as app:
         await wait_for(dra_kubelet, registered, "registered")
         yield app
 

@@ -61,11 +61,11 @@ def test_the_chip_keeps_its_whole_counter_set_and_the_whole_chip_takes_it_all(sh
     assert [d["name"] for d in devices[1:3]] == ["npu-0-vir01-0", "npu-0-vir02-0"], "numbered from 0"
 
 
-def test_by_default_a_chip_publishes_two_of_each_template(short_tmp: Path) -> None:
+def test_by_default_a_chip_publishes_one_of_each_template(short_tmp: Path) -> None:
     """What docs/dra.md chose from bench/cluster_scale.py's figures ("What partitions cost the scheduler")."""
     default = load_settings({"backend": "fake", "fake_scenario": "/s.json"}).dra_partition_places
     templates, _ = published(short_tmp, default)
-    assert templates == {name: min(most, 2) for name, most in EVERY_PLACE_310P3.items()}
+    assert templates == dict.fromkeys(EVERY_PLACE_310P3, 1)
 
 
 @pytest.mark.parametrize("value", [-1, 65, "many"])
@@ -82,12 +82,15 @@ async def test_the_setting_reaches_the_driver_s_slices(
 ) -> None:
     apiserver.kube_version = "1.37"
     apiserver.add_node(NODE)
-    settings = dra_node.settings(kubeconfig, vnpu="dynamic", dra_partition_places=1)
-    one_each = [
-        f"npu-{phy}{suffix}" for phy in range(8) for suffix in ("", "-vir05-1c-16g-0", "-vir10-3c-32g-0")
+    settings = dra_node.settings(kubeconfig, vnpu="dynamic", dra_partition_places=3)
+    three_vir05 = [f"-vir05-1c-16g-{n}" for n in range(3)]
+    three_at_most = [
+        f"npu-{phy}{suffix}"
+        for phy in range(8)
+        for suffix in ("", *three_vir05, "-vir10-3c-32g-0", "-vir10-3c-32g-1")
     ]
     async with running_driver(settings):
         await until(
-            lambda: sorted(device_names(apiserver.slices(DRIVER, NODE))) == sorted(one_each),
-            "each chip whole, one vir05_1c_16g and one vir10_3c_32g",
+            lambda: sorted(device_names(apiserver.slices(DRIVER, NODE))) == sorted(three_at_most),
+            "each chip whole, three of its four vir05_1c_16g and both vir10_3c_32g",
         )

@@ -54,7 +54,10 @@ def driver(node: DraNode, kubeconfig: Path, short_tmp: Path) -> Callable[[], Any
         fake = FakeNode(node.scenario, node.host_root)
         log = short_tmp / f"plugin-{started}.log"
         with plugin_process(
-            fake, node.root / "device-plugins", log, *node.flags(kubeconfig, vnpu="dynamic")
+            fake,
+            node.root / "device-plugins",
+            log,
+            *node.flags(kubeconfig, vnpu="dynamic", dra_partition_places=2),
         ) as plugin:
             yield plugin
 

@@ -45,7 +45,7 @@ TEMPLATE_ATTRIBUTE = "vnpuTemplate"
 # What a partition keeps of its chip's attributes: what a claim selects partitions or lines them up
 # by. For each claim on each node the scheduler copies every attribute of every device it tests into
 # maps of its own; with the chip's identities (phyID, cardID, driverVersion, ...) as well, it spent
-# about an eighth more CPU a pod (docs/dra.md "What partitions cost the scheduler").
+# 8-15 % more CPU a pod (docs/dra.md "What partitions cost the scheduler").
 PARTITION_ATTRIBUTES = ("family", "chipName", "topologyUnit", "numaNode", PCIE_ROOT)
 
 NO_SCHEDULE: Final = "NoSchedule"
