@@ -2,7 +2,7 @@
 
 Every partition is a device the scheduler weighs, for every claim, on every node
 (docs/dra.md, "What partitions cost the scheduler"), so a chip publishes each
-template at most that many times (2 by default); 0 publishes every place the
+template at most that many times (1 by default); 0 publishes every place the
 template fits. The chip's counter set stays whole: it is what the chip holds,
 whatever is published.
 """
@@ -15,20 +15,27 @@ from pathlib import Path
 
 import pytest
 from dra_harness import (
+    A2_SERVER,
     DRIVER,
     EVERY_PLACE_310P3,
     NODE,
     DraNode,
     device_names,
+    prepare,
+    put_claim,
+    registered,
+    result,
     running_driver,
     split_inventory,
+    unprepare,
 )
-from waiting import until
+from waiting import until, wait_for
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing
 from ascend_plugin.settings import SettingsError, load_settings
 from ascend_plugin.testing.dra_standin import DraKubeletStandIn
 from ascend_plugin.testing.kube_apiserver import FakeApiServer
+from backends.fake.library import FakeLibrary
 
 
 def published(short_tmp: Path, places: int) -> tuple[Counter[str], list[dict[str, object]]]:
@@ -94,3 +101,37 @@ async def test_the_setting_reaches_the_driver_s_slices(
             lambda: sorted(device_names(apiserver.slices(DRIVER, NODE))) == sorted(three_at_most),
             "each chip whole, three of its four vir05_1c_16g and both vir10_3c_32g",
         )
+
+
+@pytest.mark.anyio
+async def test_a_claim_prepared_on_a_place_no_longer_published_keeps_its_vnpu_until_unprepared(
+    dra_node: DraNode, apiserver: FakeApiServer, kubeconfig: Path, dra_kubelet: DraKubeletStandIn
+) -> None:
+    """The count lowered across a restart while a pod runs on a partition it no longer publishes: the
+    claim is prepared again as it was (a kubelet restart asks), and its vNPU goes only at Unprepare."""
+    dra_node.write({**A2_SERVER, "vdev_node_dir": str(dra_node.host_root / "dev")})
+    apiserver.kube_version = "1.36"
+    apiserver.add_node(NODE)
+    second = "npu-3-vir10-3c-32g-1"
+    claim = put_claim(apiserver, "infer", [result(second)])
+    driver = FakeLibrary(dra_node.scenario)
+    driver.init()
+    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic", dra_partition_places=2)):
+        await wait_for(dra_kubelet, registered, "registered")
+        first = (await prepare(dra_kubelet, claim)).claims[claim[2]]
+    assert first.error == ""
+    made = driver.vdev_ids(3, 0)
+    assert len(made) == 1
+    async with running_driver(dra_node.settings(kubeconfig, vnpu="dynamic", dra_partition_places=1)):
+        await wait_for(dra_kubelet, lambda kubelet: registered(kubelet, 2), "registered again")
+        await until(
+            lambda: (
+                {"npu-3-vir10-3c-32g-0", second} & set(device_names(apiserver.slices(DRIVER, NODE)))
+                == {"npu-3-vir10-3c-32g-0"}
+            ),
+            f"{second} no longer published",
+        )
+        assert (await prepare(dra_kubelet, claim)).claims[claim[2]] == first, "prepared as it was"
+        assert driver.vdev_ids(3, 0) == made
+        assert (await unprepare(dra_kubelet, claim)).claims[claim[2]].error == ""
+        assert driver.vdev_ids(3, 0) == [], "destroyed at Unprepare"
