@@ -19,7 +19,7 @@ from dra_harness import DRIVER, EVERY_PLACE_310P3, as_slices, cel_selects, split
 from kube_harness import set_faults
 
 from ascend_plugin.faces.dra.devices import DeviceCatalog, Publishing, slice_contents
-from ascend_plugin.faces.dra.names import MAX_COUNTER_SETS_PER_SLICE
+from ascend_plugin.faces.dra.names import MAX_COUNTER_SETS_PER_SLICE, chip_of
 from ascend_plugin.fault_policy.faults import FaultLevel
 
 PARTITIONS = Publishing(partitions=True)
@@ -32,11 +32,6 @@ NODES = {
     "910B2 x16": ("910", "910B2", 24.0, 65536, 16),
     "310P3 x8": ("310P", "310P3", 8.0, 24576, 8),
 }
-
-
-def chip_of(device: Any) -> int:
-    """The chip a device stands on, from its name (``npu-3``, ``npu-3-vir02-1c-1``)."""
-    return int(device["name"].split("-")[1])
 
 
 def catalog(short_tmp: Path, node: str) -> DeviceCatalog:
@@ -53,13 +48,13 @@ def test_every_slice_is_valid_for_1_36_and_1_37_and_the_pool_usable(short_tmp: P
     assert contents == [*counters, *devices], "counter sets first"
     assert all(len(c["sharedCounters"]) <= MAX_COUNTER_SETS_PER_SLICE for c in counters)  # type: ignore[arg-type]
     for content in devices:
-        chips = Counter(chip_of(d) for d in content["devices"])  # type: ignore[union-attr]
+        chips = Counter(chip_of(d["name"]) for d in content["devices"])  # type: ignore[union-attr]
         assert len(content["devices"]) <= 64  # type: ignore[arg-type]
         for device in content["devices"]:  # type: ignore[union-attr]
             assert len(device["consumesCounters"]) <= MAX_CONSUMPTIONS
         for other in devices:
             if other is not content:
-                assert not chips.keys() & {chip_of(d) for d in other["devices"]}, (  # type: ignore[union-attr]
+                assert not chips.keys() & {chip_of(d["name"]) for d in other["devices"]}, (  # type: ignore[union-attr]
                     "a chip's devices share one slice"
                 )
 
@@ -117,7 +112,7 @@ def test_an_unhealthy_chip_keeps_its_partitions_beside_it_tainted_or_takes_them_
     assert "npu-3-counters" in [s["name"] for s in tainted.counter_sets]
     validated(as_slices(slice_contents(tainted)))
     gone = pick.pool(PARTITIONS)
-    assert [d for chip in gone.chips for d in chip if chip_of(d) == 3] == []
+    assert [d for chip in gone.chips for d in chip if chip_of(d["name"]) == 3] == []
     assert "npu-3-counters" not in [s["name"] for s in gone.counter_sets]
 
 
