@@ -42,10 +42,10 @@ PCI_BUS_ID = "resource.kubernetes.io/pciBusID"
 SHARES = "shares"  # the capacity a shared chip's claims take one of each (unless they ask for more)
 SHARE_COUNT = "shareCount"  # the attribute saying a device is a shared chip, and into how many shares
 TEMPLATE_ATTRIBUTE = "vnpuTemplate"
-# What a partition keeps of its chip's attributes: what a claim selects partitions or lines them up
-# by. For each claim on each node the scheduler copies every attribute of every device it tests into
-# maps of its own; with the chip's identities (phyID, cardID, driverVersion, ...) as well, it spent
-# 8-15 % more CPU a pod (docs/dra.md "What partitions cost the scheduler").
+# What a partition keeps of its chip's attributes: what claims select or match partitions by (selectors,
+# matchAttribute). For each claim on each node the scheduler copies every attribute of every device it
+# tests into maps of its own; with the chip's identities (phyID, cardID, driverVersion, ...) as well, it
+# spent 8-15 % more CPU a pod (docs/dra.md "What partitions cost the scheduler").
 PARTITION_ATTRIBUTES = ("family", "chipName", "topologyUnit", "numaNode", PCIE_ROOT)
 
 NO_SCHEDULE: Final = "NoSchedule"
